@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's configuration file (docs/configuration.md, "Agent"). */
+#ifndef SR_AGENT_CONFIG_H
+#define SR_AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct agent_tls_config {
+	char *ca_file;
+	char *cert_file;
+	char *key_file;
+	char *server_name;
+	bool insecure_skip_verify;
+};
+
+struct agent_gateway_config {
+	char *endpoint;
+	struct agent_tls_config tls;
+	char *bearer_token_file;
+	int compression; /* index into agent_compression_names */
+	uint64_t timeout_ns;
+	uint64_t max_connection_age_ns;
+	uint64_t buffer_bytes;
+	uint64_t flush_timeout_ns;
+	uint64_t max_symbol_upload_bytes;
+};
+
+struct agent_profiling_config {
+	uint64_t frequency_hz;
+	uint64_t report_interval_ns;
+	char **pids;
+	uint32_t n_pids;
+	char **cgroups;
+	uint32_t n_cgroups;
+	bool include_idle;
+	bool include_kernel_threads;
+	bool kernel_stacks;
+	uint64_t ring_buffer_bytes;
+	uint64_t max_processes;
+	uint64_t max_stacks;
+};
+
+struct agent_telemetry_config {
+	char *metrics_address;
+	int log_level; /* enum sr_log_level */
+};
+
+struct agent_config {
+	char *node_name;
+	struct agent_gateway_config gateway;
+	struct agent_profiling_config profiling;
+	char *output;
+	struct agent_telemetry_config telemetry;
+};
+
+extern const char *const agent_compression_names[];
+extern const struct sr_field agent_config_fields[];
+
+#endif

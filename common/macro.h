@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Small macros every stackrelay file may use. */
+#ifndef SR_MACRO_H
+#define SR_MACRO_H
+
+#include <stddef.h>
+#include <stdlib.h>
+
+#define SR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define SR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SR_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SR_UNUSED __attribute__((unused))
+#define SR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define SR_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* free() and NULL the pointer, so a second call is harmless. */
+#define SR_FREE(p)                                                                                 \
+	do {                                                                                       \
+		free(p);                                                                           \
+		(p) = NULL;                                                                        \
+	} while (0)
+
+#endif
