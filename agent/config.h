@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 struct agent_tls_config {
 	char *ca_file;

@@ -47,6 +47,12 @@ enum sr_field_kind {
 	SR_FIELD_STRING_MAP,
 	SR_FIELD_MAPPING,
 	SR_FIELD_MAPPING_LIST,
+	/*
+	 * A key whose value the caller walks itself (its keys are names the
+	 * user chooses, like service.pipelines): accepted and documented
+	 * here, neither checked nor loaded.
+	 */
+	SR_FIELD_EXTERNAL,
 };
 
 struct sr_kv {
@@ -108,6 +114,11 @@ void sr_diag_add(struct sr_diag *d, const char *file, unsigned line, unsigned co
 		 const char *fmt, ...) SR_PRINTF(6, 7);
 void sr_diag_warn(struct sr_diag *d, const char *file, unsigned line, unsigned column, const char *path,
 		  const char *fmt, ...) SR_PRINTF(6, 7);
+/*
+ * Where problems added without a file are: set around calls into code that
+ * only knows key paths (a component's validate()); file NULL clears it.
+ */
+void sr_diag_set_context(struct sr_diag *d, const char *file, unsigned line, unsigned column);
 size_t sr_diag_errors(const struct sr_diag *d);
 size_t sr_diag_warnings(const struct sr_diag *d);
 /* Each problem on its own line: "FILE:LINE:COL: error: PATH: MESSAGE". */

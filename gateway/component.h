@@ -68,5 +68,9 @@ struct gw_component {
 extern const struct gw_component_type *const gw_component_types[];
 const struct gw_component_type *gw_component_type_find(enum gw_component_kind kind, const char *name);
 const char *gw_component_kind_to_string(enum gw_component_kind kind);
+/* "receivers", "processors", "exporters": the config section of a kind. */
+const char *gw_component_kind_section(enum gw_component_kind kind);
+/* For tests: more types, searched after the built-in table (NULL-terminated). */
+extern const struct gw_component_type *const *gw_component_types_extra;
 
 #endif

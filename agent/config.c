@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The agent's configuration schema: the single source of its defaults and docs. */
+#include <stddef.h>
+
+#include "agent/config.h"
+
+const char *const agent_compression_names[] = { "gzip", "none", NULL };
+static const char *const log_level_names[] = { "error", "warn", "info", "debug", "trace", NULL };
+
+static const struct sr_field tls_fields[] = {
+	SR_FIELD_STR("ca_file", struct agent_tls_config, ca_file,
+		     .doc = "CA bundle (PEM) that signs the gateway's certificate; empty: the system's CAs."),
+	SR_FIELD_STR("cert_file", struct agent_tls_config, cert_file,
+		     .doc = "Client certificate (PEM) for mTLS; needs key_file."),
+	SR_FIELD_STR("key_file", struct agent_tls_config, key_file, .doc = "Private key (PEM) of cert_file."),
+	SR_FIELD_STR("server_name", struct agent_tls_config, server_name,
+		     .doc = "Name to verify in the gateway's certificate (and send as SNI); empty: the endpoint's "
+			    "host."),
+	SR_FIELD_BOOLEAN("insecure_skip_verify", struct agent_tls_config, insecure_skip_verify, .def = "false",
+			 .doc = "Do not verify the gateway's certificate. For tests only."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field gateway_fields[] = {
+	SR_FIELD_STR("endpoint", struct agent_gateway_config, endpoint, .def = "http://127.0.0.1:7480",
+		     .doc = "Gateway URL: http:// for HTTP/2 without TLS (h2c), https:// for HTTP/2 over TLS."),
+	SR_FIELD_MAP("tls", struct agent_gateway_config, tls, struct agent_tls_config, tls_fields,
+		     .doc = "TLS settings for https:// endpoints."),
+	SR_FIELD_STR("bearer_token_file", struct agent_gateway_config, bearer_token_file,
+		     .doc = "File holding a bearer token sent as `Authorization: Bearer`; re-read every minute."),
+	SR_FIELD_ENUMERATION("compression", struct agent_gateway_config, compression, agent_compression_names,
+			     .def = "gzip", .doc = "Request body compression."),
+	SR_FIELD_DUR("timeout", struct agent_gateway_config, timeout_ns, .def = "10s",
+		     .min = 100 * 1000000LL, .max = 600 * 1000000000LL,
+		     .doc = "Time one request may take before it is abandoned and retried."),
+	SR_FIELD_DUR("max_connection_age", struct agent_gateway_config, max_connection_age_ns, .def = "10m",
+		     .doc = "Reconnect after this long so agents spread over gateway replicas behind a load "
+			    "balancer; 0 keeps one connection."),
+	SR_FIELD_BYTES("buffer_size", struct agent_gateway_config, buffer_bytes, .def = "64MiB",
+		       .min = 64 * 1024, .max = 16LL << 30,
+		       .doc = "Encoded data held while the gateway is slow or away; beyond it the oldest is "
+			      "dropped and counted."),
+	SR_FIELD_DUR("flush_timeout", struct agent_gateway_config, flush_timeout_ns, .def = "30s",
+		     .doc = "On exit, how long to keep sending what is buffered, missing definitions and wanted "
+			    "symbols."),
+	SR_FIELD_BYTES("max_symbol_upload_size", struct agent_gateway_config, max_symbol_upload_bytes,
+		       .def = "16MiB", .min = 4096, .max = 1LL << 30,
+		       .doc = "Largest symbol table uploaded for one executable."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field profiling_fields[] = {
+	SR_FIELD_U64("frequency", struct agent_profiling_config, frequency_hz, .def = "19", .min = 1, .max = 1000,
+		     .doc = "Samples per second per CPU. 19 Hz avoids lockstep with periodic work."),
+	SR_FIELD_DUR("report_interval", struct agent_profiling_config, report_interval_ns, .def = "10s",
+		     .min = 1000000000LL, .max = 600 * 1000000000LL,
+		     .doc = "Samples are aggregated and sent once per interval."),
+	SR_FIELD_STRLIST("pids", struct agent_profiling_config, pids, n_pids, .min = 0, .max = 1024,
+			 .doc = "Only profile these process IDs (empty: every process)."),
+	SR_FIELD_STRLIST("cgroups", struct agent_profiling_config, cgroups, n_cgroups, .min = 0, .max = 1024,
+			 .doc = "Only profile processes in these cgroup v2 directories (absolute, or relative to "
+				"/sys/fs/cgroup); empty: every cgroup."),
+	SR_FIELD_BOOLEAN("include_idle", struct agent_profiling_config, include_idle, .def = "false",
+			 .doc = "Also record the idle task (pid 0)."),
+	SR_FIELD_BOOLEAN("include_kernel_threads", struct agent_profiling_config, include_kernel_threads,
+			 .def = "true", .doc = "Record kernel threads (kworker, ksoftirqd, ...)."),
+	SR_FIELD_BOOLEAN("kernel_stacks", struct agent_profiling_config, kernel_stacks, .def = "true",
+			 .doc = "Record kernel stacks as well as user stacks."),
+	SR_FIELD_BYTES("ring_buffer_size", struct agent_profiling_config, ring_buffer_bytes, .def = "8MiB",
+		       .min = 256 * 1024, .max = 1LL << 30,
+		       .doc = "BPF ring buffer shared by all CPUs (rounded up to a power of two); samples that "
+			      "do not fit are counted as lost."),
+	SR_FIELD_U64("max_processes", struct agent_profiling_config, max_processes, .def = "32768", .min = 16,
+		     .max = 4194304, .doc = "Processes whose mappings are cached at once."),
+	SR_FIELD_U64("max_stacks", struct agent_profiling_config, max_stacks, .def = "200000", .min = 1024,
+		     .max = 100000000, .doc = "Distinct stacks whose definitions are kept for resending."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field metrics_fields[] = {
+	SR_FIELD_STR("address", struct agent_telemetry_config, metrics_address,
+		     .doc = "host:port to serve Prometheus metrics on; empty: no metrics endpoint."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field logs_fields[] = {
+	SR_FIELD_ENUMERATION("level", struct agent_telemetry_config, log_level, log_level_names, .def = "info",
+			     .doc = "Least severe level logged (--log-level overrides)."),
+	SR_FIELD_END,
+};
+
+/*
+ * telemetry.metrics.address and telemetry.logs.level are nested in YAML
+ * (as in the gateway and the Collector) but flat in the struct: each nested
+ * table describes the same struct with its own offsets.
+ */
+static const struct sr_field telemetry_fields[] = {
+	{ .key = "metrics", .kind = SR_FIELD_MAPPING, .offset = 0, .elem_size = sizeof(struct agent_telemetry_config),
+	  .fields = metrics_fields, .doc = "Prometheus metrics of the agent itself." },
+	{ .key = "logs", .kind = SR_FIELD_MAPPING, .offset = 0, .elem_size = sizeof(struct agent_telemetry_config),
+	  .fields = logs_fields, .doc = "Logging." },
+	SR_FIELD_END,
+};
+
+const struct sr_field agent_config_fields[] = {
+	SR_FIELD_STR("node_name", struct agent_config, node_name, .def = "${env:NODE_NAME:-}",
+		     .doc = "Name of this node as Kubernetes knows it; empty: the host name."),
+	SR_FIELD_MAP("gateway", struct agent_config, gateway, struct agent_gateway_config, gateway_fields,
+		     .doc = "Where and how samples are sent."),
+	SR_FIELD_MAP("profiling", struct agent_config, profiling, struct agent_profiling_config, profiling_fields,
+		     .doc = "What is sampled and how often."),
+	SR_FIELD_STR("output", struct agent_config, output,
+		     .doc = "Also write every request as varint-delimited stackrelay.v1.PushRequest to this file."),
+	SR_FIELD_MAP("telemetry", struct agent_config, telemetry, struct agent_telemetry_config, telemetry_fields,
+		     .doc = "The agent's own metrics and logs."),
+	SR_FIELD_END,
+};

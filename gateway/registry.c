@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Every component type the gateway knows, in one table (STYLE.md 9). A new
+ * receiver, processor or exporter is one file exporting one
+ * `const struct gw_component_type` plus one line here.
+ */
+#include <string.h>
+
+#include "component.h"
+
+/* Receivers */
+
+/* Processors */
+
+/* Exporters */
+
+const struct gw_component_type *const gw_component_types[] = {
+	NULL,
+};
+
+/* Tests may add types of their own (a table ending with NULL). */
+const struct gw_component_type *const *gw_component_types_extra;
+
+const struct gw_component_type *gw_component_type_find(enum gw_component_kind kind, const char *name)
+{
+	for (size_t i = 0; gw_component_types[i]; i++)
+		if (gw_component_types[i]->kind == kind && strcmp(gw_component_types[i]->name, name) == 0)
+			return gw_component_types[i];
+	for (size_t i = 0; gw_component_types_extra && gw_component_types_extra[i]; i++)
+		if (gw_component_types_extra[i]->kind == kind && strcmp(gw_component_types_extra[i]->name, name) == 0)
+			return gw_component_types_extra[i];
+	return NULL;
+}
+
+const char *gw_component_kind_to_string(enum gw_component_kind kind)
+{
+	switch (kind) {
+	case GW_RECEIVER:
+		return "receiver";
+	case GW_PROCESSOR:
+		return "processor";
+	case GW_EXPORTER:
+		return "exporter";
+	}
+	return "component";
+}
+
+const char *gw_component_kind_section(enum gw_component_kind kind)
+{
+	switch (kind) {
+	case GW_RECEIVER:
+		return "receivers";
+	case GW_PROCESSOR:
+		return "processors";
+	case GW_EXPORTER:
+		return "exporters";
+	}
+	return "?";
+}

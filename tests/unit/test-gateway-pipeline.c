@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Loading and validating the gateway's pipeline configuration. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/config.h"
+#include "component.h"
+#include "pipeline.h"
+
+struct recv_cfg {
+	char *endpoint;
+};
+struct proc_cfg {
+	uint64_t timeout_ns;
+};
+struct exp_cfg {
+	char *endpoint;
+	struct sr_kv *headers;
+	uint32_t n_headers;
+};
+
+static const struct sr_field recv_fields[] = {
+	SR_FIELD_STR("endpoint", struct recv_cfg, endpoint, .def = "127.0.0.1:7480"),
+	SR_FIELD_END,
+};
+static const struct sr_field proc_fields[] = {
+	SR_FIELD_DUR("timeout", struct proc_cfg, timeout_ns, .def = "10s"),
+	SR_FIELD_END,
+};
+static const struct sr_field exp_fields[] = {
+	SR_FIELD_STR("endpoint", struct exp_cfg, endpoint, .required = true),
+	SR_FIELD_STRMAP("headers", struct exp_cfg, headers, n_headers),
+	SR_FIELD_END,
+};
+
+static int exp_validate(const void *config, const char *path, struct sr_diag *d)
+{
+	const struct exp_cfg *c = config;
+
+	if (strncmp(c->endpoint, "http", 4) != 0) {
+		sr_diag_add(d, NULL, 0, 0, path, "endpoint must be an http:// or https:// URL");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct gw_component_type test_recv = {
+	.name = "testrecv", .kind = GW_RECEIVER, .config_fields = recv_fields, .config_size = sizeof(struct recv_cfg),
+};
+static const struct gw_component_type test_proc = {
+	.name = "testproc", .kind = GW_PROCESSOR, .config_fields = proc_fields, .config_size = sizeof(struct proc_cfg),
+};
+static const struct gw_component_type test_exp = {
+	.name = "testexp",
+	.kind = GW_EXPORTER,
+	.config_fields = exp_fields,
+	.config_size = sizeof(struct exp_cfg),
+	.validate = exp_validate,
+};
+static const struct gw_component_type *const test_types[] = { &test_recv, &test_proc, &test_exp, NULL };
+
+static struct sr_diag *diag;
+
+static int setup(void **state)
+{
+	(void)state;
+	gw_component_types_extra = test_types;
+	diag = sr_diag_new();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	sr_diag_print(diag, stderr);
+	sr_diag_free(diag);
+	return 0;
+}
+
+static bool has(const char *needle)
+{
+	for (size_t i = 0; sr_diag_message(diag, i); i++)
+		if (strstr(sr_diag_message(diag, i), needle))
+			return true;
+	return false;
+}
+
+static void test_valid(void **state)
+{
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	setenv("SR_TEST_TENANT", "acme", 1);
+	assert_int_equal(gw_config_load_string("gw.yaml",
+					       "receivers:\n"
+					       "  testrecv:\n"
+					       "    endpoint: 0.0.0.0:7480\n"
+					       "processors:\n"
+					       "  testproc: {timeout: 2s}\n"
+					       "  testproc/slow:\n"
+					       "exporters:\n"
+					       "  testexp/pyroscope:\n"
+					       "    endpoint: http://pyroscope:4040\n"
+					       "    headers: {X-Scope-OrgID: \"${env:SR_TEST_TENANT}\"}\n"
+					       "  testexp/second: {endpoint: http://b}\n"
+					       "service:\n"
+					       "  pipelines:\n"
+					       "    profiles:\n"
+					       "      receivers: [testrecv]\n"
+					       "      processors: [testproc/slow, testproc]\n"
+					       "      exporters: [testexp/pyroscope, testexp/second]\n"
+					       "    profiles/b:\n"
+					       "      receivers: [testrecv]\n"
+					       "      exporters: [testexp/second]\n"
+					       "  telemetry: {metrics: {address: 0.0.0.0:8888}, logs: {level: debug}}\n"
+					       "  shutdown_timeout: 45s\n",
+					       &cfg, diag),
+			 0);
+	assert_int_equal(sr_diag_errors(diag), 0);
+	assert_int_equal(sr_diag_warnings(diag), 0);
+	assert_int_equal(cfg->n_components, 5);
+	assert_int_equal(cfg->n_pipelines, 2);
+	const struct gw_pipeline_def *p = &cfg->pipelines[0];
+	assert_string_equal(p->name, "profiles");
+	assert_int_equal(p->n_processors, 2);
+	assert_string_equal(p->processors[0]->id, "testproc/slow");
+	assert_int_equal(((struct proc_cfg *)p->processors[0]->config)->timeout_ns, 10000000000ULL);
+	assert_int_equal(((struct proc_cfg *)p->processors[1]->config)->timeout_ns, 2000000000ULL);
+	struct exp_cfg *e = p->exporters[0]->config;
+	assert_string_equal(e->headers[0].value, "acme");
+	/* One instance per ID, shared by both pipelines. */
+	assert_ptr_equal(cfg->pipelines[1].exporters[0], p->exporters[1]);
+	assert_string_equal(cfg->service.metrics_address, "0.0.0.0:8888");
+	assert_int_equal(cfg->service.log_level, 3);
+	assert_int_equal(cfg->service.shutdown_timeout_ns, 45000000000ULL);
+	gw_config_free(cfg);
+}
+
+/* The acceptance case: four kinds of problem, all listed with file:line. */
+static void test_four_problems(void **state)
+{
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	unsetenv("SR_TEST_NOPE");
+	assert_int_equal(gw_config_load_string("gw.yaml",
+					       "receivers:\n"
+					       "  testrecv:\n"
+					       "    endpont: 0.0.0.0:7480\n"
+					       "processors:\n"
+					       "  testproc: {timeout: 10 seconds}\n"
+					       "exporters:\n"
+					       "  testexp:\n"
+					       "    endpoint: http://p\n"
+					       "    headers: {X-Scope-OrgID: \"${env:SR_TEST_NOPE}\"}\n"
+					       "service:\n"
+					       "  pipelines:\n"
+					       "    profiles:\n"
+					       "      receivers: [testrecv]\n"
+					       "      processors: [testproc]\n"
+					       "      exporters: [testexp, testexp/missing]\n",
+					       &cfg, diag),
+			 -EINVAL);
+	assert_null(cfg);
+	assert_true(has("gw.yaml:3:5: error: receivers.testrecv: unknown key \"endpont\" (did you mean "
+			"\"endpoint\"?)"));
+	assert_true(has("gw.yaml:5:23: error: processors.testproc.timeout: invalid duration \"10 seconds\""));
+	assert_true(has("gw.yaml:9:30: error: exporters.testexp.headers.X-Scope-OrgID: environment variable "
+			"SR_TEST_NOPE is not set"));
+	assert_true(has("gw.yaml:15:28: error: service.pipelines.profiles.exporters[1]: exporter "
+			"\"testexp/missing\" is not defined in exporters"));
+	assert_int_equal(sr_diag_errors(diag), 4);
+}
+
+static void test_structure_problems(void **state)
+{
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(gw_config_load_string("gw.yaml",
+					       "receivers:\n"
+					       "  nosuch: {}\n"
+					       "  testrecv/a:\n"
+					       "  testrecv/a:\n"
+					       "  bad id!: {}\n"
+					       "exporters:\n"
+					       "  testexp: {endpoint: ftp://x}\n"
+					       "  testexp/unused: {endpoint: http://x}\n"
+					       "  testproc: {}\n"
+					       "extensions: {}\n"
+					       "service:\n"
+					       "  pipelines:\n"
+					       "    traces: {receivers: [testrecv/a], exporters: [testexp]}\n"
+					       "    profiles/x:\n"
+					       "      receivers: []\n"
+					       "      processors: [testexp]\n"
+					       "    profiles/y: {receivers: [testrecv/a, testrecv/a], exporters: [testexp]}\n"
+					       "  extra: 1\n",
+					       &cfg, diag),
+			 -EINVAL);
+	assert_true(has("gw.yaml:2:3: error: receivers: unknown receiver type \"nosuch\""));
+	assert_true(has("gw.yaml:4:3: error: receivers: component ID \"testrecv/a\" is defined twice"));
+	assert_true(has("gw.yaml:5:3: error: receivers: invalid component ID \"bad id!\""));
+	assert_true(has("gw.yaml:7:3: error: exporters.testexp: endpoint must be an http:// or https:// URL"));
+	assert_true(has("gw.yaml:9:3: error: exporters: unknown exporter type \"testproc\""));
+	assert_true(has("gw.yaml:10:1: error: unknown key \"extensions\""));
+	assert_true(has("gw.yaml:13:5: error: service.pipelines: invalid pipeline name \"traces\""));
+	assert_true(has("service.pipelines.profiles/x: pipeline has no receivers"));
+	assert_true(has("service.pipelines.profiles/x: pipeline has no exporters"));
+	assert_true(has("gw.yaml:16:20: error: service.pipelines.profiles/x.processors[0]: \"testexp\" is an "
+			"exporter, not a processor"));
+	assert_true(has("service.pipelines.profiles/y.receivers[1]: \"testrecv/a\" is listed twice"));
+	assert_true(has("gw.yaml:18:3: error: service: unknown key \"extra\""));
+	assert_true(has("warning: exporter \"testexp/unused\" is configured but no pipeline uses it"));
+}
+
+static void test_empty_and_missing(void **state)
+{
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(gw_config_load_string("gw.yaml", "", &cfg, diag), -EINVAL);
+	assert_true(has("the file is empty"));
+	assert_int_equal(gw_config_load_string("gw.yaml", "receivers: {testrecv: {}}\n", &cfg, diag), -EINVAL);
+	assert_true(has("no service section"));
+	assert_int_equal(gw_config_load("/nonexistent/gw.yaml", &cfg, diag), -EINVAL);
+	assert_true(has("/nonexistent/gw.yaml: error: cannot open"));
+}
+
+static void test_describe_lists_service(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	(void)state;
+	gw_config_describe(f, true);
+	fclose(f);
+	assert_non_null(strstr(buf, "`receivers.testrecv.endpoint`"));
+	assert_non_null(strstr(buf, "`service.shutdown_timeout` | duration | `30s`"));
+	assert_non_null(strstr(buf, "`service.telemetry.metrics.address`"));
+	assert_non_null(strstr(buf, "`service.pipelines.<name>.exporters`"));
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_valid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_four_problems, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_structure_problems, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_and_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
