@@ -30,22 +30,20 @@ static const struct sr_field gateway_fields[] = {
 		     .doc = "File holding a bearer token sent as `Authorization: Bearer`; re-read every minute."),
 	SR_FIELD_ENUMERATION("compression", struct agent_gateway_config, compression, agent_compression_names,
 			     .def = "gzip", .doc = "Request body compression."),
-	SR_FIELD_DUR("timeout", struct agent_gateway_config, timeout_ns, .def = "10s",
-		     .min = 100 * 1000000LL, .max = 600 * 1000000000LL,
-		     .doc = "Time one request may take before it is abandoned and retried."),
+	SR_FIELD_DUR("timeout", struct agent_gateway_config, timeout_ns, .def = "10s", .min = 100 * 1000000LL,
+		     .max = 600 * 1000000000LL, .doc = "Time one request may take before it is abandoned and retried."),
 	SR_FIELD_DUR("max_connection_age", struct agent_gateway_config, max_connection_age_ns, .def = "10m",
 		     .doc = "Reconnect after this long so agents spread over gateway replicas behind a load "
 			    "balancer; 0 keeps one connection."),
-	SR_FIELD_BYTES("buffer_size", struct agent_gateway_config, buffer_bytes, .def = "64MiB",
-		       .min = 64 * 1024, .max = 16LL << 30,
+	SR_FIELD_BYTES("buffer_size", struct agent_gateway_config, buffer_bytes, .def = "64MiB", .min = 64 * 1024,
+		       .max = 16LL << 30,
 		       .doc = "Encoded data held while the gateway is slow or away; beyond it the oldest is "
 			      "dropped and counted."),
 	SR_FIELD_DUR("flush_timeout", struct agent_gateway_config, flush_timeout_ns, .def = "30s",
 		     .doc = "On exit, how long to keep sending what is buffered, missing definitions and wanted "
 			    "symbols."),
-	SR_FIELD_BYTES("max_symbol_upload_size", struct agent_gateway_config, max_symbol_upload_bytes,
-		       .def = "16MiB", .min = 4096, .max = 1LL << 30,
-		       .doc = "Largest symbol table uploaded for one executable."),
+	SR_FIELD_BYTES("max_symbol_upload_size", struct agent_gateway_config, max_symbol_upload_bytes, .def = "16MiB",
+		       .min = 4096, .max = 1LL << 30, .doc = "Largest symbol table uploaded for one executable."),
 	SR_FIELD_END,
 };
 
@@ -62,8 +60,8 @@ static const struct sr_field profiling_fields[] = {
 				"/sys/fs/cgroup); empty: every cgroup."),
 	SR_FIELD_BOOLEAN("include_idle", struct agent_profiling_config, include_idle, .def = "false",
 			 .doc = "Also record the idle task (pid 0)."),
-	SR_FIELD_BOOLEAN("include_kernel_threads", struct agent_profiling_config, include_kernel_threads,
-			 .def = "true", .doc = "Record kernel threads (kworker, ksoftirqd, ...)."),
+	SR_FIELD_BOOLEAN("include_kernel_threads", struct agent_profiling_config, include_kernel_threads, .def = "true",
+			 .doc = "Record kernel threads (kworker, ksoftirqd, ...)."),
 	SR_FIELD_BOOLEAN("kernel_stacks", struct agent_profiling_config, kernel_stacks, .def = "true",
 			 .doc = "Record kernel stacks as well as user stacks."),
 	SR_FIELD_BYTES("ring_buffer_size", struct agent_profiling_config, ring_buffer_bytes, .def = "8MiB",
@@ -95,10 +93,18 @@ static const struct sr_field logs_fields[] = {
  * table describes the same struct with its own offsets.
  */
 static const struct sr_field telemetry_fields[] = {
-	{ .key = "metrics", .kind = SR_FIELD_MAPPING, .offset = 0, .elem_size = sizeof(struct agent_telemetry_config),
-	  .fields = metrics_fields, .doc = "Prometheus metrics of the agent itself." },
-	{ .key = "logs", .kind = SR_FIELD_MAPPING, .offset = 0, .elem_size = sizeof(struct agent_telemetry_config),
-	  .fields = logs_fields, .doc = "Logging." },
+	{ .key = "metrics",
+	  .kind = SR_FIELD_MAPPING,
+	  .offset = 0,
+	  .elem_size = sizeof(struct agent_telemetry_config),
+	  .fields = metrics_fields,
+	  .doc = "Prometheus metrics of the agent itself." },
+	{ .key = "logs",
+	  .kind = SR_FIELD_MAPPING,
+	  .offset = 0,
+	  .elem_size = sizeof(struct agent_telemetry_config),
+	  .fields = logs_fields,
+	  .doc = "Logging." },
 	SR_FIELD_END,
 };
 

@@ -25,28 +25,27 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: stackrelay-agent [OPTIONS]\n"
-		"\n"
-		"Samples every CPU with eBPF and streams raw stacks with the metadata needed to\n"
-		"symbolize and label them to a stackrelay gateway.\n"
-		"\n"
-		"Options:\n"
-		"  --config PATH       YAML configuration (keys below); without it, built-in defaults\n"
-		"  --gateway URL       gateway.endpoint: http://HOST:PORT (h2c) or https://HOST:PORT\n"
-		"  --frequency HZ      profiling.frequency: samples per second per CPU (1-1000)\n"
-		"  --duration SECONDS  profile that long (or a duration like 1m30s), flush everything, exit 0\n"
-		"  --output PATH       write what would be sent as varint-delimited stackrelay.v1.PushRequest;\n"
-		"                      without --gateway (or gateway.endpoint in --config) nothing is sent\n"
-		"  --pid PID           only profile this process (repeatable; adds to profiling.pids)\n"
-		"  --check             preflight: kernel, BTF, capabilities, perf_event_paranoid, tracefs;\n"
-		"                      says what is missing and how to fix it; exit 0 when all pass\n"
-		"  --validate          check the configuration and exit (0 valid, 2 invalid)\n"
-		"  --log-level LEVEL   error, warn, info, debug or trace (overrides telemetry.logs.level)\n"
-		"  --version           print versions and exit\n"
-		"  --help              print this help and exit\n"
-		"\n"
-		"Configuration file keys (type, default, meaning):\n");
+	fprintf(f, "Usage: stackrelay-agent [OPTIONS]\n"
+		   "\n"
+		   "Samples every CPU with eBPF and streams raw stacks with the metadata needed to\n"
+		   "symbolize and label them to a stackrelay gateway.\n"
+		   "\n"
+		   "Options:\n"
+		   "  --config PATH       YAML configuration (keys below); without it, built-in defaults\n"
+		   "  --gateway URL       gateway.endpoint: http://HOST:PORT (h2c) or https://HOST:PORT\n"
+		   "  --frequency HZ      profiling.frequency: samples per second per CPU (1-1000)\n"
+		   "  --duration SECONDS  profile that long (or a duration like 1m30s), flush everything, exit 0\n"
+		   "  --output PATH       write what would be sent as varint-delimited stackrelay.v1.PushRequest;\n"
+		   "                      without --gateway (or gateway.endpoint in --config) nothing is sent\n"
+		   "  --pid PID           only profile this process (repeatable; adds to profiling.pids)\n"
+		   "  --check             preflight: kernel, BTF, capabilities, perf_event_paranoid, tracefs;\n"
+		   "                      says what is missing and how to fix it; exit 0 when all pass\n"
+		   "  --validate          check the configuration and exit (0 valid, 2 invalid)\n"
+		   "  --log-level LEVEL   error, warn, info, debug or trace (overrides telemetry.logs.level)\n"
+		   "  --version           print versions and exit\n"
+		   "  --help              print this help and exit\n"
+		   "\n"
+		   "Configuration file keys (type, default, meaning):\n");
 	sr_config_describe(agent_config_fields, "", false, f);
 	fprintf(f, "\nStrings may use ${env:NAME} and ${env:NAME:-default}. See docs/configuration.md.\n");
 }
@@ -58,8 +57,9 @@ static int parse_u64_arg(const char *flag, const char *s, uint64_t min, uint64_t
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
 	if (!*s || *end || errno || s[0] == '-' || v < min || v > max) {
-		fprintf(stderr, "stackrelay-agent: %s: invalid value \"%s\": expected a whole number from %" PRIu64
-				" to %" PRIu64 "\n",
+		fprintf(stderr,
+			"stackrelay-agent: %s: invalid value \"%s\": expected a whole number from %" PRIu64
+			" to %" PRIu64 "\n",
 			flag, s, min, max);
 		return -EINVAL;
 	}
@@ -101,8 +101,19 @@ static int append_pid(struct agent_config *cfg, const char *s)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CONFIG = 256, OPT_GATEWAY, OPT_FREQUENCY, OPT_DURATION, OPT_OUTPUT, OPT_PID, OPT_CHECK,
-	       OPT_VALIDATE, OPT_LOG_LEVEL, OPT_VERSION, OPT_HELP };
+	enum {
+		OPT_CONFIG = 256,
+		OPT_GATEWAY,
+		OPT_FREQUENCY,
+		OPT_DURATION,
+		OPT_OUTPUT,
+		OPT_PID,
+		OPT_CHECK,
+		OPT_VALIDATE,
+		OPT_LOG_LEVEL,
+		OPT_VERSION,
+		OPT_HELP
+	};
 	static const struct option options[] = {
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "gateway", required_argument, NULL, OPT_GATEWAY },
@@ -145,7 +156,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PID:
 			if (n_pids >= AGENT_MAX_PID_FLAGS) {
-				fprintf(stderr, "stackrelay-agent: --pid: more than %d processes\n", AGENT_MAX_PID_FLAGS);
+				fprintf(stderr, "stackrelay-agent: --pid: more than %d processes\n",
+					AGENT_MAX_PID_FLAGS);
 				return EXIT_USAGE;
 			}
 			pids[n_pids++] = optarg;
@@ -179,8 +191,9 @@ int main(int argc, char **argv)
 	if (log_level) {
 		enum sr_log_level lvl;
 		if (sr_log_level_from_string(log_level, &lvl) < 0) {
-			fprintf(stderr, "stackrelay-agent: --log-level: invalid level \"%s\": expected error, warn, info, "
-					"debug or trace\n",
+			fprintf(stderr,
+				"stackrelay-agent: --log-level: invalid level \"%s\": expected error, warn, info, "
+				"debug or trace\n",
 				log_level);
 			return EXIT_USAGE;
 		}
@@ -238,8 +251,9 @@ int main(int argc, char **argv)
 			}
 			opts.duration_ns = secs * SR_NSEC_PER_SEC;
 		} else if (sr_parse_duration(duration, &opts.duration_ns) < 0 || opts.duration_ns == 0) {
-			fprintf(stderr, "stackrelay-agent: --duration: invalid value \"%s\": expected seconds (30) or a "
-					"duration (1m30s)\n",
+			fprintf(stderr,
+				"stackrelay-agent: --duration: invalid value \"%s\": expected seconds (30) or a "
+				"duration (1m30s)\n",
 				duration);
 			goto out;
 		}
@@ -260,7 +274,8 @@ int main(int argc, char **argv)
 	}
 
 	sr_log_info("agent", "starting", "version=%s gateway=%s frequency_hz=%" PRIu64 " output=%s", SR_VERSION,
-		    opts.send ? cfg.gateway.endpoint : "none", cfg.profiling.frequency_hz, opts.output ? opts.output : "none");
+		    opts.send ? cfg.gateway.endpoint : "none", cfg.profiling.frequency_hz,
+		    opts.output ? opts.output : "none");
 	r = agent_run(&cfg, &opts);
 	if (r < 0) {
 		sr_log_error("agent", "stopped on error", "error=\"%s\"", strerror(-r));

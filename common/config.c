@@ -39,7 +39,7 @@ struct check_ctx {
 	const struct sr_yaml_doc *doc;
 	struct sr_diag *d;
 	const char *file;
-	yaml_emitter_t em;
+	yaml_emitter_t *em; /* shared with sub-contexts for built-in defaults */
 	struct out_buf out;
 	bool emit_failed;
 	size_t errors_before;
@@ -73,7 +73,7 @@ static void emit(struct check_ctx *c, yaml_event_t *ev)
 		yaml_event_delete(ev);
 		return;
 	}
-	if (!yaml_emitter_emit(&c->em, ev))
+	if (!yaml_emitter_emit(c->em, ev))
 		c->emit_failed = true;
 }
 
@@ -530,7 +530,31 @@ static void emit_default(struct check_ctx *c, const struct sr_field *f, const st
 		free(expanded);
 		return;
 	}
-	if (!is_scalar_kind(f->kind) || parse_scalar(f, f->def, norm, sizeof(norm), err, sizeof(err)) < 0) {
+	if (!is_scalar_kind(f->kind)) {
+		/* Defaults of lists and maps are written in YAML flow style: "[/usr/lib/debug]". */
+		struct sr_diag *dd = sr_diag_new();
+		struct sr_yaml_doc *ddoc = dd ? sr_yaml_load_string("<built-in default>", f->def, strlen(f->def), dd)
+					      : NULL;
+		if (!ddoc) {
+			bad(c, parent, path, "internal: invalid built-in default \"%s\"", f->def);
+			emit_sequence(c, true);
+			emit_sequence(c, false);
+			sr_diag_free(dd);
+			return;
+		}
+		struct check_ctx sub = *c;
+		sub.doc = ddoc;
+		sub.d = dd;
+		sub.file = "<built-in default>";
+		check_value(&sub, f, sr_yaml_root(ddoc), NULL, path);
+		c->emit_failed = sub.emit_failed;
+		if (sr_diag_errors(dd))
+			bad(c, parent, path, "internal: invalid built-in default \"%s\"", f->def);
+		sr_yaml_doc_free(ddoc);
+		sr_diag_free(dd);
+		return;
+	}
+	if (parse_scalar(f, f->def, norm, sizeof(norm), err, sizeof(err)) < 0) {
 		/* A bug in a schema table; the unit tests load every table with defaults. */
 		bad(c, parent, path, "internal: invalid built-in default \"%s\"", f->def);
 		emit_scalar(c, "0", false);
@@ -745,10 +769,9 @@ static int cyaml_field_for(const struct sr_field *f, cyaml_schema_field_t *cf)
 		cyaml_schema_field_t *sub = cyaml_fields_for(f->fields);
 		if (!sub)
 			return -ENOMEM;
-		cf->value = (cyaml_schema_value_t){ .type = CYAML_MAPPING,
-						    .flags = opt,
-						    .data_size = f->elem_size,
-						    .mapping = { .fields = sub } };
+		cf->value = (cyaml_schema_value_t){
+			.type = CYAML_MAPPING, .flags = opt, .data_size = f->elem_size, .mapping = { .fields = sub }
+		};
 		return 0;
 	}
 	case SR_FIELD_EXTERNAL:
@@ -818,13 +841,15 @@ int sr_config_load(const struct sr_yaml_doc *doc, const struct sr_yaml_node *nod
 	}
 	if (node && sr_yaml_is_null(doc, node))
 		node = NULL;
-	if (!yaml_emitter_initialize(&c.em)) {
+	yaml_emitter_t em;
+	c.em = &em;
+	if (!yaml_emitter_initialize(&em)) {
 		sr_diag_add(d, c.file, 0, 0, path, "out of memory");
 		return -ENOMEM;
 	}
-	yaml_emitter_set_output(&c.em, out_write, &c.out);
-	yaml_emitter_set_unicode(&c.em, 1);
-	yaml_emitter_set_width(&c.em, -1);
+	yaml_emitter_set_output(&em, out_write, &c.out);
+	yaml_emitter_set_unicode(&em, 1);
+	yaml_emitter_set_width(&em, -1);
 	if (!yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING))
 		c.emit_failed = true;
 	else
@@ -842,13 +867,13 @@ int sr_config_load(const struct sr_yaml_doc *doc, const struct sr_yaml_node *nod
 		c.emit_failed = true;
 	else
 		emit(&c, &ev);
-	yaml_emitter_flush(&c.em);
+	yaml_emitter_flush(&em);
 
 	if (sr_diag_errors(d) > errors_before)
 		goto out;
 	if (c.emit_failed || c.out.oom) {
 		sr_diag_add(d, c.file, 0, 0, path, "internal: could not normalize the configuration: %s",
-			    c.em.problem ? c.em.problem : "out of memory");
+			    em.problem ? em.problem : "out of memory");
 		goto out;
 	}
 
@@ -887,7 +912,7 @@ int sr_config_load(const struct sr_yaml_doc *doc, const struct sr_yaml_node *nod
 	free(loaded);
 	r = 0;
 out:
-	yaml_emitter_delete(&c.em);
+	yaml_emitter_delete(&em);
 	free(c.out.s);
 	return r;
 }
@@ -950,12 +975,13 @@ void sr_config_free(const struct sr_field *fields, void *cfg)
 	}
 }
 
-static void describe_type(const struct sr_field *f, char *buf, size_t size)
+static void describe_type(const struct sr_field *f, bool markdown, char *buf, size_t size)
 {
 	if (f->kind == SR_FIELD_ENUM) {
 		size_t o = (size_t)snprintf(buf, size, "enum: ");
 		for (size_t i = 0; f->values[i] && o < size; i++)
-			o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? "|" : "", f->values[i]);
+			o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? (markdown ? " \\| " : "|") : "",
+					      f->values[i]);
 		return;
 	}
 	snprintf(buf, size, "%s", kind_name(f->kind));
@@ -998,7 +1024,7 @@ void sr_config_describe(const struct sr_field *fields, const char *prefix, bool 
 
 	for (const struct sr_field *fl = fields; fl->key; fl++) {
 		path_join(key, sizeof(key), prefix, fl->key);
-		describe_type(fl, type, sizeof(type));
+		describe_type(fl, markdown, type, sizeof(type));
 		describe_bounds(fl, bounds, sizeof(bounds));
 		const char *def = fl->required ? "required" : fl->def ? fl->def : "";
 		if (markdown)

@@ -63,46 +63,50 @@ struct sr_kv {
 struct sr_field {
 	const char *key; /* NULL ends a table */
 	enum sr_field_kind kind;
-	uint32_t offset;       /* of the member in the owning struct */
-	uint32_t count_offset; /* lists and maps: of the uint32_t element count */
-	uint32_t elem_size;    /* MAPPING and MAPPING_LIST: sizeof the struct */
-	const char *def;       /* default, written as in YAML; NULL: none */
-	const char *doc;       /* one or two sentences for --help and docs */
-	const struct sr_field *fields;   /* MAPPING, MAPPING_LIST */
-	const char *const *values;       /* ENUM: NULL-terminated */
-	int64_t min, max;                /* numeric bounds (and list lengths) when min < max */
+	uint32_t offset;	       /* of the member in the owning struct */
+	uint32_t count_offset;	       /* lists and maps: of the uint32_t element count */
+	uint32_t elem_size;	       /* MAPPING and MAPPING_LIST: sizeof the struct */
+	const char *def;	       /* default, written as in YAML; NULL: none */
+	const char *doc;	       /* one or two sentences for --help and docs */
+	const struct sr_field *fields; /* MAPPING, MAPPING_LIST */
+	const char *const *values;     /* ENUM: NULL-terminated */
+	int64_t min, max;	       /* numeric bounds (and list lengths) when min < max */
 	bool required;
 	/* Values that are secrets (tokens, passwords) are never printed. */
 	bool secret;
 };
 
-#define SR__F(k, kind_, type, member, ...)                                                         \
-	{ .key = (k), .kind = (kind_), .offset = offsetof(type, member), __VA_ARGS__ }
-#define SR__FC(k, kind_, type, member, count, ...)                                                 \
-	{ .key = (k), .kind = (kind_), .offset = offsetof(type, member),                          \
-	  .count_offset = offsetof(type, count), __VA_ARGS__ }
+#define SR__F(k, kind_, type, member, ...)                                                                             \
+	{                                                                                                              \
+		.key = (k), .kind = (kind_), .offset = offsetof(type, member), __VA_ARGS__                             \
+	}
+#define SR__FC(k, kind_, type, member, count, ...)                                                                     \
+	{                                                                                                              \
+		.key = (k), .kind = (kind_), .offset = offsetof(type, member), .count_offset = offsetof(type, count),  \
+		__VA_ARGS__                                                                                            \
+	}
 
 /* Each takes designated initializers after the member: .def = "10s", .doc = "..." */
-#define SR_FIELD_STR(k, type, member, ...) SR__F(k, SR_FIELD_STRING, type, member, __VA_ARGS__)
+#define SR_FIELD_STR(k, type, member, ...)     SR__F(k, SR_FIELD_STRING, type, member, __VA_ARGS__)
 #define SR_FIELD_BOOLEAN(k, type, member, ...) SR__F(k, SR_FIELD_BOOL, type, member, __VA_ARGS__)
-#define SR_FIELD_I64(k, type, member, ...) SR__F(k, SR_FIELD_INT, type, member, __VA_ARGS__)
-#define SR_FIELD_U64(k, type, member, ...) SR__F(k, SR_FIELD_UINT, type, member, __VA_ARGS__)
-#define SR_FIELD_DBL(k, type, member, ...) SR__F(k, SR_FIELD_DOUBLE, type, member, __VA_ARGS__)
-#define SR_FIELD_DUR(k, type, member, ...) SR__F(k, SR_FIELD_DURATION, type, member, __VA_ARGS__)
-#define SR_FIELD_BYTES(k, type, member, ...) SR__F(k, SR_FIELD_SIZE, type, member, __VA_ARGS__)
-#define SR_FIELD_ENUMERATION(k, type, member, names, ...)                                          \
+#define SR_FIELD_I64(k, type, member, ...)     SR__F(k, SR_FIELD_INT, type, member, __VA_ARGS__)
+#define SR_FIELD_U64(k, type, member, ...)     SR__F(k, SR_FIELD_UINT, type, member, __VA_ARGS__)
+#define SR_FIELD_DBL(k, type, member, ...)     SR__F(k, SR_FIELD_DOUBLE, type, member, __VA_ARGS__)
+#define SR_FIELD_DUR(k, type, member, ...)     SR__F(k, SR_FIELD_DURATION, type, member, __VA_ARGS__)
+#define SR_FIELD_BYTES(k, type, member, ...)   SR__F(k, SR_FIELD_SIZE, type, member, __VA_ARGS__)
+#define SR_FIELD_ENUMERATION(k, type, member, names, ...)                                                              \
 	SR__F(k, SR_FIELD_ENUM, type, member, .values = (names), __VA_ARGS__)
-#define SR_FIELD_STRLIST(k, type, member, count, ...)                                              \
-	SR__FC(k, SR_FIELD_STRING_LIST, type, member, count, __VA_ARGS__)
-#define SR_FIELD_STRMAP(k, type, member, count, ...)                                               \
-	SR__FC(k, SR_FIELD_STRING_MAP, type, member, count, __VA_ARGS__)
-#define SR_FIELD_MAP(k, type, member, subtype, subfields, ...)                                     \
-	SR__F(k, SR_FIELD_MAPPING, type, member, .elem_size = sizeof(subtype), .fields = (subfields),   \
-	      __VA_ARGS__)
-#define SR_FIELD_MAPLIST(k, type, member, count, subtype, subfields, ...)                          \
-	SR__FC(k, SR_FIELD_MAPPING_LIST, type, member, count, .elem_size = sizeof(subtype),          \
-	       .fields = (subfields), __VA_ARGS__)
-#define SR_FIELD_END { .key = NULL }
+#define SR_FIELD_STRLIST(k, type, member, count, ...) SR__FC(k, SR_FIELD_STRING_LIST, type, member, count, __VA_ARGS__)
+#define SR_FIELD_STRMAP(k, type, member, count, ...)  SR__FC(k, SR_FIELD_STRING_MAP, type, member, count, __VA_ARGS__)
+#define SR_FIELD_MAP(k, type, member, subtype, subfields, ...)                                                         \
+	SR__F(k, SR_FIELD_MAPPING, type, member, .elem_size = sizeof(subtype), .fields = (subfields), __VA_ARGS__)
+#define SR_FIELD_MAPLIST(k, type, member, count, subtype, subfields, ...)                                              \
+	SR__FC(k, SR_FIELD_MAPPING_LIST, type, member, count, .elem_size = sizeof(subtype), .fields = (subfields),     \
+	       __VA_ARGS__)
+#define SR_FIELD_END                                                                                                   \
+	{                                                                                                              \
+		.key = NULL                                                                                            \
+	}
 
 /* Problems found while loading, each with where it is. */
 struct sr_diag;
@@ -110,8 +114,8 @@ struct sr_diag;
 struct sr_diag *sr_diag_new(void);
 void sr_diag_free(struct sr_diag *d);
 /* file may be NULL (built-in defaults, flags); line 0 means "no position". */
-void sr_diag_add(struct sr_diag *d, const char *file, unsigned line, unsigned column, const char *path,
-		 const char *fmt, ...) SR_PRINTF(6, 7);
+void sr_diag_add(struct sr_diag *d, const char *file, unsigned line, unsigned column, const char *path, const char *fmt,
+		 ...) SR_PRINTF(6, 7);
 void sr_diag_warn(struct sr_diag *d, const char *file, unsigned line, unsigned column, const char *path,
 		  const char *fmt, ...) SR_PRINTF(6, 7);
 /*
@@ -153,8 +157,7 @@ int sr_yaml_mapping_pair(const struct sr_yaml_doc *doc, const struct sr_yaml_nod
 const struct sr_yaml_node *sr_yaml_mapping_get(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n,
 					       const char *key);
 size_t sr_yaml_sequence_size(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);
-const struct sr_yaml_node *sr_yaml_sequence_item(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n,
-						 size_t i);
+const struct sr_yaml_node *sr_yaml_sequence_item(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n, size_t i);
 
 /*
  * Checks node (a mapping, or NULL for "absent": all defaults) against fields
@@ -182,7 +185,6 @@ void sr_config_describe(const struct sr_field *fields, const char *prefix, bool 
  * default, -EINVAL for bad syntax; errbuf then says which and where.
  * getenv_fn lets tests supply the environment (NULL: getenv).
  */
-int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize,
-		  const char *(*getenv_fn)(const char *name));
+int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize, const char *(*getenv_fn)(const char *name));
 
 #endif

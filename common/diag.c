@@ -92,14 +92,13 @@ static void diag_addv(struct sr_diag *d, bool warning, const char *file, unsigne
 		d->entries = e;
 		d->cap = cap;
 	}
-	d->entries[d->n] = (struct sr_diag_entry){
-		.warning = warning, .line = line, .column = column, .seq = d->n, .text = text
-	};
+	d->entries[d->n] =
+		(struct sr_diag_entry){ .warning = warning, .line = line, .column = column, .seq = d->n, .text = text };
 	d->n++;
 }
 
-void sr_diag_add(struct sr_diag *d, const char *file, unsigned line, unsigned column, const char *path,
-		 const char *fmt, ...)
+void sr_diag_add(struct sr_diag *d, const char *file, unsigned line, unsigned column, const char *path, const char *fmt,
+		 ...)
 {
 	va_list ap;
 

@@ -50,8 +50,7 @@ static const char *default_getenv(const char *name)
 	return getenv(name);
 }
 
-int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize,
-		  const char *(*getenv_fn)(const char *name))
+int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize, const char *(*getenv_fn)(const char *name))
 {
 	struct strbuf b = { 0 };
 	const char *p = s;

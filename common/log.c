@@ -69,10 +69,10 @@ const char *sr_log_quote(const char *s, char *buf, size_t size)
 		snprintf(buf, size, "%s", s);
 		return buf;
 	}
-#define PUT(c)                                                                                     \
-	do {                                                                                       \
-		if (o + 1 < size)                                                                  \
-			buf[o++] = (c);                                                            \
+#define PUT(c)                                                                                                         \
+	do {                                                                                                           \
+		if (o + 1 < size)                                                                                      \
+			buf[o++] = (c);                                                                                \
 	} while (0)
 	PUT('"');
 	for (const char *p = s; *p; p++) {

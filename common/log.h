@@ -42,15 +42,15 @@ void sr_log_emitv(enum sr_log_level level, const char *component, const char *ms
 /* Writes s as a logfmt value (quoted when needed) into buf; returns buf. */
 const char *sr_log_quote(const char *s, char *buf, size_t size);
 
-#define sr_log(level, component, msg, ...)                                                         \
-	do {                                                                                       \
-		if ((level) <= sr_log_max_level)                                                   \
-			sr_log_emit((level), (component), (msg), __VA_ARGS__);                     \
+#define sr_log(level, component, msg, ...)                                                                             \
+	do {                                                                                                           \
+		if ((level) <= sr_log_max_level)                                                                       \
+			sr_log_emit((level), (component), (msg), __VA_ARGS__);                                         \
 	} while (0)
 
 #define sr_log_error(component, msg, ...) sr_log(SR_LOG_ERROR, component, msg, __VA_ARGS__)
-#define sr_log_warn(component, msg, ...) sr_log(SR_LOG_WARN, component, msg, __VA_ARGS__)
-#define sr_log_info(component, msg, ...) sr_log(SR_LOG_INFO, component, msg, __VA_ARGS__)
+#define sr_log_warn(component, msg, ...)  sr_log(SR_LOG_WARN, component, msg, __VA_ARGS__)
+#define sr_log_info(component, msg, ...)  sr_log(SR_LOG_INFO, component, msg, __VA_ARGS__)
 #define sr_log_debug(component, msg, ...) sr_log(SR_LOG_DEBUG, component, msg, __VA_ARGS__)
 #define sr_log_trace(component, msg, ...) sr_log(SR_LOG_TRACE, component, msg, __VA_ARGS__)
 

@@ -6,18 +6,18 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#define SR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define SR_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define SR_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define SR_UNUSED __attribute__((unused))
-#define SR_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#define SR_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define SR_ARRAY_SIZE(a)		   (sizeof(a) / sizeof((a)[0]))
+#define SR_MIN(a, b)			   ((a) < (b) ? (a) : (b))
+#define SR_MAX(a, b)			   ((a) > (b) ? (a) : (b))
+#define SR_UNUSED			   __attribute__((unused))
+#define SR_PRINTF(f, a)			   __attribute__((format(printf, f, a)))
+#define SR_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* free() and NULL the pointer, so a second call is harmless. */
-#define SR_FREE(p)                                                                                 \
-	do {                                                                                       \
-		free(p);                                                                           \
-		(p) = NULL;                                                                        \
+#define SR_FREE(p)                                                                                                     \
+	do {                                                                                                           \
+		free(p);                                                                                               \
+		(p) = NULL;                                                                                            \
 	} while (0)
 
 #endif

@@ -8,7 +8,7 @@
 
 #define SR_NSEC_PER_USEC 1000ULL
 #define SR_NSEC_PER_MSEC 1000000ULL
-#define SR_NSEC_PER_SEC 1000000000ULL
+#define SR_NSEC_PER_SEC	 1000000000ULL
 
 /*
  * Go/Collector duration syntax: a sequence of decimal numbers, each with an

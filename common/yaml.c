@@ -20,15 +20,15 @@
 #include "yaml-internal.h"
 
 #define SR_YAML_MAX_FILE_BYTES (4u << 20)
-#define SR_YAML_MAX_DEPTH 64
-#define SR_YAML_MAX_VISITS 200000
+#define SR_YAML_MAX_DEPTH      64
+#define SR_YAML_MAX_VISITS     200000
 
 struct sr_yaml_doc {
 	char *file;
 	yaml_document_t doc;
 	bool loaded;
 	size_t n_nodes;
-	char **expanded; /* per node index (0-based): scalar after substitution */
+	char **expanded;    /* per node index (0-based): scalar after substitution */
 	unsigned char *bad; /* per node: substitution failed, already reported */
 	unsigned char *seen;
 };
@@ -172,8 +172,7 @@ size_t sr_yaml_sequence_size(const struct sr_yaml_doc *doc, const struct sr_yaml
 	return (size_t)(y->data.sequence.items.top - y->data.sequence.items.start);
 }
 
-const struct sr_yaml_node *sr_yaml_sequence_item(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n,
-						 size_t i)
+const struct sr_yaml_node *sr_yaml_sequence_item(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n, size_t i)
 {
 	const yaml_node_t *y = (const yaml_node_t *)n;
 

@@ -177,8 +177,9 @@ int main(int argc, char **argv)
 	if (log_level) {
 		enum sr_log_level lvl;
 		if (sr_log_level_from_string(log_level, &lvl) < 0) {
-			fprintf(stderr, "stackrelay-gateway: --log-level: invalid level \"%s\": expected error, warn, "
-					"info, debug or trace\n",
+			fprintf(stderr,
+				"stackrelay-gateway: --log-level: invalid level \"%s\": expected error, warn, "
+				"info, debug or trace\n",
 				log_level);
 			return EXIT_USAGE;
 		}

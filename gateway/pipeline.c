@@ -43,8 +43,8 @@ const char gw_default_config[] = "receivers:\n"
 
 /* Bounds on what one file may configure (STYLE.md 14). */
 #define GW_MAX_COMPONENTS 256
-#define GW_MAX_PIPELINES 64
-#define GW_MAX_ID_LEN 128
+#define GW_MAX_PIPELINES  64
+#define GW_MAX_ID_LEN	  128
 
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", "trace", NULL };
 
@@ -62,20 +62,31 @@ static const struct sr_field logs_fields[] = {
 
 /* telemetry.metrics and telemetry.logs are nested in YAML, flat in the struct (same offsets base). */
 static const struct sr_field telemetry_fields[] = {
-	{ .key = "metrics", .kind = SR_FIELD_MAPPING, .elem_size = sizeof(struct gw_service_config),
-	  .fields = metrics_fields, .doc = "The gateway's own metrics and health endpoints." },
-	{ .key = "logs", .kind = SR_FIELD_MAPPING, .elem_size = sizeof(struct gw_service_config),
-	  .fields = logs_fields, .doc = "Logging." },
+	{ .key = "metrics",
+	  .kind = SR_FIELD_MAPPING,
+	  .elem_size = sizeof(struct gw_service_config),
+	  .fields = metrics_fields,
+	  .doc = "The gateway's own metrics and health endpoints." },
+	{ .key = "logs",
+	  .kind = SR_FIELD_MAPPING,
+	  .elem_size = sizeof(struct gw_service_config),
+	  .fields = logs_fields,
+	  .doc = "Logging." },
 	SR_FIELD_END,
 };
 
 /* `pipelines` is walked by load_pipelines(): its keys are names. */
 static const struct sr_field service_fields[] = {
-	{ .key = "pipelines", .kind = SR_FIELD_EXTERNAL,
+	{ .key = "pipelines",
+	  .kind = SR_FIELD_EXTERNAL,
 	  .doc = "Pipelines by name (`profiles` or `profiles/<name>`), each with receivers, processors (in "
 		 "order) and exporters, listed by component ID." },
-	{ .key = "telemetry", .kind = SR_FIELD_MAPPING, .offset = 0, .elem_size = sizeof(struct gw_service_config),
-	  .fields = telemetry_fields, .doc = "The gateway's own telemetry." },
+	{ .key = "telemetry",
+	  .kind = SR_FIELD_MAPPING,
+	  .offset = 0,
+	  .elem_size = sizeof(struct gw_service_config),
+	  .fields = telemetry_fields,
+	  .doc = "The gateway's own telemetry." },
 	SR_FIELD_DUR("shutdown_timeout", struct gw_service_config, shutdown_timeout_ns, .def = "30s",
 		     .max = 3600 * 1000000000LL,
 		     .doc = "On SIGTERM/SIGINT: time to flush batches and deliver or persist queued data."),
@@ -266,8 +277,10 @@ static int resolve_list(struct gw_config *cfg, const struct sr_yaml_doc *doc, co
 		if (!c || c->type->kind != kind) {
 			if (c)
 				sr_diag_add(d, file, sr_yaml_node_line(item), sr_yaml_node_column(item), where,
-					    "\"%s\" is %s %s, not a %s", ids[i], c->type->kind == GW_EXPORTER ? "an" : "a",
-					    gw_component_kind_to_string(c->type->kind), gw_component_kind_to_string(kind));
+					    "\"%s\" is %s %s, not a %s", ids[i],
+					    c->type->kind == GW_EXPORTER ? "an" : "a",
+					    gw_component_kind_to_string(c->type->kind),
+					    gw_component_kind_to_string(kind));
 			else
 				sr_diag_add(d, file, sr_yaml_node_line(item), sr_yaml_node_column(item), where,
 					    "%s \"%s\" is not defined in %s", gw_component_kind_to_string(kind), ids[i],
@@ -375,8 +388,9 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 	int r;
 
 	if (!root || sr_yaml_is_null(doc, root)) {
-		sr_diag_add(d, file, 0, 0, NULL, "the file is empty: a gateway needs receivers, exporters and "
-						 "service.pipelines");
+		sr_diag_add(d, file, 0, 0, NULL,
+			    "the file is empty: a gateway needs receivers, exporters and "
+			    "service.pipelines");
 		return -EINVAL;
 	}
 	if (sr_yaml_node_type(doc, root) != SR_YAML_MAPPING) {
@@ -402,8 +416,8 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 		return -ENOMEM;
 	static const enum gw_component_kind kinds[] = { GW_RECEIVER, GW_PROCESSOR, GW_EXPORTER };
 	for (size_t i = 0; i < SR_ARRAY_SIZE(kinds); i++) {
-		r = load_section(cfg, doc, sr_yaml_mapping_get(doc, root, gw_component_kind_section(kinds[i])), kinds[i],
-				 d);
+		r = load_section(cfg, doc, sr_yaml_mapping_get(doc, root, gw_component_kind_section(kinds[i])),
+				 kinds[i], d);
 		if (r == -ENOMEM)
 			return r;
 	}

@@ -18,7 +18,7 @@ struct sr_diag;
 
 struct gw_service_config {
 	char *metrics_address; /* telemetry.metrics.address; empty: no telemetry server */
-	int log_level;         /* telemetry.logs.level: enum sr_log_level */
+	int log_level;	       /* telemetry.logs.level: enum sr_log_level */
 	uint64_t shutdown_timeout_ns;
 };
 

@@ -43,6 +43,8 @@ struct cfg {
 	struct rule *rules;
 	uint32_t n_rules;
 	char *token;
+	char **dirs;
+	uint32_t n_dirs;
 };
 
 static const char *const modes[] = { "none", "simplified", "templates", "full", NULL };
@@ -73,6 +75,7 @@ static const struct sr_field fields[] = {
 	SR_FIELD_MAP("retry", struct cfg, retry, struct retry, retry_fields, .doc = "Retry settings."),
 	SR_FIELD_MAPLIST("rules", struct cfg, rules, n_rules, struct rule, rule_fields, .doc = "Rules."),
 	SR_FIELD_STR("token", struct cfg, token, .secret = true, .doc = "Secret."),
+	SR_FIELD_STRLIST("debug_dirs", struct cfg, dirs, n_dirs, .def = "[/usr/lib/debug, /opt/debug]", .doc = "Dirs."),
 	SR_FIELD_END,
 };
 
@@ -124,6 +127,8 @@ static void test_defaults(void **state)
 	assert_true(c.retry.enabled);
 	assert_int_equal(c.retry.initial_ns, 5 * SR_NSEC_PER_SEC);
 	assert_null(c.token);
+	assert_int_equal(c.n_dirs, 2);
+	assert_string_equal(c.dirs[1], "/opt/debug");
 	sr_config_free(fields, &c);
 	sr_diag_free(d);
 }
@@ -188,17 +193,17 @@ static void test_every_problem_reported_with_position(void **state)
 
 	(void)state;
 	unsetenv("SR_TEST_MISSING");
-	assert_int_equal(load("endpint: x\n"                        /* 1: unknown key, no endpoint */
-			      "workers: 100\n"                      /* 2: out of range */
-			      "timeout: 10x\n"                      /* 3: bad duration */
-			      "queue_size: lots\n"                  /* 4: bad size */
-			      "mode: fancy\n"                       /* 5: bad enum */
-			      "verbose: maybe\n"                    /* 6: bad bool */
+	assert_int_equal(load("endpint: x\n"				   /* 1: unknown key, no endpoint */
+			      "workers: 100\n"				   /* 2: out of range */
+			      "timeout: 10x\n"				   /* 3: bad duration */
+			      "queue_size: lots\n"			   /* 4: bad size */
+			      "mode: fancy\n"				   /* 5: bad enum */
+			      "verbose: maybe\n"			   /* 6: bad bool */
 			      "headers: {A: \"${env:SR_TEST_MISSING}\"}\n" /* 7: missing variable */
-			      "retry: {initial_interval: 5}\n"      /* 8: number without unit */
-			      "urls: [a, b, c, d]\n"                /* 9: too many */
-			      "rules: [{action: [x]}]\n"            /* 10: wrong node type */
-			      "token: {a: 1}\n",                    /* 11: secret, wrong type */
+			      "retry: {initial_interval: 5}\n"		   /* 8: number without unit */
+			      "urls: [a, b, c, d]\n"			   /* 9: too many */
+			      "rules: [{action: [x]}]\n"		   /* 10: wrong node type */
+			      "token: {a: 1}\n",			   /* 11: secret, wrong type */
 			      &c, &d),
 			 -EINVAL);
 	dump(d);
@@ -294,7 +299,7 @@ static void test_describe(void **state)
 	assert_non_null(strstr(buf, "| `exporters.x.retry.initial_interval` | duration | `5s` |"));
 	assert_non_null(strstr(buf, "| `exporters.x.rules[].action` |"));
 	assert_non_null(strstr(buf, "| `exporters.x.endpoint` | string | required |"));
-	assert_non_null(strstr(buf, "enum: none|simplified|templates|full"));
+	assert_non_null(strstr(buf, "enum: none \\| simplified \\| templates \\| full"));
 	free(buf);
 }
 

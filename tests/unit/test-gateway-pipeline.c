@@ -54,10 +54,16 @@ static int exp_validate(const void *config, const char *path, struct sr_diag *d)
 }
 
 static const struct gw_component_type test_recv = {
-	.name = "testrecv", .kind = GW_RECEIVER, .config_fields = recv_fields, .config_size = sizeof(struct recv_cfg),
+	.name = "testrecv",
+	.kind = GW_RECEIVER,
+	.config_fields = recv_fields,
+	.config_size = sizeof(struct recv_cfg),
 };
 static const struct gw_component_type test_proc = {
-	.name = "testproc", .kind = GW_PROCESSOR, .config_fields = proc_fields, .config_size = sizeof(struct proc_cfg),
+	.name = "testproc",
+	.kind = GW_PROCESSOR,
+	.config_fields = proc_fields,
+	.config_size = sizeof(struct proc_cfg),
 };
 static const struct gw_component_type test_exp = {
 	.name = "testexp",
@@ -186,27 +192,28 @@ static void test_structure_problems(void **state)
 	struct gw_config *cfg = NULL;
 
 	(void)state;
-	assert_int_equal(gw_config_load_string("gw.yaml",
-					       "receivers:\n"
-					       "  nosuch: {}\n"
-					       "  testrecv/a:\n"
-					       "  testrecv/a:\n"
-					       "  bad id!: {}\n"
-					       "exporters:\n"
-					       "  testexp: {endpoint: ftp://x}\n"
-					       "  testexp/unused: {endpoint: http://x}\n"
-					       "  testproc: {}\n"
-					       "extensions: {}\n"
-					       "service:\n"
-					       "  pipelines:\n"
-					       "    traces: {receivers: [testrecv/a], exporters: [testexp]}\n"
-					       "    profiles/x:\n"
-					       "      receivers: []\n"
-					       "      processors: [testexp]\n"
-					       "    profiles/y: {receivers: [testrecv/a, testrecv/a], exporters: [testexp]}\n"
-					       "  extra: 1\n",
-					       &cfg, diag),
-			 -EINVAL);
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "receivers:\n"
+				      "  nosuch: {}\n"
+				      "  testrecv/a:\n"
+				      "  testrecv/a:\n"
+				      "  bad id!: {}\n"
+				      "exporters:\n"
+				      "  testexp: {endpoint: ftp://x}\n"
+				      "  testexp/unused: {endpoint: http://x}\n"
+				      "  testproc: {}\n"
+				      "extensions: {}\n"
+				      "service:\n"
+				      "  pipelines:\n"
+				      "    traces: {receivers: [testrecv/a], exporters: [testexp]}\n"
+				      "    profiles/x:\n"
+				      "      receivers: []\n"
+				      "      processors: [testexp]\n"
+				      "    profiles/y: {receivers: [testrecv/a, testrecv/a], exporters: [testexp]}\n"
+				      "  extra: 1\n",
+				      &cfg, diag),
+		-EINVAL);
 	assert_true(has("gw.yaml:2:3: error: receivers: unknown receiver type \"nosuch\""));
 	assert_true(has("gw.yaml:4:3: error: receivers: component ID \"testrecv/a\" is defined twice"));
 	assert_true(has("gw.yaml:5:3: error: receivers: invalid component ID \"bad id!\""));

@@ -46,8 +46,16 @@ static void test_durations(void **state)
 
 static void test_duration_format_roundtrip(void **state)
 {
-	static const uint64_t values[] = { 0, 1, 999, 1000, 1500000, 250 * SR_NSEC_PER_MSEC, SR_NSEC_PER_SEC,
-					   90 * SR_NSEC_PER_SEC, 3600 * SR_NSEC_PER_SEC, 3661 * SR_NSEC_PER_SEC,
+	static const uint64_t values[] = { 0,
+					   1,
+					   999,
+					   1000,
+					   1500000,
+					   250 * SR_NSEC_PER_MSEC,
+					   SR_NSEC_PER_SEC,
+					   90 * SR_NSEC_PER_SEC,
+					   3600 * SR_NSEC_PER_SEC,
+					   3661 * SR_NSEC_PER_SEC,
 					   61500 * SR_NSEC_PER_MSEC };
 	char buf[32];
 	uint64_t back;
