@@ -1,0 +1,304 @@
+{{/* SPDX-License-Identifier: Apache-2.0 */}}
+
+{{- define "stackrelay.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Resource-name prefix; the longest suffix added to it is "-gateway-headless" (17), so 46 chars. */}}
+{{- define "stackrelay.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 46 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 46 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 46 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "stackrelay.gatewayName" -}}
+{{- printf "%s-gateway" (include "stackrelay.fullname" .) }}
+{{- end }}
+
+{{- define "stackrelay.agentName" -}}
+{{- printf "%s-agent" (include "stackrelay.fullname" .) }}
+{{- end }}
+
+{{- define "stackrelay.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "stackrelay.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: include with (dict "ctx" $ "component" "gateway"). */}}
+{{- define "stackrelay.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "stackrelay.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "stackrelay.componentLabels" -}}
+{{ include "stackrelay.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "stackrelay.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "stackrelay.gatewayServiceAccount" -}}
+{{- if .Values.gateway.serviceAccount.create }}
+{{- default (include "stackrelay.gatewayName" .) .Values.gateway.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.gateway.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "stackrelay.agentServiceAccount" -}}
+{{- if .Values.agent.serviceAccount.create }}
+{{- default (include "stackrelay.agentName" .) .Values.agent.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.agent.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "stackrelay.gatewayKind" -}}
+{{- if .Values.gateway.queue.persistence.enabled }}StatefulSet{{ else }}Deployment{{ end }}
+{{- end }}
+
+{{/* Host name agents dial and (by default) verify in the gateway certificate. */}}
+{{- define "stackrelay.gatewayHost" -}}
+{{- printf "%s.%s.svc" (include "stackrelay.gatewayName" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
+A Kubernetes quantity of bytes in MiB, rounded down: "2Gi" -> 2048,
+"1500Mi" -> 1500, "2G" -> 1907, "1073741824" -> 1024.
+Include with (dict "value" QUANTITY "key" "values.path.for.errors").
+*/}}
+{{- define "stackrelay.quantityMiB" -}}
+{{- $q := toString .value }}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 }}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q }}
+{{- $suffix := trimPrefix $num $q }}
+{{- if or (not $num) (and $suffix (not (hasKey $units $suffix))) }}
+{{- fail (printf "%s: %q is not a quantity like 2Gi or 1500Mi" .key $q) }}
+{{- end }}
+{{- $mult := 1 }}
+{{- if $suffix }}{{ $mult = get $units $suffix }}{{ end }}
+{{- div (mulf (float64 $num) $mult | int64) 1048576 }}
+{{- end }}
+
+{{/*
+Merges .src into .dst in place: mappings merge key by key, anything else in
+src replaces (false, 0 and "" too, unlike sprig's mergeOverwrite), and a null
+in src deletes the key.
+*/}}
+{{- define "stackrelay.deepMerge" -}}
+{{- $dst := .dst }}
+{{- range $k, $v := .src }}
+{{- if kindIs "invalid" $v }}
+{{- $_ := unset $dst $k }}
+{{- else if and (kindIs "map" $v) (kindIs "map" (index $dst $k)) }}
+{{- $_ := include "stackrelay.deepMerge" (dict "dst" (index $dst $k) "src" $v) }}
+{{- else }}
+{{- $_ := set $dst $k $v }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The gateway pipeline config: values' gateway.config, the chart's wiring, then extraConfig. */}}
+{{- define "stackrelay.gatewayConfig" -}}
+{{- $g := .Values.gateway }}
+{{- $memLimit := required "gateway.resources.limits.memory is required: the memory limiter is derived from it" (($g.resources).limits).memory }}
+{{- $mib := include "stackrelay.quantityMiB" (dict "value" $memLimit "key" "gateway.resources.limits.memory") | int64 }}
+{{- /* The symbol cache stays within its emptyDir: exceeding sizeLimit evicts the pod. */}}
+{{- $cacheMiB := include "stackrelay.quantityMiB" (dict "value" $g.cache.sizeLimit "key" "gateway.cache.sizeLimit") | int64 }}
+{{- $receiver := dict "endpoint" (printf "0.0.0.0:%d" (int $g.port)) }}
+{{- if .Values.tls.enabled }}
+{{- $tls := dict "cert_file" "/etc/stackrelay/tls/tls.crt" "key_file" "/etc/stackrelay/tls/tls.key" }}
+{{- if .Values.tls.clientAuth }}
+{{- $_ := set $tls "client_ca_file" "/etc/stackrelay/tls/ca.crt" }}
+{{- end }}
+{{- $_ := set $receiver "tls" $tls }}
+{{- end }}
+{{- $wired := dict
+  "receivers" (dict "agent" $receiver)
+  "processors" (dict
+    "symbolize" (dict "cache_dir" "/var/cache/stackrelay" "debuginfod_urls" $g.debuginfodURLs
+      "disk_cache_size" (printf "%dMiB" (div (mul $cacheMiB 3) 4)))
+    "memory_limiter" (dict
+      "limit_mib" (div (mul $mib (int $g.memoryLimiter.limitPercentage)) 100)
+      "spike_limit_mib" (div (mul $mib (int $g.memoryLimiter.spikeLimitPercentage)) 100)))
+  "service" (dict "telemetry" (dict "metrics" (dict "address" (printf "0.0.0.0:%d" (int $g.metricsPort))))) }}
+{{- if .Values.pyroscope.enabled }}
+{{- $endpoint := required "pyroscope.endpoint is required (e.g. http://pyroscope.pyroscope.svc:4040), or set pyroscope.enabled=false and define exporters in gateway.extraConfig" .Values.pyroscope.endpoint }}
+{{- $headers := deepCopy (default (dict) .Values.pyroscope.headers) }}
+{{- if .Values.pyroscope.tenantID }}
+{{- $_ := set $headers "X-Scope-OrgID" .Values.pyroscope.tenantID }}
+{{- end }}
+{{- $exp := dict
+  "endpoint" $endpoint
+  "proto_version" (toString .Values.pyroscope.protoVersion)
+  "compression" .Values.pyroscope.compression
+  "sending_queue" (dict "queue_size_mib" (int $g.queue.sizeMiB) "storage" "/var/lib/stackrelay/queue"
+    "block_on_overflow" $g.queue.blockOnOverflow) }}
+{{- if $headers }}
+{{- $_ := set $exp "headers" $headers }}
+{{- end }}
+{{- $_ := set $wired "exporters" (dict "otlp_http/pyroscope" $exp) }}
+{{- end }}
+{{- $cfg := deepCopy (default (dict) $g.config) }}
+{{- if not $g.k8sAttributes.enabled }}
+{{- $_ := unset (default (dict) $cfg.processors) "k8s_attributes" }}
+{{- $pipelines := ((($cfg.service).pipelines) | default (dict)) }}
+{{- range $name, $p := $pipelines }}
+{{- if $p.processors }}
+{{- $_ := set $p "processors" (without $p.processors "k8s_attributes") }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" $wired) }}
+{{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" (deepCopy (default (dict) $g.extraConfig))) }}
+{{- /* A pipeline naming a component the config does not define fails here, not in the pod. */}}
+{{- range $pname, $p := (($cfg.service).pipelines | default (dict)) }}
+{{- range $section := list "receivers" "processors" "exporters" }}
+{{- range $id := (get (default (dict) $p) $section | default (list)) }}
+{{- if not (hasKey (get $cfg $section | default (dict)) $id) }}
+{{- fail (printf "gateway config: service.pipelines.%s.%s names %q, which %s does not define (pyroscope.enabled=false needs exporters in gateway.extraConfig)" $pname $section $id $section) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The agent config: values' agent.config, the chart's wiring, then extraConfig. */}}
+{{- define "stackrelay.agentConfig" -}}
+{{- $scheme := ternary "https" "http" .Values.tls.enabled }}
+{{- $gw := dict "endpoint" (printf "%s://%s:%d" $scheme (include "stackrelay.gatewayHost" .) (int .Values.gateway.port)) }}
+{{- if .Values.tls.enabled }}
+{{- $tls := dict "ca_file" "/etc/stackrelay/tls/ca.crt" "server_name" (default (include "stackrelay.gatewayHost" .) .Values.tls.serverName) }}
+{{- if .Values.tls.clientAuth }}
+{{- $_ := set $tls "cert_file" "/etc/stackrelay/tls/tls.crt" }}
+{{- $_ := set $tls "key_file" "/etc/stackrelay/tls/tls.key" }}
+{{- end }}
+{{- $_ := set $gw "tls" $tls }}
+{{- end }}
+{{- $wired := dict
+  "node_name" "${env:NODE_NAME}"
+  "gateway" $gw
+  "telemetry" (dict "metrics" (dict "address" (printf "0.0.0.0:%d" (int .Values.agent.metricsPort)))) }}
+{{- $cfg := deepCopy (default (dict) .Values.agent.config) }}
+{{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" $wired) }}
+{{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" (deepCopy (default (dict) .Values.agent.extraConfig))) }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* Checks across values that the JSON schema cannot express. */}}
+{{- define "stackrelay.validate" -}}
+{{- if and .Values.tls.enabled (not .Values.tls.gatewaySecret) }}
+{{- fail "tls.enabled needs tls.gatewaySecret: a Secret with tls.crt, tls.key (and ca.crt for clientAuth)" }}
+{{- end }}
+{{- if and .Values.tls.enabled .Values.agent.enabled (not .Values.tls.agentSecret) }}
+{{- fail "tls.enabled needs tls.agentSecret: a Secret with ca.crt (and tls.crt, tls.key for clientAuth) for the agents" }}
+{{- end }}
+{{- if and .Values.gateway.queue.persistence.enabled .Values.gateway.autoscaling.enabled }}
+{{- fail "gateway.queue.persistence.enabled with gateway.autoscaling.enabled: scaling a StatefulSet down strands queued data in the removed replica's volume; turn one of them off" }}
+{{- end }}
+{{- $lp := int .Values.gateway.memoryLimiter.limitPercentage }}
+{{- $sp := int .Values.gateway.memoryLimiter.spikeLimitPercentage }}
+{{- if ge $sp $lp }}
+{{- fail (printf "gateway.memoryLimiter.spikeLimitPercentage (%d) must be below limitPercentage (%d)" $sp $lp) }}
+{{- end }}
+{{- end }}
+
+{{/* What the agent and its preflight init container share: privileges, environment, mounts. */}}
+{{- define "stackrelay.agentContainerCommon" -}}
+{{- $a := .Values.agent -}}
+env:
+  # node_name in agent.yaml is ${env:NODE_NAME}; the gateway's
+  # k8s_attributes processor matches pods on it.
+  - name: NODE_NAME
+    valueFrom:
+      fieldRef:
+        fieldPath: spec.nodeName
+  {{- with $a.env }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+securityContext:
+  # Root inside the container, but only with the capabilities eBPF
+  # profiling needs (DESIGN.md, least privilege); not privileged.
+  runAsUser: 0
+  runAsNonRoot: false
+  privileged: false
+  # Kubernetes refuses allowPrivilegeEscalation: false together with SYS_ADMIN.
+  allowPrivilegeEscalation: {{ has "SYS_ADMIN" $a.capabilities }}
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: [ALL]
+    add:
+      {{- toYaml $a.capabilities | nindent 6 }}
+  seccompProfile:
+    {{- toYaml $a.seccompProfile | nindent 4 }}
+volumeMounts:
+  - name: config
+    mountPath: /etc/stackrelay/agent.yaml
+    subPath: agent.yaml
+    readOnly: true
+  - name: tracing
+    mountPath: /sys/kernel/tracing
+    readOnly: true
+  - name: cgroup
+    mountPath: /sys/fs/cgroup
+    readOnly: true
+  {{- if .Values.tls.enabled }}
+  - name: tls
+    mountPath: /etc/stackrelay/tls
+    readOnly: true
+  {{- end }}
+{{- end }}
+
+{{/*
+What the k8s_attributes processors of the rendered gateway config list and
+watch, as a JSON list of "pods", "namespaces", "replicasets", "nodes": the
+same rules as gateway/k8s/k8s-extract.c (k8s_extract__needs_*), so the
+ClusterRole grants exactly what the config needs. Empty when no
+k8s_attributes processor is configured.
+*/}}
+{{- define "stackrelay.k8sResources" -}}
+{{- $cfg := include "stackrelay.gatewayConfig" . | fromYaml }}
+{{- $need := dict }}
+{{- $defaultMeta := list "k8s.namespace.name" "k8s.pod.name" "k8s.node.name" "k8s.container.name" "k8s.deployment.name" "k8s.statefulset.name" "k8s.daemonset.name" "k8s.cronjob.name" "k8s.job.name" "service.name" "service.namespace" }}
+{{- range $id, $p := ($cfg.processors | default (dict)) }}
+{{- if eq (first (splitList "/" $id)) "k8s_attributes" }}
+{{- $_ := set $need "pods" true }}
+{{- $x := (default (dict) $p).extract | default (dict) }}
+{{- $meta := $x.metadata | default $defaultMeta }}
+{{- $rules := concat ($x.labels | default list) ($x.annotations | default list) }}
+{{- $from := list }}
+{{- range $r := $rules }}{{ $from = append $from ($r.from | default "pod") }}{{ end }}
+{{- if or (has "k8s.cluster.uid" $meta) (has "namespace" $from) }}
+{{- $_ := set $need "namespaces" true }}
+{{- end }}
+{{- if or (has "k8s.node.uid" $meta) (has "node" $from) }}
+{{- $_ := set $need "nodes" true }}
+{{- end }}
+{{- if and (not $x.deployment_name_from_replicaset) (or (has "k8s.deployment.name" $meta) (has "k8s.deployment.uid" $meta) (has "service.name" $meta)) }}
+{{- $_ := set $need "replicasets" true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- keys $need | sortAlpha | toJson }}
+{{- end }}
