@@ -37,13 +37,15 @@ static const struct sr_field gateway_fields[] = {
 			    "balancer; 0 keeps one connection."),
 	SR_FIELD_BYTES("buffer_size", struct agent_gateway_config, buffer_bytes, .def = "64MiB", .min = 64 * 1024,
 		       .max = 16LL << 30,
-		       .doc = "Encoded data held while the gateway is slow or away; beyond it the oldest is "
-			      "dropped and counted."),
+		       .doc = "Memory held for unsent samples (about each sample's struct plus twice its encoded size) "
+			      "while the gateway is slow or away; beyond it the oldest are dropped and counted."),
 	SR_FIELD_DUR("flush_timeout", struct agent_gateway_config, flush_timeout_ns, .def = "30s",
 		     .doc = "On exit, how long to keep sending what is buffered, missing definitions and wanted "
 			    "symbols."),
-	SR_FIELD_BYTES("max_symbol_upload_size", struct agent_gateway_config, max_symbol_upload_bytes, .def = "16MiB",
-		       .min = 4096, .max = 1LL << 30, .doc = "Largest symbol table uploaded for one executable."),
+	SR_FIELD_BYTES("max_symbol_upload_size", struct agent_gateway_config, max_symbol_upload_bytes, .def = "8MiB",
+		       .min = 4096, .max = 1LL << 30,
+		       .doc = "Largest symbol table uploaded for one executable; keep it below the gateway receiver's "
+			      "max_request_bytes (16MiB)."),
 	SR_FIELD_END,
 };
 

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The sender's insides, shared by sender.c (queue, protocol logic, thread),
+ * sender-http.c (libcurl transport) and the unit tests, which replace the
+ * transport with canned responses.
+ */
+#ifndef SR_AGENT_SENDER_INTERNAL_H
+#define SR_AGENT_SENDER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent.h"
+
+struct agent_gateway_config;
+
+/*
+ * Limits of the sender that are not (yet) configuration keys; each is
+ * documented in docs/agent-protocol.md ("Limits").
+ */
+/* Encoded sample bytes in one request; definitions come on top. */
+#define AGENT_SENDER_REQUEST_SAMPLE_BYTES (1024 * 1024)
+/* A submitted batch is cut into chunks of at most this many bytes, the unit drop-oldest works in. */
+#define AGENT_SENDER_CHUNK_BYTES (256 * 1024)
+/* A response body larger than this is a protocol error. */
+#define AGENT_SENDER_MAX_RESPONSE_BYTES (16 * 1024 * 1024)
+/* Backoff after failures: initial, doubling per failure, capped; each wait drawn uniformly from [d/2, d]. */
+#define AGENT_SENDER_BACKOFF_INITIAL_NS (500ULL * 1000 * 1000)
+#define AGENT_SENDER_BACKOFF_MAX_NS	(30ULL * 1000 * 1000 * 1000)
+/* A retry-after longer than this is capped to it. */
+#define AGENT_SENDER_RETRY_AFTER_MAX_NS (300ULL * 1000 * 1000 * 1000)
+/* Samples resent this many times for missing definitions and still missing are dropped (reason rejected). */
+#define AGENT_SENDER_MAX_MISSING_ROUNDS 3
+/* IDs remembered as sent on the current connection; when full the memory starts over. */
+#define AGENT_SENDER_SENT_SET_MAX (256 * 1024)
+/* Executable IDs remembered for symbol upload (pending and done). */
+#define AGENT_SENDER_SYMBOL_SET_MAX (64 * 1024)
+/* Symbol uploads are rate-limited by a token bucket refilled at this many bytes per second. */
+#define AGENT_SENDER_SYMBOL_RATE_BYTES (1024 * 1024)
+/* The bearer token file is re-read this often (and after every 401). */
+#define AGENT_SENDER_TOKEN_REREAD_NS (60ULL * 1000 * 1000 * 1000)
+#define AGENT_SENDER_MAX_TOKEN_BYTES 16384
+/* Length of AgentInfo.instance_id. */
+#define AGENT_SENDER_INSTANCE_ID_BYTES 16
+
+#define AGENT_PROTOCOL_VERSION 1
+#define AGENT_PUSH_PATH	       "/stackrelay.v1.Ingest/Push"
+
+struct agent_sender_http_request {
+	const uint8_t *body;
+	size_t len;
+	bool gzip;	       /* body is gzip-compressed */
+	const char *token;     /* bearer token or NULL */
+	bool fresh_connection; /* open a new connection (max_connection_age) */
+	/* Polled during the transfer; true aborts it (flush deadline, shutdown). */
+	bool (*should_abort)(void *ctx);
+	void *abort_ctx;
+};
+
+struct agent_sender_http_result {
+	long status;   /* HTTP status; 0 when no response arrived */
+	uint8_t *body; /* response body, malloc()ed, or NULL */
+	size_t body_len;
+	uint64_t retry_after_ns; /* Retry-After header, 0 when absent */
+	bool new_connection;	 /* the transfer opened a new connection */
+	char error[256];	 /* what failed when status is 0 */
+};
+
+/*
+ * How requests reach the gateway. post() returns 0 when a response arrived
+ * (any status) and -errno when none did (ret->error says why); either way the
+ * caller frees ret->body.
+ */
+struct agent_sender_transport {
+	void *userdata;
+	int (*post)(void *userdata, const struct agent_sender_http_request *req, struct agent_sender_http_result *ret);
+	void (*free)(void *userdata);
+};
+
+/* libcurl transport for cfg (sender-http.c). Returns 0 or -errno; on -EINVAL *ret_error says what is wrong. */
+int agent_sender_http_new(const struct agent_gateway_config *cfg, struct agent_sender_transport *ret, char *ret_error,
+			  size_t error_size);
+
+/* Builds a sender on any transport (the sender takes ownership of t, also on failure). */
+struct agent_sender *agent_sender_new_with_transport(const struct agent_config *cfg, struct agent_store *store,
+						     struct agent_sender_transport *t);
+/* Tests: shorter backoff so failure paths run fast. */
+void agent_sender__set_backoff(struct agent_sender *s, uint64_t initial_ns, uint64_t max_ns);
+
+/* Delay before attempt after `failures` consecutive failures (≥ 1): uniform in [d/2, d], d = min(initial·2^(failures-1), max). */
+uint64_t agent_sender_backoff_ns(unsigned failures, uint64_t initial_ns, uint64_t max_ns, uint64_t rnd);
+/* Delay for a retry-after of ra: uniform in [ra, ra·1.25], capped at AGENT_SENDER_RETRY_AFTER_MAX_NS. */
+uint64_t agent_sender_retry_after_ns(uint64_t ra_ns, uint64_t rnd);
+/* Approximate bytes one sample holds in the buffer. */
+uint64_t agent_sender_sample_bytes(const stackrelay_v1_Sample *sample);
+
+/* gzip (RFC 1952) of in; returns 0 or -errno, *ret is malloc()ed. */
+int agent_sender_gzip(const uint8_t *in, size_t len, uint8_t **ret, size_t *ret_len);
+
+#endif

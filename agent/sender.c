@@ -1,0 +1,1753 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The agent's sender: a thread that turns submitted batches into PushRequests
+ * (docs/agent-protocol.md).
+ *
+ * Data flow. submit() cuts a batch into chunks and appends them to a queue
+ * bounded in bytes (drop-oldest, counted); it only takes a mutex for a few
+ * pointer moves, so sampling never waits for the network. The thread takes
+ * the oldest chunks as the "head": the unit of one request. The head gets a
+ * sequence number the first time it is sent and keeps it, with exactly the
+ * same samples, for every retry, so a gateway that saw it already (response
+ * lost) recognises the duplicate by (instance_id, sequence) and does not
+ * count it twice. Samples the gateway did not accept because it lacked a
+ * definition become a new chunk at the front of the queue (new sequence),
+ * sent again with the definitions.
+ *
+ * Only the thread touches the head, the per-connection "sent" set and the
+ * symbol queue; the mutex guards the queue, the counters and the flags.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pb_decode.h>
+#include <pb_encode.h>
+#include <xxhash.h>
+
+#include "agent.h"
+#include "config.h"
+#include "log.h"
+#include "sender-internal.h"
+#include "sr-config.h"
+#include "symupload.h"
+#include "units.h"
+
+#define LOG_COMPONENT "sender"
+
+enum drop_reason {
+	DROP_BUFFER_FULL,
+	DROP_FLUSH_TIMEOUT,
+	DROP_DEFINITION_LOST,
+	DROP_REJECTED,
+};
+
+/* Key domains of the ID sets: equal bytes of different kinds are different keys. */
+enum id_kind {
+	ID_STACK = 1,
+	ID_EXECUTABLE = 2,
+	ID_KERNEL = 3,
+	ID_SYMBOLS = 4,
+};
+
+/*
+ * A set of IDs by their 128-bit hash (open addressing). A false "present"
+ * would only make the agent skip a definition the gateway then reports
+ * missing, so hashes are enough.
+ */
+struct idkey {
+	uint64_t hi, lo; /* hi has its top bit set; {0,0} empty, {0,1} deleted */
+};
+
+struct idset {
+	struct idkey *keys;
+	size_t cap, used, live, max;
+};
+
+struct chunk {
+	TAILQ_ENTRY(chunk) link;
+	stackrelay_v1_Sample *samples;
+	size_t n;
+	uint64_t count; /* sum of counts */
+	uint64_t bytes; /* buffer accounting */
+	uint32_t frequency_hz;
+	uint64_t seq;	 /* 0 until first sent */
+	unsigned rounds; /* resends for missing definitions */
+	bool has_drops;
+	uint64_t drops[4]; /* DropCounters relayed with this request */
+};
+TAILQ_HEAD(chunkq, chunk);
+
+struct symjob {
+	uint8_t id[64];
+	size_t len;
+	unsigned attempts;
+	uint64_t seq; /* kept for retries, like samples: a lost response is not a second upload */
+};
+
+struct agent_sender {
+	const struct agent_config *cfg;
+	struct agent_store *store;
+	struct agent_sender_transport transport;
+	uint8_t instance_id[AGENT_SENDER_INSTANCE_ID_BYTES];
+	char host_name[256];
+	bool gzip;
+	uint64_t buffer_limit;
+	uint64_t backoff_initial_ns, backoff_max_ns;
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t mu;
+	pthread_cond_t wake; /* the thread waits here */
+	pthread_cond_t idle; /* flush() waits here */
+
+	/* Guarded by mu. */
+	struct chunkq queue;
+	struct chunk *head;
+	uint64_t buffered_bytes, buffered_samples;
+	uint64_t pending_drops[4];
+	bool has_pending_drops;
+	bool stop;
+	unsigned flushing;
+	uint64_t flush_deadline_ns;
+	bool flush_expired;	/* set by flush(), cleared by the thread once it dropped what remained */
+	uint64_t flush_dropped; /* samples dropped for the current flush's timeout */
+	bool busy;		/* the thread is working on something outside the lock */
+	size_t n_symjobs;	/* mirror of the thread's queue length, for idle checks */
+	uint64_t next_attempt_ns;
+	struct agent_sender_stats stats;
+	struct agent_sender_details details;
+	uint64_t last_full_log_ns;
+
+	atomic_bool abort_transfer;
+
+	/* Thread-owned. */
+	struct idset sent;    /* definitions the current connection has seen */
+	struct idset symdone; /* executables uploaded or being uploaded */
+	struct symjob *symjobs;
+	size_t symjobs_cap;
+	uint64_t seq;
+	unsigned failures;
+	uint64_t conn_started_ns;
+	bool have_conn;
+	bool force_fresh;
+	char *token;
+	uint64_t token_read_ns;
+	double sym_tokens;
+	uint64_t sym_tokens_ns;
+	uint64_t rnd_state;
+	bool failing; /* last attempt failed: logged once until it recovers */
+	bool mismatch_logged;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * SR_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rnd_next(struct agent_sender *s)
+{
+	/* xorshift64*: jitter needs spread, not secrecy. */
+	uint64_t x = s->rnd_state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	s->rnd_state = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+uint64_t agent_sender_backoff_ns(unsigned failures, uint64_t initial_ns, uint64_t max_ns, uint64_t rnd)
+{
+	uint64_t d = initial_ns;
+
+	if (failures == 0)
+		return 0;
+	for (unsigned i = 1; i < failures && d < max_ns; i++)
+		d = d > max_ns / 2 ? max_ns : d * 2;
+	if (d > max_ns)
+		d = max_ns;
+	/* "Equal jitter": at least half the delay, so a fleet that failed together spreads out. */
+	return d / 2 + (d / 2 ? rnd % (d / 2 + 1) : 0);
+}
+
+uint64_t agent_sender_retry_after_ns(uint64_t ra_ns, uint64_t rnd)
+{
+	uint64_t d = ra_ns > AGENT_SENDER_RETRY_AFTER_MAX_NS ? AGENT_SENDER_RETRY_AFTER_MAX_NS : ra_ns;
+
+	/* Never earlier than asked; up to a quarter later so agents do not return in lockstep. */
+	return d + (d / 4 ? rnd % (d / 4 + 1) : 0);
+}
+
+static uint64_t varint_size(uint64_t v)
+{
+	uint64_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static uint64_t len_field(size_t len)
+{
+	return 1 + varint_size(len) + len;
+}
+
+uint64_t agent_sender_sample_bytes(const stackrelay_v1_Sample *sample)
+{
+	/*
+	 * The encoded size, computed by hand: submit() runs this for every sample
+	 * on the caller's thread, and nanopb's generic field walk costs several
+	 * times more (every field number is below 16, so tags take one byte).
+	 */
+	uint64_t size = 0;
+
+	if (sample->stack_id)
+		size += len_field(sample->stack_id->size);
+	if (sample->kernel_id)
+		size += len_field(sample->kernel_id->size);
+	if (sample->pid)
+		size += 1 + varint_size(*sample->pid);
+	if (sample->tid)
+		size += 1 + varint_size(*sample->tid);
+	if (sample->count)
+		size += 1 + varint_size(*sample->count);
+	if (sample->process_start_ticks)
+		size += 1 + varint_size(*sample->process_start_ticks);
+	if (sample->start_time_unix_nano)
+		size += 9;
+	if (sample->end_time_unix_nano)
+		size += 9;
+	if (sample->thread_name)
+		size += len_field(strlen(sample->thread_name));
+	if (sample->process_name)
+		size += len_field(strlen(sample->process_name));
+	if (sample->executable_path)
+		size += len_field(strlen(sample->executable_path));
+	if (sample->container_id)
+		size += len_field(strlen(sample->container_id));
+	if (sample->pod_uid)
+		size += len_field(strlen(sample->pod_uid));
+	/* The decoded struct and its per-field allocations cost about as much again. */
+	return sizeof(*sample) + 2 * size;
+}
+
+static uint64_t sample_count(const stackrelay_v1_Sample *sample)
+{
+	return sample->count ? *sample->count : 0;
+}
+
+/* ---- ID sets ---- */
+
+static struct idkey idkey_of(enum id_kind kind, const uint8_t *id, size_t len)
+{
+	XXH128_hash_t h = XXH3_128bits_withSeed(id, len, (XXH64_hash_t)kind);
+
+	return (struct idkey){ .hi = h.high64 | (1ULL << 63), .lo = h.low64 };
+}
+
+static void idset_clear(struct idset *set)
+{
+	if (set->keys)
+		memset(set->keys, 0, set->cap * sizeof(*set->keys));
+	set->used = set->live = 0;
+}
+
+static void idset_done(struct idset *set)
+{
+	SR_FREE(set->keys);
+	set->cap = set->used = set->live = 0;
+}
+
+static struct idkey *idset_slot(const struct idset *set, struct idkey k, bool for_insert)
+{
+	size_t mask = set->cap - 1, i = (size_t)k.lo & mask;
+	struct idkey *tomb = NULL;
+
+	for (;;) {
+		struct idkey *e = &set->keys[i];
+
+		if (e->hi == 0 && e->lo == 0)
+			return for_insert ? (tomb ? tomb : e) : NULL;
+		if (e->hi == 0 && e->lo == 1) {
+			if (!tomb)
+				tomb = e;
+		} else if (e->hi == k.hi && e->lo == k.lo) {
+			return e;
+		}
+		i = (i + 1) & mask;
+	}
+}
+
+static bool idset_has_key(const struct idset *set, struct idkey k)
+{
+	return set->cap && idset_slot(set, k, false) != NULL;
+}
+
+static bool idset_has(const struct idset *set, enum id_kind kind, const uint8_t *id, size_t len)
+{
+	return idset_has_key(set, idkey_of(kind, id, len));
+}
+
+static int idset_add_key(struct idset *set, struct idkey k);
+
+static int idset_rehash(struct idset *set, size_t cap)
+{
+	struct idkey *old = set->keys;
+	size_t old_cap = set->cap;
+
+	set->keys = calloc(cap, sizeof(*set->keys));
+	if (!set->keys) {
+		set->keys = old;
+		return -ENOMEM;
+	}
+	set->cap = cap;
+	set->used = set->live = 0;
+	for (size_t i = 0; i < old_cap; i++)
+		if (old[i].hi)
+			(void)idset_add_key(set, old[i]);
+	free(old);
+	return 0;
+}
+
+/* Returns 1 when added, 0 when present, -ENOMEM. A set at its maximum starts over (see idset.max). */
+static int idset_add_key(struct idset *set, struct idkey k)
+{
+	struct idkey *e;
+	int r;
+
+	if (set->cap && idset_slot(set, k, false))
+		return 0;
+	if (set->max && set->live >= set->max)
+		idset_clear(set);
+	if ((set->used + 1) * 10 >= set->cap * 7) {
+		size_t cap = set->cap ? set->cap : 64;
+
+		while ((set->live + 1) * 10 >= cap * 5)
+			cap *= 2;
+		r = idset_rehash(set, cap);
+		if (r < 0)
+			return r;
+	}
+	e = idset_slot(set, k, true);
+	if (e->hi == 0 && e->lo == 0)
+		set->used++;
+	*e = k;
+	set->live++;
+	return 1;
+}
+
+static int idset_add(struct idset *set, enum id_kind kind, const uint8_t *id, size_t len)
+{
+	return idset_add_key(set, idkey_of(kind, id, len));
+}
+
+static void idset_del(struct idset *set, enum id_kind kind, const uint8_t *id, size_t len)
+{
+	struct idkey *e;
+
+	if (!set->cap)
+		return;
+	e = idset_slot(set, idkey_of(kind, id, len), false);
+	if (e) {
+		*e = (struct idkey){ .hi = 0, .lo = 1 };
+		set->live--;
+	}
+}
+
+/* ---- chunks ---- */
+
+static void samples_release(stackrelay_v1_Sample *samples, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pb_release(stackrelay_v1_Sample_fields, &samples[i]);
+}
+
+static void chunk_free(struct chunk *c)
+{
+	if (!c)
+		return;
+	samples_release(c->samples, c->n);
+	free(c->samples);
+	free(c);
+}
+
+static void add_drops(uint64_t dst[4], const uint64_t src[4])
+{
+	for (int i = 0; i < 4; i++)
+		dst[i] += src[i];
+}
+
+/* Counts and frees a chunk that will never be sent. Called with mu held. */
+static void drop_chunk_locked(struct agent_sender *s, struct chunk *c, enum drop_reason why)
+{
+	uint64_t *counter[] = {
+		[DROP_BUFFER_FULL] = &s->details.dropped_buffer_full,
+		[DROP_FLUSH_TIMEOUT] = &s->details.dropped_flush_timeout,
+		[DROP_DEFINITION_LOST] = &s->details.dropped_definition_lost,
+		[DROP_REJECTED] = &s->details.dropped_rejected,
+	};
+
+	*counter[why] += c->count;
+	s->stats.samples_dropped += c->count;
+	if (why == DROP_FLUSH_TIMEOUT)
+		s->flush_dropped += c->count;
+	s->buffered_bytes -= c->bytes;
+	s->buffered_samples -= c->count;
+	/* The relayed pre-aggregation drop counters are not samples: keep them for the next request. */
+	if (c->has_drops) {
+		add_drops(s->pending_drops, c->drops);
+		s->has_pending_drops = true;
+	}
+	chunk_free(c);
+}
+
+/* Counts samples that leave a chunk some other way than whole. Called with mu held. */
+static void count_gone_locked(struct agent_sender *s, uint64_t count, uint64_t bytes, int why)
+{
+	s->buffered_bytes -= bytes;
+	s->buffered_samples -= count;
+	if (why < 0) {
+		s->stats.samples_accepted += count;
+		return;
+	}
+	s->stats.samples_dropped += count;
+	switch (why) {
+	case DROP_BUFFER_FULL:
+		s->details.dropped_buffer_full += count;
+		break;
+	case DROP_FLUSH_TIMEOUT:
+		s->details.dropped_flush_timeout += count;
+		s->flush_dropped += count;
+		break;
+	case DROP_DEFINITION_LOST:
+		s->details.dropped_definition_lost += count;
+		break;
+	default:
+		s->details.dropped_rejected += count;
+		break;
+	}
+}
+
+/* ---- submit ---- */
+
+int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
+{
+	struct chunkq fresh = TAILQ_HEAD_INITIALIZER(fresh);
+	uint64_t drops[4] = { 0 }, total_count = 0, total_bytes = 0, dropped = 0;
+	bool any_drops = false;
+	size_t i = 0;
+	int r = 0;
+
+	if (!s || !b)
+		return -EINVAL;
+	TAILQ_INIT(&fresh);
+	if (b->drops.ring_buffer_full)
+		drops[0] = *b->drops.ring_buffer_full;
+	if (b->drops.stack_errors)
+		drops[1] = *b->drops.stack_errors;
+	if (b->drops.buffer_overflow)
+		drops[2] = *b->drops.buffer_overflow;
+	if (b->drops.process_unknown)
+		drops[3] = *b->drops.process_unknown;
+	any_drops = drops[0] || drops[1] || drops[2] || drops[3];
+
+	/* Cut into chunks outside the lock: this is the only real work submit does. */
+	while (i < b->n_samples) {
+		struct chunk *c = calloc(1, sizeof(*c));
+		size_t start = i;
+
+		if (!c) {
+			r = -ENOMEM;
+			break;
+		}
+		while (i < b->n_samples && (i == start || c->bytes < AGENT_SENDER_CHUNK_BYTES)) {
+			c->bytes += agent_sender_sample_bytes(&b->samples[i]);
+			c->count += sample_count(&b->samples[i]);
+			i++;
+		}
+		c->samples = malloc((i - start) * sizeof(*c->samples));
+		if (!c->samples) {
+			free(c);
+			i = start;
+			r = -ENOMEM;
+			break;
+		}
+		memcpy(c->samples, &b->samples[start], (i - start) * sizeof(*c->samples));
+		c->n = i - start;
+		c->frequency_hz = b->frequency_hz;
+		total_count += c->count;
+		total_bytes += c->bytes;
+		TAILQ_INSERT_TAIL(&fresh, c, link);
+	}
+	/* Whatever could not be queued (out of memory) is dropped here, counted. */
+	for (size_t j = i; j < b->n_samples; j++) {
+		dropped += sample_count(&b->samples[j]);
+		pb_release(stackrelay_v1_Sample_fields, &b->samples[j]);
+	}
+	free(b->samples);
+	b->samples = NULL;
+	b->n_samples = 0;
+	b->total_count = 0;
+	pb_release(stackrelay_v1_DropCounters_fields, &b->drops);
+	memset(&b->drops, 0, sizeof(b->drops));
+
+	pthread_mutex_lock(&s->mu);
+	s->details.samples_submitted += total_count + dropped;
+	s->stats.samples_dropped += dropped;
+	s->details.dropped_buffer_full += dropped;
+	if (any_drops) {
+		add_drops(s->pending_drops, drops);
+		s->has_pending_drops = true;
+	}
+	s->buffered_bytes += total_bytes;
+	s->buffered_samples += total_count;
+	TAILQ_CONCAT(&s->queue, &fresh, link);
+	/* Drop-oldest: the head (being sent or retried) is kept, see the file comment. */
+	while (s->buffered_bytes > s->buffer_limit && !TAILQ_EMPTY(&s->queue)) {
+		struct chunk *c = TAILQ_FIRST(&s->queue);
+
+		TAILQ_REMOVE(&s->queue, c, link);
+		dropped += c->count;
+		drop_chunk_locked(s, c, DROP_BUFFER_FULL);
+	}
+	if (dropped) {
+		uint64_t now = now_ns();
+
+		if (!s->last_full_log_ns || now - s->last_full_log_ns >= 60 * SR_NSEC_PER_SEC) {
+			s->last_full_log_ns = now;
+			sr_log_warn(LOG_COMPONENT, "send buffer full, dropping the oldest samples",
+				    "dropped_total=%" PRIu64 " buffer_bytes=%" PRIu64, s->details.dropped_buffer_full,
+				    s->buffer_limit);
+		}
+	}
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+/* ---- requests ---- */
+
+struct defs {
+	stackrelay_v1_StackDef *stacks;
+	size_t n_stacks, cap_stacks;
+	stackrelay_v1_ExecutableDef *executables;
+	size_t n_executables, cap_executables;
+	stackrelay_v1_KernelDef *kernels;
+	size_t n_kernels, cap_kernels;
+	struct idset local; /* IDs defined in this request */
+	/*
+	 * Resends after "missing" carry every definition their samples need: a
+	 * gateway that lost a stack most likely lost its executables too (restart,
+	 * another replica), and one round trip is cheaper than three.
+	 */
+	bool all;
+};
+
+static void defs_free(struct defs *d)
+{
+	for (size_t i = 0; i < d->n_stacks; i++)
+		pb_release(stackrelay_v1_StackDef_fields, &d->stacks[i]);
+	for (size_t i = 0; i < d->n_executables; i++)
+		pb_release(stackrelay_v1_ExecutableDef_fields, &d->executables[i]);
+	for (size_t i = 0; i < d->n_kernels; i++)
+		pb_release(stackrelay_v1_KernelDef_fields, &d->kernels[i]);
+	free(d->stacks);
+	free(d->executables);
+	free(d->kernels);
+	idset_done(&d->local);
+	memset(d, 0, sizeof(*d));
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	void *p;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? *cap * 2 : 16;
+	p = realloc(*arr, c * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + *cap * elem, 0, (c - *cap) * elem);
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+static bool need_def(struct agent_sender *s, struct defs *d, enum id_kind kind, const pb_bytes_array_t *id)
+{
+	return id && id->size && (d->all || !idset_has(&s->sent, kind, id->bytes, id->size)) &&
+	       !idset_has(&d->local, kind, id->bytes, id->size);
+}
+
+static int add_kernel_def(struct agent_sender *s, struct defs *d, const pb_bytes_array_t *id)
+{
+	int r;
+
+	if (!need_def(s, d, ID_KERNEL, id))
+		return 0;
+	r = grow((void **)&d->kernels, &d->cap_kernels, d->n_kernels, sizeof(*d->kernels));
+	if (r < 0)
+		return r;
+	r = agent_store__kernel(s->store, id->bytes, id->size, &d->kernels[d->n_kernels]);
+	if (r < 0)
+		return r;
+	d->n_kernels++;
+	r = idset_add(&d->local, ID_KERNEL, id->bytes, id->size);
+	return r < 0 ? r : 0;
+}
+
+static int add_executable_def(struct agent_sender *s, struct defs *d, const pb_bytes_array_t *id)
+{
+	int r;
+
+	if (!need_def(s, d, ID_EXECUTABLE, id))
+		return 0;
+	r = grow((void **)&d->executables, &d->cap_executables, d->n_executables, sizeof(*d->executables));
+	if (r < 0)
+		return r;
+	r = agent_store__executable(s->store, id->bytes, id->size, &d->executables[d->n_executables]);
+	if (r < 0)
+		return r;
+	d->n_executables++;
+	r = idset_add(&d->local, ID_EXECUTABLE, id->bytes, id->size);
+	return r < 0 ? r : 0;
+}
+
+static bool frame_is_kernel(const stackrelay_v1_Frame *f)
+{
+	return f->kind && *f->kind == stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
+}
+
+/*
+ * The definitions one sample needs that the connection has not seen: its
+ * stack, the stack's executables and kernel, the sample's kernel. -ENOENT
+ * (or another error) when the store cannot provide one: the sample is dropped.
+ */
+static int add_sample_defs(struct agent_sender *s, struct defs *d, const stackrelay_v1_Sample *sample)
+{
+	const pb_bytes_array_t *sid = sample->stack_id;
+	stackrelay_v1_StackDef *def;
+	size_t mark_exec = d->n_executables, mark_kern = d->n_kernels;
+	int r;
+
+	if (!sid || !sid->size)
+		return -EINVAL;
+	r = add_kernel_def(s, d, sample->kernel_id);
+	if (r < 0)
+		return r;
+	if (!need_def(s, d, ID_STACK, sid))
+		return 0;
+	r = grow((void **)&d->stacks, &d->cap_stacks, d->n_stacks, sizeof(*d->stacks));
+	if (r < 0)
+		return r;
+	def = &d->stacks[d->n_stacks];
+	r = agent_store__stack(s->store, sid->bytes, sid->size, def);
+	if (r < 0)
+		return r;
+	for (pb_size_t i = 0; i < def->frames_count; i++) {
+		const stackrelay_v1_Frame *f = &def->frames[i];
+
+		if (!f->executable_id || !f->executable_id->size)
+			continue;
+		r = frame_is_kernel(f) ? add_kernel_def(s, d, f->executable_id)
+				       : add_executable_def(s, d, f->executable_id);
+		if (r < 0)
+			goto fail;
+	}
+	d->n_stacks++;
+	r = idset_add(&d->local, ID_STACK, sid->bytes, sid->size);
+	return r < 0 ? r : 0;
+fail:
+	/* Roll back the definitions this sample added: its stack will not be sent. */
+	pb_release(stackrelay_v1_StackDef_fields, def);
+	memset(def, 0, sizeof(*def));
+	while (d->n_executables > mark_exec) {
+		stackrelay_v1_ExecutableDef *e = &d->executables[--d->n_executables];
+
+		if (e->id)
+			idset_del(&d->local, ID_EXECUTABLE, e->id->bytes, e->id->size);
+		pb_release(stackrelay_v1_ExecutableDef_fields, e);
+		memset(e, 0, sizeof(*e));
+	}
+	while (d->n_kernels > mark_kern) {
+		stackrelay_v1_KernelDef *k = &d->kernels[--d->n_kernels];
+
+		if (k->id)
+			idset_del(&d->local, ID_KERNEL, k->id->bytes, k->id->size);
+		pb_release(stackrelay_v1_KernelDef_fields, k);
+		memset(k, 0, sizeof(*k));
+	}
+	return r;
+}
+
+struct encoded {
+	uint8_t *buf;
+	size_t len;
+};
+
+static int encode_request(struct agent_sender *s, stackrelay_v1_PushRequest *req, struct encoded *ret)
+{
+	size_t size = 0;
+	pb_ostream_t os;
+	uint8_t *buf;
+
+	if (!pb_get_encoded_size(&size, stackrelay_v1_PushRequest_fields, req))
+		return -EINVAL;
+	buf = malloc(size ? size : 1);
+	if (!buf)
+		return -ENOMEM;
+	os = pb_ostream_from_buffer(buf, size);
+	if (!pb_encode(&os, stackrelay_v1_PushRequest_fields, req)) {
+		free(buf);
+		return -EINVAL;
+	}
+	if (s->gzip) {
+		uint8_t *z = NULL;
+		size_t zlen = 0;
+		int r = agent_sender_gzip(buf, os.bytes_written, &z, &zlen);
+
+		free(buf);
+		if (r < 0)
+			return r;
+		buf = z;
+		size = zlen;
+	} else {
+		size = os.bytes_written;
+	}
+	ret->buf = buf;
+	ret->len = size;
+	return 0;
+}
+
+/* Fills the fields every request has. The pointed-to values live in *st. */
+struct req_common {
+	uint32_t protocol_version;
+	uint64_t seq;
+	uint32_t frequency;
+	stackrelay_v1_AgentInfo agent;
+	pb_bytes_array_t *instance;
+	uint8_t instance_buf[PB_BYTES_ARRAY_T_ALLOCSIZE(AGENT_SENDER_INSTANCE_ID_BYTES)];
+	uint64_t drops[4];
+	stackrelay_v1_DropCounters dc;
+};
+
+static void fill_common(struct agent_sender *s, stackrelay_v1_PushRequest *req, struct req_common *st, uint64_t seq)
+{
+	memset(req, 0, sizeof(*req));
+	st->protocol_version = AGENT_PROTOCOL_VERSION;
+	st->seq = seq;
+	st->instance = (pb_bytes_array_t *)st->instance_buf;
+	st->instance->size = AGENT_SENDER_INSTANCE_ID_BYTES;
+	memcpy(st->instance->bytes, s->instance_id, AGENT_SENDER_INSTANCE_ID_BYTES);
+	memset(&st->agent, 0, sizeof(st->agent));
+	st->agent.instance_id = st->instance;
+	st->agent.host_name = s->host_name;
+	st->agent.node_name = s->cfg->node_name;
+	st->agent.version = (char *)SR_VERSION;
+	req->protocol_version = &st->protocol_version;
+	req->agent = &st->agent;
+	req->sequence = &st->seq;
+}
+
+static bool should_abort_cb(void *ctx)
+{
+	struct agent_sender *s = ctx;
+
+	return atomic_load(&s->abort_transfer);
+}
+
+static void reread_token(struct agent_sender *s, bool force)
+{
+	const char *path = s->cfg->gateway.bearer_token_file;
+	uint64_t now = now_ns();
+	char buf[AGENT_SENDER_MAX_TOKEN_BYTES + 1];
+	ssize_t n;
+	int fd;
+
+	if (!path || !*path)
+		return;
+	if (!force && s->token && now - s->token_read_ns < AGENT_SENDER_TOKEN_REREAD_NS)
+		return;
+	s->token_read_ns = now;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		sr_log_warn(LOG_COMPONENT, "cannot read the bearer token file; keeping the previous token",
+			    "file=%s error=\"%s\"", path, strerror(errno));
+		return;
+	}
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n < 0 || n > AGENT_SENDER_MAX_TOKEN_BYTES) {
+		sr_log_warn(LOG_COMPONENT, "bearer token file unreadable or too large; keeping the previous token",
+			    "file=%s max_bytes=%d", path, AGENT_SENDER_MAX_TOKEN_BYTES);
+		return;
+	}
+	/* Tokens are mounted as files, often with a trailing newline. */
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		n--;
+	buf[n] = '\0';
+	if (s->token && strcmp(s->token, buf) == 0)
+		return;
+	free(s->token);
+	s->token = strdup(buf);
+}
+
+enum outcome {
+	OUT_DONE,      /* a final answer: apply it */
+	OUT_RETRY,     /* keep the data, wait, send again */
+	OUT_REJECT,    /* the gateway refused the data for good */
+	OUT_TOO_LARGE, /* 413: split */
+};
+
+struct attempt {
+	enum outcome outcome;
+	uint64_t wait_ns; /* for OUT_RETRY: at least this long (retry-after) */
+	stackrelay_v1_PushResponse resp;
+	bool have_resp;
+	bool duplicate;
+	char why[320]; /* for logs */
+	long status;
+};
+
+static void classify(struct agent_sender *s, int r, struct agent_sender_http_result *res, struct attempt *a)
+{
+	pb_istream_t is;
+
+	a->status = res->status;
+	if (r < 0 || res->status == 0) {
+		a->outcome = OUT_RETRY;
+		snprintf(a->why, sizeof(a->why), "%s", res->error[0] ? res->error : strerror(-r));
+		return;
+	}
+	if (res->body_len) {
+		is = pb_istream_from_buffer(res->body, res->body_len);
+		a->have_resp = pb_decode(&is, stackrelay_v1_PushResponse_fields, &a->resp);
+		if (!a->have_resp)
+			pb_release(stackrelay_v1_PushResponse_fields, &a->resp);
+	}
+	if (res->status == 200) {
+		if (!a->have_resp && res->body_len) {
+			/* Processed or not, we cannot tell: resend under the same sequence (the gateway de-duplicates). */
+			a->outcome = OUT_RETRY;
+			snprintf(a->why, sizeof(a->why), "undecodable PushResponse (%zu bytes)", res->body_len);
+			return;
+		}
+		if (a->have_resp && a->resp.retry_after_ms && *a->resp.retry_after_ms) {
+			a->outcome = OUT_RETRY;
+			a->wait_ns = (uint64_t)*a->resp.retry_after_ms * SR_NSEC_PER_MSEC;
+			snprintf(a->why, sizeof(a->why), "gateway asked to retry after %" PRIu32 "ms%s%s",
+				 *a->resp.retry_after_ms, a->resp.error ? ": " : "",
+				 a->resp.error ? a->resp.error : "");
+			return;
+		}
+		a->outcome = OUT_DONE;
+		return;
+	}
+	snprintf(a->why, sizeof(a->why), "HTTP %ld%s%s", res->status, a->have_resp && a->resp.error ? ": " : "",
+		 a->have_resp && a->resp.error ? a->resp.error : "");
+	switch (res->status) {
+	case 401:
+	case 403:
+		/* The token may have rotated, or the gateway's list may change: keep the data, read the token again. */
+		reread_token(s, true);
+		a->outcome = OUT_RETRY;
+		break;
+	case 408:
+	case 425:
+	case 429:
+	case 500:
+	case 502:
+	case 503:
+	case 504:
+		a->outcome = OUT_RETRY;
+		a->wait_ns = res->retry_after_ns;
+		if (a->have_resp && a->resp.retry_after_ms && *a->resp.retry_after_ms)
+			a->wait_ns = (uint64_t)*a->resp.retry_after_ms * SR_NSEC_PER_MSEC;
+		break;
+	case 413:
+		a->outcome = OUT_TOO_LARGE;
+		break;
+	default:
+		a->outcome = res->status >= 500 ? OUT_RETRY : OUT_REJECT;
+		break;
+	}
+}
+
+/* Sends one request body and classifies the answer. */
+static void post(struct agent_sender *s, const struct encoded *enc, struct attempt *a)
+{
+	struct agent_sender_http_result res = { 0 };
+	struct agent_sender_http_request req = {
+		.body = enc->buf,
+		.len = enc->len,
+		.gzip = s->gzip,
+		.should_abort = should_abort_cb,
+		.abort_ctx = s,
+	};
+	uint64_t now = now_ns(), age = s->cfg->gateway.max_connection_age_ns;
+	int r;
+
+	reread_token(s, false);
+	req.token = s->token;
+	/* Reconnect now and then, so agents behind an L4 balancer spread over new replicas. */
+	req.fresh_connection = s->force_fresh || (s->have_conn && age && now - s->conn_started_ns >= age);
+	r = s->transport.post(s->transport.userdata, &req, &res);
+	if (res.new_connection) {
+		pthread_mutex_lock(&s->mu);
+		s->details.connections++;
+		pthread_mutex_unlock(&s->mu);
+	}
+	s->force_fresh = false;
+	classify(s, r, &res, a);
+	if (r == 0 && res.status) {
+		__atomic_add_fetch(&s->stats.bytes_sent, enc->len, __ATOMIC_RELAXED);
+		if (res.new_connection || req.fresh_connection || !s->have_conn)
+			s->conn_started_ns = now;
+		s->have_conn = true;
+	} else {
+		/* No response: the next request probably goes out on a new connection, which starts empty. */
+		s->have_conn = false;
+	}
+	free(res.body);
+}
+
+/* The set `sent` after a request: a new connection knew only what this request defined. */
+static void commit_defs(struct agent_sender *s, struct defs *d, bool new_connection)
+{
+	if (new_connection)
+		idset_clear(&s->sent);
+	for (size_t i = 0; i < d->local.cap; i++)
+		if (d->local.keys[i].hi)
+			(void)idset_add_key(&s->sent, d->local.keys[i]);
+}
+
+static void note_failure(struct agent_sender *s, const struct attempt *a, const char *what)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stats.requests_failed++;
+	pthread_mutex_unlock(&s->mu);
+	if (!s->failing) {
+		sr_log_warn(LOG_COMPONENT, "push to the gateway failed; keeping the data and retrying with backoff",
+			    "endpoint=%s request=%s error=\"%s\"", s->cfg->gateway.endpoint, what, a->why);
+		s->failing = true;
+	} else {
+		sr_log_debug(LOG_COMPONENT, "push to the gateway failed again", "request=%s error=\"%s\" failures=%u",
+			     what, a->why, s->failures);
+	}
+}
+
+static void note_success(struct agent_sender *s)
+{
+	if (s->failing)
+		sr_log_info(LOG_COMPONENT, "push to the gateway recovered", "endpoint=%s failures=%u",
+			    s->cfg->gateway.endpoint, s->failures);
+	s->failing = false;
+	s->failures = 0;
+}
+
+/* Schedules the next attempt after a failure. */
+static void schedule_retry(struct agent_sender *s, uint64_t wait_ns)
+{
+	uint64_t d;
+
+	s->failures++;
+	d = wait_ns ? agent_sender_retry_after_ns(wait_ns, rnd_next(s))
+		    : agent_sender_backoff_ns(s->failures, s->backoff_initial_ns, s->backoff_max_ns, rnd_next(s));
+	pthread_mutex_lock(&s->mu);
+	s->next_attempt_ns = now_ns() + d;
+	s->details.retries++;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_size_t n)
+{
+	/* The queue is the thread's, but flush() reads its length: change it under the lock. */
+	pthread_mutex_lock(&s->mu);
+	for (pb_size_t i = 0; i < n; i++) {
+		const pb_bytes_array_t *id = ids[i];
+		struct symjob *j;
+
+		if (!id || !id->size || id->size > sizeof(j->id))
+			continue;
+		/* Once per executable per agent lifetime (unless it failed): the set remembers. */
+		if (idset_has(&s->symdone, ID_SYMBOLS, id->bytes, id->size))
+			continue;
+		if (s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
+			continue;
+		if (grow((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs, sizeof(*s->symjobs)) < 0)
+			continue;
+		if (idset_add(&s->symdone, ID_SYMBOLS, id->bytes, id->size) < 0)
+			continue;
+		j = &s->symjobs[s->n_symjobs++];
+		memcpy(j->id, id->bytes, id->size);
+		j->len = id->size;
+		j->attempts = 0;
+		j->seq = 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Does a sample reference one of the missing IDs? Needs the stack's frames for missing executables. */
+static int sample_missing(struct agent_sender *s, const stackrelay_v1_Sample *sample, const struct idset *missing,
+			  bool check_frames)
+{
+	stackrelay_v1_StackDef def = stackrelay_v1_StackDef_init_zero;
+	bool hit = false;
+	int r;
+
+	if (sample->stack_id && idset_has(missing, ID_STACK, sample->stack_id->bytes, sample->stack_id->size))
+		return 1;
+	if (sample->kernel_id && sample->kernel_id->size &&
+	    idset_has(missing, ID_KERNEL, sample->kernel_id->bytes, sample->kernel_id->size))
+		return 1;
+	if (!check_frames || !sample->stack_id)
+		return 0;
+	r = agent_store__stack(s->store, sample->stack_id->bytes, sample->stack_id->size, &def);
+	if (r < 0)
+		return r;
+	for (pb_size_t i = 0; i < def.frames_count && !hit; i++) {
+		const stackrelay_v1_Frame *f = &def.frames[i];
+
+		if (f->executable_id && f->executable_id->size)
+			hit = idset_has(missing, frame_is_kernel(f) ? ID_KERNEL : ID_EXECUTABLE,
+					f->executable_id->bytes, f->executable_id->size);
+	}
+	pb_release(stackrelay_v1_StackDef_fields, &def);
+	return hit;
+}
+
+/*
+ * A final answer for the head: count what was accepted, requeue what the
+ * gateway lacked definitions for, forget those IDs as "sent".
+ */
+static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1_PushResponse *resp)
+{
+	struct idset missing = { 0 };
+	bool check_frames;
+	struct chunk *again = NULL;
+	uint64_t acc = 0, acc_bytes = 0, lost = 0, lost_bytes = 0;
+	size_t n_again = 0;
+
+	for (pb_size_t i = 0; i < resp->missing_stacks_count; i++)
+		if (resp->missing_stacks[i]) {
+			(void)idset_add(&missing, ID_STACK, resp->missing_stacks[i]->bytes,
+					resp->missing_stacks[i]->size);
+			idset_del(&s->sent, ID_STACK, resp->missing_stacks[i]->bytes, resp->missing_stacks[i]->size);
+		}
+	for (pb_size_t i = 0; i < resp->missing_executables_count; i++)
+		if (resp->missing_executables[i]) {
+			const pb_bytes_array_t *id = resp->missing_executables[i];
+
+			(void)idset_add(&missing, ID_EXECUTABLE, id->bytes, id->size);
+			idset_del(&s->sent, ID_EXECUTABLE, id->bytes, id->size);
+		}
+	for (pb_size_t i = 0; i < resp->missing_kernels_count; i++)
+		if (resp->missing_kernels[i]) {
+			const pb_bytes_array_t *id = resp->missing_kernels[i];
+
+			(void)idset_add(&missing, ID_KERNEL, id->bytes, id->size);
+			idset_del(&s->sent, ID_KERNEL, id->bytes, id->size);
+		}
+	check_frames = resp->missing_executables_count || resp->missing_kernels_count;
+
+	if (missing.live) {
+		again = calloc(1, sizeof(*again));
+		if (again)
+			again->samples = malloc(head->n * sizeof(*again->samples));
+		if (again && !again->samples)
+			SR_FREE(again);
+	}
+	for (size_t i = 0; i < head->n; i++) {
+		stackrelay_v1_Sample *sm = &head->samples[i];
+		uint64_t c = sample_count(sm), b = agent_sender_sample_bytes(sm);
+		int m = missing.live ? sample_missing(s, sm, &missing, check_frames) : 0;
+
+		if (m == 0) {
+			acc += c;
+			acc_bytes += b;
+		} else if (m > 0 && again) {
+			/*
+			 * Forget the stack as sent too: its definition goes again with the
+			 * executables and kernel it references, which is what was missing.
+			 */
+			if (sm->stack_id)
+				idset_del(&s->sent, ID_STACK, sm->stack_id->bytes, sm->stack_id->size);
+			again->samples[n_again++] = *sm;
+			again->count += c;
+			again->bytes += b;
+			continue; /* moved, not released */
+		} else {
+			lost += c;
+			lost_bytes += b;
+		}
+		pb_release(stackrelay_v1_Sample_fields, sm);
+	}
+	free(head->samples);
+	head->samples = NULL;
+	head->n = 0;
+
+	pthread_mutex_lock(&s->mu);
+	s->stats.requests_ok++;
+	count_gone_locked(s, acc, acc_bytes, -1);
+	if (lost)
+		count_gone_locked(s, lost, lost_bytes, DROP_DEFINITION_LOST);
+	if (resp->accepted_samples && *resp->accepted_samples != acc) {
+		s->details.accepted_mismatch++;
+		if (!s->mismatch_logged) {
+			s->mismatch_logged = true;
+			sr_log_warn(
+				LOG_COMPONENT,
+				"the gateway's accepted_samples differs from the agent's count; counting the agent's",
+				"seq=%" PRIu64 " gateway=%" PRIu64 " agent=%" PRIu64, head->seq,
+				*resp->accepted_samples, acc);
+		}
+	}
+	if (again && n_again) {
+		again->n = n_again;
+		again->frequency_hz = head->frequency_hz;
+		again->rounds = head->rounds + 1;
+		s->details.samples_resent_missing += again->count;
+		if (again->rounds > AGENT_SENDER_MAX_MISSING_ROUNDS) {
+			sr_log_warn(LOG_COMPONENT, "gateway still lacks definitions after resending them; dropping",
+				    "samples=%" PRIu64 " rounds=%u", again->count, again->rounds);
+			drop_chunk_locked(s, again, DROP_REJECTED);
+		} else {
+			TAILQ_INSERT_HEAD(&s->queue, again, link);
+		}
+	} else {
+		chunk_free(again);
+	}
+	s->head = NULL;
+	pthread_mutex_unlock(&s->mu);
+	idset_done(&missing);
+	chunk_free(head);
+}
+
+/* Takes the oldest queued chunks (same frequency, never resends) as the next request. Called with mu held. */
+static struct chunk *form_head_locked(struct agent_sender *s)
+{
+	struct chunk *h = TAILQ_FIRST(&s->queue), *c;
+
+	if (!h) {
+		if (!s->has_pending_drops)
+			return NULL;
+		/* Only drop counters to relay: an empty request carries them. */
+		h = calloc(1, sizeof(*h));
+		if (!h)
+			return NULL;
+	} else {
+		TAILQ_REMOVE(&s->queue, h, link);
+		while (h->rounds == 0 && (c = TAILQ_FIRST(&s->queue)) && c->rounds == 0 &&
+		       c->frequency_hz == h->frequency_hz &&
+		       h->bytes + c->bytes <= AGENT_SENDER_REQUEST_SAMPLE_BYTES * 2) {
+			stackrelay_v1_Sample *p = realloc(h->samples, (h->n + c->n) * sizeof(*p));
+
+			if (!p)
+				break;
+			TAILQ_REMOVE(&s->queue, c, link);
+			memcpy(p + h->n, c->samples, c->n * sizeof(*p));
+			h->samples = p;
+			h->n += c->n;
+			h->count += c->count;
+			h->bytes += c->bytes;
+			free(c->samples);
+			if (c->has_drops) {
+				add_drops(s->pending_drops, c->drops);
+				s->has_pending_drops = true;
+			}
+			free(c);
+		}
+	}
+	if (s->has_pending_drops) {
+		add_drops(h->drops, s->pending_drops);
+		h->has_drops = true;
+		memset(s->pending_drops, 0, sizeof(s->pending_drops));
+		s->has_pending_drops = false;
+	}
+	s->head = h;
+	return h;
+}
+
+/* Splits the head in two for a 413; a single sample too large is rejected. */
+static void split_head(struct agent_sender *s, struct chunk *h)
+{
+	struct chunk *second;
+	size_t half = h->n / 2;
+
+	pthread_mutex_lock(&s->mu);
+	s->head = NULL;
+	if (h->n < 2 || !(second = calloc(1, sizeof(*second)))) {
+		drop_chunk_locked(s, h, DROP_REJECTED);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	second->samples = malloc((h->n - half) * sizeof(*second->samples));
+	if (!second->samples) {
+		free(second);
+		drop_chunk_locked(s, h, DROP_REJECTED);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	memcpy(second->samples, h->samples + half, (h->n - half) * sizeof(*second->samples));
+	second->n = h->n - half;
+	h->n = half;
+	second->count = second->bytes = 0;
+	for (size_t i = 0; i < second->n; i++) {
+		second->count += sample_count(&second->samples[i]);
+		second->bytes += agent_sender_sample_bytes(&second->samples[i]);
+	}
+	h->count -= second->count;
+	h->bytes -= second->bytes;
+	second->frequency_hz = h->frequency_hz;
+	second->rounds = h->rounds;
+	/* Split halves must not merge back; rounds > 0 keeps them apart. The 413 was not processed: new sequences. */
+	if (!h->rounds)
+		h->rounds = second->rounds = 1;
+	h->seq = 0;
+	TAILQ_INSERT_HEAD(&s->queue, second, link);
+	TAILQ_INSERT_HEAD(&s->queue, h, link);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* One attempt at the head. */
+static void send_head(struct agent_sender *s, struct chunk *h)
+{
+	stackrelay_v1_PushRequest req;
+	struct req_common st;
+	struct defs d = { 0 };
+	struct encoded enc = { 0 };
+	struct attempt a = { 0 };
+	uint64_t lost = 0, lost_bytes = 0;
+	size_t keep = 0;
+	bool fresh;
+	int r;
+
+	if (!h->seq)
+		h->seq = ++s->seq;
+	fresh = s->force_fresh || !s->have_conn ||
+		(s->cfg->gateway.max_connection_age_ns &&
+		 now_ns() - s->conn_started_ns >= s->cfg->gateway.max_connection_age_ns);
+	if (fresh)
+		idset_clear(&s->sent);
+	d.all = h->rounds > 0;
+
+	/* Definitions first; a sample whose definitions the store lost cannot be resolved by anyone. */
+	for (size_t i = 0; i < h->n; i++) {
+		r = add_sample_defs(s, &d, &h->samples[i]);
+		if (r < 0) {
+			lost += sample_count(&h->samples[i]);
+			lost_bytes += agent_sender_sample_bytes(&h->samples[i]);
+			pb_release(stackrelay_v1_Sample_fields, &h->samples[i]);
+			continue;
+		}
+		h->samples[keep++] = h->samples[i];
+	}
+	if (lost) {
+		h->n = keep;
+		h->count -= lost;
+		h->bytes -= lost_bytes;
+		pthread_mutex_lock(&s->mu);
+		count_gone_locked(s, lost, lost_bytes, DROP_DEFINITION_LOST);
+		pthread_mutex_unlock(&s->mu);
+		sr_log_debug(LOG_COMPONENT, "dropped samples whose definitions the store no longer has",
+			     "samples=%" PRIu64, lost);
+	}
+	if (h->n == 0 && !h->has_drops) {
+		pthread_mutex_lock(&s->mu);
+		s->head = NULL;
+		pthread_mutex_unlock(&s->mu);
+		chunk_free(h);
+		defs_free(&d);
+		return;
+	}
+
+	fill_common(s, &req, &st, h->seq);
+	st.frequency = h->frequency_hz;
+	if (st.frequency)
+		req.sampling_frequency_hz = &st.frequency;
+	req.samples = h->samples;
+	req.samples_count = (pb_size_t)h->n;
+	req.stacks = d.stacks;
+	req.stacks_count = (pb_size_t)d.n_stacks;
+	req.executables = d.executables;
+	req.executables_count = (pb_size_t)d.n_executables;
+	req.kernels = d.kernels;
+	req.kernels_count = (pb_size_t)d.n_kernels;
+	if (h->has_drops) {
+		memcpy(st.drops, h->drops, sizeof(st.drops));
+		memset(&st.dc, 0, sizeof(st.dc));
+		st.dc.ring_buffer_full = &st.drops[0];
+		st.dc.stack_errors = &st.drops[1];
+		st.dc.buffer_overflow = &st.drops[2];
+		st.dc.process_unknown = &st.drops[3];
+		req.drops = &st.dc;
+	}
+	r = encode_request(s, &req, &enc);
+	if (r < 0) {
+		/* Cannot happen with valid samples; if it does, these samples cannot be sent at all. */
+		sr_log_error(LOG_COMPONENT, "cannot encode a PushRequest; dropping its samples", "error=\"%s\"",
+			     strerror(-r));
+		pthread_mutex_lock(&s->mu);
+		s->head = NULL;
+		drop_chunk_locked(s, h, DROP_REJECTED);
+		pthread_mutex_unlock(&s->mu);
+		defs_free(&d);
+		return;
+	}
+	{
+		bool was_conn = s->have_conn;
+		uint64_t started = s->conn_started_ns;
+
+		post(s, &enc, &a);
+		free(enc.buf);
+		/* A new connection (fresh, or curl's own reconnect) knew only this request's definitions. */
+		if (a.outcome == OUT_DONE)
+			commit_defs(s, &d, fresh || !was_conn || s->conn_started_ns != started);
+		else if (a.status == 0)
+			idset_clear(&s->sent);
+	}
+	defs_free(&d);
+
+	switch (a.outcome) {
+	case OUT_DONE:
+		note_success(s);
+		if (a.have_resp)
+			want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
+		{
+			stackrelay_v1_PushResponse empty = stackrelay_v1_PushResponse_init_zero;
+
+			apply_done(s, h, a.have_resp ? &a.resp : &empty);
+		}
+		break;
+	case OUT_RETRY:
+		note_failure(s, &a, "samples");
+		schedule_retry(s, a.wait_ns);
+		break;
+	case OUT_TOO_LARGE:
+		note_failure(s, &a, "samples");
+		split_head(s, h);
+		break;
+	case OUT_REJECT:
+		sr_log_error(LOG_COMPONENT, "gateway rejected a push; dropping its samples",
+			     "error=\"%s\" samples=%" PRIu64, a.why, h->count);
+		pthread_mutex_lock(&s->mu);
+		s->stats.requests_failed++;
+		s->head = NULL;
+		drop_chunk_locked(s, h, DROP_REJECTED);
+		pthread_mutex_unlock(&s->mu);
+		note_success(s); /* the connection works; the data did not */
+		break;
+	}
+	if (a.have_resp)
+		pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
+}
+
+/* One symbol table upload, for the first pending job. */
+static void send_symbols(struct agent_sender *s)
+{
+	/* A copy: want_symbols() below may grow (move) the queue. */
+	struct symjob job = s->symjobs[0], *j = &job;
+	stackrelay_v1_SymbolTable table = stackrelay_v1_SymbolTable_init_zero;
+	stackrelay_v1_PushRequest req;
+	struct req_common st;
+	struct encoded enc = { 0 };
+	struct attempt a = { 0 };
+	pb_bytes_array_t *id;
+	char err[256] = "";
+	bool failed = false, finished = true;
+	int fd, r;
+
+	fd = agent_store__open_executable(s->store, j->id, j->len);
+	if (fd < 0) {
+		snprintf(err, sizeof(err), "executable not reachable on this node: %s", strerror(-fd));
+	} else {
+		r = agent_symupload_extract_fd(fd, s->cfg->gateway.max_symbol_upload_bytes, &table);
+		close(fd);
+		if (r == -EFBIG)
+			snprintf(err, sizeof(err), "symbol table exceeds max_symbol_upload_bytes (%" PRIu64 ")",
+				 s->cfg->gateway.max_symbol_upload_bytes);
+		else if (r == -ENODATA)
+			snprintf(err, sizeof(err), "no function symbols (.symtab, .dynsym, .gnu_debugdata)");
+		else if (r < 0)
+			snprintf(err, sizeof(err), "cannot read symbols: %s", strerror(-r));
+	}
+	if (err[0]) {
+		/* Tell the gateway, so it stops asking this agent (docs/agent-protocol.md). */
+		pb_release(stackrelay_v1_SymbolTable_fields, &table);
+		memset(&table, 0, sizeof(table));
+		table.error = strdup(err);
+		failed = true;
+	}
+	id = malloc(PB_BYTES_ARRAY_T_ALLOCSIZE(j->len));
+	if (id) {
+		id->size = (pb_size_t)j->len;
+		memcpy(id->bytes, j->id, j->len);
+	}
+	table.executable_id = id;
+
+	if (!j->seq)
+		j->seq = ++s->seq;
+	fill_common(s, &req, &st, j->seq);
+	req.symbol_tables = &table;
+	req.symbol_tables_count = 1;
+	r = encode_request(s, &req, &enc);
+	if (r < 0) {
+		failed = true;
+	} else {
+		size_t cost = enc.len;
+
+		post(s, &enc, &a);
+		free(enc.buf);
+		s->sym_tokens -= (double)cost;
+		if (a.outcome == OUT_DONE) {
+			note_success(s);
+			pthread_mutex_lock(&s->mu);
+			s->stats.requests_ok++;
+			if (!failed)
+				s->stats.symbol_tables_sent++;
+			pthread_mutex_unlock(&s->mu);
+			if (a.have_resp)
+				want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
+		} else if (a.outcome == OUT_RETRY) {
+			/*
+			 * Kept and retried like samples (after them, same sequence), until it
+			 * goes through or a flush deadline drops it: a short run must still
+			 * leave symbolized profiles behind.
+			 */
+			j->attempts++;
+			note_failure(s, &a, "symbols");
+			schedule_retry(s, a.wait_ns);
+			finished = false;
+		} else {
+			/* Refused (413: larger than the gateway's max_request_bytes, or 4xx): asking again will not help. */
+			note_failure(s, &a, "symbols");
+			failed = true;
+			sr_log_warn(LOG_COMPONENT, "gateway refused a symbol table upload; not retrying it",
+				    "error=\"%s\"", a.why);
+		}
+		if (a.have_resp)
+			pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
+	}
+	pb_release(stackrelay_v1_SymbolTable_fields, &table);
+	if (!finished) {
+		pthread_mutex_lock(&s->mu);
+		s->symjobs[0].attempts = job.attempts;
+		s->symjobs[0].seq = job.seq;
+		pthread_mutex_unlock(&s->mu);
+	} else {
+		if (failed) {
+			pthread_mutex_lock(&s->mu);
+			s->details.symbol_tables_failed++;
+			pthread_mutex_unlock(&s->mu);
+			sr_log_debug(LOG_COMPONENT, "symbol table upload failed", "error=\"%s\"", err[0] ? err : a.why);
+		}
+		pthread_mutex_lock(&s->mu);
+		memmove(&s->symjobs[0], &s->symjobs[1], (s->n_symjobs - 1) * sizeof(*s->symjobs));
+		s->n_symjobs--;
+		pthread_mutex_unlock(&s->mu);
+	}
+}
+
+static void refill_symbol_tokens(struct agent_sender *s, uint64_t now)
+{
+	double cap = (double)(s->cfg->gateway.max_symbol_upload_bytes ? s->cfg->gateway.max_symbol_upload_bytes
+								      : AGENT_SENDER_SYMBOL_RATE_BYTES);
+
+	if (cap < AGENT_SENDER_SYMBOL_RATE_BYTES)
+		cap = AGENT_SENDER_SYMBOL_RATE_BYTES;
+	s->sym_tokens += (double)(now - s->sym_tokens_ns) / 1e9 * AGENT_SENDER_SYMBOL_RATE_BYTES;
+	s->sym_tokens_ns = now;
+	if (s->sym_tokens > cap)
+		s->sym_tokens = cap;
+}
+
+static bool idle_locked(const struct agent_sender *s)
+{
+	return TAILQ_EMPTY(&s->queue) && !s->head && !s->busy && s->n_symjobs == 0 && !s->has_pending_drops;
+}
+
+/* Flush ran out of time (or shutdown): everything still here is dropped, counted. Called with mu held. */
+static void drop_all_locked(struct agent_sender *s)
+{
+	struct chunk *c;
+
+	if (s->head) {
+		drop_chunk_locked(s, s->head, DROP_FLUSH_TIMEOUT);
+		s->head = NULL;
+	}
+	while ((c = TAILQ_FIRST(&s->queue))) {
+		TAILQ_REMOVE(&s->queue, c, link);
+		drop_chunk_locked(s, c, DROP_FLUSH_TIMEOUT);
+	}
+	s->details.symbol_tables_dropped += s->n_symjobs;
+	/* Not uploaded after all: if the gateway asks again, try again. */
+	for (size_t i = 0; i < s->n_symjobs; i++)
+		idset_del(&s->symdone, ID_SYMBOLS, s->symjobs[i].id, s->symjobs[i].len);
+	s->n_symjobs = 0;
+}
+
+static void timed_wait(struct agent_sender *s, uint64_t until_ns)
+{
+	struct timespec ts;
+
+	if (!until_ns) {
+		pthread_cond_wait(&s->wake, &s->mu);
+		return;
+	}
+	ts.tv_sec = (time_t)(until_ns / SR_NSEC_PER_SEC);
+	ts.tv_nsec = (long)(until_ns % SR_NSEC_PER_SEC);
+	pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+}
+
+static void *sender_thread(void *arg)
+{
+	struct agent_sender *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		uint64_t now = now_ns();
+		struct chunk *h;
+
+		if (s->stop)
+			break;
+		if (s->flush_expired) {
+			drop_all_locked(s);
+			s->flush_expired = false;
+			atomic_store(&s->abort_transfer, false);
+			pthread_cond_broadcast(&s->idle);
+			continue;
+		}
+		if (now < s->next_attempt_ns) {
+			timed_wait(s, s->next_attempt_ns);
+			continue;
+		}
+		h = s->head ? s->head : form_head_locked(s);
+		if (h) {
+			s->busy = true;
+			pthread_mutex_unlock(&s->mu);
+			send_head(s, h);
+			pthread_mutex_lock(&s->mu);
+			s->busy = false;
+			continue;
+		}
+		if (s->n_symjobs) {
+			refill_symbol_tokens(s, now);
+			/* Rate limit, except when flushing: then every wanted table goes before exit. */
+			if (s->sym_tokens <= 0 && !s->flushing) {
+				uint64_t wait = (uint64_t)(-s->sym_tokens / AGENT_SENDER_SYMBOL_RATE_BYTES * 1e9) + 1;
+
+				timed_wait(s, now + wait);
+				continue;
+			}
+			s->busy = true;
+			pthread_mutex_unlock(&s->mu);
+			send_symbols(s);
+			pthread_mutex_lock(&s->mu);
+			s->busy = false;
+			continue;
+		}
+		pthread_cond_broadcast(&s->idle);
+		timed_wait(s, 0);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* ---- public ---- */
+
+int agent_sender__flush(struct agent_sender *s, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	uint64_t deadline, dropped;
+	int r = 0;
+
+	if (!s)
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	deadline = now_ns() + timeout_ns;
+	s->flushing++;
+	s->flush_dropped = 0;
+	/* A flush sends now: pending backoff is cut short, bounded by the deadline anyway. */
+	if (s->next_attempt_ns > deadline)
+		s->next_attempt_ns = now_ns();
+	pthread_cond_signal(&s->wake);
+	while (!idle_locked(s) && now_ns() < deadline) {
+		ts.tv_sec = (time_t)(deadline / SR_NSEC_PER_SEC);
+		ts.tv_nsec = (long)(deadline % SR_NSEC_PER_SEC);
+		pthread_cond_timedwait(&s->idle, &s->mu, &ts);
+	}
+	if (!idle_locked(s)) {
+		uint64_t syms = s->n_symjobs;
+
+		s->flush_expired = true;
+		atomic_store(&s->abort_transfer, true);
+		pthread_cond_signal(&s->wake);
+		while (s->flush_expired && !s->stop)
+			pthread_cond_wait(&s->idle, &s->mu);
+		dropped = s->flush_dropped;
+		sr_log_warn(LOG_COMPONENT, "flush timed out; dropped what was not delivered",
+			    "timeout=%.3fs samples_dropped=%" PRIu64 " symbol_tables_dropped=%" PRIu64,
+			    (double)timeout_ns / 1e9, dropped, syms);
+		r = -ETIMEDOUT;
+	}
+	s->flushing--;
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+void agent_sender__stats(struct agent_sender *s, struct agent_sender_stats *ret)
+{
+	pthread_mutex_lock(&s->mu);
+	*ret = s->stats;
+	ret->bytes_sent = __atomic_load_n(&s->stats.bytes_sent, __ATOMIC_RELAXED);
+	ret->buffered_bytes = s->buffered_bytes;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void agent_sender__details(struct agent_sender *s, struct agent_sender_details *ret)
+{
+	pthread_mutex_lock(&s->mu);
+	*ret = s->details;
+	ret->samples_buffered = s->buffered_samples;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void agent_sender__set_backoff(struct agent_sender *s, uint64_t initial_ns, uint64_t max_ns)
+{
+	pthread_mutex_lock(&s->mu);
+	s->backoff_initial_ns = initial_ns;
+	s->backoff_max_ns = max_ns;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static bool compression_is_gzip(const struct agent_config *cfg)
+{
+	const char *name = agent_compression_names[cfg->gateway.compression];
+
+	return name && strcmp(name, "gzip") == 0;
+}
+
+struct agent_sender *agent_sender_new_with_transport(const struct agent_config *cfg, struct agent_store *store,
+						     struct agent_sender_transport *t)
+{
+	struct agent_sender *s = NULL;
+	pthread_condattr_t ca;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->wake, &ca);
+	pthread_cond_init(&s->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	s->cfg = cfg;
+	s->store = store;
+	s->transport = *t;
+	t->userdata = NULL;
+	TAILQ_INIT(&s->queue);
+	s->gzip = compression_is_gzip(cfg);
+	s->buffer_limit = cfg->gateway.buffer_bytes;
+	s->backoff_initial_ns = AGENT_SENDER_BACKOFF_INITIAL_NS;
+	s->backoff_max_ns = AGENT_SENDER_BACKOFF_MAX_NS;
+	s->sent.max = AGENT_SENDER_SENT_SET_MAX;
+	if (getrandom(s->instance_id, sizeof(s->instance_id), 0) != sizeof(s->instance_id) ||
+	    getrandom(&s->rnd_state, sizeof(s->rnd_state), 0) != sizeof(s->rnd_state)) {
+		r = -errno;
+		goto fail_free;
+	}
+	s->rnd_state |= 1;
+	if (gethostname(s->host_name, sizeof(s->host_name) - 1) < 0)
+		s->host_name[0] = '\0';
+	s->sym_tokens_ns = now_ns();
+	s->sym_tokens = (double)AGENT_SENDER_SYMBOL_RATE_BYTES;
+	atomic_init(&s->abort_transfer, false);
+	reread_token(s, true);
+	r = -pthread_create(&s->thread, NULL, sender_thread, s);
+	if (r < 0)
+		goto fail_free;
+	s->thread_started = true;
+	return s;
+fail_free:
+	agent_sender_free(s);
+	errno = -r;
+	return NULL;
+fail:
+	if (t->free)
+		t->free(t->userdata);
+	errno = -r;
+	return NULL;
+}
+
+struct agent_sender *agent_sender_new(const struct agent_config *cfg, struct agent_store *store)
+{
+	struct agent_sender_transport t = { 0 };
+	char err[256] = "";
+	int r;
+
+	if (!cfg || !cfg->gateway.endpoint) {
+		errno = EINVAL;
+		return NULL;
+	}
+	r = agent_sender_http_new(&cfg->gateway, &t, err, sizeof(err));
+	if (r < 0) {
+		sr_log_error(LOG_COMPONENT, "cannot set up the gateway connection", "endpoint=%s error=\"%s\"",
+			     cfg->gateway.endpoint, err[0] ? err : strerror(-r));
+		errno = -r;
+		return NULL;
+	}
+	return agent_sender_new_with_transport(cfg, store, &t);
+}
+
+void agent_sender_free(struct agent_sender *s)
+{
+	uint64_t left;
+
+	if (!s)
+		return;
+	if (s->thread_started) {
+		pthread_mutex_lock(&s->mu);
+		s->stop = true;
+		atomic_store(&s->abort_transfer, true);
+		pthread_cond_broadcast(&s->wake);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->thread, NULL);
+	}
+	pthread_mutex_lock(&s->mu);
+	s->flush_dropped = 0;
+	drop_all_locked(s);
+	left = s->flush_dropped;
+	pthread_mutex_unlock(&s->mu);
+	if (left)
+		sr_log_warn(LOG_COMPONENT, "sender stopped with unsent samples; dropped", "samples=%" PRIu64, left);
+	if (s->transport.free)
+		s->transport.free(s->transport.userdata);
+	idset_done(&s->sent);
+	idset_done(&s->symdone);
+	free(s->symjobs);
+	free(s->token);
+	pthread_cond_destroy(&s->wake);
+	pthread_cond_destroy(&s->idle);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
