@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The symbolizer's on-disk store under cache_dir:
+ *   symtab/xx/rest.sym        serialized symbol tables (gw_symtab__serialize)
+ *   .build-id/xx/rest.debug   debug files fetched from debuginfod, in the
+ *                             /usr/lib/debug layout (so cache_dir can also be
+ *                             given to other tools as a debug directory)
+ * where xxrest is the lower-case hex executable or build ID. Files are
+ * written to a temporary name and renamed, so readers never see half a file.
+ * The total size is bounded (disk_cache_size): the least recently used files
+ * (by mtime, refreshed on every read) are deleted first.
+ */
+#ifndef SR_GW_SYMSTORE_H
+#define SR_GW_SYMSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gw_symstore;
+
+/* Creates the directories and sums what is there. NULL + errno. */
+struct gw_symstore *gw_symstore_new(const char *dir, uint64_t max_bytes);
+void gw_symstore_free(struct gw_symstore *st);
+
+/* Reads symtab/xx/rest.sym (at most max_len bytes) into a malloc'd buffer; -ENOENT when absent. */
+int gw_symstore__read_table(struct gw_symstore *st, const char *hex, size_t max_len, void **ret, size_t *ret_len);
+int gw_symstore__write_table(struct gw_symstore *st, const char *hex, const void *buf, size_t len);
+/* Path of .build-id/xx/rest.debug when it exists; -ENOENT otherwise. */
+int gw_symstore__debug_path(struct gw_symstore *st, const char *hex, char *buf, size_t size);
+/* Moves (or copies) src into .build-id/xx/rest.debug; the new path goes to buf. */
+int gw_symstore__adopt_debug(struct gw_symstore *st, const char *hex, const char *src, char *buf, size_t size);
+uint64_t gw_symstore__bytes(struct gw_symstore *st);
+
+#endif
