@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared between model.c and store.c only. */
+#ifndef SR_GW_MODEL_PRIVATE_H
+#define SR_GW_MODEL_PRIVATE_H
+
+#include "model.h"
+
+enum gw_obj_type {
+	GW_OBJ_EXECUTABLE = 1,
+	GW_OBJ_KERNEL,
+	GW_OBJ_LOCATION,
+	GW_OBJ_STACK,
+};
+
+void gw_obj_unref(struct gw_obj *o);
+
+/* Each returns an object with one reference (the caller's), not indexed. */
+struct gw_executable *gw_executable_new(const struct gw_executable_def *def);
+struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def);
+struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, struct gw_executable *exe,
+				    struct gw_kernel *kernel);
+/* Takes the locations' references, also on failure. */
+struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, struct gw_location **locations,
+			      uint32_t n);
+
+#endif

@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gateway's internal profile model: what every processor and exporter
+ * works on (docs/gateway.md, "Internal model").
+ *
+ * SHAPE
+ *   struct gw_profiles   one batch: resources, each with its samples.
+ *   struct gw_resource   attributes (host/node, container, process; processors
+ *                        add k8s.* etc.) + the sampling frequency + samples.
+ *   struct gw_sample     a stack + count + time window + pid/tid/thread name
+ *                        (+ optional per-sample attributes).
+ *   struct gw_stack      an array of locations, leaf first (content-addressed
+ *                        by the agent's 128-bit stack ID).
+ *   struct gw_location   (executable or kernel, address, kind). The symbolize
+ *                        processor later gives it lines: several per location
+ *                        for inlined frames, innermost first (as OTLP wants).
+ *   struct gw_executable build ID etc.; struct gw_kernel the running kernel.
+ *
+ * MEMORY: two kinds of storage.
+ *   1. Definitions (executables, kernels, locations, stacks) are immutable,
+ *      reference-counted objects shared by every batch, interned in the
+ *      gateway-wide content-addressed stores (struct gw_stores): one object per
+ *      distinct ID, so equal stacks from 1000 nodes cost one allocation, and a
+ *      location symbolized once is symbolized for every batch. The stores are
+ *      LRU and byte-bounded: eviction only removes an object from the index (the
+ *      next agent that uses it is told it is missing and resends it); the object
+ *      itself lives until its last reference is dropped.
+ *   2. Everything per batch (resources, samples, attribute strings, thread
+ *      names) lives in the batch: arrays plus an arena of string chunks. A
+ *      sample holds one reference to its stack. Merging two batches moves the
+ *      arena chunks, so no string is copied and pointers stay valid.
+ *
+ * THREADING RULES
+ *   - A batch is owned by exactly one party at a time (the component whose
+ *     consume() received it, until it emits, drops or frees it). The owner may
+ *     hand it to a worker thread (uv_queue_work) and must not touch it on the
+ *     loop until the work is done. A batch whose refcount is > 1 (shared by the
+ *     runtime's fan-out to several exporters) is read-only: call
+ *     gw_profiles__make_writable() before changing it.
+ *   - Definitions are immutable after creation except:
+ *       gw_location.lines   set once (gw_location__set_lines), atomically:
+ *                           readers load it with gw_location__lines();
+ *       gw_executable.flags atomic bits (want symbols, ...);
+ *       gw_executable.symbolizer / gw_kernel.symbolizer  a set-once slot the
+ *                           symbolize processor may use (gw_slot__set_once).
+ *     So workers may read any definition and set lines while the loop thread
+ *     exports other batches sharing the same locations.
+ *   - Reference counts are atomic: ref/unref from any thread.
+ *   - The stores (lookup/intern) are thread-safe (one mutex per store), but
+ *     their hot user is the receiver on the loop thread.
+ *   - gw_profiles__* functions are not thread-safe for the same batch; distinct
+ *     batches may be used on distinct threads.
+ *   - Emitting a batch to the next stage (runtime.h) and accounting drops may
+ *     be done only on the loop thread / from any thread respectively
+ *     (accounting.h).
+ *
+ * Strings are UTF-8, NUL-terminated, never NULL in definitions ("" when
+ * absent); in samples, thread_name may be NULL.
+ */
+#ifndef SR_GW_MODEL_H
+#define SR_GW_MODEL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest executable, kernel or stack ID accepted from an agent (bytes). */
+#define GW_ID_MAX 64
+
+struct gw_id {
+	uint8_t len; /* 0: none */
+	uint8_t bytes[GW_ID_MAX];
+};
+
+/* Copies len bytes; returns -EINVAL when len > GW_ID_MAX. */
+int gw_id_set(struct gw_id *id, const void *bytes, size_t len);
+bool gw_id_equal(const struct gw_id *a, const struct gw_id *b);
+/* Lower-case hex into buf (2 * GW_ID_MAX + 1 bytes is always enough); returns buf. */
+const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size);
+
+/* Shared header of store objects; private to model.c/store.c. */
+struct gw_obj {
+	atomic_uint_fast32_t refs;
+	uint32_t bytes; /* memory charged to the store */
+	uint64_t hash;
+	struct gw_obj *lru_prev, *lru_next, *hash_next;
+	bool indexed; /* in its store's index (holding one reference) */
+	uint8_t type; /* enum gw_obj_type */
+};
+
+/* ---- executables and kernels ---- */
+
+enum gw_exe_id_kind {
+	GW_EXE_ID_UNSPECIFIED = 0,
+	GW_EXE_ID_GNU_BUILD_ID = 1,
+	GW_EXE_ID_CONTENT_HASH = 2,
+	GW_EXE_ID_KERNEL = 3,
+};
+
+/* gw_executable.flags */
+enum {
+	/* The symbolizer could not symbolize it from its cache or debuginfod:
+	 * receivers list its ID in PushResponse.wanted_symbols. */
+	GW_EXE_WANT_SYMBOLS = 1u << 0,
+	/* An agent uploaded a symbol table for it (or said it cannot). */
+	GW_EXE_SYMBOLS_UPLOADED = 1u << 1,
+};
+
+struct gw_executable {
+	struct gw_obj obj;
+	struct gw_id id;
+	enum gw_exe_id_kind id_kind;
+	const char *file_name; /* base name */
+	const char *path;      /* as seen inside the process's mount namespace */
+	const char *debuglink; /* .gnu_debuglink name or "" */
+	uint64_t file_size;
+	struct gw_id gnu_build_id; /* the GNU build ID when known (== id for GNU_BUILD_ID) */
+	bool is_go;
+	atomic_uint flags;
+	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
+	/* Receiver scratch (de-duplication of work within one request); atomic, relaxed. */
+	atomic_uint_fast64_t scratch_epoch;
+};
+
+struct gw_kernel_module {
+	const char *name;
+	uint64_t start, size;
+	struct gw_id build_id;
+};
+
+struct gw_kernel {
+	struct gw_obj obj;
+	struct gw_id id;
+	const char *release;
+	const char *boot_id;
+	struct gw_id build_id;
+	const struct gw_kernel_module *modules; /* sorted by start */
+	uint32_t n_modules;
+	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
+};
+
+/* What an executable is made from (all strings may be NULL = ""). */
+struct gw_executable_def {
+	const void *id;
+	size_t id_len;
+	enum gw_exe_id_kind id_kind;
+	const char *file_name, *path, *debuglink;
+	uint64_t file_size;
+	const void *gnu_build_id;
+	size_t gnu_build_id_len;
+	bool is_go;
+};
+
+struct gw_kernel_def {
+	const void *id;
+	size_t id_len;
+	const char *release, *boot_id;
+	const void *build_id;
+	size_t build_id_len;
+	const struct gw_kernel_module *modules; /* any order; copied */
+	uint32_t n_modules;
+};
+
+/* ---- locations, lines, stacks ---- */
+
+enum gw_frame_kind {
+	GW_FRAME_UNKNOWN = 0, /* JIT / anonymous memory: raw runtime address, no executable */
+	GW_FRAME_USER = 1,    /* ELF virtual address inside exe */
+	GW_FRAME_KERNEL = 2,  /* runtime kernel address; kernel names the kernel */
+};
+
+struct gw_line {
+	const char *function;	 /* demangled/display name, "" when unknown */
+	const char *system_name; /* mangled/linkage name, "" when same or unknown */
+	const char *file;	 /* source file, "" when unknown */
+	uint32_t line;		 /* 0 when unknown */
+	uint32_t column;	 /* 0 when unknown */
+	uint32_t start_line;	 /* function's first line, 0 when unknown */
+};
+
+/* Immutable; one allocation holding the strings. Innermost (inlined) first. */
+struct gw_lines {
+	uint32_t n;
+	struct gw_line lines[];
+};
+
+/* Builds a gw_lines copying every string (NULL becomes ""); NULL + errno. */
+struct gw_lines *gw_lines_new(const struct gw_line *lines, uint32_t n);
+void gw_lines_free(struct gw_lines *l);
+
+struct gw_location {
+	struct gw_obj obj;
+	enum gw_frame_kind kind;
+	uint64_t address;
+	struct gw_executable *exe;		/* USER: a reference; else NULL */
+	struct gw_kernel *kernel;		/* KERNEL: a reference; else NULL */
+	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized */
+};
+
+/* NULL while unsymbolized; safe from any thread. */
+static inline const struct gw_lines *gw_location__lines(const struct gw_location *l)
+{
+	return atomic_load_explicit(&((struct gw_location *)l)->lines, memory_order_acquire);
+}
+/*
+ * Publishes lines once. Returns true when they were set (the location owns
+ * them now), false when another thread got there first (the caller still owns
+ * lines and frees them).
+ */
+bool gw_location__set_lines(struct gw_location *l, struct gw_lines *lines);
+
+struct gw_stack {
+	struct gw_obj obj;
+	struct gw_id id;
+	bool truncated;
+	uint32_t n_locations;
+	atomic_uint_fast64_t scratch_epoch; /* receiver scratch, as in gw_executable */
+	struct gw_location *locations[];    /* leaf first; each a reference */
+};
+
+/* Set-once slot helpers for the symbolizer's per-definition data. */
+static inline void *gw_slot__get(_Atomic(void *) *slot)
+{
+	return atomic_load_explicit(slot, memory_order_acquire);
+}
+/* Returns true when v was stored, false when the slot already held something. */
+bool gw_slot__set_once(_Atomic(void *) *slot, void *v);
+
+/* References (NULL-safe). unref frees at zero. */
+struct gw_executable *gw_executable__ref(struct gw_executable *e);
+void gw_executable__unref(struct gw_executable *e);
+struct gw_kernel *gw_kernel__ref(struct gw_kernel *k);
+void gw_kernel__unref(struct gw_kernel *k);
+struct gw_location *gw_location__ref(struct gw_location *l);
+void gw_location__unref(struct gw_location *l);
+struct gw_stack *gw_stack__ref(struct gw_stack *s);
+void gw_stack__unref(struct gw_stack *s);
+
+static inline bool gw_executable__wants_symbols(const struct gw_executable *e)
+{
+	return atomic_load_explicit(&((struct gw_executable *)e)->flags, memory_order_relaxed) & GW_EXE_WANT_SYMBOLS;
+}
+/* The symbolize processor calls this when it needs the agent's symbol table. */
+void gw_executable__set_want_symbols(struct gw_executable *e, bool want);
+
+/* ---- the gateway-wide stores ---- */
+
+struct gw_store_limits {
+	uint64_t executable_bytes; /* default GW_STORE_DEFAULT_EXECUTABLE_BYTES */
+	uint64_t kernel_bytes;	   /* default GW_STORE_DEFAULT_KERNEL_BYTES */
+	uint64_t location_bytes;   /* default GW_STORE_DEFAULT_LOCATION_BYTES */
+	uint64_t stack_bytes;	   /* default GW_STORE_DEFAULT_STACK_BYTES */
+};
+
+#define GW_STORE_DEFAULT_EXECUTABLE_BYTES (16ULL << 20)
+#define GW_STORE_DEFAULT_KERNEL_BYTES	  (4ULL << 20)
+#define GW_STORE_DEFAULT_LOCATION_BYTES	  (256ULL << 20)
+#define GW_STORE_DEFAULT_STACK_BYTES	  (256ULL << 20)
+
+enum gw_store_kind {
+	GW_STORE_EXECUTABLES,
+	GW_STORE_KERNELS,
+	GW_STORE_LOCATIONS,
+	GW_STORE_STACKS,
+	_GW_STORE_MAX,
+};
+
+struct gw_store_stats {
+	uint64_t entries;
+	uint64_t bytes;
+	uint64_t limit_bytes;
+	uint64_t hits, misses, inserts, evictions;
+};
+
+struct gw_stores;
+
+/* limits may be NULL (defaults); zero members mean the default. NULL + errno. */
+struct gw_stores *gw_stores_new(const struct gw_store_limits *limits);
+/* Drops the stores' references; objects still referenced by batches live on. */
+void gw_stores_free(struct gw_stores *s);
+const char *gw_store_kind_to_string(enum gw_store_kind k);
+void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store_stats *ret);
+/* Changes a store's byte bound (0: its default), evicting at once when over it. */
+void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t bytes);
+
+/* Lookups return a new reference (refresh LRU) or NULL when not stored. */
+struct gw_executable *gw_stores__executable(struct gw_stores *s, const void *id, size_t id_len);
+struct gw_kernel *gw_stores__kernel(struct gw_stores *s, const void *id, size_t id_len);
+struct gw_stack *gw_stores__stack(struct gw_stores *s, const void *id, size_t id_len);
+
+/*
+ * Interning: returns a reference to the stored object with that ID, creating
+ * it from def when absent (an existing one wins: IDs are content addresses).
+ * NULL + errno (EINVAL bad ID, ENOMEM).
+ */
+struct gw_executable *gw_stores__intern_executable(struct gw_stores *s, const struct gw_executable_def *def);
+struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_kernel_def *def);
+/* exe for USER frames, kernel for KERNEL frames, neither for UNKNOWN. */
+struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
+					       struct gw_executable *exe, struct gw_kernel *kernel);
+/* Takes the locations' references in every case (also on failure). */
+struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,
+					 struct gw_location **locations, uint32_t n);
+
+/* ---- batches ---- */
+
+enum gw_attr_type {
+	GW_ATTR_STRING,
+	GW_ATTR_INT,
+	GW_ATTR_BOOL,
+	GW_ATTR_DOUBLE,
+};
+
+struct gw_attr {
+	const char *key;
+	enum gw_attr_type type;
+	union {
+		const char *s;
+		int64_t i;
+		bool b;
+		double d;
+	} v;
+};
+
+struct gw_sample {
+	struct gw_stack *stack;	   /* a reference owned by the batch */
+	uint64_t count;		   /* CPU samples taken */
+	uint64_t start_ns, end_ns; /* window, Unix nanoseconds */
+	uint32_t pid, tid;
+	const char *thread_name; /* in the batch, or NULL */
+	uint64_t process_start_ticks;
+	const struct gw_attr *attrs; /* per-sample attributes, in the batch */
+	uint32_t n_attrs;
+};
+
+struct gw_resource {
+	struct gw_attr *attrs;
+	uint32_t n_attrs, cap_attrs;
+	uint32_t frequency_hz; /* sampling frequency: period = 1e9 / frequency_hz */
+	struct gw_sample *samples;
+	uint32_t n_samples, cap_samples;
+	uint64_t total_count; /* sum of samples[].count */
+	/* private: attribute hash for merging (0 = recompute) */
+	uint64_t attrs_hash;
+};
+
+struct gw_profiles_chunk;
+
+struct gw_profiles {
+	/* Read-only for users; change through the functions below. */
+	struct gw_resource *resources;
+	uint32_t n_resources, cap_resources;
+	uint64_t total_count; /* sum of every sample's count */
+	uint64_t n_samples;   /* number of sample records */
+	uint64_t created_ns;  /* CLOCK_MONOTONIC at creation (batch age) */
+
+	/* private */
+	atomic_uint refs;
+	uint64_t mem_bytes; /* estimate, also added to the gateway-wide total */
+	struct gw_profiles_chunk *chunks;
+	uint32_t route_pipeline, route_stage; /* the runtime's: where this batch goes next */
+	uint32_t *res_index;		      /* open-addressing index of resources by attrs_hash (merge) */
+	uint32_t res_index_cap;
+	bool res_index_valid;
+};
+
+#define gw_profiles_foreach_resource(p, r)                                                                             \
+	for (struct gw_resource *r = (p)->resources; r < (p)->resources + (p)->n_resources; r++)
+#define gw_resource_foreach_sample(r, s)                                                                               \
+	for (struct gw_sample *s = (r)->samples; s < (r)->samples + (r)->n_samples; s++)
+
+/* An empty batch with refcount 1; NULL + errno. */
+struct gw_profiles *gw_profiles_new(void);
+struct gw_profiles *gw_profiles__ref(struct gw_profiles *p);
+/* Drops a reference; the last one frees the batch and its stack references. NULL-safe. */
+void gw_profiles__unref(struct gw_profiles *p);
+static inline void gw_profiles_free(struct gw_profiles *p)
+{
+	gw_profiles__unref(p);
+}
+/* Deep copy (strings copied, stacks re-referenced); NULL + errno. */
+struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p);
+/* If *pp is shared, replaces it with a private clone (dropping one reference). */
+int gw_profiles__make_writable(struct gw_profiles **pp);
+
+/* Estimated heap bytes of this batch (arrays, strings; not the shared stacks). */
+static inline uint64_t gw_profiles__memory_bytes(const struct gw_profiles *p)
+{
+	return p->mem_bytes;
+}
+/* Sum of gw_profiles__memory_bytes over every live batch in the process. */
+uint64_t gw_profiles_live_bytes(void);
+uint64_t gw_profiles_live_count(void);
+
+/* Copies into the batch's arena; NULL + errno. NULL s gives NULL. */
+const char *gw_profiles__strdup(struct gw_profiles *p, const char *s);
+const char *gw_profiles__strndup(struct gw_profiles *p, const char *s, size_t n);
+void *gw_profiles__alloc(struct gw_profiles *p, size_t size); /* zeroed, 8-aligned */
+
+/*
+ * Adds a resource with copies of attrs (keys and string values copied);
+ * returns it (valid until the next add_resource/merge) or NULL + errno.
+ */
+struct gw_resource *gw_profiles__add_resource(struct gw_profiles *p, const struct gw_attr *attrs, uint32_t n,
+					      uint32_t frequency_hz);
+/* Sets (replaces or appends) one attribute, copying key and value. */
+int gw_resource__set_attr(struct gw_profiles *p, struct gw_resource *r, const struct gw_attr *a);
+int gw_resource__set_string(struct gw_profiles *p, struct gw_resource *r, const char *key, const char *value);
+int gw_resource__set_int(struct gw_profiles *p, struct gw_resource *r, const char *key, int64_t value);
+/* NULL when absent. */
+const struct gw_attr *gw_resource__attr(const struct gw_resource *r, const char *key);
+const char *gw_resource__string(const struct gw_resource *r, const char *key);
+/* Removes key if present; returns 1 when removed, 0 when absent. */
+int gw_resource__remove_attr(struct gw_resource *r, const char *key);
+
+/*
+ * Appends a sample to r (a resource of p). Takes a new reference on s->stack
+ * (the caller keeps its own); thread_name and attrs are copied into the batch.
+ * Returns 0 or -errno.
+ */
+int gw_resource__add_sample(struct gw_profiles *p, struct gw_resource *r, const struct gw_sample *s);
+/* Same, but takes over the caller's stack reference and uses thread_name and
+ * attrs as given (they must already live in p). For hot paths. */
+int gw_resource__add_sample_owned(struct gw_profiles *p, struct gw_resource *r, const struct gw_sample *s);
+
+/*
+ * Keeps only the samples for which keep() returns true; removed samples'
+ * stack references are dropped and empty resources removed. Returns the sum of
+ * the removed counts (the caller accounts them as dropped with its reason).
+ */
+uint64_t gw_profiles__filter(struct gw_profiles *p,
+			     bool (*keep)(const struct gw_resource *r, const struct gw_sample *s, void *userdata),
+			     void *userdata);
+
+/*
+ * Moves every sample of src into dst, coalescing resources with equal
+ * attributes and frequency; consumes src (one reference). Both must be
+ * writable by the caller and on the same route (-EXDEV otherwise, src
+ * untouched). Returns 0 or -errno (src untouched on error).
+ */
+int gw_profiles__merge(struct gw_profiles *dst, struct gw_profiles *src);
+
+/* Re-checks totals and references; for tests and debug builds. 0 or -EUCLEAN. */
+int gw_profiles__check(const struct gw_profiles *p);
+
+/* ---- symbol tables uploaded by agents (PushRequest.symbol_tables) ---- */
+
+struct gw_symbol {
+	uint64_t address; /* ELF virtual address */
+	uint64_t size;
+	const char *name; /* as in the ELF (mangled) */
+};
+
+/* One allocation; symbols sorted by address. */
+struct gw_symbol_table {
+	struct gw_executable *exe; /* a reference */
+	struct gw_symbol *symbols;
+	uint32_t n_symbols;
+	const char **sources; /* ".symtab", ".dynsym", ".gnu_debugdata" */
+	uint32_t n_sources;
+	const char *error; /* the agent could not read the file; "" otherwise */
+	uint64_t bytes;	   /* size of the allocation */
+};
+
+void gw_symbol_table_free(struct gw_symbol_table *t);
+
+#endif

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The pipeline runtime (docs/gateway.md, "Runtime").
+ *
+ * main.c / pipeline.c build the component instances (struct gw_component with
+ * type, id and loaded config; one instance per ID even when several pipelines
+ * use it) and the pipelines as arrays of instance pointers, then:
+ *
+ *   rt = gw_runtime_new(&(struct gw_runtime_config){ loop, comps, n, pipes, n, ... });
+ *   gw_runtime__start(rt);            create + start: exporters, processors, receivers;
+ *                                     starts the telemetry server when metrics_address
+ *   uv_run(loop, UV_RUN_DEFAULT);
+ *   on SIGTERM: gw_runtime__shutdown(rt, done_cb, userdata);
+ *                                     receivers stop accepting, processors flush in
+ *                                     pipeline order, exporters deliver; bounded by
+ *                                     shutdown_timeout; done_cb runs once on the loop
+ *   gw_runtime_free(rt);              after done_cb (or a failed start): destroy all
+ *
+ * The runtime calls each component's create/start/shutdown/destroy; pipeline.c
+ * must not. When shutdown_timeout expires before every component called
+ * done(), the runtime destroys every component at once (so the loop can
+ * end): destroy() must work in any state, close every handle, and never let
+ * done() or a callback run on freed state afterwards (work queued with
+ * uv_queue_work must keep what it uses alive until its after_work callback).
+ * When shutdown completes, the runtime also closes the telemetry server, so
+ * uv_run() returns once components have closed their handles.
+ *
+ * Routing: a receiver's gw_component_emit() sends its batch into every
+ * pipeline that lists it (a private clone per extra pipeline); a processor's
+ * emit sends the batch to the next processor of the batch's pipeline (the
+ * batch carries its route), or to every exporter of that pipeline (shared,
+ * read-only, one reference each). Delivery is a direct call of the next
+ * consume() on the loop thread. A processor that works on a worker thread
+ * (uv_queue_work) emits from its after_work callback.
+ *
+ * Accounting (accounting.h) is automatic at stage boundaries: consume counts
+ * "received", emit counts "accepted". Components only report what they drop
+ * (gw_component_drop / gw_component_drop_samples), what receivers refuse, and
+ * what exporters deliver (gw_component_exported).
+ */
+#ifndef SR_GW_RUNTIME_H
+#define SR_GW_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "component.h"
+#include "metrics.h"
+
+struct gw_profiles;
+struct gw_stores;
+struct gw_accounting;
+struct gw_symbol_table;
+struct gw_store_limits;
+
+/* One entry of service.pipelines. */
+struct gw_pipeline_def {
+	const char *name; /* "profiles" or "profiles/x" */
+	struct gw_component **receivers;
+	size_t n_receivers;
+	struct gw_component **processors; /* in order */
+	size_t n_processors;
+	struct gw_component **exporters;
+	size_t n_exporters;
+};
+
+struct gw_runtime_config {
+	uv_loop_t *loop;
+	/* Every instance once (the pipelines point into it). The runtime sets c->runtime. */
+	struct gw_component **components;
+	size_t n_components;
+	const struct gw_pipeline_def *pipelines;
+	size_t n_pipelines;
+	/* service.telemetry.metrics.address ("host:port"); NULL: no telemetry server. */
+	const char *metrics_address;
+	/* service.shutdown_timeout; 0: GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS. */
+	uint64_t shutdown_timeout_ns;
+	/* Definition store bounds; NULL: defaults (model.h). */
+	const struct gw_store_limits *store_limits;
+};
+
+#define GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS (30ULL * 1000000000ULL)
+/* The address the default config's receiver listens on (no --config). */
+#define GW_DEFAULT_AGENT_ENDPOINT "127.0.0.1:7480"
+
+struct gw_runtime;
+
+/* Copies what it needs from cfg (the arrays must outlive the runtime). NULL + errno. */
+struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg);
+/* 0 or -errno (logged, naming the component); on failure call gw_runtime_free(), which destroys
+ * every component created so far (destroy closes their handles), then run the loop once more. */
+int gw_runtime__start(struct gw_runtime *rt);
+/* Graceful stop; done is called once on the loop thread (with timed_out when
+ * shutdown_timeout expired before every component was done). */
+void gw_runtime__shutdown(struct gw_runtime *rt, void (*done)(struct gw_runtime *rt, bool timed_out, void *userdata),
+			  void *userdata);
+/* Destroys every component and frees the runtime; closes its handles, so run the loop once more after. */
+void gw_runtime_free(struct gw_runtime *rt);
+
+uv_loop_t *gw_runtime__loop(struct gw_runtime *rt);
+struct gw_stores *gw_runtime__stores(struct gw_runtime *rt);
+struct gw_accounting *gw_runtime__accounting(struct gw_runtime *rt);
+/* Bound address of the telemetry server ("127.0.0.1:8888"), or NULL. */
+const char *gw_runtime__metrics_address(struct gw_runtime *rt);
+/* True after start succeeded and before shutdown (/readyz). */
+bool gw_runtime__ready(struct gw_runtime *rt);
+
+/* ---- for components ---- */
+
+/*
+ * Passes p to the next stage (see Routing above); takes ownership. Loop
+ * thread only. Returns 0, or -errno when a downstream stage failed (the batch
+ * is then accounted as dropped there).
+ */
+int gw_component_emit(struct gw_component *c, struct gw_profiles *p);
+/* Accounts every sample of p as dropped by c with reason, and frees p. */
+void gw_component_drop(struct gw_component *c, struct gw_profiles *p, const char *reason);
+/* Accounts samples (counts) dropped by c with reason (p already changed). Any thread. */
+void gw_component_drop_samples(struct gw_component *c, const char *reason, uint64_t samples);
+/* Receivers: samples received on the wire / refused back to the sender. Any thread. */
+void gw_component_received(struct gw_component *c, uint64_t samples);
+void gw_component_refused(struct gw_component *c, const char *reason, uint64_t samples);
+/* Exporters: samples delivered to the backend. Any thread. */
+void gw_component_exported(struct gw_component *c, uint64_t samples);
+
+/*
+ * Admission control (the memory_limiter sets it): receivers call
+ * gw_runtime__admit() before taking a request; when any registered check
+ * refuses, the request is answered "retry later" with *ret_retry_after_ms.
+ * check returns 0 to admit or -EBUSY with a delay. Loop thread only.
+ */
+typedef int (*gw_admission_fn)(struct gw_component *c, uint32_t *ret_retry_after_ms);
+int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_admission_fn fn);
+int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms);
+
+/*
+ * Symbol uploads: the symbolize processor registers a handler; receivers
+ * hand it every table an agent uploads (ownership passes; without a handler
+ * the table is freed). Loop thread.
+ */
+typedef void (*gw_symbol_table_fn)(struct gw_symbol_table *t, void *userdata);
+void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, void *userdata);
+void gw_runtime__symbol_table(struct gw_runtime *rt, struct gw_symbol_table *t);
+
+/* Extra /metrics collectors (called on the loop thread at each scrape). */
+int gw_runtime__add_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *userdata);
+void gw_runtime__remove_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *userdata);
+
+/* Readiness: a component not ready yet (e.g. k8s initial list) holds /readyz at 503. */
+void gw_component_set_ready(struct gw_component *c, bool ready);
+
+#endif

@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gateway-wide content-addressed stores of definitions (model.h):
+ * executables, kernels, locations and stacks. Each store is a chained hash
+ * table plus an LRU list under one mutex, bounded in bytes: inserting past the
+ * bound evicts from the cold end. The index holds one reference per object;
+ * eviction drops it, so objects in use by batches stay valid.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "model.h"
+#include "model-private.h"
+
+struct gw_store {
+	pthread_mutex_t lock;
+	struct gw_obj **buckets;
+	size_t n_buckets;
+	struct gw_obj lru; /* sentinel: lru.lru_next is the most recently used */
+	uint64_t limit_bytes;
+	struct gw_store_stats stats;
+};
+
+struct gw_stores {
+	struct gw_store s[_GW_STORE_MAX];
+};
+
+static const char *const store_names[_GW_STORE_MAX] = {
+	[GW_STORE_EXECUTABLES] = "executables",
+	[GW_STORE_KERNELS] = "kernels",
+	[GW_STORE_LOCATIONS] = "locations",
+	[GW_STORE_STACKS] = "stacks",
+};
+
+const char *gw_store_kind_to_string(enum gw_store_kind k)
+{
+	return (unsigned)k < _GW_STORE_MAX ? store_names[k] : "unknown";
+}
+
+static void lru_unlink(struct gw_obj *o)
+{
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = o->lru_next = NULL;
+}
+
+static void lru_push_front(struct gw_store *st, struct gw_obj *o)
+{
+	o->lru_next = st->lru.lru_next;
+	o->lru_prev = &st->lru;
+	st->lru.lru_next->lru_prev = o;
+	st->lru.lru_next = o;
+}
+
+static int store_init(struct gw_store *st, uint64_t limit)
+{
+	int r = pthread_mutex_init(&st->lock, NULL);
+	if (r)
+		return -r;
+	st->n_buckets = 1024;
+	st->buckets = calloc(st->n_buckets, sizeof(*st->buckets));
+	if (!st->buckets) {
+		pthread_mutex_destroy(&st->lock);
+		return -ENOMEM;
+	}
+	st->lru.lru_next = st->lru.lru_prev = &st->lru;
+	st->limit_bytes = limit;
+	st->stats.limit_bytes = limit;
+	return 0;
+}
+
+static void store_fini(struct gw_store *st)
+{
+	if (!st->buckets)
+		return;
+	/* Unindex everything first, then drop the references outside the table
+	 * walk: dropping a stack may drop locations of another store. */
+	struct gw_obj *o = st->lru.lru_next;
+	while (o != &st->lru) {
+		struct gw_obj *next = o->lru_next;
+		o->indexed = false;
+		o->lru_prev = o->lru_next = NULL;
+		o->hash_next = NULL;
+		gw_obj_unref(o);
+		o = next;
+	}
+	free(st->buckets);
+	st->buckets = NULL;
+	pthread_mutex_destroy(&st->lock);
+}
+
+struct gw_stores *gw_stores_new(const struct gw_store_limits *limits)
+{
+	struct gw_store_limits l = {
+		.executable_bytes = GW_STORE_DEFAULT_EXECUTABLE_BYTES,
+		.kernel_bytes = GW_STORE_DEFAULT_KERNEL_BYTES,
+		.location_bytes = GW_STORE_DEFAULT_LOCATION_BYTES,
+		.stack_bytes = GW_STORE_DEFAULT_STACK_BYTES,
+	};
+	struct gw_stores *s;
+	int r;
+
+	if (limits) {
+		if (limits->executable_bytes)
+			l.executable_bytes = limits->executable_bytes;
+		if (limits->kernel_bytes)
+			l.kernel_bytes = limits->kernel_bytes;
+		if (limits->location_bytes)
+			l.location_bytes = limits->location_bytes;
+		if (limits->stack_bytes)
+			l.stack_bytes = limits->stack_bytes;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if ((r = store_init(&s->s[GW_STORE_EXECUTABLES], l.executable_bytes)) < 0 ||
+	    (r = store_init(&s->s[GW_STORE_KERNELS], l.kernel_bytes)) < 0 ||
+	    (r = store_init(&s->s[GW_STORE_LOCATIONS], l.location_bytes)) < 0 ||
+	    (r = store_init(&s->s[GW_STORE_STACKS], l.stack_bytes)) < 0) {
+		gw_stores_free(s);
+		errno = -r;
+		return NULL;
+	}
+	return s;
+}
+
+void gw_stores_free(struct gw_stores *s)
+{
+	if (!s)
+		return;
+	/* Stacks first: they hold locations, which hold executables and kernels. */
+	store_fini(&s->s[GW_STORE_STACKS]);
+	store_fini(&s->s[GW_STORE_LOCATIONS]);
+	store_fini(&s->s[GW_STORE_KERNELS]);
+	store_fini(&s->s[GW_STORE_EXECUTABLES]);
+	free(s);
+}
+
+void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store_stats *ret)
+{
+	struct gw_store *st = &s->s[k];
+	pthread_mutex_lock(&st->lock);
+	*ret = st->stats;
+	pthread_mutex_unlock(&st->lock);
+}
+
+static const uint64_t default_limits[_GW_STORE_MAX] = {
+	[GW_STORE_EXECUTABLES] = GW_STORE_DEFAULT_EXECUTABLE_BYTES,
+	[GW_STORE_KERNELS] = GW_STORE_DEFAULT_KERNEL_BYTES,
+	[GW_STORE_LOCATIONS] = GW_STORE_DEFAULT_LOCATION_BYTES,
+	[GW_STORE_STACKS] = GW_STORE_DEFAULT_STACK_BYTES,
+};
+
+static void unindex_locked(struct gw_store *st, struct gw_obj *o);
+
+void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t bytes)
+{
+	struct gw_store *st;
+	struct gw_obj *evicted = NULL;
+
+	if ((unsigned)k >= _GW_STORE_MAX)
+		return;
+	st = &s->s[k];
+	pthread_mutex_lock(&st->lock);
+	st->limit_bytes = st->stats.limit_bytes = bytes ? bytes : default_limits[k];
+	while (st->stats.bytes > st->limit_bytes && st->lru.lru_prev != &st->lru) {
+		struct gw_obj *victim = st->lru.lru_prev;
+		unindex_locked(st, victim);
+		st->stats.evictions++;
+		victim->hash_next = evicted;
+		evicted = victim;
+	}
+	pthread_mutex_unlock(&st->lock);
+	while (evicted) {
+		struct gw_obj *next = evicted->hash_next;
+		evicted->hash_next = NULL;
+		gw_obj_unref(evicted);
+		evicted = next;
+	}
+}
+
+/* ---- keys ---- */
+
+struct key {
+	enum gw_obj_type type;
+	uint64_t hash;
+	const void *id;
+	size_t id_len;
+	/* locations */
+	enum gw_frame_kind kind;
+	uint64_t address;
+	const void *owner;
+};
+
+static const struct gw_id *obj_id(const struct gw_obj *o)
+{
+	switch (o->type) {
+	case GW_OBJ_EXECUTABLE:
+		return &((const struct gw_executable *)o)->id;
+	case GW_OBJ_KERNEL:
+		return &((const struct gw_kernel *)o)->id;
+	case GW_OBJ_STACK:
+		return &((const struct gw_stack *)o)->id;
+	default:
+		return NULL;
+	}
+}
+
+static bool key_match(const struct key *k, const struct gw_obj *o)
+{
+	if (o->hash != k->hash)
+		return false;
+	if (k->type == GW_OBJ_LOCATION) {
+		const struct gw_location *l = (const struct gw_location *)o;
+		const void *owner = l->exe ? (const void *)l->exe : (const void *)l->kernel;
+		return l->kind == k->kind && l->address == k->address && owner == k->owner;
+	}
+	const struct gw_id *id = obj_id(o);
+	return id->len == k->id_len && memcmp(id->bytes, k->id, k->id_len) == 0;
+}
+
+static void key_for_id(struct key *k, enum gw_obj_type type, const void *id, size_t len)
+{
+	*k = (struct key){ .type = type, .id = id, .id_len = len };
+	k->hash = XXH3_64bits_withSeed(id, len, type);
+}
+
+static void key_for_location(struct key *k, enum gw_frame_kind kind, uint64_t address, const void *owner)
+{
+	/* All 64-bit members: no padding bytes to hash. */
+	const uint64_t raw[3] = { address, (uint64_t)(uintptr_t)owner, (uint64_t)kind };
+	*k = (struct key){ .type = GW_OBJ_LOCATION, .kind = kind, .address = address, .owner = owner };
+	k->hash = XXH3_64bits(&raw, sizeof(raw));
+}
+
+/* Caller holds the lock. Returns a new reference or NULL. */
+static struct gw_obj *find_locked(struct gw_store *st, const struct key *k)
+{
+	for (struct gw_obj *o = st->buckets[k->hash & (st->n_buckets - 1)]; o; o = o->hash_next) {
+		if (key_match(k, o)) {
+			lru_unlink(o);
+			lru_push_front(st, o);
+			atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+			st->stats.hits++;
+			return o;
+		}
+	}
+	st->stats.misses++;
+	return NULL;
+}
+
+static void unindex_locked(struct gw_store *st, struct gw_obj *o)
+{
+	struct gw_obj **pp = &st->buckets[o->hash & (st->n_buckets - 1)];
+	while (*pp && *pp != o)
+		pp = &(*pp)->hash_next;
+	if (*pp)
+		*pp = o->hash_next;
+	o->hash_next = NULL;
+	lru_unlink(o);
+	o->indexed = false;
+	st->stats.entries--;
+	st->stats.bytes -= o->bytes;
+}
+
+static void grow_locked(struct gw_store *st)
+{
+	size_t n = st->n_buckets * 2;
+	struct gw_obj **b = calloc(n, sizeof(*b));
+	if (!b)
+		return; /* chains just get longer */
+	for (size_t i = 0; i < st->n_buckets; i++) {
+		struct gw_obj *o = st->buckets[i];
+		while (o) {
+			struct gw_obj *next = o->hash_next;
+			o->hash_next = b[o->hash & (n - 1)];
+			b[o->hash & (n - 1)] = o;
+			o = next;
+		}
+	}
+	free(st->buckets);
+	st->buckets = b;
+	st->n_buckets = n;
+}
+
+/*
+ * Inserts o (whose creation reference the caller keeps) unless an equal
+ * object got in first; returns the object to use (a new reference) and
+ * evicted objects to unref once the lock is dropped.
+ */
+static struct gw_obj *insert(struct gw_store *st, const struct key *k, struct gw_obj *o)
+{
+	struct gw_obj *evicted = NULL, *existing;
+
+	pthread_mutex_lock(&st->lock);
+	existing = find_locked(st, k);
+	if (existing) {
+		pthread_mutex_unlock(&st->lock);
+		gw_obj_unref(o);
+		return existing;
+	}
+	o->hash = k->hash;
+	o->hash_next = st->buckets[k->hash & (st->n_buckets - 1)];
+	st->buckets[k->hash & (st->n_buckets - 1)] = o;
+	lru_push_front(st, o);
+	o->indexed = true;
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed); /* the index's */
+	st->stats.entries++;
+	st->stats.bytes += o->bytes;
+	st->stats.inserts++;
+	if (st->stats.entries > st->n_buckets)
+		grow_locked(st);
+	/* Evict the coldest until under the bound, but never the new entry. */
+	while (st->stats.bytes > st->limit_bytes && st->lru.lru_prev != o) {
+		struct gw_obj *victim = st->lru.lru_prev;
+		unindex_locked(st, victim);
+		st->stats.evictions++;
+		victim->hash_next = evicted; /* reuse the link for the free list */
+		evicted = victim;
+	}
+	pthread_mutex_unlock(&st->lock);
+	while (evicted) {
+		struct gw_obj *next = evicted->hash_next;
+		evicted->hash_next = NULL;
+		gw_obj_unref(evicted);
+		evicted = next;
+	}
+	return o;
+}
+
+static struct gw_obj *lookup(struct gw_store *st, const struct key *k)
+{
+	pthread_mutex_lock(&st->lock);
+	struct gw_obj *o = find_locked(st, k);
+	pthread_mutex_unlock(&st->lock);
+	return o;
+}
+
+struct gw_executable *gw_stores__executable(struct gw_stores *s, const void *id, size_t id_len)
+{
+	struct key k;
+	if (id_len == 0 || id_len > GW_ID_MAX)
+		return NULL;
+	key_for_id(&k, GW_OBJ_EXECUTABLE, id, id_len);
+	return (struct gw_executable *)lookup(&s->s[GW_STORE_EXECUTABLES], &k);
+}
+
+struct gw_kernel *gw_stores__kernel(struct gw_stores *s, const void *id, size_t id_len)
+{
+	struct key k;
+	if (id_len == 0 || id_len > GW_ID_MAX)
+		return NULL;
+	key_for_id(&k, GW_OBJ_KERNEL, id, id_len);
+	return (struct gw_kernel *)lookup(&s->s[GW_STORE_KERNELS], &k);
+}
+
+struct gw_stack *gw_stores__stack(struct gw_stores *s, const void *id, size_t id_len)
+{
+	struct key k;
+	if (id_len == 0 || id_len > GW_ID_MAX)
+		return NULL;
+	key_for_id(&k, GW_OBJ_STACK, id, id_len);
+	return (struct gw_stack *)lookup(&s->s[GW_STORE_STACKS], &k);
+}
+
+struct gw_executable *gw_stores__intern_executable(struct gw_stores *s, const struct gw_executable_def *def)
+{
+	struct gw_executable *e;
+	struct key k;
+
+	if (def->id_len == 0 || def->id_len > GW_ID_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	key_for_id(&k, GW_OBJ_EXECUTABLE, def->id, def->id_len);
+	e = (struct gw_executable *)lookup(&s->s[GW_STORE_EXECUTABLES], &k);
+	if (e)
+		return e;
+	e = gw_executable_new(def);
+	if (!e)
+		return NULL;
+	return (struct gw_executable *)insert(&s->s[GW_STORE_EXECUTABLES], &k, &e->obj);
+}
+
+struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_kernel_def *def)
+{
+	struct gw_kernel *kn;
+	struct key k;
+
+	if (def->id_len == 0 || def->id_len > GW_ID_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	key_for_id(&k, GW_OBJ_KERNEL, def->id, def->id_len);
+	kn = (struct gw_kernel *)lookup(&s->s[GW_STORE_KERNELS], &k);
+	if (kn)
+		return kn;
+	kn = gw_kernel_new(def);
+	if (!kn)
+		return NULL;
+	return (struct gw_kernel *)insert(&s->s[GW_STORE_KERNELS], &k, &kn->obj);
+}
+
+struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
+					       struct gw_executable *exe, struct gw_kernel *kernel)
+{
+	struct gw_location *l;
+	const void *owner;
+	struct key k;
+
+	if ((kind == GW_FRAME_USER && (!exe || kernel)) || (kind == GW_FRAME_KERNEL && (!kernel || exe)) ||
+	    (kind == GW_FRAME_UNKNOWN && (exe || kernel)) || (unsigned)kind > GW_FRAME_KERNEL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	owner = exe ? (const void *)exe : (const void *)kernel;
+	key_for_location(&k, kind, address, owner);
+	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
+	if (l)
+		return l;
+	l = gw_location_new(kind, address, exe, kernel);
+	if (!l)
+		return NULL;
+	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
+}
+
+struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,
+					 struct gw_location **locations, uint32_t n)
+{
+	struct gw_stack *st;
+	struct key k;
+
+	if (id_len == 0 || id_len > GW_ID_MAX) {
+		for (uint32_t i = 0; i < n; i++)
+			gw_location__unref(locations[i]);
+		errno = EINVAL;
+		return NULL;
+	}
+	key_for_id(&k, GW_OBJ_STACK, id, id_len);
+	st = (struct gw_stack *)lookup(&s->s[GW_STORE_STACKS], &k);
+	if (st) {
+		for (uint32_t i = 0; i < n; i++)
+			gw_location__unref(locations[i]);
+		return st;
+	}
+	st = gw_stack_new(id, id_len, truncated, locations, n);
+	if (!st)
+		return NULL;
+	return (struct gw_stack *)insert(&s->s[GW_STORE_STACKS], &k, &st->obj);
+}

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The telemetry HTTP/1.1 server (telemetry.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netaddr.h"
+#include "telemetry.h"
+
+struct tconn {
+	uv_tcp_t tcp;
+	uv_timer_t timer;
+	uv_write_t wreq;
+	struct gw_telemetry *t;
+	struct tconn *prev, *next;
+	char buf[GW_TELEMETRY_MAX_REQUEST_BYTES];
+	size_t len;
+	char *out;
+	bool responded, closing;
+	int handles; /* open handles; freed when 0 */
+};
+
+struct gw_telemetry {
+	uv_tcp_t listener;
+	uv_loop_t *loop;
+	gw_telemetry_handler handler;
+	void *userdata;
+	struct tconn *conns;
+	unsigned n_conns;
+	bool closing;
+	int handles; /* listener + connections */
+	char address[64];
+};
+
+static void telemetry_maybe_free(struct gw_telemetry *t)
+{
+	if (t->closing && t->handles == 0)
+		free(t);
+}
+
+static void conn_handle_closed(uv_handle_t *h)
+{
+	struct tconn *c = h->data;
+	struct gw_telemetry *t = c->t;
+	if (--c->handles > 0)
+		return;
+	free(c->out);
+	free(c);
+	t->handles--;
+	telemetry_maybe_free(t);
+}
+
+static void conn_close(struct tconn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->t->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->t->n_conns--;
+	uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
+	uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct tconn *c = req->data;
+	conn_close(c);
+}
+
+static const char *reason_phrase(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Unknown";
+	}
+}
+
+static void respond(struct tconn *c, int status, const char *ctype, const char *body, size_t len, bool head)
+{
+	char hdr[256];
+	int hl;
+	uv_buf_t b;
+
+	c->responded = true;
+	uv_read_stop((uv_stream_t *)&c->tcp);
+	uv_timer_stop(&c->timer);
+	hl = snprintf(hdr, sizeof(hdr),
+		      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
+		      reason_phrase(status), ctype, len);
+	c->out = malloc((size_t)hl + (head ? 0 : len));
+	if (!c->out) {
+		conn_close(c);
+		return;
+	}
+	memcpy(c->out, hdr, (size_t)hl);
+	if (!head && len)
+		memcpy(c->out + hl, body, len);
+	b = uv_buf_init(c->out, (unsigned)((size_t)hl + (head ? 0 : len)));
+	c->wreq.data = c;
+	if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
+		conn_close(c);
+}
+
+static void handle_request(struct tconn *c)
+{
+	char method[16], path[1024];
+	const char *sp1, *sp2;
+	char *body = NULL;
+	size_t blen = 0;
+	int status = 500;
+	const char *ctype = "text/plain; charset=utf-8";
+
+	/* Request line: METHOD SP TARGET SP HTTP/1.x */
+	sp1 = memchr(c->buf, ' ', c->len);
+	sp2 = sp1 ? memchr(sp1 + 1, ' ', c->len - (size_t)(sp1 + 1 - c->buf)) : NULL;
+	if (!sp1 || !sp2 || (size_t)(sp1 - c->buf) >= sizeof(method) || (size_t)(sp2 - sp1 - 1) >= sizeof(path) ||
+	    strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+		static const char msg[] = "malformed request line\n";
+		respond(c, 400, ctype, msg, sizeof(msg) - 1, false);
+		return;
+	}
+	memcpy(method, c->buf, (size_t)(sp1 - c->buf));
+	method[sp1 - c->buf] = '\0';
+	memcpy(path, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+	path[sp2 - sp1 - 1] = '\0';
+	path[strcspn(path, "?")] = '\0'; /* queries are ignored */
+	bool head = strcmp(method, "HEAD") == 0;
+	if (!head && strcmp(method, "GET") != 0) {
+		static const char msg[] = "only GET and HEAD\n";
+		respond(c, 405, ctype, msg, sizeof(msg) - 1, false);
+		return;
+	}
+	c->t->handler(c->t->userdata, path, &status, &body, &blen, &ctype);
+	respond(c, status, ctype, body ? body : "", body ? blen : 0, head);
+	free(body);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct tconn *c = h->data;
+	*buf = uv_buf_init(c->buf + c->len, (unsigned)(sizeof(c->buf) - c->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct tconn *c = s->data;
+
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	if (n == 0 || c->responded)
+		return;
+	c->len += (size_t)n;
+	if (c->len >= 4 && memmem(c->buf, c->len, "\r\n\r\n", 4)) {
+		handle_request(c);
+		return;
+	}
+	if (c->len == sizeof(c->buf)) {
+		static const char msg[] = "request head too large\n";
+		respond(c, 431, "text/plain; charset=utf-8", msg, sizeof(msg) - 1, false);
+	}
+}
+
+static void on_timeout(uv_timer_t *timer)
+{
+	conn_close(timer->data);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct gw_telemetry *t = server->data;
+	struct tconn *c;
+
+	if (status < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->t = t;
+	uv_tcp_init(t->loop, &c->tcp);
+	uv_timer_init(t->loop, &c->timer);
+	c->tcp.data = c->timer.data = c;
+	c->handles = 2;
+	t->handles++;
+	c->next = t->conns;
+	if (t->conns)
+		t->conns->prev = c;
+	t->conns = c;
+	t->n_conns++;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || t->n_conns > GW_TELEMETRY_MAX_CONNECTIONS) {
+		conn_close(c);
+		return;
+	}
+	uv_timer_start(&c->timer, on_timeout, GW_TELEMETRY_REQUEST_TIMEOUT_MS, 0);
+	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+		conn_close(c);
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+	struct gw_telemetry *t = h->data;
+	t->handles--;
+	telemetry_maybe_free(t);
+}
+
+struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_telemetry_handler handler,
+				      void *userdata, char *errbuf, size_t errsize)
+{
+	struct sockaddr_storage ss;
+	struct gw_telemetry *t;
+	int namelen = sizeof(ss);
+	int r;
+
+	r = gw_parse_endpoint(address, &ss, errbuf, errsize);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->loop = loop;
+	t->handler = handler;
+	t->userdata = userdata;
+	uv_tcp_init(loop, &t->listener);
+	t->listener.data = t;
+	t->handles = 1;
+	if ((r = uv_tcp_bind(&t->listener, (struct sockaddr *)&ss, 0)) < 0 ||
+	    (r = uv_listen((uv_stream_t *)&t->listener, 128, on_connection)) < 0) {
+		snprintf(errbuf, errsize, "cannot listen on %s: %s", address, uv_strerror(r));
+		t->closing = true;
+		uv_close((uv_handle_t *)&t->listener, listener_closed);
+		errno = -r;
+		return NULL;
+	}
+	uv_tcp_getsockname(&t->listener, (struct sockaddr *)&ss, &namelen);
+	gw_sockaddr_format((struct sockaddr *)&ss, t->address, sizeof(t->address));
+	return t;
+}
+
+const char *gw_telemetry__address(const struct gw_telemetry *t)
+{
+	return t->address;
+}
+
+void gw_telemetry_close(struct gw_telemetry *t)
+{
+	if (!t || t->closing)
+		return;
+	t->closing = true;
+	while (t->conns)
+		conn_close(t->conns);
+	uv_close((uv_handle_t *)&t->listener, listener_closed);
+}

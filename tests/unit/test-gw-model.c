@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The gateway's internal model (gateway/core/model.h): stores, references, batches, merge. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "core/model.h"
+
+static struct gw_executable *exe(struct gw_stores *s, int n)
+{
+	uint8_t id[20] = { 0 };
+	char name[32];
+	id[0] = (uint8_t)n;
+	id[19] = 0xee;
+	snprintf(name, sizeof(name), "bin%d", n);
+	struct gw_executable_def d = { .id = id,
+				       .id_len = sizeof(id),
+				       .id_kind = GW_EXE_ID_GNU_BUILD_ID,
+				       .file_name = name,
+				       .path = "/usr/bin/x" };
+	return gw_stores__intern_executable(s, &d);
+}
+
+/* A stack of depth frames in executable e, ID derived from n. */
+static struct gw_stack *stack(struct gw_stores *s, struct gw_executable *e, int n, uint32_t depth)
+{
+	struct gw_location *locs[16];
+	uint8_t id[16] = { 0 };
+	memcpy(id, &n, sizeof(n));
+	for (uint32_t i = 0; i < depth; i++)
+		locs[i] = gw_stores__intern_location(s, GW_FRAME_USER, 0x1000 + n * 64 + i, e, NULL);
+	return gw_stores__intern_stack(s, id, sizeof(id), false, locs, depth);
+}
+
+static void test_ids(void **state)
+{
+	struct gw_id a, b;
+	char hex[2 * GW_ID_MAX + 1];
+	uint8_t big[GW_ID_MAX + 1] = { 0 };
+
+	assert_int_equal(gw_id_set(&a, "\x01\xab", 2), 0);
+	assert_string_equal(gw_id_to_hex(&a, hex, sizeof(hex)), "01ab");
+	assert_int_equal(gw_id_set(&b, "\x01\xab", 2), 0);
+	assert_true(gw_id_equal(&a, &b));
+	assert_int_equal(gw_id_set(&b, big, sizeof(big)), -EINVAL);
+}
+
+static void test_store_interning(void **state)
+{
+	struct gw_stores *s = gw_stores_new(NULL);
+	struct gw_store_stats st;
+
+	assert_non_null(s);
+	struct gw_executable *e1 = exe(s, 1), *e1b = exe(s, 1), *e2 = exe(s, 2);
+	assert_ptr_equal(e1, e1b); /* content-addressed: one object per ID */
+	assert_ptr_not_equal(e1, e2);
+	assert_string_equal(e1->file_name, "bin1");
+	assert_true(gw_id_equal(&e1->gnu_build_id, &e1->id));
+	struct gw_stack *a = stack(s, e1, 7, 3), *b = stack(s, e1, 7, 3);
+	assert_ptr_equal(a, b);
+	assert_int_equal(a->n_locations, 3);
+	assert_ptr_equal(a->locations[0]->exe, e1);
+	/* Lookups by ID */
+	struct gw_stack *c = gw_stores__stack(s, a->id.bytes, a->id.len);
+	assert_ptr_equal(c, a);
+	assert_null(gw_stores__stack(s, "nope", 4));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_int_equal(st.entries, 1);
+	assert_true(st.hits >= 2);
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &st);
+	assert_int_equal(st.entries, 3);
+	/* Invalid definitions */
+	assert_null(gw_stores__intern_location(s, GW_FRAME_USER, 1, NULL, NULL));
+	assert_int_equal(errno, EINVAL);
+	gw_stack__unref(a);
+	gw_stack__unref(b);
+	gw_stack__unref(c);
+	gw_executable__unref(e1);
+	gw_executable__unref(e1b);
+	gw_executable__unref(e2);
+	gw_stores_free(s);
+}
+
+static void test_store_eviction_keeps_objects_alive(void **state)
+{
+	struct gw_store_limits lim = { .stack_bytes = 4096 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_store_stats st;
+	struct gw_executable *e = exe(s, 1);
+	struct gw_stack *first = stack(s, e, 0, 2);
+
+	/* Many stacks: the store stays under its bound by evicting the coldest. */
+	for (int i = 1; i < 500; i++)
+		gw_stack__unref(stack(s, e, i, 2));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_true(st.bytes <= 4096);
+	assert_true(st.evictions > 0);
+	assert_true(st.entries < 500);
+	/* The first one is evicted from the index but our reference still works. */
+	assert_null(gw_stores__stack(s, first->id.bytes, first->id.len));
+	assert_int_equal(first->n_locations, 2);
+	assert_ptr_equal(first->locations[1]->exe, e);
+	/* The newest is still there. */
+	int last = 499;
+	uint8_t id[16] = { 0 };
+	memcpy(id, &last, sizeof(last));
+	struct gw_stack *l = gw_stores__stack(s, id, sizeof(id));
+	assert_non_null(l);
+	gw_stack__unref(l);
+	/* Lowering the bound evicts at once. */
+	gw_stores__set_limit(s, GW_STORE_STACKS, 1024);
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_true(st.bytes <= 1024);
+	assert_int_equal(st.limit_bytes, 1024);
+	gw_stores__set_limit(s, GW_STORE_STACKS, 0);
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_int_equal(st.limit_bytes, GW_STORE_DEFAULT_STACK_BYTES);
+	gw_stores_free(s); /* objects referenced outside outlive the stores */
+	assert_int_equal(first->locations[0]->address, 0x1000);
+	gw_stack__unref(first);
+	gw_executable__unref(e);
+}
+
+static void test_lines_set_once(void **state)
+{
+	struct gw_stores *s = gw_stores_new(NULL);
+	struct gw_executable *e = exe(s, 3);
+	struct gw_location *l = gw_stores__intern_location(s, GW_FRAME_USER, 0x42, e, NULL);
+	struct gw_line in[2] = {
+		{ .function = "inlined", .file = "a.c", .line = 3 },
+		{ .function = "outer", .system_name = "_Z5outerv", .file = "a.c", .line = 10, .column = 2 },
+	};
+	struct gw_lines *a = gw_lines_new(in, 2), *b = gw_lines_new(in, 1);
+
+	assert_null(gw_location__lines(l));
+	assert_true(gw_location__set_lines(l, a));
+	assert_false(gw_location__set_lines(l, b)); /* first one wins */
+	gw_lines_free(b);
+	const struct gw_lines *got = gw_location__lines(l);
+	assert_int_equal(got->n, 2);
+	assert_string_equal(got->lines[0].function, "inlined");
+	assert_string_equal(got->lines[0].system_name, "");
+	assert_string_equal(got->lines[1].system_name, "_Z5outerv");
+	/* want-symbols flag */
+	assert_false(gw_executable__wants_symbols(e));
+	gw_executable__set_want_symbols(e, true);
+	assert_true(gw_executable__wants_symbols(e));
+	int x = 1, y = 2;
+	assert_true(gw_slot__set_once(&e->symbolizer, &x));
+	assert_false(gw_slot__set_once(&e->symbolizer, &y));
+	assert_ptr_equal(gw_slot__get(&e->symbolizer), &x);
+	gw_location__unref(l);
+	gw_executable__unref(e);
+	gw_stores_free(s);
+}
+
+/* A batch of n_res resources (attrs in the order given), each with k samples of count c. */
+static struct gw_profiles *batch(struct gw_stack *st, int n_res, int k, uint64_t c, bool reverse_attrs)
+{
+	struct gw_profiles *p = gw_profiles_new();
+	for (int r = 0; r < n_res; r++) {
+		char name[16];
+		snprintf(name, sizeof(name), "proc%d", r);
+		struct gw_attr attrs[2] = {
+			{ .key = "process.executable.name", .type = GW_ATTR_STRING, .v.s = name },
+			{ .key = "host.name", .type = GW_ATTR_STRING, .v.s = "node-1" },
+		};
+		if (reverse_attrs) {
+			struct gw_attr t = attrs[0];
+			attrs[0] = attrs[1];
+			attrs[1] = t;
+		}
+		struct gw_resource *res = gw_profiles__add_resource(p, attrs, 2, 19);
+		assert_non_null(res);
+		for (int i = 0; i < k; i++) {
+			char tn[16];
+			snprintf(tn, sizeof(tn), "t%d-%d", r, i);
+			struct gw_sample s = {
+				.stack = st, .count = c, .pid = 10, .tid = (uint32_t)i, .thread_name = tn
+			};
+			assert_int_equal(gw_resource__add_sample(p, res, &s), 0);
+		}
+	}
+	return p;
+}
+
+static bool keep_even(const struct gw_resource *r, const struct gw_sample *smp, void *ud)
+{
+	return smp->tid % 2 == 0 && strcmp(gw_resource__string(r, "process.executable.name"), "proc3") != 0;
+}
+
+static void test_batch_merge_filter_clone(void **state)
+{
+	struct gw_stores *s = gw_stores_new(NULL);
+	struct gw_executable *e = exe(s, 1);
+	struct gw_stack *st = stack(s, e, 1, 4);
+	uint64_t live0 = gw_profiles_live_bytes();
+
+	struct gw_profiles *a = batch(st, 3, 5, 2, false);
+	struct gw_profiles *b = batch(st, 4, 2, 3, true); /* same first 3 resources, attributes in another order */
+	assert_int_equal(a->total_count, 30);
+	assert_int_equal(b->total_count, 24);
+	assert_true(gw_profiles__memory_bytes(a) > 0);
+	assert_true(gw_profiles_live_bytes() >= live0 + gw_profiles__memory_bytes(a) + gw_profiles__memory_bytes(b));
+
+	/* Different routes do not merge. */
+	b->route_stage = 1;
+	assert_int_equal(gw_profiles__merge(a, b), -EXDEV);
+	b->route_stage = 0;
+	assert_int_equal(gw_profiles__merge(a, b), 0); /* consumes b */
+	assert_int_equal(a->n_resources, 4);
+	assert_int_equal(a->total_count, 54);
+	assert_int_equal(a->n_samples, 15 + 8);
+	assert_int_equal(gw_profiles__check(a), 0);
+	assert_int_equal(a->resources[0].n_samples, 7);
+	/* Strings that came from b live on in a. */
+	assert_string_equal(a->resources[0].samples[6].thread_name, "t0-1");
+	assert_string_equal(gw_resource__string(&a->resources[3], "process.executable.name"), "proc3");
+
+	/* Shared batches are copied on write. */
+	struct gw_profiles *shared = gw_profiles__ref(a), *w = a;
+	assert_int_equal(gw_profiles__make_writable(&w), 0);
+	assert_ptr_not_equal(w, a);
+	assert_int_equal(w->total_count, a->total_count);
+	assert_int_equal(gw_resource__set_string(w, &w->resources[0], "k8s.pod.name", "pod-a"), 0);
+	assert_null(gw_resource__string(&a->resources[0], "k8s.pod.name"));
+	assert_string_equal(gw_resource__string(&w->resources[0], "k8s.pod.name"), "pod-a");
+
+	/* Filter drops samples and empty resources, and says how many counts. */
+	uint64_t before = w->total_count;
+	uint64_t removed = gw_profiles__filter(w, keep_even, NULL);
+	assert_int_equal(w->total_count + removed, before);
+	assert_int_equal(w->n_resources, 3);
+	assert_int_equal(gw_profiles__check(w), 0);
+
+	/* Merging a shared batch copies it. */
+	struct gw_profiles *c = batch(st, 1, 1, 1, false), *c2 = gw_profiles__ref(c);
+	assert_int_equal(gw_profiles__merge(w, c), 0);
+	assert_int_equal(c2->total_count, 1); /* untouched */
+	gw_profiles__unref(c2);
+
+	gw_profiles__unref(w);
+	gw_profiles__unref(shared); /* the last reference to a (make_writable dropped the other) */
+	assert_int_equal(gw_profiles_live_bytes(), live0);
+	/* Only our reference and the store's remain on the stack. */
+	assert_int_equal(atomic_load(&st->obj.refs), 2);
+	gw_stack__unref(st);
+	gw_executable__unref(e);
+	gw_stores_free(s);
+}
+
+static void test_resource_attrs(void **state)
+{
+	struct gw_profiles *p = gw_profiles_new();
+	struct gw_resource *r = gw_profiles__add_resource(p, NULL, 0, 99);
+
+	assert_int_equal(gw_resource__set_string(p, r, "a", "1"), 0);
+	assert_int_equal(gw_resource__set_int(p, r, "pid", 42), 0);
+	assert_int_equal(gw_resource__set_string(p, r, "a", "2"), 0);
+	assert_int_equal(r->n_attrs, 2);
+	assert_string_equal(gw_resource__string(r, "a"), "2");
+	assert_int_equal(gw_resource__attr(r, "pid")->v.i, 42);
+	assert_int_equal(gw_resource__remove_attr(r, "a"), 1);
+	assert_int_equal(gw_resource__remove_attr(r, "a"), 0);
+	assert_null(gw_resource__string(r, "a"));
+	/* A big string gets its own arena chunk. */
+	char big[40000];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	const char *d = gw_profiles__strdup(p, big);
+	assert_int_equal(strlen(d), sizeof(big) - 1);
+	assert_string_equal(gw_profiles__strdup(p, "small"), "small");
+	gw_profiles_free(p);
+}
+
+struct thread_arg {
+	struct gw_stores *s;
+	unsigned seed;
+	unsigned long ops;
+};
+
+/* Interning, lookups, eviction and reference drops from several threads at once. */
+static void *hammer(void *p)
+{
+	struct thread_arg *a = p;
+	for (int i = 0; i < 20000; i++) {
+		int n = (int)(rand_r(&a->seed) % 300);
+		struct gw_executable *e = exe(a->s, n % 5);
+		struct gw_stack *st = stack(a->s, e, n, 1 + (uint32_t)(n % 6));
+		struct gw_stack *again = gw_stores__stack(a->s, st->id.bytes, st->id.len);
+		if (st->locations[0]->exe != e && st->locations[0]->exe->id.bytes[0] != e->id.bytes[0])
+			abort();
+		gw_stack__unref(again);
+		gw_stack__unref(st);
+		gw_executable__unref(e);
+		a->ops++;
+	}
+	return NULL;
+}
+
+static void test_store_threads(void **state)
+{
+	/* Small bounds, so eviction races with lookups. */
+	struct gw_store_limits lim = { .stack_bytes = 16384, .location_bytes = 16384, .executable_bytes = 65536 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	pthread_t t[4];
+	struct thread_arg args[4];
+	struct gw_store_stats st;
+
+	for (int i = 0; i < 4; i++) {
+		args[i] = (struct thread_arg){ .s = s, .seed = (unsigned)i + 1 };
+		assert_int_equal(pthread_create(&t[i], NULL, hammer, &args[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].ops, 20000);
+	}
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_true(st.bytes <= 16384);
+	assert_true(st.evictions > 0);
+	gw_stores_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ids),
+		cmocka_unit_test(test_store_interning),
+		cmocka_unit_test(test_store_eviction_keeps_objects_alive),
+		cmocka_unit_test(test_lines_set_once),
+		cmocka_unit_test(test_batch_merge_filter_clone),
+		cmocka_unit_test(test_resource_attrs),
+		cmocka_unit_test(test_store_threads),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
