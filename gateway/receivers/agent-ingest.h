@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The agent protocol's request processing, free of I/O (docs/agent-protocol.md,
+ * "Gateway side"): gunzip a PushRequest body within a bound, decode it with a
+ * bounded zero-copy wire reader (field numbers from the nanopb-generated
+ * headers), intern its definitions into the gateway-wide stores, turn its
+ * samples into a batch of the internal model and build the PushResponse
+ * (encoded with nanopb). The receiver (agent.c) and the fuzz target
+ * (tests/fuzz/fuzz-pushrequest.c) drive it.
+ */
+#ifndef SR_GW_AGENT_INGEST_H
+#define SR_GW_AGENT_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gw_stores;
+struct gw_profiles;
+struct gw_symbol_table;
+
+/* The protocol version this gateway speaks (PushRequest.protocol_version). */
+#define GW_AGENT_PROTOCOL_VERSION 1
+
+/* Defaults of the limits below (also the receiver's config defaults). */
+/* Room for the agent's largest symbol upload (16 MiB) plus the request around it. */
+#define GW_AGENT_DEFAULT_MAX_REQUEST_BYTES (32ULL << 20)
+/* Frames in one stack definition; more is a bad request (BPF collects at most 127 + 127). */
+#define GW_AGENT_MAX_FRAMES_PER_STACK 1024
+/* Modules in one kernel definition. */
+#define GW_AGENT_MAX_KERNEL_MODULES 8192
+/* Symbols in the symbol tables of one request (the agent sends at most 4 Mi per file). */
+#define GW_AGENT_MAX_SYMBOLS_PER_REQUEST (4u << 20)
+/* Wanted executable IDs listed in one response. */
+#define GW_AGENT_MAX_WANTED_PER_RESPONSE 64
+/* Longest string field kept (thread/process names, paths); longer ones are cut. */
+#define GW_AGENT_MAX_STRING_BYTES 4096
+
+/*
+ * Inflates a gzip body into *ret (malloc'd) of at most max_bytes. Returns 0,
+ * -EFBIG when the decompressed body would exceed max_bytes (a "gzip bomb" is
+ * stopped after max_bytes of output), -EBADMSG when it is not valid gzip.
+ */
+int gw_ingest_gunzip(const uint8_t *in, size_t len, uint64_t max_bytes, uint8_t **ret, size_t *ret_len);
+
+/* What the first look at a request found. */
+struct gw_ingest_header {
+	uint32_t protocol_version;
+	uint64_t sequence;
+	const uint8_t *instance_id; /* into the body */
+	size_t instance_id_len;
+	uint32_t frequency_hz;
+	uint64_t n_samples;
+};
+
+/*
+ * Walks the top level of a PushRequest. Returns 0, or -EBADMSG with errbuf
+ * saying what is malformed.
+ */
+int gw_ingest_header(const uint8_t *body, size_t len, struct gw_ingest_header *ret, char *errbuf, size_t errsize);
+
+/* Agent-side drop counters a request reported (PushRequest.drops). */
+struct gw_ingest_agent_drops {
+	uint64_t ring_buffer_full, stack_errors, buffer_overflow, process_unknown;
+};
+
+struct gw_ingest_result {
+	/* Samples (counts) in the request, accepted into batch, refused for missing definitions. */
+	uint64_t received, accepted, refused_missing;
+	struct gw_profiles *batch; /* NULL when no sample was accepted */
+	struct gw_symbol_table **tables;
+	size_t n_tables;
+	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;
+	uint64_t defined_stacks, defined_executables, defined_kernels;
+	struct gw_ingest_agent_drops drops;
+	/* The encoded PushResponse (always set on success). */
+	uint8_t *response;
+	size_t response_len;
+};
+
+/*
+ * Processes a decoded (plain) PushRequest body whose header was checked.
+ * Returns 0 with *res filled (free with gw_ingest_result_free), or -EBADMSG
+ * (errbuf says what) / -ENOMEM; then nothing is accepted (definitions already
+ * interned stay: they are content-addressed and harmless).
+ * epoch: a number unique per call (de-duplicates work within the request).
+ */
+int gw_ingest_process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
+		      struct gw_ingest_result *res, char *errbuf, size_t errsize);
+/*
+ * The same for a resend answered from the de-duplication window: only the
+ * definitions and symbol tables are taken (samples were counted the first
+ * time); res->response is not meaningful.
+ */
+int gw_ingest_process_definitions(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
+				  struct gw_ingest_result *res, char *errbuf, size_t errsize);
+void gw_ingest_result_free(struct gw_ingest_result *res);
+
+/* Counts the samples (sum of counts) of a request without keeping anything. */
+int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret);
+
+/*
+ * Encodes a PushResponse carrying only protocol_version, retry_after_ms
+ * (when not 0) and error (when not NULL). *ret malloc'd.
+ */
+int gw_ingest_encode_error(uint32_t retry_after_ms, const char *error, uint8_t **ret, size_t *ret_len);
+
+/*
+ * De-duplication of resent requests (same agent instance_id and sequence):
+ * a bounded LRU of the responses given, so a resend after a lost response is
+ * answered the same and not counted twice on this replica.
+ */
+struct gw_dedupe;
+/* max_entries 0: no de-duplication. */
+struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint64_t max_bytes);
+void gw_dedupe_free(struct gw_dedupe *d);
+/* A copy of the stored response (malloc'd) or -ENOENT. */
+int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence, uint8_t **ret,
+		      size_t *ret_len);
+int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence,
+		      const uint8_t *response, size_t len);
+uint64_t gw_dedupe__entries(struct gw_dedupe *d);
+
+#endif

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The agent receiver's request path on arbitrary bytes, as the gateway runs
+ * it after HTTP/2: gunzip (when the input looks like gzip) bounded by a
+ * limit, the PushRequest header walk, then the full processing: definitions
+ * (executables, kernels with modules, stacks with frames), symbol-table
+ * uploads, samples into a batch, the encoded PushResponse, and the
+ * de-duplication window. The definition stores persist across inputs (as in
+ * the gateway) with small bounds, so eviction runs too. Nothing may crash,
+ * leak or read out of bounds.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/model.h"
+#include "receivers/agent-ingest.h"
+
+#define FUZZ_MAX_INPUT (1024 * 1024)
+/* Decompressed bodies are bounded like max_request_bytes bounds them. */
+#define FUZZ_MAX_PLAIN (4 * 1024 * 1024)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct gw_stores *stores;
+	static struct gw_dedupe *dedupe;
+	static uint64_t epoch;
+	struct gw_ingest_header h;
+	struct gw_ingest_result res;
+	uint8_t *plain = NULL;
+	size_t plain_len = 0;
+	char err[512];
+	uint64_t n;
+
+	if (size > FUZZ_MAX_INPUT)
+		return 0;
+	if (!stores) {
+		struct gw_store_limits lim = {
+			.executable_bytes = 64 * 1024,
+			.kernel_bytes = 64 * 1024,
+			.location_bytes = 256 * 1024,
+			.stack_bytes = 256 * 1024,
+		};
+		stores = gw_stores_new(&lim);
+		dedupe = gw_dedupe_new(64, 64 * 1024);
+		if (!stores || !dedupe)
+			abort();
+	}
+	if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
+		if (gw_ingest_gunzip(data, size, FUZZ_MAX_PLAIN, &plain, &plain_len) < 0)
+			return 0;
+		data = plain;
+		size = plain_len;
+	}
+	if (gw_ingest_header(data, size, &h, err, sizeof(err)) == 0) {
+		gw_ingest_count_samples(data, size, &n);
+		if (gw_ingest_process(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0) {
+			if (res.batch && gw_profiles__check(res.batch) != 0)
+				abort();
+			if (res.accepted + res.refused_missing != res.received)
+				abort();
+			if (h.instance_id_len)
+				gw_dedupe__insert(dedupe, h.instance_id, h.instance_id_len, h.sequence, res.response,
+						  res.response_len);
+			gw_ingest_result_free(&res);
+		}
+		if (gw_ingest_process_definitions(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0)
+			gw_ingest_result_free(&res);
+	}
+	free(plain);
+	return 0;
+}

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The agent protocol's request processing (gateway/receivers/agent-ingest.h):
+ * requests are encoded here by hand from the .proto field numbers, responses
+ * decoded with nanopb, so both directions are checked against independent code.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pb_decode.h>
+#include <zlib.h>
+
+#include "stackrelay/v1/ingest.pb.h"
+
+#include "core/model.h"
+#include "receivers/agent-ingest.h"
+
+/* ---- a tiny protobuf writer ---- */
+
+struct pbw {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static void put(struct pbw *w, const void *d, size_t n)
+{
+	if (w->len + n > w->cap) {
+		w->cap = (w->len + n) * 2 + 64;
+		w->p = realloc(w->p, w->cap);
+		assert_non_null(w->p);
+	}
+	memcpy(w->p + w->len, d, n);
+	w->len += n;
+}
+
+static void varint(struct pbw *w, uint64_t v)
+{
+	uint8_t b[10];
+	size_t n = 0;
+	do {
+		b[n] = v & 0x7f;
+		v >>= 7;
+		if (v)
+			b[n] |= 0x80;
+		n++;
+	} while (v);
+	put(w, b, n);
+}
+
+static void f_varint(struct pbw *w, uint32_t f, uint64_t v)
+{
+	varint(w, f << 3);
+	varint(w, v);
+}
+
+static void f_bytes(struct pbw *w, uint32_t f, const void *d, size_t n)
+{
+	varint(w, (f << 3) | 2);
+	varint(w, n);
+	put(w, d, n);
+}
+
+static void f_str(struct pbw *w, uint32_t f, const char *s)
+{
+	f_bytes(w, f, s, strlen(s));
+}
+
+static void f_msg(struct pbw *w, uint32_t f, struct pbw *m)
+{
+	f_bytes(w, f, m->p, m->len);
+	free(m->p);
+	*m = (struct pbw){ 0 };
+}
+
+static void f_fixed64(struct pbw *w, uint32_t f, uint64_t v)
+{
+	uint8_t b[8];
+	varint(w, (f << 3) | 1);
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	put(w, b, 8);
+}
+
+static const uint8_t EXE_A[20] = { 0xaa, 1 }, EXE_B[20] = { 0xbb, 2 }, KERNEL[16] = { 0xcc, 3 };
+static const uint8_t STACK_1[16] = { 1 }, STACK_2[16] = { 2 }, STACK_K[16] = { 3 };
+
+static void add_header(struct pbw *w, const char *instance, uint64_t seq)
+{
+	struct pbw a = { 0 };
+	f_varint(w, 1, 1); /* protocol_version */
+	if (instance)
+		f_str(&a, 1, instance);
+	f_str(&a, 2, "host-1");
+	f_str(&a, 3, "node-1");
+	f_msg(w, 2, &a);
+	f_varint(w, 3, seq);
+	f_varint(w, 4, 19);
+}
+
+static void add_exe(struct pbw *w, const uint8_t *id, const char *name)
+{
+	struct pbw e = { 0 };
+	f_bytes(&e, 1, id, 20);
+	f_varint(&e, 2, 1);
+	f_str(&e, 3, name);
+	f_str(&e, 4, "/usr/bin/x");
+	f_msg(w, 7, &e);
+}
+
+static void add_kernel(struct pbw *w)
+{
+	struct pbw k = { 0 }, m = { 0 };
+	f_bytes(&k, 1, KERNEL, sizeof(KERNEL));
+	f_str(&k, 2, "6.1.0");
+	f_str(&m, 1, "ext4");
+	f_varint(&m, 2, 0xffffffffc0000000ULL);
+	f_varint(&m, 3, 4096);
+	f_msg(&k, 5, &m);
+	f_msg(w, 8, &k);
+}
+
+static void add_frame(struct pbw *s, const uint8_t *exe, size_t exe_len, uint64_t addr, uint64_t kind)
+{
+	struct pbw f = { 0 };
+	if (exe)
+		f_bytes(&f, 1, exe, exe_len);
+	f_varint(&f, 2, addr);
+	f_varint(&f, 3, kind);
+	f_msg(s, 2, &f);
+}
+
+static void add_stack(struct pbw *w, const uint8_t *id, const uint8_t *exe)
+{
+	struct pbw s = { 0 };
+	f_bytes(&s, 1, id, 16);
+	add_frame(&s, exe, 20, 0x1000, 1);
+	add_frame(&s, exe, 20, 0x2000, 1);
+	add_frame(&s, NULL, 0, 0x7fff0000, 3);
+	f_msg(w, 6, &s);
+}
+
+static void add_kstack(struct pbw *w)
+{
+	struct pbw s = { 0 };
+	f_bytes(&s, 1, STACK_K, 16);
+	add_frame(&s, KERNEL, sizeof(KERNEL), 0xffffffff81000000ULL, 2);
+	add_frame(&s, EXE_A, 20, 0x3000, 1);
+	f_msg(w, 6, &s);
+}
+
+static void add_sample(struct pbw *w, const uint8_t *stack, uint64_t count, const char *proc, const char *thread,
+		       const char *container)
+{
+	struct pbw s = { 0 };
+	f_bytes(&s, 1, stack, 16);
+	f_varint(&s, 2, 100);
+	f_varint(&s, 3, 101);
+	if (thread)
+		f_str(&s, 4, thread);
+	f_str(&s, 5, proc);
+	f_str(&s, 6, "/usr/bin/proc");
+	if (container)
+		f_str(&s, 7, container);
+	f_varint(&s, 8, count);
+	f_fixed64(&s, 9, 1700000000000000000ULL);
+	f_fixed64(&s, 10, 1700000001000000000ULL);
+	f_msg(w, 5, &s);
+}
+
+/* ---- response decoding with nanopb ---- */
+
+struct resp {
+	stackrelay_v1_PushResponse m;
+};
+
+static void decode(const struct gw_ingest_result *res, stackrelay_v1_PushResponse *m)
+{
+	pb_istream_t is = pb_istream_from_buffer(res->response, res->response_len);
+	memset(m, 0, sizeof(*m));
+	assert_true(pb_decode(&is, stackrelay_v1_PushResponse_fields, m));
+	assert_non_null(m->protocol_version);
+	assert_int_equal(*m->protocol_version, 1);
+}
+
+static uint64_t accepted(const stackrelay_v1_PushResponse *m)
+{
+	return m->accepted_samples ? *m->accepted_samples : 0;
+}
+
+static bool has_id(pb_bytes_array_t **ids, pb_size_t n, const uint8_t *id, size_t len)
+{
+	for (pb_size_t i = 0; i < n; i++)
+		if (ids[i]->size == len && memcmp(ids[i]->bytes, id, len) == 0)
+			return true;
+	return false;
+}
+
+static uint64_t epoch = 1;
+
+static int run(struct gw_stores *st, struct pbw *w, struct gw_ingest_result *res, stackrelay_v1_PushResponse *m)
+{
+	char err[256] = "";
+	int r = gw_ingest_process(st, w->p, w->len, ++epoch, res, err, sizeof(err));
+	if (r == 0 && m)
+		decode(res, m);
+	else if (r < 0)
+		print_message("ingest: %s\n", err);
+	return r;
+}
+
+static void test_missing_negotiation(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+
+	/* 1: samples only: every stack missing, nothing accepted */
+	add_header(&w, "agent-1", 1);
+	add_sample(&w, STACK_1, 3, "app", "main", NULL);
+	add_sample(&w, STACK_2, 4, "app", "main", NULL);
+	add_sample(&w, STACK_2, 0, "app", "main", NULL); /* count 0: ignored */
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.received, 7);
+	assert_int_equal(res.accepted, 0);
+	assert_int_equal(res.refused_missing, 7);
+	assert_null(res.batch);
+	assert_int_equal(accepted(&m), 0);
+	assert_int_equal(m.missing_stacks_count, 2);
+	assert_true(has_id(m.missing_stacks, m.missing_stacks_count, STACK_1, 16));
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* 2: stacks defined but executable B unknown: stack 2 stays missing, B listed */
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-1", 2);
+	add_sample(&w, STACK_1, 3, "app", "main", NULL); /* samples before definitions on the wire */
+	add_sample(&w, STACK_2, 4, "app", "main", NULL);
+	add_stack(&w, STACK_1, EXE_A);
+	add_stack(&w, STACK_2, EXE_B);
+	add_exe(&w, EXE_A, "a");
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.accepted, 3);
+	assert_int_equal(res.refused_missing, 4);
+	assert_int_equal(accepted(&m), 3);
+	assert_int_equal(m.missing_executables_count, 1);
+	assert_true(has_id(m.missing_executables, 1, EXE_B, 20));
+	assert_int_equal(m.missing_stacks_count, 1);
+	assert_true(has_id(m.missing_stacks, 1, STACK_2, 16));
+	assert_non_null(res.batch);
+	assert_int_equal(res.batch->total_count, 3);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* 3: the resend with every definition is accepted */
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-1", 3);
+	add_exe(&w, EXE_B, "b");
+	add_stack(&w, STACK_2, EXE_B);
+	add_sample(&w, STACK_2, 4, "app", "main", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 4);
+	assert_int_equal(m.missing_stacks_count + m.missing_executables_count + m.missing_kernels_count, 0);
+	struct gw_stack *s2 = res.batch->resources[0].samples[0].stack;
+	assert_int_equal(s2->n_locations, 3);
+	assert_int_equal(s2->locations[0]->kind, GW_FRAME_USER);
+	assert_int_equal(s2->locations[0]->address, 0x1000);
+	assert_string_equal(s2->locations[0]->exe->file_name, "b");
+	assert_int_equal(s2->locations[2]->kind, GW_FRAME_UNKNOWN);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_stores_free(st);
+}
+
+static void test_kernel_and_resources(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+	struct pbw s = { 0 };
+
+	add_header(&w, NULL, 0);
+	add_exe(&w, EXE_A, "a");
+	add_kstack(&w);
+	/* a sample naming the kernel directly */
+	f_bytes(&s, 1, STACK_K, 16);
+	f_varint(&s, 8, 2);
+	f_bytes(&s, 12, KERNEL, sizeof(KERNEL));
+	f_msg(&w, 5, &s);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 0);
+	assert_int_equal(m.missing_kernels_count, 1);
+	assert_int_equal(m.missing_stacks_count, 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+
+	/* with the kernel: accepted; two processes in two containers → resources apart */
+	add_kernel(&w);
+	add_sample(&w, STACK_K, 5, "app", "t1", "c1");
+	add_sample(&w, STACK_K, 6, "app", "t1", "c1");
+	add_sample(&w, STACK_K, 7, "db", "t\xff\xfe", "c2"); /* invalid UTF-8 becomes '?' */
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 2 + 5 + 6 + 7);
+	struct gw_profiles *p = res.batch;
+	assert_int_equal(p->n_resources, 3);
+	assert_int_equal(gw_profiles__check(p), 0);
+	const struct gw_resource *r1 = &p->resources[1], *r2 = &p->resources[2];
+	assert_string_equal(gw_resource__string(r1, "host.name"), "host-1");
+	assert_string_equal(gw_resource__string(r1, "k8s.node.name"), "node-1");
+	assert_string_equal(gw_resource__string(r1, "container.id"), "c1");
+	assert_string_equal(gw_resource__string(r1, "process.executable.name"), "app");
+	assert_int_equal(r1->frequency_hz, 19);
+	assert_int_equal(r1->n_samples, 2);
+	assert_ptr_equal(r1->samples[0].thread_name, r1->samples[1].thread_name); /* interned per request */
+	assert_string_equal(r2->samples[0].thread_name, "t??");
+	assert_int_equal(r1->samples[0].start_ns, 1700000000000000000ULL);
+	assert_int_equal(r1->samples[0].pid, 100);
+	struct gw_stack *ks = r1->samples[0].stack;
+	assert_int_equal(ks->locations[0]->kind, GW_FRAME_KERNEL);
+	assert_string_equal(ks->locations[0]->kernel->release, "6.1.0");
+	assert_int_equal(ks->locations[0]->kernel->n_modules, 1);
+	assert_string_equal(ks->locations[0]->kernel->modules[0].name, "ext4");
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_stores_free(st);
+}
+
+static void test_symbols(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 }, t = { 0 }, sym = { 0 };
+
+	add_header(&w, NULL, 0);
+	add_exe(&w, EXE_A, "a");
+	add_stack(&w, STACK_1, EXE_A);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+
+	/* the symbolizer wants A: a request using it lists A in wanted_symbols */
+	struct gw_executable *a = gw_stores__executable(st, EXE_A, 20);
+	assert_non_null(a);
+	gw_executable__set_want_symbols(a, true);
+	add_sample(&w, STACK_1, 1, "app", NULL, NULL);
+	add_sample(&w, STACK_1, 1, "app2", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	assert_true(has_id(m.wanted_symbols, 1, EXE_A, 20));
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* the upload: unsorted symbols come out sorted; A is no longer wanted */
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	f_bytes(&t, 1, EXE_A, 20);
+	f_varint(&sym, 1, 0x2000);
+	f_varint(&sym, 2, 16);
+	f_str(&sym, 3, "second");
+	f_msg(&t, 2, &sym);
+	f_varint(&sym, 1, 0x1000);
+	f_str(&sym, 3, "first");
+	f_msg(&t, 2, &sym);
+	f_str(&t, 3, ".symtab");
+	f_msg(&w, 9, &t);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 1);
+	struct gw_symbol_table *tab = res.tables[0];
+	assert_ptr_equal(tab->exe, a);
+	assert_int_equal(tab->n_symbols, 2);
+	assert_string_equal(tab->symbols[0].name, "first");
+	assert_int_equal(tab->symbols[1].size, 16);
+	assert_int_equal(tab->n_sources, 1);
+	assert_string_equal(tab->sources[0], ".symtab");
+	assert_string_equal(tab->error, "");
+	assert_false(gw_executable__wants_symbols(a));
+	assert_true(atomic_load(&a->flags) & GW_EXE_SYMBOLS_UPLOADED);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_executable__unref(a);
+	gw_stores_free(st);
+}
+
+static void test_malformed_never_crashes(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	struct pbw w = { 0 };
+	char err[256];
+	unsigned ok = 0, bad = 0;
+
+	add_header(&w, "agent-x", 9);
+	add_exe(&w, EXE_A, "a");
+	add_kernel(&w);
+	add_stack(&w, STACK_1, EXE_A);
+	add_kstack(&w);
+	add_sample(&w, STACK_1, 3, "app", "main", "c");
+	/* Every truncation and every single-byte corruption: a result or a clean error. */
+	for (size_t n = 0; n <= w.len; n++) {
+		int r = gw_ingest_process(st, w.p, n, ++epoch, &res, err, sizeof(err));
+		if (r == 0) {
+			ok++;
+			gw_ingest_result_free(&res);
+		} else {
+			assert_int_equal(r, -EBADMSG);
+			assert_true(strlen(err) > 0);
+			bad++;
+		}
+	}
+	for (size_t i = 0; i < w.len; i++) {
+		uint8_t saved = w.p[i];
+		w.p[i] ^= 0xff;
+		int r = gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err));
+		if (r == 0)
+			gw_ingest_result_free(&res);
+		else
+			assert_int_equal(r, -EBADMSG);
+		w.p[i] = saved;
+	}
+	assert_true(ok > 0 && bad > 0);
+	free(w.p);
+
+	/* a stack over the frame limit */
+	w = (struct pbw){ 0 };
+	struct pbw s = { 0 };
+	add_header(&w, NULL, 0);
+	f_bytes(&s, 1, STACK_2, 16);
+	for (int i = 0; i <= GW_AGENT_MAX_FRAMES_PER_STACK; i++)
+		add_frame(&s, NULL, 0, (uint64_t)i, 3);
+	f_msg(&w, 6, &s);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "frames"));
+	free(w.p);
+
+	/* a wrong wire type for a known field */
+	w = (struct pbw){ 0 };
+	f_str(&w, 1, "one");
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "protocol_version"));
+	free(w.p);
+	gw_stores_free(st);
+}
+
+static void test_header_and_count(void **state)
+{
+	struct pbw w = { 0 };
+	struct gw_ingest_header h;
+	char err[128];
+	uint64_t n;
+
+	add_header(&w, "inst", 42);
+	add_sample(&w, STACK_1, 3, "a", NULL, NULL);
+	add_sample(&w, STACK_2, 4, "a", NULL, NULL);
+	assert_int_equal(gw_ingest_header(w.p, w.len, &h, err, sizeof(err)), 0);
+	assert_int_equal(h.protocol_version, 1);
+	assert_int_equal(h.sequence, 42);
+	assert_int_equal(h.instance_id_len, 4);
+	assert_memory_equal(h.instance_id, "inst", 4);
+	assert_int_equal(h.n_samples, 2);
+	assert_int_equal(h.frequency_hz, 19);
+	assert_int_equal(gw_ingest_count_samples(w.p, w.len, &n), 0);
+	assert_int_equal(n, 7);
+	free(w.p);
+}
+
+static void test_gunzip(void **state)
+{
+	size_t n = 1 << 20;
+	uint8_t *plain = calloc(1, n), *gz = malloc(n), *out;
+	size_t out_len;
+	z_stream z = { 0 };
+
+	assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = plain;
+	z.avail_in = (uInt)n;
+	z.next_out = gz;
+	z.avail_out = (uInt)n;
+	assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t gz_len = z.total_out;
+	deflateEnd(&z);
+
+	assert_int_equal(gw_ingest_gunzip(gz, gz_len, n, &out, &out_len), 0);
+	assert_int_equal(out_len, n);
+	free(out);
+	/* one byte less than it inflates to: a bomb is stopped */
+	assert_int_equal(gw_ingest_gunzip(gz, gz_len, n - 1, &out, &out_len), -EFBIG);
+	assert_int_equal(gw_ingest_gunzip(gz, gz_len / 2, n, &out, &out_len), -EBADMSG);
+	assert_int_equal(gw_ingest_gunzip((const uint8_t *)"plain", 5, n, &out, &out_len), -EBADMSG);
+	free(plain);
+	free(gz);
+}
+
+static void test_dedupe(void **state)
+{
+	struct gw_dedupe *d = gw_dedupe_new(3, 1 << 20);
+	uint8_t *r;
+	size_t len;
+
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 1, &r, &len), -ENOENT);
+	for (uint64_t s = 1; s <= 4; s++)
+		assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, (const uint8_t *)"resp", 4), 0);
+	assert_int_equal(gw_dedupe__entries(d), 3);
+	/* the oldest went */
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 1, &r, &len), -ENOENT);
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 4, &r, &len), 0);
+	assert_int_equal(len, 4);
+	assert_memory_equal(r, "resp", 4);
+	free(r);
+	/* same sequence, other instance: different request */
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"b", 1, 4, &r, &len), -ENOENT);
+	gw_dedupe_free(d);
+
+	/* bounded by bytes too */
+	d = gw_dedupe_new(1000, 1024);
+	uint8_t big[300] = { 0 };
+	for (uint64_t s = 0; s < 10; s++)
+		gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, big, sizeof(big));
+	assert_true(gw_dedupe__entries(d) <= 3);
+	gw_dedupe_free(d);
+	/* disabled */
+	d = gw_dedupe_new(0, 0);
+	assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, 1, big, 1), 0);
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 1, &r, &len), -ENOENT);
+	gw_dedupe_free(d);
+}
+
+static void test_error_response(void **state)
+{
+	uint8_t *b;
+	size_t len;
+	stackrelay_v1_PushResponse m = { 0 };
+
+	assert_int_equal(gw_ingest_encode_error(1500, "over the limit", &b, &len), 0);
+	pb_istream_t is = pb_istream_from_buffer(b, len);
+	assert_true(pb_decode(&is, stackrelay_v1_PushResponse_fields, &m));
+	assert_int_equal(*m.retry_after_ms, 1500);
+	assert_string_equal(m.error, "over the limit");
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_missing_negotiation),
+		cmocka_unit_test(test_kernel_and_resources),
+		cmocka_unit_test(test_symbols),
+		cmocka_unit_test(test_malformed_never_crashes),
+		cmocka_unit_test(test_header_and_count),
+		cmocka_unit_test(test_gunzip),
+		cmocka_unit_test(test_dedupe),
+		cmocka_unit_test(test_error_response),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
