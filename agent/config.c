@@ -45,7 +45,7 @@ static const struct sr_field gateway_fields[] = {
 	SR_FIELD_BYTES("max_symbol_upload_size", struct agent_gateway_config, max_symbol_upload_bytes, .def = "8MiB",
 		       .min = 4096, .max = 1LL << 30,
 		       .doc = "Largest symbol table uploaded for one executable; keep it below the gateway receiver's "
-			      "max_request_bytes (16MiB)."),
+			      "max_request_bytes (32MiB)."),
 	SR_FIELD_END,
 };
 

@@ -75,10 +75,17 @@ static void shutdown_done(struct gw_runtime *rt, bool timed_out, void *userdata)
 
 	(void)rt;
 	g->timed_out = timed_out;
-	if (timed_out)
-		sr_log_warn("gateway", "shutdown timeout expired before every component finished", "");
-	else
-		sr_log_info("gateway", "shutdown complete", "");
+	if (timed_out) {
+		/*
+		 * Work already running on libuv's worker threads cannot be
+		 * cancelled; waiting for it would overrun the timeout the
+		 * operator set. What was not delivered was counted as dropped.
+		 */
+		sr_log_warn("gateway", "shutdown timeout expired before every component finished; exiting now", "");
+		uv_stop(&g->loop);
+		return;
+	}
+	sr_log_info("gateway", "shutdown complete", "");
 	uv_close((uv_handle_t *)&g->sigterm, NULL);
 	uv_close((uv_handle_t *)&g->sigint, NULL);
 	uv_close((uv_handle_t *)&g->sighup, NULL);
@@ -249,6 +256,10 @@ int main(int argc, char **argv)
 	sr_log_info("gateway", "running", "version=%s config=%s components=%zu pipelines=%zu", SR_VERSION,
 		    g.config_path ? g.config_path : "built-in", g.cfg->n_components, g.cfg->n_pipelines);
 	uv_run(&g.loop, UV_RUN_DEFAULT);
+	if (g.timed_out) {
+		fflush(stderr);
+		exit(0);
+	}
 	ret = 0;
 
 out_runtime:
