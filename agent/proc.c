@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "htab.h"
+#include "proc.h"
+#include "procmaps.h"
+#include "util.h"
+#include "stackrelay/v1/types.pb.h"
+
+/* Above this no user mapping exists on 64-bit Linux (x86-64 and arm64 with 5-level tables: 57 bits). */
+#define AGENT_USER_ADDR_LIMIT (1ULL << 57)
+
+struct agent_exe {
+	uint64_t key[4]; /* dev, ino, mtime_ns, size */
+	struct agent_elf_info elf;
+	int64_t store_idx; /* < 0: not identifiable */
+	uint32_t refs;
+};
+
+struct agent_procs {
+	struct agent_htab procs;
+	struct agent_htab exes;
+	struct agent_store *store;
+	uint64_t max_processes;
+	long clk_tck;
+	struct agent_exe *vdso;
+	struct agent_procs_stats stats;
+};
+
+static const void *proc_key(const void *v, size_t *len)
+{
+	*len = sizeof(((struct agent_proc *)0)->key);
+	return ((const struct agent_proc *)v)->key;
+}
+
+static const void *exe_key(const void *v, size_t *len)
+{
+	*len = sizeof(((struct agent_exe *)0)->key);
+	return ((const struct agent_exe *)v)->key;
+}
+
+static void make_key(uint8_t key[12], uint32_t pid, uint64_t start_ns)
+{
+	memcpy(key, &pid, 4);
+	memcpy(key + 4, &start_ns, 8);
+}
+
+/* The vDSO is the same image in every (64-bit) process: identify it once from our own. */
+static struct agent_exe *load_vdso(struct agent_procs *p)
+{
+	unsigned long base = getauxval(AT_SYSINFO_EHDR);
+	char *maps = NULL;
+	size_t len, n = 0;
+	struct agent_map *m = NULL;
+	struct agent_exe *e = NULL;
+	struct agent_exe_def def = { 0 };
+	uint64_t size = 0;
+
+	if (!base || agent_read_file("/proc/self/maps", AGENT_MAPS_MAX_BYTES, &maps, &len) < 0)
+		return NULL;
+	if (agent_procmaps_parse(maps, len, false, &m, &n, NULL) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if (m[i].kind == AGENT_MAP_VDSO && m[i].start == base)
+			size = m[i].end - m[i].start;
+	if (!size)
+		goto out;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto out;
+	e->store_idx = -1;
+	e->refs = 1; /* never evicted */
+	if (agent_elf_read_mem((const void *)base, size, &e->elf) < 0 || !e->elf.build_id_len)
+		goto out;
+	memcpy(def.id, e->elf.build_id, e->elf.build_id_len);
+	def.id_len = e->elf.build_id_len;
+	def.id_kind = stackrelay_v1_ExecutableIdKind_EXECUTABLE_ID_KIND_GNU_BUILD_ID;
+	def.path = "[vdso]";
+	def.size = size;
+	e->store_idx = agent_store__add_exe(p->store, &def);
+out:
+	agent_procmaps_free(m, n);
+	free(maps);
+	return e;
+}
+
+struct agent_procs *agent_procs_new(struct agent_store *store, uint64_t max_processes)
+{
+	struct agent_procs *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	agent_htab_init(&p->procs, proc_key);
+	agent_htab_init(&p->exes, exe_key);
+	p->store = store;
+	p->max_processes = max_processes ? max_processes : AGENT_DEFAULT_MAX_PROCESSES;
+	p->clk_tck = sysconf(_SC_CLK_TCK);
+	if (p->clk_tck <= 0)
+		p->clk_tck = 100;
+	p->vdso = load_vdso(p);
+	return p;
+}
+
+static void exe_unref(struct agent_exe *e)
+{
+	if (e && e->refs > 0)
+		e->refs--;
+}
+
+static void proc_clear_maps(struct agent_proc *proc)
+{
+	for (size_t i = 0; i < proc->n_maps; i++)
+		exe_unref(proc->maps[i].exe);
+	SR_FREE(proc->maps);
+	proc->n_maps = 0;
+}
+
+static void proc_free(struct agent_proc *proc)
+{
+	if (!proc)
+		return;
+	proc_clear_maps(proc);
+	free(proc->exe_path);
+	free(proc);
+}
+
+void agent_procs_free(struct agent_procs *p)
+{
+	void *v;
+
+	if (!p)
+		return;
+	for (size_t i = 0; (v = agent_htab__next(&p->procs, &i));)
+		proc_free(v);
+	agent_htab_done(&p->procs);
+	for (size_t i = 0; (v = agent_htab__next(&p->exes, &i));)
+		free(v);
+	agent_htab_done(&p->exes);
+	free(p->vdso);
+	free(p);
+}
+
+static uint64_t timespec_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000ULL + (uint64_t)ts->tv_nsec;
+}
+
+/* Drop unused identified files when the cache is over its limit. */
+static void exes_trim(struct agent_procs *p)
+{
+	struct agent_exe *e;
+
+	if (p->exes.n < AGENT_EXE_CACHE_MAX)
+		return;
+	for (size_t i = 0; (e = agent_htab__next(&p->exes, &i));) {
+		if (e->refs == 0) {
+			agent_htab__remove(&p->exes, e->key, sizeof(e->key));
+			free(e);
+			/* Removing leaves a tombstone, so iteration can go on. */
+		}
+	}
+}
+
+/* Identify the file behind one mapping. Returns a referenced cache entry or NULL. */
+static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *proc, const struct agent_map *m)
+{
+	char mf[96], *rootpath = NULL;
+	const char *opened = NULL;
+	struct stat st;
+	uint64_t key[4];
+	struct agent_exe *e;
+	struct agent_exe_def def = { 0 };
+	int fd = -1;
+
+	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	if (stat(mf, &st) == 0) {
+		opened = mf;
+	} else {
+		if (m->deleted || asprintf(&rootpath, "/proc/%u/root%s", proc->pid, m->path) < 0) {
+			rootpath = NULL;
+			return NULL;
+		}
+		/* Without map_files access, trust the root path only if it is the same inode. */
+		if (stat(rootpath, &st) < 0 || (uint64_t)st.st_ino != m->inode)
+			goto fail;
+		opened = rootpath;
+	}
+	if (!S_ISREG(st.st_mode))
+		goto fail;
+	key[0] = (uint64_t)st.st_dev;
+	key[1] = (uint64_t)st.st_ino;
+	key[2] = timespec_ns(&st.st_mtim);
+	key[3] = (uint64_t)st.st_size;
+	e = agent_htab__get(&p->exes, key, sizeof(key));
+	if (e)
+		goto found;
+
+	exes_trim(p);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto fail;
+	memcpy(e->key, key, sizeof(key));
+	e->store_idx = -1;
+	p->stats.elf_reads++;
+	fd = open(opened, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && agent_elf_read_fd(fd, &e->elf) == 0) {
+		def.path = m->path;
+		def.size = (uint64_t)st.st_size;
+		def.debuglink = e->elf.debuglink;
+		def.is_go = e->elf.is_go;
+		def.dev = key[0];
+		def.ino = key[1];
+		if (e->elf.build_id_len) {
+			memcpy(def.id, e->elf.build_id, e->elf.build_id_len);
+			def.id_len = e->elf.build_id_len;
+			def.id_kind = stackrelay_v1_ExecutableIdKind_EXECUTABLE_ID_KIND_GNU_BUILD_ID;
+			e->store_idx = agent_store__add_exe(p->store, &def);
+		} else if (agent_content_hash_fd(fd, (uint64_t)st.st_size, def.id) == 0) {
+			def.id_len = 16;
+			def.id_kind = stackrelay_v1_ExecutableIdKind_EXECUTABLE_ID_KIND_CONTENT_HASH;
+			e->store_idx = agent_store__add_exe(p->store, &def);
+		}
+	} else {
+		p->stats.elf_errors++;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (agent_htab__put(&p->exes, e) < 0) {
+		free(e);
+		goto fail;
+	}
+found:
+	if (e->store_idx >= 0)
+		agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, m->start, m->end,
+				      m->path);
+	e->refs++;
+	free(rootpath);
+	return e;
+fail:
+	free(rootpath);
+	return NULL;
+}
+
+static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t now_ns)
+{
+	char path[64], *buf = NULL;
+	struct agent_map *m = NULL;
+	size_t len, n = 0;
+	int r;
+
+	proc->maps_read_ns = now_ns;
+	proc->refresh_free = false;
+	p->stats.maps_reads++;
+	snprintf(path, sizeof(path), "/proc/%u/maps", proc->pid);
+	r = agent_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
+	if (r < 0) {
+		p->stats.maps_read_errors++;
+		if (r == -ENOENT || r == -ESRCH)
+			proc->exited = true;
+		return;
+	}
+	/* -E2BIG still returns the first entries: better than none. */
+	r = agent_procmaps_parse(buf, len, true, &m, &n, NULL);
+	free(buf);
+	if (r < 0 && r != -E2BIG) {
+		p->stats.maps_read_errors++;
+		return;
+	}
+	proc_clear_maps(proc);
+	if (n) {
+		proc->maps = calloc(n, sizeof(*proc->maps));
+		if (!proc->maps) {
+			agent_procmaps_free(m, n);
+			return;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct agent_proc_map *pm = &proc->maps[i];
+		pm->start = m[i].start;
+		pm->end = m[i].end;
+		pm->offset = m[i].offset;
+		if (m[i].kind == AGENT_MAP_FILE && m[i].path && m[i].path[0] == '/')
+			pm->exe = resolve_file(p, proc, &m[i]);
+		else if (m[i].kind == AGENT_MAP_VDSO && p->vdso && p->vdso->store_idx >= 0) {
+			pm->exe = p->vdso;
+			pm->exe->refs++;
+		}
+	}
+	proc->n_maps = n;
+	proc->maps_ok = true;
+	agent_procmaps_free(m, n);
+}
+
+static uint64_t now_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return timespec_ns(&ts);
+}
+
+/* /proc/PID/stat: comm in parentheses (may hold spaces and ')'), field 22 the start time in ticks. */
+static int read_stat_start(uint32_t pid, uint64_t *ret_ticks)
+{
+	char path[64], *buf = NULL, *p;
+	size_t len;
+	unsigned long long ticks;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	r = agent_read_file(path, 8192, &buf, &len);
+	if (r < 0)
+		return r;
+	p = strrchr(buf, ')');
+	/* After ")": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
+	 * cutime cstime priority nice num_threads itrealvalue starttime(22) */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &ticks) != 1) {
+		free(buf);
+		return -EINVAL;
+	}
+	free(buf);
+	*ret_ticks = ticks;
+	return 0;
+}
+
+static void read_proc(struct agent_procs *p, struct agent_proc *proc)
+{
+	char path[64], buf[PATH_MAX], *cg = NULL;
+	size_t len;
+	uint64_t ticks;
+	ssize_t n;
+
+	/* The start time in /proc must be the one BPF saw, or this PID is already another process. */
+	if (read_stat_start(proc->pid, &ticks) < 0 ||
+	    ticks != proc->start_ns / (1000000000ULL / (uint64_t)p->clk_tck)) {
+		proc->exited = true;
+		return;
+	}
+	/* Names come with every sample from BPF (thread and group leader comm); no /proc/PID/comm read. */
+	snprintf(path, sizeof(path), "/proc/%u/exe", proc->pid);
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		free(proc->exe_path);
+		proc->exe_path = strdup(buf);
+	}
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", proc->pid);
+	if (agent_read_file(path, 1 << 20, &cg, &len) == 0) {
+		agent_cgroup_parse(cg, len, &proc->cg);
+		free(cg);
+	}
+	read_maps(p, proc, now_mono_ns());
+	proc->refresh_free = true;
+}
+
+static struct agent_proc *lookup(struct agent_procs *p, uint32_t pid, uint64_t start_ns)
+{
+	uint8_t key[12];
+
+	make_key(key, pid, start_ns);
+	return agent_htab__get(&p->procs, key, sizeof(key));
+}
+
+struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window)
+{
+	struct agent_proc *proc = lookup(p, pid, start_ns);
+
+	if (proc) {
+		proc->last_window = window;
+		if (proc->stale) {
+			proc->stale = false;
+			proc_clear_maps(proc);
+			proc->maps_ok = false;
+			read_proc(p, proc);
+		}
+		return proc;
+	}
+	proc = calloc(1, sizeof(*proc));
+	if (!proc)
+		return NULL;
+	make_key(proc->key, pid, start_ns);
+	proc->pid = pid;
+	proc->start_ns = start_ns;
+	proc->last_window = window;
+	if (agent_htab__put(&p->procs, proc) < 0) {
+		free(proc);
+		return NULL;
+	}
+	read_proc(p, proc);
+	return proc;
+}
+
+void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window)
+{
+	struct agent_proc *proc = lookup(p, pid, start_ns);
+
+	(void)window;
+	/*
+	 * Reading now would be wasted on the many processes (compilers,
+	 * shells) that exit before any sample: the next sample, which wakes
+	 * the agent, reads instead.
+	 */
+	if (proc)
+		proc->stale = true;
+}
+
+void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns)
+{
+	struct agent_proc *proc = lookup(p, pid, start_ns);
+
+	if (proc)
+		proc->exited = true;
+}
+
+void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uint64_t addr, uint64_t now_ns,
+			     struct agent_frame *ret)
+{
+	const struct agent_proc_map *m = NULL;
+	uint64_t vaddr;
+
+	ret->address = addr;
+	ret->exe = AGENT_EXE_NONE;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		size_t lo = 0, hi = proc->n_maps;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (proc->maps[mid].start <= addr)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo > 0 && addr < proc->maps[lo - 1].end) {
+			m = &proc->maps[lo - 1];
+			break;
+		}
+		/* A library loaded after we read the maps (dlopen): read them again, not too often. */
+		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT)
+			return;
+		/* Nothing known at all (read mid-exec, or it failed): retry sooner. */
+		if (!proc->refresh_free && now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS
+										       : AGENT_MAPS_RETRY_EMPTY_NS))
+			return;
+		read_maps(p, proc, now_ns);
+	}
+	if (!m || !m->exe || m->exe->store_idx < 0)
+		return;
+	if (agent_elf_offset_to_vaddr(&m->exe->elf, addr - m->start + m->offset, &vaddr) < 0)
+		return;
+	ret->address = vaddr;
+	ret->exe = (uint32_t)m->exe->store_idx;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_USER;
+}
+
+static int cmp_window(const void *a, const void *b)
+{
+	const struct agent_proc *x = *(struct agent_proc *const *)a, *y = *(struct agent_proc *const *)b;
+
+	return x->last_window < y->last_window ? -1 : x->last_window > y->last_window;
+}
+
+void agent_procs__gc(struct agent_procs *p, uint64_t window)
+{
+	struct agent_proc *proc, **all;
+	size_t n = 0;
+
+	all = malloc((p->procs.n + 1) * sizeof(*all));
+	if (!all)
+		return;
+	for (size_t i = 0; (proc = agent_htab__next(&p->procs, &i));)
+		all[n++] = proc;
+	qsort(all, n, sizeof(*all), cmp_window);
+	for (size_t i = 0; i < n; i++) {
+		bool over = (n - i) > p->max_processes;
+		proc = all[i];
+		if (over || proc->exited || proc->last_window + AGENT_PROC_IDLE_WINDOWS < window) {
+			agent_htab__remove(&p->procs, proc->key, sizeof(proc->key));
+			proc_free(proc);
+			p->stats.processes_retired++;
+		}
+	}
+	free(all);
+	exes_trim(p);
+}
+
+void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret)
+{
+	*ret = p->stats;
+	ret->processes = p->procs.n;
+	ret->executables_cached = p->exes.n;
+}

@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * agent_run(): the profiling loop. One thread polls the ring buffer and turns
+ * each sample into a content-addressed stack right away (the process may be
+ * gone a moment later), counts it into the current window, and once per
+ * report interval hands the window to --output and/or the sender.
+ *
+ * Accounting: every sample the BPF program accepted ends up in exactly one
+ * of: a window's counts, DropCounters.ring_buffer_full (lost in the kernel),
+ * stack_errors (no frame at all), buffer_overflow (window or stack store
+ * full). The totals are logged at exit and exported as metrics.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/types.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "aggregate.h"
+#include "agent/config.h"
+#include "event.h"
+#include "kernel.h"
+#include "log.h"
+#include "metrics.h"
+#include "output.h"
+#include "proc.h"
+#include "profile.h"
+#include "run.h"
+#include "sampler.h"
+#include "store.h"
+#include "units.h"
+#include "util.h"
+
+#define DEFAULT_REPORT_INTERVAL_NS (10 * SR_NSEC_PER_SEC)
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+struct run_ctx {
+	const struct agent_config *cfg;
+	struct agent_store *store;
+	struct agent_procs *procs;
+	struct agent_agg *agg;
+	struct agent_sampler *sampler;
+	struct agent_output *out;
+	struct agent_sender *sender;
+	struct agent_metrics_server *metrics;
+	struct agent_info info;
+	bool have_kernel;
+	uint8_t kernel_id[AGENT_KERNEL_ID_LEN];
+	long clk_tck;
+	uint64_t window;
+	uint64_t window_start_unix;
+	uint64_t now_mono;
+	/* This window's user-space drops. */
+	uint64_t win_stack_errors, win_overflow;
+	uint64_t bpf_lost_reported; /* ring-buffer losses already put in a batch */
+
+	pthread_mutex_t lock;		   /* guards stats for the metrics thread */
+	struct agent_run_stats stats;	   /* the loop's own; the loop thread only */
+	struct agent_run_stats stats_snap; /* copy for the metrics thread */
+	uint64_t bpf[PROFILE_CNT__MAX];
+	uint64_t *bpf_lost_per_cpu;
+	int n_cpus;
+	struct agent_store_stats store_stats;
+	struct agent_procs_stats procs_stats;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * SR_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
+{
+	const struct profile_sample *s = ev->sample;
+	struct agent_frame frames[2 * PROFILE_MAX_STACK_DEPTH];
+	struct agent_agg_key key = { 0 };
+	struct agent_agg_labels labels = { 0 };
+	struct agent_proc *proc = NULL;
+	bool kthread = (s->flags & PROFILE_SAMPLE_KTHREAD) || s->hdr.pid == 0;
+	size_t n = 0;
+	int r;
+
+	c->stats.samples_received++;
+	if (ev->n_kstack == 0 && ev->n_ustack == 0) {
+		c->win_stack_errors++;
+		c->stats.dropped_stack_errors++;
+		return;
+	}
+	/*
+	 * Leaf first: kernel frames, then user frames. Every frame but the
+	 * first of each stack is a return address; one byte back is the call
+	 * instruction, which lies in the calling function even when the call
+	 * is the last instruction of it (noreturn callees).
+	 */
+	for (size_t i = 0; i < ev->n_kstack; i++) {
+		frames[n].address = s->kstack[i] - (i > 0 ? 1 : 0);
+		frames[n].exe = c->have_kernel ? AGENT_EXE_KERNEL : AGENT_EXE_NONE;
+		frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
+		n++;
+	}
+	if (ev->n_ustack > 0 && !kthread) {
+		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
+		for (size_t i = 0; i < ev->n_ustack; i++) {
+			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
+			if (proc) {
+				agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]);
+			} else {
+				frames[n].address = addr;
+				frames[n].exe = AGENT_EXE_NONE;
+				frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+			}
+			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER)
+				c->stats.frames_unattributed++;
+			n++;
+		}
+	} else if (!kthread) {
+		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
+	}
+	r = agent_store__intern_stack(
+		c->store, frames, n, ev->n_kstack == PROFILE_MAX_STACK_DEPTH || ev->n_ustack == PROFILE_MAX_STACK_DEPTH,
+		c->window, key.stack_id);
+	if (r < 0) {
+		c->win_overflow++;
+		c->stats.dropped_overflow++;
+		return;
+	}
+	key.pid = s->hdr.pid;
+	key.tid = s->hdr.tid;
+	key.start_ns = s->hdr.start_boottime_ns;
+	labels.thread_name = ev->comm;
+	labels.process_name = ev->pcomm;
+	labels.exe_path = proc ? proc->exe_path : NULL;
+	labels.cg = proc ? &proc->cg : NULL;
+	labels.kernel = ev->n_kstack > 0;
+	r = agent_agg__add(c->agg, &key, &labels);
+	if (r < 0) {
+		c->win_overflow++;
+		c->stats.dropped_overflow++;
+		return;
+	}
+	c->stats.samples_aggregated++;
+}
+
+static int on_record(void *ctx, const void *data, size_t len)
+{
+	struct run_ctx *c = ctx;
+	struct agent_event ev;
+
+	if (agent_event_decode(data, len, &ev) < 0) {
+		c->stats.bad_records++;
+		return 0;
+	}
+	switch (ev.type) {
+	case PROFILE_EVENT_SAMPLE:
+		handle_sample(c, &ev);
+		break;
+	case PROFILE_EVENT_EXEC:
+		c->stats.execs++;
+		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, c->window);
+		break;
+	case PROFILE_EVENT_EXIT:
+		c->stats.exits++;
+		agent_procs__exit(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns);
+		break;
+	}
+	return 0;
+}
+
+/* Refreshes what the metrics endpoint shows. */
+static void update_stats(struct run_ctx *c)
+{
+	uint64_t bpf[PROFILE_CNT__MAX] = { 0 };
+	uint64_t *per_cpu = calloc((size_t)c->n_cpus + 1, sizeof(uint64_t));
+
+	if (c->sampler)
+		agent_sampler__counters(c->sampler, bpf, per_cpu);
+	pthread_mutex_lock(&c->lock);
+	memcpy(c->bpf, bpf, sizeof(bpf));
+	if (per_cpu && c->bpf_lost_per_cpu)
+		memcpy(c->bpf_lost_per_cpu, per_cpu, (size_t)c->n_cpus * sizeof(uint64_t));
+	free(per_cpu);
+	c->stats_snap = c->stats;
+	agent_store__stats(c->store, &c->store_stats);
+	agent_procs__stats(c->procs, &c->procs_stats);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static int flush_window(struct run_ctx *c, uint64_t end_unix)
+{
+	struct agent_batch b;
+	uint64_t bpf[PROFILE_CNT__MAX] = { 0 }, lost;
+	int r;
+
+	if (c->sampler)
+		agent_sampler__counters(c->sampler, bpf, NULL);
+	lost = bpf[PROFILE_CNT_LOST_RINGBUF] - c->bpf_lost_reported;
+	r = agent_agg__flush(c->agg, c->window_start_unix, end_unix, c->have_kernel ? c->kernel_id : NULL,
+			     AGENT_KERNEL_ID_LEN, (uint32_t)c->cfg->profiling.frequency_hz, c->clk_tck, &b);
+	if (r < 0)
+		return r;
+	c->bpf_lost_reported += lost;
+	if (lost)
+		b.drops.ring_buffer_full = agent_pb_u64(lost);
+	if (c->win_stack_errors)
+		b.drops.stack_errors = agent_pb_u64(c->win_stack_errors);
+	if (c->win_overflow)
+		b.drops.buffer_overflow = agent_pb_u64(c->win_overflow);
+	c->win_stack_errors = c->win_overflow = 0;
+	c->stats.windows++;
+	c->stats.samples_exported += b.total_count;
+
+	if (c->out && (b.n_samples || lost)) {
+		r = agent_output__write(c->out, c->store, &b);
+		if (r < 0)
+			sr_log_error("agent", "cannot write output; samples of this window are lost", "error=\"%s\"",
+				     strerror(-r));
+	}
+	if (c->sender && (b.n_samples || b.drops.ring_buffer_full || b.drops.stack_errors || b.drops.buffer_overflow))
+		agent_sender__submit(c->sender, &b);
+	agent_batch_free(&b);
+	sr_log_debug("agent", "window flushed", "window=%" PRIu64 " samples=%" PRIu64, c->window,
+		     c->stats.samples_exported);
+	agent_procs__gc(c->procs, c->window + 1);
+	c->window++;
+	c->window_start_unix = end_unix;
+	return 0;
+}
+
+static uint64_t rss_bytes(void)
+{
+	char *buf = NULL;
+	size_t len;
+	unsigned long long pages = 0;
+
+	if (agent_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
+		if (sscanf(buf, "%*u %llu", &pages) != 1)
+			pages = 0;
+		free(buf);
+	}
+	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void render_metrics(void *ctx, FILE *f)
+{
+	static const char *const filtered[] = {
+		[PROFILE_CNT_FILTERED_IDLE] = "idle",
+		[PROFILE_CNT_FILTERED_KTHREAD] = "kernel_thread",
+		[PROFILE_CNT_FILTERED_PID] = "pid",
+		[PROFILE_CNT_FILTERED_CGROUP] = "cgroup",
+	};
+	struct run_ctx *c = ctx;
+	struct rusage ru;
+	double cpu = 0;
+
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+		      ru.ru_stime.tv_usec / 1e6;
+	pthread_mutex_lock(&c->lock);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_total Samples the BPF program took (after filters).\n"
+		"# TYPE stackrelay_agent_samples_total counter\n"
+		"stackrelay_agent_samples_total %" PRIu64 "\n",
+		c->bpf[PROFILE_CNT_SAMPLES]);
+	fprintf(f, "# HELP stackrelay_agent_samples_filtered_total Samples skipped in BPF, by filter.\n"
+		   "# TYPE stackrelay_agent_samples_filtered_total counter\n");
+	for (int i = PROFILE_CNT_FILTERED_IDLE; i <= PROFILE_CNT_FILTERED_CGROUP; i++)
+		fprintf(f, "stackrelay_agent_samples_filtered_total{filter=\"%s\"} %" PRIu64 "\n", filtered[i],
+			c->bpf[i]);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_lost_total Samples lost because the ring buffer was full, per CPU.\n"
+		"# TYPE stackrelay_agent_samples_lost_total counter\n");
+	for (int i = 0; i < c->n_cpus; i++)
+		fprintf(f, "stackrelay_agent_samples_lost_total{cpu=\"%d\"} %" PRIu64 "\n", i,
+			c->bpf_lost_per_cpu ? c->bpf_lost_per_cpu[i] : 0);
+	fprintf(f,
+		"# HELP stackrelay_agent_stack_errors_total bpf_get_stack() failures, by stack.\n"
+		"# TYPE stackrelay_agent_stack_errors_total counter\n"
+		"stackrelay_agent_stack_errors_total{stack=\"kernel\"} %" PRIu64 "\n"
+		"stackrelay_agent_stack_errors_total{stack=\"user\"} %" PRIu64 "\n",
+		c->bpf[PROFILE_CNT_KSTACK_ERR], c->bpf[PROFILE_CNT_USTACK_ERR]);
+	fprintf(f,
+		"# HELP stackrelay_agent_task_events_lost_total Exec/exit records lost (ring buffer full).\n"
+		"# TYPE stackrelay_agent_task_events_lost_total counter\n"
+		"stackrelay_agent_task_events_lost_total %" PRIu64 "\n",
+		c->bpf[PROFILE_CNT_TASK_EVENTS_LOST]);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_exported_total Sample counts handed to output/sender.\n"
+		"# TYPE stackrelay_agent_samples_exported_total counter\n"
+		"stackrelay_agent_samples_exported_total %" PRIu64 "\n",
+		c->stats_snap.samples_exported);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_dropped_total Samples dropped in user space, by reason.\n"
+		"# TYPE stackrelay_agent_samples_dropped_total counter\n"
+		"stackrelay_agent_samples_dropped_total{reason=\"stack_error\"} %" PRIu64 "\n"
+		"stackrelay_agent_samples_dropped_total{reason=\"overflow\"} %" PRIu64 "\n",
+		c->stats_snap.dropped_stack_errors, c->stats_snap.dropped_overflow);
+	fprintf(f,
+		"# HELP stackrelay_agent_frames_unattributed_total User frames not in any file mapping (JIT, "
+		"anonymous, process gone).\n"
+		"# TYPE stackrelay_agent_frames_unattributed_total counter\n"
+		"stackrelay_agent_frames_unattributed_total %" PRIu64 "\n",
+		c->stats_snap.frames_unattributed);
+	fprintf(f,
+		"# HELP stackrelay_agent_processes Processes in the mapping cache.\n"
+		"# TYPE stackrelay_agent_processes gauge\n"
+		"stackrelay_agent_processes %" PRIu64 "\n"
+		"# HELP stackrelay_agent_executables_cached Files identified (by dev, inode, mtime).\n"
+		"# TYPE stackrelay_agent_executables_cached gauge\n"
+		"stackrelay_agent_executables_cached %" PRIu64 "\n"
+		"# HELP stackrelay_agent_maps_reads_total /proc/PID/maps reads.\n"
+		"# TYPE stackrelay_agent_maps_reads_total counter\n"
+		"stackrelay_agent_maps_reads_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_elf_reads_total ELF files read to identify them.\n"
+		"# TYPE stackrelay_agent_elf_reads_total counter\n"
+		"stackrelay_agent_elf_reads_total %" PRIu64 "\n",
+		c->procs_stats.processes, c->procs_stats.executables_cached, c->procs_stats.maps_reads,
+		c->procs_stats.elf_reads);
+	fprintf(f,
+		"# HELP stackrelay_agent_store_stacks Stack definitions held.\n"
+		"# TYPE stackrelay_agent_store_stacks gauge\n"
+		"stackrelay_agent_store_stacks %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_stacks_evicted_total Stack definitions evicted (max_stacks).\n"
+		"# TYPE stackrelay_agent_store_stacks_evicted_total counter\n"
+		"stackrelay_agent_store_stacks_evicted_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_executables Executable definitions held.\n"
+		"# TYPE stackrelay_agent_store_executables gauge\n"
+		"stackrelay_agent_store_executables %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_bytes Approximate heap bytes of the definition store.\n"
+		"# TYPE stackrelay_agent_store_bytes gauge\n"
+		"stackrelay_agent_store_bytes %" PRIu64 "\n",
+		c->store_stats.stacks, c->store_stats.stacks_evicted, c->store_stats.executables, c->store_stats.bytes);
+	fprintf(f,
+		"# HELP stackrelay_agent_windows_total Report windows flushed.\n"
+		"# TYPE stackrelay_agent_windows_total counter\n"
+		"stackrelay_agent_windows_total %" PRIu64 "\n",
+		c->stats_snap.windows);
+	pthread_mutex_unlock(&c->lock);
+	fprintf(f,
+		"# HELP process_cpu_seconds_total User and system CPU time of the agent.\n"
+		"# TYPE process_cpu_seconds_total counter\n"
+		"process_cpu_seconds_total %.3f\n"
+		"# HELP process_resident_memory_bytes Resident memory of the agent.\n"
+		"# TYPE process_resident_memory_bytes gauge\n"
+		"process_resident_memory_bytes %" PRIu64 "\n",
+		cpu, rss_bytes());
+	if (c->sender) {
+		struct agent_sender_stats ss;
+		agent_sender__stats(c->sender, &ss);
+		fprintf(f,
+			"# HELP stackrelay_agent_sender_samples_accepted_total Sample counts the gateway accepted.\n"
+			"# TYPE stackrelay_agent_sender_samples_accepted_total counter\n"
+			"stackrelay_agent_sender_samples_accepted_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_sender_samples_dropped_total Sample counts the sender dropped.\n"
+			"# TYPE stackrelay_agent_sender_samples_dropped_total counter\n"
+			"stackrelay_agent_sender_samples_dropped_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_sender_buffered_bytes Bytes waiting to be sent.\n"
+			"# TYPE stackrelay_agent_sender_buffered_bytes gauge\n"
+			"stackrelay_agent_sender_buffered_bytes %" PRIu64 "\n",
+			ss.samples_accepted, ss.samples_dropped, ss.buffered_bytes);
+	}
+}
+
+/* profiling.pids (strings) and profiling.cgroups (paths) to what the BPF maps hold. */
+static int resolve_filters(const struct agent_config *cfg, uint32_t **ret_pids, uint64_t **ret_cgroups)
+{
+	const struct agent_profiling_config *p = &cfg->profiling;
+	uint32_t *pids = NULL;
+	uint64_t *cgs = NULL;
+	int r = 0;
+
+	if (p->n_pids) {
+		pids = calloc(p->n_pids, sizeof(*pids));
+		if (!pids)
+			return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < p->n_pids; i++) {
+		char *end;
+		unsigned long v;
+		errno = 0;
+		v = strtoul(p->pids[i], &end, 10);
+		if (!p->pids[i][0] || *end || errno || v == 0 || v > INT32_MAX) {
+			sr_log_error("agent", "profiling.pids: not a process ID", "value=\"%s\"", p->pids[i]);
+			r = -EINVAL;
+			goto fail;
+		}
+		pids[i] = (uint32_t)v;
+	}
+	if (p->n_cgroups) {
+		cgs = calloc(p->n_cgroups, sizeof(*cgs));
+		if (!cgs) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
+	for (uint32_t i = 0; i < p->n_cgroups; i++) {
+		r = agent_cgroup_id(p->cgroups[i], &cgs[i]);
+		if (r < 0) {
+			sr_log_error("agent", "profiling.cgroups: not a cgroup v2 directory",
+				     "path=\"%s\" error=\"%s\"", p->cgroups[i], strerror(-r));
+			goto fail;
+		}
+	}
+	*ret_pids = pids;
+	*ret_cgroups = cgs;
+	return 0;
+fail:
+	free(pids);
+	free(cgs);
+	return r;
+}
+
+int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
+{
+	const struct agent_profiling_config *pc = &cfg->profiling;
+	struct run_ctx c = { 0 };
+	struct agent_kernel kernel;
+	struct sigaction sa = { 0 }, old_int, old_term;
+	uint32_t *pids = NULL;
+	uint64_t *cgroups = NULL, interval, start_mono, next_flush, deadline = 0;
+	uint64_t last_stats = 0;
+	const char *what = NULL;
+	int r;
+
+	if (pc->frequency_hz < 1 || pc->frequency_hz > 1000) {
+		sr_log_error("agent", "profiling.frequency must be 1-1000", "value=%" PRIu64, pc->frequency_hz);
+		return -EINVAL;
+	}
+	c.cfg = cfg;
+	pthread_mutex_init(&c.lock, NULL);
+	c.clk_tck = sysconf(_SC_CLK_TCK);
+	agent_info_init(&c.info, cfg->node_name && cfg->node_name[0] ? cfg->node_name : NULL);
+	if (!c.info.node_name)
+		c.info.node_name = c.info.host_name;
+
+	if (agent_in_child_pid_namespace() > 0)
+		sr_log_warn("agent",
+			    "running in a child PID namespace: sampled PIDs will not match /proc; "
+			    "run with hostPID",
+			    "%s", "");
+	r = resolve_filters(cfg, &pids, &cgroups);
+	if (r < 0)
+		goto out;
+	c.store = agent_store_new(pc->max_stacks);
+	c.procs = c.store ? agent_procs_new(c.store, pc->max_processes) : NULL;
+	c.agg = agent_agg_new(0);
+	if (!c.store || !c.procs || !c.agg) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = agent_kernel_read("", &kernel);
+	if (r == 0) {
+		r = agent_store__set_kernel(c.store, &kernel);
+		if (r == 0) {
+			c.have_kernel = true;
+			memcpy(c.kernel_id, kernel.id, sizeof(c.kernel_id));
+		}
+		if (!kernel.build_id_len)
+			sr_log_warn("agent", "kernel has no build ID in /sys/kernel/notes; its ID uses the release",
+				    "release=%s", kernel.release);
+		agent_kernel_done(&kernel);
+	}
+	if (r < 0)
+		goto out;
+
+	if (opts->output) {
+		c.out = agent_output_open(opts->output, &c.info);
+		if (!c.out) {
+			r = -errno;
+			sr_log_error("agent", "cannot open output file", "path=\"%s\" error=\"%s\"", opts->output,
+				     strerror(errno));
+			goto out;
+		}
+	}
+
+	struct agent_sampler_opts so = {
+		.frequency_hz = (uint32_t)pc->frequency_hz,
+		.include_idle = pc->include_idle,
+		.include_kernel_threads = pc->include_kernel_threads,
+		.kernel_stacks = pc->kernel_stacks,
+		.pids = pids,
+		.n_pids = pc->n_pids,
+		.cgroup_ids = cgroups,
+		.n_cgroups = pc->n_cgroups,
+		.ring_buffer_bytes = pc->ring_buffer_bytes,
+		.max_processes = pc->max_processes,
+	};
+	c.sampler = agent_sampler_new(&so, on_record, &c, &what);
+	if (!c.sampler) {
+		r = -errno;
+		sr_log_error("agent", "cannot start BPF sampling; run --check for what is missing",
+			     "step=\"%s\" error=\"%s\"", what ? what : "?", strerror(errno));
+		goto out;
+	}
+	c.n_cpus = agent_sampler__n_cpus(c.sampler);
+	c.bpf_lost_per_cpu = calloc((size_t)c.n_cpus, sizeof(uint64_t));
+	if (!c.bpf_lost_per_cpu) {
+		r = -ENOMEM;
+		goto out;
+	}
+
+	if (opts->send) {
+		c.sender = agent_sender_new(cfg, c.store);
+		if (!c.sender) {
+			r = -errno;
+			sr_log_error("agent", "cannot create the sender", "error=\"%s\"", strerror(errno));
+			goto out;
+		}
+	}
+	if (cfg->telemetry.metrics_address && cfg->telemetry.metrics_address[0]) {
+		c.metrics = agent_metrics_server_new(cfg->telemetry.metrics_address, render_metrics, &c);
+		if (!c.metrics) {
+			r = -errno;
+			sr_log_error("agent", "cannot serve metrics", "address=%s error=\"%s\"",
+				     cfg->telemetry.metrics_address, strerror(errno));
+			goto out;
+		}
+		sr_log_info("agent", "serving metrics", "address=%s port=%d", cfg->telemetry.metrics_address,
+			    agent_metrics_server__port(c.metrics));
+	}
+
+	stop_requested = 0;
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	interval = pc->report_interval_ns ? pc->report_interval_ns : DEFAULT_REPORT_INTERVAL_NS;
+	start_mono = clock_ns(CLOCK_MONOTONIC);
+	next_flush = start_mono + interval;
+	if (opts->duration_ns)
+		deadline = start_mono + opts->duration_ns;
+	c.window_start_unix = clock_ns(CLOCK_REALTIME);
+	sr_log_info("agent", "profiling",
+		    "cpus=%d perf_events=%d frequency_hz=%" PRIu64 " ring_buffer_bytes=%" PRIu64
+		    " report_interval_ms=%" PRIu64 " pid_filters=%u cgroup_filters=%u",
+		    c.n_cpus, agent_sampler__n_events(c.sampler), pc->frequency_hz,
+		    agent_sampler__ringbuf_bytes(c.sampler), (uint64_t)(interval / SR_NSEC_PER_MSEC), pc->n_pids,
+		    pc->n_cgroups);
+
+	while (!stop_requested) {
+		uint64_t now = clock_ns(CLOCK_MONOTONIC), wake = next_flush;
+		int timeout;
+
+		if (deadline && now >= deadline)
+			break;
+		if (deadline && deadline < wake)
+			wake = deadline;
+		timeout = wake > now
+				  ? (int)SR_MIN((wake - now) / SR_NSEC_PER_MSEC + 1, (uint64_t)AGENT_POLL_INTERVAL_MS)
+				  : 0;
+		c.now_mono = now;
+		r = agent_sampler__poll(c.sampler, timeout);
+		if (r < 0) {
+			sr_log_error("agent", "ring buffer poll failed", "error=\"%s\"", strerror(-r));
+			break;
+		}
+		r = 0;
+		now = clock_ns(CLOCK_MONOTONIC);
+		if (now >= next_flush) {
+			flush_window(&c, clock_ns(CLOCK_REALTIME));
+			next_flush += interval;
+			if (next_flush <= now)
+				next_flush = now + interval;
+		}
+		if (now - last_stats >= SR_NSEC_PER_SEC) {
+			update_stats(&c);
+			last_stats = now;
+		}
+	}
+
+	/* Stop sampling, drain what the kernel already wrote, flush the last window. */
+	agent_sampler__stop(c.sampler);
+	c.now_mono = clock_ns(CLOCK_MONOTONIC);
+	while (agent_sampler__poll(c.sampler, 0) > 0)
+		;
+	flush_window(&c, clock_ns(CLOCK_REALTIME));
+	update_stats(&c);
+	if (c.sender) {
+		int fr = agent_sender__flush(c.sender, cfg->gateway.flush_timeout_ns);
+		if (fr < 0)
+			sr_log_warn("agent", "sender flush incomplete; unsent samples are counted as dropped",
+				    "error=\"%s\"", strerror(-fr));
+	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sr_log_info("agent", "profiling stopped",
+		    "samples_taken=%" PRIu64 " samples_exported=%" PRIu64 " lost_ring_buffer=%" PRIu64
+		    " dropped_stack_errors=%" PRIu64 " dropped_overflow=%" PRIu64 " filtered=%" PRIu64
+		    " maps_reads=%" PRIu64 " windows=%" PRIu64,
+		    c.bpf[PROFILE_CNT_SAMPLES], c.stats.samples_exported, c.bpf[PROFILE_CNT_LOST_RINGBUF],
+		    c.stats.dropped_stack_errors, c.stats.dropped_overflow,
+		    c.bpf[PROFILE_CNT_FILTERED_IDLE] + c.bpf[PROFILE_CNT_FILTERED_KTHREAD] +
+			    c.bpf[PROFILE_CNT_FILTERED_PID] + c.bpf[PROFILE_CNT_FILTERED_CGROUP],
+		    c.procs_stats.maps_reads, c.stats.windows);
+out:
+	agent_metrics_server_free(c.metrics);
+	agent_sampler_free(c.sampler);
+	if (c.sender)
+		agent_sender_free(c.sender);
+	if (c.out) {
+		int cr = agent_output_close(c.out);
+		if (cr < 0 && r == 0) {
+			sr_log_error("agent", "writing the output file failed", "path=\"%s\" error=\"%s\"",
+				     opts->output, strerror(-cr));
+			r = cr;
+		}
+	}
+	agent_agg_free(c.agg);
+	agent_procs_free(c.procs);
+	agent_store_free(c.store);
+	free(c.bpf_lost_per_cpu);
+	free(pids);
+	free(cgroups);
+	pthread_mutex_destroy(&c.lock);
+	return r;
+}

@@ -1,0 +1,425 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <linux/types.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "log.h"
+#include "profile.h"
+#include "profile.skel.h"
+#include "sampler.h"
+#include "util.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+struct agent_sampler {
+	struct profile_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **links; /* one per perf event */
+	int n_links;
+	struct bpf_link *exec_link, *exit_link;
+	int n_cpus;
+	uint64_t rb_bytes;
+	agent_record_fn fn;
+	void *ctx;
+};
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	enum sr_log_level l = level == LIBBPF_WARN ? SR_LOG_WARN : level == LIBBPF_INFO ? SR_LOG_DEBUG : SR_LOG_TRACE;
+	size_t n;
+
+	if (l > sr_log_max_level)
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	sr_log(l, "libbpf", buf, "%s", "");
+	return 0;
+}
+
+void agent_libbpf_log_init(void)
+{
+	libbpf_set_print(libbpf_print);
+}
+
+int agent_parse_cpu_list(const char *s, bool *ret_cpus, size_t max)
+{
+	int count = 0;
+
+	memset(ret_cpus, 0, max * sizeof(*ret_cpus));
+	while (*s && *s != '\n') {
+		char *end;
+		unsigned long a, b;
+
+		errno = 0;
+		a = strtoul(s, &end, 10);
+		if (end == s || errno)
+			return -EINVAL;
+		b = a;
+		s = end;
+		if (*s == '-') {
+			s++;
+			b = strtoul(s, &end, 10);
+			if (end == s || errno || b < a)
+				return -EINVAL;
+			s = end;
+		}
+		for (unsigned long c = a; c <= b && c < max; c++) {
+			if (!ret_cpus[c])
+				count++;
+			ret_cpus[c] = true;
+		}
+		if (*s == ',')
+			s++;
+		else if (*s && *s != '\n')
+			return -EINVAL;
+	}
+	return count;
+}
+
+int agent_cgroup2_mount(char *buf, size_t size)
+{
+	char *mi = NULL, *line, *save = NULL;
+	size_t len;
+	int r = -ENOENT;
+
+	if (agent_read_file("/proc/self/mountinfo", 4 << 20, &mi, &len) < 0)
+		return -ENOENT;
+	for (line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		/* id parent major:minor root mountpoint options [optional...] - fstype source superopts */
+		char *sep = strstr(line, " - ");
+		char mnt[4096];
+		if (!sep || strncmp(sep + 3, "cgroup2 ", 8) != 0)
+			continue;
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strlen(mnt) < size) {
+			memcpy(buf, mnt, strlen(mnt) + 1);
+			r = 0;
+			break;
+		}
+	}
+	free(mi);
+	return r;
+}
+
+static int cgroup_id_of(const char *path, uint64_t *ret_id)
+{
+	struct statfs sfs;
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h;
+	int mount_id;
+
+	if (statfs(path, &sfs) < 0)
+		return -errno;
+	if ((unsigned long)sfs.f_type != CGROUP2_SUPER_MAGIC)
+		return -ENOTDIR;
+	/* A cgroup's ID is its kernfs node ID, which is the file handle (and st_ino on 64-bit). */
+	h.fh.handle_bytes = sizeof(uint64_t);
+	if (name_to_handle_at(AT_FDCWD, path, &h.fh, &mount_id, 0) == 0 && h.fh.handle_bytes == sizeof(uint64_t)) {
+		memcpy(ret_id, h.fh.f_handle, sizeof(uint64_t));
+		return 0;
+	}
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	*ret_id = (uint64_t)st.st_ino;
+	return 0;
+}
+
+int agent_cgroup_id(const char *spec, uint64_t *ret_id)
+{
+	static const char prefix[] = "/sys/fs/cgroup";
+	char mnt[4096], path[8192];
+	const char *rel = spec;
+	int r;
+
+	if (spec[0] == '/') {
+		r = cgroup_id_of(spec, ret_id);
+		if (r != -ENOTDIR && r != -ENOENT)
+			return r;
+		/* /sys/fs/cgroup/X on a hybrid host lives under the cgroup2 mount (e.g. .../unified/X). */
+		if (strncmp(spec, prefix, sizeof(prefix) - 1) != 0)
+			return r;
+		rel = spec + sizeof(prefix) - 1;
+	}
+	while (*rel == '/')
+		rel++;
+	if (agent_cgroup2_mount(mnt, sizeof(mnt)) < 0)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/%s", mnt, rel);
+	return cgroup_id_of(path, ret_id);
+}
+
+static uint64_t ringbuf_size(uint64_t want)
+{
+	uint64_t sz = AGENT_RINGBUF_MIN_BYTES;
+
+	if (!want)
+		want = AGENT_RINGBUF_DEFAULT_BYTES;
+	while (sz < want && sz < AGENT_RINGBUF_MAX_BYTES)
+		sz <<= 1;
+	return sz;
+}
+
+static int on_record(void *ctx, void *data, size_t len)
+{
+	struct agent_sampler *s = ctx;
+
+	return s->fn(s->ctx, data, len);
+}
+
+static int open_perf_events(struct agent_sampler *s, uint32_t hz, const char **ret_what)
+{
+	bool online[4096];
+	char *buf = NULL;
+	size_t len;
+	int n, r;
+
+	r = agent_read_file("/sys/devices/system/cpu/online", 4096, &buf, &len);
+	if (r < 0) {
+		*ret_what = "read /sys/devices/system/cpu/online";
+		return r;
+	}
+	n = agent_parse_cpu_list(buf, online, SR_ARRAY_SIZE(online));
+	free(buf);
+	if (n <= 0) {
+		*ret_what = "parse /sys/devices/system/cpu/online";
+		return -EINVAL;
+	}
+	s->links = calloc((size_t)s->n_cpus, sizeof(*s->links));
+	if (!s->links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < s->n_cpus && cpu < (int)SR_ARRAY_SIZE(online); cpu++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.size = sizeof(attr),
+			.sample_freq = hz,
+			.freq = 1,
+		};
+		struct bpf_link *link;
+		int fd;
+
+		if (!online[cpu])
+			continue;
+		fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			/* A CPU that went offline meanwhile is fine; anything else is not. */
+			if (errno == ENODEV)
+				continue;
+			*ret_what = "perf_event_open(cpu-clock)";
+			return -errno;
+		}
+		link = bpf_program__attach_perf_event(s->skel->progs.do_sample, fd);
+		if (!link) {
+			r = -errno;
+			close(fd);
+			*ret_what = "attach BPF program to perf event";
+			return r;
+		}
+		s->links[s->n_links++] = link;
+	}
+	if (s->n_links == 0) {
+		*ret_what = "open perf events (no online CPU)";
+		return -ENODEV;
+	}
+	return 0;
+}
+
+struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
+					const char **ret_what)
+{
+	struct agent_sampler *s;
+	uint8_t one = 1;
+	int r;
+
+	*ret_what = "allocate";
+	if (o->frequency_hz < 1 || o->frequency_hz > 1000 || o->n_pids > AGENT_MAX_PID_FILTERS ||
+	    o->n_cgroups > AGENT_MAX_CGROUP_FILTERS) {
+		*ret_what = "validate options";
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->fn = fn;
+	s->ctx = ctx;
+	agent_libbpf_log_init();
+	s->n_cpus = libbpf_num_possible_cpus();
+	if (s->n_cpus <= 0) {
+		r = s->n_cpus < 0 ? s->n_cpus : -EINVAL;
+		*ret_what = "count possible CPUs";
+		goto fail;
+	}
+
+	*ret_what = "open BPF object";
+	s->skel = profile_bpf__open();
+	if (!s->skel) {
+		r = -errno;
+		goto fail;
+	}
+	s->skel->rodata->skip_idle = !o->include_idle;
+	s->skel->rodata->skip_kthreads = !o->include_kernel_threads;
+	s->skel->rodata->kernel_stacks = o->kernel_stacks;
+	s->skel->rodata->filter_pids = o->n_pids > 0;
+	s->skel->rodata->filter_cgroups = o->n_cgroups > 0;
+	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes);
+	s->skel->rodata->wakeup_bytes = s->rb_bytes / AGENT_RINGBUF_WAKEUP_FRACTION;
+	*ret_what = "size BPF maps";
+	r = bpf_map__set_max_entries(s->skel->maps.events, (uint32_t)s->rb_bytes);
+	if (!r)
+		r = bpf_map__set_max_entries(s->skel->maps.allowed_pids, (uint32_t)SR_MAX(o->n_pids, 1));
+	if (!r)
+		r = bpf_map__set_max_entries(s->skel->maps.allowed_cgroups, (uint32_t)SR_MAX(o->n_cgroups, 1));
+	if (!r)
+		r = bpf_map__set_max_entries(s->skel->maps.seen,
+					     (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 4u * 1024 * 1024));
+	if (r)
+		goto fail;
+
+	*ret_what = "load BPF program (verifier)";
+	r = profile_bpf__load(s->skel);
+	if (r)
+		goto fail;
+	*ret_what = "fill BPF allowlists";
+	for (size_t i = 0; i < o->n_pids; i++) {
+		r = bpf_map__update_elem(s->skel->maps.allowed_pids, &o->pids[i], sizeof(o->pids[i]), &one, 1, BPF_ANY);
+		if (r)
+			goto fail;
+	}
+	for (size_t i = 0; i < o->n_cgroups; i++) {
+		r = bpf_map__update_elem(s->skel->maps.allowed_cgroups, &o->cgroup_ids[i], sizeof(o->cgroup_ids[i]),
+					 &one, 1, BPF_ANY);
+		if (r)
+			goto fail;
+	}
+
+	*ret_what = "create ring buffer";
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), on_record, s, NULL);
+	if (!s->rb) {
+		r = -errno;
+		goto fail;
+	}
+	/* Tracepoints first, so no process can exec between its first sample and our watching. */
+	*ret_what = "attach tp_btf/sched_process_exec";
+	s->exec_link = bpf_program__attach(s->skel->progs.handle_exec);
+	if (!s->exec_link) {
+		r = -errno;
+		goto fail;
+	}
+	*ret_what = "attach tp_btf/sched_process_exit";
+	s->exit_link = bpf_program__attach(s->skel->progs.handle_exit);
+	if (!s->exit_link) {
+		r = -errno;
+		goto fail;
+	}
+	r = open_perf_events(s, o->frequency_hz, ret_what);
+	if (r < 0)
+		goto fail;
+	*ret_what = NULL;
+	return s;
+fail:
+	agent_sampler_free(s);
+	errno = r < 0 ? -r : (r ? r : EINVAL);
+	return NULL;
+}
+
+int agent_sampler__poll(struct agent_sampler *s, int timeout_ms)
+{
+	int r = ring_buffer__poll(s->rb, timeout_ms), c;
+
+	if (r < 0 && r != -EINTR)
+		return r;
+	/*
+	 * Samples are submitted without a wakeup (profile.bpf.c), so epoll
+	 * does not report them: consume whatever is there after every wait.
+	 */
+	c = ring_buffer__consume(s->rb);
+	if (c < 0)
+		return c;
+	return (r > 0 ? r : 0) + c;
+}
+
+int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint64_t *ret_per_cpu_lost)
+{
+	uint64_t *vals = calloc((size_t)s->n_cpus, sizeof(uint64_t));
+	int r = 0;
+
+	if (!vals)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < PROFILE_CNT__MAX; k++) {
+		ret_totals[k] = 0;
+		r = bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
+					 (size_t)s->n_cpus * sizeof(uint64_t), 0);
+		if (r)
+			break;
+		for (int c = 0; c < s->n_cpus; c++) {
+			ret_totals[k] += vals[c];
+			if (k == PROFILE_CNT_LOST_RINGBUF && ret_per_cpu_lost)
+				ret_per_cpu_lost[c] = vals[c];
+		}
+	}
+	free(vals);
+	return r;
+}
+
+int agent_sampler__n_cpus(const struct agent_sampler *s)
+{
+	return s->n_cpus;
+}
+
+int agent_sampler__n_events(const struct agent_sampler *s)
+{
+	return s->n_links;
+}
+
+uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s)
+{
+	return s->rb_bytes;
+}
+
+void agent_sampler__stop(struct agent_sampler *s)
+{
+	for (int i = 0; i < s->n_links; i++) {
+		bpf_link__destroy(s->links[i]);
+		s->links[i] = NULL;
+	}
+	bpf_link__destroy(s->exec_link);
+	bpf_link__destroy(s->exit_link);
+	s->exec_link = s->exit_link = NULL;
+}
+
+void agent_sampler_free(struct agent_sampler *s)
+{
+	if (!s)
+		return;
+	/* Detach first so nothing writes into the ring buffer we tear down. */
+	for (int i = 0; i < s->n_links; i++)
+		bpf_link__destroy(s->links[i]);
+	free(s->links);
+	bpf_link__destroy(s->exec_link);
+	bpf_link__destroy(s->exit_link);
+	ring_buffer__free(s->rb);
+	profile_bpf__destroy(s->skel);
+	free(s);
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kernel glue: loads bpf/profile.bpf.c, opens one cpu-clock perf event per
+ * online CPU in frequency mode, attaches the sampling program and the
+ * exec/exit tracepoints, and hands each ring-buffer record to a callback.
+ * Configured through rodata and map sizes before load (STYLE.md 3); libbpf's
+ * own log goes to sr_log (component "libbpf").
+ */
+#ifndef SR_AGENT_SAMPLER_H
+#define SR_AGENT_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The ring buffer is rounded up to a power of two within these bounds. */
+#define AGENT_RINGBUF_MIN_BYTES	    (64u * 1024)
+#define AGENT_RINGBUF_MAX_BYTES	    (1024u * 1024 * 1024)
+#define AGENT_RINGBUF_DEFAULT_BYTES (8u * 1024 * 1024)
+/*
+ * A sample wakes the agent only when it is its process's first (the
+ * process's mappings must be read while it runs) or when 1/this of the ring
+ * buffer is waiting; otherwise the agent drains the buffer every
+ * AGENT_POLL_INTERVAL_MS.
+ */
+#define AGENT_RINGBUF_WAKEUP_FRACTION 4
+#define AGENT_POLL_INTERVAL_MS	      50
+/* Entries of the pid and cgroup allowlists (BPF hash maps). */
+#define AGENT_MAX_PID_FILTERS	 4096
+#define AGENT_MAX_CGROUP_FILTERS 1024
+
+struct agent_sampler_opts {
+	uint32_t frequency_hz;
+	bool include_idle;
+	bool include_kernel_threads;
+	bool kernel_stacks;
+	const uint32_t *pids; /* allowlist, or n_pids == 0 for all */
+	size_t n_pids;
+	const uint64_t *cgroup_ids; /* allowlist of cgroup v2 IDs (subtrees), or none */
+	size_t n_cgroups;
+	uint64_t ring_buffer_bytes;
+	uint64_t max_processes; /* size of the BPF map of processes already sampled */
+};
+
+/* Return < 0 to stop polling (the error is returned by agent_sampler__poll). */
+typedef int (*agent_record_fn)(void *ctx, const void *data, size_t len);
+
+struct agent_sampler;
+
+/* NULL + errno; *ret_what names the step that failed (for the log). */
+struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
+					const char **ret_what);
+/* Consumes what is in the ring buffer, waiting at most timeout_ms; returns records consumed or -errno. */
+int agent_sampler__poll(struct agent_sampler *s, int timeout_ms);
+/* Sums of the per-CPU counters (enum profile_counter); per_cpu_lost (n_cpus entries) may be NULL. */
+int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint64_t *ret_per_cpu_lost);
+int agent_sampler__n_cpus(const struct agent_sampler *s);   /* possible CPUs (per-CPU map width) */
+int agent_sampler__n_events(const struct agent_sampler *s); /* perf events opened */
+uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s);
+/* Detaches the perf events and tracepoints; what is in the ring buffer can still be polled. */
+void agent_sampler__stop(struct agent_sampler *s);
+void agent_sampler_free(struct agent_sampler *s);
+
+/* Routes libbpf's messages to sr_log. Idempotent. */
+void agent_libbpf_log_init(void);
+
+/*
+ * A cgroup given in the config (absolute, or relative to the cgroup v2
+ * mount) to its cgroup ID. Finds the cgroup2 mount in /proc/self/mountinfo,
+ * so hybrid hosts (/sys/fs/cgroup/unified) work. Returns 0 or -errno.
+ */
+int agent_cgroup_id(const char *spec, uint64_t *ret_id);
+/* Where cgroup2 is mounted (into buf), 0 or -ENOENT. */
+int agent_cgroup2_mount(char *buf, size_t size);
+/* Parses a CPU list like "0-3,5" into a bitmap of up to max CPUs; returns the count set or -EINVAL. */
+int agent_parse_cpu_list(const char *s, bool *ret_cpus, size_t max);
+
+#endif

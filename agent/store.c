@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include <pb_decode.h>
+
+#include "htab.h"
+#include "store.h"
+#include "util.h"
+
+struct stack_entry {
+	uint8_t id[AGENT_STACK_ID_LEN];
+	struct stack_entry *prev, *next; /* LRU list: head is the most recently used */
+	uint64_t last_window;
+	uint16_t n;
+	bool truncated;
+	struct agent_frame frames[];
+};
+
+struct exe_entry {
+	uint8_t id[AGENT_BUILD_ID_MAX];
+	size_t id_len;
+	int id_kind;
+	char *path;
+	uint64_t size;
+	uint8_t gnu_build_id[AGENT_BUILD_ID_MAX];
+	size_t gnu_build_id_len;
+	char *debuglink;
+	bool is_go;
+	uint64_t dev, ino;
+	/* Last place it was seen mapped. */
+	uint32_t pid;
+	uint64_t start_ns, map_start, map_end;
+	char *seen_path;
+};
+
+struct agent_store {
+	pthread_mutex_t lock;
+	struct agent_htab stacks;
+	struct stack_entry *lru_head, *lru_tail;
+	uint64_t max_stacks;
+	uint64_t evicted;
+	struct agent_htab exes_by_id;
+	struct exe_entry **exes;
+	size_t n_exes, cap_exes;
+	bool have_kernel;
+	struct agent_kernel kernel;
+	uint64_t bytes;
+};
+
+static const void *stack_key(const void *v, size_t *len)
+{
+	*len = AGENT_STACK_ID_LEN;
+	return ((const struct stack_entry *)v)->id;
+}
+
+static const void *exe_key(const void *v, size_t *len)
+{
+	const struct exe_entry *e = v;
+
+	*len = e->id_len;
+	return e->id;
+}
+
+struct agent_store *agent_store_new(uint64_t max_stacks)
+{
+	struct agent_store *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->lock, NULL);
+	agent_htab_init(&s->stacks, stack_key);
+	agent_htab_init(&s->exes_by_id, exe_key);
+	s->max_stacks = max_stacks ? max_stacks : AGENT_STORE_DEFAULT_MAX_STACKS;
+	return s;
+}
+
+static void exe_free(struct exe_entry *e)
+{
+	if (!e)
+		return;
+	free(e->path);
+	free(e->debuglink);
+	free(e->seen_path);
+	free(e);
+}
+
+void agent_store_free(struct agent_store *s)
+{
+	struct stack_entry *st, *next;
+
+	if (!s)
+		return;
+	for (st = s->lru_head; st; st = next) {
+		next = st->next;
+		free(st);
+	}
+	agent_htab_done(&s->stacks);
+	for (size_t i = 0; i < s->n_exes; i++)
+		exe_free(s->exes[i]);
+	free(s->exes);
+	agent_htab_done(&s->exes_by_id);
+	agent_kernel_done(&s->kernel);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int agent_store__set_kernel(struct agent_store *s, const struct agent_kernel *k)
+{
+	struct agent_kernel_module *mods = NULL;
+
+	if (k->n_modules) {
+		mods = malloc(k->n_modules * sizeof(*mods));
+		if (!mods)
+			return -ENOMEM;
+		memcpy(mods, k->modules, k->n_modules * sizeof(*mods));
+	}
+	pthread_mutex_lock(&s->lock);
+	agent_kernel_done(&s->kernel);
+	s->kernel = *k;
+	s->kernel.modules = mods;
+	s->have_kernel = true;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+bool agent_store__kernel_id(struct agent_store *s, uint8_t *ret_id)
+{
+	bool have;
+
+	pthread_mutex_lock(&s->lock);
+	have = s->have_kernel;
+	if (have)
+		memcpy(ret_id, s->kernel.id, AGENT_KERNEL_ID_LEN);
+	pthread_mutex_unlock(&s->lock);
+	return have;
+}
+
+int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *def)
+{
+	struct exe_entry *e;
+	int64_t r;
+
+	if (def->id_len == 0 || def->id_len > AGENT_BUILD_ID_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	e = agent_htab__get(&s->exes_by_id, def->id, def->id_len);
+	if (e) {
+		for (size_t i = 0; i < s->n_exes; i++)
+			if (s->exes[i] == e) {
+				r = (int64_t)i;
+				goto out;
+			}
+	}
+	if (s->n_exes >= AGENT_STORE_MAX_EXECUTABLES) {
+		r = -ENOSPC;
+		goto out;
+	}
+	if (s->n_exes == s->cap_exes) {
+		size_t ncap = s->cap_exes ? s->cap_exes * 2 : 64;
+		struct exe_entry **ne = realloc(s->exes, ncap * sizeof(*ne));
+		if (!ne) {
+			r = -ENOMEM;
+			goto out;
+		}
+		s->exes = ne;
+		s->cap_exes = ncap;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(e->id, def->id, def->id_len);
+	e->id_len = def->id_len;
+	e->id_kind = def->id_kind;
+	e->path = def->path ? strdup(def->path) : NULL;
+	e->size = def->size;
+	if (def->gnu_build_id_len && def->gnu_build_id_len <= AGENT_BUILD_ID_MAX) {
+		memcpy(e->gnu_build_id, def->gnu_build_id, def->gnu_build_id_len);
+		e->gnu_build_id_len = def->gnu_build_id_len;
+	}
+	e->debuglink = def->debuglink && def->debuglink[0] ? strdup(def->debuglink) : NULL;
+	e->is_go = def->is_go;
+	e->dev = def->dev;
+	e->ino = def->ino;
+	if (agent_htab__put(&s->exes_by_id, e) < 0) {
+		exe_free(e);
+		r = -ENOMEM;
+		goto out;
+	}
+	s->exes[s->n_exes] = e;
+	r = (int64_t)s->n_exes++;
+	s->bytes += sizeof(*e) + (e->path ? strlen(e->path) : 0) + 64;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void agent_store__exe_seen(struct agent_store *s, uint32_t exe, uint32_t pid, uint64_t start_ns, uint64_t map_start,
+			   uint64_t map_end, const char *path)
+{
+	struct exe_entry *e;
+
+	pthread_mutex_lock(&s->lock);
+	if (exe < s->n_exes) {
+		e = s->exes[exe];
+		e->pid = pid;
+		e->start_ns = start_ns;
+		e->map_start = map_start;
+		e->map_end = map_end;
+		if (path && (!e->seen_path || strcmp(e->seen_path, path) != 0)) {
+			char *p = strdup(path);
+			if (p) {
+				free(e->seen_path);
+				e->seen_path = p;
+			}
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int exe_id_locked(struct agent_store *s, uint32_t exe, uint8_t *ret_id)
+{
+	if (exe == AGENT_EXE_KERNEL) {
+		if (!s->have_kernel)
+			return -ENOENT;
+		memcpy(ret_id, s->kernel.id, AGENT_KERNEL_ID_LEN);
+		return AGENT_KERNEL_ID_LEN;
+	}
+	if (exe >= s->n_exes)
+		return 0;
+	memcpy(ret_id, s->exes[exe]->id, s->exes[exe]->id_len);
+	return (int)s->exes[exe]->id_len;
+}
+
+int agent_store__exe_id(struct agent_store *s, uint32_t exe, uint8_t *ret_id)
+{
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = exe_id_locked(s, exe, ret_id);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+/*
+ * The stack ID covers what a frame means, not how this agent stores it:
+ * per frame its kind, the executable ID's length and bytes, and the address
+ * as 8 little-endian bytes. Equal stacks on different nodes hash equal.
+ */
+static void stack_id_locked(struct agent_store *s, const struct agent_frame *frames, size_t n,
+			    uint8_t ret_id[AGENT_STACK_ID_LEN])
+{
+	XXH3_state_t st;
+	XXH128_canonical_t canon;
+
+	XXH3_INITSTATE(&st);
+	XXH3_128bits_reset(&st);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t buf[2 + AGENT_BUILD_ID_MAX + 8];
+		int idlen = exe_id_locked(s, frames[i].exe, buf + 2);
+		if (idlen < 0)
+			idlen = 0;
+		buf[0] = frames[i].kind;
+		buf[1] = (uint8_t)idlen;
+		for (int b = 0; b < 8; b++)
+			buf[2 + idlen + b] = (uint8_t)(frames[i].address >> (8 * b));
+		XXH3_128bits_update(&st, buf, (size_t)(2 + idlen + 8));
+	}
+	XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(&st));
+	memcpy(ret_id, canon.digest, AGENT_STACK_ID_LEN);
+}
+
+void agent_stack_id(struct agent_store *s, const struct agent_frame *frames, size_t n,
+		    uint8_t ret_id[AGENT_STACK_ID_LEN])
+{
+	pthread_mutex_lock(&s->lock);
+	stack_id_locked(s, frames, n, ret_id);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void lru_unlink(struct agent_store *s, struct stack_entry *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		s->lru_head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		s->lru_tail = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void lru_push_front(struct agent_store *s, struct stack_entry *e)
+{
+	e->prev = NULL;
+	e->next = s->lru_head;
+	if (s->lru_head)
+		s->lru_head->prev = e;
+	s->lru_head = e;
+	if (!s->lru_tail)
+		s->lru_tail = e;
+}
+
+int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *frames, size_t n, bool truncated,
+			      uint64_t window, uint8_t ret_id[AGENT_STACK_ID_LEN])
+{
+	struct stack_entry *e;
+	int r = 0;
+
+	if (n > UINT16_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	stack_id_locked(s, frames, n, ret_id);
+	e = agent_htab__get(&s->stacks, ret_id, AGENT_STACK_ID_LEN);
+	if (e) {
+		e->last_window = window;
+		if (s->lru_head != e) {
+			lru_unlink(s, e);
+			lru_push_front(s, e);
+		}
+		goto out;
+	}
+	if (s->stacks.n >= s->max_stacks) {
+		struct stack_entry *victim = s->lru_tail;
+		if (!victim || victim->last_window >= window) {
+			r = -ENOSPC;
+			goto out;
+		}
+		lru_unlink(s, victim);
+		agent_htab__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
+		s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
+		free(victim);
+		s->evicted++;
+	}
+	e = malloc(sizeof(*e) + n * sizeof(e->frames[0]));
+	if (!e) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(e->id, ret_id, AGENT_STACK_ID_LEN);
+	e->last_window = window;
+	e->n = (uint16_t)n;
+	e->truncated = truncated;
+	memcpy(e->frames, frames, n * sizeof(frames[0]));
+	if (agent_htab__put(&s->stacks, e) < 0) {
+		free(e);
+		r = -ENOMEM;
+		goto out;
+	}
+	lru_push_front(s, e);
+	s->bytes += sizeof(*e) + n * sizeof(e->frames[0]);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret)
+{
+	pthread_mutex_lock(&s->lock);
+	ret->stacks = s->stacks.n;
+	ret->stacks_evicted = s->evicted;
+	ret->executables = s->n_exes;
+	ret->bytes = s->bytes + s->stacks.cap * sizeof(struct agent_htab_slot) +
+		     s->exes_by_id.cap * sizeof(struct agent_htab_slot);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Lookups for the sender and the output writer (agent.h). */
+
+int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_StackDef *ret)
+{
+	struct stack_entry *e;
+	int r = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	if (len != AGENT_STACK_ID_LEN)
+		return -ENOENT;
+	pthread_mutex_lock(&s->lock);
+	e = agent_htab__get(&s->stacks, id, len);
+	if (!e) {
+		r = -ENOENT;
+		goto out;
+	}
+	ret->id = agent_pb_bytes(id, len);
+	ret->truncated = e->truncated ? agent_pb_bool(true) : NULL;
+	if (e->n) {
+		ret->frames = calloc(e->n, sizeof(*ret->frames));
+		if (!ret->frames) {
+			r = -ENOMEM;
+			goto out;
+		}
+		ret->frames_count = e->n;
+	}
+	for (size_t i = 0; i < e->n; i++) {
+		uint8_t eid[AGENT_BUILD_ID_MAX];
+		int idlen = exe_id_locked(s, e->frames[i].exe, eid);
+		stackrelay_v1_Frame *f = &ret->frames[i];
+		if (idlen > 0)
+			f->executable_id = agent_pb_bytes(eid, (size_t)idlen);
+		f->address = agent_pb_u64(e->frames[i].address);
+		f->kind = (stackrelay_v1_FrameKind *)agent_pb_enum(e->frames[i].kind);
+		if ((idlen > 0 && !f->executable_id) || !f->address || !f->kind)
+			r = -ENOMEM;
+	}
+	if (!ret->id)
+		r = -ENOMEM;
+out:
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		pb_release(stackrelay_v1_StackDef_fields, ret);
+	return r;
+}
+
+int agent_store__executable(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_ExecutableDef *ret)
+{
+	struct exe_entry *e;
+	int r = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&s->lock);
+	e = agent_htab__get(&s->exes_by_id, id, len);
+	if (!e) {
+		r = -ENOENT;
+		goto out;
+	}
+	ret->id = agent_pb_bytes(e->id, e->id_len);
+	ret->id_kind = (stackrelay_v1_ExecutableIdKind *)agent_pb_enum(e->id_kind);
+	if (e->path) {
+		const char *base = strrchr(e->path, '/');
+		ret->file_name = strdup(base ? base + 1 : e->path);
+		ret->path = strdup(e->path);
+	}
+	ret->file_size = agent_pb_u64(e->size);
+	if (e->gnu_build_id_len)
+		ret->gnu_build_id = agent_pb_bytes(e->gnu_build_id, e->gnu_build_id_len);
+	if (e->debuglink)
+		ret->debuglink = strdup(e->debuglink);
+	if (e->is_go)
+		ret->is_go = agent_pb_bool(true);
+	if (!ret->id || !ret->id_kind || !ret->file_size || (e->path && (!ret->file_name || !ret->path)))
+		r = -ENOMEM;
+out:
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		pb_release(stackrelay_v1_ExecutableDef_fields, ret);
+	return r;
+}
+
+int agent_store__kernel(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_KernelDef *ret)
+{
+	int r = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&s->lock);
+	if (!s->have_kernel || len != AGENT_KERNEL_ID_LEN || memcmp(id, s->kernel.id, len) != 0) {
+		r = -ENOENT;
+		goto out;
+	}
+	ret->id = agent_pb_bytes(s->kernel.id, AGENT_KERNEL_ID_LEN);
+	ret->release = strdup(s->kernel.release);
+	if (s->kernel.build_id_len)
+		ret->build_id = agent_pb_bytes(s->kernel.build_id, s->kernel.build_id_len);
+	ret->boot_id = strdup(s->kernel.boot_id);
+	if (!ret->id || !ret->release || !ret->boot_id) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (s->kernel.n_modules) {
+		size_t n = SR_MIN(s->kernel.n_modules, (size_t)UINT16_MAX);
+		ret->modules = calloc(n, sizeof(*ret->modules));
+		if (!ret->modules) {
+			r = -ENOMEM;
+			goto out;
+		}
+		ret->modules_count = (pb_size_t)n;
+		for (size_t i = 0; i < n; i++) {
+			const struct agent_kernel_module *m = &s->kernel.modules[i];
+			stackrelay_v1_KernelModule *pm = &ret->modules[i];
+			pm->name = strdup(m->name);
+			pm->start = agent_pb_u64(m->start);
+			pm->size = agent_pb_u64(m->size);
+			if (m->build_id_len)
+				pm->build_id = agent_pb_bytes(m->build_id, m->build_id_len);
+			if (!pm->name || !pm->start || !pm->size)
+				r = -ENOMEM;
+		}
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		pb_release(stackrelay_v1_KernelDef_fields, ret);
+	return r;
+}
+
+static int open_verified(const char *path, uint64_t dev, uint64_t ino)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino) {
+		close(fd);
+		return -ENOENT;
+	}
+	return fd;
+}
+
+/*
+ * The vDSO has no file: hand out a copy of the agent's own image (the same
+ * in every 64-bit process of this kernel) in a memfd, so its symbols can be
+ * extracted like any file's.
+ */
+static int open_vdso(uint64_t size)
+{
+	unsigned long base = getauxval(AT_SYSINFO_EHDR);
+	int fd;
+
+	if (!base || !size)
+		return -ENOENT;
+	fd = memfd_create("vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, (const void *)base, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	return fd;
+}
+
+int agent_store__open_executable(struct agent_store *s, const uint8_t *id, size_t len)
+{
+	struct exe_entry *e;
+	char mf[128], *root_path = NULL;
+	uint64_t dev, ino;
+	int fd;
+
+	pthread_mutex_lock(&s->lock);
+	e = agent_htab__get(&s->exes_by_id, id, len);
+	if (e && e->path && strcmp(e->path, "[vdso]") == 0) {
+		uint64_t size = e->size;
+		pthread_mutex_unlock(&s->lock);
+		return open_vdso(size);
+	}
+	if (!e || !e->pid) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOENT;
+	}
+	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", e->pid, (unsigned long long)e->map_start,
+		 (unsigned long long)e->map_end);
+	if (e->seen_path && asprintf(&root_path, "/proc/%u/root%s", e->pid, e->seen_path) < 0)
+		root_path = NULL;
+	dev = e->dev;
+	ino = e->ino;
+	pthread_mutex_unlock(&s->lock);
+
+	/* map_files reaches deleted and other-namespace files; /proc/PID/root needs less privilege. */
+	fd = open_verified(mf, dev, ino);
+	if (fd < 0 && root_path)
+		fd = open_verified(root_path, dev, ino);
+	free(root_path);
+	return fd < 0 ? -ENOENT : fd;
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The definition store (struct agent_store of agent.h): stacks, executables
+ * and the kernel, by content-addressed ID. The profiling thread adds; the
+ * sender and the --output writer read through agent.h's lookups. One mutex.
+ *
+ * Limits: at most max_stacks stacks (least recently used evicted first, but
+ * never one used in the current window: then the new stack is refused and its
+ * sample counted as dropped) and AGENT_STORE_MAX_EXECUTABLES executables.
+ */
+#ifndef SR_AGENT_STORE_H
+#define SR_AGENT_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "elfinfo.h"
+#include "kernel.h"
+
+#define AGENT_STACK_ID_LEN	       16
+#define AGENT_STORE_MAX_EXECUTABLES    65536
+#define AGENT_STORE_DEFAULT_MAX_STACKS 16384
+
+/* A frame's executable, as an index into the store's executables, or one of these. */
+#define AGENT_EXE_NONE	 UINT32_MAX
+#define AGENT_EXE_KERNEL (UINT32_MAX - 1)
+
+struct agent_frame {
+	uint64_t address;
+	uint32_t exe;
+	uint8_t kind; /* stackrelay_v1_FrameKind */
+};
+
+struct agent_exe_def {
+	uint8_t id[AGENT_BUILD_ID_MAX];
+	size_t id_len;
+	int id_kind; /* stackrelay_v1_ExecutableIdKind */
+	const char *path;
+	uint64_t size;
+	const uint8_t *gnu_build_id; /* when id_kind is content hash but a build ID exists */
+	size_t gnu_build_id_len;
+	const char *debuglink;
+	bool is_go;
+	/* Where the file can be opened again (agent_store__open_executable). */
+	uint64_t dev;
+	uint64_t ino;
+};
+
+struct agent_store_stats {
+	uint64_t stacks;
+	uint64_t stacks_evicted;
+	uint64_t executables;
+	uint64_t bytes; /* approximate heap bytes held */
+};
+
+struct agent_store *agent_store_new(uint64_t max_stacks);
+void agent_store_free(struct agent_store *s);
+
+int agent_store__set_kernel(struct agent_store *s, const struct agent_kernel *k);
+/* Adds an executable (or finds it by ID); returns its index or -errno. */
+int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *def);
+/* Records a place the executable was last seen mapped, to reopen it later. */
+void agent_store__exe_seen(struct agent_store *s, uint32_t exe, uint32_t pid, uint64_t start_ns, uint64_t map_start,
+			   uint64_t map_end, const char *path);
+/* The ID of an executable by index (into ret_id, AGENT_BUILD_ID_MAX bytes); returns its length or -ENOENT. */
+int agent_store__exe_id(struct agent_store *s, uint32_t exe, uint8_t *ret_id);
+
+/*
+ * Computes the stack's ID (XXH3-128 over the frames) and adds it unless
+ * present; marks it used in window. Returns 0, -ENOSPC (store full of stacks
+ * used in this window), -ENOMEM.
+ */
+int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *frames, size_t n, bool truncated,
+			      uint64_t window, uint8_t ret_id[AGENT_STACK_ID_LEN]);
+/* The ID alone, no store: the same function intern uses (unit tests). */
+void agent_stack_id(struct agent_store *s, const struct agent_frame *frames, size_t n,
+		    uint8_t ret_id[AGENT_STACK_ID_LEN]);
+void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret);
+/* The kernel's ID (AGENT_KERNEL_ID_LEN bytes); false when no kernel was set. */
+bool agent_store__kernel_id(struct agent_store *s, uint8_t *ret_id);
+
+#endif

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int agent_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = NULL;
+	int fd, r;
+
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (;;) {
+		ssize_t n;
+		if (len + 1 >= cap) {
+			char *nb;
+			if (cap > max) {
+				r = -EFBIG;
+				goto fail;
+			}
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > max) {
+		r = -EFBIG;
+		goto fail;
+	}
+	close(fd);
+	buf[len] = '\0';
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+fail:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int agent_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+	return agent_read_fileat(AT_FDCWD, path, max, ret_buf, ret_len);
+}
+
+uint64_t *agent_pb_u64(uint64_t v)
+{
+	uint64_t *p = malloc(sizeof(*p));
+
+	if (p)
+		*p = v;
+	return p;
+}
+
+uint32_t *agent_pb_u32(uint32_t v)
+{
+	uint32_t *p = malloc(sizeof(*p));
+
+	if (p)
+		*p = v;
+	return p;
+}
+
+bool *agent_pb_bool(bool v)
+{
+	bool *p = malloc(sizeof(*p));
+
+	if (p)
+		*p = v;
+	return p;
+}
+
+int *agent_pb_enum(int v)
+{
+	int *p = malloc(sizeof(*p));
+
+	if (p)
+		*p = v;
+	return p;
+}
+
+pb_bytes_array_t *agent_pb_bytes(const void *data, size_t len)
+{
+	pb_bytes_array_t *b = malloc(PB_BYTES_ARRAY_T_ALLOCSIZE(len));
+
+	if (!b)
+		return NULL;
+	b->size = (pb_size_t)len;
+	if (len)
+		memcpy(b->bytes, data, len);
+	return b;
+}
+
+char *agent_pb_str(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void agent_hex(const uint8_t *data, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[data[i] >> 4];
+		out[2 * i + 1] = digits[data[i] & 15];
+	}
+	out[2 * len] = '\0';
+}
+
+int agent_in_child_pid_namespace(void)
+{
+	/*
+	 * The initial PID namespace has a fixed inode number (PROC_PID_INIT_INO).
+	 * NSpid in /proc/self/status would not do: it starts at the namespace of
+	 * the /proc mount, which in a container is the container's own.
+	 */
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) < 0)
+		return -errno;
+	return st.st_ino != AGENT_PROC_PID_INIT_INO ? 1 : 0;
+}
