@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * --check: everything the agent needs from the node, tested the way the
+ * agent will use it, each failure with what to do. FAIL lines are counted
+ * (the agent cannot profile); WARN lines degrade it (named how).
+ *
+ * Capabilities (least privilege, DESIGN.md), and what each is for:
+ *   BPF + PERFMON     load the program, open system-wide perf events (SYS_ADMIN before 5.8)
+ *   SYS_PTRACE        read /proc/PID/maps and /proc/PID/root of other users' processes
+ *   CHECKPOINT_RESTORE open /proc/PID/map_files (deleted binaries, other mount namespaces)
+ *   DAC_READ_SEARCH   open executables whatever their permissions
+ *   SYS_RESOURCE      raise RLIMIT_MEMLOCK (kernels before 5.11 charge BPF maps to it)
+ *   SYSLOG            read kernel module addresses in /proc/modules (kptr_restrict)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/types.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent/config.h"
+#include "log.h"
+#include "profile.h"
+#include "sampler.h"
+#include "util.h"
+
+#define CAP_DAC_READ_SEARCH_BIT	   2
+#define CAP_SYS_PTRACE_BIT	   19
+#define CAP_SYS_ADMIN_BIT	   21
+#define CAP_SYS_RESOURCE_BIT	   24
+#define CAP_SYSLOG_BIT		   34
+#define CAP_PERFMON_BIT		   38
+#define CAP_BPF_BIT		   39
+#define CAP_CHECKPOINT_RESTORE_BIT 40
+
+struct check {
+	FILE *out;
+	int failed;
+	int warned;
+};
+
+static void SR_PRINTF(4, 5) report(struct check *c, const char *status, const char *fix, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(c->out, "[%-4s] ", status);
+	va_start(ap, fmt);
+	vfprintf(c->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', c->out);
+	if (fix)
+		fprintf(c->out, "       fix: %s\n", fix);
+	if (strcmp(status, "FAIL") == 0)
+		c->failed++;
+	else if (strcmp(status, "WARN") == 0)
+		c->warned++;
+}
+
+static int read_long(const char *path, long *ret)
+{
+	char *buf = NULL;
+	size_t len;
+	int r = agent_read_file(path, 4096, &buf, &len);
+
+	if (r < 0)
+		return r;
+	*ret = strtol(buf, NULL, 10);
+	free(buf);
+	return 0;
+}
+
+static uint64_t effective_caps(void)
+{
+	char *buf = NULL, *p;
+	size_t len;
+	unsigned long long caps = 0;
+
+	if (agent_read_file("/proc/self/status", 1 << 16, &buf, &len) < 0)
+		return 0;
+	p = strstr(buf, "\nCapEff:");
+	if (p)
+		caps = strtoull(p + 8, NULL, 16);
+	free(buf);
+	return caps;
+}
+
+static bool has_cap(uint64_t caps, int bit)
+{
+	return (caps >> bit) & 1;
+}
+
+static int kernel_version(const char *release, int *major, int *minor)
+{
+	return sscanf(release, "%d.%d", major, minor) == 2 ? 0 : -EINVAL;
+}
+
+static int record_nothing(void *ctx, const void *data, size_t len)
+{
+	(void)ctx;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+int agent_check(const struct agent_config *cfg, FILE *out)
+{
+	struct check c = { .out = out };
+	struct utsname u;
+	int major = 0, minor = 0;
+	uint64_t caps = effective_caps();
+	bool root_like = has_cap(caps, CAP_SYS_ADMIN_BIT);
+	bool bpf_caps = (has_cap(caps, CAP_BPF_BIT) && has_cap(caps, CAP_PERFMON_BIT)) || root_like;
+	long v;
+	char mnt[4096];
+
+	fprintf(out, "stackrelay-agent preflight (uid %u, CapEff %016" PRIx64 ")\n", (unsigned)geteuid(), caps);
+
+	/* Kernel */
+	if (uname(&u) < 0 || kernel_version(u.release, &major, &minor) < 0)
+		report(&c, "FAIL", "run on Linux", "kernel version unknown");
+	else if (major < 5 || (major == 5 && minor < 8))
+		report(&c, "FAIL", "upgrade the node's kernel to 5.8 or later",
+		       "kernel %s: the BPF ring buffer and CAP_BPF need 5.8 or later", u.release);
+	else
+		report(&c, "ok", NULL, "kernel %s (5.8 or later)", u.release);
+
+	/* BTF */
+	if (access("/sys/kernel/btf/vmlinux", R_OK) == 0)
+		report(&c, "ok", NULL, "kernel BTF at /sys/kernel/btf/vmlinux (CO-RE)");
+	else
+		report(&c, "FAIL",
+		       "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (every major distribution's since 2020), "
+		       "or mount /sys from the host into the container",
+		       "kernel BTF missing: /sys/kernel/btf/vmlinux: %s", strerror(errno));
+
+	/* Capabilities */
+	if (bpf_caps)
+		report(&c, "ok", NULL, "capabilities to load BPF and open perf events (%s)",
+		       root_like ? "CAP_SYS_ADMIN" : "CAP_BPF + CAP_PERFMON");
+	else
+		report(&c, "FAIL",
+		       "run as root, or grant CAP_BPF and CAP_PERFMON (securityContext.capabilities.add: [BPF, "
+		       "PERFMON, ...]; CAP_SYS_ADMIN on kernels before 5.8)",
+		       "missing CAP_BPF/CAP_PERFMON: cannot load the sampling program");
+	if (!has_cap(caps, CAP_SYS_PTRACE_BIT))
+		report(&c, "WARN", "grant CAP_SYS_PTRACE (and run with hostPID: true in Kubernetes)",
+		       "no CAP_SYS_PTRACE: other users' processes' mappings are unreadable; their frames stay "
+		       "unattributed");
+	else
+		report(&c, "ok", NULL, "CAP_SYS_PTRACE: mappings of every process are readable");
+	if (!has_cap(caps, CAP_CHECKPOINT_RESTORE_BIT) && !root_like)
+		report(&c, "WARN", "grant CAP_CHECKPOINT_RESTORE",
+		       "no CAP_CHECKPOINT_RESTORE: /proc/PID/map_files is closed; deleted binaries cannot be "
+		       "identified");
+	else
+		report(&c, "ok", NULL, "/proc/PID/map_files usable (deleted and containers' binaries)");
+	if (!has_cap(caps, CAP_DAC_READ_SEARCH_BIT))
+		report(&c, "WARN", "grant CAP_DAC_READ_SEARCH",
+		       "no CAP_DAC_READ_SEARCH: unreadable executables "
+		       "cannot be identified");
+	if (!has_cap(caps, CAP_SYSLOG_BIT))
+		report(&c, "WARN", "grant CAP_SYSLOG",
+		       "no CAP_SYSLOG: module addresses in /proc/modules read as 0; "
+		       "kernel frames in modules are not attributed to their module");
+
+	/* perf_event_paranoid */
+	if (read_long("/proc/sys/kernel/perf_event_paranoid", &v) < 0)
+		report(&c, "FAIL", "mount procfs at /proc", "/proc/sys/kernel/perf_event_paranoid unreadable");
+	else if (v > 0 && !bpf_caps)
+		report(&c, "FAIL", "grant CAP_PERFMON, or sysctl -w kernel.perf_event_paranoid=0",
+		       "perf_event_paranoid=%ld forbids system-wide perf events without CAP_PERFMON", v);
+	else
+		report(&c, "ok", NULL, "perf_event_paranoid=%ld%s", v, v > 0 ? " (CAP_PERFMON overrides it)" : "");
+	if (read_long("/proc/sys/kernel/perf_event_max_sample_rate", &v) == 0 &&
+	    (uint64_t)v < cfg->profiling.frequency_hz)
+		report(&c, "WARN", "sysctl -w kernel.perf_event_max_sample_rate=1000, or lower profiling.frequency",
+		       "perf_event_max_sample_rate=%ld is below profiling.frequency=%" PRIu64
+		       ": the kernel will sample less often",
+		       v, cfg->profiling.frequency_hz);
+	if (read_long("/proc/sys/kernel/perf_event_max_stack", &v) == 0 && v < PROFILE_MAX_STACK_DEPTH)
+		report(&c, "WARN", "sysctl -w kernel.perf_event_max_stack=127",
+		       "perf_event_max_stack=%ld: stacks deeper than that are cut", v);
+
+	/* RLIMIT_MEMLOCK matters only before 5.11 (memcg accounting of BPF memory came then). */
+	if (major > 0 && (major < 5 || (major == 5 && minor < 11))) {
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur < 64ULL * 1024 * 1024 && !has_cap(caps, CAP_SYS_RESOURCE_BIT))
+			report(&c, "FAIL", "grant CAP_SYS_RESOURCE or raise the memlock limit (ulimit -l unlimited)",
+			       "RLIMIT_MEMLOCK is %llu bytes: too small for the BPF maps on kernel %s",
+			       (unsigned long long)rl.rlim_cur, u.release);
+	}
+
+	/* PID namespace: BPF sees host PIDs, so /proc must be the host's. */
+	if (agent_in_child_pid_namespace() > 0)
+		report(&c, "FAIL", "run in the host's PID namespace (Kubernetes: hostPID: true; docker: --pid=host)",
+		       "the agent runs in a child PID namespace: sampled PIDs do not match /proc here, so no "
+		       "process could be attributed");
+	else
+		report(&c, "ok", NULL, "host PID namespace: sampled PIDs match /proc");
+
+	/* cgroup v2: container filters and cgroup IDs */
+	if (agent_cgroup2_mount(mnt, sizeof(mnt)) == 0)
+		report(&c, "ok", NULL, "cgroup v2 mounted at %s", mnt);
+	else
+		report(&c, cfg->profiling.n_cgroups ? "FAIL" : "WARN", "mount cgroup2 (systemd does by default)",
+		       "no cgroup v2 mount: profiling.cgroups cannot be used");
+
+	/* The real thing: load, size and attach the program as agent_run will. */
+	if (bpf_caps) {
+		struct agent_sampler_opts so = {
+			.frequency_hz = (uint32_t)SR_MAX(SR_MIN(cfg->profiling.frequency_hz, 1000), 1),
+			.include_kernel_threads = true,
+			.kernel_stacks = true,
+			.ring_buffer_bytes = cfg->profiling.ring_buffer_bytes,
+		};
+		const char *what = NULL;
+		enum sr_log_level saved = sr_log_max_level;
+		struct agent_sampler *s;
+
+		/* The verifier log would drown the report; the failing step is named below. */
+		sr_log_set_level(SR_LOG_ERROR);
+		s = agent_sampler_new(&so, record_nothing, NULL, &what);
+		sr_log_set_level(saved);
+		if (s) {
+			report(&c, "ok", NULL,
+			       "BPF program loads; %d cpu-clock perf events and the exec/exit "
+			       "tracepoints (tp_btf: no tracefs needed) attach",
+			       agent_sampler__n_events(s));
+			agent_sampler_free(s);
+		} else {
+			report(&c, "FAIL", "see the lines above; run with --log-level debug for libbpf's log",
+			       "BPF sampling does not start: %s: %s", what ? what : "?", strerror(errno));
+		}
+	}
+
+	if (c.failed)
+		fprintf(out, "%d check%s failed, %d warning%s: the agent cannot profile this node\n", c.failed,
+			c.failed == 1 ? "" : "s", c.warned, c.warned == 1 ? "" : "s");
+	else
+		fprintf(out, "all checks passed (%d warning%s)\n", c.warned, c.warned == 1 ? "" : "s");
+	return c.failed;
+}
