@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""--check preflight and the Prometheus endpoint of a profiling agent.
+
+  - as root, --check passes and exits 0;
+  - without CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN (bounding set dropped with
+    setpriv), --check names what is missing, how to fix it, and exits 1;
+  - telemetry.metrics.address serves /metrics in the Prometheus text format
+    with the self-metrics (samples, filters, losses per CPU, caches, CPU time,
+    RSS), consistent with what the agent logs at exit; other paths are 404.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agentlib  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def parse_metrics(text):
+    values = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        values[name] = float(value)
+    return values
+
+
+def main():
+    agentlib.require_root_bpf()
+    env = agentlib.Env()
+    c = agentlib.Checks()
+    try:
+        r = subprocess.run([env.agent, "--check"], capture_output=True, text=True, timeout=60)
+        print(r.stdout)
+        c.check(r.returncode == 0 and "all checks passed" in r.stdout, "--check as root passes (rc=%d)" % r.returncode)
+        c.check("BPF program loads" in r.stdout, "--check loads and attaches the real program")
+
+        if shutil.which("setpriv"):
+            r = subprocess.run(["setpriv", "--bounding-set=-bpf,-perfmon,-sys_admin", "--", env.agent, "--check"],
+                               capture_output=True, text=True, timeout=60)
+            print(r.stdout)
+            c.check(r.returncode == 1, "--check without CAP_BPF/PERFMON/SYS_ADMIN exits 1 (rc=%d)" % r.returncode)
+            c.check("[FAIL] missing CAP_BPF/CAP_PERFMON" in r.stdout and "fix: run as root, or grant CAP_BPF" in r.stdout,
+                    "--check names the missing capabilities and the fix")
+
+        if shutil.which("unshare"):
+            r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", env.agent, "--check"],
+                               capture_output=True, text=True, timeout=60)
+            c.check(r.returncode == 1 and "child PID namespace" in r.stdout and "hostPID: true" in r.stdout,
+                    "--check in a child PID namespace fails and says to use the host's (rc=%d)" % r.returncode)
+
+        port = free_port()
+        cfg = os.path.join(env.tmp, "agent.yaml")
+        with open(cfg, "w") as f:
+            f.write("gateway:\n  flush_timeout: 1s\nprofiling:\n  frequency: 99\n"
+                    "telemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" % port)
+        work, _ = agentlib.start([env.workload("alphabeta-fp"), "6"])
+        agent = subprocess.Popen([env.agent, "--config", cfg, "--duration", "4", "--output",
+                                  os.path.join(env.tmp, "out.pb")], stderr=subprocess.PIPE, text=True)
+        text = None
+        deadline = time.time() + 3.0
+        while time.time() < deadline:
+            time.sleep(0.5)
+            try:
+                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+            except (urllib.error.URLError, ConnectionError):
+                continue
+        status = None
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=5)
+        except urllib.error.HTTPError as e:
+            status = e.code
+        except urllib.error.URLError:
+            pass
+        stderr = agent.communicate(timeout=60)[1]
+        work.kill()
+        work.wait()
+        sys.stderr.write(stderr)
+        c.check(agent.returncode == 0, "agent with metrics exits 0")
+        c.check(text is not None, "GET /metrics answered")
+        if text:
+            m = parse_metrics(text)
+            for name in ("stackrelay_agent_samples_total", 'stackrelay_agent_samples_filtered_total{filter="idle"}',
+                         'stackrelay_agent_samples_lost_total{cpu="0"}', "stackrelay_agent_processes",
+                         "stackrelay_agent_store_stacks", "stackrelay_agent_executables_cached",
+                         "process_cpu_seconds_total", "process_resident_memory_bytes"):
+                c.check(name in m, "metric %s present" % name)
+            c.check(m.get("stackrelay_agent_samples_total", 0) > 0, "samples_total > 0")
+            c.check(0 < m.get("process_resident_memory_bytes", 0) < 64 * 2 ** 20,
+                    "agent RSS %.1f MiB (< 64 MiB)" % (m.get("process_resident_memory_bytes", 0) / 2 ** 20))
+            c.check(m.get("stackrelay_agent_processes", 0) >= 1, "processes tracked >= 1")
+        c.check(status == 404, "GET / is 404 (got %s)" % status)
+        return c.finish()
+    finally:
+        env.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

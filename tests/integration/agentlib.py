@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers of the agent's integration tests: an independent decoder of the
+agent's --output (protoc-generated Python classes, Debian's python3-protobuf)
+and the truth to check it against (nm, readelf, /proc/kallsyms).
+
+Needs Debian's /usr/bin/python3 with python3-protobuf, protoc, nm, readelf.
+"""
+import bisect
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+def skip(msg):
+    print("SKIP: " + msg)
+    sys.exit(SKIP)
+
+
+def require_root_bpf():
+    if os.geteuid() != 0:
+        skip("needs root (BPF and perf events)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        skip("kernel without BTF (/sys/kernel/btf/vmlinux)")
+    for tool in ("protoc", "nm", "readelf"):
+        if not shutil.which(tool):
+            skip(tool + " not installed (scripts/install-deps)")
+
+
+class Env:
+    def __init__(self):
+        self.agent = os.environ.get("SR_AGENT")
+        self.src = os.environ.get("SR_SOURCE_ROOT")
+        self.build = os.environ.get("SR_BUILD_ROOT")
+        if not self.agent or not self.src or not self.build:
+            skip("run through meson test (SR_AGENT, SR_SOURCE_ROOT, SR_BUILD_ROOT unset)")
+        self.workloads = os.path.join(self.build, "tests", "workloads")
+        self.tmp = tempfile.mkdtemp(prefix="sr-agent-test-")
+        self.pb = load_proto(self.src, self.tmp)
+
+    def workload(self, name):
+        path = os.path.join(self.workloads, name)
+        if not os.access(path, os.X_OK):
+            raise SystemExit("workload not built: " + path)
+        return path
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def load_proto(src, tmp):
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
+        skip("python3-protobuf not installed (scripts/install-deps); run with Debian's /usr/bin/python3")
+    proto = os.path.join(src, "proto")
+    subprocess.run(["protoc", "-I", proto, "--python_out=" + tmp, "stackrelay/v1/types.proto",
+                    "stackrelay/v1/ingest.proto"], check=True)
+    sys.path.insert(0, tmp)
+    from stackrelay.v1 import ingest_pb2, types_pb2
+    return type("pb", (), {"ingest": ingest_pb2, "types": types_pb2})
+
+
+def read_varint(data, pos):
+    shift = 0
+    value = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("truncated varint at %d" % pos)
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+class Output:
+    """All PushRequests of one --output file, with their definitions indexed."""
+
+    def __init__(self, pb, path):
+        data = open(path, "rb").read()
+        self.requests = []
+        pos = 0
+        while pos < len(data):
+            n, pos = read_varint(data, pos)
+            if pos + n > len(data):
+                raise ValueError("truncated message")
+            req = pb.ingest.PushRequest()
+            req.ParseFromString(data[pos:pos + n])
+            pos += n
+            self.requests.append(req)
+        self.stacks = {}
+        self.exes = {}
+        self.kernels = {}
+        self.samples = []
+        self.redefined = 0
+        for r in self.requests:
+            for s in r.stacks:
+                if s.id in self.stacks:
+                    self.redefined += 1
+                self.stacks[s.id] = s
+            for e in r.executables:
+                if e.id in self.exes:
+                    self.redefined += 1
+                self.exes[e.id] = e
+            for k in r.kernels:
+                self.kernels[k.id] = k
+            self.samples.extend(r.samples)
+
+    def drops(self):
+        total = {}
+        for r in self.requests:
+            for f in ("ring_buffer_full", "stack_errors", "buffer_overflow", "process_unknown"):
+                total[f] = total.get(f, 0) + getattr(r.drops, f)
+        return total
+
+    def for_pid(self, pid):
+        return [s for s in self.samples if s.pid == pid]
+
+    def frames(self, sample):
+        st = self.stacks.get(sample.stack_id)
+        if st is None:
+            raise AssertionError("sample references stack %s that the file never defined" % sample.stack_id.hex())
+        return st.frames
+
+
+def build_id(path):
+    """The GNU build ID of an ELF file per readelf, or None."""
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("Build ID:"):
+            return bytes.fromhex(line.split(":", 1)[1].strip())
+    return None
+
+
+class Symbols:
+    """Function symbols of an ELF file per nm: ELF virtual address -> name."""
+
+    def __init__(self, path):
+        out = subprocess.run(["nm", "-S", "--defined-only", path], capture_output=True, text=True,
+                             check=True).stdout
+        syms = []
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 4 and parts[2] in ("T", "t", "W", "w"):
+                syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+        syms.sort()
+        self.starts = [s[0] for s in syms]
+        self.syms = syms
+
+    def lookup(self, addr):
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i < 0:
+            return None
+        start, size, name = self.syms[i]
+        return name if start <= addr < start + size else None
+
+
+class Kallsyms:
+    def __init__(self):
+        syms = []
+        with open("/proc/kallsyms") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1] in "tTwW":
+                    syms.append((int(parts[0], 16), parts[2]))
+        syms.sort()
+        self.usable = bool(syms) and syms[-1][0] != 0
+        self.starts = [s[0] for s in syms]
+        self.syms = syms
+
+    def lookup(self, addr):
+        i = bisect.bisect_right(self.starts, addr) - 1
+        return self.syms[i][1] if i >= 0 else None
+
+
+class Checks:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, ok, what):
+        if ok:
+            self.passed += 1
+            print("ok - " + what)
+        else:
+            self.failed += 1
+            print("FAIL - " + what)
+        sys.stdout.flush()
+        return ok
+
+    def finish(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed else 0
+
+
+def start(cmd, **kw):
+    """Starts a workload that prints its pid (and maybe tids) on its first line; returns (proc, ints)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, **kw)
+    line = p.stdout.readline()
+    return p, [int(x) for x in line.split()]
+
+
+def run_agent(env, args, timeout):
+    """Runs the agent to completion; returns (returncode, stderr)."""
+    r = subprocess.run([env.agent] + args, capture_output=True, text=True, timeout=timeout)
+    sys.stderr.write(r.stderr)
+    return r.returncode, r.stderr
+
+
+def logfmt_fields(stderr, msg):
+    """key=value pairs of the last log line with this msg."""
+    found = None
+    for line in stderr.splitlines():
+        if ('msg="%s"' % msg) in line or ("msg=%s " % msg) in line:
+            found = line
+    if not found:
+        return None
+    fields = {}
+    for part in found.split():
+        if "=" in part:
+            k, v = part.split("=", 1)
+            fields[k] = v.strip('"')
+    return fields

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Ring-buffer record decoding, /proc/modules, CPU lists and the hash table the agent's caches use. */
+#include <errno.h>
+#include <linux/types.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent/event.h"
+#include "agent/htab.h"
+#include "agent/kernel.h"
+#include "agent/sampler.h"
+
+static void test_event_decode(void **state)
+{
+	struct profile_sample *s = calloc(1, sizeof(*s));
+	struct profile_task_event t = { 0 };
+	struct agent_event ev;
+
+	(void)state;
+	s->hdr.type = PROFILE_EVENT_SAMPLE;
+	s->hdr.pid = 42;
+	memcpy(s->hdr.comm, "0123456789abcdef", 16); /* no NUL: the copy adds one */
+	s->kstack_len = 3 * 8;
+	s->ustack_len = -14; /* -EFAULT */
+	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), 0);
+	assert_int_equal(ev.type, PROFILE_EVENT_SAMPLE);
+	assert_int_equal(ev.n_kstack, 3);
+	assert_int_equal(ev.n_ustack, 0);
+	assert_int_equal(ev.ustack_err, -14);
+	assert_string_equal(ev.comm, "0123456789abcdef");
+	/* Short records and lengths beyond the arrays are refused. */
+	assert_int_equal(agent_event_decode(s, sizeof(*s) - 1, &ev), -EBADMSG);
+	assert_int_equal(agent_event_decode(s, 3, &ev), -EBADMSG);
+	s->kstack_len = (PROFILE_MAX_STACK_DEPTH + 1) * 8;
+	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), 0);
+	assert_int_equal(ev.n_kstack, 0);
+	assert_int_equal(ev.kstack_err, -EBADMSG);
+	s->hdr.type = 99;
+	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), -EBADMSG);
+	t.hdr.type = PROFILE_EVENT_EXIT;
+	assert_int_equal(agent_event_decode(&t, sizeof(t), &ev), 0);
+	assert_int_equal(ev.type, PROFILE_EVENT_EXIT);
+	assert_null(ev.sample);
+	free(s);
+}
+
+static void test_modules(void **state)
+{
+	static const char mods[] = "nf_tables 319488 0 - Live 0xffffffffc0a1f000\n"
+				   "ext4 1007616 1 - Live 0xffffffffc0800000 (E)\n"
+				   "hidden 4096 0 - Live 0x0000000000000000\n"
+				   "broken line\n";
+	struct agent_kernel_module *m = NULL;
+	struct agent_kernel k = { 0 };
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(agent_kernel_parse_modules(mods, sizeof(mods) - 1, &m, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(m[1].name, "ext4");
+	assert_int_equal(m[1].start, 0xffffffffc0800000ULL);
+	assert_int_equal(m[1].size, 1007616);
+	k.modules = m;
+	k.n_modules = n;
+	assert_ptr_equal(agent_kernel_module_at(&k, 0xffffffffc0800010ULL), &m[1]);
+	assert_null(agent_kernel_module_at(&k, 0x10)); /* start 0 (kptr_restrict) never matches */
+	assert_null(agent_kernel_module_at(&k, 0xffffffff81000000ULL));
+	free(m);
+}
+
+static void test_cpu_list(void **state)
+{
+	bool cpus[16];
+
+	(void)state;
+	assert_int_equal(agent_parse_cpu_list("0-3,5\n", cpus, 16), 5);
+	assert_true(cpus[3] && !cpus[4] && cpus[5]);
+	assert_int_equal(agent_parse_cpu_list("0", cpus, 16), 1);
+	assert_int_equal(agent_parse_cpu_list("0-63", cpus, 16), 16); /* clipped to the bitmap */
+	assert_int_equal(agent_parse_cpu_list("3-1", cpus, 16), -EINVAL);
+	assert_int_equal(agent_parse_cpu_list("a", cpus, 16), -EINVAL);
+	assert_int_equal(agent_parse_cpu_list("1;2", cpus, 16), -EINVAL);
+}
+
+struct item {
+	uint32_t key;
+	int value;
+};
+
+static const void *item_key(const void *v, size_t *len)
+{
+	*len = sizeof(uint32_t);
+	return &((const struct item *)v)->key;
+}
+
+static void test_htab(void **state)
+{
+	struct agent_htab h;
+	struct item *items = calloc(5000, sizeof(*items));
+	struct item *it;
+	size_t seen = 0;
+
+	(void)state;
+	agent_htab_init(&h, item_key);
+	for (uint32_t i = 0; i < 5000; i++) {
+		items[i].key = i * 2654435761u;
+		items[i].value = (int)i;
+		assert_int_equal(agent_htab__put(&h, &items[i]), 0);
+	}
+	for (uint32_t i = 0; i < 5000; i += 2) /* remove half: tombstones */
+		assert_ptr_equal(agent_htab__remove(&h, &items[i].key, 4), &items[i]);
+	assert_int_equal(h.n, 2500);
+	for (uint32_t i = 0; i < 5000; i++) {
+		it = agent_htab__get(&h, &items[i].key, 4);
+		if (i % 2)
+			assert_ptr_equal(it, &items[i]);
+		else
+			assert_null(it);
+	}
+	for (uint32_t i = 0; i < 5000; i += 2) /* reinsert over tombstones */
+		assert_int_equal(agent_htab__put(&h, &items[i]), 0);
+	for (size_t i = 0; (it = agent_htab__next(&h, &i));)
+		seen++;
+	assert_int_equal(seen, 5000);
+	agent_htab_done(&h);
+	free(items);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_event_decode),
+		cmocka_unit_test(test_modules),
+		cmocka_unit_test(test_cpu_list),
+		cmocka_unit_test(test_htab),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The definition store, window aggregation and the --output writer:
+ * content-addressed stack IDs, LRU eviction within max_stacks, lookups that
+ * copy into nanopb structs, batches, and a file that decodes back (with
+ * nanopb here; the root integration test decodes with protoc's classes).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <pb_decode.h>
+
+#include "agent/aggregate.h"
+#include "agent/elfinfo.h"
+#include "agent/output.h"
+#include "agent/store.h"
+
+static const uint8_t BID_A[20] = { 0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19 };
+static const uint8_t BID_B[8] = { 0xbb, 1, 2, 3, 4, 5, 6, 7 };
+
+static struct agent_store *new_store(uint64_t max, uint32_t *ret_a, uint32_t *ret_b)
+{
+	struct agent_store *s = agent_store_new(max);
+	struct agent_exe_def a = { .id_len = 20, .id_kind = 1, .path = "/usr/bin/a", .size = 1000 };
+	struct agent_exe_def b = { .id_len = 8, .id_kind = 1, .path = "/lib/libb.so", .size = 2000, .is_go = true };
+	struct agent_kernel k = { .release = "6.1.0-test", .boot_id = "11111111-2222-3333-4444-555555555555" };
+	struct agent_kernel_module mod = { .name = "ext4", .start = 0xffffffffc0000000ULL, .size = 0x1000 };
+
+	assert_non_null(s);
+	memcpy(a.id, BID_A, 20);
+	memcpy(b.id, BID_B, 8);
+	*ret_a = (uint32_t)agent_store__add_exe(s, &a);
+	*ret_b = (uint32_t)agent_store__add_exe(s, &b);
+	assert_int_equal(agent_store__add_exe(s, &a), *ret_a); /* the same ID is the same executable */
+	memset(k.id, 0x4b, sizeof(k.id));
+	k.modules = &mod;
+	k.n_modules = 1;
+	assert_int_equal(agent_store__set_kernel(s, &k), 0);
+	return s;
+}
+
+static void test_stack_ids(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(0, &a, &b);
+	struct agent_frame f1[] = {
+		{ .address = 0xffffffff81000000ULL, .exe = AGENT_EXE_KERNEL, .kind = 2 },
+		{ .address = 0x1234, .exe = a, .kind = 1 },
+		{ .address = 0x5678, .exe = b, .kind = 1 },
+	};
+	struct agent_frame f2[3];
+	uint8_t id1[16], id2[16], id3[16];
+	stackrelay_v1_StackDef def;
+
+	(void)state;
+	assert_int_equal(agent_store__intern_stack(s, f1, 3, false, 0, id1), 0);
+	memcpy(f2, f1, sizeof(f1));
+	assert_int_equal(agent_store__intern_stack(s, f2, 3, false, 0, id2), 0);
+	assert_memory_equal(id1, id2, 16);
+	f2[2].address++;
+	assert_int_equal(agent_store__intern_stack(s, f2, 3, false, 0, id3), 0);
+	assert_memory_not_equal(id1, id3, 16);
+	f2[2].address--;
+	f2[2].exe = a; /* same address, other executable: another stack */
+	assert_int_equal(agent_store__intern_stack(s, f2, 3, false, 0, id3), 0);
+	assert_memory_not_equal(id1, id3, 16);
+
+	assert_int_equal(agent_store__stack(s, id1, 16, &def), 0);
+	assert_int_equal(def.frames_count, 3);
+	assert_int_equal(*def.frames[0].kind, 2);
+	assert_int_equal(def.frames[0].executable_id->size, AGENT_KERNEL_ID_LEN);
+	assert_int_equal(*def.frames[1].address, 0x1234);
+	assert_memory_equal(def.frames[1].executable_id->bytes, BID_A, 20);
+	assert_memory_equal(def.frames[2].executable_id->bytes, BID_B, 8);
+	assert_null(def.truncated);
+	pb_release(stackrelay_v1_StackDef_fields, &def);
+	memset(id3, 0, sizeof(id3));
+	assert_int_equal(agent_store__stack(s, id3, 16, &def), -ENOENT);
+	agent_store_free(s);
+}
+
+static void test_defs(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(0, &a, &b);
+	stackrelay_v1_ExecutableDef e;
+	stackrelay_v1_KernelDef k;
+	uint8_t kid[16];
+
+	(void)state;
+	assert_int_equal(agent_store__executable(s, BID_B, 8, &e), 0);
+	assert_string_equal(e.file_name, "libb.so");
+	assert_string_equal(e.path, "/lib/libb.so");
+	assert_int_equal(*e.file_size, 2000);
+	assert_true(*e.is_go);
+	pb_release(stackrelay_v1_ExecutableDef_fields, &e);
+	assert_int_equal(agent_store__executable(s, BID_B, 7, &e), -ENOENT);
+	assert_true(agent_store__kernel_id(s, kid));
+	assert_int_equal(agent_store__kernel(s, kid, 16, &k), 0);
+	assert_string_equal(k.release, "6.1.0-test");
+	assert_int_equal(k.modules_count, 1);
+	assert_string_equal(k.modules[0].name, "ext4");
+	pb_release(stackrelay_v1_KernelDef_fields, &k);
+	kid[0] ^= 1;
+	assert_int_equal(agent_store__kernel(s, kid, 16, &k), -ENOENT);
+	/* No process ever mapped it: nothing to open. */
+	assert_int_equal(agent_store__open_executable(s, BID_A, 20), -ENOENT);
+	agent_store_free(s);
+}
+
+/* The vDSO has no file; open_executable hands out a copy of the image for symbol extraction. */
+static void test_open_vdso(void **state)
+{
+	struct agent_store *s = agent_store_new(0);
+	struct agent_exe_def d = { .id_len = 4, .id = { 1, 2, 3, 4 }, .id_kind = 1, .path = "[vdso]" };
+	struct agent_elf_info e;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int fd;
+
+	(void)state;
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		if (strstr(line, "[vdso]") && sscanf(line, "%lx-%lx", &a, &b) == 2)
+			d.size = b - a;
+	}
+	fclose(f);
+	if (!d.size)
+		skip(); /* no vDSO (vdso=0 on the kernel command line) */
+	assert_true(agent_store__add_exe(s, &d) >= 0);
+	fd = agent_store__open_executable(s, d.id, 4);
+	assert_true(fd >= 0);
+	assert_int_equal(agent_elf_read_fd(fd, &e), 0);
+	assert_int_equal(e.type, 3 /* ET_DYN */);
+	assert_true(e.n_segs >= 1);
+	close(fd);
+	agent_store_free(s);
+}
+
+static void test_eviction(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(4, &a, &b);
+	struct agent_frame f = { .address = 0, .exe = a, .kind = 1 };
+	uint8_t ids[6][16], id[16];
+	struct agent_store_stats st;
+	stackrelay_v1_StackDef def;
+
+	(void)state;
+	/* Window 0: four stacks fill the store. */
+	for (int i = 0; i < 4; i++) {
+		f.address = (uint64_t)i;
+		assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 0, ids[i]), 0);
+	}
+	/* A fifth in the same window is refused: each is needed by this window's samples. */
+	f.address = 4;
+	assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 0, id), -ENOSPC);
+	/* Window 1 uses stack 0 again, then two new ones evict the least recently used (1, 2). */
+	f.address = 0;
+	assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 1, id), 0);
+	f.address = 4;
+	assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 1, ids[4]), 0);
+	f.address = 5;
+	assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 1, ids[5]), 0);
+	assert_int_equal(agent_store__stack(s, ids[1], 16, &def), -ENOENT);
+	assert_int_equal(agent_store__stack(s, ids[2], 16, &def), -ENOENT);
+	assert_int_equal(agent_store__stack(s, ids[0], 16, &def), 0);
+	pb_release(stackrelay_v1_StackDef_fields, &def);
+	agent_store__stats(s, &st);
+	assert_int_equal(st.stacks, 4);
+	assert_int_equal(st.stacks_evicted, 2);
+	agent_store_free(s);
+}
+
+static void test_aggregate(void **state)
+{
+	struct agent_agg *agg = agent_agg_new(3);
+	struct agent_agg_key k = { .pid = 10, .tid = 11, .start_ns = 123000000000ULL };
+	struct agent_cgroup_info cg = { .container_id = "abc", .pod_uid = "pod" };
+	struct agent_agg_labels l = {
+		.thread_name = "t", .process_name = "p", .exe_path = "/bin/p", .cg = &cg, .kernel = true
+	};
+	struct agent_batch b;
+	uint8_t kid[16] = { 7 };
+
+	(void)state;
+	assert_non_null(agg);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+	k.tid = 12;
+	assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+	k.stack_id[0] = 1;
+	assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+	k.stack_id[0] = 2;
+	assert_int_equal(agent_agg__add(agg, &k, &l), -ENOSPC); /* max_entries 3 */
+	assert_int_equal(agent_agg__flush(agg, 1000, 2000, kid, 16, 19, 100, &b), 0);
+	assert_int_equal(b.n_samples, 3);
+	assert_int_equal(b.total_count, 7);
+	assert_int_equal(*b.samples[0].count, 5); /* largest first */
+	assert_int_equal(*b.samples[0].tid, 11);
+	assert_int_equal(*b.samples[0].process_start_ticks, 12300);
+	assert_string_equal(b.samples[0].container_id, "abc");
+	assert_int_equal(b.samples[0].kernel_id->bytes[0], 7);
+	assert_int_equal(*b.samples[0].start_time_unix_nano, 1000);
+	assert_int_equal(b.frequency_hz, 19);
+	agent_batch_free(&b);
+	assert_int_equal(agent_agg__size(agg), 0);
+	assert_int_equal(agent_agg__flush(agg, 2000, 3000, NULL, 0, 19, 100, &b), 0);
+	assert_int_equal(b.n_samples, 0);
+	agent_batch_free(&b);
+	agent_agg_free(agg);
+}
+
+static bool read_cb(pb_istream_t *stream, pb_byte_t *buf, size_t count)
+{
+	FILE *f = stream->state;
+
+	if (fread(buf, 1, count, f) != count) {
+		stream->bytes_left = 0;
+		return false;
+	}
+	return true;
+}
+
+static void test_output_roundtrip(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(0, &a, &b);
+	struct agent_agg *agg = agent_agg_new(0);
+	struct agent_info info;
+	struct agent_frame f[] = { { .address = 0xffffffff81000000ULL, .exe = AGENT_EXE_KERNEL, .kind = 2 },
+				   { .address = 0x1234, .exe = a, .kind = 1 },
+				   { .address = 0x99, .exe = AGENT_EXE_NONE, .kind = 3 } };
+	struct agent_agg_key k = { .pid = 1, .tid = 1 };
+	struct agent_agg_labels l = { .thread_name = "t", .process_name = "p", .kernel = true };
+	char path[] = "/tmp/sr-test-output-XXXXXX";
+	struct agent_output *o;
+	struct agent_batch batch;
+	uint8_t kid[16];
+	int fd = mkstemp(path);
+	size_t stacks = 0, exes = 0, kernels = 0, samples = 0, reqs = 0;
+	FILE *in;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	agent_info_init(&info, "node-1");
+	o = agent_output_open(path, &info);
+	assert_non_null(o);
+	assert_true(agent_store__kernel_id(s, kid));
+	/* Two windows using the same stack: its definition is written once. */
+	for (int w = 0; w < 2; w++) {
+		assert_int_equal(agent_store__intern_stack(s, f, 3, false, (uint64_t)w, k.stack_id), 0);
+		assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+		assert_int_equal(agent_agg__flush(agg, 1, 2, kid, 16, 19, 100, &batch), 0);
+		assert_int_equal(agent_output__write(o, s, &batch), 0);
+		agent_batch_free(&batch);
+	}
+	assert_int_equal(agent_output_close(o), 0);
+
+	in = fopen(path, "rb");
+	assert_non_null(in);
+	for (;;) {
+		pb_istream_t is = { read_cb, in, SIZE_MAX, NULL };
+		stackrelay_v1_PushRequest req = { 0 };
+		int c = fgetc(in);
+		if (c == EOF)
+			break;
+		ungetc(c, in);
+		assert_true(pb_decode_ex(&is, stackrelay_v1_PushRequest_fields, &req, PB_DECODE_DELIMITED));
+		reqs++;
+		assert_int_equal(*req.protocol_version, 1);
+		assert_string_equal(req.agent->node_name, "node-1");
+		assert_int_equal(*req.sequence, reqs);
+		stacks += req.stacks_count;
+		exes += req.executables_count;
+		kernels += req.kernels_count;
+		samples += req.samples_count;
+		pb_release(stackrelay_v1_PushRequest_fields, &req);
+	}
+	fclose(in);
+	unlink(path);
+	assert_int_equal(reqs, 2);
+	assert_int_equal(samples, 2);
+	assert_int_equal(stacks, 1);
+	assert_int_equal(exes, 1); /* only the user frame's executable; the unknown frame has none */
+	assert_int_equal(kernels, 1);
+	agent_agg_free(agg);
+	agent_store_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stack_ids), cmocka_unit_test(test_defs),
+		cmocka_unit_test(test_open_vdso), cmocka_unit_test(test_eviction),
+		cmocka_unit_test(test_aggregate), cmocka_unit_test(test_output_roundtrip),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * A short-lived process: burns CPU in short_work() for the given number of
+ * milliseconds (default 300), then exits. Tests start it several times while
+ * the agent runs and check its samples are attributed to this file.
+ * Prints its pid first.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+void short_work(double ms);
+
+static volatile uint64_t sink;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void __attribute__((noinline)) short_work(double ms)
+{
+	uint64_t x = 1;
+	double end = now() + ms / 1000.0;
+
+	while (now() < end)
+		for (int i = 0; i < 20000; i++)
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	sink = x;
+}
+
+int main(int argc, char **argv)
+{
+	printf("%d\n", (int)getpid());
+	fflush(stdout);
+	short_work(argc > 1 ? atof(argv[1]) : 300.0);
+	return 0;
+}
