@@ -72,8 +72,10 @@ static const struct sr_field profiling_fields[] = {
 			      "do not fit are counted as lost."),
 	SR_FIELD_U64("max_processes", struct agent_profiling_config, max_processes, .def = "32768", .min = 16,
 		     .max = 4194304, .doc = "Processes whose mappings are cached at once."),
-	SR_FIELD_U64("max_stacks", struct agent_profiling_config, max_stacks, .def = "200000", .min = 1024,
-		     .max = 100000000, .doc = "Distinct stacks whose definitions are kept for resending."),
+	SR_FIELD_U64("max_stacks", struct agent_profiling_config, max_stacks, .def = "50000", .min = 1024,
+		     .max = 100000000,
+		     .doc = "Distinct stacks whose definitions are kept for resending (about 450 bytes each at 25 "
+			    "frames, so the default stays near 22 MiB)."),
 	SR_FIELD_END,
 };
 

@@ -205,10 +205,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "stackrelay-agent: out of memory\n");
 		return 1;
 	}
-	if (config_path)
-		r = sr_config_load_file(config_path, agent_config_fields, &cfg, diag);
-	else
+	/* Whether the file names a gateway decides what --output means (see below). */
+	bool file_sets_gateway = false;
+	if (config_path) {
+		struct sr_yaml_doc *doc = sr_yaml_load_file(config_path, diag);
+		r = -EINVAL;
+		if (doc) {
+			const struct sr_yaml_node *root = sr_yaml_root(doc);
+			const struct sr_yaml_node *gw = sr_yaml_mapping_get(doc, root, "gateway");
+			file_sets_gateway = gw && sr_yaml_mapping_get(doc, gw, "endpoint");
+			r = sr_config_load(doc, root, "", agent_config_fields, &cfg, diag);
+			sr_yaml_doc_free(doc);
+		}
+	} else {
 		r = sr_config_load(NULL, NULL, "", agent_config_fields, &cfg, diag);
+	}
 	sr_diag_print(diag, stderr);
 	if (r < 0) {
 		fprintf(stderr, "stackrelay-agent: invalid configuration (%zu problem%s)\n", sr_diag_errors(diag),
@@ -219,7 +230,7 @@ int main(int argc, char **argv)
 		sr_log_set_level((enum sr_log_level)cfg.telemetry.log_level);
 
 	/* Flags override the file. */
-	bool gateway_set = gateway || config_path;
+	bool gateway_set = gateway || file_sets_gateway;
 	if (gateway && replace_string(&cfg.gateway.endpoint, gateway) < 0)
 		goto oom;
 	if (gateway && strncmp(gateway, "http://", 7) != 0 && strncmp(gateway, "https://", 8) != 0) {
@@ -259,7 +270,10 @@ int main(int argc, char **argv)
 		}
 	}
 	opts.output = cfg.output && cfg.output[0] ? cfg.output : NULL;
-	/* --output alone means "instead of sending"; with a gateway named too, both. */
+	/*
+	 * --output (or `output:`) alone means "instead of sending"; with a
+	 * gateway named by --gateway or gateway.endpoint in the file, both.
+	 */
 	opts.send = !opts.output || gateway_set;
 
 	if (validate) {

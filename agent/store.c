@@ -544,9 +544,9 @@ static int open_vdso(uint64_t size)
 int agent_store__open_executable(struct agent_store *s, const uint8_t *id, size_t len)
 {
 	struct exe_entry *e;
-	char mf[128], *root_path = NULL;
+	char mf[128], *root_path = NULL, *seen_path = NULL;
 	uint64_t dev, ino;
-	int fd;
+	int fd = -ENOENT;
 
 	pthread_mutex_lock(&s->lock);
 	e = agent_htab__get(&s->exes_by_id, id, len);
@@ -555,22 +555,44 @@ int agent_store__open_executable(struct agent_store *s, const uint8_t *id, size_
 		pthread_mutex_unlock(&s->lock);
 		return open_vdso(size);
 	}
-	if (!e || !e->pid) {
+	if (!e) {
 		pthread_mutex_unlock(&s->lock);
 		return -ENOENT;
 	}
-	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", e->pid, (unsigned long long)e->map_start,
-		 (unsigned long long)e->map_end);
-	if (e->seen_path && asprintf(&root_path, "/proc/%u/root%s", e->pid, e->seen_path) < 0)
+	mf[0] = '\0';
+	if (e->pid)
+		snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", e->pid, (unsigned long long)e->map_start,
+			 (unsigned long long)e->map_end);
+	if (e->pid && e->seen_path && asprintf(&root_path, "/proc/%u/root%s", e->pid, e->seen_path) < 0)
 		root_path = NULL;
+	if (e->seen_path)
+		seen_path = strdup(e->seen_path);
 	dev = e->dev;
 	ino = e->ino;
 	pthread_mutex_unlock(&s->lock);
 
 	/* map_files reaches deleted and other-namespace files; /proc/PID/root needs less privilege. */
-	fd = open_verified(mf, dev, ino);
+	if (mf[0])
+		fd = open_verified(mf, dev, ino);
 	if (fd < 0 && root_path)
 		fd = open_verified(root_path, dev, ino);
+	/*
+	 * The last process that mapped it may have exited (a short-lived
+	 * shell, say) while the file is still there: try the path in the host's
+	 * mount namespace (/proc/1/root, the agent runs with hostPID) and in
+	 * the agent's own. The device and inode check makes sure it is the
+	 * same file, not another one at that path.
+	 */
+	if (fd < 0 && seen_path) {
+		char *host_path = NULL;
+		if (asprintf(&host_path, "/proc/1/root%s", seen_path) >= 0) {
+			fd = open_verified(host_path, dev, ino);
+			free(host_path);
+		}
+		if (fd < 0)
+			fd = open_verified(seen_path, dev, ino);
+	}
 	free(root_path);
+	free(seen_path);
 	return fd < 0 ? -ENOENT : fd;
 }
