@@ -1,0 +1,980 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pb_decode.h>
+#include <uv.h>
+#include <zlib.h>
+
+#include "component.h"
+#include "sr-config.h"
+#include "core/accounting.h"
+#include "core/model.h"
+#include "core/runtime.h"
+#include "exporthelper.h"
+#include "log.h"
+#include "macro.h"
+#include "pbwrite.h"
+#include "queue.h"
+#include "units.h"
+
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
+
+/* While block_on_overflow holds receivers back, agents are told to retry after this long. */
+#define EXPORT_BLOCK_RETRY_AFTER_MS 1000
+/* Bytes of a response body quoted in a log line. */
+#define EXPORT_LOG_BODY_MAX 512
+/* gzip level: speed first, the gateway compresses everything it sends. */
+#define EXPORT_GZIP_LEVEL 1
+
+const char *const gw_export_proto_versions[] = { "1.10", "1.9", NULL };
+const char *const gw_export_compressions[] = { "gzip", "none", NULL };
+const char *const gw_export_process_attributes[] = { "none", "sample", "resource", NULL };
+
+const struct sr_field gw_export_tls_fields[] = {
+	SR_FIELD_STR("ca_file", struct gw_export_tls_config, ca_file,
+		     .doc = "PEM file of CAs that verify the server; default: the system store."),
+	SR_FIELD_STR("cert_file", struct gw_export_tls_config, cert_file,
+		     .doc = "PEM client certificate for mutual TLS (needs key_file)."),
+	SR_FIELD_STR("key_file", struct gw_export_tls_config, key_file, .doc = "PEM private key of cert_file.",
+		     .secret = false),
+	SR_FIELD_BOOLEAN("insecure_skip_verify", struct gw_export_tls_config, insecure_skip_verify, .def = "false",
+			 .doc = "Do not verify the server's certificate or name (testing only)."),
+	SR_FIELD_END,
+};
+
+const struct sr_field gw_export_retry_fields[] = {
+	SR_FIELD_BOOLEAN(
+		"enabled", struct gw_export_retry_config, enabled, .def = "true",
+		.doc = "Retry failed requests that may succeed later (429, 500, 502, 503, 504, network errors)."),
+	SR_FIELD_DUR("initial_interval", struct gw_export_retry_config, initial_interval, .def = "5s",
+		     .doc = "Wait before the first retry."),
+	SR_FIELD_DBL("randomization_factor", struct gw_export_retry_config, randomization_factor, .def = "0.5",
+		     .doc = "Each wait is randomized by ± this fraction.", .min = 0, .max = 1),
+	SR_FIELD_DBL("multiplier", struct gw_export_retry_config, multiplier, .def = "1.5",
+		     .doc = "Each wait grows by this factor.", .min = 1, .max = 100),
+	SR_FIELD_DUR("max_interval", struct gw_export_retry_config, max_interval, .def = "30s",
+		     .doc = "Longest wait between retries."),
+	SR_FIELD_DUR(
+		"max_elapsed_time", struct gw_export_retry_config, max_elapsed_time, .def = "5m",
+		.doc = "Give up (and count the samples dropped) after this long since the first attempt; 0: never."),
+	SR_FIELD_END,
+};
+
+const struct sr_field gw_export_queue_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct gw_export_queue_config, enabled, .def = "true",
+			 .doc = "Queue requests so that consume never waits for the network."),
+	SR_FIELD_U64("queue_size_mib", struct gw_export_queue_config, queue_size_mib, .def = "128",
+		     .doc = "Bound of the queue in MiB of encoded requests (on disk when storage is set).", .min = 1,
+		     .max = 1048576),
+	SR_FIELD_U64("num_consumers", struct gw_export_queue_config, num_consumers, .def = "10",
+		     .doc = "Requests in flight at once.", .min = 1, .max = GW_EXPORT_MAX_CONSUMERS),
+	SR_FIELD_BOOLEAN("block_on_overflow", struct gw_export_queue_config, block_on_overflow, .def = "false",
+			 .doc = "When full, make receivers answer 'retry later' (agents keep the data) instead of "
+				"dropping the oldest queued request."),
+	SR_FIELD_STR("storage", struct gw_export_queue_config, storage,
+		     .doc = "Directory of a persistent queue: requests are written there (fsync) before they are "
+			    "acknowledged and replayed after a restart."),
+	SR_FIELD_END,
+};
+
+int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
+{
+	const struct gw_export_config *cfg = config;
+	int r = 0;
+
+	if (!!cfg->tls.cert_file != !!cfg->tls.key_file) {
+		sr_diag_add(d, NULL, 0, 0, path, "tls: cert_file and key_file go together");
+		r = -EINVAL;
+	}
+	if (cfg->retry_on_failure.enabled && cfg->retry_on_failure.initial_interval == 0) {
+		sr_diag_add(d, NULL, 0, 0, path, "retry_on_failure.initial_interval must be > 0");
+		r = -EINVAL;
+	}
+	if (cfg->sending_queue.storage && *cfg->sending_queue.storage && cfg->sending_queue.storage[0] != '/') {
+		sr_diag_add(d, NULL, 0, 0, path, "sending_queue.storage must be an absolute path, not '%s'",
+			    cfg->sending_queue.storage);
+		r = -EINVAL;
+	}
+	return r;
+}
+
+/* ---- gzip ---- */
+
+int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_len)
+{
+	z_stream z = { 0 };
+	uLong bound;
+	uint8_t *out;
+	int r;
+
+	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	bound = deflateBound(&z, (uLong)len);
+	out = malloc(bound);
+	if (!out) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)data;
+	z.avail_in = (uInt)len;
+	z.next_out = out;
+	z.avail_out = (uInt)bound;
+	r = deflate(&z, Z_FINISH);
+	deflateEnd(&z);
+	if (r != Z_STREAM_END) {
+		free(out);
+		return -EIO;
+	}
+	*ret = out;
+	*ret_len = z.total_out;
+	return 0;
+}
+
+int gw_gunzip(const void *data, size_t len, size_t max_out, uint8_t **ret, size_t *ret_len)
+{
+	z_stream z = { 0 };
+	size_t cap = SR_MAX(len * 4, (size_t)4096);
+	uint8_t *out = NULL;
+	int r;
+
+	if (inflateInit2(&z, 15 + 16) != Z_OK)
+		return -ENOMEM;
+	z.next_in = (Bytef *)data;
+	z.avail_in = (uInt)len;
+	for (;;) {
+		uint8_t *n;
+
+		cap = SR_MIN(cap, max_out + 1);
+		n = realloc(out, cap);
+		if (!n) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		out = n;
+		z.next_out = out + z.total_out;
+		z.avail_out = (uInt)(cap - z.total_out);
+		r = inflate(&z, Z_NO_FLUSH);
+		if (r == Z_STREAM_END)
+			break;
+		if (r != Z_OK && r != Z_BUF_ERROR) {
+			r = -EINVAL;
+			goto fail;
+		}
+		if (z.avail_out != 0 && z.avail_in == 0) {
+			r = -EINVAL; /* truncated */
+			goto fail;
+		}
+		if (z.total_out > max_out) {
+			r = -EFBIG;
+			goto fail;
+		}
+		cap *= 2;
+	}
+	if (z.total_out > max_out) {
+		r = -EFBIG;
+		goto fail;
+	}
+	inflateEnd(&z);
+	*ret = out;
+	*ret_len = z.total_out;
+	return 0;
+fail:
+	inflateEnd(&z);
+	free(out);
+	return r;
+}
+
+int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected, char *ret_msg, size_t msg_size)
+{
+	opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse resp =
+		opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse_init_zero;
+	pb_istream_t s = pb_istream_from_buffer(body, len);
+	int r = 0;
+
+	*ret_rejected = 0;
+	if (msg_size)
+		ret_msg[0] = '\0';
+	if (!pb_decode(&s, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse_fields,
+		       &resp)) {
+		r = -EINVAL;
+		goto out;
+	}
+	if (resp.has_partial_success) {
+		*ret_rejected = resp.partial_success.rejected_profiles;
+		if (resp.partial_success.error_message && msg_size)
+			snprintf(ret_msg, msg_size, "%s", resp.partial_success.error_message);
+	}
+out:
+	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse_fields, &resp);
+	return r;
+}
+
+/* ---- the exporter ---- */
+
+struct exporter;
+
+struct consumer {
+	struct exporter *x;
+	uv_timer_t timer;
+	struct gw_queue_item *item;
+	struct gw_backoff backoff;
+	uint8_t *framed; /* the body as sent, when the transport frames it */
+	size_t framed_len;
+	bool sending;
+	unsigned split_depth;
+};
+
+struct encode_job {
+	uv_work_t work;
+	struct exporter *x;
+	struct gw_profiles *p;
+	uint64_t samples;
+	uint8_t *data;
+	size_t len;
+	int error;
+};
+
+struct exporter {
+	struct gw_component *c;
+	const struct gw_export_config *cfg;
+	const struct gw_export_transport *t;
+	uv_loop_t *loop;
+	char *url;
+	char **headers; /* NULL-terminated "Name: value" */
+	struct gw_http_tls tls;
+	struct gw_retry_config retry;
+	struct gw_otlp_options enc;
+	bool gzip;
+	struct gw_http_client *http;
+	struct gw_queue *queue;
+	struct consumer *consumers;
+	size_t n_consumers;
+	unsigned jobs;	       /* encodings on the thread pool */
+	uint64_t jobs_samples; /* their sample counts */
+	unsigned open_handles; /* consumer timers not yet closed */
+	bool started, shutting_down, destroyed, metrics_added;
+	void (*done)(struct gw_component *c);
+	bool failing; /* in a streak of failures (for one warning per streak) */
+	uint64_t seed;
+	/* counters for /metrics */
+	uint64_t requests_ok, requests_retry, requests_split, requests_permanent, requests_transport;
+	uint64_t partial_rejected_profiles;
+	uint64_t bytes_sent;
+};
+
+static void kick(struct exporter *x);
+static void send_item(struct consumer *k);
+
+static void exporter_free(struct exporter *x)
+{
+	if (!x)
+		return;
+	gw_queue_close(x->queue);
+	for (char **h = x->headers; h && *h; h++)
+		free(*h);
+	free(x->headers);
+	free(x->url);
+	free(x->consumers);
+	free(x);
+}
+
+/* The state is freed once every libuv handle and every thread-pool job is finished. */
+static void maybe_free(struct exporter *x)
+{
+	if (x->destroyed && x->open_handles == 0 && x->jobs == 0)
+		exporter_free(x);
+}
+
+static void maybe_done(struct exporter *x)
+{
+	bool idle;
+
+	if (!x->shutting_down || !x->done || x->jobs > 0)
+		return;
+	if (gw_queue__persistent(x->queue))
+		/* Everything is on disk: nothing to wait for once no request is in flight. */
+		idle = gw_queue__in_flight(x->queue) == 0;
+	else
+		idle = gw_queue__waiting(x->queue) == 0 && gw_queue__in_flight(x->queue) == 0;
+	if (idle) {
+		void (*done)(struct gw_component * c) = x->done;
+
+		x->done = NULL;
+		done(x->c);
+	}
+}
+
+static const char *permanent_reason(long status)
+{
+	switch (status) {
+	case 400:
+		return "rejected_400";
+	case 401:
+		return "rejected_401";
+	case 403:
+		return "rejected_403";
+	case 404:
+		return "rejected_404";
+	case 415:
+		return "rejected_415";
+	case 500:
+		return "rejected_500";
+	default:
+		return "rejected";
+	}
+}
+
+static void quote_body(const struct gw_http_response *r, char *buf, size_t size)
+{
+	char tmp[EXPORT_LOG_BODY_MAX + 1];
+	size_t n = SR_MIN(r->body_len, (size_t)EXPORT_LOG_BODY_MAX);
+
+	/* Bodies may be binary (protobuf Status): keep printable ASCII only. */
+	for (size_t i = 0; i < n; i++)
+		tmp[i] = (r->body[i] >= 0x20 && r->body[i] < 0x7f) ? r->body[i] : '.';
+	tmp[n] = '\0';
+	sr_log_quote(tmp, buf, size);
+}
+
+static void item_finished(struct consumer *k)
+{
+	struct exporter *x = k->x;
+
+	gw_queue__done(x->queue, k->item);
+	k->item = NULL;
+	k->sending = false;
+	free(k->framed);
+	k->framed = NULL;
+	k->split_depth = 0;
+}
+
+static void drop_item(struct consumer *k, const char *reason)
+{
+	gw_component_drop_samples(k->x->c, reason, k->item->samples);
+	item_finished(k);
+}
+
+static void on_retry_timer(uv_timer_t *t)
+{
+	struct consumer *k = t->data;
+
+	send_item(k);
+}
+
+static void split_item(struct consumer *k)
+{
+	struct exporter *x = k->x;
+	struct gw_queue_item *it = k->item;
+	enum gw_otlp_version v = (it->flags & GW_QUEUE_OTLP_V1_9) ? GW_OTLP_V1_9 : GW_OTLP_V1_10;
+	uint8_t *plain = NULL;
+	size_t plain_len = 0;
+	struct pbw a = { 0 }, b = { 0 };
+	uint64_t ca = 0, cb = 0;
+	int r;
+
+	if (it->flags & GW_QUEUE_GZIP) {
+		r = gw_gunzip(it->data, it->len, GW_QUEUE_ITEM_MAX_BYTES, &plain, &plain_len);
+		if (r < 0)
+			goto fail;
+	}
+	r = gw_otlp_split(plain ? plain : it->data, plain ? plain_len : it->len, v, &a, &ca, &b, &cb);
+	if (r < 0)
+		goto fail;
+	if (ca + cb != it->samples) {
+		r = -EUCLEAN;
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct pbw *h = i == 0 ? &a : &b;
+		uint8_t *out = h->buf;
+		size_t out_len = h->len;
+
+		if (x->gzip || (it->flags & GW_QUEUE_GZIP)) {
+			r = gw_gzip(h->buf, h->len, EXPORT_GZIP_LEVEL, &out, &out_len);
+			if (r < 0)
+				goto fail;
+			pbw_free(h);
+		} else {
+			*h = (struct pbw){ 0 };
+		}
+		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags);
+		if (r < 0) {
+			/* The half already queued stays queued: drop only this one. */
+			gw_component_drop_samples(x->c, "queue_write_error", i == 0 ? ca : cb);
+			sr_log_error(x->c->id, "could not queue half of a split request; its samples are dropped",
+				     "samples=%" PRIu64 " error=%s", i == 0 ? ca : cb, strerror(-r));
+		}
+	}
+	sr_log_info(x->c->id, "backend said 413 (too large); request split in two",
+		    "samples=%" PRIu64 " halves=%" PRIu64 "+%" PRIu64, it->samples, ca, cb);
+	free(plain);
+	item_finished(k);
+	return;
+fail:
+	free(plain);
+	pbw_free(&a);
+	pbw_free(&b);
+	sr_log_error(x->c->id, "backend said 413 (too large) and the request cannot be split; samples dropped",
+		     "samples=%" PRIu64 " bytes=%zu error=%s", it->samples, it->len,
+		     r == -ERANGE ? "single sample" : strerror(-r));
+	drop_item(k, "too_large");
+}
+
+static void on_response(void *userdata, const struct gw_http_response *resp)
+{
+	struct consumer *k = userdata;
+	struct exporter *x = k->x;
+	char msg[256] = "", body[EXPORT_LOG_BODY_MAX * 2 + 8];
+	int64_t rejected = 0;
+	enum gw_export_outcome o;
+	uint64_t delay, min_delay = 0;
+
+	free(k->framed);
+	k->framed = NULL;
+	if (resp->result == GW_HTTP_ABORTED) {
+		/* Shutting down: the item stays queued (on disk it is replayed at the next start). */
+		gw_queue__unpop(x->queue, k->item);
+		k->item = NULL;
+		k->sending = false;
+		return;
+	}
+	o = x->t->classify(x->cfg, resp, &rejected, msg, sizeof(msg));
+	switch (o) {
+	case GW_EXPORT_OK:
+		x->requests_ok++;
+		x->bytes_sent += k->item->len;
+		if (x->failing) {
+			sr_log_info(x->c->id, "backend accepts requests again", "url=%s", x->url);
+			x->failing = false;
+		}
+		if (rejected > 0 || msg[0]) {
+			char q[600];
+
+			x->partial_rejected_profiles += (uint64_t)SR_MAX(rejected, 0);
+			sr_log_warn(x->c->id, "backend accepted the request partially",
+				    "rejected_profiles=%" PRId64 " message=%s", rejected,
+				    sr_log_quote(msg, q, sizeof(q)));
+		}
+		gw_component_exported(x->c, k->item->samples);
+		item_finished(k);
+		break;
+	case GW_EXPORT_SPLIT:
+		x->requests_split++;
+		if (k->split_depth >= GW_EXPORT_MAX_SPLIT_DEPTH) {
+			sr_log_error(x->c->id, "backend said 413 too many times; samples dropped", "samples=%" PRIu64,
+				     k->item->samples);
+			drop_item(k, "too_large");
+			break;
+		}
+		split_item(k);
+		break;
+	case GW_EXPORT_PERMANENT:
+		x->requests_permanent++;
+		quote_body(resp, body, sizeof(body));
+		if (resp->result == GW_HTTP_OK)
+			sr_log_error(x->c->id, "backend rejected the request for good; samples dropped",
+				     "url=%s status=%ld samples=%" PRIu64 " reason=\"%s\" body=%s", x->url,
+				     resp->status, k->item->samples, msg, body);
+		else
+			sr_log_error(x->c->id, "request cannot succeed; samples dropped",
+				     "url=%s samples=%" PRIu64 " error=\"%s\"", x->url, k->item->samples,
+				     msg[0] ? msg : resp->error);
+		drop_item(k, resp->status ? permanent_reason(resp->status) : "rejected");
+		break;
+	case GW_EXPORT_RETRY:
+		if (resp->result == GW_HTTP_OK)
+			x->requests_retry++;
+		else
+			x->requests_transport++;
+		if (resp->retry_after[0] && gw_retry_parse_after(resp->retry_after, time(NULL), &min_delay) < 0)
+			min_delay = 0;
+		if (!gw_backoff_next(&k->backoff, uv_hrtime(), min_delay, &delay)) {
+			sr_log_error(x->c->id, "giving up on a request after retrying; samples dropped",
+				     "url=%s samples=%" PRIu64 " attempts=%u last_status=%ld last_error=\"%s\"", x->url,
+				     k->item->samples, k->backoff.attempts + 1, resp->status,
+				     resp->result == GW_HTTP_OK ? msg : resp->error);
+			drop_item(k, x->retry.enabled ? "retries_exhausted" : "send_failed");
+			break;
+		}
+		{
+			char d[32];
+
+			if (!x->failing)
+				sr_log_warn(x->c->id, "export failed; retrying",
+					    "url=%s status=%ld error=\"%s\" retry_in=%s", x->url, resp->status,
+					    resp->result == GW_HTTP_OK ? msg : resp->error,
+					    sr_format_duration(delay, d, sizeof(d)));
+			else
+				sr_log_debug(x->c->id, "export failed; retrying", "url=%s status=%ld retry_in=%s",
+					     x->url, resp->status, sr_format_duration(delay, d, sizeof(d)));
+		}
+		x->failing = true;
+		uv_timer_start(&k->timer, on_retry_timer, (delay + 999999) / 1000000, 0);
+		return; /* the consumer stays busy with its item */
+	}
+	kick(x);
+	maybe_done(x);
+}
+
+static void send_item(struct consumer *k)
+{
+	struct exporter *x = k->x;
+	struct gw_export_request er = {
+		.body = k->item->data,
+		.len = k->item->len,
+		.gzip = (k->item->flags & GW_QUEUE_GZIP) != 0,
+	};
+	const char *const *extra = x->t->headers(er.gzip);
+	const char *hdrs[GW_EXPORT_MAX_HEADERS + 8];
+	size_t nh = 0;
+	struct gw_http_request req;
+	int r;
+
+	for (char **h = x->headers; h && *h && nh < GW_EXPORT_MAX_HEADERS; h++)
+		hdrs[nh++] = *h;
+	for (; extra && *extra && nh < SR_ARRAY_SIZE(hdrs) - 1; extra++)
+		hdrs[nh++] = *extra;
+	hdrs[nh] = NULL;
+
+	free(k->framed);
+	k->framed = NULL;
+	r = x->t->frame ? x->t->frame(&er, &k->framed, &k->framed_len) : 0;
+	req = (struct gw_http_request){
+		.url = x->url,
+		.headers = hdrs,
+		.body = k->framed ? k->framed : er.body,
+		.body_len = k->framed ? k->framed_len : er.len,
+		.timeout_ns = x->cfg->timeout,
+		.tls = &x->tls,
+		.version = x->t->http_version(x->cfg, x->url),
+	};
+	k->sending = true;
+	if (r == 0)
+		r = gw_http_client__post(x->http, &req, on_response, k);
+	if (r < 0) {
+		/* Could not even start: treat it like a network error, through the same retry path. */
+		struct gw_http_response fake = {
+			.result = GW_HTTP_TRANSPORT,
+			.error = strerror(-r),
+			.body = "",
+			.retry_after = "",
+			.content_type = "",
+			.grpc_status = "",
+			.grpc_message = "",
+		};
+
+		on_response(k, &fake);
+	}
+}
+
+static void kick(struct exporter *x)
+{
+	if (!x->started || x->destroyed)
+		return;
+	/* Persistent queues stop sending at shutdown: what is on disk is safe. */
+	if (x->shutting_down && gw_queue__persistent(x->queue))
+		return;
+	for (size_t i = 0; i < x->n_consumers; i++) {
+		struct consumer *k = &x->consumers[i];
+		uint64_t corrupt = 0;
+		const char *path = NULL;
+
+		if (k->item)
+			continue;
+		k->item = gw_queue__pop(x->queue, &corrupt, &path);
+		if (path) {
+			sr_log_error(x->c->id, "queue file is corrupt; moved aside and kept for inspection",
+				     "path=%s samples=%" PRIu64, path, corrupt);
+			if (corrupt)
+				gw_component_drop_samples(x->c, "queue_corrupt", corrupt);
+		}
+		if (!k->item)
+			break;
+		gw_backoff_init(&k->backoff, &x->retry, uv_hrtime(), ++x->seed * 0x9E3779B97F4A7C15ULL);
+		send_item(k);
+	}
+}
+
+/* Makes room for len more bytes (drop-oldest), or says there is none. */
+static bool make_room(struct exporter *x, uint64_t len)
+{
+	uint64_t max = gw_queue__max_bytes(x->queue);
+
+	if (x->cfg->sending_queue.block_on_overflow)
+		/* Receivers are held back by admission; what is already in the pipeline still fits, up to a hard bound. */
+		return gw_queue__bytes(x->queue) + len <= max * GW_EXPORT_BLOCK_HARD_FACTOR;
+	while (gw_queue__bytes(x->queue) + len > max) {
+		struct gw_queue_item *old = gw_queue__take_oldest(x->queue);
+
+		if (!old)
+			return false;
+		gw_component_drop_samples(x->c, "queue_full", old->samples);
+		sr_log_warn(x->c->id, "sending queue full; dropped the oldest request",
+			    "samples=%" PRIu64 " queue_bytes=%" PRIu64, old->samples, gw_queue__bytes(x->queue));
+		gw_queue__done(x->queue, old);
+	}
+	return true;
+}
+
+static void encode_work(uv_work_t *w)
+{
+	struct encode_job *j = SR_CONTAINER_OF(w, struct encode_job, work);
+	struct exporter *x = j->x;
+	struct pbw out = { 0 };
+	struct gw_otlp_stats st;
+
+	j->error = gw_otlp_encode(j->p, &x->enc, &out, &st);
+	if (j->error < 0) {
+		pbw_free(&out);
+		return;
+	}
+	j->samples = st.total_count;
+	if (x->gzip) {
+		j->error = gw_gzip(out.buf, out.len, EXPORT_GZIP_LEVEL, &j->data, &j->len);
+		pbw_free(&out);
+	} else {
+		j->data = out.buf;
+		j->len = out.len;
+	}
+}
+
+static void encode_done(uv_work_t *w, int status)
+{
+	struct encode_job *j = SR_CONTAINER_OF(w, struct encode_job, work);
+	struct exporter *x = j->x;
+	uint64_t samples = j->p->total_count;
+	int r;
+
+	x->jobs--;
+	x->jobs_samples -= samples;
+	gw_profiles__unref(j->p);
+	if (x->destroyed) {
+		/*
+		 * The runtime (and its accounting) is gone: destroy() already
+		 * counted this batch as dropped when it saw the job pending.
+		 */
+		free(j->data);
+		free(j);
+		maybe_free(x);
+		return;
+	}
+	if (status < 0 || j->error < 0) {
+		sr_log_error(x->c->id, "could not encode a batch; samples dropped", "samples=%" PRIu64 " error=%s",
+			     samples, strerror(-(status < 0 ? status : j->error)));
+		gw_component_drop_samples(x->c, "encode_error", samples);
+		free(j->data);
+		goto out;
+	}
+	if (!make_room(x, j->len)) {
+		sr_log_warn(x->c->id, "sending queue full; dropped a new request", "samples=%" PRIu64 " bytes=%zu",
+			    samples, j->len);
+		gw_component_drop_samples(x->c, "queue_full", samples);
+		free(j->data);
+		goto out;
+	}
+	r = gw_queue__push(x->queue, j->data, j->len, j->samples,
+			   (x->gzip ? GW_QUEUE_GZIP : 0) | (x->enc.version == GW_OTLP_V1_9 ? GW_QUEUE_OTLP_V1_9 : 0));
+	if (r < 0) {
+		sr_log_error(x->c->id, "could not write a request to the queue; samples dropped",
+			     "samples=%" PRIu64 " error=%s", samples, strerror(-r));
+		gw_component_drop_samples(x->c, "queue_write_error", samples);
+	}
+	sr_log_debug(x->c->id, "request queued", "samples=%" PRIu64 " bytes=%zu queue_bytes=%" PRIu64, samples, j->len,
+		     gw_queue__bytes(x->queue));
+	/* Samples of equal stacks merge, so the encoded count equals the batch's. */
+	if (r == 0 && j->samples != samples)
+		gw_component_drop_samples(x->c, "encode_mismatch", samples - SR_MIN(samples, j->samples));
+	kick(x);
+out:
+	free(j);
+	maybe_done(x);
+}
+
+int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
+{
+	struct exporter *x = c->state;
+	struct encode_job *j;
+	int r;
+
+	if (p->total_count == 0 && p->n_samples == 0) {
+		gw_profiles__unref(p);
+		return 0;
+	}
+	if (x->shutting_down && x->done == NULL) {
+		gw_component_drop(c, p, GW_REASON_SHUTDOWN);
+		return 0;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		gw_component_drop(c, p, GW_REASON_CONSUME_ERROR);
+		return -ENOMEM;
+	}
+	j->x = x;
+	j->p = p;
+	r = uv_queue_work(x->loop, &j->work, encode_work, encode_done);
+	if (r < 0) {
+		free(j);
+		gw_component_drop(c, p, GW_REASON_CONSUME_ERROR);
+		return r;
+	}
+	x->jobs++;
+	x->jobs_samples += p->total_count;
+	return 0;
+}
+
+static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
+{
+	struct exporter *x = c->state;
+
+	if (x->queue && gw_queue__bytes(x->queue) >= gw_queue__max_bytes(x->queue)) {
+		*ret_retry_after_ms = EXPORT_BLOCK_RETRY_AFTER_MS;
+		return -EBUSY;
+	}
+	return 0;
+}
+
+static void metrics(struct gw_metrics_writer *w, void *userdata)
+{
+	struct exporter *x = userdata;
+	char l[256] = "", lo[320];
+	static const char *const outcomes[] = { "ok", "retry", "split", "permanent", "network_error" };
+	uint64_t counts[] = { x->requests_ok, x->requests_retry, x->requests_split, x->requests_permanent,
+			      x->requests_transport };
+
+	gw_metrics_label(l, sizeof(l), "exporter", x->c->id);
+	gw_metrics__add(w, "stackrelay_gateway_export_queue_bytes", GW_METRIC_GAUGE,
+			"Bytes of encoded requests held by the sending queue (waiting and in flight).", l,
+			(double)gw_queue__bytes(x->queue));
+	gw_metrics__add(w, "stackrelay_gateway_export_queue_capacity_bytes", GW_METRIC_GAUGE,
+			"Bound of the sending queue (queue_size_mib).", l, (double)gw_queue__max_bytes(x->queue));
+	gw_metrics__add(w, "stackrelay_gateway_export_queue_requests", GW_METRIC_GAUGE,
+			"Requests in the sending queue (waiting and in flight).", l,
+			(double)(gw_queue__waiting(x->queue) + gw_queue__in_flight(x->queue)));
+	gw_metrics__add(w, "stackrelay_gateway_export_queue_samples", GW_METRIC_GAUGE,
+			"Samples in the sending queue (waiting and in flight).", l,
+			(double)gw_queue__samples(x->queue));
+	for (size_t i = 0; i < SR_ARRAY_SIZE(outcomes); i++) {
+		memcpy(lo, l, sizeof(l));
+		gw_metrics_label(lo, sizeof(lo), "outcome", outcomes[i]);
+		gw_metrics__add(w, "stackrelay_gateway_export_requests_total", GW_METRIC_COUNTER,
+				"Export attempts by outcome.", lo, (double)counts[i]);
+	}
+	gw_metrics__add(w, "stackrelay_gateway_export_partial_rejected_profiles_total", GW_METRIC_COUNTER,
+			"Profiles the backend rejected in a partial_success response.", l,
+			(double)x->partial_rejected_profiles);
+	gw_metrics__add(w, "stackrelay_gateway_export_sent_bytes_total", GW_METRIC_COUNTER,
+			"Bytes of requests the backend accepted (after compression).", l, (double)x->bytes_sent);
+}
+
+int gw_exporter_create(struct gw_component *c, const struct gw_export_transport *t)
+{
+	const struct gw_export_config *cfg = c->config;
+	struct exporter *x;
+	const char *err = NULL;
+	int r;
+
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->c = c;
+	x->cfg = cfg;
+	x->t = t;
+	x->url = t->url(cfg, &err);
+	if (!x->url) {
+		r = -errno;
+		sr_log_error(c->id, "bad endpoint", "endpoint=\"%s\" error=\"%s\"", cfg->endpoint ? cfg->endpoint : "",
+			     err ? err : strerror(-r));
+		goto fail;
+	}
+	x->headers = calloc(cfg->n_headers + 1, sizeof(char *));
+	if (!x->headers) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < cfg->n_headers; i++) {
+		if (asprintf(&x->headers[i], "%s: %s", cfg->headers[i].key, cfg->headers[i].value) < 0) {
+			x->headers[i] = NULL;
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
+	x->tls = (struct gw_http_tls){
+		.ca_file = cfg->tls.ca_file,
+		.cert_file = cfg->tls.cert_file,
+		.key_file = cfg->tls.key_file,
+		.insecure_skip_verify = cfg->tls.insecure_skip_verify,
+	};
+	x->retry = (struct gw_retry_config){
+		.enabled = cfg->retry_on_failure.enabled,
+		.initial_interval_ns = cfg->retry_on_failure.initial_interval,
+		.randomization_factor = cfg->retry_on_failure.randomization_factor,
+		.multiplier = cfg->retry_on_failure.multiplier,
+		.max_interval_ns = cfg->retry_on_failure.max_interval,
+		.max_elapsed_time_ns = cfg->retry_on_failure.max_elapsed_time,
+	};
+	x->enc = (struct gw_otlp_options){
+		.version = cfg->proto_version == 1 ? GW_OTLP_V1_9 : GW_OTLP_V1_10,
+		.process_attrs = (enum gw_otlp_process_attrs)cfg->process_attributes,
+		.scope_version = SR_VERSION,
+	};
+	x->gzip = cfg->compression == 0;
+	/* Without a queue: one request at a time, held in memory until delivered (still bounded). */
+	x->n_consumers = cfg->sending_queue.enabled ? cfg->sending_queue.num_consumers : 1;
+	if (x->n_consumers == 0)
+		x->n_consumers = 1;
+	x->consumers = calloc(x->n_consumers, sizeof(*x->consumers));
+	if (!x->consumers) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	c->state = x;
+	return 0;
+fail:
+	exporter_free(x);
+	return r;
+}
+
+int gw_exporter_start(struct gw_component *c)
+{
+	struct exporter *x = c->state;
+	const struct gw_export_config *cfg = x->cfg;
+	struct gw_queue_config qc = {
+		.max_bytes =
+			(cfg->sending_queue.enabled ? cfg->sending_queue.queue_size_mib : GW_EXPORT_DEFAULT_QUEUE_MIB)
+			<< 20,
+		.storage_dir = cfg->sending_queue.enabled ? cfg->sending_queue.storage : NULL,
+	};
+	struct gw_queue_replay rep = { 0 };
+	const char *what = "";
+	int r;
+
+	x->loop = gw_runtime__loop(c->runtime);
+	x->http = gw_http_client__new(x->loop);
+	if (!x->http) {
+		r = -errno;
+		sr_log_error(c->id, "could not create the HTTP client", "error=%s", strerror(-r));
+		return r;
+	}
+	x->queue = gw_queue_open(&qc, &rep, &what);
+	if (!x->queue) {
+		r = -errno;
+		sr_log_error(c->id, "could not open the sending queue", "storage=%s step=%s error=%s",
+			     qc.storage_dir ? qc.storage_dir : "(memory)", what,
+			     r == -EBUSY ? "another process uses this directory" : strerror(-r));
+		return r;
+	}
+	if (rep.items || rep.corrupt_files || rep.stale_tmp_files) {
+		sr_log_info(c->id, "replaying the persistent queue",
+			    "storage=%s requests=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64
+			    " corrupt_files=%" PRIu64 " stale_tmp_files=%" PRIu64,
+			    qc.storage_dir, rep.items, rep.samples, rep.bytes, rep.corrupt_files, rep.stale_tmp_files);
+		/* They entered an earlier process: count them in, so exported - received stays balanced. */
+		if (rep.samples)
+			gw_component_received(c, rep.samples);
+	}
+	if (rep.corrupt_files)
+		sr_log_error(c->id, "corrupt queue files were moved aside (*.corrupt) and kept for inspection",
+			     "storage=%s files=%" PRIu64, qc.storage_dir, rep.corrupt_files);
+	for (size_t i = 0; i < x->n_consumers; i++) {
+		x->consumers[i].x = x;
+		uv_timer_init(x->loop, &x->consumers[i].timer);
+		x->consumers[i].timer.data = &x->consumers[i];
+		x->open_handles++;
+	}
+	if (cfg->sending_queue.block_on_overflow)
+		gw_runtime__set_admission(c->runtime, c, admission);
+	if (gw_runtime__add_metrics(c->runtime, metrics, x) == 0)
+		x->metrics_added = true;
+	x->started = true;
+	sr_log_info(c->id, "exporting", "url=%s proto_version=%s compression=%s queue=%s", x->url,
+		    gw_otlp_version_to_string(x->enc.version), x->gzip ? "gzip" : "none",
+		    qc.storage_dir ? qc.storage_dir : "memory");
+	kick(x);
+	return 0;
+}
+
+void gw_exporter_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
+{
+	struct exporter *x = c->state;
+
+	x->shutting_down = true;
+	x->done = done;
+	if (x->queue && gw_queue__persistent(x->queue)) {
+		/* Items waiting for a retry go back to the queue, i.e. stay on disk for the next start. */
+		for (size_t i = 0; i < x->n_consumers; i++) {
+			struct consumer *k = &x->consumers[i];
+
+			if (k->item && uv_is_active((uv_handle_t *)&k->timer)) {
+				uv_timer_stop(&k->timer);
+				gw_queue__unpop(x->queue, k->item);
+				k->item = NULL;
+				k->sending = false;
+			}
+		}
+		/* Requests in flight are aborted; their callbacks put the items back the same way. */
+		gw_http_client__close(x->http);
+		x->http = NULL;
+	}
+	maybe_done(x);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+	struct consumer *k = h->data;
+	struct exporter *x = k->x;
+
+	x->open_handles--;
+	maybe_free(x);
+}
+
+void gw_exporter_destroy(struct gw_component *c)
+{
+	struct exporter *x = c->state;
+	struct gw_queue_item *it;
+
+	if (!x)
+		return;
+	c->state = NULL;
+	if (x->metrics_added)
+		gw_runtime__remove_metrics(c->runtime, metrics, x);
+	gw_http_client__close(x->http); /* aborted callbacks put their items back */
+	x->http = NULL;
+	x->destroyed = true;
+	if (x->jobs_samples)
+		gw_component_drop_samples(c, GW_REASON_SHUTDOWN, x->jobs_samples);
+	if (x->queue) {
+		for (size_t i = 0; i < x->n_consumers; i++) {
+			struct consumer *k = &x->consumers[i];
+
+			if (k->item) {
+				uv_timer_stop(&k->timer);
+				gw_queue__unpop(x->queue, k->item);
+				k->item = NULL;
+			}
+			free(k->framed);
+			k->framed = NULL;
+		}
+		if (!gw_queue__persistent(x->queue)) {
+			/* A memory queue dies with the process: what is left is dropped, and counted. */
+			uint64_t lost = 0;
+
+			while ((it = gw_queue__take_oldest(x->queue))) {
+				lost += it->samples;
+				gw_component_drop_samples(c, GW_REASON_SHUTDOWN, it->samples);
+				gw_queue__done(x->queue, it);
+			}
+			if (lost)
+				sr_log_warn(c->id, "stopped with undelivered samples in the memory queue; dropped",
+					    "samples=%" PRIu64, lost);
+		}
+	}
+	if (x->started) {
+		for (size_t i = 0; i < x->n_consumers; i++)
+			uv_close((uv_handle_t *)&x->consumers[i].timer, timer_closed);
+	}
+	maybe_free(x);
+}

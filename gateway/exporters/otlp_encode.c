@@ -1,0 +1,1415 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "core/model.h"
+#include "macro.h"
+#include "otlp_encode.h"
+#include "pbwrite.h"
+
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
+#include "opentelemetry/proto/common/v1/common.pb.h"
+#include "opentelemetry/proto/profiles/v1development/profiles.pb.h"
+#include "opentelemetry/proto/profiles/v1development/profiles_v1_9.pb.h"
+#include "opentelemetry/proto/resource/v1/resource.pb.h"
+
+/* Field numbers, from the generated headers. */
+#define P(m, f) opentelemetry_proto_profiles_v1development_##m##_##f##_tag
+#define C(m, f) opentelemetry_proto_common_v1_##m##_##f##_tag
+#define REQ(f)	opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_##f##_tag
+#define RES(f)	opentelemetry_proto_resource_v1_Resource_##f##_tag
+#define S10(f)	opentelemetry_proto_profiles_v1development_Sample_##f##_tag
+#define S9(f)	opentelemetry_proto_profiles_v1development_v1_9_Sample_##f##_tag
+
+#define SCOPE_NAME	    "stackrelay"
+#define KERNEL_MAPPING_NAME "[kernel.kallsyms]"
+
+int gw_otlp_version_from_string(const char *s, enum gw_otlp_version *ret)
+{
+	if (!s)
+		return -EINVAL;
+	if (strcmp(s, "1.10") == 0 || strcmp(s, "1.10.0") == 0)
+		*ret = GW_OTLP_V1_10;
+	else if (strcmp(s, "1.9") == 0 || strcmp(s, "1.9.0") == 0)
+		*ret = GW_OTLP_V1_9;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *gw_otlp_version_to_string(enum gw_otlp_version v)
+{
+	return v == GW_OTLP_V1_9 ? "1.9" : "1.10";
+}
+
+/* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
+
+struct imap {
+	uint64_t *hashes;
+	uint32_t *slots; /* index + 1; 0 empty */
+	uint32_t cap, n;
+};
+
+static void imap_free(struct imap *m)
+{
+	free(m->hashes);
+	free(m->slots);
+	*m = (struct imap){ 0 };
+}
+
+static int imap_grow(struct imap *m)
+{
+	uint32_t cap = m->cap ? m->cap * 2 : 256;
+	uint64_t *h = calloc(cap, sizeof(*h));
+	uint32_t *s = calloc(cap, sizeof(*s));
+
+	if (!h || !s) {
+		free(h);
+		free(s);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < m->cap; i++) {
+		uint32_t j;
+
+		if (!m->slots[i])
+			continue;
+		for (j = (uint32_t)m->hashes[i] & (cap - 1); s[j]; j = (j + 1) & (cap - 1))
+			;
+		h[j] = m->hashes[i];
+		s[j] = m->slots[i];
+	}
+	free(m->hashes);
+	free(m->slots);
+	m->hashes = h;
+	m->slots = s;
+	m->cap = cap;
+	return 0;
+}
+
+/* Finds the slot for hash whose entry eq() accepts, or the empty slot where it belongs. */
+#define IMAP_FIND(m, hash, eq_expr, ret_slot)                                                                          \
+	do {                                                                                                           \
+		uint32_t j_ = (uint32_t)(hash) & ((m)->cap - 1);                                                       \
+		for (;; j_ = (j_ + 1) & ((m)->cap - 1)) {                                                              \
+			if (!(m)->slots[j_])                                                                           \
+				break;                                                                                 \
+			if ((m)->hashes[j_] == (hash)) {                                                               \
+				uint32_t idx = (m)->slots[j_] - 1;                                                     \
+				if (eq_expr)                                                                           \
+					break;                                                                         \
+			}                                                                                              \
+		}                                                                                                      \
+		(ret_slot) = j_;                                                                                       \
+	} while (0)
+
+static int imap_prepare(struct imap *m)
+{
+	/* Keep the load under 1/2 so probes stay short. */
+	if ((m->n + 1) * 2 > m->cap)
+		return imap_grow(m);
+	return 0;
+}
+
+static void imap_set(struct imap *m, uint32_t slot, uint64_t hash, uint32_t idx)
+{
+	m->hashes[slot] = hash;
+	m->slots[slot] = idx + 1;
+	m->n++;
+}
+
+/* ---- growable arrays ---- */
+
+#define VEC(type)                                                                                                      \
+	struct {                                                                                                       \
+		type *v;                                                                                               \
+		uint32_t n, cap;                                                                                       \
+	}
+
+static int vec_grow(void **v, uint32_t *cap, size_t elem, uint32_t need)
+{
+	uint32_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	if (need > INT32_MAX)
+		return -E2BIG;
+	while (c < need)
+		c = c > UINT32_MAX / 2 ? need : c * 2;
+	nv = realloc(*v, (size_t)c * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+#define VEC_PUSH(vec, ret)                                                                                             \
+	({                                                                                                             \
+		int r_ = vec_grow((void **)&(vec).v, &(vec).cap, sizeof(*(vec).v), (vec).n + 1);                       \
+		if (r_ == 0)                                                                                           \
+			(ret) = &(vec).v[(vec).n++];                                                                   \
+		r_;                                                                                                    \
+	})
+
+/* ---- the dictionary ---- */
+
+struct d_string {
+	const char *s;
+	uint32_t len;
+};
+
+struct d_function {
+	int32_t name, system_name, filename;
+	int64_t start_line;
+};
+
+struct d_mapping {
+	const void *key; /* gw_executable* or gw_kernel* */
+	int32_t filename;
+	int32_t build_id_attr;
+};
+
+struct d_line {
+	int32_t function;
+	int64_t line, column;
+};
+
+struct d_location {
+	const struct gw_location *key;
+	int32_t mapping;
+	uint64_t address;
+	uint32_t first_line, n_lines;
+};
+
+struct d_stack {
+	const struct gw_stack *key;
+	uint32_t first, n;
+};
+
+struct d_attr {
+	int32_t key;
+	enum gw_attr_type type;
+	int32_t str; /* GW_ATTR_STRING */
+	union {
+		int64_t i;
+		bool b;
+		double d;
+	} v;
+};
+
+struct dict {
+	VEC(struct d_string) strings;
+	VEC(struct d_function) functions;
+	VEC(struct d_mapping) mappings;
+	VEC(struct d_line) lines;
+	VEC(struct d_location) locations;
+	VEC(int32_t) stack_locs;
+	VEC(struct d_stack) stacks;
+	VEC(struct d_attr) attrs;
+	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs;
+	/* Strings we formatted ourselves (hex build IDs, numbers), freed at the end. */
+	VEC(char *) owned;
+};
+
+static void dict_free(struct dict *d)
+{
+	for (uint32_t i = 0; i < d->owned.n; i++)
+		free(d->owned.v[i]);
+	free(d->owned.v);
+	free(d->strings.v);
+	free(d->functions.v);
+	free(d->mappings.v);
+	free(d->lines.v);
+	free(d->locations.v);
+	free(d->stack_locs.v);
+	free(d->stacks.v);
+	free(d->attrs.v);
+	imap_free(&d->m_strings);
+	imap_free(&d->m_functions);
+	imap_free(&d->m_mappings);
+	imap_free(&d->m_locations);
+	imap_free(&d->m_stacks);
+	imap_free(&d->m_attrs);
+}
+
+static uint64_t hash_ptr(const void *p)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* Returns the index of s (interned; s must outlive the encoding) or -errno. */
+static int64_t dict_string(struct dict *d, const char *s)
+{
+	size_t len;
+	uint64_t h;
+	uint32_t slot;
+	struct d_string *e;
+	int r;
+
+	if (!s || !*s)
+		return 0;
+	len = strlen(s);
+	h = XXH3_64bits(s, len);
+	r = imap_prepare(&d->m_strings);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_strings, h, d->strings.v[idx].len == len && memcmp(d->strings.v[idx].s, s, len) == 0, slot);
+	if (d->m_strings.slots[slot])
+		return d->m_strings.slots[slot] - 1;
+	r = VEC_PUSH(d->strings, e);
+	if (r < 0)
+		return r;
+	e->s = s;
+	e->len = (uint32_t)len;
+	imap_set(&d->m_strings, slot, h, d->strings.n - 1);
+	return d->strings.n - 1;
+}
+
+/* For strings we make: kept until the dictionary is freed. */
+static int64_t dict_string_owned(struct dict *d, char *s)
+{
+	char **slot;
+	int64_t r;
+
+	if (!s)
+		return -ENOMEM;
+	if (VEC_PUSH(d->owned, slot) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
+	*slot = s;
+	r = dict_string(d, s);
+	return r;
+}
+
+static int64_t dict_function(struct dict *d, const struct gw_line *l)
+{
+	struct d_function f;
+	int64_t name, sys, file;
+	uint64_t h;
+	uint32_t slot;
+	struct d_function *e;
+	int r;
+
+	name = dict_string(d, l->function);
+	sys = dict_string(d, l->system_name && *l->system_name ? l->system_name : l->function);
+	file = dict_string(d, l->file);
+	if (name < 0 || sys < 0 || file < 0)
+		return -ENOMEM;
+	f = (struct d_function){ (int32_t)name, (int32_t)sys, (int32_t)file, l->start_line };
+	h = XXH3_64bits(&f, sizeof(f));
+	r = imap_prepare(&d->m_functions);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
+	if (d->m_functions.slots[slot])
+		return d->m_functions.slots[slot] - 1;
+	r = VEC_PUSH(d->functions, e);
+	if (r < 0)
+		return r;
+	*e = f;
+	imap_set(&d->m_functions, slot, h, d->functions.n - 1);
+	return d->functions.n - 1;
+}
+
+static int64_t dict_attr(struct dict *d, const struct gw_attr *a)
+{
+	struct d_attr x;
+	int64_t k, s = 0;
+	uint64_t h;
+	uint32_t slot;
+	struct d_attr *e;
+	int r;
+
+	memset(&x, 0, sizeof(x)); /* padding too: the key is hashed as bytes */
+	k = dict_string(d, a->key);
+	if (k < 0)
+		return k;
+	x.key = (int32_t)k;
+	x.type = a->type;
+	switch (a->type) {
+	case GW_ATTR_STRING:
+		s = dict_string(d, a->v.s);
+		if (s < 0)
+			return s;
+		x.str = (int32_t)s;
+		break;
+	case GW_ATTR_INT:
+		x.v.i = a->v.i;
+		break;
+	case GW_ATTR_BOOL:
+		x.v.b = a->v.b;
+		break;
+	case GW_ATTR_DOUBLE:
+		x.v.d = a->v.d;
+		break;
+	}
+	h = XXH3_64bits(&x, sizeof(x));
+	r = imap_prepare(&d->m_attrs);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_attrs, h, memcmp(&d->attrs.v[idx], &x, sizeof(x)) == 0, slot);
+	if (d->m_attrs.slots[slot])
+		return d->m_attrs.slots[slot] - 1;
+	r = VEC_PUSH(d->attrs, e);
+	if (r < 0)
+		return r;
+	*e = x;
+	imap_set(&d->m_attrs, slot, h, d->attrs.n - 1);
+	return d->attrs.n - 1;
+}
+
+static char *hex_id(const struct gw_id *id)
+{
+	char *s = malloc(2 * GW_ID_MAX + 1);
+
+	if (s)
+		gw_id_to_hex(id, s, 2 * GW_ID_MAX + 1);
+	return s;
+}
+
+static int64_t dict_mapping(struct dict *d, const void *key, const char *filename, const struct gw_id *build_id)
+{
+	uint64_t h = hash_ptr(key);
+	uint32_t slot;
+	struct d_mapping *e;
+	int64_t fn, attr = 0;
+	int r;
+
+	r = imap_prepare(&d->m_mappings);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_mappings, h, d->mappings.v[idx].key == key, slot);
+	if (d->m_mappings.slots[slot])
+		return d->m_mappings.slots[slot] - 1;
+	fn = dict_string(d, filename);
+	if (fn < 0)
+		return fn;
+	if (build_id && build_id->len > 0) {
+		struct gw_attr a = { .key = "process.executable.build_id.gnu", .type = GW_ATTR_STRING };
+		char *hex = hex_id(build_id);
+		int64_t hs = dict_string_owned(d, hex);
+
+		if (hs < 0)
+			return hs;
+		a.v.s = d->strings.v[hs].s;
+		attr = dict_attr(d, &a);
+		if (attr < 0)
+			return attr;
+	}
+	r = VEC_PUSH(d->mappings, e);
+	if (r < 0)
+		return r;
+	e->key = key;
+	e->filename = (int32_t)fn;
+	e->build_id_attr = (int32_t)attr;
+	imap_set(&d->m_mappings, slot, h, d->mappings.n - 1);
+	return d->mappings.n - 1;
+}
+
+static int64_t dict_location(struct dict *d, const struct gw_location *l)
+{
+	uint64_t h = hash_ptr(l);
+	uint32_t slot;
+	struct d_location loc = { .key = l, .address = l->address }, *e;
+	const struct gw_lines *lines;
+	int64_t m = 0;
+	int r;
+
+	r = imap_prepare(&d->m_locations);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_locations, h, d->locations.v[idx].key == l, slot);
+	if (d->m_locations.slots[slot])
+		return d->m_locations.slots[slot] - 1;
+
+	if (l->kind == GW_FRAME_USER && l->exe) {
+		const char *name = l->exe->path && *l->exe->path ? l->exe->path : l->exe->file_name;
+
+		m = dict_mapping(d, l->exe, name, &l->exe->gnu_build_id);
+	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
+		m = dict_mapping(d, l->kernel, KERNEL_MAPPING_NAME, &l->kernel->build_id);
+	}
+	if (m < 0)
+		return m;
+	loc.mapping = (int32_t)m;
+	lines = gw_location__lines(l);
+	loc.first_line = d->lines.n;
+	for (uint32_t i = 0; lines && i < lines->n; i++) {
+		int64_t f = dict_function(d, &lines->lines[i]);
+		struct d_line *dl;
+
+		if (f < 0)
+			return f;
+		r = VEC_PUSH(d->lines, dl);
+		if (r < 0)
+			return r;
+		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
+		loc.n_lines++;
+	}
+	r = VEC_PUSH(d->locations, e);
+	if (r < 0)
+		return r;
+	*e = loc;
+	imap_set(&d->m_locations, slot, h, d->locations.n - 1);
+	return d->locations.n - 1;
+}
+
+static int64_t dict_stack(struct dict *d, const struct gw_stack *s)
+{
+	uint64_t h = hash_ptr(s);
+	uint32_t slot;
+	struct d_stack *e;
+	uint32_t first;
+	int r;
+
+	r = imap_prepare(&d->m_stacks);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_stacks, h, d->stacks.v[idx].key == s, slot);
+	if (d->m_stacks.slots[slot])
+		return d->m_stacks.slots[slot] - 1;
+	r = vec_grow((void **)&d->stack_locs.v, &d->stack_locs.cap, sizeof(int32_t), d->stack_locs.n + s->n_locations);
+	if (r < 0)
+		return r;
+	first = d->stack_locs.n;
+	for (uint32_t i = 0; i < s->n_locations; i++) {
+		int64_t li = dict_location(d, s->locations[i]);
+
+		if (li < 0)
+			return li;
+		d->stack_locs.v[d->stack_locs.n++] = (int32_t)li;
+	}
+	r = VEC_PUSH(d->stacks, e);
+	if (r < 0)
+		return r;
+	*e = (struct d_stack){ s, first, s->n_locations };
+	imap_set(&d->m_stacks, slot, h, d->stacks.n - 1);
+	return d->stacks.n - 1;
+}
+
+static int dict_init(struct dict *d)
+{
+	struct d_string *s;
+	struct d_function *f;
+	struct d_mapping *m;
+	struct d_location *l;
+	struct d_stack *st;
+	struct d_attr *a;
+
+	/* Element 0 of every table: the zero value, so that index 0 means "unset". */
+	if (VEC_PUSH(d->strings, s) < 0 || VEC_PUSH(d->functions, f) < 0 || VEC_PUSH(d->mappings, m) < 0 ||
+	    VEC_PUSH(d->locations, l) < 0 || VEC_PUSH(d->stacks, st) < 0 || VEC_PUSH(d->attrs, a) < 0)
+		return -ENOMEM;
+	*s = (struct d_string){ "", 0 };
+	*f = (struct d_function){ 0 };
+	*m = (struct d_mapping){ 0 };
+	*l = (struct d_location){ 0 };
+	*st = (struct d_stack){ 0 };
+	memset(a, 0, sizeof(*a));
+	return 0;
+}
+
+static void write_any_value(struct pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
+{
+	size_t m = pbw_begin(w, field);
+
+	switch (a->type) {
+	case GW_ATTR_STRING:
+		/* A string value is always written, "" included: it says "string". */
+		pbw_bytes_always(w, C(AnyValue, string_value), d->strings.v[a->str].s, d->strings.v[a->str].len);
+		break;
+	case GW_ATTR_INT:
+		pbw_tag(w, C(AnyValue, int_value), PBW_VARINT);
+		pbw_varint(w, (uint64_t)a->v.i);
+		break;
+	case GW_ATTR_BOOL:
+		pbw_tag(w, C(AnyValue, bool_value), PBW_VARINT);
+		pbw_varint(w, a->v.b);
+		break;
+	case GW_ATTR_DOUBLE: {
+		uint64_t bits;
+
+		memcpy(&bits, &a->v.d, sizeof(bits));
+		pbw_tag(w, C(AnyValue, double_value), PBW_I64);
+		if (pbw_reserve(w, 8))
+			for (int i = 0; i < 8; i++)
+				w->buf[w->len++] = (uint8_t)(bits >> (8 * i));
+		break;
+	}
+	}
+	pbw_end(w, m);
+}
+
+static void write_dictionary(struct pbw *w, const struct dict *d)
+{
+	size_t dm = pbw_begin(w, REQ(dictionary));
+
+	for (uint32_t i = 0; i < d->mappings.n; i++) {
+		const struct d_mapping *e = &d->mappings.v[i];
+		size_t m = pbw_begin(w, P(ProfilesDictionary, mapping_table));
+
+		pbw_int(w, P(Mapping, filename_strindex), e->filename);
+		if (e->build_id_attr)
+			pbw_packed_i32(w, P(Mapping, attribute_indices), &e->build_id_attr, 1);
+		pbw_end(w, m);
+	}
+	for (uint32_t i = 0; i < d->locations.n; i++) {
+		const struct d_location *e = &d->locations.v[i];
+		size_t m = pbw_begin(w, P(ProfilesDictionary, location_table));
+
+		pbw_int(w, P(Location, mapping_index), e->mapping);
+		pbw_uint(w, P(Location, address), e->address);
+		for (uint32_t j = 0; j < e->n_lines; j++) {
+			const struct d_line *l = &d->lines.v[e->first_line + j];
+			size_t lm = pbw_begin(w, P(Location, lines));
+
+			pbw_int(w, P(Line, function_index), l->function);
+			pbw_int(w, P(Line, line), l->line);
+			pbw_int(w, P(Line, column), l->column);
+			pbw_end(w, lm);
+		}
+		pbw_end(w, m);
+	}
+	for (uint32_t i = 0; i < d->functions.n; i++) {
+		const struct d_function *e = &d->functions.v[i];
+		size_t m = pbw_begin(w, P(ProfilesDictionary, function_table));
+
+		pbw_int(w, P(Function, name_strindex), e->name);
+		pbw_int(w, P(Function, system_name_strindex), e->system_name);
+		pbw_int(w, P(Function, filename_strindex), e->filename);
+		pbw_int(w, P(Function, start_line), e->start_line);
+		pbw_end(w, m);
+	}
+	/* link_table: only its zero element; we have no trace links. */
+	pbw_end(w, pbw_begin(w, P(ProfilesDictionary, link_table)));
+	for (uint32_t i = 0; i < d->strings.n; i++)
+		pbw_bytes_always(w, P(ProfilesDictionary, string_table), d->strings.v[i].s, d->strings.v[i].len);
+	for (uint32_t i = 0; i < d->attrs.n; i++) {
+		const struct d_attr *e = &d->attrs.v[i];
+		size_t m = pbw_begin(w, P(ProfilesDictionary, attribute_table));
+
+		if (i > 0) {
+			pbw_int(w, P(KeyValueAndUnit, key_strindex), e->key);
+			write_any_value(w, P(KeyValueAndUnit, value), d, e);
+		}
+		pbw_end(w, m);
+	}
+	for (uint32_t i = 0; i < d->stacks.n; i++) {
+		const struct d_stack *e = &d->stacks.v[i];
+		size_t m = pbw_begin(w, P(ProfilesDictionary, stack_table));
+
+		if (e->n)
+			pbw_packed_i32(w, P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
+		pbw_end(w, m);
+	}
+	pbw_end(w, dm);
+}
+
+/* ---- profiles ---- */
+
+struct pending_sample {
+	int32_t stack;
+	uint32_t first_attr, n_attrs; /* into enc.sample_attrs */
+	uint64_t count;
+};
+
+struct enc {
+	const struct gw_otlp_options *o;
+	struct dict d;
+	struct pbw *w;
+	VEC(struct pending_sample) samples;
+	VEC(int32_t) sample_attrs;
+	VEC(uint32_t) order; /* sample indices of a resource, grouped by pid */
+	struct imap merge;   /* stack index → pending sample, per profile */
+	struct gw_otlp_stats st;
+	int32_t str_samples, str_count, str_cpu, str_nanoseconds;
+};
+
+static void write_key_value(struct pbw *w, uint32_t field, const struct gw_attr *a)
+{
+	size_t m = pbw_begin(w, field), vm;
+
+	pbw_string(w, C(KeyValue, key), a->key);
+	vm = pbw_begin(w, C(KeyValue, value));
+	switch (a->type) {
+	case GW_ATTR_STRING:
+		pbw_bytes_always(w, C(AnyValue, string_value), a->v.s ? a->v.s : "", a->v.s ? strlen(a->v.s) : 0);
+		break;
+	case GW_ATTR_INT:
+		pbw_tag(w, C(AnyValue, int_value), PBW_VARINT);
+		pbw_varint(w, (uint64_t)a->v.i);
+		break;
+	case GW_ATTR_BOOL:
+		pbw_tag(w, C(AnyValue, bool_value), PBW_VARINT);
+		pbw_varint(w, a->v.b);
+		break;
+	case GW_ATTR_DOUBLE: {
+		uint64_t bits;
+
+		memcpy(&bits, &a->v.d, sizeof(bits));
+		pbw_tag(w, C(AnyValue, double_value), PBW_I64);
+		if (pbw_reserve(w, 8))
+			for (int i = 0; i < 8; i++)
+				w->buf[w->len++] = (uint8_t)(bits >> (8 * i));
+		break;
+	}
+	}
+	pbw_end(w, vm);
+	pbw_end(w, m);
+}
+
+static int sample_attr(struct enc *e, const struct gw_attr *a)
+{
+	int64_t idx = dict_attr(&e->d, a);
+	int32_t *slot;
+
+	if (idx < 0)
+		return (int)idx;
+	if (VEC_PUSH(e->sample_attrs, slot) < 0)
+		return -ENOMEM;
+	*slot = (int32_t)idx;
+	return 0;
+}
+
+static void write_value_type(struct pbw *w, uint32_t field, int32_t type, int32_t unit)
+{
+	size_t m = pbw_begin(w, field);
+
+	pbw_int(w, P(ValueType, type_strindex), type);
+	pbw_int(w, P(ValueType, unit_strindex), unit);
+	pbw_end(w, m);
+}
+
+/* Writes one ResourceProfiles for r's samples order[from..to). pid_attr: with process.pid on the resource. */
+static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t from, uint32_t to, bool pid_attr)
+{
+	struct pbw *w = e->w;
+	const struct gw_otlp_options *o = e->o;
+	bool v19 = o->version == GW_OTLP_V1_9;
+	uint64_t t_min = UINT64_MAX, t_max = 0;
+	bool merge = o->process_attrs == GW_OTLP_PROCESS_ATTRS_NONE;
+	size_t rm, resm, sm, pm, scm;
+	int ret;
+
+	e->samples.n = 0;
+	e->sample_attrs.n = 0;
+	if (merge) {
+		free(e->merge.hashes);
+		free(e->merge.slots);
+		e->merge = (struct imap){ 0 };
+	}
+	for (uint32_t k = from; k < to; k++) {
+		const struct gw_sample *s = &r->samples[e->order.v[k]];
+		int64_t stack = dict_stack(&e->d, s->stack);
+		struct pending_sample *ps;
+		bool has_attrs = s->n_attrs > 0;
+
+		if (stack < 0)
+			return (int)stack;
+		t_min = SR_MIN(t_min, s->start_ns);
+		t_max = SR_MAX(t_max, s->end_ns);
+		if (merge && !has_attrs) {
+			uint64_t h = (uint64_t)stack * 0x9E3779B97F4A7C15ULL;
+			uint32_t slot;
+
+			ret = imap_prepare(&e->merge);
+			if (ret < 0)
+				return ret;
+			IMAP_FIND(&e->merge, h, e->samples.v[idx].stack == stack && e->samples.v[idx].n_attrs == 0,
+				  slot);
+			if (e->merge.slots[slot]) {
+				e->samples.v[e->merge.slots[slot] - 1].count += s->count;
+				continue;
+			}
+			ret = VEC_PUSH(e->samples, ps);
+			if (ret < 0)
+				return ret;
+			imap_set(&e->merge, slot, h, e->samples.n - 1);
+		} else {
+			ret = VEC_PUSH(e->samples, ps);
+			if (ret < 0)
+				return ret;
+		}
+		*ps = (struct pending_sample){ .stack = (int32_t)stack,
+					       .first_attr = e->sample_attrs.n,
+					       .count = s->count };
+		if (o->process_attrs == GW_OTLP_PROCESS_ATTRS_SAMPLE) {
+			struct gw_attr a = { .key = "process.pid", .type = GW_ATTR_INT, .v.i = s->pid };
+
+			ret = sample_attr(e, &a);
+			if (ret < 0)
+				return ret;
+		}
+		if (o->process_attrs != GW_OTLP_PROCESS_ATTRS_NONE) {
+			struct gw_attr a = { .key = "thread.id", .type = GW_ATTR_INT, .v.i = s->tid };
+
+			ret = sample_attr(e, &a);
+			if (ret == 0 && s->thread_name && *s->thread_name) {
+				a = (struct gw_attr){ .key = "thread.name",
+						      .type = GW_ATTR_STRING,
+						      .v.s = s->thread_name };
+				ret = sample_attr(e, &a);
+			}
+			if (ret < 0)
+				return ret;
+		}
+		for (uint32_t i = 0; i < s->n_attrs; i++) {
+			ret = sample_attr(e, &s->attrs[i]);
+			if (ret < 0)
+				return ret;
+		}
+		/* e->samples may have moved: re-find ps. */
+		ps = &e->samples.v[e->samples.n - 1];
+		ps->n_attrs = e->sample_attrs.n - ps->first_attr;
+	}
+	if (e->samples.n == 0)
+		return 0;
+
+	rm = pbw_begin(w, REQ(resource_profiles));
+	resm = pbw_begin(w, P(ResourceProfiles, resource));
+	for (uint32_t i = 0; i < r->n_attrs; i++)
+		write_key_value(w, RES(attributes), &r->attrs[i]);
+	if (pid_attr) {
+		struct gw_attr a = { .key = "process.pid",
+				     .type = GW_ATTR_INT,
+				     .v.i = r->samples[e->order.v[from]].pid };
+
+		write_key_value(w, RES(attributes), &a);
+	}
+	pbw_end(w, resm);
+	sm = pbw_begin(w, P(ResourceProfiles, scope_profiles));
+	scm = pbw_begin(w, P(ScopeProfiles, scope));
+	pbw_string(w, C(InstrumentationScope, name), SCOPE_NAME);
+	pbw_string(w, C(InstrumentationScope, version), o->scope_version);
+	pbw_end(w, scm);
+	pm = pbw_begin(w, P(ScopeProfiles, profiles));
+	write_value_type(w, P(Profile, sample_type), e->str_samples, e->str_count);
+	for (uint32_t i = 0; i < e->samples.n; i++) {
+		const struct pending_sample *ps = &e->samples.v[i];
+		size_t m = pbw_begin(w, P(Profile, samples));
+		size_t vm;
+
+		pbw_int(w, v19 ? S9(stack_index) : S10(stack_index), ps->stack);
+		if (v19) {
+			vm = pbw_begin(w, S9(values));
+			pbw_varint(w, ps->count);
+			pbw_end(w, vm);
+			if (ps->n_attrs)
+				pbw_packed_i32(w, S9(attribute_indices), e->sample_attrs.v + ps->first_attr,
+					       ps->n_attrs);
+		} else {
+			if (ps->n_attrs)
+				pbw_packed_i32(w, S10(attribute_indices), e->sample_attrs.v + ps->first_attr,
+					       ps->n_attrs);
+			vm = pbw_begin(w, S10(values));
+			pbw_varint(w, ps->count);
+			pbw_end(w, vm);
+		}
+		pbw_end(w, m);
+		e->st.samples++;
+		e->st.total_count += ps->count;
+	}
+	pbw_fixed64(w, P(Profile, time_unix_nano), t_min);
+	pbw_uint(w, P(Profile, duration_nano), t_max > t_min ? t_max - t_min : 0);
+	write_value_type(w, P(Profile, period_type), e->str_cpu, e->str_nanoseconds);
+	pbw_int(w, P(Profile, period), r->frequency_hz ? (int64_t)(1000000000ULL / r->frequency_hz) : 0);
+	pbw_end(w, pm);
+	pbw_end(w, sm);
+	pbw_end(w, rm);
+	e->st.profiles++;
+	return pbw_error(w);
+}
+
+static int by_pid(const void *a, const void *b, void *userdata)
+{
+	const struct gw_resource *res = userdata;
+	uint32_t pa = res->samples[*(const uint32_t *)a].pid;
+	uint32_t pb = res->samples[*(const uint32_t *)b].pid;
+
+	if (pa != pb)
+		return pa < pb ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *opts, struct pbw *out,
+		   struct gw_otlp_stats *ret_stats)
+{
+	struct enc e = { .o = opts, .w = out };
+	int64_t s[4];
+	int r;
+
+	r = dict_init(&e.d);
+	if (r < 0)
+		goto out;
+	s[0] = dict_string(&e.d, "samples");
+	s[1] = dict_string(&e.d, "count");
+	s[2] = dict_string(&e.d, "cpu");
+	s[3] = dict_string(&e.d, "nanoseconds");
+	if (s[0] < 0 || s[1] < 0 || s[2] < 0 || s[3] < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	e.str_samples = (int32_t)s[0];
+	e.str_count = (int32_t)s[1];
+	e.str_cpu = (int32_t)s[2];
+	e.str_nanoseconds = (int32_t)s[3];
+
+	for (uint32_t ri = 0; ri < p->n_resources; ri++) {
+		const struct gw_resource *res = &p->resources[ri];
+
+		r = vec_grow((void **)&e.order.v, &e.order.cap, sizeof(uint32_t), res->n_samples);
+		if (r < 0)
+			goto out;
+		e.order.n = res->n_samples;
+		for (uint32_t i = 0; i < res->n_samples; i++)
+			e.order.v[i] = i;
+		if (opts->process_attrs != GW_OTLP_PROCESS_ATTRS_RESOURCE) {
+			r = encode_resource(&e, res, 0, res->n_samples, false);
+			if (r < 0)
+				goto out;
+			continue;
+		}
+		/* One ResourceProfiles per pid. */
+		qsort_r(e.order.v, e.order.n, sizeof(uint32_t), by_pid, (void *)res);
+		for (uint32_t from = 0, to; from < e.order.n; from = to) {
+			uint32_t pid = res->samples[e.order.v[from]].pid;
+
+			for (to = from + 1; to < e.order.n && res->samples[e.order.v[to]].pid == pid; to++)
+				;
+			r = encode_resource(&e, res, from, to, true);
+			if (r < 0)
+				goto out;
+		}
+	}
+	write_dictionary(out, &e.d);
+	r = pbw_error(out);
+	if (r < 0)
+		goto out;
+	e.st.strings = e.d.strings.n;
+	e.st.functions = e.d.functions.n;
+	e.st.mappings = e.d.mappings.n;
+	e.st.locations = e.d.locations.n;
+	e.st.stacks = e.d.stacks.n;
+	e.st.attributes = e.d.attrs.n;
+	if (ret_stats)
+		*ret_stats = e.st;
+out:
+	dict_free(&e.d);
+	free(e.samples.v);
+	free(e.sample_attrs.v);
+	free(e.order.v);
+	imap_free(&e.merge);
+	return r;
+}
+
+/* ---- reading our own requests back (413 splits, counts) ---- */
+
+struct pbr_field {
+	uint32_t number;
+	unsigned wt;
+	const uint8_t *start; /* of the tag */
+	const uint8_t *data;  /* LEN: the payload; VARINT: unused */
+	size_t len;	      /* LEN payload length */
+	uint64_t value;	      /* VARINT, I64, I32 */
+	const uint8_t *end;   /* past the field */
+};
+
+static int pbr_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (*p >= end)
+			return -EINVAL;
+		v |= (uint64_t)(**p & 0x7f) << shift;
+		if (!(*(*p)++ & 0x80)) {
+			*ret = v;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* Reads the next field of [*p, end); 0, 1 at the end, -EINVAL when malformed. */
+static int pbr_next(const uint8_t **p, const uint8_t *end, struct pbr_field *f)
+{
+	uint64_t key;
+
+	if (*p >= end)
+		return 1;
+	f->start = *p;
+	if (pbr_varint(p, end, &key) < 0 || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+		return -EINVAL;
+	f->number = (uint32_t)(key >> 3);
+	f->wt = key & 7;
+	switch (f->wt) {
+	case PBW_VARINT:
+		if (pbr_varint(p, end, &f->value) < 0)
+			return -EINVAL;
+		break;
+	case PBW_I64:
+		if (end - *p < 8)
+			return -EINVAL;
+		*p += 8;
+		break;
+	case PBW_I32:
+		if (end - *p < 4)
+			return -EINVAL;
+		*p += 4;
+		break;
+	case PBW_LEN:
+		if (pbr_varint(p, end, &f->value) < 0 || f->value > (uint64_t)(end - *p))
+			return -EINVAL;
+		f->data = *p;
+		f->len = (size_t)f->value;
+		*p += f->len;
+		break;
+	default:
+		return -EINVAL;
+	}
+	f->end = *p;
+	return 0;
+}
+
+/* The repeated child field at each nesting level: request → RP → SP → Profile → Sample. */
+static const uint32_t level_child[] = {
+	REQ(resource_profiles),
+	P(ResourceProfiles, scope_profiles),
+	P(ScopeProfiles, profiles),
+	P(Profile, samples),
+};
+
+static int count_sample(const uint8_t *p, const uint8_t *end, uint32_t values_field, uint64_t *sum)
+{
+	struct pbr_field f;
+	int r;
+
+	while ((r = pbr_next(&p, end, &f)) == 0) {
+		if (f.number != values_field)
+			continue;
+		if (f.wt == PBW_VARINT) {
+			*sum += f.value;
+		} else if (f.wt == PBW_LEN) {
+			const uint8_t *q = f.data, *qe = f.data + f.len;
+
+			while (q < qe) {
+				uint64_t v;
+
+				if (pbr_varint(&q, qe, &v) < 0)
+					return -EINVAL;
+				*sum += v;
+			}
+		} else {
+			return -EINVAL;
+		}
+	}
+	return r < 0 ? r : 0;
+}
+
+static int count_level(const uint8_t *p, const uint8_t *end, unsigned level, uint32_t values_field, uint64_t *sum)
+{
+	struct pbr_field f;
+	int r;
+
+	while ((r = pbr_next(&p, end, &f)) == 0) {
+		if (f.number != level_child[level] || f.wt != PBW_LEN)
+			continue;
+		if (level == SR_ARRAY_SIZE(level_child) - 1)
+			r = count_sample(f.data, f.data + f.len, values_field, sum);
+		else
+			r = count_level(f.data, f.data + f.len, level + 1, values_field, sum);
+		if (r < 0)
+			return r;
+	}
+	return r < 0 ? r : 0;
+}
+
+int gw_otlp_count(const uint8_t *req, size_t len, enum gw_otlp_version v, uint64_t *ret_count)
+{
+	uint64_t sum = 0;
+	int r = count_level(req, req + len, 0, v == GW_OTLP_V1_9 ? S9(values) : S10(values), &sum);
+
+	if (r < 0)
+		return r;
+	*ret_count = sum;
+	return 0;
+}
+
+static void pbw_raw(struct pbw *w, const uint8_t *from, const uint8_t *to)
+{
+	size_t n = (size_t)(to - from);
+
+	if (!pbw_reserve(w, n))
+		return;
+	memcpy(w->buf + w->len, from, n);
+	w->len += n;
+}
+
+/* Splits the message body [p, end) at level into bodies a and b. */
+static int split_level(const uint8_t *p, const uint8_t *end, unsigned level, struct pbw *a, struct pbw *b)
+{
+	const uint8_t *q = p;
+	struct pbr_field f, only = { 0 };
+	size_t n_children = 0, child_bytes = 0, acc = 0;
+	int r;
+
+	while ((r = pbr_next(&q, end, &f)) == 0) {
+		if (f.number == level_child[level] && f.wt == PBW_LEN) {
+			n_children++;
+			child_bytes += (size_t)(f.end - f.start);
+			only = f;
+		}
+	}
+	if (r < 0)
+		return r;
+	if (n_children == 0)
+		return -ERANGE;
+	if (n_children == 1) {
+		struct pbw ca = { 0 }, cb = { 0 };
+
+		if (level == SR_ARRAY_SIZE(level_child) - 1)
+			return -ERANGE;
+		r = split_level(only.data, only.data + only.len, level + 1, &ca, &cb);
+		if (r < 0)
+			goto one_out;
+		q = p;
+		while (pbr_next(&q, end, &f) == 0) {
+			if (f.start == only.start) {
+				pbw_bytes_always(a, f.number, ca.buf, ca.len);
+				pbw_bytes_always(b, f.number, cb.buf, cb.len);
+			} else {
+				pbw_raw(a, f.start, f.end);
+				pbw_raw(b, f.start, f.end);
+			}
+		}
+		r = pbw_error(a) ?: pbw_error(b) ?: pbw_error(&ca) ?: pbw_error(&cb);
+	one_out:
+		pbw_free(&ca);
+		pbw_free(&cb);
+		return r;
+	}
+	/* Several children: the first half of their bytes to a, the rest to b; other fields to both. */
+	q = p;
+	while (pbr_next(&q, end, &f) == 0) {
+		if (f.number == level_child[level] && f.wt == PBW_LEN) {
+			bool first = acc == 0 || acc + (size_t)(f.end - f.start) / 2 <= child_bytes / 2;
+
+			acc += (size_t)(f.end - f.start);
+			pbw_raw(first ? a : b, f.start, f.end);
+		} else {
+			pbw_raw(a, f.start, f.end);
+			pbw_raw(b, f.start, f.end);
+		}
+	}
+	return pbw_error(a) ?: pbw_error(b);
+}
+
+/* ---- dictionary compaction (after a split, each half keeps only what it uses) ---- */
+
+enum dict_table { T_MAP, T_LOC, T_FUN, T_LINK, T_STR, T_ATTR, T_STACK, T_MAX, T_NONE = T_MAX, T_SUB };
+
+/* What a field refers to: a dictionary table (varint or packed indices) or a submessage with its own rules. */
+struct ref_rule {
+	uint32_t field;
+	enum dict_table t;
+	const struct ref_rule *sub;
+};
+
+#define RULES_END                                                                                                      \
+	{                                                                                                              \
+		0, T_NONE, NULL                                                                                        \
+	}
+static const struct ref_rule r_value_type[] = { { P(ValueType, type_strindex), T_STR, NULL },
+						{ P(ValueType, unit_strindex), T_STR, NULL },
+						RULES_END };
+static const struct ref_rule r_sample10[] = { { S10(stack_index), T_STACK, NULL },
+					      { S10(attribute_indices), T_ATTR, NULL },
+					      { S10(link_index), T_LINK, NULL },
+					      RULES_END };
+static const struct ref_rule r_sample9[] = { { S9(stack_index), T_STACK, NULL },
+					     { S9(attribute_indices), T_ATTR, NULL },
+					     { S9(link_index), T_LINK, NULL },
+					     RULES_END };
+static const struct ref_rule r_profile10[] = { { P(Profile, sample_type), T_SUB, r_value_type },
+					       { P(Profile, samples), T_SUB, r_sample10 },
+					       { P(Profile, period_type), T_SUB, r_value_type },
+					       { P(Profile, attribute_indices), T_ATTR, NULL },
+					       RULES_END };
+static const struct ref_rule r_profile9[] = { { P(Profile, sample_type), T_SUB, r_value_type },
+					      { P(Profile, samples), T_SUB, r_sample9 },
+					      { P(Profile, period_type), T_SUB, r_value_type },
+					      { P(Profile, attribute_indices), T_ATTR, NULL },
+					      RULES_END };
+static const struct ref_rule r_scope10[] = { { P(ScopeProfiles, profiles), T_SUB, r_profile10 }, RULES_END };
+static const struct ref_rule r_scope9[] = { { P(ScopeProfiles, profiles), T_SUB, r_profile9 }, RULES_END };
+static const struct ref_rule r_rp10[] = { { P(ResourceProfiles, scope_profiles), T_SUB, r_scope10 }, RULES_END };
+static const struct ref_rule r_rp9[] = { { P(ResourceProfiles, scope_profiles), T_SUB, r_scope9 }, RULES_END };
+static const struct ref_rule r_line[] = { { P(Line, function_index), T_FUN, NULL }, RULES_END };
+/* Per table, the rules of its entries (strings: none). */
+static const struct ref_rule r_mapping[] = { { P(Mapping, filename_strindex), T_STR, NULL },
+					     { P(Mapping, attribute_indices), T_ATTR, NULL },
+					     RULES_END };
+static const struct ref_rule r_location[] = { { P(Location, mapping_index), T_MAP, NULL },
+					      { P(Location, lines), T_SUB, r_line },
+					      { P(Location, attribute_indices), T_ATTR, NULL },
+					      RULES_END };
+static const struct ref_rule r_function[] = { { P(Function, name_strindex), T_STR, NULL },
+					      { P(Function, system_name_strindex), T_STR, NULL },
+					      { P(Function, filename_strindex), T_STR, NULL },
+					      RULES_END };
+static const struct ref_rule r_attr[] = { { P(KeyValueAndUnit, key_strindex), T_STR, NULL },
+					  { P(KeyValueAndUnit, unit_strindex), T_STR, NULL },
+					  RULES_END };
+static const struct ref_rule r_stack[] = { { P(Stack, location_indices), T_LOC, NULL }, RULES_END };
+static const struct ref_rule r_none[] = { RULES_END };
+
+static const uint32_t table_field[T_MAX] = {
+	[T_MAP] = P(ProfilesDictionary, mapping_table),	 [T_LOC] = P(ProfilesDictionary, location_table),
+	[T_FUN] = P(ProfilesDictionary, function_table), [T_LINK] = P(ProfilesDictionary, link_table),
+	[T_STR] = P(ProfilesDictionary, string_table),	 [T_ATTR] = P(ProfilesDictionary, attribute_table),
+	[T_STACK] = P(ProfilesDictionary, stack_table),
+};
+static const struct ref_rule *const table_rules[T_MAX] = {
+	[T_MAP] = r_mapping, [T_LOC] = r_location, [T_FUN] = r_function, [T_LINK] = r_none,
+	[T_STR] = r_none,    [T_ATTR] = r_attr,	   [T_STACK] = r_stack,
+};
+
+struct compact {
+	/* The dictionary's entries as raw slices, per table. */
+	const uint8_t **data[T_MAX];
+	size_t *len[T_MAX];
+	uint32_t n[T_MAX], cap[T_MAX];
+	/* used[t][i] while marking; then the new index + 1 (0: dropped). */
+	uint32_t *map[T_MAX];
+};
+
+static void compact_free(struct compact *c)
+{
+	for (int t = 0; t < T_MAX; t++) {
+		free(c->data[t]);
+		free(c->len[t]);
+		free(c->map[t]);
+	}
+}
+
+static const struct ref_rule *rule_for(const struct ref_rule *rules, uint32_t field)
+{
+	for (const struct ref_rule *r = rules; r->field; r++)
+		if (r->field == field)
+			return r;
+	return NULL;
+}
+
+/* Marks the entries a message's fields refer to; -EINVAL on malformed bytes or indexes out of bounds. */
+static int mark(struct compact *c, const uint8_t *p, const uint8_t *end, const struct ref_rule *rules)
+{
+	struct pbr_field f;
+	int r;
+
+	while ((r = pbr_next(&p, end, &f)) == 0) {
+		const struct ref_rule *rule = rule_for(rules, f.number);
+
+		if (!rule)
+			continue;
+		if (rule->t == T_SUB) {
+			if (f.wt != PBW_LEN)
+				return -EINVAL;
+			r = mark(c, f.data, f.data + f.len, rule->sub);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (f.wt == PBW_VARINT) {
+			if (f.value >= c->n[rule->t])
+				return -EINVAL;
+			c->map[rule->t][f.value] = 1;
+		} else if (f.wt == PBW_LEN) {
+			const uint8_t *q = f.data, *qe = f.data + f.len;
+
+			while (q < qe) {
+				uint64_t v;
+
+				if (pbr_varint(&q, qe, &v) < 0 || v >= c->n[rule->t])
+					return -EINVAL;
+				c->map[rule->t][v] = 1;
+			}
+		} else {
+			return -EINVAL;
+		}
+	}
+	return r < 0 ? r : 0;
+}
+
+/* Writes the message [p, end) with every reference renumbered. */
+static void rewrite(struct compact *c, struct pbw *w, const uint8_t *p, const uint8_t *end,
+		    const struct ref_rule *rules)
+{
+	struct pbr_field f;
+
+	while (pbr_next(&p, end, &f) == 0) {
+		const struct ref_rule *rule = rule_for(rules, f.number);
+
+		if (!rule) {
+			pbw_raw(w, f.start, f.end);
+		} else if (rule->t == T_SUB) {
+			size_t m = pbw_begin(w, f.number);
+
+			rewrite(c, w, f.data, f.data + f.len, rule->sub);
+			pbw_end(w, m);
+		} else if (f.wt == PBW_VARINT) {
+			pbw_uint(w, f.number, c->map[rule->t][f.value] - 1);
+		} else {
+			const uint8_t *q = f.data, *qe = f.data + f.len;
+			size_t m = pbw_begin(w, f.number);
+			uint64_t v;
+
+			while (q < qe && pbr_varint(&q, qe, &v) == 0)
+				pbw_varint(w, c->map[rule->t][v] - 1);
+			pbw_end(w, m);
+		}
+	}
+}
+
+/* Rewrites a request so its dictionary holds only what its profiles use. */
+static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version v, struct pbw *out)
+{
+	const struct ref_rule *rp_rules = v == GW_OTLP_V1_9 ? r_rp9 : r_rp10;
+	/* Marking order: every referrer before what it refers to (strings and links refer to nothing). */
+	static const enum dict_table order[] = { T_STACK, T_LOC, T_MAP, T_FUN, T_ATTR };
+	struct compact c = { 0 };
+	const uint8_t *p = req, *end = req + len, *dict = NULL;
+	size_t dict_len = 0;
+	struct pbr_field f;
+	size_t dm;
+	int r;
+
+	while ((r = pbr_next(&p, end, &f)) == 0)
+		if (f.number == REQ(dictionary) && f.wt == PBW_LEN) {
+			dict = f.data;
+			dict_len = f.len;
+		}
+	if (r < 0 || !dict)
+		return -EINVAL;
+	for (p = dict; (r = pbr_next(&p, dict + dict_len, &f)) == 0;) {
+		for (int t = 0; t < T_MAX; t++) {
+			if (f.number != table_field[t] || f.wt != PBW_LEN)
+				continue;
+			if (c.n[t] == c.cap[t]) {
+				uint32_t cap = c.cap[t] ? c.cap[t] * 2 : 256;
+				const uint8_t **nd = realloc(c.data[t], cap * sizeof(*nd));
+				size_t *nl;
+
+				if (!nd)
+					goto nomem;
+				c.data[t] = nd;
+				nl = realloc(c.len[t], cap * sizeof(*nl));
+				if (!nl)
+					goto nomem;
+				c.len[t] = nl;
+				c.cap[t] = cap;
+			}
+			c.data[t][c.n[t]] = f.data;
+			c.len[t][c.n[t]] = f.len;
+			c.n[t]++;
+		}
+	}
+	if (r < 0)
+		goto out;
+	for (int t = 0; t < T_MAX; t++) {
+		if (c.n[t] == 0) {
+			r = -EINVAL; /* element 0 of every table must be there */
+			goto out;
+		}
+		c.map[t] = calloc(c.n[t], sizeof(uint32_t));
+		if (!c.map[t])
+			goto nomem;
+		c.map[t][0] = 1;
+	}
+	for (p = req; pbr_next(&p, end, &f) == 0;)
+		if (f.number == REQ(resource_profiles) && f.wt == PBW_LEN) {
+			r = mark(&c, f.data, f.data + f.len, rp_rules);
+			if (r < 0)
+				goto out;
+		}
+	for (size_t k = 0; k < SR_ARRAY_SIZE(order); k++) {
+		enum dict_table t = order[k];
+
+		for (uint32_t i = 0; i < c.n[t]; i++)
+			if (c.map[t][i]) {
+				r = mark(&c, c.data[t][i], c.data[t][i] + c.len[t][i], table_rules[t]);
+				if (r < 0)
+					goto out;
+			}
+	}
+	/* Marks become new indices (+1), keeping the order. */
+	for (int t = 0; t < T_MAX; t++)
+		for (uint32_t i = 0, next = 0; i < c.n[t]; i++)
+			c.map[t][i] = c.map[t][i] ? ++next : 0;
+
+	for (p = req; pbr_next(&p, end, &f) == 0;) {
+		if (f.number == REQ(resource_profiles) && f.wt == PBW_LEN) {
+			size_t m = pbw_begin(out, f.number);
+
+			rewrite(&c, out, f.data, f.data + f.len, rp_rules);
+			pbw_end(out, m);
+		} else if (f.number != REQ(dictionary)) {
+			pbw_raw(out, f.start, f.end);
+		}
+	}
+	dm = pbw_begin(out, REQ(dictionary));
+	for (int t = 0; t < T_MAX; t++)
+		for (uint32_t i = 0; i < c.n[t]; i++) {
+			size_t m;
+
+			if (!c.map[t][i])
+				continue;
+			m = pbw_begin(out, table_field[t]);
+			if (t == T_STR)
+				pbw_raw(out, c.data[t][i], c.data[t][i] + c.len[t][i]);
+			else
+				rewrite(&c, out, c.data[t][i], c.data[t][i] + c.len[t][i], table_rules[t]);
+			pbw_end(out, m);
+		}
+	pbw_end(out, dm);
+	r = pbw_error(out);
+	goto out;
+nomem:
+	r = -ENOMEM;
+out:
+	compact_free(&c);
+	return r;
+}
+
+int gw_otlp_split(const uint8_t *req, size_t len, enum gw_otlp_version v, struct pbw *ret_a, uint64_t *ret_a_count,
+		  struct pbw *ret_b, uint64_t *ret_b_count)
+{
+	struct pbw a = { 0 }, b = { 0 };
+	int r;
+
+	r = split_level(req, req + len, 0, &a, &b);
+	/* Each half keeps only the dictionary entries it uses, so halves really shrink. */
+	if (r == 0)
+		r = compact_request(a.buf, a.len, v, ret_a);
+	if (r == 0)
+		r = compact_request(b.buf, b.len, v, ret_b);
+	pbw_free(&a);
+	pbw_free(&b);
+	if (r < 0)
+		return r;
+	r = gw_otlp_count(ret_a->buf, ret_a->len, v, ret_a_count);
+	if (r < 0)
+		return r;
+	return gw_otlp_count(ret_b->buf, ret_b->len, v, ret_b_count);
+}

@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The OTLP encoder, read back with nanopb's decoders generated from the
+ * .proto files (a different code path from the hand-written writer): both
+ * wire versions, the dictionary rules Pyroscope enforces, de-duplication,
+ * process attribute placement, and 413 splitting.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pb_decode.h>
+
+#include "core/model.h"
+#include "exporters/otlp_encode.h"
+#include "exporters/pbwrite.h"
+#include "test-export-util.h"
+
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
+#include "opentelemetry/proto/profiles/v1development/profiles_v1_9.pb.h"
+
+typedef opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest req10_t;
+typedef opentelemetry_proto_profiles_v1development_v1_9_ExportProfilesServiceRequest req9_t;
+typedef opentelemetry_proto_profiles_v1development_ProfilesDictionary dict_t;
+#define REQ10_FIELDS opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields
+#define REQ9_FIELDS  opentelemetry_proto_profiles_v1development_v1_9_ExportProfilesServiceRequest_fields
+
+struct fixture {
+	struct gw_stores *stores;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	f->stores = gw_stores_new(NULL);
+	assert_non_null(f->stores);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	gw_stores_free(f->stores);
+	free(f);
+	return 0;
+}
+
+/* SR_DUMP_SEEDS=DIR writes encoded requests there (seeds of tests/fuzz/corpus/otlp-response). */
+static void dump_seed(const char *name, const struct pbw *w)
+{
+	const char *dir = getenv("SR_DUMP_SEEDS");
+	char path[512];
+	FILE *f;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	fwrite(w->buf, 1, w->len, f);
+	fclose(f);
+}
+
+static const char *str(const dict_t *d, int32_t i)
+{
+	assert_true(i >= 0 && (pb_size_t)i < d->string_table_count);
+	return d->string_table[i] ? d->string_table[i] : "";
+}
+
+/* Pyroscope's checks: tables present with a zero element 0, every index in bounds. */
+static void check_dictionary(const dict_t *d)
+{
+	assert_true(d->mapping_table_count >= 1);
+	assert_true(d->location_table_count >= 1);
+	assert_true(d->function_table_count >= 1);
+	assert_true(d->stack_table_count >= 1);
+	assert_true(d->attribute_table_count >= 1);
+	assert_true(d->link_table_count >= 1);
+	assert_true(d->string_table_count >= 1);
+	assert_string_equal(str(d, 0), "");
+	assert_int_equal(d->mapping_table[0].filename_strindex, 0);
+	assert_int_equal(d->mapping_table[0].attribute_indices_count, 0);
+	assert_int_equal(d->location_table[0].lines_count, 0);
+	assert_int_equal(d->function_table[0].name_strindex, 0);
+	assert_int_equal(d->stack_table[0].location_indices_count, 0);
+	assert_int_equal(d->attribute_table[0].key_strindex, 0);
+	for (pb_size_t i = 0; i < d->mapping_table_count; i++) {
+		str(d, d->mapping_table[i].filename_strindex);
+		for (pb_size_t j = 0; j < d->mapping_table[i].attribute_indices_count; j++)
+			assert_true((pb_size_t)d->mapping_table[i].attribute_indices[j] < d->attribute_table_count);
+	}
+	for (pb_size_t i = 0; i < d->location_table_count; i++) {
+		assert_true((pb_size_t)d->location_table[i].mapping_index < d->mapping_table_count);
+		for (pb_size_t j = 0; j < d->location_table[i].lines_count; j++)
+			assert_true((pb_size_t)d->location_table[i].lines[j].function_index < d->function_table_count);
+	}
+	for (pb_size_t i = 0; i < d->function_table_count; i++) {
+		str(d, d->function_table[i].name_strindex);
+		str(d, d->function_table[i].system_name_strindex);
+		str(d, d->function_table[i].filename_strindex);
+	}
+	for (pb_size_t i = 0; i < d->stack_table_count; i++)
+		for (pb_size_t j = 0; j < d->stack_table[i].location_indices_count; j++)
+			assert_true((pb_size_t)d->stack_table[i].location_indices[j] < d->location_table_count);
+	for (pb_size_t i = 1; i < d->attribute_table_count; i++)
+		str(d, d->attribute_table[i].key_strindex);
+	/* De-duplicated: no string twice. */
+	for (pb_size_t i = 0; i < d->string_table_count; i++)
+		for (pb_size_t j = i + 1; j < d->string_table_count; j++)
+			assert_string_not_equal(str(d, (int32_t)i), str(d, (int32_t)j));
+}
+
+static void check_build_id(const dict_t *d, const char *want_hex_prefix)
+{
+	bool found = false;
+
+	for (pb_size_t i = 1; i < d->mapping_table_count; i++) {
+		const opentelemetry_proto_profiles_v1development_Mapping *m = &d->mapping_table[i];
+
+		assert_int_equal(m->attribute_indices_count, 1);
+		const opentelemetry_proto_profiles_v1development_KeyValueAndUnit *kv =
+			&d->attribute_table[m->attribute_indices[0]];
+		assert_string_equal(str(d, kv->key_strindex), "process.executable.build_id.gnu");
+		if (strncmp(kv->value.value.string_value, want_hex_prefix, strlen(want_hex_prefix)) == 0)
+			found = true;
+	}
+	assert_true(found);
+}
+
+#define CHECK_PROFILE(d, prof)                                                                                         \
+	do {                                                                                                           \
+		assert_true((prof)->has_sample_type && (prof)->has_period_type);                                       \
+		assert_string_equal(str(d, (prof)->sample_type.type_strindex), "samples");                             \
+		assert_string_equal(str(d, (prof)->sample_type.unit_strindex), "count");                               \
+		assert_string_equal(str(d, (prof)->period_type.type_strindex), "cpu");                                 \
+		assert_string_equal(str(d, (prof)->period_type.unit_strindex), "nanoseconds");                         \
+		assert_int_equal((prof)->period, 1000000000 / 99);                                                     \
+		assert_in_range((prof)->time_unix_nano, 1700000000000000000ULL, 1700000000000000100ULL);               \
+		assert_true((prof)->duration_nano > 9000000000ULL);                                                    \
+	} while (0)
+
+static uint64_t sum_v10(const req10_t *r, size_t *ret_samples)
+{
+	uint64_t sum = 0;
+	size_t n = 0;
+
+	for (pb_size_t i = 0; i < r->resource_profiles_count; i++)
+		for (pb_size_t j = 0; j < r->resource_profiles[i].scope_profiles_count; j++)
+			for (pb_size_t k = 0; k < r->resource_profiles[i].scope_profiles[j].profiles_count; k++) {
+				const opentelemetry_proto_profiles_v1development_Profile *p =
+					&r->resource_profiles[i].scope_profiles[j].profiles[k];
+
+				CHECK_PROFILE(&r->dictionary, p);
+				for (pb_size_t s = 0; s < p->samples_count; s++) {
+					assert_true((pb_size_t)p->samples[s].stack_index <
+						    r->dictionary.stack_table_count);
+					assert_true(p->samples[s].stack_index > 0);
+					assert_int_equal(p->samples[s].values_count, 1);
+					for (pb_size_t a = 0; a < p->samples[s].attribute_indices_count; a++)
+						assert_true((pb_size_t)p->samples[s].attribute_indices[a] <
+							    r->dictionary.attribute_table_count);
+					sum += (uint64_t)p->samples[s].values[0];
+					n++;
+				}
+			}
+	*ret_samples = n;
+	return sum;
+}
+
+static void decode10(const struct pbw *w, req10_t *r)
+{
+	pb_istream_t s = pb_istream_from_buffer(w->buf, w->len);
+
+	memset(r, 0, sizeof(*r));
+	assert_true(pb_decode(&s, REQ10_FIELDS, r));
+}
+
+static void test_v1_10(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total, sum;
+	struct gw_profiles *p = xt_batch(f->stores, 1, 2, 50, &total);
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10, .scope_version = "test" };
+	struct gw_otlp_stats st;
+	struct pbw w = { 0 };
+	req10_t r;
+	size_t n;
+
+	assert_non_null(p);
+	assert_int_equal(gw_otlp_encode(p, &o, &w, &st), 0);
+	assert_int_equal(st.total_count, total);
+	dump_seed("request-v1.10", &w);
+	decode10(&w, &r);
+	check_dictionary(&r.dictionary);
+	check_build_id(&r.dictionary, "ab01abab");
+	assert_int_equal(r.resource_profiles_count, 2);
+	sum = sum_v10(&r, &n);
+	assert_int_equal(sum, total);
+	/* Without process attributes, samples of one stack merge: fewer Sample messages than records. */
+	assert_true(n < 100);
+	assert_int_equal(n, st.samples);
+	/* 7 user functions + the kernel's one; the kernel mapping + the app's. */
+	assert_int_equal(st.functions, 1 + 8);
+	assert_int_equal(st.mappings, 1 + 2);
+	/* Resource attributes as given; no process.pid. */
+	for (pb_size_t i = 0; i < r.resource_profiles[0].resource.attributes_count; i++)
+		assert_string_not_equal(r.resource_profiles[0].resource.attributes[i].key, "process.pid");
+	assert_string_equal(r.resource_profiles[0].resource.attributes[0].key, "service.name");
+	assert_string_equal(r.resource_profiles[0].resource.attributes[0].value->value.string_value, "svc-1-0");
+	assert_string_equal(r.resource_profiles[0].scope_profiles[0].scope.name, "stackrelay");
+	pb_release(REQ10_FIELDS, &r);
+	pbw_free(&w);
+	gw_profiles__unref(p);
+}
+
+static void test_v1_9(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total, sum = 0;
+	struct gw_profiles *p = xt_batch(f->stores, 2, 1, 40, &total);
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_9 };
+	struct pbw w = { 0 };
+	req9_t r = { 0 };
+	req10_t wrong;
+	pb_istream_t s;
+	uint64_t counted;
+
+	assert_non_null(p);
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	dump_seed("request-v1.9", &w);
+	s = pb_istream_from_buffer(w.buf, w.len);
+	assert_true(pb_decode(&s, REQ9_FIELDS, &r));
+	check_dictionary(&r.dictionary);
+	for (pb_size_t i = 0; i < r.resource_profiles_count; i++) {
+		const opentelemetry_proto_profiles_v1development_v1_9_Profile *prof =
+			&r.resource_profiles[i].scope_profiles[0].profiles[0];
+
+		CHECK_PROFILE(&r.dictionary, prof);
+		for (pb_size_t k = 0; k < prof->samples_count; k++) {
+			assert_int_equal(prof->samples[k].values_count, 1);
+			assert_true(prof->samples[k].stack_index > 0);
+			sum += (uint64_t)prof->samples[k].values[0];
+		}
+	}
+	assert_int_equal(sum, total);
+	pb_release(REQ9_FIELDS, &r);
+
+	/* Read as v1.10, a v1.9 Sample's values (field 2) look like attribute indices: the versions differ. */
+	decode10(&w, &wrong);
+	assert_int_equal(wrong.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].values_count, 0);
+	pb_release(REQ10_FIELDS, &wrong);
+
+	assert_int_equal(gw_otlp_count(w.buf, w.len, GW_OTLP_V1_9, &counted), 0);
+	assert_int_equal(counted, total);
+	/* A v1.9 split (with compaction) decodes as v1.9 and conserves samples. */
+	{
+		struct pbw a = { 0 }, b = { 0 };
+		uint64_t ca, cb;
+		req9_t h = { 0 };
+		pb_istream_t hs;
+
+		assert_int_equal(gw_otlp_split(w.buf, w.len, GW_OTLP_V1_9, &a, &ca, &b, &cb), 0);
+		assert_int_equal(ca + cb, total);
+		hs = pb_istream_from_buffer(b.buf, b.len);
+		assert_true(pb_decode(&hs, REQ9_FIELDS, &h));
+		check_dictionary(&h.dictionary);
+		pb_release(REQ9_FIELDS, &h);
+		pbw_free(&a);
+		pbw_free(&b);
+	}
+	pbw_free(&w);
+	gw_profiles__unref(p);
+}
+
+static void test_process_attrs(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total;
+	struct gw_profiles *p = xt_batch(f->stores, 3, 1, 30, &total);
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10, .process_attrs = GW_OTLP_PROCESS_ATTRS_SAMPLE };
+	struct pbw w = { 0 };
+	req10_t r;
+	size_t n;
+
+	assert_non_null(p);
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	decode10(&w, &r);
+	assert_int_equal(sum_v10(&r, &n), total);
+	assert_int_equal(n, 30); /* one Sample per record: attributes keep them apart */
+	{
+		const opentelemetry_proto_profiles_v1development_Sample *smp =
+			&r.resource_profiles[0].scope_profiles[0].profiles[0].samples[0];
+		const dict_t *d = &r.dictionary;
+
+		assert_int_equal(smp->attribute_indices_count, 3);
+		assert_string_equal(str(d, d->attribute_table[smp->attribute_indices[0]].key_strindex), "process.pid");
+		assert_int_equal(d->attribute_table[smp->attribute_indices[0]].value.value.int_value, 100);
+		assert_string_equal(str(d, d->attribute_table[smp->attribute_indices[1]].key_strindex), "thread.id");
+		assert_string_equal(str(d, d->attribute_table[smp->attribute_indices[2]].key_strindex), "thread.name");
+		assert_string_equal(d->attribute_table[smp->attribute_indices[2]].value.value.string_value, "worker-0");
+	}
+	pb_release(REQ10_FIELDS, &r);
+	pbw_free(&w);
+
+	/* resource: one ResourceProfiles per pid (3 pids), process.pid among its attributes. */
+	o.process_attrs = GW_OTLP_PROCESS_ATTRS_RESOURCE;
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	dump_seed("request-pid-resources", &w);
+	decode10(&w, &r);
+	assert_int_equal(r.resource_profiles_count, 3);
+	assert_int_equal(sum_v10(&r, &n), total);
+	for (pb_size_t i = 0; i < r.resource_profiles_count; i++) {
+		const opentelemetry_proto_resource_v1_Resource *res = &r.resource_profiles[i].resource;
+
+		assert_string_equal(res->attributes[res->attributes_count - 1].key, "process.pid");
+		assert_int_equal(res->attributes[res->attributes_count - 1].value->value.int_value, 100 + i);
+	}
+	pb_release(REQ10_FIELDS, &r);
+	pbw_free(&w);
+	gw_profiles__unref(p);
+}
+
+static void test_split(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total, ca, cb;
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+	struct pbw w = { 0 }, a = { 0 }, b = { 0 };
+	req10_t r;
+	size_t n;
+	pb_size_t whole_stacks, whole_strings;
+
+	/* Several resources: split by resource. */
+	struct gw_profiles *p = xt_batch(f->stores, 4, 4, 20, &total);
+	assert_non_null(p);
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	assert_int_equal(gw_otlp_split(w.buf, w.len, GW_OTLP_V1_10, &a, &ca, &b, &cb), 0);
+	assert_int_equal(ca + cb, total);
+	assert_true(ca > 0 && cb > 0);
+	decode10(&w, &r);
+	whole_stacks = r.dictionary.stack_table_count;
+	whole_strings = r.dictionary.string_table_count;
+	pb_release(REQ10_FIELDS, &r);
+	decode10(&a, &r);
+	check_dictionary(&r.dictionary);
+	assert_int_equal(r.resource_profiles_count, 2);
+	assert_int_equal(sum_v10(&r, &n), ca);
+	/* Each half carries only the dictionary entries it uses (every index still in bounds, checked above). */
+	assert_true(r.dictionary.stack_table_count <= whole_stacks);
+	assert_true(r.dictionary.string_table_count <= whole_strings);
+	pb_release(REQ10_FIELDS, &r);
+	decode10(&b, &r);
+	check_dictionary(&r.dictionary);
+	assert_int_equal(sum_v10(&r, &n), cb);
+	pb_release(REQ10_FIELDS, &r);
+	pbw_free(&w);
+	pbw_free(&a);
+	pbw_free(&b);
+	gw_profiles__unref(p);
+
+	/* One resource: split its samples, down to single samples which cannot be split. */
+	p = xt_batch(f->stores, 5, 1, 8, &total);
+	o.process_attrs = GW_OTLP_PROCESS_ATTRS_SAMPLE;
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	assert_int_equal(gw_otlp_split(w.buf, w.len, GW_OTLP_V1_10, &a, &ca, &b, &cb), 0);
+	assert_int_equal(ca + cb, total);
+	decode10(&w, &r);
+	whole_stacks = r.dictionary.stack_table_count;
+	pb_release(REQ10_FIELDS, &r);
+	decode10(&b, &r);
+	check_dictionary(&r.dictionary);
+	/* Half the samples, fewer stacks: the split half's dictionary really shrank. */
+	assert_true(r.dictionary.stack_table_count < whole_stacks);
+	assert_int_equal(r.resource_profiles_count, 1);
+	assert_int_equal(r.resource_profiles[0].scope_profiles[0].profiles[0].samples_count, 4);
+	assert_int_equal(sum_v10(&r, &n), cb);
+	pb_release(REQ10_FIELDS, &r);
+	{
+		struct pbw c = { 0 }, d = { 0 }, e = { 0 }, g = { 0 };
+		uint64_t cc, cd;
+
+		assert_int_equal(gw_otlp_split(b.buf, b.len, GW_OTLP_V1_10, &c, &cc, &d, &cd), 0);
+		assert_int_equal(cc + cd, cb);
+		assert_int_equal(gw_otlp_split(c.buf, c.len, GW_OTLP_V1_10, &e, &cc, &g, &cd), 0);
+		pbw_free(&e);
+		pbw_free(&g);
+		/* c now holds 2 samples; one of its halves holds one: cannot split further. */
+		assert_int_equal(gw_otlp_split(c.buf, c.len, GW_OTLP_V1_10, &e, &cc, &g, &cd), 0);
+		pbw_free(&g);
+		g = (struct pbw){ 0 };
+		{
+			struct pbw h = { 0 }, i = { 0 };
+			uint64_t x, y;
+
+			assert_int_equal(gw_otlp_split(e.buf, e.len, GW_OTLP_V1_10, &h, &x, &i, &y), -ERANGE);
+			pbw_free(&h);
+			pbw_free(&i);
+		}
+		pbw_free(&c);
+		pbw_free(&d);
+		pbw_free(&e);
+	}
+	/* Garbage is refused, not crashed on. */
+	{
+		static const uint8_t junk[] = { 0x0a, 0x7f, 0x01 };
+		uint64_t x;
+
+		assert_int_equal(gw_otlp_count(junk, sizeof(junk), GW_OTLP_V1_10, &x), -EINVAL);
+	}
+	pbw_free(&w);
+	pbw_free(&a);
+	pbw_free(&b);
+	gw_profiles__unref(p);
+}
+
+static void test_empty_and_unsymbolized(void **state)
+{
+	struct fixture *f = *state;
+	struct gw_profiles *p = gw_profiles_new();
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+	struct pbw w = { 0 };
+	req10_t r;
+	struct gw_location *l;
+	struct gw_stack *st;
+	struct gw_resource *res;
+	struct gw_sample smp = { .count = 3, .start_ns = 1, .end_ns = 2 };
+	uint8_t sid[4] = { 9, 9, 9, 9 };
+	size_t n;
+
+	/* An empty batch is a valid request with only the dictionary's zero elements. */
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	decode10(&w, &r);
+	check_dictionary(&r.dictionary);
+	assert_int_equal(r.resource_profiles_count, 0);
+	pb_release(REQ10_FIELDS, &r);
+	pbw_free(&w);
+
+	/* An unknown (JIT) frame: a location without lines and mapping 0. */
+	l = gw_stores__intern_location(f->stores, GW_FRAME_UNKNOWN, 0x7f0000001234, NULL, NULL);
+	st = gw_stores__intern_stack(f->stores, sid, sizeof(sid), false, &l, 1);
+	assert_non_null(st);
+	res = gw_profiles__add_resource(p, NULL, 0, 19);
+	smp.stack = st;
+	assert_int_equal(gw_resource__add_sample(p, res, &smp), 0);
+	gw_stack__unref(st);
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	decode10(&w, &r);
+	check_dictionary(&r.dictionary);
+	assert_int_equal(r.dictionary.location_table_count, 2);
+	assert_int_equal(r.dictionary.location_table[1].mapping_index, 0);
+	assert_int_equal(r.dictionary.location_table[1].address, 0x7f0000001234);
+	assert_int_equal(r.dictionary.location_table[1].lines_count, 0);
+	assert_int_equal(r.resource_profiles[0].scope_profiles[0].profiles[0].period, 1000000000 / 19);
+	(void)n;
+	pb_release(REQ10_FIELDS, &r);
+	pbw_free(&w);
+	gw_profiles__unref(p);
+}
+
+static void test_version_strings(void **state)
+{
+	enum gw_otlp_version v;
+
+	assert_int_equal(gw_otlp_version_from_string("1.10", &v), 0);
+	assert_int_equal(v, GW_OTLP_V1_10);
+	assert_int_equal(gw_otlp_version_from_string("1.9", &v), 0);
+	assert_int_equal(v, GW_OTLP_V1_9);
+	assert_int_equal(gw_otlp_version_from_string("1.8", &v), -EINVAL);
+	assert_string_equal(gw_otlp_version_to_string(GW_OTLP_V1_9), "1.9");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_v1_10, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_v1_9, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_process_attrs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_split, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_and_unsymbolized, setup, teardown),
+		cmocka_unit_test(test_version_strings),
+	};
+
+	return cmocka_run_group_tests_name("export-encode", tests, NULL, NULL);
+}

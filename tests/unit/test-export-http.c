@@ -1,0 +1,835 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * otlp_http end to end, at the unit level: the real runtime, the real
+ * exporter and HTTP client, against the independent fake Pyroscope
+ * (tests/fakes/fake_pyroscope.py, Python stdlib) scripted to fail in every
+ * way Pyroscope can. A test source component emits synthetic batches whose
+ * stacks are unique per batch, and every test ends by checking that the
+ * fake received each sample exactly once (its accepted sample sum equals
+ * what was emitted, and the exporter's accounting balances).
+ *
+ * The persistent-queue test kills a gateway process with SIGKILL while the
+ * backend is down: this binary re-executes itself as that process.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <uv.h>
+
+#include "component.h"
+#include "config.h"
+#include "core/accounting.h"
+#include "core/model.h"
+#include "core/runtime.h"
+#include "log.h"
+#include "processors/memory_limiter.h"
+#include "test-export-util.h"
+
+extern const struct gw_component_type gw_exporter_otlp_http;
+extern const struct gw_component_type gw_exporter_otlp_grpc;
+
+extern const struct gw_component_type gw_processor_memory_limiter;
+
+/* A memory_limiter in front of the exporter when set (its config), and the peak RSS seen. */
+static const char *limiter_yaml;
+static int64_t peak_rss;
+
+/* The exporter under test (otlp_http unless a test says otherwise). */
+static const struct gw_component_type *exporter_type = &gw_exporter_otlp_http;
+
+/* Every loop of these tests ends by itself within this long. */
+#define TEST_DEADLINE_MS 60000
+
+/* ---- the fake Pyroscope ---- */
+
+struct fake {
+	pid_t pid;
+	int port;
+	char dir[64];
+};
+
+static void fake_start(struct fake *f, const char *const *extra_args)
+{
+	const char *fixtures = getenv("SR_TEST_FIXTURES");
+	char script[1024], port_file[128];
+	const char *argv[32];
+	size_t n = 0;
+
+	assert_non_null(fixtures);
+	snprintf(script, sizeof(script), "%s/../fakes/fake_pyroscope.py", fixtures);
+	strcpy(f->dir, "/tmp/sr-fake-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(port_file, sizeof(port_file), "%s/port", f->dir);
+	argv[n++] = "python3";
+	argv[n++] = script;
+	argv[n++] = "--port-file";
+	argv[n++] = port_file;
+	argv[n++] = "--lifetime";
+	argv[n++] = "120";
+	for (; extra_args && *extra_args && n < 30; extra_args++)
+		argv[n++] = *extra_args;
+	argv[n] = NULL;
+	f->pid = fork();
+	assert_true(f->pid >= 0);
+	if (f->pid == 0) {
+		execvp("python3", (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 200; i++) {
+		FILE *pf = fopen(port_file, "r");
+
+		if (pf) {
+			assert_int_equal(fscanf(pf, "%d", &f->port), 1);
+			fclose(pf);
+			return;
+		}
+		usleep(50000);
+	}
+	fail_msg("fake Pyroscope did not start");
+}
+
+static void fake_stop(struct fake *f)
+{
+	char cmd[128];
+	int status;
+
+	kill(f->pid, SIGTERM);
+	waitpid(f->pid, &status, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	char **buf = userdata;
+	size_t old = *buf ? strlen(*buf) : 0, n = size * nmemb;
+
+	*buf = realloc(*buf, old + n + 1);
+	memcpy(*buf + old, ptr, n);
+	(*buf)[old + n] = '\0';
+	return n;
+}
+
+/* GET /stats; the caller puts the result. */
+static struct json_object *fake_stats(const struct fake *f)
+{
+	char url[128], *body = NULL;
+	CURL *c = curl_easy_init();
+	struct json_object *j;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/stats", f->port);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_cleanup(c);
+	j = json_tokener_parse(body);
+	assert_non_null(j);
+	free(body);
+	return j;
+}
+
+static int64_t jint(struct json_object *j, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(j, key, &v))
+		return -1;
+	return json_object_get_int64(v);
+}
+
+static int64_t jstatus(struct json_object *j, const char *status)
+{
+	struct json_object *s;
+
+	assert_true(json_object_object_get_ex(j, "statuses", &s));
+	return jint(s, status) < 0 ? 0 : jint(s, status);
+}
+
+/* ---- the source: a receiver that emits synthetic batches ---- */
+
+struct source {
+	uv_timer_t timer;
+	unsigned next, n_batches, n_resources, n_samples, first_tag;
+	uint64_t emitted;
+	unsigned refused; /* admission said "retry later" */
+};
+
+static struct source *the_source;
+
+static void source_tick(uv_timer_t *t)
+{
+	struct gw_component *c = t->data;
+	struct source *s = c->state;
+	struct gw_profiles *p;
+	uint64_t total;
+	uint32_t retry_ms = 0;
+
+	if (s->next >= s->n_batches)
+		return;
+	/* Like an agent: ask admission first, back off when refused. */
+	if (gw_runtime__admit(c->runtime, &retry_ms) < 0) {
+		s->refused++;
+		uv_timer_start(&s->timer, source_tick, 20, 0);
+		return;
+	}
+	p = xt_batch(gw_runtime__stores(c->runtime), s->first_tag + s->next, s->n_resources, s->n_samples, &total);
+	assert_non_null(p);
+	s->next++;
+	s->emitted += total;
+	gw_component_received(c, total);
+	gw_component_emit(c, p);
+	uv_timer_start(&s->timer, source_tick, 1, 0);
+}
+
+static int source_create(struct gw_component *c)
+{
+	c->state = the_source;
+	return 0;
+}
+
+static int source_start(struct gw_component *c)
+{
+	struct source *s = c->state;
+
+	uv_timer_init(gw_runtime__loop(c->runtime), &s->timer);
+	s->timer.data = c;
+	uv_timer_start(&s->timer, source_tick, 1, 0);
+	return 0;
+}
+
+static void source_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
+{
+	struct source *s = c->state;
+
+	uv_timer_stop(&s->timer);
+	done(c);
+}
+
+static void source_destroy(struct gw_component *c)
+{
+	struct source *s = c->state;
+
+	if (s)
+		uv_close((uv_handle_t *)&s->timer, NULL); /* s outlives the loop run */
+}
+
+static const struct gw_component_type source_type = {
+	.name = "xt_source",
+	.kind = GW_RECEIVER,
+	.create = source_create,
+	.start = source_start,
+	.shutdown = source_shutdown,
+	.destroy = source_destroy,
+};
+
+/* ---- one run of the runtime ---- */
+
+struct run {
+	uv_loop_t loop;
+	struct gw_runtime *rt;
+	uv_timer_t check, deadline;
+	uint64_t expect; /* exported + dropped the run waits for */
+	bool shutting_down, finished, timed_out;
+	struct gw_accounting *acct;
+	/* results */
+	uint64_t exported, dropped, received;
+};
+
+static void on_done(struct gw_runtime *rt, bool timed_out, void *userdata)
+{
+	struct run *r = userdata;
+
+	r->finished = true;
+	r->timed_out = timed_out;
+	uv_timer_stop(&r->check);
+	uv_timer_stop(&r->deadline);
+}
+
+static void on_check(uv_timer_t *t)
+{
+	struct run *r = t->data;
+	struct gw_accounting *a = gw_runtime__accounting(r->rt);
+	uint64_t ex = gw_accounting__get(a, exporter_type->name, GW_COUNT_EXPORTED, NULL);
+	uint64_t dr = gw_accounting__get(a, exporter_type->name, GW_COUNT_DROPPED, NULL);
+
+	uint64_t want = r->expect ? r->expect : the_source->emitted;
+	int64_t rss = gw_mem_rss_bytes();
+
+	if (rss > peak_rss)
+		peak_rss = rss;
+
+	if (!r->shutting_down && the_source->next >= the_source->n_batches && ex + dr >= want) {
+		r->shutting_down = true;
+		r->exported = ex;
+		r->dropped = dr;
+		r->received = gw_accounting__get(a, exporter_type->name, GW_COUNT_RECEIVED, NULL);
+		/* Balanced always; quiescent (nothing held) when everything received is accounted for. */
+		assert_int_equal(gw_accounting__check(a, ex + dr == r->received), 0);
+		gw_runtime__shutdown(r->rt, on_done, r);
+	}
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+	struct run *r = t->data;
+
+	if (!r->shutting_down) {
+		struct gw_accounting *a = gw_runtime__accounting(r->rt);
+
+		r->exported = gw_accounting__get(a, exporter_type->name, GW_COUNT_EXPORTED, NULL);
+		r->dropped = gw_accounting__get(a, exporter_type->name, GW_COUNT_DROPPED, NULL);
+		r->shutting_down = true;
+		gw_runtime__shutdown(r->rt, on_done, r);
+	}
+}
+
+static uint64_t last_drops[8];
+static const char *const drop_reasons[] = { "rejected_400", "too_large", "retries_exhausted", "queue_full", "shutdown",
+					    "rejected",	    NULL };
+
+/*
+ * Runs source → otlp_http (config yaml) until exported + dropped reaches
+ * expect (0: every emitted sample), then shuts down; the counts are in *r.
+ */
+static void run_pipeline(const char *yaml, struct source *src, uint64_t expect, uint32_t deadline_ms, struct run *r)
+{
+	struct sr_diag *d = sr_diag_new();
+	struct sr_yaml_doc *doc = sr_yaml_load_string("test.yaml", yaml, strlen(yaml), d);
+	void *cfg = calloc(1, exporter_type->config_size);
+	struct gw_component exp = { .type = exporter_type, .id = (char *)exporter_type->name, .config = cfg };
+	struct gw_component source = { .type = &source_type, .id = (char *)"xt_source" };
+	void *lcfg = limiter_yaml ? calloc(1, gw_processor_memory_limiter.config_size) : NULL;
+	struct gw_component lim = { .type = &gw_processor_memory_limiter,
+				    .id = (char *)"memory_limiter",
+				    .config = lcfg };
+	struct gw_component *comps[] = { &source, &exp, &lim };
+	struct gw_component *recv[] = { &source }, *exps[] = { &exp }, *procs[] = { &lim };
+	struct gw_pipeline_def pipe = { .name = "profiles",
+					.receivers = recv,
+					.n_receivers = 1,
+					.exporters = exps,
+					.n_exporters = 1,
+					.processors = procs,
+					.n_processors = limiter_yaml ? 1 : 0 };
+	int rc;
+
+	if (limiter_yaml) {
+		struct sr_yaml_doc *ld = sr_yaml_load_string("limiter.yaml", limiter_yaml, strlen(limiter_yaml), d);
+
+		assert_non_null(ld);
+		assert_int_equal(sr_config_load(ld, sr_yaml_root(ld), "processors.memory_limiter",
+						gw_processor_memory_limiter.config_fields, lcfg, d),
+				 0);
+		sr_yaml_doc_free(ld);
+	}
+
+	if (!doc ||
+	    sr_config_load(doc, sr_yaml_root(doc), "exporters.test", exporter_type->config_fields, cfg, d) < 0 ||
+	    exporter_type->validate(cfg, "exporters.test", d) < 0) {
+		sr_diag_print(d, stderr);
+		fail_msg("bad test config");
+	}
+	the_source = src;
+	memset(r, 0, sizeof(*r));
+	assert_int_equal(uv_loop_init(&r->loop), 0);
+	r->rt = gw_runtime_new(&(struct gw_runtime_config){ .loop = &r->loop,
+							    .components = comps,
+							    .n_components = limiter_yaml ? 3 : 2,
+							    .pipelines = &pipe,
+							    .n_pipelines = 1,
+							    .shutdown_timeout_ns = 2ULL * 1000000000ULL });
+	assert_non_null(r->rt);
+	r->expect = expect;
+	uv_timer_init(&r->loop, &r->check);
+	uv_timer_init(&r->loop, &r->deadline);
+	r->check.data = r->deadline.data = r;
+	uv_timer_start(&r->check, on_check, 20, 20);
+	uv_timer_start(&r->deadline, on_deadline, deadline_ms, 0);
+	rc = gw_runtime__start(r->rt);
+	assert_int_equal(rc, 0);
+	uv_run(&r->loop, UV_RUN_DEFAULT);
+	for (size_t i = 0; drop_reasons[i]; i++)
+		last_drops[i] = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_DROPPED,
+						   drop_reasons[i]);
+	gw_runtime_free(r->rt);
+	uv_close((uv_handle_t *)&r->check, NULL);
+	uv_close((uv_handle_t *)&r->deadline, NULL);
+	uv_run(&r->loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&r->loop), 0);
+	sr_config_free(exporter_type->config_fields, cfg);
+	free(cfg);
+	if (lcfg)
+		sr_config_free(gw_processor_memory_limiter.config_fields, lcfg);
+	free(lcfg);
+	sr_yaml_doc_free(doc);
+	sr_diag_free(d);
+}
+
+static uint64_t dropped_reason(struct run *r, const char *reason)
+{
+	for (size_t i = 0; drop_reasons[i]; i++)
+		if (strcmp(drop_reasons[i], reason) == 0)
+			return last_drops[i];
+	return 0;
+}
+
+static char *config(const struct fake *f, const char *extra)
+{
+	static char buf[2048];
+
+	snprintf(buf, sizeof(buf),
+		 "endpoint: http://127.0.0.1:%d\n"
+		 "retry_on_failure: {initial_interval: 20ms, max_interval: 100ms, max_elapsed_time: 20s}\n"
+		 "%s",
+		 f ? f->port : 1, extra ? extra : "");
+	return buf;
+}
+
+/* ---- tests ---- */
+
+static void test_deliver_v1_10_gzip(void **state)
+{
+	struct fake f;
+	struct source src = { .n_batches = 5, .n_resources = 2, .n_samples = 40, .first_tag = 10 };
+	struct run r;
+	struct json_object *st, *v;
+
+	fake_start(&f, NULL);
+	run_pipeline(config(&f, NULL), &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, src.emitted);
+	assert_int_equal(r.dropped, 0);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	assert_int_equal(jstatus(st, "200"), jint(st, "requests"));
+	assert_true(json_object_object_get_ex(st, "content_types", &v));
+	assert_string_equal(json_object_get_string(json_object_array_get_idx(v, 0)), "application/x-protobuf");
+	assert_true(json_object_object_get_ex(st, "encodings", &v));
+	assert_string_equal(json_object_get_string(json_object_array_get_idx(v, 0)), "gzip");
+	/* The fake resolved function names through the dictionary. */
+	assert_true(json_object_object_get_ex(st, "by_key", &v));
+	assert_true(json_object_object_length(v) > 0);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+static void test_deliver_v1_9_plain(void **state)
+{
+	static const char *const args[] = { "--proto-version", "1.9", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 3, .n_resources = 1, .n_samples = 30, .first_tag = 20 };
+	struct run r;
+	struct json_object *st, *v;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, "proto_version: \"1.9\"\ncompression: none\nprocess_attributes: sample\n"), &src, 0,
+		     TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, src.emitted);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	assert_true(json_object_object_get_ex(st, "encodings", &v));
+	assert_string_equal(json_object_get_string(json_object_array_get_idx(v, 0)), "");
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+static void test_version_mismatch_is_refused(void **state)
+{
+	/* A v1.9 Pyroscope reading v1.10 requests sees values as attribute indices out of bounds: 400, dropped. */
+	static const char *const args[] = { "--proto-version", "1.9", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 1, .n_resources = 1, .n_samples = 10, .first_tag = 25 };
+	struct run r;
+	struct json_object *st;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, NULL), &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, 0);
+	assert_int_equal(dropped_reason(&r, "rejected_400"), src.emitted);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), 0);
+	assert_int_equal(jstatus(st, "400"), 1);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+static void test_transient_failures_retried(void **state)
+{
+	/* Every transient answer Pyroscope (or a proxy) gives, including a connection reset and a slow reply. */
+	static const char *const args[] = { "--script", "500,503:1,429,reset,502,504,503:date:1,slow:0.3", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 4, .n_resources = 1, .n_samples = 25, .first_tag = 30 };
+	struct run r;
+	struct json_object *st;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, "sending_queue: {num_consumers: 2}\n"), &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, src.emitted);
+	assert_int_equal(r.dropped, 0);
+	st = fake_stats(&f);
+	/* Exactly once: the fake accepted each sample one time. */
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	assert_int_equal(jstatus(st, "500"), 1);
+	assert_int_equal(jstatus(st, "503"), 2);
+	assert_int_equal(jstatus(st, "429"), 1);
+	assert_int_equal(jstatus(st, "reset"), 1);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+static void test_500_not_retried_when_configured(void **state)
+{
+	static const char *const args[] = { "--script", "500", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 1, .n_resources = 1, .n_samples = 10, .first_tag = 35 };
+	struct run r;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, "retry_on_http_500: false\n"), &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, 0);
+	assert_int_equal(r.dropped, src.emitted);
+	fake_stop(&f);
+}
+
+static void test_413_split(void **state)
+{
+	/* Bodies over 2000 bytes get 413; the exporter halves requests until they fit. */
+	static const char *const args[] = { "--max-body-bytes", "2000", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 2, .n_resources = 4, .n_samples = 60, .first_tag = 40 };
+	struct run r;
+	struct json_object *st;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, "compression: none\nprocess_attributes: sample\n"), &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported + r.dropped, src.emitted);
+	st = fake_stats(&f);
+	assert_true(jstatus(st, "413") >= 2);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)r.exported);
+	/* What could not be split small enough is counted, never silent. */
+	assert_int_equal(r.dropped, dropped_reason(&r, "too_large"));
+	assert_true(r.exported > src.emitted / 2);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+static void test_permanent_and_partial(void **state)
+{
+	static const char *const args[] = { "--script", "400,partial:2,401", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 4, .n_resources = 1, .n_samples = 10, .first_tag = 50 };
+	struct run r;
+	struct json_object *st;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, "sending_queue: {num_consumers: 1}\n"), &src, 0, TEST_DEADLINE_MS, &r);
+	st = fake_stats(&f);
+	/* Two batches refused for good (400, 401): dropped and counted; the partial one counts as delivered. */
+	assert_int_equal(r.exported + r.dropped, src.emitted);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)r.exported);
+	assert_int_equal(dropped_reason(&r, "rejected_400") > 0, 1);
+	assert_int_equal(jint(st, "accepted_requests"), 2);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+static void test_retries_exhausted(void **state)
+{
+	/* Nobody listens on port 1: connection refused until max_elapsed_time. */
+	struct source src = { .n_batches = 2, .n_resources = 1, .n_samples = 5, .first_tag = 60 };
+	struct run r;
+
+	run_pipeline("endpoint: http://127.0.0.1:1\n"
+		     "retry_on_failure: {initial_interval: 10ms, max_interval: 50ms, max_elapsed_time: 300ms}\n",
+		     &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, 0);
+	assert_int_equal(dropped_reason(&r, "retries_exhausted"), src.emitted);
+}
+
+static void test_drop_oldest_when_full(void **state)
+{
+	/* 1 MiB queue, backend down, block_on_overflow off: the oldest requests go, counted. */
+	struct source src = { .n_batches = 40, .n_resources = 8, .n_samples = 400, .first_tag = 70 };
+	struct run r;
+
+	run_pipeline("endpoint: http://127.0.0.1:1\ncompression: none\nprocess_attributes: sample\n"
+		     "retry_on_failure: {initial_interval: 10s}\n"
+		     "sending_queue: {queue_size_mib: 1, num_consumers: 1}\n",
+		     &src, 1, 20000, &r);
+	/* Whatever was not delivered is dropped with a reason at the latest at shutdown. */
+	assert_true(dropped_reason(&r, "queue_full") > 0);
+}
+
+/* ---- persistent queue: kill -9 while the backend is down ---- */
+
+static int count_srq(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".srq") && !strstr(de->d_name, ".corrupt"))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* The child: queue n batches to disk with the backend down, say so on stdout, then wait to be killed. */
+static int child_main(const char *storage, unsigned n_batches)
+{
+	struct source src = { .n_batches = n_batches, .n_resources = 2, .n_samples = 50, .first_tag = 100 };
+	char yaml[512];
+	struct run r;
+
+	snprintf(yaml, sizeof(yaml),
+		 "endpoint: http://127.0.0.1:1\n"
+		 "retry_on_failure: {initial_interval: 1h, max_elapsed_time: 0s}\n"
+		 "sending_queue: {storage: %s}\n",
+		 storage);
+	/* Never reaches its expectation: it is killed while the loop runs. */
+	run_pipeline(yaml, &src, UINT64_MAX, 120000, &r);
+	return 1;
+}
+
+static void test_persistent_queue_survives_kill9(void **state)
+{
+	char dir[] = "/tmp/sr-pq-XXXXXX", storage[128], self[1024], nb[16];
+	unsigned n_batches = 6;
+	uint64_t expect = 0;
+	struct fake f;
+	pid_t pid;
+	int status, files = 0;
+	ssize_t l;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(storage, sizeof(storage), "%s/queue", dir);
+	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(l > 0);
+	self[l] = '\0';
+	snprintf(nb, sizeof(nb), "%u", n_batches);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl(self, self, "--child-persistent", storage, nb, (char *)NULL);
+		_exit(127);
+	}
+	/* Every batch is on disk (fsync'ed and renamed) once it is acknowledged: wait for all files, then kill. */
+	for (int i = 0; i < 400 && files < (int)n_batches; i++) {
+		usleep(50000);
+		files = count_srq(storage);
+	}
+	assert_int_equal(files, n_batches);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+	/* The same batches the child made (same tags): what a second gateway must deliver. */
+	{
+		struct gw_stores *s = gw_stores_new(NULL);
+
+		for (unsigned i = 0; i < n_batches; i++) {
+			uint64_t t;
+			struct gw_profiles *p = xt_batch(s, 100 + i, 2, 50, &t);
+
+			gw_profiles__unref(p);
+			expect += t;
+		}
+		gw_stores_free(s);
+	}
+
+	/* Restart with the backend up: the queue is replayed. */
+	fake_start(&f, NULL);
+	{
+		struct source none = { .n_batches = 0 };
+		char yaml[512];
+		struct run r;
+		struct json_object *st;
+
+		snprintf(yaml, sizeof(yaml),
+			 "endpoint: http://127.0.0.1:%d\n"
+			 "retry_on_failure: {initial_interval: 20ms}\n"
+			 "sending_queue: {storage: %s}\n",
+			 f.port, storage);
+		run_pipeline(yaml, &none, expect, TEST_DEADLINE_MS, &r);
+		assert_int_equal(r.exported, expect);
+		assert_int_equal(r.dropped, 0);
+		st = fake_stats(&f);
+		assert_int_equal(jint(st, "accepted_samples"), (int64_t)expect);
+		json_object_put(st);
+	}
+	assert_int_equal(count_srq(storage), 0);
+	fake_stop(&f);
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+static void test_block_on_overflow_refuses(void **state)
+{
+	/* A tiny queue that blocks: the source is told to retry later instead of anything being dropped. */
+	static const char *const args[] = { "--script", "slow:1,slow:1", NULL };
+	struct fake f;
+	struct source src = { .n_batches = 60, .n_resources = 8, .n_samples = 400, .first_tag = 120 };
+	struct run r;
+	struct json_object *st;
+
+	fake_start(&f, args);
+	run_pipeline(config(&f, "compression: none\nprocess_attributes: sample\n"
+				"sending_queue: {queue_size_mib: 1, num_consumers: 1, block_on_overflow: true}\n"),
+		     &src, 0, TEST_DEADLINE_MS, &r);
+	assert_int_equal(r.exported, src.emitted);
+	assert_int_equal(r.dropped, 0);
+	assert_true(src.refused > 0);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+/*
+ * Flood: the source offers far more than a slow backend takes (each request
+ * answered after 300 ms). The memory_limiter (limit = RSS at start + 8 MiB)
+ * makes the source back off ("retry later", counted) and the RSS stays under
+ * the limit plus the documented in-flight overhead; whatever was accepted is
+ * delivered or dropped with a reason, never lost silently.
+ */
+static void test_memory_limiter_flood(void **state)
+{
+	char script[8192] = "--script", yaml[256], lyaml[128];
+	const char *args[4] = { "--script", NULL, NULL, NULL };
+	struct fake f;
+	struct source src = { .n_batches = 400, .n_resources = 8, .n_samples = 400, .first_tag = 160 };
+	struct run r;
+	int64_t start_rss = gw_mem_rss_bytes(), limit;
+	size_t o = 0;
+
+	for (int i = 0; i < 600; i++)
+		o += (size_t)snprintf(script + o, sizeof(script) - o, "%sslow:0.3", i ? "," : "");
+	args[1] = script;
+	fake_start(&f, args);
+	limit = start_rss + (8 << 20);
+	snprintf(lyaml, sizeof(lyaml), "limit_mib: %lld\nspike_limit_mib: 4\ncheck_interval: 20ms\n",
+		 (long long)(limit >> 20));
+	snprintf(yaml, sizeof(yaml),
+		 "endpoint: http://127.0.0.1:%d\ncompression: none\nprocess_attributes: sample\n"
+		 "sending_queue: {queue_size_mib: 1024, num_consumers: 2}\n",
+		 f.port);
+	limiter_yaml = lyaml;
+	peak_rss = 0;
+	run_pipeline(yaml, &src, 0, 8000, &r);
+	limiter_yaml = NULL;
+	print_message("flood: start_rss=%lld MiB limit=%lld MiB peak_rss=%lld MiB refused=%u accepted_batches=%u "
+		      "exported=%llu dropped=%llu\n",
+		      (long long)(start_rss >> 20), (long long)(limit >> 20), (long long)(peak_rss >> 20), src.refused,
+		      src.next, (unsigned long long)r.exported, (unsigned long long)r.dropped);
+	assert_true(src.refused > 0);
+	assert_true(r.exported > 0);
+	/* Bounded: the limit plus what can be in flight past the soft limit before a check (documented). */
+	assert_true(peak_rss < limit + (32 << 20));
+	fake_stop(&f);
+}
+
+/* otlp_grpc through a gRPC front (Node's http2) that forwards to the fake Pyroscope. */
+static void test_grpc(void **state)
+{
+	static const char *const args[] = { NULL };
+	const char *fixtures = getenv("SR_TEST_FIXTURES");
+	char front[1024], backend[64], port_file[128], yaml[512];
+	struct fake f;
+	struct source src = { .n_batches = 4, .n_resources = 2, .n_samples = 30, .first_tag = 140 };
+	struct run r;
+	struct json_object *st;
+	pid_t pid;
+	int port = 0, status;
+
+	if (system("node --version >/dev/null 2>&1") != 0)
+		skip();
+	fake_start(&f, args);
+	snprintf(front, sizeof(front), "%s/../integration/export-grpc-front.js", fixtures);
+	snprintf(backend, sizeof(backend), "http://127.0.0.1:%d", f.port);
+	snprintf(port_file, sizeof(port_file), "%s/grpc-port", f.dir);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Two UNAVAILABLE first: the retry path over gRPC. */
+		execlp("node", "node", front, "--port-file", port_file, "--backend", backend, "--script", "14,14",
+		       (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200 && !port; i++) {
+		FILE *pf = fopen(port_file, "r");
+
+		if (pf) {
+			if (fscanf(pf, "%d", &port) != 1)
+				port = 0;
+			fclose(pf);
+		}
+		if (!port)
+			usleep(50000);
+	}
+	assert_true(port > 0);
+	snprintf(yaml, sizeof(yaml),
+		 "endpoint: http://127.0.0.1:%d\n"
+		 "retry_on_failure: {initial_interval: 20ms, max_interval: 100ms}\n",
+		 port);
+	exporter_type = &gw_exporter_otlp_grpc;
+	run_pipeline(yaml, &src, 0, TEST_DEADLINE_MS, &r);
+	exporter_type = &gw_exporter_otlp_http;
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+	assert_int_equal(r.exported, src.emitted);
+	assert_int_equal(r.dropped, 0);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_deliver_v1_10_gzip),
+		cmocka_unit_test(test_deliver_v1_9_plain),
+		cmocka_unit_test(test_version_mismatch_is_refused),
+		cmocka_unit_test(test_transient_failures_retried),
+		cmocka_unit_test(test_500_not_retried_when_configured),
+		cmocka_unit_test(test_413_split),
+		cmocka_unit_test(test_permanent_and_partial),
+		cmocka_unit_test(test_retries_exhausted),
+		cmocka_unit_test(test_drop_oldest_when_full),
+		cmocka_unit_test(test_block_on_overflow_refuses),
+		cmocka_unit_test(test_persistent_queue_survives_kill9),
+		cmocka_unit_test(test_grpc),
+		cmocka_unit_test(test_memory_limiter_flood),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	sr_log_set_level(getenv("SR_TEST_VERBOSE") ? SR_LOG_DEBUG : SR_LOG_ERROR);
+	if (argc == 4 && strcmp(argv[1], "--child-persistent") == 0)
+		return child_main(argv[2], (unsigned)atoi(argv[3]));
+	return cmocka_run_group_tests_name("export-http", tests, NULL, NULL);
+}
