@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * batch: merges batches into bigger ones (docs/processors.md, "batch"), as
+ * the Collector's batch processor does, so exporters send fewer, larger
+ * requests that compress and de-duplicate better (one dictionary per
+ * request). Resources with equal attributes are coalesced by the merge.
+ *
+ * A batch is sent when it holds send_batch_size sample records, when its
+ * estimated size reaches send_batch_max_bytes, or timeout after its first
+ * sample arrived. send_batch_max_size caps the records of what is sent:
+ * larger batches are cut. Batches of different pipelines are kept apart.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "component.h"
+#include "config.h"
+#include "core/accounting.h"
+#include "core/metrics.h"
+#include "core/model.h"
+#include "core/runtime.h"
+#include "log.h"
+#include "macro.h"
+
+struct batch_config {
+	uint64_t timeout;
+	uint64_t send_batch_size;
+	uint64_t send_batch_max_size;
+	uint64_t send_batch_max_bytes;
+};
+
+static const struct sr_field batch_fields[] = {
+	SR_FIELD_DUR("timeout", struct batch_config, timeout, .def = "10s",
+		     .doc = "Send a batch this long after its first sample arrived, however small; 0 sends at once."),
+	SR_FIELD_U64("send_batch_size", struct batch_config, send_batch_size, .def = "8192",
+		     .doc = "Send once a batch holds this many sample records (a record is a stack of one thread "
+			    "in one window, with its count).",
+		     .min = 1, .max = 100000000),
+	SR_FIELD_U64("send_batch_max_size", struct batch_config, send_batch_max_size, .def = "16384",
+		     .doc = "Most sample records in a batch sent on; bigger ones are cut. 0: no cap.", .min = 0,
+		     .max = 100000000),
+	SR_FIELD_BYTES("send_batch_max_bytes", struct batch_config, send_batch_max_bytes, .def = "8MiB",
+		       .doc = "Send once a batch's estimated memory reaches this; it bounds the encoded request too "
+			      "(which is smaller), keeping requests under the backend's body limit. 0: no cap."),
+	SR_FIELD_END,
+};
+
+static int batch_validate(const void *config, const char *path, struct sr_diag *d)
+{
+	const struct batch_config *cfg = config;
+
+	if (cfg->send_batch_max_size && cfg->send_batch_max_size < cfg->send_batch_size) {
+		sr_diag_add(d, NULL, 0, 0, path,
+			    "send_batch_max_size (%" PRIu64 ") must be 0 or >= send_batch_size (%" PRIu64 ")",
+			    cfg->send_batch_max_size, cfg->send_batch_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+struct pending {
+	struct batcher *b;
+	uv_timer_t timer;
+	struct gw_profiles *p; /* NULL when empty */
+};
+
+struct batcher {
+	struct gw_component *c;
+	const struct batch_config *cfg;
+	struct pending **routes; /* by route_pipeline */
+	size_t n_routes;
+	unsigned open_handles;
+	bool destroyed;
+	uint64_t sent_by_size, sent_by_timeout, sent_by_bytes, cuts;
+};
+
+struct cut_state {
+	uint64_t i, n;
+	bool first;
+};
+
+static bool keep_cut(const struct gw_resource *r, const struct gw_sample *s, void *userdata)
+{
+	struct cut_state *st = userdata;
+	bool in_first = st->i++ < st->n;
+
+	return in_first == st->first;
+}
+
+/* Sends p on, cut into pieces of at most send_batch_max_size records. */
+static void send_on(struct batcher *b, struct gw_profiles *p)
+{
+	uint64_t max = b->cfg->send_batch_max_size;
+
+	while (max && p->n_samples > max) {
+		struct gw_profiles *rest = gw_profiles__clone(p);
+		struct cut_state st = { .n = max, .first = true };
+
+		if (!rest) {
+			/* Cannot cut: send it whole rather than lose it. */
+			break;
+		}
+		gw_profiles__filter(p, keep_cut, &st);
+		st = (struct cut_state){ .n = max, .first = false };
+		gw_profiles__filter(rest, keep_cut, &st);
+		b->cuts++;
+		gw_component_emit(b->c, p);
+		p = rest;
+	}
+	gw_component_emit(b->c, p);
+}
+
+static void on_timeout(uv_timer_t *t);
+
+/* Sends everything pending. */
+static void flush(struct pending *pd)
+{
+	struct gw_profiles *p = pd->p;
+
+	pd->p = NULL;
+	uv_timer_stop(&pd->timer);
+	if (p)
+		send_on(pd->b, p);
+}
+
+/*
+ * Sends full batches: send_batch_max_size records at a time while at least
+ * send_batch_size are pending; a remainder stays pending, as in the
+ * Collector, with a fresh timeout.
+ */
+static void flush_full(struct pending *pd)
+{
+	struct batcher *b = pd->b;
+	uint64_t max = b->cfg->send_batch_max_size;
+
+	while (pd->p && pd->p->n_samples >= b->cfg->send_batch_size) {
+		struct gw_profiles *p = pd->p, *rest;
+		struct cut_state st = { .n = max, .first = true };
+
+		if (!max || p->n_samples <= max) {
+			flush(pd);
+			return;
+		}
+		rest = gw_profiles__clone(p);
+		if (!rest) {
+			flush(pd); /* cannot cut: send it whole rather than lose it */
+			return;
+		}
+		gw_profiles__filter(p, keep_cut, &st);
+		st = (struct cut_state){ .n = max, .first = false };
+		gw_profiles__filter(rest, keep_cut, &st);
+		b->cuts++;
+		pd->p = rest;
+		gw_component_emit(b->c, p);
+	}
+	if (pd->p)
+		uv_timer_start(&pd->timer, on_timeout, SR_MAX(b->cfg->timeout / 1000000, 1), 0);
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct pending *pd = t->data;
+
+	pd->b->sent_by_timeout++;
+	flush(pd);
+}
+
+static void pending_closed(uv_handle_t *h)
+{
+	struct pending *pd = h->data;
+	struct batcher *b = pd->b;
+
+	free(pd);
+	if (--b->open_handles == 0 && b->destroyed) {
+		free(b->routes);
+		free(b);
+	}
+}
+
+static struct pending *route(struct batcher *b, uint32_t i)
+{
+	if (i >= b->n_routes) {
+		struct pending **n = realloc(b->routes, (i + 1) * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		memset(n + b->n_routes, 0, (i + 1 - b->n_routes) * sizeof(*n));
+		b->routes = n;
+		b->n_routes = i + 1;
+	}
+	if (!b->routes[i]) {
+		struct pending *pd = calloc(1, sizeof(*pd));
+
+		if (!pd)
+			return NULL;
+		pd->b = b;
+		uv_timer_init(gw_runtime__loop(b->c->runtime), &pd->timer);
+		pd->timer.data = pd;
+		b->open_handles++;
+		b->routes[i] = pd;
+	}
+	return b->routes[i];
+}
+
+static int batch_consume(struct gw_component *c, struct gw_profiles *p)
+{
+	struct batcher *b = c->state;
+	struct pending *pd;
+	int r;
+
+	r = gw_profiles__make_writable(&p);
+	if (r < 0) {
+		gw_component_drop(c, p, "out_of_memory");
+		return r;
+	}
+	if (b->cfg->timeout == 0) {
+		send_on(b, p);
+		return 0;
+	}
+	pd = route(b, p->route_pipeline);
+	if (!pd) {
+		/* No state for this pipeline: pass the batch on as it is. */
+		send_on(b, p);
+		return 0;
+	}
+	if (!pd->p) {
+		pd->p = p;
+		uv_timer_start(&pd->timer, on_timeout, SR_MAX(b->cfg->timeout / 1000000, 1), 0);
+	} else {
+		r = gw_profiles__merge(pd->p, p);
+		if (r < 0) {
+			/* Could not merge (memory): send what is pending, start over with p. */
+			flush(pd);
+			pd->p = p;
+			uv_timer_start(&pd->timer, on_timeout, SR_MAX(b->cfg->timeout / 1000000, 1), 0);
+		}
+	}
+	if (pd->p->n_samples >= b->cfg->send_batch_size) {
+		b->sent_by_size++;
+		flush_full(pd);
+	} else if (b->cfg->send_batch_max_bytes && gw_profiles__memory_bytes(pd->p) >= b->cfg->send_batch_max_bytes) {
+		b->sent_by_bytes++;
+		flush(pd);
+	}
+	return 0;
+}
+
+static void batch_metrics(struct gw_metrics_writer *w, void *userdata)
+{
+	struct batcher *b = userdata;
+	static const char *const triggers[] = { "size", "timeout", "bytes" };
+	uint64_t v[] = { b->sent_by_size, b->sent_by_timeout, b->sent_by_bytes };
+	char l[256], lt[320];
+
+	l[0] = '\0';
+	gw_metrics_label(l, sizeof(l), "processor", b->c->id);
+	for (size_t i = 0; i < SR_ARRAY_SIZE(triggers); i++) {
+		memcpy(lt, l, sizeof(l));
+		gw_metrics_label(lt, sizeof(lt), "trigger", triggers[i]);
+		gw_metrics__add(w, "stackrelay_gateway_batch_sends_total", GW_METRIC_COUNTER,
+				"Batches sent on, by what triggered them.", lt, (double)v[i]);
+	}
+	gw_metrics__add(w, "stackrelay_gateway_batch_cuts_total", GW_METRIC_COUNTER,
+			"Batches cut because they exceeded send_batch_max_size.", l, (double)b->cuts);
+}
+
+static int batch_create(struct gw_component *c)
+{
+	struct batcher *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	b->c = c;
+	b->cfg = c->config;
+	c->state = b;
+	return 0;
+}
+
+static int batch_start(struct gw_component *c)
+{
+	gw_runtime__add_metrics(c->runtime, batch_metrics, c->state);
+	return 0;
+}
+
+static void batch_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
+{
+	struct batcher *b = c->state;
+
+	/* Upstream has stopped: send what is pending now. */
+	for (size_t i = 0; i < b->n_routes; i++)
+		if (b->routes[i])
+			flush(b->routes[i]);
+	done(c);
+}
+
+static void batch_destroy(struct gw_component *c)
+{
+	struct batcher *b = c->state;
+
+	if (!b)
+		return;
+	c->state = NULL;
+	if (c->runtime)
+		gw_runtime__remove_metrics(c->runtime, batch_metrics, b);
+	b->destroyed = true;
+	for (size_t i = 0; i < b->n_routes; i++) {
+		struct pending *pd = b->routes[i];
+
+		if (!pd)
+			continue;
+		if (pd->p)
+			gw_component_drop(c, pd->p, GW_REASON_SHUTDOWN);
+		pd->p = NULL;
+		uv_timer_stop(&pd->timer);
+		uv_close((uv_handle_t *)&pd->timer, pending_closed);
+	}
+	if (b->open_handles == 0) {
+		free(b->routes);
+		free(b);
+	}
+}
+
+const struct gw_component_type gw_processor_batch = {
+	.name = "batch",
+	.kind = GW_PROCESSOR,
+	.doc = "Merges batches (coalescing equal resources) until send_batch_size records, send_batch_max_bytes or "
+	       "timeout, so exporters send fewer, larger requests.",
+	.config_fields = batch_fields,
+	.config_size = sizeof(struct batch_config),
+	.validate = batch_validate,
+	.create = batch_create,
+	.start = batch_start,
+	.consume = batch_consume,
+	.shutdown = batch_shutdown,
+	.destroy = batch_destroy,
+};
