@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Every exporter of docs/exporters.md at once, end to end, each output read
+# by an independent reader: the real agent profiles a workload (alpha ~70%,
+# beta ~30%), the real gateway symbolizes, batches and exports it to
+#   otlp_http  -> tests/fakes/fake_pyroscope.py (stdlib Python, own protobuf reader)
+#   file       -> OTLP/JSON lines, parsed by Python's json
+#   pprof      -> gzipped pprof, parsed by the npm package pprof-format
+#   flamegraph -> SVG, rendered by headless Chromium (DOM dump + screenshot)
+# and every reader must find the workload's function names. The fake's
+# accepted sample count must equal the exporter's exported count (exactly
+# once). Needs root and BPF: suite 'root', else exit 77.
+set -euo pipefail
+
+src=${SR_SOURCE_ROOT:?}
+build=${SR_BUILD_ROOT:?}
+agent=${SR_AGENT:?}
+gateway=${SR_GATEWAY:?}
+[ "$(id -u)" = 0 ] || { echo "SKIP: the agent needs root (BPF)"; exit 77; }
+[ -r /sys/kernel/btf/vmlinux ] || { echo "SKIP: no kernel BTF"; exit 77; }
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+workload=$build/tests/workloads/alphabeta-fp
+[ -x "$workload" ] || { echo "SKIP: $workload not built"; exit 77; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/sr-export-e2e.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	[ -n "${SR_KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port_agent=$(free_port)
+port_metrics=$(free_port)
+
+python3 "$src/tests/fakes/fake_pyroscope.py" --port-file "$work/pyroscope.port" --lifetime 120 \
+	>"$work/pyroscope.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/pyroscope.port" ] && break; sleep 0.1; done
+[ -s "$work/pyroscope.port" ] || { echo "FAIL: fake Pyroscope did not start"; cat "$work/pyroscope.log"; exit 1; }
+port_pyroscope=$(cat "$work/pyroscope.port")
+
+cat >"$work/gateway.yaml" <<EOF
+receivers:
+  agent: {endpoint: 127.0.0.1:$port_agent}
+processors:
+  memory_limiter: {limit_mib: 2048, spike_limit_mib: 256}
+  symbolize: {cache_dir: $work/cache}
+  batch: {timeout: 1s}
+exporters:
+  otlp_http:
+    endpoint: http://127.0.0.1:$port_pyroscope
+    retry_on_failure: {initial_interval: 100ms}
+  file: {path: $work/profiles.jsonl}
+  pprof: {directory: $work/pprof}
+  flamegraph: {path: $work/flame.svg, title: "export-e2e"}
+service:
+  pipelines:
+    profiles:
+      receivers: [agent]
+      processors: [memory_limiter, symbolize, batch]
+      exporters: [otlp_http, file, pprof, flamegraph]
+  telemetry: {metrics: {address: 127.0.0.1:$port_metrics}}
+  shutdown_timeout: 10s
+EOF
+"$gateway" --config "$work/gateway.yaml" >"$work/gateway.log" 2>&1 &
+gw=$!
+pids+=($gw)
+for _ in $(seq 100); do
+	curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null 2>&1 && break
+	kill -0 "$gw" 2>/dev/null || break
+	sleep 0.1
+done
+curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null ||
+	{ echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1; }
+
+"$workload" 9 >"$work/workload.out" &
+wl=$!
+pids+=($wl)
+sleep 0.2
+# Reports every second: the first makes the gateway ask for the workload's
+# symbols, which the agent uploads; later windows arrive symbolized.
+cat >"$work/agent.yaml" <<EOF
+gateway: {endpoint: http://127.0.0.1:$port_agent}
+profiling: {frequency: 99, report_interval: 1s}
+EOF
+if ! "$agent" --config "$work/agent.yaml" --pid "$wl" --duration 6 >"$work/agent.log" 2>&1; then
+	echo "FAIL: agent"; cat "$work/agent.log"; exit 1
+fi
+
+# Everything the otlp_http exporter received is delivered: its exported count
+# reaches its received count, and equals what the fake accepted (bounded wait).
+metric() { # family component
+	curl -s "http://127.0.0.1:$port_metrics/metrics" |
+		awk -v f="$1" -v c="component=\"$2\"" '$1 ~ "^"f"{" && index($1, c) {s += $NF} END {print s + 0}'
+}
+# Settled means: equal twice in a row, more than a batch timeout (1s) apart.
+accepted=0
+settled=
+for _ in $(seq 100); do
+	received=$(metric stackrelay_gateway_samples_received_total otlp_http)
+	exported=$(metric stackrelay_gateway_samples_exported_total otlp_http)
+	accepted=$(curl -s "http://127.0.0.1:$port_pyroscope/stats" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["accepted_samples"])' 2>/dev/null || echo 0)
+	now="$received/$exported/$accepted"
+	if [ "${received%.*}" -gt 0 ] && [ "${exported%.*}" = "${received%.*}" ] && [ "$accepted" = "${exported%.*}" ]; then
+		[ "$settled" = "$now" ] && break
+		settled=$now
+		sleep 1.5
+		continue
+	fi
+	settled=
+	sleep 0.2
+done
+if [ "${received%.*}" -gt 0 ] && [ "${exported%.*}" = "${received%.*}" ] && [ "$accepted" = "${exported%.*}" ]; then
+	ok "exactly once: otlp_http received=$received exported=$exported, fake accepted=$accepted"
+else
+	bad "otlp_http received=$received exported=$exported but fake accepted=$accepted"
+fi
+
+# Graceful stop (bounded by shutdown_timeout).
+kill -TERM "$gw"
+for _ in $(seq 150); do kill -0 "$gw" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$gw" 2>/dev/null; then bad "gateway did not stop within 15s"; fi
+wait "$gw" && ok "gateway stopped cleanly" || bad "gateway exit status $?"
+
+stats=$(curl -s "http://127.0.0.1:$port_pyroscope/stats")
+# 1. Pyroscope (fake): the workload's functions, each sample once.
+python3 - "$stats" <<'EOF' && ok "fake Pyroscope: alpha and beta received, alpha > beta" || bad "fake Pyroscope content"
+import json, sys
+s = json.loads(sys.argv[1])
+keys = s["by_key"]
+alpha = sum(v for k, v in keys.items() if "alpha" in k.split("|")[1].split(";"))
+beta = sum(v for k, v in keys.items() if "beta" in k.split("|")[1].split(";"))
+print("  accepted_samples=%d requests=%d alpha=%d beta=%d errors=%s" % (s["accepted_samples"], s["requests"], alpha, beta, s["errors"]))
+assert s["accepted_samples"] > 0 and not s["errors"]
+assert alpha > 0 and beta > 0 and alpha > beta, (alpha, beta)
+EOF
+
+# 2. file: OTLP/JSON lines.
+python3 - "$work/profiles.jsonl" <<'EOF' && ok "file: OTLP/JSON lines parse and name alpha and beta" || bad "file exporter output"
+import json, sys
+names = set()
+total = 0
+with open(sys.argv[1]) as f:
+    for line in f:
+        req = json.loads(line)
+        st = req["dictionary"]["stringTable"]
+        assert st[0] == ""
+        for fn in req["dictionary"]["functionTable"][1:]:
+            names.add(st[fn.get("nameStrindex", 0)])
+        for rp in req["resourceProfiles"]:
+            for sp in rp["scopeProfiles"]:
+                for p in sp["profiles"]:
+                    assert st[p["sampleType"]["typeStrindex"]] == "samples"
+                    total += sum(int(v) for smp in p["samples"] for v in smp.get("values", []))
+print("  samples=%d functions=%d" % (total, len(names)))
+assert "alpha" in names and "beta" in names
+EOF
+
+# 3. pprof: read by pprof-format (npm), an independent implementation of profile.proto.
+if [ -d "$src/tests/node_modules/pprof-format" ]; then
+	NODE_PATH="$src/tests/node_modules" node - "$work/pprof" <<'EOF' && ok "pprof: pprof-format reads every file; alpha and beta present" || bad "pprof exporter output"
+const fs = require('fs'), path = require('path'), zlib = require('zlib');
+const { Profile } = require('pprof-format');
+const dir = process.argv[2];
+const files = fs.readdirSync(dir).filter((f) => f.endsWith('.pb.gz'));
+if (!files.length) throw new Error('no pprof files');
+const names = new Set();
+let samples = 0;
+for (const f of files) {
+  const p = Profile.decode(zlib.gunzipSync(fs.readFileSync(path.join(dir, f))));
+  const st = p.stringTable.strings;
+  if (st[p.sampleType[0].type] !== 'samples' || st[p.periodType.type] !== 'cpu') throw new Error('types');
+  for (const fn of p.function) names.add(st[fn.name]);
+  for (const s of p.sample) samples += Number(s.value[0]);
+}
+console.log(`  files=${files.length} samples=${samples} functions=${names.size}`);
+if (!names.has('alpha') || !names.has('beta')) throw new Error('alpha/beta missing: ' + [...names].join(','));
+EOF
+else
+	bad "tests/node_modules/pprof-format missing: run scripts/install-deps"
+fi
+
+# 3b. pprof: and by `go tool pprof` itself when Go is installed (scripts/install-deps installs golang-go).
+if command -v go >/dev/null; then
+	top=$(HOME=$work GOCACHE=$work/gocache GOFLAGS=-mod=mod timeout 60 go tool pprof -top -sample_index=cpu \
+		"$(ls -d "$work"/pprof/*.pb.gz | tail -1)" 2>&1 || true)
+	if echo "$top" | grep -qE ' alpha$' && echo "$top" | grep -qE ' beta$'; then
+		ok "pprof: go tool pprof -top lists alpha and beta"
+		echo "$top" | grep -E ' (alpha|beta)$' | sed 's/^/  /'
+	else
+		bad "go tool pprof could not read the file"; echo "$top" | head -10
+	fi
+fi
+
+# 4. flamegraph: rendered by a real browser; the DOM after its script ran must show the names.
+chromium_bin=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$chromium_bin" ]; then
+	home=$work/chromium-home
+	mkdir -p "$home"
+	flags=(--headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir="$home/profile")
+	HOME=$home timeout 60 "$chromium_bin" "${flags[@]}" --dump-dom "file://$work/flame.svg" \
+		>"$work/flame.dom" 2>"$work/chromium.log" || true
+	HOME=$home timeout 60 "$chromium_bin" "${flags[@]}" --window-size=1200,800 \
+		--screenshot="$work/flame.png" "file://$work/flame.svg" >>"$work/chromium.log" 2>&1 || true
+	if grep -q '>alpha<' "$work/flame.dom" && grep -q '>beta<' "$work/flame.dom" &&
+		grep -q 'data-n="alpha"' "$work/flame.dom"; then
+		ok "flamegraph: Chromium rendered it; labels alpha and beta drawn by its script"
+	else
+		bad "flamegraph: names not in the rendered DOM"; head -c 1500 "$work/flame.dom"; tail -5 "$work/chromium.log"
+	fi
+	if [ -s "$work/flame.png" ] && [ "$(stat -c %s "$work/flame.png")" -gt 5000 ]; then
+		ok "flamegraph: screenshot taken ($(stat -c %s "$work/flame.png") bytes)"
+		[ -n "${SR_KEEP_ARTIFACTS:-}" ] && cp "$work/flame.png" "$work/flame.svg" "$SR_KEEP_ARTIFACTS/"
+	else
+		bad "flamegraph: no screenshot"
+	fi
+else
+	echo "note: chromium not installed (scripts/install-deps); SVG checked as text only"
+	grep -q 'data-n="alpha"' "$work/flame.svg" && ok "flamegraph: alpha in the SVG" || bad "flamegraph: alpha missing"
+fi
+
+if grep -q 'level=error' "$work/gateway.log"; then
+	bad "gateway logged errors:"; grep 'level=error' "$work/gateway.log" | head
+fi
+[ $fail = 0 ] || { echo "gateway log:"; sed 's/^/    /' "$work/gateway.log" | tail -40; }
+exit $fail
