@@ -189,15 +189,8 @@ int main(int argc, char **argv)
 	}
 
 	if (log_level) {
-		enum sr_log_level lvl;
-		if (sr_log_level_from_string(log_level, &lvl) < 0) {
-			fprintf(stderr,
-				"stackrelay-agent: --log-level: invalid level \"%s\": expected error, warn, info, "
-				"debug or trace\n",
-				log_level);
+		if (sr_log_level_flag("stackrelay-agent", log_level) < 0)
 			return EXIT_USAGE;
-		}
-		sr_log_set_level(lvl);
 	}
 
 	diag = sr_diag_new();

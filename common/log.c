@@ -46,6 +46,19 @@ void sr_log_set_level(enum sr_log_level level)
 	sr_log_max_level = level;
 }
 
+int sr_log_level_flag(const char *program, const char *value)
+{
+	enum sr_log_level lvl;
+
+	if (sr_log_level_from_string(value, &lvl) < 0) {
+		fprintf(stderr, "%s: --log-level: invalid level \"%s\": expected error, warn, info, debug or trace\n",
+			program, value);
+		return -EINVAL;
+	}
+	sr_log_set_level(lvl);
+	return 0;
+}
+
 void sr_log_set_sink(void (*sink)(const char *line, void *userdata), void *userdata)
 {
 	log_sink = sink;

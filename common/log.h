@@ -27,6 +27,11 @@ extern enum sr_log_level sr_log_max_level;
 int sr_log_level_from_string(const char *s, enum sr_log_level *ret_level);
 const char *sr_log_level_to_string(enum sr_log_level level);
 void sr_log_set_level(enum sr_log_level level);
+/*
+ * --log-level for a program's command line: sets the level, or prints
+ * "PROGRAM: --log-level: invalid level ..." to stderr and returns -EINVAL.
+ */
+int sr_log_level_flag(const char *program, const char *value);
 /* Where lines go; default stderr. For tests. */
 void sr_log_set_sink(void (*sink)(const char *line, void *userdata), void *userdata);
 

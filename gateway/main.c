@@ -182,15 +182,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (log_level) {
-		enum sr_log_level lvl;
-		if (sr_log_level_from_string(log_level, &lvl) < 0) {
-			fprintf(stderr,
-				"stackrelay-gateway: --log-level: invalid level \"%s\": expected error, warn, "
-				"info, debug or trace\n",
-				log_level);
+		if (sr_log_level_flag("stackrelay-gateway", log_level) < 0)
 			return EXIT_USAGE;
-		}
-		sr_log_set_level(lvl);
 		g.log_level_from_flag = true;
 	}
 
