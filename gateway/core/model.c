@@ -274,6 +274,14 @@ void gw_executable__set_want_symbols(struct gw_executable *e, bool want)
 		atomic_fetch_and_explicit(&e->flags, ~(unsigned)GW_EXE_WANT_SYMBOLS, memory_order_relaxed);
 }
 
+void gw_kernel__set_want_symbols(struct gw_kernel *k, bool want)
+{
+	if (want)
+		atomic_fetch_or_explicit(&k->flags, GW_EXE_WANT_SYMBOLS, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&k->flags, ~(unsigned)GW_EXE_WANT_SYMBOLS, memory_order_relaxed);
+}
+
 bool gw_slot__set_once(_Atomic(void *) *slot, void *v)
 {
 	void *expected = NULL;

@@ -40,7 +40,7 @@
  *   - Definitions are immutable after creation except:
  *       gw_location.lines   set once (gw_location__set_lines), atomically:
  *                           readers load it with gw_location__lines();
- *       gw_executable.flags atomic bits (want symbols, ...);
+ *       gw_executable.flags, gw_kernel.flags  atomic bits (want symbols, ...);
  *       gw_executable.symbolizer / gw_kernel.symbolizer  a set-once slot the
  *                           symbolize processor may use (gw_slot__set_once).
  *     So workers may read any definition and set lines while the loop thread
@@ -138,6 +138,7 @@ struct gw_kernel {
 	const struct gw_kernel_module *modules; /* sorted by start */
 	uint32_t n_modules;
 	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
+	atomic_uint flags;	    /* GW_EXE_WANT_SYMBOLS, GW_EXE_SYMBOLS_UPLOADED, as for executables */
 };
 
 /* What an executable is made from (all strings may be NULL = ""). */
@@ -243,6 +244,13 @@ static inline bool gw_executable__wants_symbols(const struct gw_executable *e)
 }
 /* The symbolize processor calls this when it needs the agent's symbol table. */
 void gw_executable__set_want_symbols(struct gw_executable *e, bool want);
+
+/* The same for a kernel: receivers list its ID in wanted_symbols and the agent uploads its kallsyms. */
+static inline bool gw_kernel__wants_symbols(const struct gw_kernel *k)
+{
+	return atomic_load_explicit(&((struct gw_kernel *)k)->flags, memory_order_relaxed) & GW_EXE_WANT_SYMBOLS;
+}
+void gw_kernel__set_want_symbols(struct gw_kernel *k, bool want);
 
 /* ---- the gateway-wide stores ---- */
 
@@ -452,9 +460,14 @@ struct gw_symbol {
 	const char *name; /* as in the ELF (mangled) */
 };
 
-/* One allocation; symbols sorted by address. */
+/*
+ * One allocation; symbols sorted by address. id is the executable's or the
+ * kernel's ID; exe is set (a reference) for an executable, NULL for a kernel
+ * (a kallsyms snapshot: runtime addresses, module symbols "name [module]").
+ */
 struct gw_symbol_table {
-	struct gw_executable *exe; /* a reference */
+	struct gw_executable *exe; /* a reference, or NULL for a kernel's table */
+	struct gw_id id;
 	struct gw_symbol *symbols;
 	uint32_t n_symbols;
 	const char **sources; /* ".symtab", ".dynsym", ".gnu_debugdata" */

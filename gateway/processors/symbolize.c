@@ -18,6 +18,12 @@
  * can never be named (no symbol covers the address, or the agent reported it
  * cannot read the file) get one line named "<binary>+0x<address>". Nothing is
  * dropped here; every outcome is counted (metrics below).
+ *
+ * Kernel frames are named from a kallsyms snapshot the agent uploads on
+ * request, exactly like an executable's table: a kernel ID without a table is
+ * flagged (gw_kernel__set_want_symbols), the receiver lists it in
+ * wanted_symbols, the table arrives keyed by the kernel ID (which includes the
+ * boot ID, so KASLR offsets never mix) and batches wait for it as above.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -304,12 +310,11 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		return;
 	}
 	case GW_SYM_WANTED:
-		if (l->kind == GW_FRAME_KERNEL) {
-			/* Agents send a kernel's kallsyms with its definition, unasked: nothing to wait for. */
-			job->unsymbolized++;
-			return;
-		}
-		gw_executable__set_want_symbols(l->exe, true);
+		/* The receiver lists the ID in wanted_symbols; the agent uploads the .symtab or its kallsyms. */
+		if (l->kind == GW_FRAME_KERNEL)
+			gw_kernel__set_want_symbols(l->kernel, true);
+		else
+			gw_executable__set_want_symbols(l->exe, true);
 		/* fallthrough */
 	case GW_SYM_PENDING:
 		if (job->final)
@@ -321,6 +326,8 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		/* Still asked from agents, but no batch waits for it any more. */
 		if (l->kind == GW_FRAME_USER)
 			gw_executable__set_want_symbols(l->exe, true);
+		else
+			gw_kernel__set_want_symbols(l->kernel, true);
 		job->unsymbolized++;
 		return;
 	case GW_SYM_UNAVAILABLE:
@@ -522,8 +529,10 @@ static void upload_work_cb(uv_work_t *w)
 	struct upload_job *u = SR_CONTAINER_OF(w, struct upload_job, work);
 	struct gw_symbol_table *t = u->t;
 
-	u->result = gw_symbolizer__add_upload(u->sp->sym, t->exe->id.bytes, t->exe->id.len, t->symbols, t->n_symbols,
-					      t->error);
+	/* A kernel's table (exe NULL) is keyed by the kernel ID, which includes the boot: KASLR is per boot. */
+	const struct gw_id *id = t->exe ? &t->exe->id : &t->id;
+
+	u->result = gw_symbolizer__add_upload(u->sp->sym, id->bytes, id->len, t->symbols, t->n_symbols, t->error);
 }
 
 static void upload_after_cb(uv_work_t *w, int status)
@@ -537,8 +546,10 @@ static void upload_after_cb(uv_work_t *w, int status)
 	} else {
 		char hex[2 * GW_ID_MAX + 1];
 		sp->uploads_bad++;
+		const struct gw_id *id = u->t->exe ? &u->t->exe->id : &u->t->id;
 		sr_log_warn("symbolize", "symbol table upload rejected", "id=%s executable=%s file=%s error=%s",
-			    sp->c->id, gw_id_to_hex(&u->t->exe->id, hex, sizeof(hex)), u->t->exe->file_name,
+			    sp->c->id, gw_id_to_hex(id, hex, sizeof(hex)),
+			    u->t->exe ? u->t->exe->file_name : "[kernel]",
 			    strerror(u->result < 0 ? -u->result : EINVAL));
 	}
 	gw_symbol_table_free(u->t);
@@ -551,7 +562,7 @@ static void on_symbol_table(struct gw_symbol_table *t, void *userdata)
 	struct sp *sp = userdata;
 	struct upload_job *u;
 
-	if (!t->exe || sp->stopping) {
+	if ((!t->exe && !t->id.len) || sp->stopping) {
 		gw_symbol_table_free(t);
 		return;
 	}

@@ -763,6 +763,7 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 	size_t n_sym = 0, n_src = 0, strbytes = 1;
 	struct gw_symbol_table *tab = NULL;
 	struct gw_executable *exe = NULL;
+	struct gw_kernel *kernel = NULL;
 	uint32_t f, wt;
 	int e = 0;
 
@@ -814,8 +815,11 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 	}
 	if (!id.p)
 		FAIL("SymbolTable without executable_id");
+	/* An executable's table, or a kernel's kallsyms snapshot (SymbolTable.executable_id is then the kernel ID). */
 	exe = gw_stores__executable(c->stores, id.p, id.n);
 	if (!exe)
+		kernel = gw_stores__kernel(c->stores, id.p, id.n);
+	if (!exe && !kernel)
 		goto out; /* evicted meanwhile: the symbolizer asks again when it needs it */
 
 	size_t bytes = sizeof(*tab) + n_sym * sizeof(struct gw_symbol) + n_src * sizeof(char *) + strbytes;
@@ -867,8 +871,14 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 	c->symbols += n_sym;
 	qsort(tab->symbols, tab->n_symbols, sizeof(*tab->symbols), symbol_cmp);
 	/* The table is on its way to the symbolizer: stop asking agents for it. */
-	atomic_fetch_or(&exe->flags, GW_EXE_SYMBOLS_UPLOADED);
-	gw_executable__set_want_symbols(exe, false);
+	if (exe) {
+		atomic_fetch_or(&exe->flags, GW_EXE_SYMBOLS_UPLOADED);
+		gw_executable__set_want_symbols(exe, false);
+	} else {
+		atomic_fetch_or(&kernel->flags, GW_EXE_SYMBOLS_UPLOADED);
+		gw_kernel__set_want_symbols(kernel, false);
+	}
+	gw_id_set(&tab->id, id.p, id.n); /* id.n <= GW_ID_MAX was checked in pass 1 */
 	tab->exe = exe;
 	exe = NULL;
 	{
@@ -884,6 +894,7 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 out:
 	gw_symbol_table_free(tab);
 	gw_executable__unref(exe);
+	gw_kernel__unref(kernel);
 	return e;
 }
 
@@ -1092,7 +1103,7 @@ static const char *thread_name(struct ctx *c, struct slice s)
 	return se->value;
 }
 
-/* Adds the wanted executables behind a stack (once per stack and exe per request). */
+/* Adds the wanted executables and kernels behind a stack (once per stack and exe per request). */
 static int note_wanted(struct ctx *c, struct gw_stack *st)
 {
 	/* Only an optimization (the wanted list de-duplicates too), so a race between
@@ -1102,6 +1113,13 @@ static int note_wanted(struct ctx *c, struct gw_stack *st)
 	atomic_store_explicit(&st->scratch_epoch, c->epoch, memory_order_relaxed);
 	for (uint32_t i = 0; i < st->n_locations; i++) {
 		struct gw_executable *x = st->locations[i]->exe;
+		struct gw_kernel *k = st->locations[i]->kernel;
+		/* A kernel whose kallsyms the symbolize processor needs (few per request: the list de-duplicates). */
+		if (k && gw_kernel__wants_symbols(k) && c->wanted.n < GW_AGENT_MAX_WANTED_PER_RESPONSE) {
+			int e = idlist_add(&c->wanted, k->id.bytes, k->id.len);
+			if (e < 0)
+				return e;
+		}
 		if (!x || atomic_load_explicit(&x->scratch_epoch, memory_order_relaxed) == c->epoch)
 			continue;
 		atomic_store_explicit(&x->scratch_epoch, c->epoch, memory_order_relaxed);

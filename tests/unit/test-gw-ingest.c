@@ -396,6 +396,86 @@ static void test_symbols(void **state)
 	gw_stores_free(st);
 }
 
+static void test_kernel_symbols(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 }, t = { 0 }, sym = { 0 };
+	static const uint8_t UNKNOWN_ID[16] = { 0xdd, 4 };
+
+	add_header(&w, NULL, 0);
+	add_exe(&w, EXE_A, "a");
+	add_kernel(&w);
+	add_kstack(&w);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* the symbolize processor wants the kernel's kallsyms: a request using a kernel frame lists its ID */
+	struct gw_kernel *k = gw_stores__kernel(st, KERNEL, sizeof(KERNEL));
+	assert_non_null(k);
+	assert_false(gw_kernel__wants_symbols(k));
+	gw_kernel__set_want_symbols(k, true);
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	add_sample(&w, STACK_K, 1, "app", NULL, NULL);
+	add_sample(&w, STACK_K, 1, "app2", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 2);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	assert_true(has_id(m.wanted_symbols, 1, KERNEL, sizeof(KERNEL)));
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* the upload under the kernel ID: passed on with exe NULL and the ID; no longer wanted */
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	f_bytes(&t, 1, KERNEL, sizeof(KERNEL));
+	f_varint(&sym, 1, 0xffffffffc0000100ULL);
+	f_str(&sym, 3, "ext4_read [ext4]");
+	f_msg(&t, 2, &sym);
+	f_varint(&sym, 1, 0xffffffff81000000ULL);
+	f_str(&sym, 3, "_text");
+	f_msg(&t, 2, &sym);
+	f_str(&t, 3, "kallsyms");
+	f_msg(&w, 9, &t);
+	/* a table for an ID that is neither an executable nor a kernel is dropped */
+	f_bytes(&t, 1, UNKNOWN_ID, sizeof(UNKNOWN_ID));
+	f_varint(&sym, 1, 0x1000);
+	f_str(&sym, 3, "x");
+	f_msg(&t, 2, &sym);
+	f_msg(&w, 9, &t);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 1);
+	struct gw_symbol_table *tab = res.tables[0];
+	assert_null(tab->exe);
+	assert_int_equal(tab->id.len, sizeof(KERNEL));
+	assert_memory_equal(tab->id.bytes, KERNEL, sizeof(KERNEL));
+	assert_int_equal(tab->n_symbols, 2);
+	assert_string_equal(tab->symbols[0].name, "_text");
+	assert_string_equal(tab->symbols[1].name, "ext4_read [ext4]");
+	assert_false(gw_kernel__wants_symbols(k));
+	assert_true(atomic_load(&k->flags) & GW_EXE_SYMBOLS_UPLOADED);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* the next request does not ask again */
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	add_sample(&w, STACK_K, 1, "app", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_kernel__unref(k);
+	gw_stores_free(st);
+}
+
 static void test_malformed_never_crashes(void **state)
 {
 	struct gw_stores *st = gw_stores_new(NULL);
@@ -560,6 +640,7 @@ int main(void)
 		cmocka_unit_test(test_missing_negotiation),
 		cmocka_unit_test(test_kernel_and_resources),
 		cmocka_unit_test(test_symbols),
+		cmocka_unit_test(test_kernel_symbols),
 		cmocka_unit_test(test_malformed_never_crashes),
 		cmocka_unit_test(test_header_and_count),
 		cmocka_unit_test(test_gunzip),

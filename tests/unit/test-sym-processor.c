@@ -5,7 +5,9 @@
  * a debug directory), into an executable the gateway knows nothing about
  * (wanted from the agent, then uploaded through gw_runtime__symbol_table()),
  * and into one whose symbols never come (passed on after wait_for_symbols,
- * unsymbolized). A capture exporter checks the lines every location got.
+ * unsymbolized), plus kernel frames (core and module) of a kernel whose
+ * kallsyms the gateway lacks: wanted, then uploaded under the kernel ID.
+ * A capture exporter checks the lines every location got.
  */
 #include <errno.h>
 #include <limits.h>
@@ -35,6 +37,7 @@ static uint64_t a_inline, a_middle, a_leaf;
 
 static const uint8_t wanted_id[16] = { 0x77, 0x61, 0x6e, 0x74, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
 static const uint8_t never_id[16] = { 0x6e, 0x65, 0x76, 0x72, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+static const uint8_t kernel_id[16] = { 0x6b, 0x65, 0x72, 0x6e, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
 
 struct state {
 	struct gw_component *src, *exp;
@@ -42,8 +45,8 @@ struct state {
 	unsigned step;
 	uint64_t t0;
 	/* what the exporter saw, by batch tag (the sample's pid) */
-	bool got[4];
-	uint64_t got_ms[4];
+	bool got[5];
+	uint64_t got_ms[5];
 	bool uploaded;
 	struct gw_runtime *rt;
 	bool done;
@@ -120,11 +123,26 @@ static void emit_batches(struct gw_component *c)
 	};
 	struct gw_location *l2[1] = { gw_stores__intern_location(stores, GW_FRAME_USER, 0x1010, e2, NULL) };
 	struct gw_location *l3[1] = { gw_stores__intern_location(stores, GW_FRAME_USER, 0x2020, e3, NULL) };
+	struct gw_kernel_module kvm = { .name = "kvm", .start = 0xffffffffc0a00000ULL, .size = 0x10000 };
+	struct gw_kernel *k = gw_stores__intern_kernel(stores, &(struct gw_kernel_def){ .id = kernel_id,
+											.id_len = 16,
+											.release = "6.1.0-test",
+											.boot_id = "b00t",
+											.modules = &kvm,
+											.n_modules = 1 });
+	assert_non_null(k);
+	struct gw_location *l4[3] = {
+		gw_stores__intern_location(stores, GW_FRAME_KERNEL, 0xffffffff81001010ULL, NULL, k),
+		gw_stores__intern_location(stores, GW_FRAME_KERNEL, 0xffffffffc0a01004ULL, NULL, k),
+		gw_stores__intern_location(stores, GW_FRAME_KERNEL, 0xffffffff80000000ULL, NULL, k), /* below _text */
+	};
 
-	gw_component_received(c, 15);
+	gw_component_received(c, 20);
 	assert_int_equal(gw_component_emit(c, batch(stores, 1, l1, 4)), 0);
 	assert_int_equal(gw_component_emit(c, batch(stores, 2, l2, 1)), 0);
 	assert_int_equal(gw_component_emit(c, batch(stores, 3, l3, 1)), 0);
+	assert_int_equal(gw_component_emit(c, batch(stores, 4, l4, 3)), 0);
+	gw_kernel__unref(k);
 	gw_executable__unref(e1);
 	gw_executable__unref(e2);
 	gw_executable__unref(e3);
@@ -152,6 +170,32 @@ static void upload_wanted(struct gw_component *c)
 	gw_runtime__symbol_table(c->runtime, t);
 }
 
+/* What the receiver makes of an agent's kallsyms upload: exe NULL, the kernel ID in id. */
+static void upload_kernel(struct gw_component *c)
+{
+	struct gw_stores *stores = gw_runtime__stores(c->runtime);
+	struct gw_kernel *k = gw_stores__kernel(stores, kernel_id, 16);
+	static const char names[] = "_text\0do_syscall_64\0mod_fn [kvm]";
+	struct gw_symbol_table *t;
+
+	assert_non_null(k);
+	/* The processor asked for it: the receiver lists the kernel ID in wanted_symbols. */
+	assert_true(gw_kernel__wants_symbols(k));
+	gw_kernel__unref(k);
+	t = calloc(1, sizeof(*t) + 3 * sizeof(struct gw_symbol) + sizeof(names));
+	assert_non_null(t);
+	t->symbols = (struct gw_symbol *)(t + 1);
+	char *n = (char *)(t->symbols + 3);
+	memcpy(n, names, sizeof(names));
+	t->symbols[0] = (struct gw_symbol){ .address = 0xffffffff81000000ULL, .name = n };
+	t->symbols[1] = (struct gw_symbol){ .address = 0xffffffff81001000ULL, .name = n + 6 };
+	t->symbols[2] = (struct gw_symbol){ .address = 0xffffffffc0a01000ULL, .name = n + 20 };
+	t->n_symbols = 3;
+	t->error = "";
+	assert_int_equal(gw_id_set(&t->id, kernel_id, 16), 0);
+	gw_runtime__symbol_table(c->runtime, t);
+}
+
 static void on_done(struct gw_runtime *rt, bool timed_out, void *userdata)
 {
 	st.done = true;
@@ -168,14 +212,15 @@ static void tick(uv_timer_t *t)
 		st.step = 1;
 	} else if (st.step == 1 && ms >= 200 && !st.uploaded) {
 		upload_wanted(c);
+		upload_kernel(c);
 		st.uploaded = true;
 		st.step = 2;
-	} else if (st.step == 2 && st.got[1] && st.got[2] && st.got[3]) {
+	} else if (st.step == 2 && st.got[1] && st.got[2] && st.got[3] && st.got[4]) {
 		st.step = 3;
 		gw_runtime__shutdown(st.rt, on_done, NULL);
 		return;
 	} else if (ms > 20000) {
-		fail_msg("batches did not all arrive in 20 s: %d %d %d", st.got[1], st.got[2], st.got[3]);
+		fail_msg("batches did not all arrive in 20 s: %d %d %d %d", st.got[1], st.got[2], st.got[3], st.got[4]);
 	}
 	uv_timer_start(&st.timer, tick, 20, 0);
 }
@@ -227,7 +272,7 @@ static int exp_consume(struct gw_component *c, struct gw_profiles *p)
 			struct gw_location **l = s->stack->locations;
 			uint32_t n;
 			const struct gw_line *ln;
-			assert_true(s->pid >= 1 && s->pid <= 3);
+			assert_true(s->pid >= 1 && s->pid <= 4);
 			st.got[s->pid] = true;
 			st.got_ms[s->pid] = ms;
 			switch (s->pid) {
@@ -263,6 +308,19 @@ static int exp_consume(struct gw_component *c, struct gw_profiles *p)
 				/* Never uploaded: passed on after wait_for_symbols, without lines. */
 				assert_null(gw_location__lines(l[0]));
 				assert_true(ms >= 900);
+				break;
+			case 4:
+				/* Kernel frames held until the kallsyms upload, then named; module symbols carry it. */
+				assert_true(st.uploaded);
+				ln = line_of(l[0], 0, &n);
+				assert_int_equal(n, 1);
+				assert_string_equal(ln->function, "do_syscall_64");
+				ln = line_of(l[1], 0, &n);
+				assert_string_equal(ln->function, "mod_fn [kvm]");
+				/* Nothing covers it: kept, named after the kernel. */
+				ln = line_of(l[2], 0, &n);
+				assert_int_equal(n, 1);
+				assert_string_equal(ln->function, "[kernel]+0xffffffff80000000");
 				break;
 			}
 		}
@@ -368,13 +426,14 @@ static void test_processor(void **state)
 	assert_int_equal(gw_runtime__start(st.rt), 0);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_true(st.done);
-	assert_true(st.got[1] && st.got[2] && st.got[3]);
-	/* Batch 2 did not wait for the timeout: the upload released it. */
+	assert_true(st.got[1] && st.got[2] && st.got[3] && st.got[4]);
+	/* Batches 2 and 4 did not wait for the timeout: the uploads released them. */
 	assert_true(st.got_ms[2] < 900);
+	assert_true(st.got_ms[4] < 900);
 
 	struct gw_accounting *a = gw_runtime__accounting(st.rt);
-	assert_int_equal(gw_accounting__get(a, "symbolize", GW_COUNT_RECEIVED, NULL), 15);
-	assert_int_equal(gw_accounting__get(a, "symbolize", GW_COUNT_ACCEPTED, NULL), 15);
+	assert_int_equal(gw_accounting__get(a, "symbolize", GW_COUNT_RECEIVED, NULL), 20);
+	assert_int_equal(gw_accounting__get(a, "symbolize", GW_COUNT_ACCEPTED, NULL), 20);
 	assert_int_equal(gw_accounting__get(a, "symbolize", GW_COUNT_DROPPED, NULL), 0);
 	gw_runtime_free(st.rt);
 	uv_run(&loop, UV_RUN_DEFAULT);
