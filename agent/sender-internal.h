@@ -87,6 +87,8 @@ struct agent_sender *agent_sender_new_with_transport(const struct agent_config *
 						     struct agent_sender_transport *t);
 /* Tests: shorter backoff so failure paths run fast. */
 void agent_sender__set_backoff(struct agent_sender *s, uint64_t initial_ns, uint64_t max_ns);
+/* Tests: read kernel symbols from path instead of /proc/kallsyms (kept, not copied; set before submitting). */
+void agent_sender__set_kallsyms_path(struct agent_sender *s, const char *path);
 
 /* Delay before attempt after `failures` consecutive failures (≥ 1): uniform in [d/2, d], d = min(initial·2^(failures-1), max). */
 uint64_t agent_sender_backoff_ns(unsigned failures, uint64_t initial_ns, uint64_t max_ns, uint64_t rnd);

@@ -130,8 +130,9 @@ struct agent_sender {
 	atomic_bool abort_transfer;
 
 	/* Thread-owned. */
-	struct idset sent;    /* definitions the current connection has seen */
-	struct idset symdone; /* executables uploaded or being uploaded */
+	struct idset sent;	   /* definitions the current connection has seen */
+	struct idset symdone;	   /* executables (and kernels) uploaded or being uploaded */
+	const char *kallsyms_path; /* AGENT_SYMUPLOAD_KALLSYMS_PATH; tests point it at a fixture */
 	struct symjob *symjobs;
 	size_t symjobs_cap;
 	uint64_t seq;
@@ -701,7 +702,13 @@ struct encoded {
 	size_t len;
 };
 
-static int encode_request(struct agent_sender *s, stackrelay_v1_PushRequest *req, struct encoded *ret)
+/*
+ * table (may be NULL) is an encoded SymbolTable appended as one more
+ * PushRequest.symbol_tables field: a table too large for nanopb's 16-bit
+ * repeated counts is encoded by agent_symtab__encode() instead of through req.
+ */
+static int encode_request(struct agent_sender *s, stackrelay_v1_PushRequest *req, const uint8_t *table,
+			  size_t table_len, struct encoded *ret)
 {
 	size_t size = 0;
 	pb_ostream_t os;
@@ -709,11 +716,15 @@ static int encode_request(struct agent_sender *s, stackrelay_v1_PushRequest *req
 
 	if (!pb_get_encoded_size(&size, stackrelay_v1_PushRequest_fields, req))
 		return -EINVAL;
+	if (table)
+		size += 1 + 10 + table_len; /* tag 9 (one byte), length varint, body */
 	buf = malloc(size ? size : 1);
 	if (!buf)
 		return -ENOMEM;
 	os = pb_ostream_from_buffer(buf, size);
-	if (!pb_encode(&os, stackrelay_v1_PushRequest_fields, req)) {
+	if (!pb_encode(&os, stackrelay_v1_PushRequest_fields, req) ||
+	    (table && (!pb_encode_tag(&os, PB_WT_STRING, stackrelay_v1_PushRequest_symbol_tables_tag) ||
+		       !pb_encode_varint(&os, table_len) || !pb_write(&os, table, table_len)))) {
 		free(buf);
 		return -EINVAL;
 	}
@@ -1298,7 +1309,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		st.dc.process_unknown = &st.drops[3];
 		req.drops = &st.dc;
 	}
-	r = encode_request(s, &req, &enc);
+	r = encode_request(s, &req, NULL, 0, &enc);
 	if (r < 0) {
 		/* Cannot happen with valid samples; if it does, these samples cannot be sent at all. */
 		sr_log_error(LOG_COMPONENT, "cannot encode a PushRequest; dropping its samples", "error=\"%s\"",
@@ -1358,23 +1369,52 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
 }
 
+/* A wanted ID is either an executable's or the kernel's (the store holds one kernel: this boot's). */
+static bool is_kernel(struct agent_sender *s, const struct symjob *j)
+{
+	stackrelay_v1_KernelDef def = stackrelay_v1_KernelDef_init_zero;
+	bool found = agent_store__kernel(s->store, j->id, j->len, &def) == 0;
+
+	pb_release(stackrelay_v1_KernelDef_fields, &def);
+	return found;
+}
+
 /* One symbol table upload, for the first pending job. */
 static void send_symbols(struct agent_sender *s)
 {
 	/* A copy: want_symbols() below may grow (move) the queue. */
 	struct symjob job = s->symjobs[0], *j = &job;
-	stackrelay_v1_SymbolTable table = stackrelay_v1_SymbolTable_init_zero;
+	struct agent_symtab table = { 0 };
+	uint8_t *tbuf = NULL;
+	size_t tlen = 0;
 	stackrelay_v1_PushRequest req;
 	struct req_common st;
 	struct encoded enc = { 0 };
 	struct attempt a = { 0 };
-	pb_bytes_array_t *id;
 	char err[256] = "";
 	bool failed = false, finished = true;
 	int fd, r;
 
-	fd = agent_store__open_executable(s->store, j->id, j->len);
-	if (fd < 0) {
+	if (is_kernel(s, j)) {
+		/* The running kernel (the store knows only this boot's): its kallsyms, runtime addresses. */
+		r = agent_symupload_kallsyms(s->kallsyms_path, s->cfg->gateway.max_symbol_upload_bytes, &table);
+		if (r == -EPERM) {
+			snprintf(err, sizeof(err),
+				 "%s shows every address as 0 (kptr_restrict): the agent needs CAP_SYSLOG",
+				 s->kallsyms_path);
+			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
+				    "path=%s error=\"addresses hidden: grant CAP_SYSLOG\"", s->kallsyms_path);
+		} else if (r == -EFBIG) {
+			snprintf(err, sizeof(err), "kernel symbol table exceeds max_symbol_upload_bytes (%" PRIu64 ")",
+				 s->cfg->gateway.max_symbol_upload_bytes);
+			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
+				    "path=%s error=\"%s\"", s->kallsyms_path, err);
+		} else if (r < 0) {
+			snprintf(err, sizeof(err), "cannot read %s: %s", s->kallsyms_path, strerror(-r));
+			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
+				    "path=%s error=\"%s\"", s->kallsyms_path, strerror(-r));
+		}
+	} else if ((fd = agent_store__open_executable(s->store, j->id, j->len)) < 0) {
 		snprintf(err, sizeof(err), "executable not reachable on this node: %s", strerror(-fd));
 	} else {
 		r = agent_symupload_extract_fd(fd, s->cfg->gateway.max_symbol_upload_bytes, &table);
@@ -1383,30 +1423,25 @@ static void send_symbols(struct agent_sender *s)
 			snprintf(err, sizeof(err), "symbol table exceeds max_symbol_upload_bytes (%" PRIu64 ")",
 				 s->cfg->gateway.max_symbol_upload_bytes);
 		else if (r == -ENODATA)
-			snprintf(err, sizeof(err), "no function symbols (.symtab, .dynsym, .gnu_debugdata)");
+			snprintf(err, sizeof(err),
+				 "no function symbols (.symtab, .dynsym, .gnu_debugdata, .gopclntab)");
 		else if (r < 0)
 			snprintf(err, sizeof(err), "cannot read symbols: %s", strerror(-r));
 	}
 	if (err[0]) {
 		/* Tell the gateway, so it stops asking this agent (docs/agent-protocol.md). */
-		pb_release(stackrelay_v1_SymbolTable_fields, &table);
-		memset(&table, 0, sizeof(table));
-		table.error = strdup(err);
+		agent_symtab_release(&table);
 		failed = true;
 	}
-	id = malloc(PB_BYTES_ARRAY_T_ALLOCSIZE(j->len));
-	if (id) {
-		id->size = (pb_size_t)j->len;
-		memcpy(id->bytes, j->id, j->len);
-	}
-	table.executable_id = id;
+	if (agent_symtab__encode(&table, j->id, j->len, err, &tbuf, &tlen) < 0)
+		tbuf = NULL;
+	agent_symtab_release(&table);
 
 	if (!j->seq)
 		j->seq = ++s->seq;
 	fill_common(s, &req, &st, j->seq);
-	req.symbol_tables = &table;
-	req.symbol_tables_count = 1;
-	r = encode_request(s, &req, &enc);
+	r = tbuf ? encode_request(s, &req, tbuf, tlen, &enc) : -ENOMEM;
+	free(tbuf);
 	if (r < 0) {
 		failed = true;
 	} else {
@@ -1444,7 +1479,6 @@ static void send_symbols(struct agent_sender *s)
 		if (a.have_resp)
 			pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
 	}
-	pb_release(stackrelay_v1_SymbolTable_fields, &table);
 	if (!finished) {
 		pthread_mutex_lock(&s->mu);
 		s->symjobs[0].attempts = job.attempts;
@@ -1636,6 +1670,13 @@ void agent_sender__set_backoff(struct agent_sender *s, uint64_t initial_ns, uint
 	pthread_mutex_unlock(&s->mu);
 }
 
+void agent_sender__set_kallsyms_path(struct agent_sender *s, const char *path)
+{
+	pthread_mutex_lock(&s->mu);
+	s->kallsyms_path = path;
+	pthread_mutex_unlock(&s->mu);
+}
+
 static bool compression_is_gzip(const struct agent_config *cfg)
 {
 	const char *name = agent_compression_names[cfg->gateway.compression];
@@ -1669,6 +1710,7 @@ struct agent_sender *agent_sender_new_with_transport(const struct agent_config *
 	s->gzip = compression_is_gzip(cfg);
 	s->buffer_limit = cfg->gateway.buffer_bytes;
 	s->backoff_initial_ns = AGENT_SENDER_BACKOFF_INITIAL_NS;
+	s->kallsyms_path = AGENT_SYMUPLOAD_KALLSYMS_PATH;
 	s->backoff_max_ns = AGENT_SENDER_BACKOFF_MAX_NS;
 	s->sent.max = AGENT_SENDER_SENT_SET_MAX;
 	if (getrandom(s->instance_id, sizeof(s->instance_id), 0) != sizeof(s->instance_id) ||

@@ -2,10 +2,13 @@
 /*
  * Symbol extraction from untrusted ELF bytes (agent/symupload.c): any file
  * in any container can be asked for. Also covers the xz decoding of
- * .gnu_debugdata and the nested ELF inside it.
+ * .gnu_debugdata and the nested ELF inside it, the Go .gopclntab walk of
+ * binaries without .symtab, the encoding of the parts into one SymbolTable,
+ * and the same bytes read as kallsyms text.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <pb_decode.h>
@@ -16,13 +19,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	stackrelay_v1_SymbolTable t;
+	struct agent_symtab t;
+	static const uint8_t id[20] = { 1, 2, 3 };
+	uint8_t *buf;
+	size_t len;
 
 	/* Real executables are larger, but every parser path is reachable well below this. */
 	if (size > 4 * 1024 * 1024)
 		return 0;
 	memset(&t, 0, sizeof(t));
-	if (agent_symupload_extract_mem(data, size, 1 << 20, &t) == 0)
-		pb_release(stackrelay_v1_SymbolTable_fields, &t);
+	if (agent_symupload_extract_mem(data, size, 1 << 20, &t) == 0 &&
+	    agent_symtab__encode(&t, id, sizeof(id), NULL, &buf, &len) == 0)
+		free(buf);
+	agent_symtab_release(&t);
+	if (agent_symupload_kallsyms_mem((const char *)data, size, 1 << 20, &t) == 0 &&
+	    agent_symtab__encode(&t, id, sizeof(id), NULL, &buf, &len) == 0)
+		free(buf);
+	agent_symtab_release(&t);
 	return 0;
 }

@@ -43,8 +43,9 @@ struct fakegw {
 	int ignore_defs;     /* next N posts' definitions are not learned */
 	int new_connections; /* next N posts report a new connection */
 	bool want_symbols;
-	bool gate_closed; /* posts block until opened */
-	bool blocked;	  /* a post is waiting at the gate */
+	bool want_kernel_symbols; /* list the kernel in wanted_symbols until its table arrives */
+	bool gate_closed;	  /* posts block until opened */
+	bool blocked;		  /* a post is waiting at the gate */
 	/* Record. */
 	unsigned posts;
 	uint64_t accepted, per_pid[MAX_PIDS];
@@ -56,6 +57,9 @@ struct fakegw {
 	unsigned symbol_tables, symbols_in_last;
 	char last_table_error[256];
 	bool sym_received[N_EXECS];
+	unsigned kernel_tables, kernel_symbols;
+	char kernel_table_error[256];
+	bool kernel_has_module_name;
 	uint64_t drops_relayed[4];
 	uint64_t last_seq;
 	unsigned seq_reuses; /* posts whose sequence was seen before */
@@ -157,6 +161,10 @@ static void process(struct fakegw *g, stackrelay_v1_PushRequest *req, stackrelay
 		acc += *s->count;
 		if (*s->pid < MAX_PIDS)
 			g->per_pid[*s->pid] += *s->count;
+		if (g->want_kernel_symbols && g->kernel && !g->kernel_tables) {
+			fake_kernel_id(id);
+			push_id(&resp->wanted_symbols, &resp->wanted_symbols_count, id, FAKE_KERNEL_ID_BYTES);
+		}
 		if (g->want_symbols) {
 			unsigned e = (unsigned)idx % N_EXECS;
 
@@ -169,7 +177,17 @@ static void process(struct fakegw *g, stackrelay_v1_PushRequest *req, stackrelay
 	for (pb_size_t i = 0; i < req->symbol_tables_count; i++) {
 		stackrelay_v1_SymbolTable *t = &req->symbol_tables[i];
 		int e = fake_exec_index(t->executable_id->bytes, t->executable_id->size);
+		uint8_t kid[FAKE_KERNEL_ID_BYTES];
 
+		fake_kernel_id(kid);
+		if (t->executable_id->size == sizeof(kid) && !memcmp(t->executable_id->bytes, kid, sizeof(kid))) {
+			g->kernel_tables++;
+			g->kernel_symbols = t->symbols_count;
+			snprintf(g->kernel_table_error, sizeof(g->kernel_table_error), "%s", t->error ? t->error : "");
+			for (pb_size_t k = 0; k < t->symbols_count; k++)
+				if (t->symbols[k].name && !strcmp(t->symbols[k].name, "mod_fn [kvm]"))
+					g->kernel_has_module_name = true;
+		}
 		g->symbol_tables++;
 		g->symbols_in_last = t->symbols_count;
 		snprintf(g->last_table_error, sizeof(g->last_table_error), "%s", t->error ? t->error : "");
@@ -680,6 +698,71 @@ static void test_wanted_symbols_uploaded_once(void **state)
 	env_free(e);
 }
 
+static const char *write_tmp(const char *text, char *path, size_t size)
+{
+	int fd;
+
+	snprintf(path, size, "%s/sr-sender-kallsyms-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+static void test_wanted_kernel_symbols(void **state)
+{
+	static const char kallsyms[] = "ffffffff81000000 T _text\n"
+				       "ffffffff81001000 T do_syscall_64\n"
+				       "ffffffff81002000 D not_a_function\n"
+				       "ffffffffc0a01000 t mod_fn\t[kvm]\n";
+	struct env *e = env_new(64 * 1024 * 1024);
+	struct agent_sender_stats st;
+	char path[256];
+
+	/* The gateway lists the kernel ID in wanted_symbols: the agent answers with kallsyms, once. */
+	agent_sender__set_kallsyms_path(e->s, write_tmp(kallsyms, path, sizeof(path)));
+	e->g.want_kernel_symbols = true;
+	submit(e, 0, 4, 100); /* odd stacks reference the kernel */
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	agent_sender__stats(e->s, &st);
+	assert_int_equal(e->g.kernel_tables, 1);
+	assert_int_equal(e->g.kernel_symbols, 3);
+	assert_string_equal(e->g.kernel_table_error, "");
+	assert_true(e->g.kernel_has_module_name);
+	assert_int_equal(st.symbol_tables_sent, 1);
+	/* Asked again (a second gateway replica, say): once per agent lifetime. */
+	e->g.kernel_tables = 0;
+	submit(e, 0, 4, 200);
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.kernel_tables, 0);
+	assert_conserved(e);
+	unlink(path);
+	env_free(e);
+}
+
+static void test_wanted_kernel_symbols_hidden(void **state)
+{
+	/* kptr_restrict without CAP_SYSLOG: zeros. The gateway gets an error table and stops asking. */
+	static const char hidden[] = "0000000000000000 T _text\n0000000000000000 T do_syscall_64\n";
+	struct env *e = env_new(64 * 1024 * 1024);
+	struct agent_sender_details d;
+	char path[256];
+
+	agent_sender__set_kallsyms_path(e->s, write_tmp(hidden, path, sizeof(path)));
+	e->g.want_kernel_symbols = true;
+	submit(e, 0, 4, 100);
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	agent_sender__details(e->s, &d);
+	assert_int_equal(e->g.kernel_tables, 1);
+	assert_int_equal(e->g.kernel_symbols, 0);
+	assert_non_null(strstr(e->g.kernel_table_error, "CAP_SYSLOG"));
+	assert_int_equal(d.symbol_tables_failed, 1);
+	assert_conserved(e);
+	unlink(path);
+	env_free(e);
+}
+
 static void test_max_connection_age(void **state)
 {
 	struct env *e = env_new(64 * 1024 * 1024);
@@ -821,6 +904,8 @@ int main(void)
 		cmocka_unit_test(test_definition_lost),
 		cmocka_unit_test(test_drop_counters_relayed),
 		cmocka_unit_test(test_wanted_symbols_uploaded_once),
+		cmocka_unit_test(test_wanted_kernel_symbols),
+		cmocka_unit_test(test_wanted_kernel_symbols_hidden),
 		cmocka_unit_test(test_max_connection_age),
 		cmocka_unit_test(test_token_reread_after_401),
 		cmocka_unit_test(test_invalid_config),
