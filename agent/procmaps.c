@@ -145,14 +145,14 @@ int agent_procmaps_parse_line(const char *line, size_t len, struct agent_map *re
 		m.kind = (plen == 6 && memcmp(path, "[vdso]", 6) == 0) ? AGENT_MAP_VDSO : AGENT_MAP_SPECIAL;
 	else
 		m.kind = AGENT_MAP_FILE;
-	m.path = strndup(path, plen);
+	/* A path never holds a NUL byte: one means garbage. The line is not NUL-terminated, so no str* here. */
+	if (memchr(path, '\0', plen))
+		return -EINVAL;
+	m.path = malloc(plen + 1);
 	if (!m.path)
 		return -ENOMEM;
-	/* strndup stops at a NUL byte; a path never holds one, so treat it as garbage. */
-	if (strlen(m.path) != plen) {
-		free(m.path);
-		return -EINVAL;
-	}
+	memcpy(m.path, path, plen);
+	m.path[plen] = '\0';
 	*ret = m;
 	return 0;
 }

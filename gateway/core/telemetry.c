@@ -13,12 +13,14 @@ struct tconn {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
 	uv_write_t wreq;
+	uv_shutdown_t sreq;
 	struct gw_telemetry *t;
 	struct tconn *prev, *next;
 	char buf[GW_TELEMETRY_MAX_REQUEST_BYTES];
 	size_t len;
 	char *out;
-	bool responded, closing;
+	bool responded, closing, draining;
+	size_t drained;
 	int handles; /* open handles; freed when 0 */
 };
 
@@ -68,10 +70,43 @@ static void conn_close(struct tconn *c)
 	uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
 }
 
+/*
+ * A lingering close: closing a socket that still has unread request bytes
+ * makes the kernel send RST, and the client may lose the response we just
+ * wrote (a 431 for an oversized head, say). So after the response, send FIN
+ * and read and discard until the client closes, at most
+ * GW_TELEMETRY_LINGER_BYTES or GW_TELEMETRY_LINGER_MS.
+ */
+#define GW_TELEMETRY_LINGER_MS	  2000
+#define GW_TELEMETRY_LINGER_BYTES (256 * 1024)
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void on_timeout(uv_timer_t *timer);
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	if (status < 0)
+		conn_close(req->data);
+}
+
 static void on_written(uv_write_t *req, int status)
 {
 	struct tconn *c = req->data;
-	conn_close(c);
+
+	if (status < 0 || c->closing) {
+		conn_close(c);
+		return;
+	}
+	c->draining = true;
+	c->len = 0;
+	c->sreq.data = c;
+	if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0 ||
+	    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+		conn_close(c);
+		return;
+	}
+	uv_timer_start(&c->timer, on_timeout, GW_TELEMETRY_LINGER_MS, 0);
 }
 
 static const char *reason_phrase(int status)
@@ -159,6 +194,11 @@ static void handle_request(struct tconn *c)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	struct tconn *c = h->data;
+
+	if (c->draining) {
+		*buf = uv_buf_init(c->buf, (unsigned)sizeof(c->buf));
+		return;
+	}
 	*buf = uv_buf_init(c->buf + c->len, (unsigned)(sizeof(c->buf) - c->len));
 }
 
@@ -168,6 +208,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 	if (n < 0) {
 		conn_close(c);
+		return;
+	}
+	if (c->draining) {
+		c->drained += (size_t)n;
+		if (c->drained > GW_TELEMETRY_LINGER_BYTES)
+			conn_close(c);
 		return;
 	}
 	if (n == 0 || c->responded)
