@@ -41,6 +41,8 @@ struct fg_config {
 	char *title;
 	uint64_t width;
 	uint64_t max_nodes;
+	char **group_by;
+	uint32_t n_group_by;
 };
 
 static const struct sr_field fg_fields[] = {
@@ -53,6 +55,10 @@ static const struct sr_field fg_fields[] = {
 	SR_FIELD_U64("max_nodes", struct fg_config, max_nodes, .def = "200000",
 		     .doc = "Most distinct frames (tree nodes) kept; more are counted as [truncated].", .min = 16,
 		     .max = 100000000),
+	SR_FIELD_STRLIST("group_by", struct fg_config, group_by, n_group_by,
+			 .def = "[service.name, process.executable.name]", .max = 8,
+			 .doc = "Resource attributes tried in order; the first one a profile has becomes the frame "
+				"under `all`, so each service or program gets its own tower. Empty: no grouping."),
 	SR_FIELD_END,
 };
 
@@ -133,13 +139,30 @@ static uint32_t child(struct flamegraph *g, uint32_t parent, uint32_t name, uint
 	return g->n_nodes++;
 }
 
-static void add_sample(struct flamegraph *g, const struct gw_sample *s)
+/* The node of the first group_by attribute the resource has, under the root; 0 (the root) without one. */
+static uint32_t group_node(struct flamegraph *g, const struct gw_resource *res)
+{
+	for (uint32_t i = 0; i < g->cfg->n_group_by; i++) {
+		const char *v = gw_resource__string(res, g->cfg->group_by[i]);
+		int64_t ni;
+
+		if (!v || !v[0])
+			continue;
+		ni = gw_strtab__intern(&g->names, v);
+		return ni < 0 ? 0 : child(g, 0, (uint32_t)ni, 3);
+	}
+	return 0;
+}
+
+static void add_sample(struct flamegraph *g, uint32_t group, const struct gw_sample *s)
 {
 	const struct gw_stack *st = s->stack;
-	uint32_t node = 0, depth = 0;
+	uint32_t node = group, depth = 0;
 	char buf[160];
 
 	g->nodes[0].total += s->count;
+	if (group)
+		g->nodes[group].total += s->count;
 	/* Root first: the stack is leaf first, and a location's lines innermost first. */
 	for (uint32_t i = st->n_locations; i-- > 0 && depth < FG_MAX_DEPTH;) {
 		const struct gw_location *l = st->locations[i];
@@ -474,7 +497,12 @@ static int fg_consume(struct gw_component *c, struct gw_profiles *p)
 	struct out o = { 0 };
 	int r;
 
-	gw_profiles_foreach_resource(p, res) gw_resource_foreach_sample(res, s) add_sample(g, s);
+	gw_profiles_foreach_resource(p, res)
+	{
+		uint32_t group = group_node(g, res);
+
+		gw_resource_foreach_sample(res, s) add_sample(g, group, s);
+	}
 	gw_profiles__unref(p);
 	r = render(g, &o);
 	if (r == 0)
