@@ -32,6 +32,11 @@ struct admission {
 	gw_admission_fn fn;
 };
 
+struct shedder {
+	struct gw_component *c;
+	gw_shed_fn fn;
+};
+
 struct gw_runtime {
 	uv_loop_t *loop;
 	struct rt_comp *comps;
@@ -48,6 +53,8 @@ struct gw_runtime {
 	void *sym_ud;
 	struct collector *collectors;
 	size_t n_collectors;
+	struct shedder *shedders;
+	size_t n_shedders;
 	struct gw_telemetry *telemetry;
 	bool started, shutting_down, finished;
 	int max_layer, layer;
@@ -501,6 +508,51 @@ void gw_component_exported(struct gw_component *c, uint64_t samples)
 		gw_accounting__add(c->runtime->acct, c->id, GW_COUNT_EXPORTED, NULL, samples);
 }
 
+/* ---- shedding queued data (memory_limiter above its hard limit) ---- */
+
+int gw_runtime__add_shedder(struct gw_runtime *rt, struct gw_component *c, gw_shed_fn fn)
+{
+	struct shedder *n = realloc(rt->shedders, (rt->n_shedders + 1) * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	rt->shedders = n;
+	rt->shedders[rt->n_shedders++] = (struct shedder){ c, fn };
+	return 0;
+}
+
+void gw_runtime__remove_shedder(struct gw_runtime *rt, struct gw_component *c)
+{
+	for (size_t i = 0; i < rt->n_shedders; i++) {
+		if (rt->shedders[i].c == c) {
+			memmove(&rt->shedders[i], &rt->shedders[i + 1],
+				(rt->n_shedders - i - 1) * sizeof(rt->shedders[0]));
+			rt->n_shedders--;
+			return;
+		}
+	}
+}
+
+uint64_t gw_runtime__shed(struct gw_runtime *rt, uint64_t bytes, const char *reason)
+{
+	uint64_t freed = 0;
+	bool progress = true;
+
+	/* One oldest item per component per round, so several exporters give up their queues alike. */
+	while (freed < bytes && progress) {
+		progress = false;
+		for (size_t i = 0; i < rt->n_shedders && freed < bytes; i++) {
+			uint64_t n = rt->shedders[i].fn(rt->shedders[i].c, reason);
+
+			if (n) {
+				freed += n;
+				progress = true;
+			}
+		}
+	}
+	return freed;
+}
+
 /* ---- admission, symbol tables ---- */
 
 int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_admission_fn fn)
@@ -684,6 +736,7 @@ void gw_runtime_free(struct gw_runtime *rt)
 	gw_accounting_free(rt->acct);
 	free(rt->collectors);
 	free(rt->admission);
+	free(rt->shedders);
 	free(rt->comps);
 	free(rt->metrics_address);
 	if (rt->timer_init) {

@@ -137,6 +137,20 @@ int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_
 int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms);
 
 /*
+ * Shedding (the memory_limiter calls gw_runtime__shed() above its hard
+ * limit): components holding queued data in memory (the exporters' sending
+ * queues) register a function that drops their oldest queued item, accounts
+ * its samples as dropped with reason, and returns the bytes it freed (0:
+ * nothing to shed). shed() takes one item from each component in turn until
+ * bytes are freed or nobody has anything left; it returns the bytes freed.
+ * Loop thread only.
+ */
+typedef uint64_t (*gw_shed_fn)(struct gw_component *c, const char *reason);
+int gw_runtime__add_shedder(struct gw_runtime *rt, struct gw_component *c, gw_shed_fn fn);
+void gw_runtime__remove_shedder(struct gw_runtime *rt, struct gw_component *c);
+uint64_t gw_runtime__shed(struct gw_runtime *rt, uint64_t bytes, const char *reason);
+
+/*
  * Symbol uploads: the symbolize processor registers a handler; receivers
  * hand it every table an agent uploads (ownership passes; without a handler
  * the table is freed). Loop thread.

@@ -3,9 +3,11 @@
  * What otlp_http and otlp_grpc share (after the Collector's exporterhelper):
  * the config (endpoint, TLS, headers, compression, timeout, retry_on_failure,
  * sending_queue), OTLP encoding on the libuv thread pool, the bytes-bounded
- * sending queue (memory or disk), num_consumers senders with backoff, 413
- * splitting, and the accounting of every sample: exported, or dropped with a
- * reason. The transports differ only in how a request is framed and how a
+ * sending queue (memory or disk), num_consumers senders with backoff,
+ * splitting of requests the backend finds too large (HTTP 413, gRPC
+ * RESOURCE_EXHAUSTED "larger than max"), shedding the oldest queued requests
+ * for the memory_limiter (gw_runtime__shed), and the accounting of every
+ * sample: exported, or dropped with a reason. The transports differ only in how a request is framed and how a
  * response is judged (struct gw_export_transport).
  */
 #ifndef SR_GW_EXPORTHELPER_H
@@ -116,6 +118,9 @@ int gw_exporter_start(struct gw_component *c);
 int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p);
 void gw_exporter_shutdown(struct gw_component *c, void (*done)(struct gw_component *c));
 void gw_exporter_destroy(struct gw_component *c);
+
+/* Requests in the sending queue, waiting and in flight (for tests and benches). Loop thread. */
+size_t gw_exporter_queued_requests(struct gw_component *c);
 
 /* Decodes an ExportProfilesServiceResponse; 0 with the partial success (0/"" when none), or -EINVAL. */
 int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected, char *ret_msg, size_t msg_size);

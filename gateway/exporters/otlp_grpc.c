@@ -77,6 +77,26 @@ static int grpc_frame(const struct gw_export_request *req, uint8_t **ret, size_t
 	return 0;
 }
 
+#define GRPC_RESOURCE_EXHAUSTED 8
+
+/*
+ * RESOURCE_EXHAUSTED means either "over quota" (transient: retried) or "the
+ * message is larger than the server accepts" (split). Servers say which only
+ * in grpc-message: grpc-go "grpc: received message larger than max (N vs. M)"
+ * and "... after decompression larger than max", grpc-java/C++ "... message
+ * too large", "Received message larger than max". The match is
+ * case-insensitive on those phrases.
+ */
+static bool grpc_too_large(const char *msg)
+{
+	static const char *const phrases[] = { "larger than max", "too large", "message_too_large", NULL };
+
+	for (size_t i = 0; msg && phrases[i]; i++)
+		if (strcasestr(msg, phrases[i]))
+			return true;
+	return false;
+}
+
 static enum gw_export_outcome grpc_classify(const struct gw_export_config *cfg, const struct gw_http_response *r,
 					    int64_t *ret_rejected, char *ret_msg, size_t msg_size)
 {
@@ -101,6 +121,11 @@ static enum gw_export_outcome grpc_classify(const struct gw_export_config *cfg, 
 		return GW_EXPORT_RETRY;
 	}
 	o = gw_retry_classify_grpc((int)code);
+	if (code == GRPC_RESOURCE_EXHAUSTED && grpc_too_large(r->grpc_message)) {
+		/* A message size limit, not a quota: resending the same bytes cannot work; halve it (as on 413). */
+		snprintf(ret_msg, msg_size, "grpc-status 8 (message too large): %s", r->grpc_message);
+		return GW_EXPORT_SPLIT;
+	}
 	if (o == GW_EXPORT_OK) {
 		const uint8_t *b = (const uint8_t *)r->body;
 

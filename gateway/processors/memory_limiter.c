@@ -7,8 +7,12 @@
  *   with "retry later" (agents back off and keep their data), until the RSS
  *   is back under it. Data already inside the pipeline flows on.
  *   hard limit = limit. Above it, batches reaching this processor are
- *   dropped (counted, reason memory_limit) and freed memory is returned to
- *   the system, so the process stays near the limit under any load.
+ *   dropped (counted, reason memory_limit), the exporters' memory queues
+ *   shed their oldest requests (gw_runtime__shed, counted with the same
+ *   reason) until what they freed covers the excess, and freed memory is
+ *   returned to the system, so the process stays near the limit under any
+ *   load. Each check sheds at most rss - limit (+1) bytes; the next check
+ *   measures again.
  *
  * The limit is limit_mib, or limit_percentage of the cgroup's limit (in a
  * container) or of the host's memory; likewise the spike limit.
@@ -93,6 +97,8 @@ static int memlim_validate(const void *config, const char *path, struct sr_diag 
 }
 
 /* ---- measuring ---- */
+
+int64_t (*gw_mem_rss_reader)(void) = gw_mem_rss_bytes;
 
 int64_t gw_mem_rss_bytes(void)
 {
@@ -232,6 +238,7 @@ struct memlim {
 	int64_t rss;
 	enum memlim_state state;
 	uint64_t refusals, drops;
+	uint64_t shed_bytes;
 };
 
 static const char *state_name(enum memlim_state s)
@@ -241,16 +248,30 @@ static const char *state_name(enum memlim_state s)
 
 static void measure(struct memlim *m)
 {
-	int64_t rss = gw_mem_rss_bytes();
+	int64_t rss = gw_mem_rss_reader();
 	enum memlim_state s;
+	uint64_t freed = 0;
 
 	if (rss < 0)
 		return; /* keep the last state: better than guessing */
 	m->rss = rss;
 	s = (uint64_t)rss >= m->limit ? MEM_HARD : (uint64_t)rss >= m->soft ? MEM_SOFT : MEM_OK;
-	if (s == MEM_HARD)
+	if (s == MEM_HARD) {
+		/*
+		 * The oldest queued requests go first (they are the stalest data
+		 * and the first the backend would have refused); enough of them to
+		 * bring the RSS under the limit if the freed bytes leave the process.
+		 */
+		freed = gw_runtime__shed(m->c->runtime, (uint64_t)rss - m->limit + 1, "memory_limit");
+		if (freed) {
+			m->shed_bytes += freed;
+			sr_log_warn(m->c->id, "memory above the hard limit: dropped the oldest queued requests",
+				    "rss_bytes=%" PRId64 " limit_bytes=%" PRIu64 " freed_bytes=%" PRIu64, rss, m->limit,
+				    freed);
+		}
 		/* Give freed batches back to the system so RSS can fall. */
 		malloc_trim(0);
+	}
 	if (s != m->state) {
 		if (s > m->state)
 			sr_log_warn(m->c->id,
@@ -312,6 +333,9 @@ static void memlim_metrics(struct gw_metrics_writer *w, void *userdata)
 			"Receiver requests refused because memory was above the soft limit.", l, (double)m->refusals);
 	gw_metrics__add(w, "stackrelay_gateway_memory_limiter_dropped_batches_total", GW_METRIC_COUNTER,
 			"Batches dropped because memory was above the hard limit.", l, (double)m->drops);
+	gw_metrics__add(w, "stackrelay_gateway_memory_limiter_shed_bytes_total", GW_METRIC_COUNTER,
+			"Bytes of queued requests the exporters dropped (oldest first) above the hard limit.", l,
+			(double)m->shed_bytes);
 }
 
 static int memlim_create(struct gw_component *c)
@@ -400,7 +424,8 @@ const struct gw_component_type gw_processor_memory_limiter = {
 	.name = "memory_limiter",
 	.kind = GW_PROCESSOR,
 	.doc = "Keeps the gateway's RSS under limit_mib (or limit_percentage of the cgroup/host memory): above "
-	       "limit - spike receivers answer 'retry later'; above the limit batches are dropped, counted.",
+	       "limit - spike receivers answer 'retry later'; above the limit batches are dropped and the exporters' "
+	       "queues shed their oldest requests, counted.",
 	.config_fields = memlim_fields,
 	.config_size = sizeof(struct memlim_config),
 	.validate = memlim_validate,

@@ -10,6 +10,8 @@
 
 /* Resident set size of this process in bytes (/proc/self/statm), or -errno. */
 int64_t gw_mem_rss_bytes(void);
+/* What the processor measures: gw_mem_rss_bytes; tests point it at a fake reading. */
+extern int64_t (*gw_mem_rss_reader)(void);
 
 /*
  * The memory this process may use, in bytes: the cgroup limit when there is

@@ -9,8 +9,13 @@
 // decodes, validates and counts it), and maps the answer to grpc-status
 // (200 -> 0 OK, 400 -> 3 INVALID_ARGUMENT, else 14 UNAVAILABLE), in
 // trailers. --script gives grpc-status codes to answer first ("14,8,0").
+// --max-message-bytes N answers RESOURCE_EXHAUSTED (8) to messages over N
+// bytes, on the wire or after decompression, with grpc-go's wording
+// ("grpc: received message larger than max (X vs. N)"), as a gRPC server
+// with a smaller max receive size does.
 //
 // Usage: export-grpc-front.js --port-file FILE --backend http://127.0.0.1:PORT [--script 14,14]
+//        [--max-message-bytes N]
 'use strict';
 const http2 = require('http2');
 const http = require('http');
@@ -58,10 +63,17 @@ server.on('stream', (stream, headers) => {
     if (script.length) return reply(script.shift(), 'scripted');
     const buf = Buffer.concat(chunks);
     if (buf.length < 5) return reply(3, 'short message');
+    const max = args['max-message-bytes'] ? Number(args['max-message-bytes']) : Infinity;
     let msg = buf.subarray(5, 5 + buf.readUInt32BE(1));
+    if (msg.length > max) {
+      return reply(8, `grpc: received message larger than max (${msg.length} vs. ${max})`);
+    }
     if (buf[0] === 1) {
       if (headers['grpc-encoding'] !== 'gzip') return reply(3, 'compressed without grpc-encoding');
       msg = zlib.gunzipSync(msg);
+      if (msg.length > max) {
+        return reply(8, `grpc: received message after decompression larger than max (${msg.length} vs. ${max})`);
+      }
     }
     forward(msg, (status, body) => {
       if (status === 200) reply(0, '', body.length ? body : Buffer.alloc(0));

@@ -37,6 +37,7 @@
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
+#include "exporters/exporthelper.h"
 #include "log.h"
 #include "processors/memory_limiter.h"
 #include "test-export-util.h"
@@ -170,6 +171,7 @@ struct source {
 	unsigned next, n_batches, n_resources, n_samples, first_tag;
 	uint64_t emitted;
 	unsigned refused; /* admission said "retry later" */
+	bool ignore_admission; /* a misbehaving sender: pushes even when told to retry later */
 };
 
 static struct source *the_source;
@@ -185,7 +187,7 @@ static void source_tick(uv_timer_t *t)
 	if (s->next >= s->n_batches)
 		return;
 	/* Like an agent: ask admission first, back off when refused. */
-	if (gw_runtime__admit(c->runtime, &retry_ms) < 0) {
+	if (gw_runtime__admit(c->runtime, &retry_ms) < 0 && !s->ignore_admission) {
 		s->refused++;
 		uv_timer_start(&s->timer, source_tick, 20, 0);
 		return;
@@ -251,7 +253,12 @@ struct run {
 	struct gw_accounting *acct;
 	/* results */
 	uint64_t exported, dropped, received;
+	uint64_t final_exported, final_dropped; /* after shutdown: everything accounted for */
 };
+
+/* Called at each check of a run when set (tests that act mid-run); the exporter under test. */
+static void (*check_hook)(struct run *r);
+static struct gw_component *cur_exporter;
 
 static void on_done(struct gw_runtime *rt, bool timed_out, void *userdata)
 {
@@ -275,6 +282,8 @@ static void on_check(uv_timer_t *t)
 
 	if (rss > peak_rss)
 		peak_rss = rss;
+	if (check_hook && !r->shutting_down)
+		check_hook(r);
 
 	if (!r->shutting_down && the_source->next >= the_source->n_batches && ex + dr >= want) {
 		r->shutting_down = true;
@@ -303,7 +312,7 @@ static void on_deadline(uv_timer_t *t)
 
 static uint64_t last_drops[8];
 static const char *const drop_reasons[] = { "rejected_400", "too_large", "retries_exhausted", "queue_full", "shutdown",
-					    "rejected",	    NULL };
+					    "rejected",	    "memory_limit", NULL };
 
 /*
  * Runs source → otlp_http (config yaml) until exported + dropped reaches
@@ -348,6 +357,7 @@ static void run_pipeline(const char *yaml, struct source *src, uint64_t expect, 
 		fail_msg("bad test config");
 	}
 	the_source = src;
+	cur_exporter = &exp;
 	memset(r, 0, sizeof(*r));
 	assert_int_equal(uv_loop_init(&r->loop), 0);
 	r->rt = gw_runtime_new(&(struct gw_runtime_config){ .loop = &r->loop,
@@ -366,6 +376,11 @@ static void run_pipeline(const char *yaml, struct source *src, uint64_t expect, 
 	rc = gw_runtime__start(r->rt);
 	assert_int_equal(rc, 0);
 	uv_run(&r->loop, UV_RUN_DEFAULT);
+	r->final_exported = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_EXPORTED,
+					       NULL);
+	r->final_dropped = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_DROPPED,
+					      NULL) +
+			   gw_accounting__get(gw_runtime__accounting(r->rt), "memory_limiter", GW_COUNT_DROPPED, NULL);
 	for (size_t i = 0; drop_reasons[i]; i++)
 		last_drops[i] = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_DROPPED,
 						   drop_reasons[i]);
@@ -710,73 +725,103 @@ static void test_block_on_overflow_refuses(void **state)
 }
 
 /*
- * Flood: the source offers far more than a slow backend takes (each request
- * answered after 300 ms). The memory_limiter (limit = RSS at start + 8 MiB)
- * makes the source back off ("retry later", counted) and the RSS stays under
- * the limit plus the documented in-flight overhead; whatever was accepted is
- * delivered or dropped with a reason, never lost silently.
+ * Floods source → memory_limiter → otlp_http (1 GiB memory queue, so only the
+ * limiter bounds memory) against the fake Pyroscope answering every request
+ * `slow` seconds late; limit = RSS at start + headroom_mib. Returns the limit;
+ * the run's counts are in *r, the peak RSS in peak_rss.
  */
-static void test_memory_limiter_flood(void **state)
+static int64_t flood(struct source *src, unsigned headroom_mib, unsigned spike_mib, const char *slow,
+		     uint32_t deadline_ms, struct run *r)
 {
-	char script[8192] = "--script", yaml[256], lyaml[128];
+	char script[8192], yaml[256], lyaml[128];
 	const char *args[4] = { "--script", NULL, NULL, NULL };
 	struct fake f;
-	struct source src = { .n_batches = 400, .n_resources = 8, .n_samples = 400, .first_tag = 160 };
-	struct run r;
-	int64_t start_rss = gw_mem_rss_bytes(), limit;
+	int64_t limit = gw_mem_rss_bytes() + ((int64_t)headroom_mib << 20);
 	size_t o = 0;
 
 	for (int i = 0; i < 600; i++)
-		o += (size_t)snprintf(script + o, sizeof(script) - o, "%sslow:0.3", i ? "," : "");
+		o += (size_t)snprintf(script + o, sizeof(script) - o, "%sslow:%s", i ? "," : "", slow);
 	args[1] = script;
 	fake_start(&f, args);
-	limit = start_rss + (8 << 20);
-	snprintf(lyaml, sizeof(lyaml), "limit_mib: %lld\nspike_limit_mib: 4\ncheck_interval: 20ms\n",
-		 (long long)(limit >> 20));
+	snprintf(lyaml, sizeof(lyaml), "limit_mib: %lld\nspike_limit_mib: %u\ncheck_interval: 20ms\n",
+		 (long long)(limit >> 20), spike_mib);
 	snprintf(yaml, sizeof(yaml),
 		 "endpoint: http://127.0.0.1:%d\ncompression: none\nprocess_attributes: sample\n"
 		 "sending_queue: {queue_size_mib: 1024, num_consumers: 2}\n",
 		 f.port);
 	limiter_yaml = lyaml;
 	peak_rss = 0;
-	run_pipeline(yaml, &src, 0, 8000, &r);
+	run_pipeline(yaml, src, 0, deadline_ms, r);
 	limiter_yaml = NULL;
-	print_message("flood: start_rss=%lld MiB limit=%lld MiB peak_rss=%lld MiB refused=%u accepted_batches=%u "
-		      "exported=%llu dropped=%llu\n",
-		      (long long)(start_rss >> 20), (long long)(limit >> 20), (long long)(peak_rss >> 20), src.refused,
-		      src.next, (unsigned long long)r.exported, (unsigned long long)r.dropped);
+	fake_stop(&f);
+	return limit;
+}
+
+/*
+ * Flood: the source offers far more than a slow backend takes. The
+ * memory_limiter (limit = RSS at start + 8 MiB) makes the source back off
+ * ("retry later", counted) and the RSS stays under the limit plus the
+ * documented in-flight overhead; whatever was accepted is delivered or
+ * dropped with a reason, never lost silently.
+ */
+static void test_memory_limiter_flood(void **state)
+{
+	struct source src = { .n_batches = 400, .n_resources = 8, .n_samples = 400, .first_tag = 160 };
+	struct run r;
+	int64_t limit = flood(&src, 8, 4, "0.3", 8000, &r);
+
+	print_message("flood: limit=%lld MiB peak_rss=%lld MiB refused=%u accepted_batches=%u exported=%llu "
+		      "dropped=%llu\n",
+		      (long long)(limit >> 20), (long long)(peak_rss >> 20), src.refused, src.next,
+		      (unsigned long long)r.exported, (unsigned long long)r.dropped);
 	assert_true(src.refused > 0);
 	assert_true(r.exported > 0);
 	/* Bounded: the limit plus what can be in flight past the soft limit before a check (documented). */
 	assert_true(peak_rss < limit + (32 << 20));
-	fake_stop(&f);
 }
 
-/* otlp_grpc through a gRPC front (Node's http2) that forwards to the fake Pyroscope. */
-static void test_grpc(void **state)
+/*
+ * Flood past admission: the source ignores "retry later" (as many agents'
+ * requests already in flight do), so memory reaches the hard limit; there
+ * the limiter drops incoming batches and the queue sheds its oldest
+ * requests (both counted as memory_limit). The peak RSS over the limit is
+ * the overhead documented in docs/processors.md.
+ */
+static void test_memory_limiter_flood_past_admission(void **state)
 {
-	static const char *const args[] = { NULL };
-	const char *fixtures = getenv("SR_TEST_FIXTURES");
-	char front[1024], backend[64], port_file[128], yaml[512];
-	struct fake f;
-	struct source src = { .n_batches = 4, .n_resources = 2, .n_samples = 30, .first_tag = 140 };
+	struct source src = {
+		.n_batches = 150, .n_resources = 8, .n_samples = 400, .first_tag = 180, .ignore_admission = true
+	};
 	struct run r;
-	struct json_object *st;
-	pid_t pid;
-	int port = 0, status;
+	int64_t limit = flood(&src, 4, 2, "0.1", 6000, &r);
 
-	if (system("node --version >/dev/null 2>&1") != 0)
-		skip();
-	fake_start(&f, args);
+	print_message("flood past admission: limit=%lld KiB peak_rss=%lld KiB (%+lld KiB over the limit) "
+		      "emitted=%llu exported=%llu shed_from_queue=%llu dropped_in_all=%llu\n",
+		      (long long)(limit >> 10), (long long)(peak_rss >> 10), (long long)((peak_rss - limit) / 1024),
+		      (unsigned long long)src.emitted, (unsigned long long)r.final_exported,
+		      (unsigned long long)dropped_reason(&r, "memory_limit"), (unsigned long long)r.final_dropped);
+	assert_true(r.final_exported > 0);
+	assert_true(dropped_reason(&r, "memory_limit") > 0);
+	/* Nothing lost silently: every emitted sample exported or dropped with a reason (shutdown included). */
+	assert_int_equal(r.final_exported + r.final_dropped, src.emitted);
+	assert_true(peak_rss < limit + (32 << 20));
+}
+
+/* Starts the gRPC front (Node's http2) before the fake f with its options (opt, value); returns its port. */
+static int grpc_front_start(const struct fake *f, const char *opt, const char *value, pid_t *ret_pid)
+{
+	const char *fixtures = getenv("SR_TEST_FIXTURES");
+	char front[1024], backend[64], port_file[128];
+	pid_t pid;
+	int port = 0;
+
 	snprintf(front, sizeof(front), "%s/../integration/export-grpc-front.js", fixtures);
-	snprintf(backend, sizeof(backend), "http://127.0.0.1:%d", f.port);
-	snprintf(port_file, sizeof(port_file), "%s/grpc-port", f.dir);
+	snprintf(backend, sizeof(backend), "http://127.0.0.1:%d", f->port);
+	snprintf(port_file, sizeof(port_file), "%s/grpc-port", f->dir);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		/* Two UNAVAILABLE first: the retry path over gRPC. */
-		execlp("node", "node", front, "--port-file", port_file, "--backend", backend, "--script", "14,14",
-		       (char *)NULL);
+		execlp("node", "node", front, "--port-file", port_file, "--backend", backend, opt, value, (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 200 && !port; i++) {
@@ -791,19 +836,169 @@ static void test_grpc(void **state)
 			usleep(50000);
 	}
 	assert_true(port > 0);
+	*ret_pid = pid;
+	return port;
+}
+
+/*
+ * Runs src → otlp_grpc (extra config lines after the endpoint) through the
+ * gRPC front started with (opt, value) before the fake Pyroscope *f, which
+ * is started here (stop it after reading its stats). Skips without node.
+ */
+static void run_grpc(struct fake *f, const char *opt, const char *value, const char *extra, struct source *src,
+		     struct run *r)
+{
+	static const char *const args[] = { NULL };
+	char yaml[512];
+	pid_t pid;
+	int port, status;
+
+	if (system("node --version >/dev/null 2>&1") != 0)
+		skip();
+	fake_start(f, args);
+	port = grpc_front_start(f, opt, value, &pid);
 	snprintf(yaml, sizeof(yaml),
 		 "endpoint: http://127.0.0.1:%d\n"
-		 "retry_on_failure: {initial_interval: 20ms, max_interval: 100ms}\n",
-		 port);
+		 "retry_on_failure: {initial_interval: 20ms, max_interval: 100ms}\n%s",
+		 port, extra);
 	exporter_type = &gw_exporter_otlp_grpc;
-	run_pipeline(yaml, &src, 0, TEST_DEADLINE_MS, &r);
+	run_pipeline(yaml, src, 0, TEST_DEADLINE_MS, r);
 	exporter_type = &gw_exporter_otlp_http;
 	kill(pid, SIGTERM);
 	waitpid(pid, &status, 0);
+}
+
+/* otlp_grpc through a gRPC front (Node's http2) that forwards to the fake Pyroscope. */
+static void test_grpc(void **state)
+{
+	struct fake f;
+	struct source src = { .n_batches = 4, .n_resources = 2, .n_samples = 30, .first_tag = 140 };
+	struct run r;
+	struct json_object *st;
+
+	/* Two UNAVAILABLE first: the retry path over gRPC. */
+	run_grpc(&f, "--script", "14,14", "", &src, &r);
 	assert_int_equal(r.exported, src.emitted);
 	assert_int_equal(r.dropped, 0);
 	st = fake_stats(&f);
 	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+/*
+ * otlp_grpc against a server whose max receive size is 2000 bytes: it answers
+ * RESOURCE_EXHAUSTED "grpc: received message larger than max"; the exporter
+ * splits like on 413 until the parts fit. Everything is delivered once or
+ * counted as too_large.
+ */
+static void test_grpc_split_on_resource_exhausted(void **state)
+{
+	struct fake f;
+	struct source src = { .n_batches = 2, .n_resources = 4, .n_samples = 60, .first_tag = 150 };
+	struct run r;
+	struct json_object *st;
+
+	run_grpc(&f, "--max-message-bytes", "2000", "compression: none\nprocess_attributes: sample\n", &src, &r);
+	assert_int_equal(r.exported + r.dropped, src.emitted);
+	assert_int_equal(r.dropped, dropped_reason(&r, "too_large"));
+	/* Split, not retried until given up: most of it arrives, in more requests than batches. */
+	assert_true(r.exported > src.emitted / 2);
+	assert_int_equal(dropped_reason(&r, "retries_exhausted"), 0);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)r.exported);
+	assert_true(jint(st, "accepted_requests") > (int64_t)src.n_batches);
+	json_object_put(st);
+	fake_stop(&f);
+}
+
+/* ---- memory_limiter sheds the oldest queued requests ---- */
+
+#define SHED_LIMIT_MIB 65536
+/* Readings above the limit still to give; then a reading well under it. */
+static int shed_high_reads;
+
+static int64_t fake_rss(void)
+{
+	if (shed_high_reads > 0) {
+		shed_high_reads--;
+		return ((int64_t)SHED_LIMIT_MIB << 20) + 1;
+	}
+	return 64 << 20;
+}
+
+static bool shed_armed;
+
+static void shed_hook(struct run *r)
+{
+	/* Once every batch is queued (the first in flight, held by a slow backend): two readings over the limit. */
+	if (!shed_armed && the_source->next >= the_source->n_batches &&
+	    gw_exporter_queued_requests(cur_exporter) == the_source->n_batches) {
+		shed_armed = true;
+		shed_high_reads = 2;
+	}
+}
+
+/*
+ * Six batches queued behind a request the backend answers after 2 s; the
+ * limiter then reads an RSS just over its hard limit twice. Each check sheds
+ * just enough (rss - limit + 1 byte: one request) of the oldest waiting
+ * requests: batches 2 and 3 are dropped, counted as memory_limit; batch 1
+ * (in flight) and 4-6 are delivered.
+ */
+static void test_memory_limiter_sheds_oldest(void **state)
+{
+	static const char *const args[] = { "--script", "slow:2", NULL };
+	enum { FIRST_TAG = 170, N = 6 };
+	struct fake f;
+	struct source src = { .n_batches = N, .n_resources = 1, .n_samples = 10, .first_tag = FIRST_TAG };
+	struct run r;
+	struct json_object *st, *keys;
+	uint64_t totals[N], shed_expect;
+	char lyaml[128];
+
+	{
+		struct gw_stores *s = gw_stores_new(NULL);
+
+		for (unsigned i = 0; i < N; i++)
+			gw_profiles__unref(xt_batch(s, FIRST_TAG + i, 1, 10, &totals[i]));
+		gw_stores_free(s);
+	}
+	shed_expect = totals[1] + totals[2];
+	fake_start(&f, args);
+	snprintf(lyaml, sizeof(lyaml), "limit_mib: %d\nspike_limit_mib: 1\ncheck_interval: 10ms\n", SHED_LIMIT_MIB);
+	limiter_yaml = lyaml;
+	gw_mem_rss_reader = fake_rss;
+	check_hook = shed_hook;
+	shed_armed = false;
+	shed_high_reads = 0;
+	run_pipeline(config(&f, "compression: none\nsending_queue: {num_consumers: 1}\n"), &src, 0, TEST_DEADLINE_MS,
+		     &r);
+	check_hook = NULL;
+	gw_mem_rss_reader = gw_mem_rss_bytes;
+	limiter_yaml = NULL;
+	assert_true(shed_armed);
+	assert_int_equal(shed_high_reads, 0);
+	assert_int_equal(r.dropped, shed_expect);
+	assert_int_equal(dropped_reason(&r, "memory_limit"), shed_expect);
+	assert_int_equal(r.exported, src.emitted - shed_expect);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)r.exported);
+	/* Which ones: the oldest waiting (tags FIRST_TAG+1, +2) are gone, the others arrived. */
+	assert_true(json_object_object_get_ex(st, "by_key", &keys));
+	for (unsigned i = 0; i < N; i++) {
+		char svc[32];
+		bool seen = false;
+
+		snprintf(svc, sizeof(svc), "svc-%u-", FIRST_TAG + i);
+		json_object_object_foreach(keys, k, v)
+		{
+			(void)v;
+			if (strncmp(k, svc, strlen(svc)) == 0)
+				seen = true;
+		}
+		assert_int_equal(seen, i != 1 && i != 2);
+	}
 	json_object_put(st);
 	fake_stop(&f);
 }
@@ -823,7 +1018,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_block_on_overflow_refuses),
 		cmocka_unit_test(test_persistent_queue_survives_kill9),
 		cmocka_unit_test(test_grpc),
+		cmocka_unit_test(test_grpc_split_on_resource_exhausted),
+		cmocka_unit_test(test_memory_limiter_sheds_oldest),
 		cmocka_unit_test(test_memory_limiter_flood),
+		cmocka_unit_test(test_memory_limiter_flood_past_admission),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
