@@ -35,19 +35,8 @@ require("fs").writeFileSync(process.argv[2], L.encodePushRequest({ samples: w.st
 require("fs").writeFileSync(process.argv[3], L.encodePushRequest({ stacks: w.stacks, executables: w.exes }));
 ' "$src/tests/integration/gw-lib.js" "$dir/samples.bin" "$dir/defs.bin"
 
-# The exporter's backend: answers 200 to every POST.
-python3 - "$dir/sink.port" <<'PY' &
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        self.send_response(200); self.send_header("content-length", "0"); self.end_headers()
-    def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-open(sys.argv[1], "w").write(str(s.server_address[1]))
-s.serve_forever()
-PY
+# The exporter's backend: answers 200 to every POST (shared with bench/gateway-throughput).
+python3 "$src/bench/gateway-throughput/sink.py" "$dir/sink.port" --max-seconds 3600 &
 sink_pid=$!
 for _ in $(seq 50); do [ -s "$dir/sink.port" ] && break; sleep 0.1; done
 cat >"$dir/gw.yaml" <<YAML

@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
+//
+// Replays recorded agent traffic (varint-delimited stackrelay.v1.PushRequest,
+// as `stackrelay-agent --output FILE` writes it) to a gateway's agent receiver
+// over h2c, as many agents would, with Node's built-in http2 only.
+//
+// Every agent has its own connection and agent.instance_id and counts its
+// own sequence, so the gateway's de-duplication never mistakes a replay for a
+// resend. An agent first sends the recording's definitions (stacks,
+// executables, kernels: what a real agent sends once), then, until the time is
+// up, one request per recorded window with that window's samples only (the
+// steady state of an agent), gzip-compressed like the agent's default
+// `gateway.compression: gzip`, `--inflight` requests at once per connection.
+//
+// Usage: replay.js --recording FILE --url http://HOST:PORT [--agents 16] [--seconds 10] [--inflight 4]
+// Prints one JSON line: requests by status, sample records and CPU samples
+// (sum of Sample.count) accepted, body bytes on the wire (gzip) and before
+// compression.
+'use strict';
+const http2 = require('http2');
+const zlib = require('zlib');
+const fs = require('fs');
+const crypto = require('crypto');
+
+const args = { agents: '16', seconds: '10', inflight: '4' };
+for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
+if (!args.recording || !args.url) {
+  console.error('usage: replay.js --recording FILE --url http://HOST:PORT [--agents N] [--seconds S] [--inflight N]');
+  process.exit(2);
+}
+
+function varint(b, i) {
+  let v = 0, m = 1;
+  for (;;) {
+    const c = b[i++];
+    v += (c & 0x7f) * m;
+    m *= 128;
+    if (c < 0x80) return [v, i];
+  }
+}
+function putVarint(v) {
+  const out = [];
+  do {
+    let c = v % 128;
+    v = Math.floor(v / 128);
+    if (v) c |= 0x80;
+    out.push(c);
+  } while (v);
+  return Buffer.from(out);
+}
+// Top-level fields of a message: [{ f, raw (key + value bytes), val (varint) or body (bytes) }].
+function fields(m) {
+  const out = [];
+  let j = 0;
+  while (j < m.length) {
+    const start = j;
+    let key, v, body;
+    [key, j] = varint(m, j);
+    const f = Math.floor(key / 8), w = key & 7;
+    if (w === 0) [v, j] = varint(m, j);
+    else if (w === 1) j += 8;
+    else if (w === 5) j += 4;
+    else if (w === 2) {
+      let l;
+      [l, j] = varint(m, j);
+      body = m.subarray(j, j + l);
+      j += l;
+    } else throw new Error('bad wire type ' + w);
+    out.push({ f, raw: m.subarray(start, j), val: v, body });
+  }
+  return out;
+}
+
+// ---- the recording ----
+const rec = fs.readFileSync(args.recording);
+const windows = []; // per recorded request: its Sample fields, records and CPU samples
+const defs = [];
+let protocolVersion = 1, freq = 0;
+for (let i = 0; i < rec.length;) {
+  let l;
+  [l, i] = varint(rec, i);
+  const req = rec.subarray(i, i + l);
+  i += l;
+  const w = { parts: [], records: 0, samples: 0 };
+  for (const x of fields(req)) {
+    if (x.f === 1) protocolVersion = x.val;
+    else if (x.f === 4) freq = x.val;
+    else if (x.f === 5) {
+      w.parts.push(x.raw);
+      w.records++;
+      const c = fields(x.body).find((y) => y.f === 8);
+      w.samples += c ? c.val : 1;
+    } else if (x.f === 6 || x.f === 7 || x.f === 8) defs.push(x.raw);
+  }
+  if (w.records) windows.push({ parts: Buffer.concat(w.parts), records: w.records, samples: w.samples });
+}
+if (!windows.length) {
+  console.error('replay.js: no samples in ' + args.recording);
+  process.exit(1);
+}
+const defsBuf = Buffer.concat(defs);
+
+function body(agent, seq, payload) {
+  const info = Buffer.concat([Buffer.from([0x0a, 16]), agent.id,
+    Buffer.from([0x12]), putVarint(agent.host.length), agent.host]);
+  const head = Buffer.concat([Buffer.from([0x08]), putVarint(protocolVersion),
+    Buffer.from([0x12]), putVarint(info.length), info,
+    Buffer.from([0x18]), putVarint(seq),
+    Buffer.from([0x20]), putVarint(freq)]);
+  return Buffer.concat([head, payload]);
+}
+
+// ---- sending ----
+const stats = { requests: 0, statuses: {}, records: 0, samples: 0, wire_bytes: 0, plain_bytes: 0,
+  definition_requests: 0, errors: 0 };
+const n = Number(args.agents), inflight = Number(args.inflight);
+const deadline = Date.now() + Number(args.seconds) * 1000;
+const u = new URL(args.url);
+const path = (u.pathname.replace(/\/$/, '')) + '/stackrelay.v1.Ingest/Push';
+let live = n;
+
+function startAgent(k) {
+  const agent = { id: crypto.randomBytes(16), host: Buffer.from('replay-' + k), seq: 0, next: k % windows.length,
+    busy: 0, done: false };
+  const s = http2.connect(u.origin);
+  s.on('error', () => { stats.errors++; });
+  const post = (payload, w, isDefs, cb) => {
+    const plain = body(agent, ++agent.seq, payload);
+    const z = zlib.gzipSync(plain, { level: 1 });
+    const r = s.request({ ':method': 'POST', ':path': path, 'content-type': 'application/x-protobuf',
+      'content-encoding': 'gzip' });
+    let status = 0;
+    r.on('response', (h) => { status = h[':status']; });
+    r.on('data', () => {});
+    r.on('end', () => {
+      stats.requests++;
+      stats.statuses[status] = (stats.statuses[status] || 0) + 1;
+      if (status === 200 && w) {
+        stats.records += w.records;
+        stats.samples += w.samples;
+      }
+      if (isDefs) stats.definition_requests++;
+      stats.wire_bytes += z.length;
+      stats.plain_bytes += plain.length;
+      cb();
+    });
+    r.on('error', () => { stats.errors++; cb(); });
+    r.end(z);
+  };
+  const pump = () => {
+    while (agent.busy < inflight && Date.now() < deadline) {
+      const w = windows[agent.next];
+      agent.next = (agent.next + 1) % windows.length;
+      agent.busy++;
+      post(w.parts, w, false, () => { agent.busy--; pump(); });
+    }
+    if (agent.busy === 0 && !agent.done) {
+      agent.done = true;
+      s.close();
+      if (--live === 0) console.log(JSON.stringify(stats));
+    }
+  };
+  // Definitions first (with the first window's samples), as an agent's first push carries them.
+  agent.busy++;
+  post(Buffer.concat([defsBuf, windows[0].parts]), windows[0], true, () => { agent.busy--; pump(); });
+}
+for (let k = 0; k < n; k++) startAgent(k);
+// Bounded, like every bench helper.
+setTimeout(() => { console.error('replay.js: gave up waiting for answers'); process.exit(1); },
+  (Number(args.seconds) + 60) * 1000).unref();
