@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * libcurl multi-socket on libuv, after curl's docs/examples/multi-uv.c: curl
- * tells us which sockets to watch (socket callback) and when to wake it
- * (timer callback); we tell it what happened with curl_multi_socket_action().
+ * HTTP POSTs on libuv: each request is one libcurl easy handle, run by the
+ * libcurl-multi-on-libuv driver (core/curl-uv.c); this file gives requests
+ * their meaning (headers, TLS, HTTP version) and captures the answer.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,19 +12,15 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "curl-uv.h"
 #include "httpclient.h"
+#include "list.h"
 #include "macro.h"
 
-struct http_socket {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	struct gw_http_client *client;
-	struct http_socket *prev, *next; /* watched sockets, for close */
-};
-
 struct http_transfer {
+	struct gw_curl_uv_xfer xfer; /* the driver's handle on this transfer */
 	struct gw_http_client *client;
-	struct http_transfer *prev, *next;
+	struct sr_list_node node; /* in gw_http_client.transfers */
 	CURL *easy;
 	struct curl_slist *headers;
 	gw_http_done_fn done;
@@ -42,60 +37,12 @@ struct http_transfer {
 };
 
 struct gw_http_client {
-	uv_loop_t *loop;
-	CURLM *multi;
-	uv_timer_t timer;
-	struct http_transfer *transfers; /* in flight, a list */
-	struct http_socket *sockets;	 /* watched, a list */
+	struct gw_curl_uv *curl;
+	struct sr_list transfers; /* in flight */
 	size_t in_flight;
-	/* Open libuv handles (the timer, sockets being closed); freed at 0. */
-	unsigned handles;
 	bool closing;
 	bool h2c_no_reuse; /* libcurl < 8.0.0 */
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_result;
-
-static void curl_init_once(void)
-{
-	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static void client_unref(struct gw_http_client *c)
-{
-	if (--c->handles == 0)
-		free(c);
-}
-
-static void handle_closed(uv_handle_t *h)
-{
-	struct gw_http_client *c = h->data;
-	client_unref(c);
-}
-
-static void socket_closed(uv_handle_t *h);
-
-static void socket_unwatch(struct gw_http_client *c, struct http_socket *s)
-{
-	uv_poll_stop(&s->poll);
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		c->sockets = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	uv_close((uv_handle_t *)&s->poll, socket_closed);
-}
-
-static void socket_closed(uv_handle_t *h)
-{
-	struct http_socket *s = SR_CONTAINER_OF((uv_poll_t *)h, struct http_socket, poll);
-	struct gw_http_client *c = s->client;
-
-	free(s);
-	client_unref(c);
-}
 
 static void transfer_free(struct http_transfer *t)
 {
@@ -120,12 +67,7 @@ static void transfer_finish(struct http_transfer *t, CURLcode code, bool aborted
 		.error = "",
 	};
 
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		c->transfers = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
+	sr_list__unlink(&c->transfers, &t->node);
 	c->in_flight--;
 
 	r.elapsed_ns = uv_hrtime() - t->start_ns;
@@ -141,133 +83,39 @@ static void transfer_finish(struct http_transfer *t, CURLcode code, bool aborted
 		r.timed_out = code == CURLE_OPERATION_TIMEDOUT;
 		curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &r.status);
 	}
-	curl_multi_remove_handle(c->multi, t->easy);
+	gw_curl_uv__remove(c->curl, &t->xfer);
 	curl_easy_cleanup(t->easy);
 	t->easy = NULL;
 	t->done(t->userdata, &r);
 	transfer_free(t);
 }
 
-static void check_multi_info(struct gw_http_client *c)
+static void transfer_done(struct gw_curl_uv_xfer *x, CURLcode result)
 {
-	CURLMsg *msg;
-	int pending;
-
-	while ((msg = curl_multi_info_read(c->multi, &pending))) {
-		struct http_transfer *t = NULL;
-
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
-		if (t)
-			transfer_finish(t, msg->data.result, false);
-	}
+	transfer_finish(SR_CONTAINER_OF(x, struct http_transfer, xfer), result, false);
 }
 
-static void on_poll(uv_poll_t *p, int status, int events)
+static void client_closed(void *userdata)
 {
-	struct http_socket *s = SR_CONTAINER_OF(p, struct http_socket, poll);
-	struct gw_http_client *c = s->client;
-	int flags = 0, running;
-
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	curl_multi_socket_action(c->multi, s->fd, flags, &running);
-	check_multi_info(c);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-	struct gw_http_client *c = t->data;
-	int running;
-
-	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_multi_info(c);
-}
-
-static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-	struct gw_http_client *c = userp;
-	struct http_socket *s = socketp;
-	int events = 0;
-
-	if (what == CURL_POLL_REMOVE) {
-		if (s) {
-			curl_multi_assign(c->multi, fd, NULL);
-			socket_unwatch(c, s);
-		}
-		return 0;
-	}
-	if (!s) {
-		s = calloc(1, sizeof(*s));
-		if (!s)
-			return -1;
-		s->fd = fd;
-		s->client = c;
-		if (uv_poll_init_socket(c->loop, &s->poll, fd) < 0) {
-			free(s);
-			return -1;
-		}
-		c->handles++;
-		s->next = c->sockets;
-		if (s->next)
-			s->next->prev = s;
-		c->sockets = s;
-		curl_multi_assign(c->multi, fd, s);
-	}
-	if (what & CURL_POLL_IN)
-		events |= UV_READABLE;
-	if (what & CURL_POLL_OUT)
-		events |= UV_WRITABLE;
-	uv_poll_start(&s->poll, events, on_poll);
-	return 0;
-}
-
-static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct gw_http_client *c = userp;
-
-	if (timeout_ms < 0)
-		uv_timer_stop(&c->timer);
-	else
-		/* 0 means "now", but curl must not be re-entered from here: next loop turn. */
-		uv_timer_start(&c->timer, on_timer, (uint64_t)timeout_ms, 0);
-	return 0;
+	free(userdata);
 }
 
 struct gw_http_client *gw_http_client__new(uv_loop_t *loop)
 {
 	struct gw_http_client *c;
 
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_result != CURLE_OK) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->loop = loop;
-	c->h2c_no_reuse = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
-	c->multi = curl_multi_init();
-	if (!c->multi) {
+	c->curl = gw_curl_uv__new(loop);
+	if (!c->curl) {
+		int e = errno;
+
 		free(c);
-		errno = ENOMEM;
+		errno = e;
 		return NULL;
 	}
-	uv_timer_init(loop, &c->timer);
-	c->timer.data = c;
-	c->handles = 1;
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-	/* Several requests to one backend share connections (HTTP/2: one connection). */
-	curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+	c->h2c_no_reuse = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
 	return c;
 }
 
@@ -386,7 +234,6 @@ int gw_http_client__post(struct gw_http_client *c, const struct gw_http_request 
 	curl_easy_setopt(t->easy, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(t->easy, CURLOPT_HEADERDATA, t);
 	curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, t->errbuf);
-	curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
 	curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(t->easy, CURLOPT_USERAGENT, "stackrelay-gateway");
 	/* Only the schemes we mean; redirects are not followed (a 3xx is an answer). */
@@ -428,14 +275,10 @@ int gw_http_client__post(struct gw_http_client *c, const struct gw_http_request 
 	}
 
 	t->start_ns = uv_hrtime();
-	if (curl_multi_add_handle(c->multi, t->easy) != CURLM_OK) {
-		r = -ENOMEM;
+	r = gw_curl_uv__add(c->curl, &t->xfer, t->easy, transfer_done);
+	if (r < 0)
 		goto fail;
-	}
-	t->next = c->transfers;
-	if (t->next)
-		t->next->prev = t;
-	c->transfers = t;
+	sr_list__push_front(&c->transfers, &t->node);
 	c->in_flight++;
 	return 0;
 
@@ -456,14 +299,8 @@ void gw_http_client__close(struct gw_http_client *c)
 	if (!c || c->closing)
 		return;
 	c->closing = true;
-	while (c->transfers)
-		transfer_finish(c->transfers, CURLE_OK, true);
-	/* Removing the last easy handles made curl release its sockets (CURL_POLL_REMOVE). */
-	curl_multi_cleanup(c->multi);
-	c->multi = NULL;
-	/* Whatever curl did not hand back (idle kept-alive connections) is closed now. */
-	while (c->sockets)
-		socket_unwatch(c, c->sockets);
-	uv_timer_stop(&c->timer);
-	uv_close((uv_handle_t *)&c->timer, handle_closed);
+	while (c->transfers.head)
+		transfer_finish(SR_CONTAINER_OF(c->transfers.head, struct http_transfer, node), CURLE_OK, true);
+	/* The client's memory goes with the driver's, in its close callback. */
+	gw_curl_uv__close(c->curl, client_closed, c);
 }

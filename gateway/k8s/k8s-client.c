@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/macro.h"
+#include "curl-uv.h"
 #include "k8s-cache.h"
 #include "k8s-client.h"
 #include "k8s-watch.h"
@@ -40,6 +41,7 @@ struct informer {
 	bool synced;
 	bool listing_started; /* first page of the current relist seen */
 
+	struct gw_curl_uv_xfer xfer; /* the driver's handle on the transfer */
 	CURL *easy;
 	struct curl_slist *headers;
 	char *url;
@@ -69,18 +71,10 @@ struct informer {
 	uint64_t last_failure_ns;
 };
 
-struct poll_ctx {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	struct k8s_client *client;
-	struct poll_ctx *next, **pprev; /* open contexts, so close() can close what curl did not */
-};
-
 struct k8s_client {
 	uv_loop_t *loop;
 	struct k8s_client_options o;
-	CURLM *multi;
-	uv_timer_t curl_timer;
+	struct gw_curl_uv *curl; /* runs the list and watch transfers on the loop */
 	uv_timer_t expire_timer;
 	struct informer inf[K8S_KIND_MAX];
 	char *token;
@@ -90,8 +84,8 @@ struct k8s_client {
 	bool synced_reported;
 	uint64_t rng; /* xorshift state for jitter, seeded per process */
 	bool closing;
+	/* Open handles (timers, the curl driver, a page being decoded); the client is freed at 0 after close. */
 	unsigned open_handles;
-	struct poll_ctx *polls;
 	void (*close_cb)(void *userdata);
 	void *close_userdata;
 };
@@ -156,15 +150,11 @@ static void load_token(struct k8s_client *c, bool force)
 	c->token = t;
 }
 
-/* ---- libuv <-> libcurl glue ---- */
+/* ---- lifetime ---- */
 
-static void on_handle_closed(uv_handle_t *h)
+/* One of the things close() waits for is done; the last one frees the client. */
+static void client_unref(struct k8s_client *c)
 {
-	struct k8s_client *c = h->data;
-
-	/* Every handle's data is the client; polls are allocated one by one. */
-	if (h->type == UV_POLL)
-		free(SR_CONTAINER_OF((uv_poll_t *)h, struct poll_ctx, poll));
 	if (--c->open_handles == 0 && c->closing) {
 		void (*cb)(void *) = c->close_cb;
 		void *ud = c->close_userdata;
@@ -174,110 +164,29 @@ static void on_handle_closed(uv_handle_t *h)
 	}
 }
 
-static void finish_transfer(struct informer *inf, CURLcode res);
-
-static void check_multi_info(struct k8s_client *c)
+static void on_handle_closed(uv_handle_t *h)
 {
-	CURLMsg *msg;
-	int pending;
-
-	while ((msg = curl_multi_info_read(c->multi, &pending))) {
-		struct informer *inf = NULL;
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&inf);
-		if (inf)
-			finish_transfer(inf, msg->data.result);
-	}
+	client_unref(h->data);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events)
+static void on_curl_closed(void *userdata)
 {
-	struct poll_ctx *p = SR_CONTAINER_OF(h, struct poll_ctx, poll);
-	int flags = 0, running;
-
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	curl_multi_socket_action(p->client->multi, p->fd, flags, &running);
-	check_multi_info(p->client);
-}
-
-static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-	struct k8s_client *c = userp;
-	struct poll_ctx *p = socketp;
-	int events = 0;
-
-	(void)easy;
-	if (what == CURL_POLL_REMOVE) {
-		if (p) {
-			*p->pprev = p->next;
-			if (p->next)
-				p->next->pprev = p->pprev;
-			uv_poll_stop(&p->poll);
-			uv_close((uv_handle_t *)&p->poll, on_handle_closed);
-			curl_multi_assign(c->multi, fd, NULL);
-		}
-		return 0;
-	}
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (!p)
-			return -1;
-		p->fd = fd;
-		p->client = c;
-		if (uv_poll_init_socket(c->loop, &p->poll, fd) < 0) {
-			free(p);
-			return -1;
-		}
-		p->poll.data = c;
-		c->open_handles++;
-		p->next = c->polls;
-		p->pprev = &c->polls;
-		if (c->polls)
-			c->polls->pprev = &p->next;
-		c->polls = p;
-		curl_multi_assign(c->multi, fd, p);
-	}
-	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
-		events |= UV_READABLE;
-	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
-		events |= UV_WRITABLE;
-	uv_poll_start(&p->poll, events, on_poll);
-	return 0;
-}
-
-static void on_curl_timer(uv_timer_t *t)
-{
-	struct k8s_client *c = t->data;
-	int running;
-
-	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_multi_info(c);
-}
-
-static int on_curl_timer_change(CURLM *multi, long timeout_ms, void *userp)
-{
-	struct k8s_client *c = userp;
-
-	(void)multi;
-	if (timeout_ms < 0)
-		uv_timer_stop(&c->curl_timer);
-	else
-		uv_timer_start(&c->curl_timer, on_curl_timer, (uint64_t)timeout_ms, 0);
-	return 0;
+	client_unref(userdata);
 }
 
 /* ---- requests ---- */
 
+static void finish_transfer(struct informer *inf, CURLcode res);
+
+static void on_transfer_done(struct gw_curl_uv_xfer *x, CURLcode res)
+{
+	finish_transfer(SR_CONTAINER_OF(x, struct informer, xfer), res);
+}
+
 static void release_transfer(struct informer *inf)
 {
 	if (inf->easy) {
-		curl_multi_remove_handle(inf->client->multi, inf->easy);
+		gw_curl_uv__remove(inf->client->curl, &inf->xfer);
 		curl_easy_cleanup(inf->easy);
 		inf->easy = NULL;
 	}
@@ -450,7 +359,6 @@ static int begin_transfer(struct informer *inf, bool watch, uint32_t timeout_s)
 	CURL *e = inf->easy;
 	curl_easy_setopt(e, CURLOPT_URL, inf->url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, inf->headers);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, inf);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, inf);
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "stackrelay-gateway k8s_attributes");
@@ -493,9 +401,9 @@ static int begin_transfer(struct informer *inf, bool watch, uint32_t timeout_s)
 	inf->started_ns = now_ns(c);
 	if (watch)
 		k8s_watch_decoder__reset(inf->decoder);
-	if (curl_multi_add_handle(c->multi, e) != CURLM_OK)
-		return -EIO;
-	return 0;
+	r = gw_curl_uv__add(c->curl, &inf->xfer, e, on_transfer_done);
+	/* -ENOMEM there is curl refusing the handle, reported as before as an I/O failure. */
+	return r == -ENOMEM ? -EIO : r;
 }
 
 static void on_backoff_timer(uv_timer_t *t)
@@ -698,13 +606,7 @@ static void parse_page_done(uv_work_t *w, int status)
 	if (c->closing) {
 		free_page(inf);
 		/* The last thing close() waited for frees the client. */
-		if (--c->open_handles == 0) {
-			void (*cb)(void *) = c->close_cb;
-			void *ud = c->close_userdata;
-			free(c);
-			if (cb)
-				cb(ud);
-		}
+		client_unref(c);
 		return;
 	}
 	c->open_handles--;
@@ -877,11 +779,6 @@ struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_client_optio
 		errno = EINVAL;
 		return NULL;
 	}
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		snprintf(errbuf, errsize, "curl_global_init failed");
-		errno = EIO;
-		return NULL;
-	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		goto nomem;
@@ -920,15 +817,6 @@ struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_client_optio
 	}
 	if (!c->pod_path)
 		goto fail_opts;
-	c->multi = curl_multi_init();
-	if (!c->multi)
-		goto fail_opts;
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer_change);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
-	/* One connection carries every watch when the server speaks HTTP/2. */
-	curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
 
 	for (int k = 0; k < K8S_KIND_MAX; k++) {
 		struct informer *inf = &c->inf[k];
@@ -943,13 +831,21 @@ struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_client_optio
 				"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 		inf->decoder = k8s_watch_decoder_new(inf->kind, c->o.keep, 0);
 		if (!inf->decoder)
-			goto fail_multi;
+			goto fail_decoders;
 	}
-	uv_timer_init(loop, &c->curl_timer);
-	c->curl_timer.data = c;
+	/*
+	 * Last, as it opens a libuv handle that only the loop can close: nothing
+	 * fails after it. One connection carries every watch when the server
+	 * speaks HTTP/2 (the driver multiplexes).
+	 */
+	c->curl = gw_curl_uv__new(loop);
+	if (!c->curl) {
+		r = -errno;
+		goto fail_decoders;
+	}
 	uv_timer_init(loop, &c->expire_timer);
 	c->expire_timer.data = c;
-	c->open_handles = 2;
+	c->open_handles = 2; /* the curl driver and the expire timer */
 	for (int k = 0; k < K8S_KIND_MAX; k++) {
 		uv_timer_init(loop, &c->inf[k].timer);
 		c->inf[k].timer.data = c; /* every handle's data is the client (on_handle_closed) */
@@ -957,14 +853,18 @@ struct k8s_client *k8s_client_new(uv_loop_t *loop, const struct k8s_client_optio
 	}
 	return c;
 
-fail_multi:
+fail_decoders:
 	for (int k = 0; k < K8S_KIND_MAX; k++)
 		k8s_watch_decoder_free(c->inf[k].decoder);
-	curl_multi_cleanup(c->multi);
 fail_opts:
 	free(c->pod_path);
 	options_clear(&c->o);
 	free(c);
+	if (r == -EIO) {
+		snprintf(errbuf, errsize, "curl_global_init failed");
+		errno = EIO;
+		return NULL;
+	}
 nomem:
 	snprintf(errbuf, errsize, "out of memory");
 	errno = ENOMEM;
@@ -1017,17 +917,9 @@ void k8s_client__close(struct k8s_client *c, void (*cb)(void *userdata), void *u
 		uv_timer_stop(&c->inf[k].timer);
 		uv_close((uv_handle_t *)&c->inf[k].timer, on_handle_closed);
 	}
-	/* Closes the sockets, which calls on_curl_socket(REMOVE) and closes their poll handles. */
-	curl_multi_cleanup(c->multi);
-	c->multi = NULL;
-	while (c->polls) {
-		struct poll_ctx *p = c->polls;
-		c->polls = p->next;
-		uv_poll_stop(&p->poll);
-		uv_close((uv_handle_t *)&p->poll, on_handle_closed);
-	}
-	uv_timer_stop(&c->curl_timer);
-	uv_close((uv_handle_t *)&c->curl_timer, on_handle_closed);
+	/* Every transfer is released: the driver closes its sockets and timer, then on_curl_closed. */
+	gw_curl_uv__close(c->curl, on_curl_closed, c);
+	c->curl = NULL;
 	uv_timer_stop(&c->expire_timer);
 	uv_close((uv_handle_t *)&c->expire_timer, on_handle_closed);
 	if (c->token) {
