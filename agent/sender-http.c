@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "config.h"
+#include "gzip.h"
 #include "log.h"
 #include "sender-internal.h"
 #include "sr-config.h"
@@ -54,34 +55,7 @@ static void curl_init(void)
 
 int agent_sender_gzip(const uint8_t *in, size_t len, uint8_t **ret, size_t *ret_len)
 {
-	z_stream z = { 0 };
-	uLong bound;
-	uint8_t *out;
-	int zr;
-
-	/* windowBits 15 + 16: a gzip wrapper, which Content-Encoding: gzip means. */
-	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	bound = deflateBound(&z, (uLong)len);
-	out = malloc(bound);
-	if (!out) {
-		deflateEnd(&z);
-		return -ENOMEM;
-	}
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)len;
-	z.next_out = out;
-	z.avail_out = (uInt)bound;
-	zr = deflate(&z, Z_FINISH);
-	if (zr != Z_STREAM_END) {
-		deflateEnd(&z);
-		free(out);
-		return -EIO;
-	}
-	*ret_len = z.total_out;
-	deflateEnd(&z);
-	*ret = out;
-	return 0;
+	return sr_gzip(in, len, Z_DEFAULT_COMPRESSION, ret, ret_len);
 }
 
 static size_t write_cb(char *data, size_t size, size_t nmemb, void *userdata)

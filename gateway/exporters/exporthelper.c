@@ -15,6 +15,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "exporthelper.h"
+#include "gzip.h"
 #include "log.h"
 #include "macro.h"
 #include "pbwrite.h"
@@ -106,32 +107,7 @@ int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
 
 int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_len)
 {
-	z_stream z = { 0 };
-	uLong bound;
-	uint8_t *out;
-	int r;
-
-	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	bound = deflateBound(&z, (uLong)len);
-	out = malloc(bound);
-	if (!out) {
-		deflateEnd(&z);
-		return -ENOMEM;
-	}
-	z.next_in = (Bytef *)data;
-	z.avail_in = (uInt)len;
-	z.next_out = out;
-	z.avail_out = (uInt)bound;
-	r = deflate(&z, Z_FINISH);
-	deflateEnd(&z);
-	if (r != Z_STREAM_END) {
-		free(out);
-		return -EIO;
-	}
-	*ret = out;
-	*ret_len = z.total_out;
-	return 0;
+	return sr_gzip(data, len, level, ret, ret_len);
 }
 
 int gw_gunzip(const void *data, size_t len, size_t max_out, uint8_t **ret, size_t *ret_len)
@@ -264,6 +240,8 @@ struct exporter {
 	uint64_t requests_ok, requests_retry, requests_split, requests_permanent, requests_transport;
 	uint64_t partial_rejected_profiles;
 	uint64_t bytes_sent;
+	uint64_t shed_requests; /* dropped by the memory_limiter (gw_runtime__shed) */
+	bool shedder_added;
 };
 
 static void kick(struct exporter *x);
@@ -409,7 +387,7 @@ static void split_item(struct consumer *k)
 				     "samples=%" PRIu64 " error=%s", i == 0 ? ca : cb, strerror(-r));
 		}
 	}
-	sr_log_info(x->c->id, "backend said 413 (too large); request split in two",
+	sr_log_info(x->c->id, "backend said the request is too large (413 or RESOURCE_EXHAUSTED); split in two",
 		    "samples=%" PRIu64 " halves=%" PRIu64 "+%" PRIu64, it->samples, ca, cb);
 	free(plain);
 	item_finished(k);
@@ -418,7 +396,7 @@ fail:
 	free(plain);
 	pbw_free(&a);
 	pbw_free(&b);
-	sr_log_error(x->c->id, "backend said 413 (too large) and the request cannot be split; samples dropped",
+	sr_log_error(x->c->id, "backend said the request is too large and it cannot be split; samples dropped",
 		     "samples=%" PRIu64 " bytes=%zu error=%s", it->samples, it->len,
 		     r == -ERANGE ? "single sample" : strerror(-r));
 	drop_item(k, "too_large");
@@ -465,8 +443,8 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 	case GW_EXPORT_SPLIT:
 		x->requests_split++;
 		if (k->split_depth >= GW_EXPORT_MAX_SPLIT_DEPTH) {
-			sr_log_error(x->c->id, "backend said 413 too many times; samples dropped", "samples=%" PRIu64,
-				     k->item->samples);
+			sr_log_error(x->c->id, "backend said 'too large' too many times; samples dropped",
+				     "samples=%" PRIu64, k->item->samples);
 			drop_item(k, "too_large");
 			break;
 		}
@@ -726,6 +704,42 @@ int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
 	return 0;
 }
 
+/*
+ * The memory_limiter's shedding hook (gw_runtime__shed): drops the oldest
+ * waiting request of a memory queue, counted with reason. Requests in flight
+ * stay (their bytes are on the wire already). A persistent queue keeps its
+ * waiting requests on disk, not in memory: nothing to shed there.
+ */
+static uint64_t shed(struct gw_component *c, const char *reason)
+{
+	struct exporter *x = c->state;
+	struct gw_queue_item *it;
+	uint64_t bytes;
+
+	if (!x || !x->queue || gw_queue__persistent(x->queue))
+		return 0;
+	it = gw_queue__take_oldest(x->queue);
+	if (!it)
+		return 0;
+	bytes = it->len;
+	x->shed_requests++;
+	gw_component_drop_samples(c, reason, it->samples);
+	sr_log_debug(c->id, "memory above the limit; dropped the oldest queued request",
+		     "samples=%" PRIu64 " bytes=%" PRIu64 " queue_bytes=%" PRIu64, it->samples, bytes,
+		     gw_queue__bytes(x->queue));
+	gw_queue__done(x->queue, it);
+	return bytes;
+}
+
+size_t gw_exporter_queued_requests(struct gw_component *c)
+{
+	struct exporter *x = c->state;
+
+	if (!x || !x->queue)
+		return 0;
+	return gw_queue__waiting(x->queue) + gw_queue__in_flight(x->queue);
+}
+
 static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
 {
 	struct exporter *x = c->state;
@@ -766,6 +780,9 @@ static void metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_metrics__add(w, "stackrelay_gateway_export_partial_rejected_profiles_total", GW_METRIC_COUNTER,
 			"Profiles the backend rejected in a partial_success response.", l,
 			(double)x->partial_rejected_profiles);
+	gw_metrics__add(w, "stackrelay_gateway_export_shed_requests_total", GW_METRIC_COUNTER,
+			"Queued requests dropped (oldest first) because memory was above the memory_limiter's limit.",
+			l, (double)x->shed_requests);
 	gw_metrics__add(w, "stackrelay_gateway_export_sent_bytes_total", GW_METRIC_COUNTER,
 			"Bytes of requests the backend accepted (after compression).", l, (double)x->bytes_sent);
 }
@@ -889,6 +906,8 @@ int gw_exporter_start(struct gw_component *c)
 		gw_runtime__set_admission(c->runtime, c, admission);
 	if (gw_runtime__add_metrics(c->runtime, metrics, x) == 0)
 		x->metrics_added = true;
+	if (gw_runtime__add_shedder(c->runtime, c, shed) == 0)
+		x->shedder_added = true;
 	x->started = true;
 	sr_log_info(c->id, "exporting", "url=%s proto_version=%s compression=%s queue=%s", x->url,
 		    gw_otlp_version_to_string(x->enc.version), x->gzip ? "gzip" : "none",
@@ -941,6 +960,8 @@ void gw_exporter_destroy(struct gw_component *c)
 	c->state = NULL;
 	if (x->metrics_added)
 		gw_runtime__remove_metrics(c->runtime, metrics, x);
+	if (x->shedder_added)
+		gw_runtime__remove_shedder(c->runtime, c);
 	gw_http_client__close(x->http); /* aborted callbacks put their items back */
 	x->http = NULL;
 	x->destroyed = true;

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gzip (RFC 1952) of a buffer in one call, for request bodies sent with
+ * "Content-Encoding: gzip" or "grpc-encoding: gzip" (agent → gateway,
+ * gateway → backends) and for files written gzipped (pprof).
+ */
+#ifndef SR_GZIP_H
+#define SR_GZIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Compresses in[0..len) at zlib level (0..9, or -1 for zlib's default) into
+ * one malloc()ed gzip member. Returns 0 with *ret (free() it) and *ret_len
+ * set; -EINVAL for a bad level or a NULL output, -EFBIG when len does not fit
+ * zlib's 32-bit counters, -ENOMEM, or -EIO when zlib fails. On error the
+ * outputs are untouched.
+ */
+int sr_gzip(const void *in, size_t len, int level, uint8_t **ret, size_t *ret_len);
+
+#endif
