@@ -15,12 +15,14 @@
 #include <pb_decode.h>
 
 #include "htab.h"
+#include "list.h"
+#include "macro.h"
 #include "store.h"
 #include "util.h"
 
 struct stack_entry {
 	uint8_t id[AGENT_STACK_ID_LEN];
-	struct stack_entry *prev, *next; /* LRU list: head is the most recently used */
+	struct sr_list_node lru; /* in agent_store.lru */
 	uint64_t last_window;
 	uint16_t n;
 	bool truncated;
@@ -47,7 +49,7 @@ struct exe_entry {
 struct agent_store {
 	pthread_mutex_t lock;
 	struct agent_htab stacks;
-	struct stack_entry *lru_head, *lru_tail;
+	struct sr_list lru; /* stacks, head is the most recently used */
 	uint64_t max_stacks;
 	uint64_t evicted;
 	struct agent_htab exes_by_id;
@@ -97,13 +99,13 @@ static void exe_free(struct exe_entry *e)
 
 void agent_store_free(struct agent_store *s)
 {
-	struct stack_entry *st, *next;
+	struct sr_list_node *n, *next;
 
 	if (!s)
 		return;
-	for (st = s->lru_head; st; st = next) {
-		next = st->next;
-		free(st);
+	for (n = s->lru.head; n; n = next) {
+		next = n->next;
+		free(SR_CONTAINER_OF(n, struct stack_entry, lru));
 	}
 	agent_htab_done(&s->stacks);
 	for (size_t i = 0; i < s->n_exes; i++)
@@ -290,30 +292,6 @@ void agent_stack_id(struct agent_store *s, const struct agent_frame *frames, siz
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void lru_unlink(struct agent_store *s, struct stack_entry *e)
-{
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		s->lru_head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		s->lru_tail = e->prev;
-	e->prev = e->next = NULL;
-}
-
-static void lru_push_front(struct agent_store *s, struct stack_entry *e)
-{
-	e->prev = NULL;
-	e->next = s->lru_head;
-	if (s->lru_head)
-		s->lru_head->prev = e;
-	s->lru_head = e;
-	if (!s->lru_tail)
-		s->lru_tail = e;
-}
-
 int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *frames, size_t n, bool truncated,
 			      uint64_t window, uint8_t ret_id[AGENT_STACK_ID_LEN])
 {
@@ -327,19 +305,19 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	e = agent_htab__get(&s->stacks, ret_id, AGENT_STACK_ID_LEN);
 	if (e) {
 		e->last_window = window;
-		if (s->lru_head != e) {
-			lru_unlink(s, e);
-			lru_push_front(s, e);
+		if (s->lru.head != &e->lru) {
+			sr_list__unlink(&s->lru, &e->lru);
+			sr_list__push_front(&s->lru, &e->lru);
 		}
 		goto out;
 	}
 	if (s->stacks.n >= s->max_stacks) {
-		struct stack_entry *victim = s->lru_tail;
+		struct stack_entry *victim = SR_LIST_ENTRY(s->lru.tail, struct stack_entry, lru);
 		if (!victim || victim->last_window >= window) {
 			r = -ENOSPC;
 			goto out;
 		}
-		lru_unlink(s, victim);
+		sr_list__unlink(&s->lru, &victim->lru);
 		agent_htab__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
 		s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
 		free(victim);
@@ -360,7 +338,7 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 		r = -ENOMEM;
 		goto out;
 	}
-	lru_push_front(s, e);
+	sr_list__push_front(&s->lru, &e->lru);
 	s->bytes += sizeof(*e) + n * sizeof(e->frames[0]);
 out:
 	pthread_mutex_unlock(&s->lock);

@@ -371,6 +371,15 @@ static int load_containers(struct k8s_pod *p, struct json_object *spec, struct j
 	return 0;
 }
 
+/* metadata.labels and metadata.annotations, filtered by what the kind keeps. */
+static int load_labels_annotations(struct json_object *meta, enum k8s_kind kind, const struct k8s_keep *keep,
+				   struct k8s_strmap *labels, struct k8s_strmap *annotations)
+{
+	int r = load_strmap(jget(meta, "labels"), kind, keep, true, labels);
+
+	return r < 0 ? r : load_strmap(jget(meta, "annotations"), kind, keep, false, annotations);
+}
+
 static int pod_from_json(struct json_object *obj, const struct k8s_keep *keep, struct k8s_pod **ret)
 {
 	struct json_object *meta = jget(obj, "metadata"), *spec = jget(obj, "spec"), *status = jget(obj, "status");
@@ -397,9 +406,7 @@ static int pod_from_json(struct json_object *obj, const struct k8s_keep *keep, s
 		if ((r = dup_str(owner, "name", &p->owner_name)) < 0 || (r = dup_str(owner, "uid", &p->owner_uid)) < 0)
 			goto fail;
 	}
-	if ((r = load_strmap(jget(meta, "labels"), K8S_KIND_POD, keep, true, &p->labels)) < 0)
-		goto fail;
-	if ((r = load_strmap(jget(meta, "annotations"), K8S_KIND_POD, keep, false, &p->annotations)) < 0)
+	if ((r = load_labels_annotations(meta, K8S_KIND_POD, keep, &p->labels, &p->annotations)) < 0)
 		goto fail;
 	if ((r = load_containers(p, spec, status)) < 0)
 		goto fail;
@@ -418,17 +425,13 @@ static int namespace_from_json(struct json_object *obj, const struct k8s_keep *k
 
 	if (!n)
 		return -ENOMEM;
-	if ((r = meta_required(meta, &n->name, &n->uid)) < 0)
-		goto fail;
-	if ((r = load_strmap(jget(meta, "labels"), K8S_KIND_NAMESPACE, keep, true, &n->labels)) < 0)
-		goto fail;
-	if ((r = load_strmap(jget(meta, "annotations"), K8S_KIND_NAMESPACE, keep, false, &n->annotations)) < 0)
-		goto fail;
+	if ((r = meta_required(meta, &n->name, &n->uid)) < 0 ||
+	    (r = load_labels_annotations(meta, K8S_KIND_NAMESPACE, keep, &n->labels, &n->annotations)) < 0) {
+		k8s_namespace_free(n);
+		return r;
+	}
 	*ret = n;
 	return 0;
-fail:
-	k8s_namespace_free(n);
-	return r;
 }
 
 static int node_from_json(struct json_object *obj, const struct k8s_keep *keep, struct k8s_node **ret)
@@ -439,17 +442,13 @@ static int node_from_json(struct json_object *obj, const struct k8s_keep *keep, 
 
 	if (!n)
 		return -ENOMEM;
-	if ((r = meta_required(meta, &n->name, &n->uid)) < 0)
-		goto fail;
-	if ((r = load_strmap(jget(meta, "labels"), K8S_KIND_NODE, keep, true, &n->labels)) < 0)
-		goto fail;
-	if ((r = load_strmap(jget(meta, "annotations"), K8S_KIND_NODE, keep, false, &n->annotations)) < 0)
-		goto fail;
+	if ((r = meta_required(meta, &n->name, &n->uid)) < 0 ||
+	    (r = load_labels_annotations(meta, K8S_KIND_NODE, keep, &n->labels, &n->annotations)) < 0) {
+		k8s_node_free(n);
+		return r;
+	}
 	*ret = n;
 	return 0;
-fail:
-	k8s_node_free(n);
-	return r;
 }
 
 static int replicaset_from_json(struct json_object *obj, struct k8s_replicaset **ret)

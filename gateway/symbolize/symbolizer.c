@@ -23,6 +23,8 @@
 #include <elfutils/debuginfod.h>
 #include <xxhash.h>
 
+#include "common/list.h"
+#include "common/macro.h"
 #include "core/model.h"
 #include "dwarflines.h"
 #include "elfsym.h"
@@ -59,8 +61,8 @@ struct gw_sym_handle {
 
 struct entry {
 	struct entry *hnext;
-	struct entry *prev, *next; /* LRU, head = most recently used */
-	struct entry *qnext;	   /* fetch queue */
+	struct sr_list_node lru; /* in gw_symbolizer.lru */
+	struct entry *qnext;	 /* fetch queue */
 	uint64_t hash;
 	uint8_t id[ID_MAX];
 	uint8_t id_len;
@@ -85,7 +87,7 @@ struct gw_symbolizer {
 	pthread_mutex_t lock;
 	struct entry **buckets;
 	size_t n_buckets, n_entries;
-	struct entry *lru_head, *lru_tail;
+	struct sr_list lru; /* entries, head = most recently used */
 	uint64_t bytes;
 
 	/* debuginfod */
@@ -438,30 +440,6 @@ static int map_grow(struct gw_symbolizer *s)
 	return 0;
 }
 
-static void lru_unlink(struct gw_symbolizer *s, struct entry *e)
-{
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		s->lru_head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		s->lru_tail = e->prev;
-	e->prev = e->next = NULL;
-}
-
-static void lru_push_front(struct gw_symbolizer *s, struct entry *e)
-{
-	e->prev = NULL;
-	e->next = s->lru_head;
-	if (s->lru_head)
-		s->lru_head->prev = e;
-	s->lru_head = e;
-	if (!s->lru_tail)
-		s->lru_tail = e;
-}
-
 static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size_t len, uint64_t hash)
 {
 	struct entry *e;
@@ -482,7 +460,7 @@ static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size
 	s->n_entries++;
 	e->bytes = GW_SYM_NEGATIVE_ENTRY_BYTES;
 	s->bytes += e->bytes;
-	lru_push_front(s, e);
+	sr_list__push_front(&s->lru, &e->lru);
 	return e;
 }
 
@@ -494,7 +472,7 @@ static void map_remove(struct gw_symbolizer *s, struct entry *e)
 		pp = &(*pp)->hnext;
 	if (*pp)
 		*pp = e->hnext;
-	lru_unlink(s, e);
+	sr_list__unlink(&s->lru, &e->lru);
 	s->n_entries--;
 	s->bytes -= e->bytes;
 	gw_sym_handle__release(e->h);
@@ -510,10 +488,10 @@ static void set_bytes(struct gw_symbolizer *s, struct entry *e, size_t bytes)
 
 static void evict(struct gw_symbolizer *s, struct entry *keep)
 {
-	struct entry *e = s->lru_tail, *prev;
+	struct entry *e = SR_LIST_ENTRY(s->lru.tail, struct entry, lru), *prev;
 
 	for (; e && s->bytes > s->cfg.memory_cache_bytes; e = prev) {
-		prev = e->prev;
+		prev = SR_LIST_ENTRY(e->lru.prev, struct entry, lru);
 		/* Entries in flight are pinned: their worker or fetch thread will come back to them. */
 		if (e == keep || e->state == E_LOADING || e->state == E_FETCHING)
 			continue;
@@ -793,8 +771,8 @@ enum gw_sym_state gw_symbolizer__acquire(struct gw_symbolizer *s, const uint8_t 
 	pthread_mutex_lock(&s->lock);
 	e = map_find(s, id, id_len, hash);
 	if (e) {
-		lru_unlink(s, e);
-		lru_push_front(s, e);
+		sr_list__unlink(&s->lru, &e->lru);
+		sr_list__push_front(&s->lru, &e->lru);
 		switch (e->state) {
 		case E_READY:
 			STAT_INC(s, memory_hits);
@@ -1247,8 +1225,8 @@ void gw_symbolizer_free(struct gw_symbolizer *s)
 	for (size_t i = 0; i < s->n_threads; i++)
 		pthread_join(s->threads[i], NULL);
 	free(s->threads);
-	while (s->lru_head)
-		map_remove(s, s->lru_head);
+	while (s->lru.head)
+		map_remove(s, SR_CONTAINER_OF(s->lru.head, struct entry, lru));
 	free(s->buckets);
 	gw_symstore_free(s->store);
 	for (size_t i = 0; i < s->n_debug_dirs; i++)
