@@ -13,40 +13,17 @@
 # once). Needs root and BPF: suite 'root', else exit 77.
 set -euo pipefail
 
-src=${SR_SOURCE_ROOT:?}
-build=${SR_BUILD_ROOT:?}
-agent=${SR_AGENT:?}
-gateway=${SR_GATEWAY:?}
-[ "$(id -u)" = 0 ] || { echo "SKIP: the agent needs root (BPF)"; exit 77; }
-[ -r /sys/kernel/btf/vmlinux ] || { echo "SKIP: no kernel BTF"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-workload=$build/tests/workloads/alphabeta-fp
-[ -x "$workload" ] || { echo "SKIP: $workload not built"; exit 77; }
+. "${SR_SOURCE_ROOT:?}/tests/integration/lib.sh"
+sr_require_root_bpf
+sr_require_tools curl
+sr_require_workload alphabeta-fp
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sr-export-e2e.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	[ -n "${SR_KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
+sr_workdir export-e2e
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port_agent=$(free_port)
 port_metrics=$(free_port)
 
-python3 "$src/tests/fakes/fake_pyroscope.py" --port-file "$work/pyroscope.port" --lifetime 120 \
-	>"$work/pyroscope.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/pyroscope.port" ] && break; sleep 0.1; done
-[ -s "$work/pyroscope.port" ] || { echo "FAIL: fake Pyroscope did not start"; cat "$work/pyroscope.log"; exit 1; }
-port_pyroscope=$(cat "$work/pyroscope.port")
+sr_start_fake_pyroscope 120
 
 cat >"$work/gateway.yaml" <<EOF
 receivers:
@@ -71,16 +48,7 @@ service:
   telemetry: {metrics: {address: 127.0.0.1:$port_metrics}}
   shutdown_timeout: 10s
 EOF
-"$gateway" --config "$work/gateway.yaml" >"$work/gateway.log" 2>&1 &
-gw=$!
-pids+=($gw)
-for _ in $(seq 100); do
-	curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null 2>&1 && break
-	kill -0 "$gw" 2>/dev/null || break
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null ||
-	{ echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1; }
+sr_start_gateway
 
 "$workload" 9 >"$work/workload.out" &
 wl=$!
@@ -98,18 +66,13 @@ fi
 
 # Everything the otlp_http exporter received is delivered: its exported count
 # reaches its received count, and equals what the fake accepted (bounded wait).
-metric() { # family component
-	curl -s "http://127.0.0.1:$port_metrics/metrics" |
-		awk -v f="$1" -v c="component=\"$2\"" '$1 ~ "^"f"{" && index($1, c) {s += $NF} END {print s + 0}'
-}
 # Settled means: equal twice in a row, more than a batch timeout (1s) apart.
 accepted=0
 settled=
 for _ in $(seq 100); do
-	received=$(metric stackrelay_gateway_samples_received_total otlp_http)
-	exported=$(metric stackrelay_gateway_samples_exported_total otlp_http)
-	accepted=$(curl -s "http://127.0.0.1:$port_pyroscope/stats" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["accepted_samples"])' 2>/dev/null || echo 0)
+	received=$(sr_metric stackrelay_gateway_samples_received_total 'component="otlp_http"')
+	exported=$(sr_metric stackrelay_gateway_samples_exported_total 'component="otlp_http"')
+	accepted=$(sr_pyroscope_accepted)
 	now="$received/$exported/$accepted"
 	if [ "${received%.*}" -gt 0 ] && [ "${exported%.*}" = "${received%.*}" ] && [ "$accepted" = "${exported%.*}" ]; then
 		[ "$settled" = "$now" ] && break
@@ -128,7 +91,7 @@ fi
 
 # Graceful stop (bounded by shutdown_timeout).
 kill -TERM "$gw"
-for _ in $(seq 150); do kill -0 "$gw" 2>/dev/null || break; sleep 0.1; done
+sr_wait_exit "$gw" 150
 if kill -0 "$gw" 2>/dev/null; then bad "gateway did not stop within 15s"; fi
 wait "$gw" && ok "gateway stopped cleanly" || bad "gateway exit status $?"
 

@@ -10,28 +10,13 @@
 # delivered before the kill). Needs root and BPF: suite 'root', else 77.
 set -euo pipefail
 
-src=${SR_SOURCE_ROOT:?}
-build=${SR_BUILD_ROOT:?}
-agent=${SR_AGENT:?}
-gateway=${SR_GATEWAY:?}
-[ "$(id -u)" = 0 ] || { echo "SKIP: the agent needs root (BPF)"; exit 77; }
-[ -r /sys/kernel/btf/vmlinux ] || { echo "SKIP: no kernel BTF"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-workload=$build/tests/workloads/alphabeta-fp
-[ -x "$workload" ] || { echo "SKIP: $workload not built"; exit 77; }
+. "${SR_SOURCE_ROOT:?}/tests/integration/lib.sh"
+sr_require_root_bpf
+sr_require_tools curl
+sr_require_workload alphabeta-fp
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sr-export-pq.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	[ -n "${SR_KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
+sr_workdir export-pq
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port_agent=$(free_port)
 port_metrics=$(free_port)
 port_pyroscope=$(free_port) # nothing listens there until after the kill
@@ -54,23 +39,7 @@ service:
   shutdown_timeout: 5s
 EOF
 
-start_gateway() {
-	"$gateway" --config "$work/gateway.yaml" >>"$work/gateway.log" 2>&1 &
-	gw=$!
-	pids+=($gw)
-	for _ in $(seq 100); do
-		curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null 2>&1 && return 0
-		kill -0 "$gw" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1
-}
-metric() { # family label
-	curl -s "http://127.0.0.1:$port_metrics/metrics" |
-		awk -v f="$1" -v c="$2" '$1 ~ "^"f"{" && index($1, c) {s += $NF} END {print s + 0}'
-}
-
-start_gateway
+sr_start_gateway
 "$workload" 6 >/dev/null &
 pids+=($!)
 wl=$!
@@ -85,8 +54,8 @@ EOF
 queued=0
 prev=
 for _ in $(seq 60); do
-	received=$(metric stackrelay_gateway_samples_received_total 'component="otlp_http"')
-	queued=$(metric stackrelay_gateway_export_queue_samples 'exporter="otlp_http"')
+	received=$(sr_metric stackrelay_gateway_samples_received_total 'component="otlp_http"')
+	queued=$(sr_metric stackrelay_gateway_export_queue_samples 'exporter="otlp_http"')
 	now="$received/$queued"
 	if [ "${received%.*}" -gt 0 ] && [ "${queued%.*}" = "${received%.*}" ]; then
 		[ "$prev" = "$now" ] && break
@@ -109,17 +78,12 @@ kill -KILL "$gw"
 wait "$gw" 2>/dev/null || true
 echo "ok: gateway killed with SIGKILL"
 
-python3 "$src/tests/fakes/fake_pyroscope.py" --port "$port_pyroscope" --port-file "$work/pyroscope.port" \
-	--lifetime 60 >"$work/pyroscope.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/pyroscope.port" ] && break; sleep 0.1; done
-[ -s "$work/pyroscope.port" ] || { echo "FAIL: fake Pyroscope did not start"; cat "$work/pyroscope.log"; exit 1; }
+sr_start_fake_pyroscope 60 --port "$port_pyroscope"
 
-start_gateway
+sr_start_gateway
 accepted=0
 for _ in $(seq 150); do
-	accepted=$(curl -s "http://127.0.0.1:$port_pyroscope/stats" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["accepted_samples"])' 2>/dev/null || echo 0)
+	accepted=$(sr_pyroscope_accepted)
 	[ "$accepted" -ge "$queued" ] && [ "$(find "$work/queue" -name '*.srq' | wc -l)" -eq 0 ] && break
 	sleep 0.2
 done
@@ -134,7 +98,7 @@ fi
 left=$(find "$work/queue" -name '*.srq' | wc -l)
 [ "$left" -eq 0 ] && echo "ok: queue directory drained" || { echo "FAIL: $left queue files left"; fail=1; }
 kill -TERM "$gw"
-for _ in $(seq 100); do kill -0 "$gw" 2>/dev/null || break; sleep 0.1; done
+sr_wait_exit "$gw" 100
 wait "$gw" && echo "ok: gateway stopped cleanly" || { echo "FAIL: gateway exit status $?"; fail=1; }
 [ $fail = 0 ] || sed 's/^/    /' "$work/gateway.log" | tail -30
 exit $fail

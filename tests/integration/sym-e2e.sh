@@ -12,29 +12,11 @@
 # reader). Needs root and BPF: suite 'root', else exit 77.
 set -euo pipefail
 
-src=${SR_SOURCE_ROOT:?}
-agent=${SR_AGENT:?}
-gateway=${SR_GATEWAY:?}
-[ "$(id -u)" = 0 ] || { echo "SKIP: the agent needs root (BPF)"; exit 77; }
-[ -r /sys/kernel/btf/vmlinux ] || { echo "SKIP: no kernel BTF"; exit 77; }
-for t in g++ objcopy readelf curl; do
-	command -v $t >/dev/null || { echo "SKIP: $t is not installed"; exit 77; }
-done
+. "${SR_SOURCE_ROOT:?}/tests/integration/lib.sh"
+sr_require_root_bpf
+sr_require_tools g++ objcopy readelf curl
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sr-sym-e2e.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	[ -n "${SR_KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
-fail=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fail=1; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+sr_workdir sym-e2e
 
 # Workloads: frame pointers so the agent's user stacks are deep and reliable.
 cxx=(g++ -O1 -g -fno-omit-frame-pointer)
@@ -48,12 +30,7 @@ cp "$work/spin-debugdir.debug" "$work/debug/.build-id/${bid:0:2}/${bid:2}.debug"
 
 port_agent=$(free_port)
 port_metrics=$(free_port)
-python3 "$src/tests/fakes/fake_pyroscope.py" --port-file "$work/pyroscope.port" --lifetime 120 \
-	>"$work/pyroscope.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/pyroscope.port" ] && break; sleep 0.1; done
-[ -s "$work/pyroscope.port" ] || { echo "FAIL: fake Pyroscope did not start"; exit 1; }
-port_pyroscope=$(cat "$work/pyroscope.port")
+sr_start_fake_pyroscope 120
 
 cat >"$work/gateway.yaml" <<EOF
 receivers:
@@ -75,16 +52,7 @@ service:
   telemetry: {metrics: {address: 127.0.0.1:$port_metrics}}
   shutdown_timeout: 15s
 EOF
-"$gateway" --config "$work/gateway.yaml" >"$work/gateway.log" 2>&1 &
-gw=$!
-pids+=($gw)
-for _ in $(seq 100); do
-	curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null 2>&1 && break
-	kill -0 "$gw" 2>/dev/null || break
-	sleep 0.1
-done
-curl -sf "http://127.0.0.1:$port_metrics/readyz" >/dev/null ||
-	{ echo "FAIL: gateway not ready"; cat "$work/gateway.log"; exit 1; }
+sr_start_gateway
 
 "$work/spin-debugdir" 12 &
 w1=$!
@@ -101,16 +69,12 @@ if ! "$agent" --config "$work/agent.yaml" --pid "$w1" --pid "$w2" --duration 8 >
 	echo "FAIL: agent"; tail -20 "$work/agent.log"; exit 1
 fi
 
-metric() { # family [label filter]
-	curl -s "http://127.0.0.1:$port_metrics/metrics" |
-		awk -v f="$1" -v c="${2:-}" '$1 ~ "^"f"({|$)" && index($1, c) {s += $NF} END {print s + 0}'
-}
-uploads=$(metric stackrelay_gateway_symbolize_uploads_total)
-named=$(metric stackrelay_gateway_symbolize_locations_total 'outcome="named"')
-disk=$(metric stackrelay_gateway_symbolize_disk_hits_total)
+uploads=$(sr_metric stackrelay_gateway_symbolize_uploads_total)
+named=$(sr_metric stackrelay_gateway_symbolize_locations_total 'outcome="named"')
+disk=$(sr_metric stackrelay_gateway_symbolize_disk_hits_total)
 
 kill -TERM "$gw"
-for _ in $(seq 200); do kill -0 "$gw" 2>/dev/null || break; sleep 0.1; done
+sr_wait_exit "$gw" 200
 kill -0 "$gw" 2>/dev/null && bad "gateway did not stop within 20s"
 wait "$gw" && ok "gateway stopped cleanly" || bad "gateway exit status $?"
 
