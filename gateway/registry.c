@@ -9,12 +9,34 @@
 #include "component.h"
 
 /* Receivers */
+extern const struct gw_component_type gw_receiver_agent;
 
 /* Processors */
+extern const struct gw_component_type gw_processor_symbolize;
+extern const struct gw_component_type gw_processor_k8s_attributes;
+extern const struct gw_component_type gw_processor_relabel;
+extern const struct gw_component_type gw_processor_batch;
+extern const struct gw_component_type gw_processor_memory_limiter;
 
 /* Exporters */
+extern const struct gw_component_type gw_exporter_otlp_http;
+extern const struct gw_component_type gw_exporter_otlp_grpc;
+extern const struct gw_component_type gw_exporter_file;
+extern const struct gw_component_type gw_exporter_pprof;
+extern const struct gw_component_type gw_exporter_flamegraph;
 
 const struct gw_component_type *const gw_component_types[] = {
+	&gw_receiver_agent,
+	&gw_processor_symbolize,
+	&gw_processor_k8s_attributes,
+	&gw_processor_relabel,
+	&gw_processor_batch,
+	&gw_processor_memory_limiter,
+	&gw_exporter_otlp_http,
+	&gw_exporter_otlp_grpc,
+	&gw_exporter_file,
+	&gw_exporter_pprof,
+	&gw_exporter_flamegraph,
 	NULL,
 };
 
