@@ -27,7 +27,7 @@ struct agent_config;
 struct agent_run_opts {
 	uint64_t duration_ns; /* 0: run until SIGTERM/SIGINT */
 	const char *output;   /* write varint-delimited PushRequests here, or NULL */
-	bool send;            /* send to cfg->gateway.endpoint */
+	bool send;	      /* send to cfg->gateway.endpoint */
 };
 
 /* Preflight: prints each check and how to fix what fails; returns the number of failed checks (or -errno). */
@@ -80,8 +80,8 @@ void agent_sender_free(struct agent_sender *s);
 struct agent_sender_stats {
 	uint64_t requests_ok;
 	uint64_t requests_failed;
-	uint64_t samples_accepted;   /* sum of counts the gateway accepted */
-	uint64_t samples_dropped;    /* sum of counts dropped (buffer full, flush timeout, definition lost) */
+	uint64_t samples_accepted; /* sum of counts the gateway accepted */
+	uint64_t samples_dropped;  /* sum of counts dropped (buffer full, flush timeout, definition lost) */
 	uint64_t bytes_sent;
 	uint64_t symbol_tables_sent;
 	uint64_t buffered_bytes;

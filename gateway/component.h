@@ -37,7 +37,7 @@ enum gw_component_kind {
 struct gw_component_type {
 	const char *name; /* "otlp_http" */
 	enum gw_component_kind kind;
-	const char *doc;  /* one paragraph for docs/configuration.md */
+	const char *doc; /* one paragraph for docs/configuration.md */
 	const struct sr_field *config_fields;
 	size_t config_size;
 	/*
@@ -58,9 +58,9 @@ struct gw_component_type {
 /* One configured instance. Layout public so component files can embed state. */
 struct gw_component {
 	const struct gw_component_type *type;
-	char *id;      /* "otlp_http/pyroscope" */
-	void *config;  /* loaded struct of type->config_size bytes */
-	void *state;   /* the component's own */
+	char *id;     /* "otlp_http/pyroscope" */
+	void *config; /* loaded struct of type->config_size bytes */
+	void *state;  /* the component's own */
 	struct gw_runtime *runtime;
 };
 

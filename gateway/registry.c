@@ -25,6 +25,8 @@ extern const struct gw_component_type gw_exporter_file;
 extern const struct gw_component_type gw_exporter_pprof;
 extern const struct gw_component_type gw_exporter_flamegraph;
 
+/* One entry per line, so adding a component is a one-line change. */
+/* clang-format off */
 const struct gw_component_type *const gw_component_types[] = {
 	&gw_receiver_agent,
 	&gw_processor_symbolize,
@@ -39,6 +41,7 @@ const struct gw_component_type *const gw_component_types[] = {
 	&gw_exporter_flamegraph,
 	NULL,
 };
+/* clang-format on */
 
 /* Tests may add types of their own (a table ending with NULL). */
 const struct gw_component_type *const *gw_component_types_extra;

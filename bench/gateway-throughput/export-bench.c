@@ -27,10 +27,10 @@
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
-#define N_STACKS 2000
-#define DEPTH 24
-#define N_FUNCS 3000
-#define RECORDS 10000
+#define N_STACKS  2000
+#define DEPTH	  24
+#define N_FUNCS	  3000
+#define RECORDS	  10000
 #define RESOURCES 8
 
 static double now(void)
@@ -46,8 +46,13 @@ static struct gw_stack *stacks[N_STACKS];
 static void make_stacks(struct gw_stores *s)
 {
 	uint8_t id[20];
-	struct gw_executable_def def = { .id = id, .id_len = 20, .id_kind = GW_EXE_ID_GNU_BUILD_ID, .file_name = "server",
-					 .path = "/usr/bin/server", .gnu_build_id = id, .gnu_build_id_len = 20 };
+	struct gw_executable_def def = { .id = id,
+					 .id_len = 20,
+					 .id_kind = GW_EXE_ID_GNU_BUILD_ID,
+					 .file_name = "server",
+					 .path = "/usr/bin/server",
+					 .gnu_build_id = id,
+					 .gnu_build_id_len = 20 };
 	struct gw_executable *exe;
 	uint32_t seed = 1;
 
@@ -61,7 +66,9 @@ static void make_stacks(struct gw_stores *s)
 			/* Shared roots, varied leaves: like real services. */
 			uint32_t f = d < 6 ? (uint32_t)d : (seed = seed * 1103515245 + 12345) % N_FUNCS;
 			char name[96];
-			struct gw_line ln = { .function = name, .file = "src/server/handler.cc", .line = 100 + f % 400 };
+			struct gw_line ln = { .function = name,
+					      .file = "src/server/handler.cc",
+					      .line = 100 + f % 400 };
 			struct gw_lines *lines;
 
 			snprintf(name, sizeof(name), "server::Handler::process_request_%u(Context&)", f);
@@ -93,9 +100,14 @@ static struct gw_profiles *make_batch(unsigned k, uint64_t *ret_total)
 		snprintf(svc, sizeof(svc), "service-%d", r);
 		res = gw_profiles__add_resource(p, a, 3, 19);
 		for (int i = 0; i < RECORDS / RESOURCES; i++) {
-			struct gw_sample smp = { .stack = stacks[(k * 7919 + (unsigned)i * 31 + (unsigned)r) % N_STACKS],
-						 .count = 1 + i % 4, .start_ns = 1, .end_ns = 10000000001ULL,
-						 .pid = 1000 + i % 50, .tid = 2000 + i % 200, .thread_name = "worker" };
+			struct gw_sample smp = { .stack =
+							 stacks[(k * 7919 + (unsigned)i * 31 + (unsigned)r) % N_STACKS],
+						 .count = 1 + i % 4,
+						 .start_ns = 1,
+						 .end_ns = 10000000001ULL,
+						 .pid = 1000 + i % 50,
+						 .tid = 2000 + i % 200,
+						 .thread_name = "worker" };
 
 			gw_resource__add_sample(p, res, &smp);
 			res = &p->resources[r];
@@ -145,15 +157,21 @@ int main(int argc, char **argv)
 			pb_ostream_t os = pb_ostream_from_buffer(buf, w.len + 1024);
 			double t3;
 
-			if (!pb_decode(&is, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields,
-				       &r))
+			if (!pb_decode(
+				    &is,
+				    opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields,
+				    &r))
 				return 1;
 			t3 = now();
-			if (!pb_encode(&os,
-				       opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &r))
+			if (!pb_encode(
+				    &os,
+				    opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields,
+				    &r))
 				return 1;
 			t_nanopb += now() - t3;
-			pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &r);
+			pb_release(
+				opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields,
+				&r);
 			free(buf);
 		}
 		free(gz);

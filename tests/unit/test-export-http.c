@@ -170,7 +170,7 @@ struct source {
 	uv_timer_t timer;
 	unsigned next, n_batches, n_resources, n_samples, first_tag;
 	uint64_t emitted;
-	unsigned refused; /* admission said "retry later" */
+	unsigned refused;      /* admission said "retry later" */
 	bool ignore_admission; /* a misbehaving sender: pushes even when told to retry later */
 };
 
@@ -311,8 +311,8 @@ static void on_deadline(uv_timer_t *t)
 }
 
 static uint64_t last_drops[8];
-static const char *const drop_reasons[] = { "rejected_400", "too_large", "retries_exhausted", "queue_full", "shutdown",
-					    "rejected",	    "memory_limit", NULL };
+static const char *const drop_reasons[] = { "rejected_400", "too_large", "retries_exhausted", "queue_full",
+					    "shutdown",	    "rejected",	 "memory_limit",      NULL };
 
 /*
  * Runs source → otlp_http (config yaml) until exported + dropped reaches
@@ -376,11 +376,11 @@ static void run_pipeline(const char *yaml, struct source *src, uint64_t expect, 
 	rc = gw_runtime__start(r->rt);
 	assert_int_equal(rc, 0);
 	uv_run(&r->loop, UV_RUN_DEFAULT);
-	r->final_exported = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_EXPORTED,
-					       NULL);
-	r->final_dropped = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_DROPPED,
-					      NULL) +
-			   gw_accounting__get(gw_runtime__accounting(r->rt), "memory_limiter", GW_COUNT_DROPPED, NULL);
+	r->final_exported =
+		gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_EXPORTED, NULL);
+	r->final_dropped =
+		gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_DROPPED, NULL) +
+		gw_accounting__get(gw_runtime__accounting(r->rt), "memory_limiter", GW_COUNT_DROPPED, NULL);
 	for (size_t i = 0; drop_reasons[i]; i++)
 		last_drops[i] = gw_accounting__get(gw_runtime__accounting(r->rt), exporter_type->name, GW_COUNT_DROPPED,
 						   drop_reasons[i]);
