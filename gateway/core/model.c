@@ -93,6 +93,7 @@ struct gw_executable *gw_executable_new(const struct gw_executable_def *def)
 	e->is_go = def->is_go;
 	atomic_init(&e->flags, 0);
 	atomic_init(&e->symbolizer, NULL);
+	atomic_init(&e->symbols_pending_until, 0);
 	return e;
 }
 
@@ -136,6 +137,8 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 	k->modules = mods;
 	k->n_modules = def->n_modules;
 	atomic_init(&k->symbolizer, NULL);
+	atomic_init(&k->flags, 0);
+	atomic_init(&k->symbols_pending_until, 0);
 	return k;
 }
 
@@ -280,6 +283,73 @@ void gw_kernel__set_want_symbols(struct gw_kernel *k, bool want)
 		atomic_fetch_or_explicit(&k->flags, GW_EXE_WANT_SYMBOLS, memory_order_relaxed);
 	else
 		atomic_fetch_and_explicit(&k->flags, ~(unsigned)GW_EXE_WANT_SYMBOLS, memory_order_relaxed);
+}
+
+/* ---- symbol lookup progress (shared by executables and kernels) ---- */
+
+static uint64_t mono_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void lookup_set(atomic_uint *flags, atomic_uint_fast64_t *until, uint64_t pending_ns)
+{
+	atomic_fetch_or_explicit(flags, GW_EXE_SYMBOLS_LOOKED_UP, memory_order_relaxed);
+	atomic_store_explicit(until, pending_ns ? mono_now_ns() + pending_ns : 0, memory_order_relaxed);
+}
+
+static void lookup_queued(atomic_uint *flags, atomic_uint_fast64_t *until, uint64_t pending_ns)
+{
+	uint_fast64_t expected = 0;
+
+	/* Cheap for the common case (the receiver calls this per executable per request): one load. */
+	if (atomic_load_explicit(flags, memory_order_relaxed) & GW_EXE_SYMBOLS_LOOKED_UP)
+		return;
+	/* Only the first time: a gateway without a symbolize processor must not report it pending forever. */
+	atomic_compare_exchange_strong_explicit(until, &expected, mono_now_ns() + pending_ns, memory_order_relaxed,
+						memory_order_relaxed);
+}
+
+static bool lookup_pending(const atomic_uint *flags, const atomic_uint_fast64_t *until)
+{
+	uint64_t t = atomic_load_explicit((atomic_uint_fast64_t *)until, memory_order_relaxed);
+
+	if (!t || (atomic_load_explicit((atomic_uint *)flags, memory_order_relaxed) & GW_EXE_WANT_SYMBOLS))
+		return false;
+	return mono_now_ns() < t;
+}
+
+void gw_executable__set_lookup(struct gw_executable *e, uint64_t pending_ns)
+{
+	lookup_set(&e->flags, &e->symbols_pending_until, pending_ns);
+}
+
+void gw_executable__set_queued(struct gw_executable *e, uint64_t pending_ns)
+{
+	lookup_queued(&e->flags, &e->symbols_pending_until, pending_ns);
+}
+
+bool gw_executable__symbols_pending(const struct gw_executable *e)
+{
+	return lookup_pending(&e->flags, &e->symbols_pending_until);
+}
+
+void gw_kernel__set_lookup(struct gw_kernel *k, uint64_t pending_ns)
+{
+	lookup_set(&k->flags, &k->symbols_pending_until, pending_ns);
+}
+
+void gw_kernel__set_queued(struct gw_kernel *k, uint64_t pending_ns)
+{
+	lookup_queued(&k->flags, &k->symbols_pending_until, pending_ns);
+}
+
+bool gw_kernel__symbols_pending(const struct gw_kernel *k)
+{
+	return lookup_pending(&k->flags, &k->symbols_pending_until);
 }
 
 bool gw_slot__set_once(_Atomic(void *) *slot, void *v)

@@ -41,6 +41,8 @@
  *       gw_location.lines   set once (gw_location__set_lines), atomically:
  *                           readers load it with gw_location__lines();
  *       gw_executable.flags, gw_kernel.flags  atomic bits (want symbols, ...);
+ *       gw_executable/gw_kernel.symbols_pending_until  atomic deadline
+ *                           (gw_executable__set_lookup and friends);
  *       gw_executable.symbolizer / gw_kernel.symbolizer  a set-once slot the
  *                           symbolize processor may use (gw_slot__set_once).
  *     So workers may read any definition and set lines while the loop thread
@@ -105,6 +107,8 @@ enum {
 	GW_EXE_WANT_SYMBOLS = 1u << 0,
 	/* An agent uploaded a symbol table for it (or said it cannot). */
 	GW_EXE_SYMBOLS_UPLOADED = 1u << 1,
+	/* The symbolize processor has looked it up at least once (gw_executable__set_lookup). */
+	GW_EXE_SYMBOLS_LOOKED_UP = 1u << 2,
 };
 
 struct gw_executable {
@@ -121,6 +125,13 @@ struct gw_executable {
 	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
 	/* Receiver scratch (de-duplication of work within one request); atomic, relaxed. */
 	atomic_uint_fast64_t scratch_epoch;
+	/*
+	 * Until when (CLOCK_MONOTONIC ns, 0: not) a symbol lookup is in progress:
+	 * PushResponse.symbols_pending counts it for agents that probe it
+	 * (docs/agent-protocol.md, "Symbol probes"). A deadline, not a flag, so
+	 * a lookup nobody looks at again stops counting by itself.
+	 */
+	atomic_uint_fast64_t symbols_pending_until;
 };
 
 struct gw_kernel_module {
@@ -139,6 +150,7 @@ struct gw_kernel {
 	uint32_t n_modules;
 	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
 	atomic_uint flags;	    /* GW_EXE_WANT_SYMBOLS, GW_EXE_SYMBOLS_UPLOADED, as for executables */
+	atomic_uint_fast64_t symbols_pending_until; /* as for executables */
 };
 
 /* What an executable is made from (all strings may be NULL = ""). */
@@ -251,6 +263,28 @@ static inline bool gw_kernel__wants_symbols(const struct gw_kernel *k)
 	return atomic_load_explicit(&((struct gw_kernel *)k)->flags, memory_order_relaxed) & GW_EXE_WANT_SYMBOLS;
 }
 void gw_kernel__set_want_symbols(struct gw_kernel *k, bool want);
+
+/*
+ * Symbol lookup progress, for agents that probe IDs at exit (PushRequest.probe_symbols,
+ * docs/agent-protocol.md "Symbol probes"). Thread-safe (atomics).
+ *
+ * set_lookup: the symbolize processor looked the executable up; pending_ns > 0
+ * while the lookup goes on elsewhere (debuginfod): pending for that long at
+ * most; 0 when it ended (resolved, wanted from agents, or never resolvable).
+ *
+ * set_queued: the receiver accepted samples using it; until the symbolize
+ * processor has looked at it, it counts as pending for at most pending_ns
+ * (the batch is on its way to the processor). Once looked up, no effect.
+ *
+ * symbols_pending: a deadline above is in the future and the symbols are not
+ * wanted from agents (wanted IDs are listed, not counted).
+ */
+void gw_executable__set_lookup(struct gw_executable *e, uint64_t pending_ns);
+void gw_executable__set_queued(struct gw_executable *e, uint64_t pending_ns);
+bool gw_executable__symbols_pending(const struct gw_executable *e);
+void gw_kernel__set_lookup(struct gw_kernel *k, uint64_t pending_ns);
+void gw_kernel__set_queued(struct gw_kernel *k, uint64_t pending_ns);
+bool gw_kernel__symbols_pending(const struct gw_kernel *k);
 
 /* ---- the gateway-wide stores ---- */
 

@@ -247,6 +247,30 @@ static bool publish_fallback(struct gw_location *l)
 	return publish(l, &(struct gw_line){ .function = name, .system_name = "" }, 1);
 }
 
+/*
+ * Tells agents that probe this executable or kernel at exit (PushResponse.symbols_pending,
+ * docs/agent-protocol.md "Symbol probes") whether a lookup is still going on: pending while
+ * debuginfod (or a load) works and this batch would still wait for it; over once it is
+ * resolved, wanted from the agent (listed in wanted_symbols instead) or never resolvable.
+ */
+static void note_lookup(const struct job *job, struct gw_location *l, enum gw_sym_state state)
+{
+	uint64_t now = mono_ns(), pending_ns = 0;
+
+	if (state == GW_SYM_PENDING && !job->final && job->deadline_ns > now)
+		pending_ns = job->deadline_ns - now;
+	if (l->kind == GW_FRAME_KERNEL) {
+		gw_kernel__set_lookup(l->kernel, pending_ns);
+		/* Symbols are here (or never will be): an agent asked before they were must not upload again. */
+		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)
+			gw_kernel__set_want_symbols(l->kernel, false);
+	} else {
+		gw_executable__set_lookup(l->exe, pending_ns);
+		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)
+			gw_executable__set_want_symbols(l->exe, false);
+	}
+}
+
 static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m, struct gw_sym_result *res,
 			       struct gw_location *l)
 {
@@ -282,8 +306,10 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		job->unsymbolized++;
 		return;
 	}
-	if (is_new)
+	if (is_new) {
 		slot->state = gw_symbolizer__acquire(sp->sym, id->bytes, id->len, &hint, &slot->h);
+		note_lookup(job, l, slot->state);
+	}
 
 	switch (slot->state) {
 	case GW_SYM_READY: {

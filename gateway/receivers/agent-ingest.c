@@ -616,6 +616,7 @@ struct ctx {
 	struct gw_stores *stores;
 	uint64_t epoch;
 	struct idlist missing_stacks, missing_exes, missing_kernels, wanted;
+	struct idlist probed; /* probe_symbols, de-duplicated */
 	struct gw_ingest_result *res;
 	/* resources of the batch by identity */
 	struct rtable resources;
@@ -1120,9 +1121,13 @@ static int note_wanted(struct ctx *c, struct gw_stack *st)
 			if (e < 0)
 				return e;
 		}
+		/* On its way to the symbolize processor: a probe in the meantime is answered "pending". */
+		if (k)
+			gw_kernel__set_queued(k, GW_AGENT_QUEUED_PENDING_NS);
 		if (!x || atomic_load_explicit(&x->scratch_epoch, memory_order_relaxed) == c->epoch)
 			continue;
 		atomic_store_explicit(&x->scratch_epoch, c->epoch, memory_order_relaxed);
+		gw_executable__set_queued(x, GW_AGENT_QUEUED_PENDING_NS);
 		if (gw_executable__wants_symbols(x) && c->wanted.n < GW_AGENT_MAX_WANTED_PER_RESPONSE) {
 			int e = idlist_add(&c->wanted, x->id.bytes, x->id.len);
 			if (e < 0)
@@ -1203,6 +1208,7 @@ static bool enc_varint(pb_ostream_t *os, uint32_t tag, uint64_t v)
 struct resp {
 	uint64_t accepted;
 	uint32_t retry_after_ms;
+	uint32_t symbols_pending;
 	const char *error;
 	const struct idlist *stacks, *exes, *kernels, *wanted;
 };
@@ -1217,7 +1223,8 @@ static bool enc_response(pb_ostream_t *os, const struct resp *r)
 	    (r->kernels && !enc_ids(os, stackrelay_v1_PushResponse_missing_kernels_tag, r->kernels)) ||
 	    (r->wanted && !enc_ids(os, stackrelay_v1_PushResponse_wanted_symbols_tag, r->wanted)))
 		return false;
-	if (!enc_varint(os, stackrelay_v1_PushResponse_retry_after_ms_tag, r->retry_after_ms))
+	if (!enc_varint(os, stackrelay_v1_PushResponse_retry_after_ms_tag, r->retry_after_ms) ||
+	    !enc_varint(os, stackrelay_v1_PushResponse_symbols_pending_tag, r->symbols_pending))
 		return false;
 	if (r->error && *r->error &&
 	    (!pb_encode_tag(os, PB_WT_STRING, stackrelay_v1_PushResponse_error_tag) ||
@@ -1343,6 +1350,59 @@ static int do_sample(struct ctx *c, struct slice s, char *errbuf, size_t errsize
 	return add_sample(c, &in);
 }
 
+/*
+ * One probed ID (docs/agent-protocol.md, "Symbol probes"): listed in
+ * wanted_symbols when the symbolizer wants the agent's table, counted in
+ * symbols_pending while a lookup is still going on. An ID this gateway does
+ * not know is neither: it holds no frames in it.
+ */
+static int do_probe(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+{
+	struct gw_executable *x;
+	struct gw_kernel *k = NULL;
+	bool wanted, pending, dup;
+	size_t before = c->probed.n;
+	int e;
+
+	if (s.n == 0 || s.n > GW_ID_MAX) {
+		snprintf(errbuf, errsize, "PushRequest.probe_symbols: an ID is empty or longer than %d bytes",
+			 GW_ID_MAX);
+		return -EBADMSG;
+	}
+	if ((e = idlist_add(&c->probed, s.p, s.n)) < 0)
+		return e;
+	dup = c->probed.n == before;
+	if (dup)
+		return 0;
+	if (c->probed.n > GW_AGENT_MAX_PROBES_PER_REQUEST) {
+		snprintf(errbuf, errsize, "PushRequest.probe_symbols: more than %d IDs in one request",
+			 GW_AGENT_MAX_PROBES_PER_REQUEST);
+		return -EBADMSG;
+	}
+	x = gw_stores__executable(c->stores, s.p, s.n);
+	if (x) {
+		wanted = gw_executable__wants_symbols(x);
+		pending = gw_executable__symbols_pending(x);
+		gw_executable__unref(x);
+	} else if ((k = gw_stores__kernel(c->stores, s.p, s.n))) {
+		wanted = gw_kernel__wants_symbols(k);
+		pending = gw_kernel__symbols_pending(k);
+		gw_kernel__unref(k);
+	} else {
+		return 0;
+	}
+	if (wanted) {
+		/* A full list: the agent asks again after uploading what was listed. */
+		if (c->wanted.n >= GW_AGENT_MAX_WANTED_PER_RESPONSE)
+			c->res->symbols_pending++;
+		else if ((e = idlist_add(&c->wanted, s.p, s.n)) < 0)
+			return e;
+	} else if (pending) {
+		c->res->symbols_pending++;
+	}
+	return 0;
+}
+
 static int process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch, bool definitions_only,
 		   struct gw_ingest_result *res, char *errbuf, size_t errsize)
 {
@@ -1369,8 +1429,11 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 		    0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_drops_tag, parse_drops, &c, errbuf, errsize)) < 0 ||
 	    (!definitions_only &&
-	     (e = each_field(r, stackrelay_v1_PushRequest_samples_tag, do_sample, &c, errbuf, errsize)) < 0))
+	     (e = each_field(r, stackrelay_v1_PushRequest_samples_tag, do_sample, &c, errbuf, errsize)) < 0) ||
+	    (!definitions_only &&
+	     (e = each_field(r, stackrelay_v1_PushRequest_probe_symbols_tag, do_probe, &c, errbuf, errsize)) < 0))
 		goto fail;
+	res->probes = c.probed.n;
 	res->missing_stacks = c.missing_stacks.n;
 	res->missing_executables = c.missing_exes.n;
 	res->missing_kernels = c.missing_kernels.n;
@@ -1378,6 +1441,7 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 	{
 		struct resp rs = {
 			.accepted = res->accepted,
+			.symbols_pending = (uint32_t)SR_MIN(res->symbols_pending, (uint64_t)UINT32_MAX),
 			.stacks = &c.missing_stacks,
 			.exes = &c.missing_exes,
 			.kernels = &c.missing_kernels,
@@ -1401,6 +1465,7 @@ out:
 	idlist_free(&c.missing_exes);
 	idlist_free(&c.missing_kernels);
 	idlist_free(&c.wanted);
+	idlist_free(&c.probed);
 	free(c.resources.s);
 	sset_free(&c.thread_names);
 	return e;

@@ -35,6 +35,15 @@ struct gw_symbol_table;
 #define GW_AGENT_MAX_WANTED_PER_RESPONSE 64
 /* Longest string field kept (thread/process names, paths); longer ones are cut. */
 #define GW_AGENT_MAX_STRING_BYTES 4096
+/* IDs in one request's probe_symbols; more is a bad request (the agent sends at most 256). */
+#define GW_AGENT_MAX_PROBES_PER_REQUEST 1024
+/*
+ * How long an executable or kernel in accepted samples counts as pending for
+ * probes (PushResponse.symbols_pending) before the symbolize processor has
+ * looked it up: the time its batch may take to reach the processor. Without
+ * a symbolize processor it stops counting after this, once per ID.
+ */
+#define GW_AGENT_QUEUED_PENDING_NS (2ULL * 1000 * 1000 * 1000)
 
 /*
  * Inflates a gzip body into *ret (malloc'd) of at most max_bytes. Returns 0,
@@ -71,6 +80,8 @@ struct gw_ingest_result {
 	struct gw_symbol_table **tables;
 	size_t n_tables;
 	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;
+	/* Distinct IDs probed (PushRequest.probe_symbols), and how many of them were answered pending. */
+	uint64_t probes, symbols_pending;
 	uint64_t defined_stacks, defined_executables, defined_kernels;
 	struct gw_ingest_agent_drops drops;
 	/* The encoded PushResponse (always set on success). */

@@ -235,6 +235,7 @@ struct agent_stats {
 	uint64_t requests[8]; /* by status class below */
 	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
 	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;
+	uint64_t probes, probes_pending;
 	struct gw_ingest_agent_drops agent_drops;
 };
 
@@ -814,6 +815,8 @@ static void work_finish(struct work *w)
 	rx->st.missing_executables += w->res.missing_executables;
 	rx->st.missing_kernels += w->res.missing_kernels;
 	rx->st.wanted += w->res.wanted;
+	rx->st.probes += w->res.probes;
+	rx->st.probes_pending += w->res.symbols_pending;
 	rx->st.agent_drops.ring_buffer_full += w->res.drops.ring_buffer_full;
 	rx->st.agent_drops.stack_errors += w->res.drops.stack_errors;
 	rx->st.agent_drops.buffer_overflow += w->res.drops.buffer_overflow;
@@ -1420,6 +1423,10 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		  rx->st.symbol_tables },
 		{ "stackrelay_gateway_agent_wanted_symbols_total", "Executable IDs asked for in wanted_symbols.",
 		  rx->st.wanted },
+		{ "stackrelay_gateway_agent_symbol_probes_total",
+		  "Executable and kernel IDs agents asked about in probe_symbols (at exit).", rx->st.probes },
+		{ "stackrelay_gateway_agent_symbol_probes_pending_total",
+		  "Probed IDs answered as still being looked up (symbols_pending).", rx->st.probes_pending },
 	};
 
 	gw_metrics_label(lbl, sizeof(lbl), "component", rx->c->id);

@@ -5,7 +5,10 @@
  * limit, the PushRequest header walk, then the full processing: definitions
  * (executables, kernels with modules, stacks with frames), symbol-table
  * uploads, samples into a batch, the encoded PushResponse, and the
- * de-duplication window. The definition stores persist across inputs (as in
+ * de-duplication window. Symbol probes (probe_symbols) are answered twice:
+ * once as received, once after the executables and kernels of the accepted
+ * samples were flagged wanted or pending (chosen by the input), so the
+ * wanted and pending answers run too. The definition stores persist across inputs (as in
  * the gateway) with small bounds, so eviction runs too. Nothing may crash,
  * leak or read out of bounds.
  */
@@ -22,6 +25,32 @@
 #define FUZZ_MAX_PLAIN (4 * 1024 * 1024)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Flags what the batch uses as the symbolize processor would: wanted, pending or looked up (by seed bits). */
+static void flag_batch(struct gw_profiles *p, uint8_t seed)
+{
+	unsigned i = 0;
+
+	gw_profiles_foreach_resource(p, r)
+	{
+		gw_resource_foreach_sample(r, sm)
+		{
+			for (uint32_t j = 0; sm->stack && j < sm->stack->n_locations; j++, i++) {
+				struct gw_location *l = sm->stack->locations[j];
+				unsigned what = (seed >> (i % 4 * 2)) & 3;
+
+				if (l->exe) {
+					gw_executable__set_want_symbols(l->exe, what == 1);
+					gw_executable__set_lookup(l->exe, what == 2 ? 60ULL * 1000000000ULL : 0);
+				}
+				if (l->kernel) {
+					gw_kernel__set_want_symbols(l->kernel, what == 1);
+					gw_kernel__set_lookup(l->kernel, what == 2 ? 60ULL * 1000000000ULL : 0);
+				}
+			}
+		}
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -62,9 +91,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			if (res.accepted + res.refused_missing != res.received)
 				abort();
+			if (res.probes > GW_AGENT_MAX_PROBES_PER_REQUEST || res.symbols_pending > res.probes)
+				abort();
 			if (h.instance_id_len)
 				gw_dedupe__insert(dedupe, h.instance_id, h.instance_id_len, h.sequence, res.response,
 						  res.response_len);
+			if (res.batch) {
+				flag_batch(res.batch, size ? data[size - 1] : 0);
+				gw_ingest_result_free(&res);
+				if (gw_ingest_process(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0 &&
+				    res.symbols_pending > res.probes)
+					abort();
+			}
 			gw_ingest_result_free(&res);
 		}
 		if (gw_ingest_process_definitions(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0)

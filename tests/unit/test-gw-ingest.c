@@ -476,6 +476,237 @@ static void test_kernel_symbols(void **state)
 	gw_stores_free(st);
 }
 
+/* A request of only probe_symbols (PushRequest field 11). */
+static void probe_req(struct pbw *w, const uint8_t *const *ids, const size_t *lens, size_t n)
+{
+	*w = (struct pbw){ 0 };
+	add_header(w, "agent-p", 100);
+	for (size_t i = 0; i < n; i++)
+		f_bytes(w, 11, ids[i], lens[i]);
+}
+
+static uint32_t pending(const stackrelay_v1_PushResponse *m)
+{
+	return m->symbols_pending ? *m->symbols_pending : 0;
+}
+
+/* Probes (docs/agent-protocol.md, "Symbol probes"): wanted listed, pending counted, unknown neither. */
+static void test_probes(void **state)
+{
+	static const uint8_t UNKNOWN_ID[16] = { 0xdd, 4 };
+	const uint8_t *ids[] = { EXE_A, EXE_B, KERNEL, UNKNOWN_ID, EXE_A };
+	const size_t lens[] = { 20, 20, sizeof(KERNEL), sizeof(UNKNOWN_ID), 20 };
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+
+	add_header(&w, "agent-p", 1);
+	add_exe(&w, EXE_A, "a");
+	add_kernel(&w);
+	add_stack(&w, STACK_1, EXE_A);
+	add_kstack(&w);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	struct gw_executable *a = gw_stores__executable(st, EXE_A, 20);
+	struct gw_kernel *k = gw_stores__kernel(st, KERNEL, sizeof(KERNEL));
+	assert_non_null(a);
+	assert_non_null(k);
+
+	/* Defined but no samples yet: nothing is wanted or on its way. B was never defined, UNKNOWN is nothing. */
+	probe_req(&w, ids, lens, 5);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.probes, 4); /* A twice counts once */
+	assert_int_equal(res.received, 0);
+	assert_null(res.batch);
+	assert_int_equal(m.wanted_symbols_count, 0);
+	assert_int_equal(pending(&m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Accepted samples: their executable and kernel are on the way to the symbolize processor: pending. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-p", 2);
+	add_sample(&w, STACK_1, 1, "app", NULL, NULL);
+	add_sample(&w, STACK_K, 1, "app", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 2);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	assert_true(gw_executable__symbols_pending(a));
+	assert_true(gw_kernel__symbols_pending(k));
+	probe_req(&w, ids, lens, 5);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 0);
+	assert_int_equal(pending(&m), 2);
+	assert_int_equal(res.symbols_pending, 2);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* The processor looked: A is wanted from the agent, the kernel still being looked up elsewhere. */
+	gw_executable__set_lookup(a, 0);
+	gw_executable__set_want_symbols(a, true);
+	gw_kernel__set_lookup(k, 60ULL * 1000000000ULL);
+	probe_req(&w, ids, lens, 5);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	assert_true(has_id(m.wanted_symbols, 1, EXE_A, 20));
+	assert_int_equal(pending(&m), 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* A resend answered from the de-duplication window takes no probes. */
+	probe_req(&w, ids, lens, 5);
+	{
+		char err[256];
+		assert_int_equal(gw_ingest_process_definitions(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
+		assert_int_equal(res.probes, 0);
+		gw_ingest_result_free(&res);
+	}
+	free(w.p);
+
+	/* Once looked up, more samples do not make it pending again; a lookup deadline passes by itself. */
+	gw_kernel__set_lookup(k, 1);
+	gw_executable__set_want_symbols(a, false);
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-p", 3);
+	add_sample(&w, STACK_K, 1, "app", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	probe_req(&w, ids, lens, 5);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 0);
+	assert_int_equal(pending(&m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Wanted wins over pending (the agent uploads rather than waits). */
+	gw_kernel__set_lookup(k, 60ULL * 1000000000ULL);
+	gw_kernel__set_want_symbols(k, true);
+	assert_false(gw_kernel__symbols_pending(k));
+	probe_req(&w, ids, lens, 5);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	assert_true(has_id(m.wanted_symbols, 1, KERNEL, sizeof(KERNEL)));
+	assert_int_equal(pending(&m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	gw_executable__unref(a);
+	gw_kernel__unref(k);
+	gw_stores_free(st);
+}
+
+/* More wanted IDs than one response lists: the rest count as pending, so the agent asks again. */
+static void test_probes_wanted_overflow(void **state)
+{
+	enum { N = GW_AGENT_MAX_WANTED_PER_RESPONSE + 3 };
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	uint8_t idbuf[N][20];
+	const uint8_t *ids[N];
+	size_t lens[N];
+	struct pbw w = { 0 };
+
+	add_header(&w, "agent-p", 1);
+	for (int i = 0; i < N; i++) {
+		memset(idbuf[i], 0, 20);
+		idbuf[i][0] = 0xee;
+		idbuf[i][1] = (uint8_t)i;
+		ids[i] = idbuf[i];
+		lens[i] = 20;
+		add_exe(&w, idbuf[i], "x");
+	}
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	for (int i = 0; i < N; i++) {
+		struct gw_executable *x = gw_stores__executable(st, idbuf[i], 20);
+		assert_non_null(x);
+		gw_executable__set_want_symbols(x, true);
+		gw_executable__unref(x);
+	}
+	probe_req(&w, ids, lens, N);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, GW_AGENT_MAX_WANTED_PER_RESPONSE);
+	assert_int_equal(pending(&m), N - GW_AGENT_MAX_WANTED_PER_RESPONSE);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_stores_free(st);
+}
+
+/* The bound on probe IDs per request, and malformed IDs, are bad requests with a clear error. */
+static void test_probes_bounds(void **state)
+{
+	enum { N = GW_AGENT_MAX_PROBES_PER_REQUEST + 1 };
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	uint8_t(*idbuf)[8] = calloc(N, 8);
+	const uint8_t **ids = calloc(N, sizeof(*ids));
+	size_t *lens = calloc(N, sizeof(*lens));
+	uint8_t big[GW_ID_MAX + 1] = { 1 };
+	char err[256];
+	struct pbw w = { 0 };
+
+	for (int i = 0; i < N; i++) {
+		memcpy(idbuf[i], &i, sizeof(i));
+		ids[i] = idbuf[i];
+		lens[i] = 8;
+	}
+	probe_req(&w, ids, lens, N - 1); /* at the limit: fine */
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
+	assert_int_equal(res.probes, GW_AGENT_MAX_PROBES_PER_REQUEST);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	probe_req(&w, ids, lens, N);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "probe_symbols"));
+	assert_non_null(strstr(err, "1024"));
+	free(w.p);
+	/* Repeats of one ID do not count against the limit. */
+	for (int i = 0; i < N; i++)
+		ids[i] = idbuf[0];
+	probe_req(&w, ids, lens, N);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
+	assert_int_equal(res.probes, 1);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	ids[0] = big;
+	lens[0] = 0;
+	probe_req(&w, ids, lens, 1);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "probe_symbols"));
+	free(w.p);
+	lens[0] = sizeof(big);
+	probe_req(&w, ids, lens, 1);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	free(w.p);
+	/* Wrong wire type: a varint where bytes belong. */
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	f_varint(&w, 11, 5);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	free(w.p);
+	free(idbuf);
+	free(ids);
+	free(lens);
+	gw_stores_free(st);
+}
+
 static void test_malformed_never_crashes(void **state)
 {
 	struct gw_stores *st = gw_stores_new(NULL);
@@ -641,6 +872,9 @@ int main(void)
 		cmocka_unit_test(test_kernel_and_resources),
 		cmocka_unit_test(test_symbols),
 		cmocka_unit_test(test_kernel_symbols),
+		cmocka_unit_test(test_probes),
+		cmocka_unit_test(test_probes_wanted_overflow),
+		cmocka_unit_test(test_probes_bounds),
 		cmocka_unit_test(test_malformed_never_crashes),
 		cmocka_unit_test(test_header_and_count),
 		cmocka_unit_test(test_gunzip),

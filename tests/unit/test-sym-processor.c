@@ -158,6 +158,9 @@ static void upload_wanted(struct gw_component *c)
 	assert_non_null(e2);
 	/* The processor asked for it: the receiver would list it in wanted_symbols. */
 	assert_true(gw_executable__wants_symbols(e2));
+	/* Looked up, and not "pending" for agents' exit probes: wanted is the answer (docs/agent-protocol.md). */
+	assert_true(atomic_load(&e2->flags) & GW_EXE_SYMBOLS_LOOKED_UP);
+	assert_false(gw_executable__symbols_pending(e2));
 	t = calloc(1, sizeof(*t) + sizeof(struct gw_symbol) + sizeof(name));
 	assert_non_null(t);
 	t->symbols = (struct gw_symbol *)(t + 1);
@@ -181,6 +184,8 @@ static void upload_kernel(struct gw_component *c)
 	assert_non_null(k);
 	/* The processor asked for it: the receiver lists the kernel ID in wanted_symbols. */
 	assert_true(gw_kernel__wants_symbols(k));
+	assert_true(atomic_load(&k->flags) & GW_EXE_SYMBOLS_LOOKED_UP);
+	assert_false(gw_kernel__symbols_pending(k));
 	gw_kernel__unref(k);
 	t = calloc(1, sizeof(*t) + 3 * sizeof(struct gw_symbol) + sizeof(names));
 	assert_non_null(t);
@@ -216,6 +221,14 @@ static void tick(uv_timer_t *t)
 		st.uploaded = true;
 		st.step = 2;
 	} else if (st.step == 2 && st.got[1] && st.got[2] && st.got[3] && st.got[4]) {
+		struct gw_executable *e1 = gw_stores__executable(gw_runtime__stores(c->runtime), bid, bid_len);
+
+		/* Symbolized from a local file: looked up, neither wanted nor pending for probes. */
+		assert_non_null(e1);
+		assert_true(atomic_load(&e1->flags) & GW_EXE_SYMBOLS_LOOKED_UP);
+		assert_false(gw_executable__wants_symbols(e1));
+		assert_false(gw_executable__symbols_pending(e1));
+		gw_executable__unref(e1);
 		st.step = 3;
 		gw_runtime__shutdown(st.rt, on_done, NULL);
 		return;
