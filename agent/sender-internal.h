@@ -36,6 +36,18 @@ struct agent_gateway_config;
 #define AGENT_SENDER_SENT_SET_MAX (256 * 1024)
 /* Executable IDs remembered for symbol upload (pending and done). */
 #define AGENT_SENDER_SYMBOL_SET_MAX (64 * 1024)
+/*
+ * Symbol probes at flush (docs/agent-protocol.md, "Symbol probes"). IDs
+ * remembered for them: the most recent distinct executables and kernels the
+ * gateway was sent definitions of (older ones had later windows' responses).
+ */
+#define AGENT_SENDER_PROBE_IDS_MAX 4096
+/* IDs in one probe request (the gateway accepts up to 1024). */
+#define AGENT_SENDER_PROBES_PER_REQUEST 256
+/* Wait before the first round (the gateway looks at the last window meanwhile), and after new uploads. */
+#define AGENT_SENDER_PROBE_FIRST_WAIT_NS (200ULL * 1000 * 1000)
+/* While answers say "pending" the wait doubles up to this; all of it within gateway.flush_timeout. */
+#define AGENT_SENDER_PROBE_MAX_WAIT_NS (2ULL * 1000 * 1000 * 1000)
 /* Symbol uploads are rate-limited by a token bucket refilled at this many bytes per second. */
 #define AGENT_SENDER_SYMBOL_RATE_BYTES (1024 * 1024)
 /* The bearer token file is re-read this often (and after every 401). */
@@ -87,6 +99,8 @@ struct agent_sender *agent_sender_new_with_transport(const struct agent_config *
 						     struct agent_sender_transport *t);
 /* Tests: shorter backoff so failure paths run fast. */
 void agent_sender__set_backoff(struct agent_sender *s, uint64_t initial_ns, uint64_t max_ns);
+/* Tests: shorter waits between exit symbol probe rounds (AGENT_SENDER_PROBE_*_WAIT_NS). */
+void agent_sender__set_probe_wait(struct agent_sender *s, uint64_t first_ns, uint64_t max_ns);
 /* Tests: read kernel symbols from path instead of /proc/kallsyms (kept, not copied; set before submitting). */
 void agent_sender__set_kallsyms_path(struct agent_sender *s, const char *path);
 

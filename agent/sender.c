@@ -86,6 +86,19 @@ struct chunk {
 };
 TAILQ_HEAD(chunkq, chunk);
 
+/* An executable or kernel ID remembered for the exit probes. */
+struct probe_id {
+	uint8_t id[64];
+	uint8_t len;
+};
+
+/* Flush's symbol probe phase (docs/agent-protocol.md, "Symbol probes"). */
+enum probe_state {
+	PROBE_OFF,  /* not started for this flush */
+	PROBE_WAIT, /* next round at probe_at_ns */
+	PROBE_DONE, /* nothing more to ask this flush */
+};
+
 struct symjob {
 	uint8_t id[64];
 	size_t len;
@@ -118,6 +131,8 @@ struct agent_sender {
 	bool stop;
 	unsigned flushing;
 	uint64_t flush_deadline_ns;
+	enum probe_state probe_state; /* read by flush() for idleness */
+	uint64_t probe_at_ns;
 	bool flush_expired;	/* set by flush(), cleared by the thread once it dropped what remained */
 	uint64_t flush_dropped; /* samples dropped for the current flush's timeout */
 	bool busy;		/* the thread is working on something outside the lock */
@@ -135,6 +150,12 @@ struct agent_sender {
 	const char *kallsyms_path; /* AGENT_SYMUPLOAD_KALLSYMS_PATH; tests point it at a fixture */
 	struct symjob *symjobs;
 	size_t symjobs_cap;
+	/* IDs for the exit probes: a ring of the most recent distinct ones, and their set. */
+	struct probe_id *probe_ids;
+	size_t probe_n, probe_next;
+	struct idset probe_set;
+	uint64_t probe_wait_ns;		       /* current wait between rounds */
+	uint64_t probe_first_ns, probe_max_ns; /* AGENT_SENDER_PROBE_*_WAIT_NS; tests shorten them */
 	uint64_t seq;
 	unsigned failures;
 	uint64_t conn_started_ns;
@@ -938,7 +959,36 @@ static void post(struct agent_sender *s, const struct encoded *enc, struct attem
 	free(res.body);
 }
 
-/* The set `sent` after a request: a new connection knew only what this request defined. */
+/* Remembers an ID for the exit probes; the ring forgets the oldest when full. */
+static void probe_remember(struct agent_sender *s, const pb_bytes_array_t *id)
+{
+	struct probe_id *p;
+
+	if (!id || !id->size || id->size > sizeof(p->id) || idset_has(&s->probe_set, ID_SYMBOLS, id->bytes, id->size))
+		return;
+	if (!s->probe_ids) {
+		s->probe_ids = calloc(AGENT_SENDER_PROBE_IDS_MAX, sizeof(*s->probe_ids));
+		if (!s->probe_ids)
+			return;
+	}
+	p = &s->probe_ids[s->probe_next];
+	/* One key domain for both kinds: the probe names the ID, the gateway knows what it is. */
+	if (idset_add(&s->probe_set, ID_SYMBOLS, id->bytes, id->size) < 0)
+		return;
+	if (s->probe_n == AGENT_SENDER_PROBE_IDS_MAX)
+		idset_del(&s->probe_set, ID_SYMBOLS, p->id, p->len); /* the oldest, overwritten below */
+	memcpy(p->id, id->bytes, id->size);
+	p->len = (uint8_t)id->size;
+	s->probe_next = (s->probe_next + 1) % AGENT_SENDER_PROBE_IDS_MAX;
+	if (s->probe_n < AGENT_SENDER_PROBE_IDS_MAX)
+		s->probe_n++;
+}
+
+/*
+ * The set `sent` after a request: a new connection knew only what this request
+ * defined. The executables and kernels defined are remembered for the exit
+ * probes: their samples are at the gateway now, which may want their symbols.
+ */
 static void commit_defs(struct agent_sender *s, struct defs *d, bool new_connection)
 {
 	if (new_connection)
@@ -946,6 +996,10 @@ static void commit_defs(struct agent_sender *s, struct defs *d, bool new_connect
 	for (size_t i = 0; i < d->local.cap; i++)
 		if (d->local.keys[i].hi)
 			(void)idset_add_key(&s->sent, d->local.keys[i]);
+	for (size_t i = 0; i < d->n_executables; i++)
+		probe_remember(s, d->executables[i].id);
+	for (size_t i = 0; i < d->n_kernels; i++)
+		probe_remember(s, d->kernels[i].id);
 }
 
 static void note_failure(struct agent_sender *s, const struct attempt *a, const char *what)
@@ -986,8 +1040,11 @@ static void schedule_retry(struct agent_sender *s, uint64_t wait_ns)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static void want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_size_t n)
+/* Queues uploads for the wanted IDs not uploaded yet; returns how many were queued. */
+static size_t want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_size_t n)
 {
+	size_t added = 0;
+
 	/* The queue is the thread's, but flush() reads its length: change it under the lock. */
 	pthread_mutex_lock(&s->mu);
 	for (pb_size_t i = 0; i < n; i++) {
@@ -1010,8 +1067,10 @@ static void want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_size
 		j->len = id->size;
 		j->attempts = 0;
 		j->seq = 0;
+		added++;
 	}
 	pthread_mutex_unlock(&s->mu);
+	return added;
 }
 
 /* Does a sample reference one of the missing IDs? Needs the stack's frames for missing executables. */
@@ -1498,6 +1557,132 @@ static void send_symbols(struct agent_sender *s)
 	}
 }
 
+/* Ends the probe phase of this flush. Called with mu held. */
+static void probe_done_locked(struct agent_sender *s)
+{
+	s->probe_state = PROBE_DONE;
+	s->probe_at_ns = 0;
+}
+
+/*
+ * One probe round at flush (docs/agent-protocol.md, "Symbol probes"): asks the
+ * gateway about every remembered ID not uploaded yet, in requests of at most
+ * AGENT_SENDER_PROBES_PER_REQUEST IDs, queues uploads for the wanted ones
+ * (sent by the thread before the next round) and plans the next round while
+ * the gateway still looks some up (symbols_pending) or wanted new ones.
+ */
+static void probe_round(struct agent_sender *s)
+{
+	const size_t slot = PB_BYTES_ARRAY_T_ALLOCSIZE(sizeof(((struct probe_id *)0)->id));
+	pb_bytes_array_t *ptrs[AGENT_SENDER_PROBES_PER_REQUEST];
+	uint8_t *bufs = malloc(AGENT_SENDER_PROBES_PER_REQUEST * slot);
+	uint64_t pending = 0;
+	size_t queued = 0, asked = 0, i = 0;
+	bool retry = false, give_up = false;
+
+	if (!bufs) {
+		give_up = true;
+		goto decide;
+	}
+	while (i < s->probe_n && !retry && !give_up) {
+		stackrelay_v1_PushRequest req;
+		struct req_common st;
+		struct encoded enc = { 0 };
+		struct attempt a = { 0 };
+		pb_size_t n = 0;
+
+		/* The next batch of IDs not uploaded (or being uploaded) in this run. */
+		for (; i < s->probe_n && n < AGENT_SENDER_PROBES_PER_REQUEST; i++) {
+			const struct probe_id *p = &s->probe_ids[i];
+
+			if (idset_has(&s->symdone, ID_SYMBOLS, p->id, p->len))
+				continue;
+			ptrs[n] = (pb_bytes_array_t *)(bufs + n * slot);
+			ptrs[n]->size = p->len;
+			memcpy(ptrs[n]->bytes, p->id, p->len);
+			n++;
+		}
+		if (n == 0)
+			break;
+		/* A new sequence every time: the answer changes as the gateway works, a cached one would be stale. */
+		fill_common(s, &req, &st, ++s->seq);
+		req.probe_symbols = ptrs;
+		req.probe_symbols_count = n;
+		if (encode_request(s, &req, NULL, 0, &enc) < 0) {
+			give_up = true;
+			break;
+		}
+		{
+			bool was_conn = s->have_conn;
+			uint64_t started = s->conn_started_ns;
+
+			post(s, &enc, &a);
+			/* A new connection (max_connection_age, or none before) has seen no definitions yet. */
+			if (a.status == 0 || !was_conn || s->conn_started_ns != started)
+				idset_clear(&s->sent);
+		}
+		free(enc.buf);
+		asked += n;
+		switch (a.outcome) {
+		case OUT_DONE:
+			note_success(s);
+			pthread_mutex_lock(&s->mu);
+			s->stats.requests_ok++;
+			pthread_mutex_unlock(&s->mu);
+			if (a.have_resp) {
+				queued += want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
+				if (a.resp.symbols_pending)
+					pending += *a.resp.symbols_pending;
+			}
+			break;
+		case OUT_RETRY:
+			note_failure(s, &a, "symbol probe");
+			schedule_retry(s, a.wait_ns);
+			retry = true;
+			break;
+		default:
+			/* Refused for good (an old or strict gateway): the profiles stay as the windows left them. */
+			note_failure(s, &a, "symbol probe");
+			sr_log_warn(LOG_COMPONENT, "gateway refused a symbol probe; not asking again", "error=\"%s\"",
+				    a.why);
+			give_up = true;
+			break;
+		}
+		if (a.have_resp)
+			pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
+	}
+decide:
+	free(bufs);
+	pthread_mutex_lock(&s->mu);
+	if (give_up || s->probe_state != PROBE_WAIT) {
+		probe_done_locked(s);
+	} else if (retry) {
+		/* The same round again once the backoff (next_attempt_ns) is over. */
+		s->probe_at_ns = 0;
+	} else if (pending || queued) {
+		uint64_t now = now_ns();
+
+		/* New uploads: ask right after them; only pending: wait longer each round. */
+		if (pending)
+			s->probe_wait_ns = s->probe_wait_ns * 2 > s->probe_max_ns ? s->probe_max_ns
+										  : s->probe_wait_ns * 2;
+		s->probe_at_ns = now + (pending ? s->probe_wait_ns : s->probe_first_ns);
+		if (s->flush_deadline_ns && s->probe_at_ns >= s->flush_deadline_ns) {
+			sr_log_info(LOG_COMPONENT, "symbols still being looked up by the gateway at exit; not waiting",
+				    "pending=%" PRIu64 " flush_timeout_left_ms=%" PRIu64, pending,
+				    (uint64_t)(s->flush_deadline_ns > now
+						       ? (s->flush_deadline_ns - now) / SR_NSEC_PER_MSEC
+						       : 0));
+			probe_done_locked(s);
+		}
+	} else {
+		probe_done_locked(s);
+	}
+	pthread_mutex_unlock(&s->mu);
+	sr_log_debug(LOG_COMPONENT, "symbol probe round", "asked=%zu wanted_new=%zu pending=%" PRIu64, asked, queued,
+		     pending);
+}
+
 static void refill_symbol_tokens(struct agent_sender *s, uint64_t now)
 {
 	double cap = (double)(s->cfg->gateway.max_symbol_upload_bytes ? s->cfg->gateway.max_symbol_upload_bytes
@@ -1513,7 +1698,8 @@ static void refill_symbol_tokens(struct agent_sender *s, uint64_t now)
 
 static bool idle_locked(const struct agent_sender *s)
 {
-	return TAILQ_EMPTY(&s->queue) && !s->head && !s->busy && s->n_symjobs == 0 && !s->has_pending_drops;
+	return TAILQ_EMPTY(&s->queue) && !s->head && !s->busy && s->n_symjobs == 0 && !s->has_pending_drops &&
+	       (!s->flushing || s->probe_state == PROBE_DONE);
 }
 
 /* Flush ran out of time (or shutdown): everything still here is dropped, counted. Called with mu held. */
@@ -1530,6 +1716,7 @@ static void drop_all_locked(struct agent_sender *s)
 		drop_chunk_locked(s, c, DROP_FLUSH_TIMEOUT);
 	}
 	s->details.symbol_tables_dropped += s->n_symjobs;
+	probe_done_locked(s);
 	/* Not uploaded after all: if the gateway asks again, try again. */
 	for (size_t i = 0; i < s->n_symjobs; i++)
 		idset_del(&s->symdone, ID_SYMBOLS, s->symjobs[i].id, s->symjobs[i].len);
@@ -1596,6 +1783,27 @@ static void *sender_thread(void *arg)
 			s->busy = false;
 			continue;
 		}
+		/* Flushing, everything sent: ask whether the gateway wants symbol tables for what it got. */
+		if (s->flushing && s->probe_state != PROBE_DONE) {
+			if (s->probe_state == PROBE_OFF) {
+				s->probe_state = PROBE_WAIT;
+				s->probe_wait_ns = s->probe_first_ns;
+				s->probe_at_ns = now + s->probe_first_ns;
+				if (s->probe_n == 0)
+					probe_done_locked(s);
+				continue;
+			}
+			if (now < s->probe_at_ns) {
+				timed_wait(s, s->probe_at_ns);
+				continue;
+			}
+			s->busy = true;
+			pthread_mutex_unlock(&s->mu);
+			probe_round(s);
+			pthread_mutex_lock(&s->mu);
+			s->busy = false;
+			continue;
+		}
 		pthread_cond_broadcast(&s->idle);
 		timed_wait(s, 0);
 	}
@@ -1617,6 +1825,9 @@ int agent_sender__flush(struct agent_sender *s, uint64_t timeout_ns)
 	deadline = now_ns() + timeout_ns;
 	s->flushing++;
 	s->flush_dropped = 0;
+	s->flush_deadline_ns = deadline;
+	/* Every flush asks again: a second flush may follow more samples. */
+	s->probe_state = PROBE_OFF;
 	/* A flush sends now: pending backoff is cut short, bounded by the deadline anyway. */
 	if (s->next_attempt_ns > deadline)
 		s->next_attempt_ns = now_ns();
@@ -1628,6 +1839,8 @@ int agent_sender__flush(struct agent_sender *s, uint64_t timeout_ns)
 	}
 	if (!idle_locked(s)) {
 		uint64_t syms = s->n_symjobs;
+		/* Everything delivered, only asking whether the gateway still wants symbols: not a failure. */
+		bool probing = TAILQ_EMPTY(&s->queue) && !s->head && !s->n_symjobs && !s->has_pending_drops;
 
 		s->flush_expired = true;
 		atomic_store(&s->abort_transfer, true);
@@ -1635,12 +1848,20 @@ int agent_sender__flush(struct agent_sender *s, uint64_t timeout_ns)
 		while (s->flush_expired && !s->stop)
 			pthread_cond_wait(&s->idle, &s->mu);
 		dropped = s->flush_dropped;
-		sr_log_warn(LOG_COMPONENT, "flush timed out; dropped what was not delivered",
-			    "timeout=%.3fs samples_dropped=%" PRIu64 " symbol_tables_dropped=%" PRIu64,
-			    (double)timeout_ns / 1e9, dropped, syms);
-		r = -ETIMEDOUT;
+		if (probing && !dropped) {
+			sr_log_info(LOG_COMPONENT,
+				    "flush timeout reached while asking the gateway which symbol tables it wants",
+				    "timeout=%.3fs", (double)timeout_ns / 1e9);
+		} else {
+			sr_log_warn(LOG_COMPONENT, "flush timed out; dropped what was not delivered",
+				    "timeout=%.3fs samples_dropped=%" PRIu64 " symbol_tables_dropped=%" PRIu64,
+				    (double)timeout_ns / 1e9, dropped, syms);
+			r = -ETIMEDOUT;
+		}
 	}
 	s->flushing--;
+	if (!s->flushing)
+		s->flush_deadline_ns = 0;
 	pthread_mutex_unlock(&s->mu);
 	return r;
 }
@@ -1667,6 +1888,14 @@ void agent_sender__set_backoff(struct agent_sender *s, uint64_t initial_ns, uint
 	pthread_mutex_lock(&s->mu);
 	s->backoff_initial_ns = initial_ns;
 	s->backoff_max_ns = max_ns;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void agent_sender__set_probe_wait(struct agent_sender *s, uint64_t first_ns, uint64_t max_ns)
+{
+	pthread_mutex_lock(&s->mu);
+	s->probe_first_ns = first_ns;
+	s->probe_max_ns = max_ns;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -1712,6 +1941,8 @@ struct agent_sender *agent_sender_new_with_transport(const struct agent_config *
 	s->backoff_initial_ns = AGENT_SENDER_BACKOFF_INITIAL_NS;
 	s->kallsyms_path = AGENT_SYMUPLOAD_KALLSYMS_PATH;
 	s->backoff_max_ns = AGENT_SENDER_BACKOFF_MAX_NS;
+	s->probe_first_ns = AGENT_SENDER_PROBE_FIRST_WAIT_NS;
+	s->probe_max_ns = AGENT_SENDER_PROBE_MAX_WAIT_NS;
 	s->sent.max = AGENT_SENDER_SENT_SET_MAX;
 	if (getrandom(s->instance_id, sizeof(s->instance_id), 0) != sizeof(s->instance_id) ||
 	    getrandom(&s->rnd_state, sizeof(s->rnd_state), 0) != sizeof(s->rnd_state)) {
@@ -1786,6 +2017,8 @@ void agent_sender_free(struct agent_sender *s)
 		s->transport.free(s->transport.userdata);
 	idset_done(&s->sent);
 	idset_done(&s->symdone);
+	idset_done(&s->probe_set);
+	free(s->probe_ids);
 	free(s->symjobs);
 	free(s->token);
 	pthread_cond_destroy(&s->wake);

@@ -6,13 +6,21 @@
 // proto/stackrelay/v1/*.proto field numbers), independent of the C code under
 // test. It implements the gateway's side of docs/agent-protocol.md: a
 // definition store, missing_* answers, accepted counts, de-duplication by
-// (instance_id, sequence), wanted_symbols; and it injects faults on a script.
+// (instance_id, sequence), wanted_symbols, symbol probes (probe_symbols answered
+// with wanted_symbols and symbols_pending); and it injects faults on a script.
 //
 //   fake-gateway.js --port-file F --state F [--host 127.0.0.1] [--port 0]
 //       [--tls-cert F --tls-key F [--client-ca F]] [--token T]
 //       [--reset-every N] [--lose-every N] [--unavailable-every N]
 //       [--retry-after-every N] [--forget-every N] [--goaway-every N]
-//       [--want-symbols] [--max-requests N]
+//       [--want-symbols] [--want-on-probe] [--probe-pending N] [--max-requests N]
+//
+// --want-symbols lists the executables of accepted samples in wanted_symbols
+// (until their table arrives). --want-on-probe lists them only in answers to
+// probes (PushRequest.probe_symbols), as a gateway does whose symbolizer had
+// not looked at the samples when it answered them; --probe-pending N answers
+// the first N probe requests with symbols_pending = the IDs probed and nothing
+// wanted (a lookup still in progress).
 //
 // Request numbers count every POST to the Push path (1-based); "every N"
 // faults hit requests N, 2N, ...:
@@ -36,8 +44,8 @@ const opts = { host: '127.0.0.1', port: 0 };
 	const a = process.argv.slice(2);
 	for (let i = 0; i < a.length; i++) {
 		const k = a[i].replace(/^--/, '');
-		if (k === 'want-symbols') {
-			opts.wantSymbols = true;
+		if (k === 'want-symbols' || k === 'want-on-probe') {
+			opts[k === 'want-symbols' ? 'wantSymbols' : 'wantOnProbe'] = true;
 			continue;
 		}
 		if (i + 1 >= a.length)
@@ -45,7 +53,7 @@ const opts = { host: '127.0.0.1', port: 0 };
 		opts[k.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = a[++i];
 	}
 	for (const k of ['resetEvery', 'loseEvery', 'unavailableEvery', 'retryAfterEvery', 'forgetEvery',
-			 'goawayEvery', 'maxRequests', 'port'])
+			 'goawayEvery', 'maxRequests', 'port', 'probePending'])
 		if (opts[k] !== undefined)
 			opts[k] = Number(opts[k]);
 }
@@ -121,7 +129,7 @@ S.PushRequest = { 1: ['protocol_version', 'u'], 2: ['agent', 'm', false, 'AgentI
 		  4: ['sampling_frequency_hz', 'u'], 5: ['samples', 'm', true, 'Sample'],
 		  6: ['stacks', 'm', true, 'StackDef'], 7: ['executables', 'm', true, 'ExecutableDef'],
 		  8: ['kernels', 'm', true, 'KernelDef'], 9: ['symbol_tables', 'm', true, 'SymbolTable'],
-		  10: ['drops', 'm', false, 'DropCounters'] };
+		  10: ['drops', 'm', false, 'DropCounters'], 11: ['probe_symbols', 'b', true] };
 
 function decode(buf, schemaName) {
 	const schema = S[schemaName], r = new Reader(buf), out = {};
@@ -195,6 +203,8 @@ function encodeResponse(r) {
 		parts.push(fieldVarint(7, r.retryAfterMs));
 	if (r.error)
 		parts.push(fieldBytes(8, Buffer.from(r.error)));
+	if (r.symbolsPending)
+		parts.push(fieldVarint(9, r.symbolsPending));
 	return Buffer.concat(parts);
 }
 
@@ -206,6 +216,7 @@ const symbolsDone = new Set();
 const state = {
 	requests: 0, processed: 0, duplicates: 0, resets: 0, lost: 0, unavailable: 0, retry_after: 0, forgets: 0,
 	goaways: 0, auth_failures: 0, executable_paths: {}, bad_requests: 0, gzip_requests: 0, connections: 0, tls_client_subjects: [],
+	probe_requests: 0, probes: 0, probes_wanted: 0, probes_pending: 0, probe_max_ids: 0,
 	accepted: '0', refused_missing: '0', per_pid: {}, missing_answered: 0, definitions: { stacks: 0,
 	executables: 0, kernels: 0 }, symbol_tables: {}, drops: {}, instances: [], sequences_seen: 0, errors: [],
 };
@@ -291,11 +302,30 @@ function processRequest(req) {
 	if (req.drops)
 		for (const [k, v] of Object.entries(req.drops))
 			state.drops[k] = (BigInt(state.drops[k] || '0') + v).toString();
+	// Probes: wanted when known here and not uploaded yet (executables and kernels), pending while scripted.
+	let pending = 0;
+	if (req.probe_symbols.length) {
+		const ids = new Map(req.probe_symbols.map((b) => [hex(b), b]));
+		state.probe_requests++;
+		state.probes += ids.size;
+		state.probe_max_ids = Math.max(state.probe_max_ids, req.probe_symbols.length);
+		for (const [id, b] of ids) {
+			if (!store.executables.has(id) && !store.kernels.has(id))
+				continue;
+			if (state.probe_requests <= (opts.probePending || 0))
+				pending++;
+			else if ((opts.wantSymbols || opts.wantOnProbe) && !symbolsDone.has(id))
+				wanted.set(id, b);
+		}
+		state.probes_wanted += Math.min(wanted.size, 64);
+		state.probes_pending += pending;
+	}
 	accepted += acc;
 	if (ms.size || me.size || mk.size)
 		state.missing_answered++;
 	return encodeResponse({ accepted: acc, missingStacks: [...ms.values()], missingExecutables: [...me.values()],
-				missingKernels: [...mk.values()], wanted: [...wanted.values()].slice(0, 64) });
+				missingKernels: [...mk.values()], wanted: [...wanted.values()].slice(0, 64),
+				symbolsPending: pending });
 }
 
 function respond(stream, status, body, headers) {

@@ -3,8 +3,8 @@
 """The agent's sender against the Node fake gateway over h2c: exact
 conservation through stream resets, lost responses (same sequence resent and
 de-duplicated), 503 + Retry-After, retry_after_ms, GOAWAY, a gateway that
-forgets its definitions (missing_* resends), and symbol uploads for
-wanted_symbols."""
+forgets its definitions (missing_* resends), symbol uploads for
+wanted_symbols, and the exit probes (probe_symbols / symbols_pending)."""
 import importlib.machinery
 import os
 import shutil
@@ -74,5 +74,16 @@ out, st = scenario("forget", ["--forget-every", "2"], ["--compression", "none"])
 lib.check(st["missing_answered"] > 0 and out["resent_missing"] > 0,
           f"forget: missing answered {st['missing_answered']} times, {out['resent_missing']} samples resent")
 lib.check(st["gzip_requests"] == 0, "forget: compression none sends plain bodies")
+
+# 4. Exit probes: the windows' responses want nothing; at flush the sender asks about every executable and
+# the kernel it sent, keeps asking while the gateway says "pending", and uploads what the answer wants.
+out, st = scenario("probes", ["--want-on-probe", "--probe-pending", "2"], ["--exec-path", driver])
+tables = st["symbol_tables"]
+lib.check(st["probes_pending"] > 0 and st["probe_requests"] >= 3,
+          f"probes: asked again while pending ({st['probe_requests']} probe requests, {st['probes_pending']} pending)")
+lib.check(0 < st["probe_max_ids"] <= 256, f"probes: at most 256 IDs per probe ({st['probe_max_ids']})")
+lib.check(len(tables) == 9 and all(t["uploads"] == 1 for t in tables.values()),
+          f"probes: the 8 executables and the kernel wanted at exit were uploaded once each ({len(tables)})")
+lib.check(any("main" in t["names"] for t in tables.values()), "probes: the reachable executable's table has main")
 
 shutil.rmtree(tmp)

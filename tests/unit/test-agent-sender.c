@@ -3,7 +3,7 @@
  * The sender against an in-process gateway (a transport that decodes each
  * PushRequest and answers as scripted) and a fake store: accounting,
  * drop-oldest, missing-ID resends, idempotent retries, retry-after, 4xx
- * handling, symbol uploads, backoff bounds.
+ * handling, symbol uploads, symbol probes at flush, backoff bounds.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,10 +25,18 @@
 #include "agent/sender-internal.h"
 #include "test-agent-sender-fakestore.h"
 
-#define N_STACKS 64
-#define N_EXECS	 8
-#define MAX_SEQS 4096
-#define MAX_PIDS 4096
+#define N_STACKS	64
+#define N_EXECS		8
+#define MAX_SEQS	4096
+#define MAX_PIDS	4096
+#define MAX_PROBE_POSTS 64
+
+/* How the fake answers the n-th probe request (PushRequest.probe_symbols). */
+struct probe_answer {
+	unsigned want_execs; /* executables (bit = index) listed in wanted_symbols, if probed */
+	bool want_kernel;
+	unsigned pending; /* PushResponse.symbols_pending */
+};
 
 struct fakegw {
 	pthread_mutex_t mu;
@@ -65,6 +73,15 @@ struct fakegw {
 	unsigned seq_reuses; /* posts whose sequence was seen before */
 	unsigned fresh_requested;
 	char last_token[64];
+	/* Probes: answered by script (nothing wanted or pending past its end), not counted in posts. */
+	struct probe_answer probe_script[8];
+	unsigned probe_script_n;
+	bool probe_pending_forever;
+	unsigned probe_posts, probe_max_ids;
+	unsigned probed_execs[MAX_PROBE_POSTS]; /* what each probe asked about (bit = executable index) */
+	bool probed_kernel[MAX_PROBE_POSTS];
+	unsigned probe_before_upload; /* probes posted while a table the last answer wanted had not arrived */
+	unsigned last_wanted_execs;
 };
 
 static void fakegw_init(struct fakegw *g)
@@ -199,6 +216,59 @@ static void process(struct fakegw *g, stackrelay_v1_PushRequest *req, stackrelay
 	*resp->accepted_samples = acc;
 }
 
+/* A probe request: which IDs it names, and the scripted answer. */
+static void answer_probe(struct fakegw *g, const stackrelay_v1_PushRequest *req, stackrelay_v1_PushResponse *resp)
+{
+	unsigned k = g->probe_posts++, mask = 0;
+	bool kernel = false;
+	uint8_t kid[FAKE_KERNEL_ID_BYTES], id[FAKE_EXEC_ID_BYTES];
+
+	fake_kernel_id(kid);
+	assert_int_equal(req->samples_count, 0);
+	for (pb_size_t i = 0; i < req->probe_symbols_count; i++) {
+		const pb_bytes_array_t *p = req->probe_symbols[i];
+		int e = fake_exec_index(p->bytes, p->size);
+
+		if (e >= 0)
+			mask |= 1u << e;
+		else if (p->size == sizeof(kid) && !memcmp(p->bytes, kid, sizeof(kid)))
+			kernel = true;
+		else
+			fail_msg("probe of an ID the agent never sent");
+	}
+	if (req->probe_symbols_count > g->probe_max_ids)
+		g->probe_max_ids = req->probe_symbols_count;
+	if (k < MAX_PROBE_POSTS) {
+		g->probed_execs[k] = mask;
+		g->probed_kernel[k] = kernel;
+	}
+	/* Everything the previous answer wanted must have been uploaded before this probe. */
+	for (unsigned e = 0; e < N_EXECS; e++)
+		if ((g->last_wanted_execs & (1u << e)) && !g->sym_received[e])
+			g->probe_before_upload++;
+	g->last_wanted_execs = 0;
+	if (k < g->probe_script_n) {
+		const struct probe_answer *a = &g->probe_script[k];
+
+		for (unsigned e = 0; e < N_EXECS; e++) {
+			if ((a->want_execs & mask & (1u << e)) == 0)
+				continue;
+			fake_exec_id(e, id);
+			push_id(&resp->wanted_symbols, &resp->wanted_symbols_count, id, FAKE_EXEC_ID_BYTES);
+			g->last_wanted_execs |= 1u << e;
+		}
+		if (a->want_kernel && kernel)
+			push_id(&resp->wanted_symbols, &resp->wanted_symbols_count, kid, FAKE_KERNEL_ID_BYTES);
+		if (a->pending) {
+			resp->symbols_pending = malloc(sizeof(uint32_t));
+			*resp->symbols_pending = a->pending;
+		}
+	} else if (g->probe_pending_forever) {
+		resp->symbols_pending = malloc(sizeof(uint32_t));
+		*resp->symbols_pending = req->probe_symbols_count;
+	}
+}
+
 static uint8_t *encode_resp(stackrelay_v1_PushResponse *resp, size_t *len)
 {
 	size_t size = 0;
@@ -260,6 +330,11 @@ static int fake_post(void *ud, const struct agent_sender_http_request *req, stru
 	assert_int_equal(*pr.protocol_version, AGENT_PROTOCOL_VERSION);
 	seq = *pr.sequence;
 	g->last_seq = seq;
+	if (pr.probe_symbols_count) {
+		g->posts--; /* counted apart */
+		answer_probe(g, &pr, &resp);
+		goto reply;
+	}
 	if (g->retry_afters > 0) {
 		g->retry_afters--;
 		resp.retry_after_ms = malloc(sizeof(uint32_t));
@@ -335,6 +410,8 @@ static struct env *env_new(uint64_t buffer_bytes)
 	e->s = agent_sender_new_with_transport(&e->cfg, e->store, &t);
 	assert_non_null(e->s);
 	agent_sender__set_backoff(e->s, 1000000ULL, 4000000ULL);
+	/* Every flush ends with a probe round: keep its waits short. */
+	agent_sender__set_probe_wait(e->s, 1000000ULL, 4000000ULL);
 	return e;
 }
 
@@ -698,6 +775,78 @@ static void test_wanted_symbols_uploaded_once(void **state)
 	env_free(e);
 }
 
+static const char *write_tmp(const char *text, char *path, size_t size);
+
+/*
+ * Exit probes: the window's response wanted nothing (the gateway had not
+ * looked at the samples yet); flush asks about every executable and the
+ * kernel it sent, uploads what the answers want, and asks again while some
+ * are pending or new ones were wanted: wanted, then pending, then none.
+ */
+static void test_exit_probes(void **state)
+{
+	static const char kallsyms[] = "ffffffff81000000 T _text\nffffffff81001000 T do_syscall_64\n";
+	struct env *e = env_new(64 * 1024 * 1024);
+	char path[256];
+
+	agent_sender__set_kallsyms_path(e->s, write_tmp(kallsyms, path, sizeof(path)));
+	fake_store_set_exec_path(e->store, 0, "/proc/self/exe");
+	/* Nothing was sent yet: nothing to ask. */
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.probe_posts, 0);
+
+	e->g.probe_script[0] = (struct probe_answer){ .want_execs = 0x3, .want_kernel = true, .pending = 1 };
+	e->g.probe_script[1] = (struct probe_answer){ .pending = 1 };
+	e->g.probe_script[2] = (struct probe_answer){ .want_execs = 0x4 };
+	e->g.probe_script_n = 3;
+	submit(e, 0, 3, 100); /* stacks 0..2: executables 0..3, the kernel (stack 1) */
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.accepted, e->submitted);
+	/* 1: everything, wanted 0, 1, kernel + 1 pending; 2: the rest, pending; 3: wanted 2; 4: none. */
+	assert_int_equal(e->g.probe_posts, 4);
+	assert_int_equal(e->g.probed_execs[0], 0xf);
+	assert_true(e->g.probed_kernel[0]);
+	assert_int_equal(e->g.probed_execs[1], 0xc); /* uploaded ones are not asked about again */
+	assert_false(e->g.probed_kernel[1]);
+	assert_int_equal(e->g.probed_execs[2], 0xc);
+	assert_int_equal(e->g.probed_execs[3], 0x8);
+	assert_true(e->g.probe_max_ids <= AGENT_SENDER_PROBES_PER_REQUEST);
+	assert_int_equal(e->g.probe_before_upload, 0);
+	assert_true(e->g.sym_received[0] && e->g.sym_received[1] && e->g.sym_received[2]);
+	assert_false(e->g.sym_received[3]);
+	assert_int_equal(e->g.kernel_tables, 1);
+	assert_int_equal(e->g.symbol_tables, 4);
+	/* Probes are neither samples nor sequences of samples: the sample accounting is untouched. */
+	assert_conserved(e);
+
+	/* A later flush asks again about what is still not uploaded, and only that. */
+	e->g.probe_script_n = 0;
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.probe_posts, 5);
+	assert_int_equal(e->g.probed_execs[4], 0x8);
+	assert_false(e->g.probed_kernel[4]);
+	unlink(path);
+	env_free(e);
+}
+
+/* A gateway that answers "pending" forever: flush ends at its timeout, successfully (all data was delivered). */
+static void test_exit_probes_pending_bounded(void **state)
+{
+	struct env *e = env_new(64 * 1024 * 1024);
+	struct agent_sender_details d;
+
+	e->g.probe_pending_forever = true;
+	submit(e, 0, 4, 100);
+	assert_int_equal(agent_sender__flush(e->s, 300 * 1000000ULL), 0);
+	assert_int_equal(e->g.accepted, e->submitted);
+	assert_true(e->g.probe_posts >= 2);
+	assert_int_equal(e->g.symbol_tables, 0);
+	agent_sender__details(e->s, &d);
+	assert_int_equal(d.dropped_flush_timeout, 0);
+	assert_conserved(e);
+	env_free(e);
+}
+
 static const char *write_tmp(const char *text, char *path, size_t size)
 {
 	int fd;
@@ -906,6 +1055,8 @@ int main(void)
 		cmocka_unit_test(test_wanted_symbols_uploaded_once),
 		cmocka_unit_test(test_wanted_kernel_symbols),
 		cmocka_unit_test(test_wanted_kernel_symbols_hidden),
+		cmocka_unit_test(test_exit_probes),
+		cmocka_unit_test(test_exit_probes_pending_bounded),
 		cmocka_unit_test(test_max_connection_age),
 		cmocka_unit_test(test_token_reread_after_401),
 		cmocka_unit_test(test_invalid_config),
