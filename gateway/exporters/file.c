@@ -29,6 +29,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "exporthelper.h"
+#include "local.h"
 #include "log.h"
 #include "macro.h"
 #include "otlp_encode.h"
@@ -446,22 +447,6 @@ static int rotate(struct file_exporter *x)
 	return open_file(x);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int file_consume(struct gw_component *c, struct gw_profiles *p)
 {
 	struct file_exporter *x = c->state;
@@ -501,7 +486,7 @@ static int file_consume(struct gw_component *c, struct gw_profiles *p)
 	if (r == 0 && x->fd < 0)
 		r = open_file(x);
 	if (r == 0)
-		r = write_all(x->fd, out.buf, out.len);
+		r = gw_write_all(x->fd, out.buf, out.len);
 	written = out.len;
 	pbw_free(&req);
 	pbw_free(&out);

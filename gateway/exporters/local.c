@@ -96,29 +96,35 @@ int64_t gw_strtab__intern(struct gw_strtab *t, const char *s)
 	return t->n++;
 }
 
-int gw_write_file_atomic(const char *path, const void *data, size_t len)
+int gw_write_all(int fd, const void *buf, size_t len)
 {
-	char tmp[4096];
-	const uint8_t *p = data;
-	int fd, r = 0;
+	const uint8_t *p = buf;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
 	while (len > 0) {
 		ssize_t n = write(fd, p, len);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			r = -errno;
-			break;
+			return -errno;
 		}
 		p += n;
 		len -= (size_t)n;
 	}
+	return 0;
+}
+
+int gw_write_file_atomic(const char *path, const void *data, size_t len)
+{
+	char tmp[4096];
+	int fd, r;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = gw_write_all(fd, data, len);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)

@@ -28,6 +28,8 @@ int64_t gw_strtab__intern(struct gw_strtab *t, const char *s);
  * Writes data to path atomically: a temporary file in the same directory,
  * then rename(), so readers see the old or the new file, never half of one.
  */
+/* write(2) until all of buf is written (EINTR retried); 0 or -errno. */
+int gw_write_all(int fd, const void *buf, size_t len);
 int gw_write_file_atomic(const char *path, const void *data, size_t len);
 
 /* A name for a location without lines: "app+0x1a2b", "[kernel] 0xffff...", "[unknown] 0x7f..". */

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "macro.h"
+#include "local.h"
 #include "queue.h"
 
 #define QUEUE_MAGIC  "SRQ1"
@@ -157,24 +158,6 @@ static int header_decode(const uint8_t h[GW_QUEUE_HEADER_SIZE], uint32_t *flags,
 	*payload_crc = get_u32(h + 32);
 	if (*len > GW_QUEUE_ITEM_MAX_BYTES)
 		return -EBADMSG;
-	return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
 	return 0;
 }
 
@@ -423,9 +406,9 @@ static int persist(struct gw_queue *q, uint64_t seq, const uint8_t *data, size_t
 	fd = openat(q->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	r = write_all(fd, h, sizeof(h));
+	r = gw_write_all(fd, h, sizeof(h));
 	if (r == 0)
-		r = write_all(fd, data, len);
+		r = gw_write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
