@@ -19,4 +19,13 @@
  */
 int sr_gzip(const void *in, size_t len, int level, uint8_t **ret, size_t *ret_len);
 
+/*
+ * Decompresses one gzip member (RFC 1952 wrapper only, as Content-Encoding:
+ * gzip says) into a malloc()ed buffer of at most max_bytes: a "gzip bomb" is
+ * stopped after max_bytes of output. Returns 0 with *ret (free() it) and
+ * *ret_len; -EFBIG when the output would exceed max_bytes, -EBADMSG when the
+ * input is not valid or is truncated, -ENOMEM.
+ */
+int sr_gunzip(const void *in, size_t len, uint64_t max_bytes, uint8_t **ret, size_t *ret_len);
+
 #endif

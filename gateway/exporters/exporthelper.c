@@ -7,7 +7,6 @@
 
 #include <pb_decode.h>
 #include <uv.h>
-#include <zlib.h>
 
 #include "component.h"
 #include "sr-config.h"
@@ -108,60 +107,6 @@ int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
 int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_len)
 {
 	return sr_gzip(data, len, level, ret, ret_len);
-}
-
-int gw_gunzip(const void *data, size_t len, size_t max_out, uint8_t **ret, size_t *ret_len)
-{
-	z_stream z = { 0 };
-	size_t cap = SR_MAX(len * 4, (size_t)4096);
-	uint8_t *out = NULL;
-	int r;
-
-	if (inflateInit2(&z, 15 + 16) != Z_OK)
-		return -ENOMEM;
-	z.next_in = (Bytef *)data;
-	z.avail_in = (uInt)len;
-	for (;;) {
-		uint8_t *n;
-
-		cap = SR_MIN(cap, max_out + 1);
-		n = realloc(out, cap);
-		if (!n) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		out = n;
-		z.next_out = out + z.total_out;
-		z.avail_out = (uInt)(cap - z.total_out);
-		r = inflate(&z, Z_NO_FLUSH);
-		if (r == Z_STREAM_END)
-			break;
-		if (r != Z_OK && r != Z_BUF_ERROR) {
-			r = -EINVAL;
-			goto fail;
-		}
-		if (z.avail_out != 0 && z.avail_in == 0) {
-			r = -EINVAL; /* truncated */
-			goto fail;
-		}
-		if (z.total_out > max_out) {
-			r = -EFBIG;
-			goto fail;
-		}
-		cap *= 2;
-	}
-	if (z.total_out > max_out) {
-		r = -EFBIG;
-		goto fail;
-	}
-	inflateEnd(&z);
-	*ret = out;
-	*ret_len = z.total_out;
-	return 0;
-fail:
-	inflateEnd(&z);
-	free(out);
-	return r;
 }
 
 int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected, char *ret_msg, size_t msg_size)
@@ -355,7 +300,7 @@ static void split_item(struct consumer *k)
 	int r;
 
 	if (it->flags & GW_QUEUE_GZIP) {
-		r = gw_gunzip(it->data, it->len, GW_QUEUE_ITEM_MAX_BYTES, &plain, &plain_len);
+		r = sr_gunzip(it->data, it->len, GW_QUEUE_ITEM_MAX_BYTES, &plain, &plain_len);
 		if (r < 0)
 			goto fail;
 	}

@@ -127,7 +127,5 @@ int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected
 
 /* gzip (RFC 1952) of data at level; malloc'd into *ret. 0 or -errno. */
 int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_len);
-/* gunzip with an output bound; -EFBIG past max_out. */
-int gw_gunzip(const void *data, size_t len, size_t max_out, uint8_t **ret, size_t *ret_len);
 
 #endif

@@ -12,7 +12,6 @@
 
 #include <pb_encode.h>
 #include <xxhash.h>
-#include <zlib.h>
 
 #include "stackrelay/v1/ingest.pb.h"
 #include "stackrelay/v1/types.pb.h"
@@ -22,66 +21,6 @@
 #include "model.h"
 
 /* ---- gzip ---- */
-
-int gw_ingest_gunzip(const uint8_t *in, size_t len, uint64_t max_bytes, uint8_t **ret, size_t *ret_len)
-{
-	z_stream z = { 0 };
-	size_t cap = SR_MIN((uint64_t)SR_MAX(len * 4, (size_t)4096), max_bytes + 1);
-	uint8_t *out = malloc(cap ? cap : 1);
-	int r, e = 0;
-
-	if (!out)
-		return -ENOMEM;
-	/* 16 + MAX_WBITS: gzip wrapper only (RFC 1952), as Content-Encoding: gzip says. */
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
-		free(out);
-		return -ENOMEM;
-	}
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)SR_MIN(len, (size_t)UINT32_MAX);
-	for (;;) {
-		if (z.total_out == cap) {
-			if (cap > max_bytes) {
-				e = -EFBIG;
-				break;
-			}
-			size_t ncap = (size_t)SR_MIN((uint64_t)cap * 2, max_bytes + 1);
-			uint8_t *n = realloc(out, ncap);
-			if (!n) {
-				e = -ENOMEM;
-				break;
-			}
-			out = n;
-			cap = ncap;
-		}
-		z.next_out = out + z.total_out;
-		z.avail_out = (uInt)SR_MIN(cap - z.total_out, (size_t)UINT32_MAX);
-		r = inflate(&z, Z_NO_FLUSH);
-		if (r == Z_STREAM_END) {
-			if (z.total_out > max_bytes)
-				e = -EFBIG;
-			break;
-		}
-		if (r == Z_BUF_ERROR && z.avail_in == 0 && z.avail_out > 0) {
-			e = -EBADMSG; /* truncated */
-			break;
-		}
-		if (r != Z_OK && r != Z_BUF_ERROR) {
-			e = r == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
-			break;
-		}
-	}
-	if (e == 0 && z.total_out > max_bytes)
-		e = -EFBIG;
-	*ret_len = z.total_out;
-	inflateEnd(&z);
-	if (e < 0) {
-		free(out);
-		return e;
-	}
-	*ret = out;
-	return 0;
-}
 
 /* ---- wire reader ---- */
 

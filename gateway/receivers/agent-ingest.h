@@ -45,13 +45,6 @@ struct gw_symbol_table;
  */
 #define GW_AGENT_QUEUED_PENDING_NS (2ULL * 1000 * 1000 * 1000)
 
-/*
- * Inflates a gzip body into *ret (malloc'd) of at most max_bytes. Returns 0,
- * -EFBIG when the decompressed body would exceed max_bytes (a "gzip bomb" is
- * stopped after max_bytes of output), -EBADMSG when it is not valid gzip.
- */
-int gw_ingest_gunzip(const uint8_t *in, size_t len, uint64_t max_bytes, uint8_t **ret, size_t *ret_len);
-
 /* What the first look at a request found. */
 struct gw_ingest_header {
 	uint32_t protocol_version;

@@ -28,6 +28,7 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
+#include "gzip.h"
 #include "accounting.h"
 #include "agent-ingest.h"
 #include "agent.h"
@@ -724,7 +725,7 @@ static void work_run(struct work *w)
 	int e;
 
 	if (w->gzip) {
-		e = gw_ingest_gunzip(w->body, w->len, w->max_request_bytes, &w->plain, &w->plain_len);
+		e = sr_gunzip(w->body, w->len, w->max_request_bytes, &w->plain, &w->plain_len);
 		if (e == -EFBIG)
 			return work_fail(w, 413, 0, "request body decompresses to more than max_request_bytes (%llu)",
 					 (unsigned long long)w->max_request_bytes);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "gzip.h"
 #include "exporters/exporthelper.h"
 #include "exporters/otlp_encode.h"
 #include "exporters/pbwrite.h"
@@ -28,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > FUZZ_MAX_INPUT)
 		return 0;
 	gw_export_parse_response(data, size, &rejected, msg, sizeof(msg));
-	if (gw_gunzip(data, size, 1 << 20, &out, &out_len) == 0)
+	if (sr_gunzip(data, size, 1 << 20, &out, &out_len) == 0)
 		free(out);
 	for (int v = 0; v < 2; v++) {
 		enum gw_otlp_version ver = v ? GW_OTLP_V1_9 : GW_OTLP_V1_10;

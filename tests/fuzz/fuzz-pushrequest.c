@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "gzip.h"
 #include "core/model.h"
 #include "receivers/agent-ingest.h"
 
@@ -79,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
-		if (gw_ingest_gunzip(data, size, FUZZ_MAX_PLAIN, &plain, &plain_len) < 0)
+		if (sr_gunzip(data, size, FUZZ_MAX_PLAIN, &plain, &plain_len) < 0)
 			return 0;
 		data = plain;
 		size = plain_len;

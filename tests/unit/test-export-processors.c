@@ -23,6 +23,7 @@
 #include <uv.h>
 #include <zlib.h>
 
+#include "gzip.h"
 #include "component.h"
 #include "config.h"
 #include "core/accounting.h"
@@ -535,7 +536,7 @@ static void test_pprof(void **state)
 		assert_non_null(strstr(cmd, "profile-"));
 		snprintf(path, sizeof(path), "%s/p/%s", dir, cmd);
 		gz = slurp(path, &len);
-		assert_int_equal(gw_gunzip(gz, len, 1 << 24, &out, &out_len), 0);
+		assert_int_equal(sr_gunzip(gz, len, 1 << 24, &out, &out_len), 0);
 		assert_non_null(memmem(out, out_len, "fn_2", 4));
 		assert_non_null(memmem(out, out_len, "samples", 7));
 		assert_non_null(memmem(out, out_len, "nanoseconds", 11));

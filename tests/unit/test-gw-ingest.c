@@ -17,6 +17,7 @@
 #include <pb_decode.h>
 #include <zlib.h>
 
+#include "gzip.h"
 #include "stackrelay/v1/ingest.pb.h"
 
 #include "core/model.h"
@@ -805,13 +806,13 @@ static void test_gunzip(void **state)
 	size_t gz_len = z.total_out;
 	deflateEnd(&z);
 
-	assert_int_equal(gw_ingest_gunzip(gz, gz_len, n, &out, &out_len), 0);
+	assert_int_equal(sr_gunzip(gz, gz_len, n, &out, &out_len), 0);
 	assert_int_equal(out_len, n);
 	free(out);
 	/* one byte less than it inflates to: a bomb is stopped */
-	assert_int_equal(gw_ingest_gunzip(gz, gz_len, n - 1, &out, &out_len), -EFBIG);
-	assert_int_equal(gw_ingest_gunzip(gz, gz_len / 2, n, &out, &out_len), -EBADMSG);
-	assert_int_equal(gw_ingest_gunzip((const uint8_t *)"plain", 5, n, &out, &out_len), -EBADMSG);
+	assert_int_equal(sr_gunzip(gz, gz_len, n - 1, &out, &out_len), -EFBIG);
+	assert_int_equal(sr_gunzip(gz, gz_len / 2, n, &out, &out_len), -EBADMSG);
+	assert_int_equal(sr_gunzip((const uint8_t *)"plain", 5, n, &out, &out_len), -EBADMSG);
 	free(plain);
 	free(gz);
 }
