@@ -33,9 +33,11 @@
 /*
  * A process whose frames miss its mappings has them re-read at most this
  * often, except once after an image's first read: that read may have come
- * while the dynamic loader was still mapping libraries.
+ * while the dynamic loader was still mapping libraries. A second has proved
+ * too long: when the re-read also came before the loader finished, a third
+ * of a 3-second process's samples lost their library frames.
  */
-#define AGENT_MAPS_REFRESH_MIN_NS (1000ULL * 1000 * 1000)
+#define AGENT_MAPS_REFRESH_MIN_NS (250ULL * 1000 * 1000)
 /* ... and this often while none of its mappings is known. */
 #define AGENT_MAPS_RETRY_EMPTY_NS (100ULL * 1000 * 1000)
 /* A process not sampled for this many windows is dropped (re-read if it shows up again). */
