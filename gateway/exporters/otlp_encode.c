@@ -521,34 +521,49 @@ static int dict_init(struct dict *d)
 	return 0;
 }
 
-static void write_any_value(struct pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
+/*
+ * The oneof of an AnyValue whose message is already begun. Attributes come
+ * from the dictionary (strings by index) or straight from the model, so the
+ * string is passed in; the other members are the same union either way.
+ */
+static void write_any_value_oneof(struct pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
+				  bool bv, double dv)
 {
-	size_t m = pbw_begin(w, field);
-
-	switch (a->type) {
+	switch (type) {
 	case GW_ATTR_STRING:
 		/* A string value is always written, "" included: it says "string". */
-		pbw_bytes_always(w, C(AnyValue, string_value), d->strings.v[a->str].s, d->strings.v[a->str].len);
+		pbw_bytes_always(w, C(AnyValue, string_value), str, str_len);
 		break;
 	case GW_ATTR_INT:
 		pbw_tag(w, C(AnyValue, int_value), PBW_VARINT);
-		pbw_varint(w, (uint64_t)a->v.i);
+		pbw_varint(w, (uint64_t)i);
 		break;
 	case GW_ATTR_BOOL:
 		pbw_tag(w, C(AnyValue, bool_value), PBW_VARINT);
-		pbw_varint(w, a->v.b);
+		pbw_varint(w, bv);
 		break;
 	case GW_ATTR_DOUBLE: {
 		uint64_t bits;
 
-		memcpy(&bits, &a->v.d, sizeof(bits));
+		memcpy(&bits, &dv, sizeof(bits));
 		pbw_tag(w, C(AnyValue, double_value), PBW_I64);
 		if (pbw_reserve(w, 8))
-			for (int i = 0; i < 8; i++)
-				w->buf[w->len++] = (uint8_t)(bits >> (8 * i));
+			for (int k = 0; k < 8; k++)
+				w->buf[w->len++] = (uint8_t)(bits >> (8 * k));
 		break;
 	}
 	}
+}
+
+static void write_any_value(struct pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
+{
+	size_t m = pbw_begin(w, field);
+	const char *str = a->type == GW_ATTR_STRING ? d->strings.v[a->str].s : "";
+	size_t str_len = a->type == GW_ATTR_STRING ? d->strings.v[a->str].len : 0;
+
+	/* Only the member the type names is read: a bool read from an int's bytes is undefined. */
+	write_any_value_oneof(w, a->type, str, str_len, a->type == GW_ATTR_INT ? a->v.i : 0,
+			      a->type == GW_ATTR_BOOL && a->v.b, a->type == GW_ATTR_DOUBLE ? a->v.d : 0);
 	pbw_end(w, m);
 }
 
@@ -640,32 +655,12 @@ struct enc {
 static void write_key_value(struct pbw *w, uint32_t field, const struct gw_attr *a)
 {
 	size_t m = pbw_begin(w, field), vm;
+	const char *str = a->type == GW_ATTR_STRING && a->v.s ? a->v.s : "";
 
 	pbw_string(w, C(KeyValue, key), a->key);
 	vm = pbw_begin(w, C(KeyValue, value));
-	switch (a->type) {
-	case GW_ATTR_STRING:
-		pbw_bytes_always(w, C(AnyValue, string_value), a->v.s ? a->v.s : "", a->v.s ? strlen(a->v.s) : 0);
-		break;
-	case GW_ATTR_INT:
-		pbw_tag(w, C(AnyValue, int_value), PBW_VARINT);
-		pbw_varint(w, (uint64_t)a->v.i);
-		break;
-	case GW_ATTR_BOOL:
-		pbw_tag(w, C(AnyValue, bool_value), PBW_VARINT);
-		pbw_varint(w, a->v.b);
-		break;
-	case GW_ATTR_DOUBLE: {
-		uint64_t bits;
-
-		memcpy(&bits, &a->v.d, sizeof(bits));
-		pbw_tag(w, C(AnyValue, double_value), PBW_I64);
-		if (pbw_reserve(w, 8))
-			for (int i = 0; i < 8; i++)
-				w->buf[w->len++] = (uint8_t)(bits >> (8 * i));
-		break;
-	}
-	}
+	write_any_value_oneof(w, a->type, str, strlen(str), a->type == GW_ATTR_INT ? a->v.i : 0,
+			      a->type == GW_ATTR_BOOL && a->v.b, a->type == GW_ATTR_DOUBLE ? a->v.d : 0);
 	pbw_end(w, vm);
 	pbw_end(w, m);
 }
