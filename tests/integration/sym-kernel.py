@@ -87,6 +87,10 @@ def compare(what, frames, names, aliases, need):
     by_name, by_addr = aliases
     uniq = {}
     for ip, sym, _ in frames:
+        # perf makes up "name@plt" for PLT stubs from relocations; they are
+        # not symbols of the file, so there is nothing to agree on.
+        if sym.endswith("@plt"):
+            continue
         uniq[ip] = sym
     same = alias = 0
     diffs = []
