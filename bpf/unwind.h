@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Types shared by the table unwinder in profile.bpf.c and the agent, which
+ * builds the tables from .eh_frame / .debug_frame (agent/unwind-table.c) and
+ * loads them (agent/unwind.c). Fixed-width types only (STYLE.md 1).
+ *
+ * x86-64 only: the rules name RSP, RBP and RIP, and the return address is
+ * always at CFA - 8 (the x86-64 psABI's CIE rule; a table whose CIE says
+ * otherwise is refused when it is built).
+ *
+ * A table is one executable's rows sorted by pc. A row holds from its pc up
+ * to the next row's pc; pc is relative to the table's base (the lowest ELF
+ * virtual address covered), so a row is 8 bytes for any file under 4 GiB of
+ * text. Addresses that no FDE covers get a row of type UNWIND_CFA_INVALID.
+ */
+#ifndef SR_BPF_UNWIND_H
+#define SR_BPF_UNWIND_H
+
+/* How the CFA (the caller's stack pointer before the call) is found. */
+enum unwind_cfa_type {
+	UNWIND_CFA_INVALID = 0, /* no rule covers this pc, or a rule we cannot follow: stop (counted) */
+	UNWIND_CFA_RSP = 1,	/* CFA = RSP + cfa_off */
+	UNWIND_CFA_RBP = 2,	/* CFA = RBP + cfa_off */
+	/*
+	 * The PLT's expression: CFA = RSP + 8 + ((RIP & 15) >= cfa_off ? 8 : 0)
+	 * (cfa_off is the threshold, 11 for .plt and 10 for some .plt.sec).
+	 */
+	UNWIND_CFA_PLT = 3,
+	/* CFA = *(RBP + (__s16)cfa_off): GCC's stack realignment in main and threads' entry points. */
+	UNWIND_CFA_DEREF_RBP = 4,
+	/*
+	 * A signal frame (CIE augmentation "S", glibc's __restore_rt): the
+	 * interrupted registers are in the ucontext at RSP; the unwinder reads
+	 * RIP, RSP and RBP from uc_mcontext and goes on from there.
+	 */
+	UNWIND_CFA_SIGNAL = 5,
+	/* The outermost frame (the return address rule is "undefined", as in _start): the stack is complete. */
+	UNWIND_CFA_END = 6,
+};
+
+/* rbp_off values that are not an offset. */
+#define UNWIND_RBP_SAME	     0	  /* RBP keeps its value in the caller */
+#define UNWIND_RBP_UNDEFINED (-128) /* RBP cannot be recovered (saved in a register or by an expression) */
+
+struct unwind_row {
+	__u32 pc;      /* relative to the table's base */
+	__u16 cfa_off; /* bytes added to the register (UNWIND_CFA_RSP/RBP), or as enum unwind_cfa_type says */
+	__u8 cfa_type; /* enum unwind_cfa_type */
+	__s8 rbp_off;  /* the caller's RBP is at CFA + 8 * rbp_off, or UNWIND_RBP_SAME / UNWIND_RBP_UNDEFINED */
+};
+
+#endif
