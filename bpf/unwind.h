@@ -2,7 +2,7 @@
 /*
  * Types shared by the table unwinder in profile.bpf.c and the agent, which
  * builds the tables from .eh_frame / .debug_frame (agent/unwind-table.c) and
- * loads them (agent/unwind.c). Fixed-width types only (STYLE.md 1).
+ * loads them (agent/unwinder.c). Fixed-width types only (STYLE.md 1).
  *
  * x86-64 only: the rules name RSP, RBP and RIP, and the return address is
  * always at CFA - 8 (the x86-64 psABI's CIE rule; a table whose CIE says
@@ -36,10 +36,12 @@ enum unwind_cfa_type {
 	UNWIND_CFA_SIGNAL = 5,
 	/* The outermost frame (the return address rule is "undefined", as in _start): the stack is complete. */
 	UNWIND_CFA_END = 6,
+	/* CFA = RSP + 8 * cfa_off: frames of 64 KiB and more (CPython has some), up to 512 KiB. */
+	UNWIND_CFA_RSP_X8 = 7,
 };
 
 /* rbp_off values that are not an offset. */
-#define UNWIND_RBP_SAME	     0	  /* RBP keeps its value in the caller */
+#define UNWIND_RBP_SAME	     0	    /* RBP keeps its value in the caller */
 #define UNWIND_RBP_UNDEFINED (-128) /* RBP cannot be recovered (saved in a register or by an expression) */
 
 struct unwind_row {
@@ -47,6 +49,35 @@ struct unwind_row {
 	__u16 cfa_off; /* bytes added to the register (UNWIND_CFA_RSP/RBP), or as enum unwind_cfa_type says */
 	__u8 cfa_type; /* enum unwind_cfa_type */
 	__s8 rbp_off;  /* the caller's RBP is at CFA + 8 * rbp_off, or UNWIND_RBP_SAME / UNWIND_RBP_UNDEFINED */
+};
+
+/*
+ * What the BPF unwinder knows of a process: its executable mappings, sorted by
+ * start, each with its table (or none: then frame pointers are followed).
+ * Written by the agent (agent/unwinder.c) into the unwind_procs map, keyed by
+ * tgid; start_boottime_ns tells a reused PID apart.
+ */
+/* A power of two: the BPF side masks indices with it. */
+#define UNWIND_MAX_MAPPINGS 128
+/* Tables loaded at once (entries of the unwind_tables map of maps). */
+#define UNWIND_MAX_TABLES 8192
+/* Binary search steps: enough for UNWIND_MAX_MAPPINGS and for 2^24 rows. */
+#define UNWIND_MAPPING_STEPS 8
+#define UNWIND_ROW_STEPS     24
+
+struct unwind_mapping {
+	__u64 start;
+	__u64 end;
+	__u64 bias;	/* row pc = address - bias (the load bias plus the table's base) */
+	__u32 table_id; /* 0: no table, follow frame pointers */
+	__u32 n_rows;
+};
+
+struct unwind_proc {
+	__u64 start_boottime_ns;
+	__u32 n;
+	__u32 pad;
+	struct unwind_mapping m[UNWIND_MAX_MAPPINGS];
 };
 
 #endif
