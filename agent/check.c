@@ -219,6 +219,8 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 			.include_kernel_threads = true,
 			.kernel_stacks = true,
 			.ring_buffer_bytes = cfg->profiling.ring_buffer_bytes,
+			.table_unwinding = cfg->profiling.unwinding == AGENT_UNWIND_AUTO,
+			.track_mmaps = true,
 		};
 		const char *what = NULL;
 		enum sr_log_level saved = sr_log_max_level;
@@ -233,6 +235,24 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 			       "BPF program loads; %d cpu-clock perf events and the exec/exit "
 			       "tracepoints (tp_btf: no tracefs needed) attach",
 			       agent_sampler__n_events(s));
+			if (agent_sampler__tracks_mmaps(s))
+				report(&c, "ok", NULL,
+				       "executable mappings are reported as they are made (mmap(2) exit "
+				       "tracepoint): short-lived processes are attributed");
+			else
+				report(&c, "WARN",
+				       "mount tracefs (/sys/kernel/tracing), or run a kernel with "
+				       "raw syscall tracepoints and bpf_find_vma (5.17+)",
+				       "mappings are read from /proc only: libraries of processes that exit "
+				       "within ~100 ms may go unattributed");
+			if (so.table_unwinding)
+				report(&c, "ok", NULL,
+				       "table unwinding (profiling.unwinding: auto): user stacks are unwound "
+				       "from .eh_frame, also through code without frame pointers");
+			else
+				report(&c, "WARN", "set profiling.unwinding: auto",
+				       "frame-pointer unwinding only (profiling.unwinding: fp): stacks through code "
+				       "built without frame pointers stop early");
 			agent_sampler_free(s);
 		} else {
 			report(&c, "FAIL", "see the lines above; run with --log-level debug for libbpf's log",

@@ -5,6 +5,7 @@
 #include "agent/config.h"
 
 const char *const agent_compression_names[] = { "gzip", "none", NULL };
+const char *const agent_unwinding_names[] = { "auto", "fp", NULL };
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", "trace", NULL };
 
 static const struct sr_field tls_fields[] = {
@@ -76,6 +77,16 @@ static const struct sr_field profiling_fields[] = {
 		     .max = 100000000,
 		     .doc = "Distinct stacks whose definitions are kept for resending (about 450 bytes each at 25 "
 			    "frames, so the default stays near 22 MiB)."),
+	SR_FIELD_ENUMERATION("unwinding", struct agent_profiling_config, unwinding, agent_unwinding_names,
+			     .def = "auto",
+			     .doc = "How user stacks are unwound. auto: with tables built from each executable's "
+				    ".eh_frame where the kernel allows it (x86-64), by frame pointers where a file has "
+				    "no table; fp: frame pointers only (stacks through code built without them stop "
+				    "early)."),
+	SR_FIELD_BYTES("unwind_table_memory", struct agent_profiling_config, unwind_table_bytes, .def = "64MiB",
+		       .min = 1 << 20, .max = 16LL << 30,
+		       .doc = "Kernel memory for unwind tables (8 bytes a row; libc needs about 0.3 MiB, "
+			      "libLLVM about 10 MiB). Least recently used tables are evicted beyond it."),
 	SR_FIELD_END,
 };
 

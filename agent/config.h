@@ -41,7 +41,11 @@ struct agent_profiling_config {
 	uint64_t ring_buffer_bytes;
 	uint64_t max_processes;
 	uint64_t max_stacks;
+	int unwinding; /* index into agent_unwinding_names */
+	uint64_t unwind_table_bytes;
 };
+
+enum agent_unwinding { AGENT_UNWIND_AUTO = 0, AGENT_UNWIND_FP = 1 };
 
 struct agent_telemetry_config {
 	char *metrics_address;
@@ -57,6 +61,7 @@ struct agent_config {
 };
 
 extern const char *const agent_compression_names[];
+extern const char *const agent_unwinding_names[];
 extern const struct sr_field agent_config_fields[];
 
 #endif

@@ -36,8 +36,31 @@ int agent_event_decode(const void *data, size_t len, struct agent_event *ret)
 		break;
 	}
 	case PROFILE_EVENT_EXEC:
-	case PROFILE_EVENT_EXIT:
+	case PROFILE_EVENT_EXIT: {
+		const struct profile_task_event *t = data;
+		if (len < sizeof(*t))
+			return -EBADMSG;
+		ret->mm = t->mm;
+		ret->vdso = t->vdso;
 		break;
+	}
+	case PROFILE_EVENT_FORK: {
+		const struct profile_fork_event *f = data;
+		if (len < sizeof(*f))
+			return -EBADMSG;
+		ret->fork = f;
+		ret->mm = f->mm;
+		break;
+	}
+	case PROFILE_EVENT_MMAP: {
+		const struct profile_mmap_event *m = data;
+		if (len < sizeof(*m) || m->end <= m->start)
+			return -EBADMSG;
+		ret->mmap = m;
+		ret->mm = m->mm;
+		memcpy(ret->mmap_name, m->name, PROFILE_MMAP_NAME_LEN);
+		break;
+	}
 	default:
 		return -EBADMSG;
 	}

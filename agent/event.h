@@ -16,13 +16,18 @@
 struct agent_event {
 	uint32_t type; /* enum profile_event_type */
 	const struct profile_header *hdr;
-	const struct profile_sample *sample; /* PROFILE_EVENT_SAMPLE only */
-	size_t n_kstack;		     /* valid frames */
+	const struct profile_sample *sample;   /* PROFILE_EVENT_SAMPLE only */
+	const struct profile_mmap_event *mmap; /* PROFILE_EVENT_MMAP only */
+	const struct profile_fork_event *fork; /* PROFILE_EVENT_FORK only */
+	uint64_t mm;			       /* PROFILE_EVENT_EXEC, _EXIT, _MMAP: the address space */
+	uint64_t vdso;			       /* PROFILE_EVENT_EXEC: the vDSO's address, or 0 */
+	size_t n_kstack;		       /* valid frames */
 	size_t n_ustack;
 	int kstack_err; /* bpf_get_stack()'s -errno, or 0 */
 	int ustack_err;
 	char comm[PROFILE_TASK_COMM_LEN + 1]; /* NUL-terminated copies */
 	char pcomm[PROFILE_TASK_COMM_LEN + 1];
+	char mmap_name[PROFILE_MMAP_NAME_LEN + 1];
 };
 
 /* Returns 0, -EBADMSG for a record of the wrong size or type. Pointers point into data. */

@@ -33,7 +33,10 @@ struct agent_procs {
 	uint64_t max_processes;
 	long clk_tck;
 	struct agent_exe *vdso;
+	uint64_t vdso_size;
 	struct agent_procs_stats stats;
+	void (*on_file)(void *ctx, uint64_t dev, uint64_t ino);
+	void *on_file_ctx;
 };
 
 static const void *proc_key(const void *v, size_t *len)
@@ -55,7 +58,7 @@ static void make_key(uint8_t key[12], uint32_t pid, uint64_t start_ns)
 }
 
 /* The vDSO is the same image in every (64-bit) process: identify it once from our own. */
-static struct agent_exe *load_vdso(struct agent_procs *p)
+static struct agent_exe *load_vdso(struct agent_procs *p, uint64_t *ret_size)
 {
 	unsigned long base = getauxval(AT_SYSINFO_EHDR);
 	char *maps = NULL;
@@ -74,6 +77,7 @@ static struct agent_exe *load_vdso(struct agent_procs *p)
 			size = m[i].end - m[i].start;
 	if (!size)
 		goto out;
+	*ret_size = size;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		goto out;
@@ -106,8 +110,25 @@ struct agent_procs *agent_procs_new(struct agent_store *store, uint64_t max_proc
 	p->clk_tck = sysconf(_SC_CLK_TCK);
 	if (p->clk_tck <= 0)
 		p->clk_tck = 100;
-	p->vdso = load_vdso(p);
+	p->vdso = load_vdso(p, &p->vdso_size);
 	return p;
+}
+
+void agent_procs__on_file(struct agent_procs *p, void (*fn)(void *ctx, uint64_t dev, uint64_t ino), void *ctx)
+{
+	p->on_file = fn;
+	p->on_file_ctx = ctx;
+}
+
+const uint64_t *agent_exe__key(const struct agent_exe *e)
+{
+	return e->key;
+}
+
+bool agent_exe__is_vdso(const struct agent_exe *e)
+{
+	/* Files have a device and inode; the vDSO's key is all zeros. */
+	return e->key[0] == 0 && e->key[1] == 0;
 }
 
 static void exe_unref(struct agent_exe *e)
@@ -122,6 +143,7 @@ static void proc_clear_maps(struct agent_proc *proc)
 		exe_unref(proc->maps[i].exe);
 	SR_FREE(proc->maps);
 	proc->n_maps = 0;
+	proc->maps_gen++;
 }
 
 static void proc_free(struct agent_proc *proc)
@@ -239,6 +261,8 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 		free(e);
 		goto fail;
 	}
+	if (p->on_file)
+		p->on_file(p->on_file_ctx, key[0], key[1]);
 found:
 	if (e->store_idx >= 0)
 		agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, m->start, m->end,
@@ -298,6 +322,7 @@ static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t n
 	}
 	proc->n_maps = n;
 	proc->maps_ok = true;
+	proc->maps_gen++;
 	agent_procmaps_free(m, n);
 }
 
@@ -334,18 +359,20 @@ static int read_stat_start(uint32_t pid, uint64_t *ret_ticks)
 	return 0;
 }
 
-static void read_proc(struct agent_procs *p, struct agent_proc *proc)
+/* stat, exe and cgroup; false when the process is gone (or its PID is another's). */
+static bool read_info(struct agent_procs *p, struct agent_proc *proc)
 {
 	char path[64], buf[PATH_MAX], *cg = NULL;
 	size_t len;
 	uint64_t ticks;
 	ssize_t n;
 
+	proc->info_ok = true;
 	/* The start time in /proc must be the one BPF saw, or this PID is already another process. */
 	if (read_stat_start(proc->pid, &ticks) < 0 ||
 	    ticks != proc->start_ns / (1000000000ULL / (uint64_t)p->clk_tck)) {
 		proc->exited = true;
-		return;
+		return false;
 	}
 	/* Names come with every sample from BPF (thread and group leader comm); no /proc/PID/comm read. */
 	snprintf(path, sizeof(path), "/proc/%u/exe", proc->pid);
@@ -360,6 +387,13 @@ static void read_proc(struct agent_procs *p, struct agent_proc *proc)
 		agent_cgroup_parse(cg, len, &proc->cg);
 		free(cg);
 	}
+	return true;
+}
+
+static void read_proc(struct agent_procs *p, struct agent_proc *proc)
+{
+	if (!read_info(p, proc))
+		return;
 	read_maps(p, proc, now_mono_ns());
 	proc->refresh_free = true;
 }
@@ -372,6 +406,24 @@ static struct agent_proc *lookup(struct agent_procs *p, uint32_t pid, uint64_t s
 	return agent_htab__get(&p->procs, key, sizeof(key));
 }
 
+static struct agent_proc *proc_new(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window)
+{
+	struct agent_proc *proc = calloc(1, sizeof(*proc));
+
+	if (!proc)
+		return NULL;
+	make_key(proc->key, pid, start_ns);
+	proc->pid = pid;
+	proc->start_ns = start_ns;
+	proc->last_window = window;
+	proc->maps_gen = 1; /* unwind_gen 0: never given to the unwinder */
+	if (agent_htab__put(&p->procs, proc) < 0) {
+		free(proc);
+		return NULL;
+	}
+	return proc;
+}
+
 struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window)
 {
 	struct agent_proc *proc = lookup(p, pid, start_ns);
@@ -382,37 +434,173 @@ struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_
 			proc->stale = false;
 			proc_clear_maps(proc);
 			proc->maps_ok = false;
+			proc->mm = 0;
 			read_proc(p, proc);
+		} else if (!proc->info_ok) {
+			/* Known from its mappings alone: its name and cgroup now, its maps only on a miss. */
+			read_info(p, proc);
 		}
 		return proc;
 	}
-	proc = calloc(1, sizeof(*proc));
-	if (!proc)
-		return NULL;
-	make_key(proc->key, pid, start_ns);
-	proc->pid = pid;
-	proc->start_ns = start_ns;
-	proc->last_window = window;
-	if (agent_htab__put(&p->procs, proc) < 0) {
-		free(proc);
-		return NULL;
-	}
-	read_proc(p, proc);
+	proc = proc_new(p, pid, start_ns, window);
+	if (proc)
+		read_proc(p, proc);
 	return proc;
 }
 
-void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window)
+static int maps_insert(struct agent_proc *proc, const struct agent_proc_map *m);
+
+void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t mm, uint64_t vdso,
+		       uint64_t window)
 {
 	struct agent_proc *proc = lookup(p, pid, start_ns);
 
 	(void)window;
+	if (!proc)
+		return;
+	/* The vDSO is mapped by exec without mmap(2): add it from the record. */
+	if (mm && proc->mm == mm && vdso && p->vdso && p->vdso->store_idx >= 0) {
+		struct agent_proc_map m = { .start = vdso, .end = vdso + p->vdso_size, .exe = p->vdso };
+		p->vdso->refs++;
+		if (maps_insert(proc, &m) < 0)
+			exe_unref(p->vdso);
+	}
 	/*
-	 * Reading now would be wasted on the many processes (compilers,
-	 * shells) that exit before any sample: the next sample, which wakes
-	 * the agent, reads instead.
+	 * The new image's mappings came before this record: when they are
+	 * the ones we hold, only the name and executable path are stale.
+	 * Otherwise read everything at the next sample (reading now would be
+	 * wasted on the many processes that exit before any sample).
 	 */
-	if (proc)
+	if (mm && proc->mm == mm)
+		proc->info_ok = false;
+	else
 		proc->stale = true;
+}
+
+/* Inserts m into the sorted maps, dropping what it overlaps. Takes over m->exe's reference. */
+static int maps_insert(struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	size_t keep = 0, at;
+	struct agent_proc_map *maps = realloc(proc->maps, (proc->n_maps + 1) * sizeof(*maps));
+
+	if (!maps)
+		return -ENOMEM;
+	proc->maps = maps;
+	for (size_t i = 0; i < proc->n_maps; i++) {
+		if (maps[i].start < m->end && m->start < maps[i].end) {
+			exe_unref(maps[i].exe);
+			continue;
+		}
+		maps[keep++] = maps[i];
+	}
+	for (at = keep; at > 0 && maps[at - 1].start > m->start; at--)
+		;
+	memmove(&maps[at + 1], &maps[at], (keep - at) * sizeof(*maps));
+	maps[at] = *m;
+	proc->n_maps = keep + 1;
+	proc->maps_gen++;
+	return 0;
+}
+
+/* The file of a reported mapping: from the cache by identity, or read through map_files while the process lives. */
+static struct agent_exe *mmap_file(struct agent_procs *p, struct agent_proc *proc, const struct profile_mmap_event *ev)
+{
+	uint64_t key[4] = { ev->dev, ev->ino, ev->mtime_ns, ev->size };
+	char mf[96], target[PATH_MAX];
+	struct agent_map m = { 0 };
+	struct agent_exe *e = agent_htab__get(&p->exes, key, sizeof(key));
+	ssize_t n;
+
+	if (e) {
+		/* BPF forgot it (LRU): remind it, or every mapping of it wakes us. */
+		if ((ev->flags & PROFILE_MMAP_UNKNOWN_FILE) && p->on_file)
+			p->on_file(p->on_file_ctx, key[0], key[1]);
+		if (e->store_idx >= 0)
+			agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, ev->start,
+					      ev->end, NULL);
+		e->refs++;
+		return e;
+	}
+	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)ev->start,
+		 (unsigned long long)ev->end);
+	n = readlink(mf, target, sizeof(target) - 1);
+	if (n <= 0) {
+		p->stats.mmap_files_gone++;
+		return NULL;
+	}
+	target[n] = '\0';
+	m.start = ev->start;
+	m.end = ev->end;
+	m.offset = ev->offset;
+	m.inode = ev->ino;
+	m.kind = AGENT_MAP_FILE;
+	m.perms = AGENT_MAP_READ | AGENT_MAP_EXEC;
+	n = (ssize_t)strlen(target);
+	if (n > 10 && strcmp(target + n - 10, " (deleted)") == 0) {
+		target[n - 10] = '\0';
+		m.deleted = true;
+	}
+	m.path = target;
+	e = resolve_file(p, proc, &m);
+	if (e)
+		p->stats.mmap_files_identified++;
+	else
+		p->stats.mmap_files_gone++;
+	return e;
+}
+
+void agent_procs__fork(struct agent_procs *p, const struct profile_fork_event *ev, uint64_t window)
+{
+	struct agent_proc *parent = lookup(p, ev->parent_pid, ev->parent_start_boottime_ns), *child;
+
+	/* An unknown parent: the child is read from /proc at its first sample, like any process met late. */
+	if (!parent || !parent->n_maps || lookup(p, ev->hdr.pid, ev->hdr.start_boottime_ns))
+		return;
+	child = proc_new(p, ev->hdr.pid, ev->hdr.start_boottime_ns, window);
+	if (!child)
+		return;
+	child->maps = malloc(parent->n_maps * sizeof(*child->maps));
+	if (!child->maps)
+		return;
+	memcpy(child->maps, parent->maps, parent->n_maps * sizeof(*child->maps));
+	for (size_t i = 0; i < parent->n_maps; i++)
+		if (child->maps[i].exe)
+			child->maps[i].exe->refs++;
+	child->n_maps = parent->n_maps;
+	child->maps_ok = true;
+	child->mm = ev->mm;
+	child->cg = parent->cg;
+	p->stats.forks_copied++;
+}
+
+void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window)
+{
+	struct agent_proc *proc = lookup(p, ev->hdr.pid, ev->hdr.start_boottime_ns);
+	struct agent_proc_map m;
+
+	p->stats.mmap_events++;
+	if (!proc) {
+		/* Its first sight: name and cgroup are read at its first sample, maps only on a miss. */
+		proc = proc_new(p, ev->hdr.pid, ev->hdr.start_boottime_ns, window);
+		if (!proc)
+			return;
+		proc->maps_ok = true;
+		proc->mm = ev->mm;
+	} else if (proc->mm != ev->mm) {
+		/* A new image (exec): the old one's mappings are gone with its address space. */
+		if (proc->mm)
+			proc_clear_maps(proc);
+		proc->mm = ev->mm;
+		proc->stale = false;
+		proc->info_ok = false;
+		proc->maps_ok = true;
+	}
+	m.start = ev->start;
+	m.end = ev->end;
+	m.offset = ev->offset;
+	m.exe = mmap_file(p, proc, ev);
+	if (maps_insert(proc, &m) < 0)
+		exe_unref(m.exe);
 }
 
 void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns)
@@ -446,18 +634,27 @@ void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 			break;
 		}
 		/* A library loaded after we read the maps (dlopen): read them again, not too often. */
-		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT)
+		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT) {
+			p->stats.unattributed[proc->exited && !proc->n_maps ? AGENT_UNATTR_PROC_GONE
+									    : AGENT_UNATTR_NO_MAPPING]++;
 			return;
+		}
 		/* Nothing known at all (read mid-exec, or it failed): retry sooner. */
 		if (!proc->refresh_free && now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS
-										       : AGENT_MAPS_RETRY_EMPTY_NS))
+										       : AGENT_MAPS_RETRY_EMPTY_NS)) {
+			p->stats.unattributed[AGENT_UNATTR_NO_MAPPING]++;
 			return;
+		}
 		read_maps(p, proc, now_ns);
 	}
-	if (!m || !m->exe || m->exe->store_idx < 0)
+	if (!m->exe) {
+		p->stats.unattributed[AGENT_UNATTR_FILE_GONE]++;
 		return;
-	if (agent_elf_offset_to_vaddr(&m->exe->elf, addr - m->start + m->offset, &vaddr) < 0)
+	}
+	if (m->exe->store_idx < 0 || agent_elf_offset_to_vaddr(&m->exe->elf, addr - m->start + m->offset, &vaddr) < 0) {
+		p->stats.unattributed[AGENT_UNATTR_NOT_ELF]++;
 		return;
+	}
 	ret->address = vaddr;
 	ret->exe = (uint32_t)m->exe->store_idx;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_USER;
@@ -470,7 +667,47 @@ static int cmp_window(const void *a, const void *b)
 	return x->last_window < y->last_window ? -1 : x->last_window > y->last_window;
 }
 
-void agent_procs__gc(struct agent_procs *p, uint64_t window)
+bool agent_proc__same_image(struct agent_procs *p, const struct agent_proc *proc, uint64_t mm, size_t n_frames)
+{
+	if (!mm || !proc->mm || mm == proc->mm)
+		return true;
+	p->stats.unattributed[AGENT_UNATTR_OTHER_IMAGE] += n_frames;
+	return false;
+}
+
+const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc, uint64_t addr)
+{
+	size_t lo = 0, hi = proc->n_maps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (proc->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && addr < proc->maps[lo - 1].end ? &proc->maps[lo - 1] : NULL;
+}
+
+int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias)
+{
+	const struct agent_elf_info *e;
+
+	if (!m->exe)
+		return -ENOENT;
+	e = &m->exe->elf;
+	/* The segment the mapping was made for: its page-aligned file range holds the mapping's offset. */
+	for (size_t i = 0; i < e->n_segs; i++) {
+		const struct agent_elf_segment *s = &e->segs[i];
+		if ((s->offset & ~0xfffULL) <= m->offset && m->offset < s->offset + s->filesz) {
+			*ret_bias = m->start - m->offset + s->offset - s->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ctx, struct agent_proc *proc), void *ctx)
 {
 	struct agent_proc *proc, **all;
 	size_t n = 0;
@@ -486,6 +723,8 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window)
 		proc = all[i];
 		if (over || proc->exited || proc->last_window + AGENT_PROC_IDLE_WINDOWS < window) {
 			agent_htab__remove(&p->procs, proc->key, sizeof(proc->key));
+			if (fn)
+				fn(ctx, proc);
 			proc_free(proc);
 			p->stats.processes_retired++;
 		}

@@ -9,9 +9,17 @@
  * first sample, whichever comes first, and retired after its exit record
  * once the window that used it is flushed.
  *
+ * Mappings come from the kernel as they are made (PROFILE_EVENT_MMAP, in
+ * ring-buffer order before any sample that falls in them), so a process
+ * that is gone before the agent looks still has them; /proc/PID/maps is
+ * read for processes that predate the agent and when a frame misses.
+ * A process's address space is named by its mm (the kernel's mm_struct):
+ * a mapping of a new mm (exec) replaces the old image's.
+ *
  * Files are reached through /proc/PID/map_files/START-END (deleted files,
  * other mount namespaces), falling back to /proc/PID/root/PATH. Executables
- * are identified once per (dev, inode, mtime, size) (struct agent_exe).
+ * are identified once per (dev, inode, mtime, size) (struct agent_exe); a
+ * mapping of a file identified before needs no file access at all.
  *
  * Limits: max_processes entries (least recently sampled retired first),
  * AGENT_EXE_CACHE_MAX identified files, AGENT_MAPS_MAX_BYTES of maps file.
@@ -23,7 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/types.h>
+
 #include "cgroup.h"
+#include "profile.h"
 #include "elfinfo.h"
 #include "store.h"
 
@@ -52,6 +63,16 @@ struct agent_proc_map {
 	struct agent_exe *exe; /* NULL: anonymous, special, or not identifiable */
 };
 
+/* Why a user frame could not be attributed (agent_procs_stats.unattributed). */
+enum agent_unattributed {
+	AGENT_UNATTR_NO_MAPPING = 0, /* no file mapping holds the address (JIT, anonymous, or never learned) */
+	AGENT_UNATTR_PROC_GONE,	     /* the process exited before its mappings could be read */
+	AGENT_UNATTR_FILE_GONE,	     /* the mapping is known but its file could not be opened */
+	AGENT_UNATTR_NOT_ELF,	     /* the file is not an ELF we can read, or has no segment for the offset */
+	AGENT_UNATTR_OTHER_IMAGE,    /* sampled inside execve, before the new image: the old image's frames */
+	AGENT_UNATTR__MAX,
+};
+
 struct agent_proc {
 	uint8_t key[12]; /* pid (4) + start_boottime_ns (8) */
 	uint32_t pid;
@@ -66,6 +87,10 @@ struct agent_proc {
 	bool refresh_free; /* the image's first read: the loader may still have been mapping libraries */
 	uint64_t maps_read_ns;
 	uint64_t last_window;
+	uint64_t mm;	     /* the address space the mappings belong to; 0: not known (read from /proc) */
+	uint64_t maps_gen;   /* bumped whenever maps change; starts at 1 */
+	uint64_t unwind_gen; /* maps_gen last given to the BPF unwinder (agent/unwinder.c) */
+	bool info_ok;	     /* stat, exe and cgroup were read */
 };
 
 struct agent_procs_stats {
@@ -76,17 +101,32 @@ struct agent_procs_stats {
 	uint64_t elf_reads;
 	uint64_t elf_errors;
 	uint64_t processes_retired;
+	uint64_t mmap_events;
+	uint64_t mmap_files_identified; /* files first identified from an mmap event */
+	uint64_t mmap_files_gone;	/* ... that could not be opened any more */
+	uint64_t forks_copied;		/* children given their parent's mappings */
+	uint64_t unattributed[AGENT_UNATTR__MAX];
 };
 
 struct agent_procs;
 
 struct agent_procs *agent_procs_new(struct agent_store *store, uint64_t max_processes);
+/* Called with each file newly identified (so BPF stops waking the agent for it). */
+void agent_procs__on_file(struct agent_procs *p, void (*fn)(void *ctx, uint64_t dev, uint64_t ino), void *ctx);
 void agent_procs_free(struct agent_procs *p);
 
 /* The entry for (pid, start), created (and /proc read) on first use. NULL only on ENOMEM. */
 struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window);
 /* An exec: the process's image changed; its mappings, name and executable are read again at its next sample. */
-void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window);
+void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t mm, uint64_t vdso,
+		       uint64_t window);
+/*
+ * An executable mapping made by the process (PROFILE_EVENT_MMAP): replaces
+ * what overlapped it, or everything when it belongs to a new image (mm).
+ */
+void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window);
+/* A new process forked from a known one: it starts with a copy of its parent's mappings. */
+void agent_procs__fork(struct agent_procs *p, const struct profile_fork_event *ev, uint64_t window);
 /* The process's last thread exited: retire it at the next gc. */
 void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns);
 /*
@@ -96,8 +136,25 @@ void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns);
  */
 void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uint64_t addr, uint64_t now_ns,
 			     struct agent_frame *ret);
-/* Retires exited, idle and over-limit entries; call after a window's batch is built. */
-void agent_procs__gc(struct agent_procs *p, uint64_t window);
+/*
+ * Whether a sample taken in address space mm can be attributed with the
+ * mappings held (false: it was taken in execve before the new image, whose
+ * mappings these are; its frames are counted as AGENT_UNATTR_OTHER_IMAGE).
+ */
+bool agent_proc__same_image(struct agent_procs *p, const struct agent_proc *proc, uint64_t mm, size_t n_frames);
+/*
+ * Retires exited, idle and over-limit entries; call after a window's batch
+ * is built. fn (may be NULL) is told of each before it is freed.
+ */
+void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ctx, struct agent_proc *proc), void *ctx);
+/* The mapping holding addr, or NULL. */
+const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc, uint64_t addr);
+/* The load bias of a mapping: ELF vaddr = address - bias. Returns 0 or -ENOENT. */
+int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias);
+/* The file behind a mapping, for agent/unwinder.c: its identity key and ELF info, or NULL. */
+const uint64_t *agent_exe__key(const struct agent_exe *e);
+/* Whether e is the vDSO (no file: agent/unwinder.c reads the agent's own copy). */
+bool agent_exe__is_vdso(const struct agent_exe *e);
 void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret);
 
 #endif

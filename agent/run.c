@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include "agent.h"
 #include "aggregate.h"
 #include "agent/config.h"
@@ -36,6 +38,7 @@
 #include "sampler.h"
 #include "store.h"
 #include "units.h"
+#include "unwinder.h"
 #include "util.h"
 
 #define DEFAULT_REPORT_INTERVAL_NS (10 * SR_NSEC_PER_SEC)
@@ -76,6 +79,9 @@ struct run_ctx {
 	int n_cpus;
 	struct agent_store_stats store_stats;
 	struct agent_procs_stats procs_stats;
+	struct agent_unwinder *unwinder; /* NULL: profiling.unwinding fp, or the kernel cannot */
+	struct agent_unwinder_stats unwinder_stats;
+	int known_files_fd;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -86,6 +92,38 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * SR_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+/* A sampled process's mappings go to the BPF unwinder when they changed; its next samples use them. */
+static void sync_unwinder(struct run_ctx *c, struct agent_proc *proc)
+{
+	int r;
+
+	if (!c->unwinder || !proc || proc->exited)
+		return;
+	r = agent_unwinder__sync(c->unwinder, proc);
+	if (r < 0)
+		sr_log_debug("agent", "cannot give a process's mappings to the unwinder; its stacks use frame pointers",
+			     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+}
+
+static void forget_proc(void *ctx, struct agent_proc *proc)
+{
+	struct run_ctx *c = ctx;
+
+	if (c->unwinder)
+		agent_unwinder__forget(c->unwinder, proc);
+}
+
+/* A file the agent identified: its mappings stop waking the agent. */
+static void file_known(void *ctx, uint64_t dev, uint64_t ino)
+{
+	struct run_ctx *c = ctx;
+	uint64_t key[2] = { dev, ino };
+	uint8_t one = 1;
+
+	if (c->known_files_fd >= 0)
+		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
+}
+
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 {
 	const struct profile_sample *s = ev->sample;
@@ -93,7 +131,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	struct agent_agg_key key = { 0 };
 	struct agent_agg_labels labels = { 0 };
 	struct agent_proc *proc = NULL;
-	bool kthread = (s->flags & PROFILE_SAMPLE_KTHREAD) || s->hdr.pid == 0;
+	bool kthread = (s->flags & PROFILE_SAMPLE_KTHREAD) || s->hdr.pid == 0, same_image;
 	size_t n = 0;
 	int r;
 
@@ -117,9 +155,11 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	}
 	if (ev->n_ustack > 0 && !kthread) {
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
+		sync_unwinder(c, proc);
+		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
-			if (proc) {
+			if (same_image) {
 				agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]);
 			} else {
 				frames[n].address = addr;
@@ -132,6 +172,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		}
 	} else if (!kthread) {
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
+		sync_unwinder(c, proc);
 	}
 	r = agent_store__intern_stack(
 		c->store, frames, n, ev->n_kstack == PROFILE_MAX_STACK_DEPTH || ev->n_ustack == PROFILE_MAX_STACK_DEPTH,
@@ -173,7 +214,13 @@ static int on_record(void *ctx, const void *data, size_t len)
 		break;
 	case PROFILE_EVENT_EXEC:
 		c->stats.execs++;
-		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, c->window);
+		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, ev.mm, ev.vdso, c->window);
+		break;
+	case PROFILE_EVENT_FORK:
+		agent_procs__fork(c->procs, ev.fork, c->window);
+		break;
+	case PROFILE_EVENT_MMAP:
+		agent_procs__mmap(c->procs, ev.mmap, c->window);
 		break;
 	case PROFILE_EVENT_EXIT:
 		c->stats.exits++;
@@ -199,6 +246,8 @@ static void update_stats(struct run_ctx *c)
 	c->stats_snap = c->stats;
 	agent_store__stats(c->store, &c->store_stats);
 	agent_procs__stats(c->procs, &c->procs_stats);
+	if (c->unwinder)
+		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -237,144 +286,32 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 	agent_batch_free(&b);
 	sr_log_debug("agent", "window flushed", "window=%" PRIu64 " samples=%" PRIu64, c->window,
 		     c->stats.samples_exported);
-	agent_procs__gc(c->procs, c->window + 1);
+	agent_procs__gc(c->procs, c->window + 1, forget_proc, c);
 	c->window++;
 	c->window_start_unix = end_unix;
 	return 0;
 }
 
-static uint64_t rss_bytes(void)
-{
-	char *buf = NULL;
-	size_t len;
-	unsigned long long pages = 0;
-
-	if (agent_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
-		if (sscanf(buf, "%*u %llu", &pages) != 1)
-			pages = 0;
-		free(buf);
-	}
-	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static void render_metrics(void *ctx, FILE *f)
 {
-	static const char *const filtered[] = {
-		[PROFILE_CNT_FILTERED_IDLE] = "idle",
-		[PROFILE_CNT_FILTERED_KTHREAD] = "kernel_thread",
-		[PROFILE_CNT_FILTERED_PID] = "pid",
-		[PROFILE_CNT_FILTERED_CGROUP] = "cgroup",
-	};
 	struct run_ctx *c = ctx;
-	struct rusage ru;
-	double cpu = 0;
+	struct agent_run_metrics m = { 0 };
+	struct agent_sender_stats ss;
 
-	if (getrusage(RUSAGE_SELF, &ru) == 0)
-		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-		      ru.ru_stime.tv_usec / 1e6;
 	pthread_mutex_lock(&c->lock);
-	fprintf(f,
-		"# HELP stackrelay_agent_samples_total Samples the BPF program took (after filters).\n"
-		"# TYPE stackrelay_agent_samples_total counter\n"
-		"stackrelay_agent_samples_total %" PRIu64 "\n",
-		c->bpf[PROFILE_CNT_SAMPLES]);
-	fprintf(f, "# HELP stackrelay_agent_samples_filtered_total Samples skipped in BPF, by filter.\n"
-		   "# TYPE stackrelay_agent_samples_filtered_total counter\n");
-	for (int i = PROFILE_CNT_FILTERED_IDLE; i <= PROFILE_CNT_FILTERED_CGROUP; i++)
-		fprintf(f, "stackrelay_agent_samples_filtered_total{filter=\"%s\"} %" PRIu64 "\n", filtered[i],
-			c->bpf[i]);
-	fprintf(f,
-		"# HELP stackrelay_agent_samples_lost_total Samples lost because the ring buffer was full, per CPU.\n"
-		"# TYPE stackrelay_agent_samples_lost_total counter\n");
-	for (int i = 0; i < c->n_cpus; i++)
-		fprintf(f, "stackrelay_agent_samples_lost_total{cpu=\"%d\"} %" PRIu64 "\n", i,
-			c->bpf_lost_per_cpu ? c->bpf_lost_per_cpu[i] : 0);
-	fprintf(f,
-		"# HELP stackrelay_agent_stack_errors_total bpf_get_stack() failures, by stack.\n"
-		"# TYPE stackrelay_agent_stack_errors_total counter\n"
-		"stackrelay_agent_stack_errors_total{stack=\"kernel\"} %" PRIu64 "\n"
-		"stackrelay_agent_stack_errors_total{stack=\"user\"} %" PRIu64 "\n",
-		c->bpf[PROFILE_CNT_KSTACK_ERR], c->bpf[PROFILE_CNT_USTACK_ERR]);
-	fprintf(f,
-		"# HELP stackrelay_agent_task_events_lost_total Exec/exit records lost (ring buffer full).\n"
-		"# TYPE stackrelay_agent_task_events_lost_total counter\n"
-		"stackrelay_agent_task_events_lost_total %" PRIu64 "\n",
-		c->bpf[PROFILE_CNT_TASK_EVENTS_LOST]);
-	fprintf(f,
-		"# HELP stackrelay_agent_samples_exported_total Sample counts handed to output/sender.\n"
-		"# TYPE stackrelay_agent_samples_exported_total counter\n"
-		"stackrelay_agent_samples_exported_total %" PRIu64 "\n",
-		c->stats_snap.samples_exported);
-	fprintf(f,
-		"# HELP stackrelay_agent_samples_dropped_total Samples dropped in user space, by reason.\n"
-		"# TYPE stackrelay_agent_samples_dropped_total counter\n"
-		"stackrelay_agent_samples_dropped_total{reason=\"stack_error\"} %" PRIu64 "\n"
-		"stackrelay_agent_samples_dropped_total{reason=\"overflow\"} %" PRIu64 "\n",
-		c->stats_snap.dropped_stack_errors, c->stats_snap.dropped_overflow);
-	fprintf(f,
-		"# HELP stackrelay_agent_frames_unattributed_total User frames not in any file mapping (JIT, "
-		"anonymous, process gone).\n"
-		"# TYPE stackrelay_agent_frames_unattributed_total counter\n"
-		"stackrelay_agent_frames_unattributed_total %" PRIu64 "\n",
-		c->stats_snap.frames_unattributed);
-	fprintf(f,
-		"# HELP stackrelay_agent_processes Processes in the mapping cache.\n"
-		"# TYPE stackrelay_agent_processes gauge\n"
-		"stackrelay_agent_processes %" PRIu64 "\n"
-		"# HELP stackrelay_agent_executables_cached Files identified (by dev, inode, mtime).\n"
-		"# TYPE stackrelay_agent_executables_cached gauge\n"
-		"stackrelay_agent_executables_cached %" PRIu64 "\n"
-		"# HELP stackrelay_agent_maps_reads_total /proc/PID/maps reads.\n"
-		"# TYPE stackrelay_agent_maps_reads_total counter\n"
-		"stackrelay_agent_maps_reads_total %" PRIu64 "\n"
-		"# HELP stackrelay_agent_elf_reads_total ELF files read to identify them.\n"
-		"# TYPE stackrelay_agent_elf_reads_total counter\n"
-		"stackrelay_agent_elf_reads_total %" PRIu64 "\n",
-		c->procs_stats.processes, c->procs_stats.executables_cached, c->procs_stats.maps_reads,
-		c->procs_stats.elf_reads);
-	fprintf(f,
-		"# HELP stackrelay_agent_store_stacks Stack definitions held.\n"
-		"# TYPE stackrelay_agent_store_stacks gauge\n"
-		"stackrelay_agent_store_stacks %" PRIu64 "\n"
-		"# HELP stackrelay_agent_store_stacks_evicted_total Stack definitions evicted (max_stacks).\n"
-		"# TYPE stackrelay_agent_store_stacks_evicted_total counter\n"
-		"stackrelay_agent_store_stacks_evicted_total %" PRIu64 "\n"
-		"# HELP stackrelay_agent_store_executables Executable definitions held.\n"
-		"# TYPE stackrelay_agent_store_executables gauge\n"
-		"stackrelay_agent_store_executables %" PRIu64 "\n"
-		"# HELP stackrelay_agent_store_bytes Approximate heap bytes of the definition store.\n"
-		"# TYPE stackrelay_agent_store_bytes gauge\n"
-		"stackrelay_agent_store_bytes %" PRIu64 "\n",
-		c->store_stats.stacks, c->store_stats.stacks_evicted, c->store_stats.executables, c->store_stats.bytes);
-	fprintf(f,
-		"# HELP stackrelay_agent_windows_total Report windows flushed.\n"
-		"# TYPE stackrelay_agent_windows_total counter\n"
-		"stackrelay_agent_windows_total %" PRIu64 "\n",
-		c->stats_snap.windows);
-	pthread_mutex_unlock(&c->lock);
-	fprintf(f,
-		"# HELP process_cpu_seconds_total User and system CPU time of the agent.\n"
-		"# TYPE process_cpu_seconds_total counter\n"
-		"process_cpu_seconds_total %.3f\n"
-		"# HELP process_resident_memory_bytes Resident memory of the agent.\n"
-		"# TYPE process_resident_memory_bytes gauge\n"
-		"process_resident_memory_bytes %" PRIu64 "\n",
-		cpu, rss_bytes());
+	m.bpf = c->bpf;
+	m.bpf_lost_per_cpu = c->bpf_lost_per_cpu;
+	m.n_cpus = c->n_cpus;
+	m.run = &c->stats_snap;
+	m.procs = &c->procs_stats;
+	m.store = &c->store_stats;
+	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
 	if (c->sender) {
-		struct agent_sender_stats ss;
 		agent_sender__stats(c->sender, &ss);
-		fprintf(f,
-			"# HELP stackrelay_agent_sender_samples_accepted_total Sample counts the gateway accepted.\n"
-			"# TYPE stackrelay_agent_sender_samples_accepted_total counter\n"
-			"stackrelay_agent_sender_samples_accepted_total %" PRIu64 "\n"
-			"# HELP stackrelay_agent_sender_samples_dropped_total Sample counts the sender dropped.\n"
-			"# TYPE stackrelay_agent_sender_samples_dropped_total counter\n"
-			"stackrelay_agent_sender_samples_dropped_total %" PRIu64 "\n"
-			"# HELP stackrelay_agent_sender_buffered_bytes Bytes waiting to be sent.\n"
-			"# TYPE stackrelay_agent_sender_buffered_bytes gauge\n"
-			"stackrelay_agent_sender_buffered_bytes %" PRIu64 "\n",
-			ss.samples_accepted, ss.samples_dropped, ss.buffered_bytes);
+		m.sender = &ss;
 	}
+	agent_run_metrics_render(f, &m);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* profiling.pids (strings) and profiling.cgroups (paths) to what the BPF maps hold. */
@@ -429,7 +366,7 @@ fail:
 int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 {
 	const struct agent_profiling_config *pc = &cfg->profiling;
-	struct run_ctx c = { 0 };
+	struct run_ctx c = { .known_files_fd = -1 };
 	struct agent_kernel kernel;
 	struct sigaction sa = { 0 }, old_int, old_term;
 	uint32_t *pids = NULL;
@@ -500,8 +437,17 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.n_cgroups = pc->n_cgroups,
 		.ring_buffer_bytes = pc->ring_buffer_bytes,
 		.max_processes = pc->max_processes,
+		.table_unwinding = pc->unwinding == AGENT_UNWIND_AUTO,
+		.track_mmaps = true,
 	};
 	c.sampler = agent_sampler_new(&so, on_record, &c, &what);
+	if (!c.sampler && so.table_unwinding) {
+		/* Old kernels (before 5.10's sized inner maps, 5.17's bpf_find_vma): frame pointers still work. */
+		sr_log_warn("agent", "table unwinding cannot load on this kernel; unwinding by frame pointers",
+			    "step=\"%s\" error=\"%s\"", what ? what : "?", strerror(errno));
+		so.table_unwinding = false;
+		c.sampler = agent_sampler_new(&so, on_record, &c, &what);
+	}
 	if (!c.sampler) {
 		r = -errno;
 		sr_log_error("agent", "cannot start BPF sampling; run --check for what is missing",
@@ -509,6 +455,25 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		goto out;
 	}
 	c.n_cpus = agent_sampler__n_cpus(c.sampler);
+	{
+		struct agent_sampler_maps sm;
+
+		agent_sampler__maps(c.sampler, &sm);
+		c.known_files_fd = sm.known_files;
+		agent_procs__on_file(c.procs, file_known, &c);
+		if (so.table_unwinding) {
+			struct agent_unwinder_opts uo = {
+				.tables_fd = sm.unwind_tables,
+				.procs_fd = sm.unwind_procs,
+				.max_bytes = pc->unwind_table_bytes,
+			};
+			c.unwinder = agent_unwinder_new(&uo);
+			if (!c.unwinder) {
+				r = -errno;
+				goto out;
+			}
+		}
+	}
 	c.bpf_lost_per_cpu = calloc((size_t)c.n_cpus, sizeof(uint64_t));
 	if (!c.bpf_lost_per_cpu) {
 		r = -ENOMEM;
@@ -612,6 +577,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 out:
 	agent_metrics_server_free(c.metrics);
 	agent_sampler_free(c.sampler);
+	agent_unwinder_free(c.unwinder);
 	if (c.sender)
 		agent_sender_free(c.sender);
 	if (c.out) {

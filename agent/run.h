@@ -4,6 +4,7 @@
 #define SR_AGENT_RUN_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 struct agent_run_stats {
 	uint64_t samples_received;
@@ -17,5 +18,19 @@ struct agent_run_stats {
 	uint64_t exits;
 	uint64_t windows;
 };
+
+/* What /metrics shows, taken under the loop's lock (run.c). Pointers may be NULL where noted. */
+struct agent_run_metrics {
+	const uint64_t *bpf;		  /* PROFILE_CNT__MAX */
+	const uint64_t *bpf_lost_per_cpu; /* n_cpus, may be NULL */
+	int n_cpus;
+	const struct agent_run_stats *run;
+	const struct agent_procs_stats *procs;
+	const struct agent_store_stats *store;
+	const struct agent_unwinder_stats *unwinder; /* NULL: table unwinding off */
+	const struct agent_sender_stats *sender;     /* NULL: no sender */
+};
+
+void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m);
 
 #endif

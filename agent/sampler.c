@@ -21,6 +21,9 @@
 #include "sampler.h"
 #include "util.h"
 
+/* Longest libbpf message logged (its end, for verifier logs). */
+#define AGENT_LIBBPF_LOG_MAX 900
+
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
@@ -30,7 +33,7 @@ struct agent_sampler {
 	struct ring_buffer *rb;
 	struct bpf_link **links; /* one per perf event */
 	int n_links;
-	struct bpf_link *exec_link, *exit_link;
+	struct bpf_link *exec_link, *exit_link, *mmap_link, *fork_link;
 	int n_cpus;
 	uint64_t rb_bytes;
 	agent_record_fn fn;
@@ -39,17 +42,22 @@ struct agent_sampler {
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char buf[1024];
 	enum sr_log_level l = level == LIBBPF_WARN ? SR_LOG_WARN : level == LIBBPF_INFO ? SR_LOG_DEBUG : SR_LOG_TRACE;
+	char *buf = NULL;
+	const char *msg;
 	size_t n;
 
 	if (l > sr_log_max_level)
 		return 0;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (vasprintf(&buf, fmt, ap) < 0)
+		return 0;
 	n = strlen(buf);
 	while (n > 0 && buf[n - 1] == '\n')
 		buf[--n] = '\0';
-	sr_log(l, "libbpf", buf, "%s", "");
+	/* A verifier log runs to megabytes; its end says what was refused. */
+	msg = n > AGENT_LIBBPF_LOG_MAX ? buf + n - AGENT_LIBBPF_LOG_MAX : buf;
+	sr_log(l, "libbpf", msg, "%s", "");
+	free(buf);
 	return 0;
 }
 
@@ -283,6 +291,14 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	s->skel->rodata->kernel_stacks = o->kernel_stacks;
 	s->skel->rodata->filter_pids = o->n_pids > 0;
 	s->skel->rodata->filter_cgroups = o->n_cgroups > 0;
+	s->skel->rodata->table_unwinding = o->table_unwinding;
+	bpf_program__set_autoload(s->skel->progs.unwind_user, o->table_unwinding);
+	/* Its sized inner maps need 5.10; without table unwinding nothing refers to it. */
+	bpf_map__set_autocreate(s->skel->maps.unwind_tables, o->table_unwinding);
+	s->skel->rodata->track_mmaps = o->track_mmaps;
+	bpf_program__set_autoload(s->skel->progs.handle_fork, o->track_mmaps);
+	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, o->track_mmaps);
+	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
 	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes);
 	s->skel->rodata->wakeup_bytes = s->rb_bytes / AGENT_RINGBUF_WAKEUP_FRACTION;
 	*ret_what = "size BPF maps";
@@ -294,6 +310,13 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	if (!r)
 		r = bpf_map__set_max_entries(s->skel->maps.seen,
 					     (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 4u * 1024 * 1024));
+	/* Allocated per process as the agent writes them (BPF_F_NO_PREALLOC): the bound costs nothing up front. */
+	if (!r)
+		r = bpf_map__set_max_entries(
+			s->skel->maps.unwind_procs,
+			o->table_unwinding ? (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 1024u * 1024) : 1);
+	if (!r)
+		r = bpf_map__set_max_entries(s->skel->maps.known_files, AGENT_KNOWN_FILES_MAX);
 	if (r)
 		goto fail;
 
@@ -301,6 +324,15 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	r = profile_bpf__load(s->skel);
 	if (r)
 		goto fail;
+	if (o->table_unwinding) {
+		uint32_t zero = 0;
+		int fd = bpf_program__fd(s->skel->progs.unwind_user);
+
+		*ret_what = "install the unwinder's tail call";
+		r = bpf_map__update_elem(s->skel->maps.unwind_progs, &zero, sizeof(zero), &fd, sizeof(fd), BPF_ANY);
+		if (r)
+			goto fail;
+	}
 	*ret_what = "fill BPF allowlists";
 	for (size_t i = 0; i < o->n_pids; i++) {
 		r = bpf_map__update_elem(s->skel->maps.allowed_pids, &o->pids[i], sizeof(o->pids[i]), &one, 1, BPF_ANY);
@@ -332,6 +364,27 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	if (!s->exit_link) {
 		r = -errno;
 		goto fail;
+	}
+	/*
+	 * Before the perf events too: a mapping made before its first sample
+	 * must not be missed. Without tracefs, the raw sys_exit tracepoint.
+	 * Without either, mappings are read from /proc only (and logged).
+	 */
+	if (o->track_mmaps) {
+		enum sr_log_level saved = sr_log_max_level;
+
+		sr_log_set_level(SR_LOG_ERROR);
+		s->mmap_link = bpf_program__attach(s->skel->progs.handle_mmap_exit);
+		sr_log_set_level(saved);
+		if (!s->mmap_link)
+			s->mmap_link = bpf_program__attach(s->skel->progs.handle_sys_exit);
+		if (s->mmap_link)
+			s->fork_link = bpf_program__attach(s->skel->progs.handle_fork);
+		if (!s->mmap_link)
+			sr_log_warn("agent",
+				    "cannot watch mmap(2) (no syscall tracepoint); libraries of short-lived processes "
+				    "may go unattributed",
+				    "error=\"%s\"", strerror(errno));
 	}
 	r = open_perf_events(s, o->frequency_hz, ret_what);
 	if (r < 0)
@@ -398,6 +451,18 @@ uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s)
 	return s->rb_bytes;
 }
 
+void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_maps *ret)
+{
+	ret->unwind_tables = bpf_map__fd(s->skel->maps.unwind_tables);
+	ret->unwind_procs = bpf_map__fd(s->skel->maps.unwind_procs);
+	ret->known_files = bpf_map__fd(s->skel->maps.known_files);
+}
+
+bool agent_sampler__tracks_mmaps(const struct agent_sampler *s)
+{
+	return s->mmap_link != NULL;
+}
+
 void agent_sampler__stop(struct agent_sampler *s)
 {
 	for (int i = 0; i < s->n_links; i++) {
@@ -406,7 +471,9 @@ void agent_sampler__stop(struct agent_sampler *s)
 	}
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
-	s->exec_link = s->exit_link = NULL;
+	bpf_link__destroy(s->mmap_link);
+	bpf_link__destroy(s->fork_link);
+	s->exec_link = s->exit_link = s->mmap_link = s->fork_link = NULL;
 }
 
 void agent_sampler_free(struct agent_sampler *s)
@@ -419,6 +486,8 @@ void agent_sampler_free(struct agent_sampler *s)
 	free(s->links);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->exit_link);
+	bpf_link__destroy(s->mmap_link);
+	bpf_link__destroy(s->fork_link);
 	ring_buffer__free(s->rb);
 	profile_bpf__destroy(s->skel);
 	free(s);

@@ -30,6 +30,8 @@
 /* Entries of the pid and cgroup allowlists (BPF hash maps). */
 #define AGENT_MAX_PID_FILTERS	 4096
 #define AGENT_MAX_CGROUP_FILTERS 1024
+/* Files the BPF side remembers as identified (mappings of others wake the agent). */
+#define AGENT_KNOWN_FILES_MAX 16384
 
 struct agent_sampler_opts {
 	uint32_t frequency_hz;
@@ -42,6 +44,15 @@ struct agent_sampler_opts {
 	size_t n_cgroups;
 	uint64_t ring_buffer_bytes;
 	uint64_t max_processes; /* size of the BPF map of processes already sampled */
+	bool table_unwinding;	/* profiling.unwinding: auto (agent/unwinder.c fills the tables) */
+	bool track_mmaps;	/* report executable mappings as they are made (PROFILE_EVENT_MMAP) */
+};
+
+/* The maps agent/unwinder.c and the mapping tracker write (bpf/unwind.h, profile.bpf.c). */
+struct agent_sampler_maps {
+	int unwind_tables; /* table ID -> inner array of struct unwind_row */
+	int unwind_procs;  /* tgid -> struct unwind_proc */
+	int known_files;   /* struct {dev, ino} -> u8: files identified */
 };
 
 /* Return < 0 to stop polling (the error is returned by agent_sampler__poll). */
@@ -59,6 +70,9 @@ int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint6
 int agent_sampler__n_cpus(const struct agent_sampler *s);   /* possible CPUs (per-CPU map width) */
 int agent_sampler__n_events(const struct agent_sampler *s); /* perf events opened */
 uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s);
+void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_maps *ret);
+/* Whether the running kernel let the mapping tracker attach (fentry on uprobe_mmap). */
+bool agent_sampler__tracks_mmaps(const struct agent_sampler *s);
 /* Detaches the perf events and tracepoints; what is in the ring buffer can still be polled. */
 void agent_sampler__stop(struct agent_sampler *s);
 void agent_sampler_free(struct agent_sampler *s);

@@ -4,7 +4,7 @@
  * pc, how to find the caller's frame (bpf/unwind.h says what a row holds).
  * Pure code over bytes: the section bytes are untrusted input, so every read
  * is bounds-checked, every loop bounded, and tests/fuzz/fuzz-unwind-table.c
- * drives it (STYLE.md 11, 13). No BPF, no /proc: agent/unwind.c loads the
+ * drives it (STYLE.md 11, 13). No BPF, no /proc: agent/unwinder.c loads the
  * result into the kernel.
  */
 #ifndef SR_AGENT_UNWIND_TABLE_H
@@ -21,8 +21,8 @@
 #define AGENT_UNWIND_MAX_ROWS_DEFAULT (4u << 20)
 
 struct agent_unwind_stats {
-	uint32_t fdes;	      /* FDEs read */
-	uint32_t fdes_bad;    /* FDEs skipped: malformed, or a CIE we cannot use */
+	uint32_t fdes;		   /* FDEs read */
+	uint32_t fdes_bad;	   /* FDEs skipped: malformed, or a CIE we cannot use */
 	uint32_t rows_unsupported; /* rows whose CFA rule we cannot follow (UNWIND_CFA_INVALID) */
 	uint32_t rows_rbp_undefined;
 	uint32_t from_debug_frame; /* FDEs that came from .debug_frame */
@@ -40,12 +40,12 @@ struct agent_unwind_table {
 struct agent_unwind_sections {
 	const uint8_t *eh_frame; /* may be NULL */
 	size_t eh_frame_len;
-	uint64_t eh_frame_vaddr; /* for pc-relative pointer encodings */
+	uint64_t eh_frame_vaddr;    /* for pc-relative pointer encodings */
 	const uint8_t *debug_frame; /* may be NULL */
 	size_t debug_frame_len;
 	uint64_t text_vaddr; /* for DW_EH_PE_textrel (rare) */
 	uint64_t data_vaddr; /* for DW_EH_PE_datarel: .got's address on x86-64 */
-	int is_64; /* 1: ELFCLASS64 */
+	int is_64;	     /* 1: ELFCLASS64 */
 };
 
 /*

@@ -2,9 +2,13 @@
 /*
  * CPU sampling: one perf_event program on a cpu-clock event per CPU, plus
  * exec/exit tracepoints so user space can refresh and retire its process
- * cache. Filters run first, before any stack work, so a filtered sample
- * costs a map lookup at most. Stacks leave as raw addresses through one ring
- * buffer (docs/agent.md says why not in-kernel aggregation).
+ * cache, and executable mappings as they are made (fentry on uprobe_mmap)
+ * so no process is too short-lived to attribute. Filters
+ * run first, before any stack work, so a filtered sample costs a map lookup
+ * at most. User stacks come from the table unwinder (unwind.bpf.h) for
+ * processes whose mappings the agent has given it, else from the frame
+ * pointers. Stacks leave as raw addresses through one ring buffer
+ * (docs/agent.md says why not in-kernel aggregation).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -13,6 +17,7 @@
 #include "profile.h"
 
 #define PF_KTHREAD 0x00200000
+#define VM_EXEC	   0x00000004
 
 /* Set by the agent between open and load (STYLE.md 3). */
 const volatile bool skip_idle = true;
@@ -20,6 +25,10 @@ const volatile bool skip_kthreads = false;
 const volatile bool kernel_stacks = true;
 const volatile bool filter_pids = false;
 const volatile bool filter_cgroups = false;
+/* Report executable file mappings as they are made (PROFILE_EVENT_MMAP). */
+const volatile bool track_mmaps = false;
+/* Unwind user stacks with the agent's tables where it has given them (profiling.unwinding: auto). */
+const volatile bool table_unwinding = false;
 /* Wake the agent for samples only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1024 * 1024;
 
@@ -63,6 +72,22 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/*
+ * Files (dev, inode) the agent has identified: a mapping of one of them does
+ * not wake the agent. Sized by the agent; least recently used forgotten.
+ */
+struct file_key {
+	__u64 dev;
+	__u64 ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct file_key);
+	__type(value, __u8);
+} known_files SEC(".maps");
+
 static __always_inline void count(__u32 which)
 {
 	__u64 *n = bpf_map_lookup_elem(&counters, &which);
@@ -70,6 +95,15 @@ static __always_inline void count(__u32 which)
 	if (n)
 		(*n)++;
 }
+
+#include "unwind.bpf.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unwind_progs SEC(".maps");
 
 static __always_inline bool cgroup_allowed(void)
 {
@@ -117,29 +151,36 @@ static __always_inline void fill_header(struct profile_header *h, __u32 type, __
 	bpf_probe_read_kernel_str(h->pcomm, sizeof(h->pcomm), &leader->comm);
 }
 
-SEC("perf_event")
-int do_sample(struct bpf_perf_event_data *ctx)
+/*
+ * A wakeup per sample would cost the agent a context switch per sample; it
+ * polls every few hundred milliseconds anyway, so only a process's first
+ * sample, or a filling buffer, wakes it.
+ */
+static __always_inline __u64 sample_wakeup(const struct profile_sample *e)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u64 id = bpf_get_current_pid_tgid();
-	struct profile_sample *e;
-	bool kthread;
-	int why;
+	__u32 tgid = e->hdr.pid;
+	__u64 started = e->hdr.start_boottime_ns;
+	__u64 *seen_start;
+	bool wake = false;
 
-	why = filtered(id >> 32, task);
-	if (why >= 0) {
-		count(why);
-		return 0;
+	if (!(e->flags & PROFILE_SAMPLE_KTHREAD)) {
+		seen_start = bpf_map_lookup_elem(&seen, &tgid);
+		wake = !seen_start || *seen_start != started;
+		if (wake)
+			bpf_map_update_elem(&seen, &tgid, &started, BPF_ANY);
 	}
-	count(PROFILE_CNT_SAMPLES);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(PROFILE_CNT_LOST_RINGBUF);
-		return 0;
-	}
-	kthread = (id >> 32) == 0 || (BPF_CORE_READ(task, flags) & PF_KTHREAD);
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		wake = true;
+	return wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/* Everything but the user stack. */
+static __always_inline void fill_sample(struct profile_sample *e, struct bpf_perf_event_data *ctx, __u64 id,
+					struct task_struct *task, bool kthread)
+{
 	fill_header(&e->hdr, PROFILE_EVENT_SAMPLE, id, task);
 	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->mm = (__u64)BPF_CORE_READ(task, mm);
 	e->flags = kthread ? PROFILE_SAMPLE_KTHREAD : 0;
 	e->pad = 0;
 	e->kstack_len = 0;
@@ -149,26 +190,152 @@ int do_sample(struct bpf_perf_event_data *ctx)
 			count(PROFILE_CNT_KSTACK_ERR);
 	}
 	e->ustack_len = 0;
-	if (!kthread) {
-		e->ustack_len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-		if (e->ustack_len < 0)
-			count(PROFILE_CNT_USTACK_ERR);
-	}
-	/*
-	 * A wakeup per sample would cost the agent a context switch per sample;
-	 * it polls every few tens of milliseconds anyway, so only a process's
-	 * first sample, or a filling buffer, wakes it.
-	 */
-	__u32 tgid = id >> 32;
-	__u64 started = e->hdr.start_boottime_ns;
-	__u64 *seen_start = bpf_map_lookup_elem(&seen, &tgid);
-	bool wake = !kthread && (!seen_start || *seen_start != started);
+}
 
-	if (wake)
-		bpf_map_update_elem(&seen, &tgid, &started, BPF_ANY);
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		wake = true;
-	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+static __always_inline void fp_user_stack(struct profile_sample *e, struct bpf_perf_event_data *ctx)
+{
+	e->ustack_len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
+	if (e->ustack_len < 0)
+		count(PROFILE_CNT_USTACK_ERR);
+}
+
+/*
+ * The table unwinder's start: the sample goes into the per-CPU scratch entry
+ * with the user registers, and unwind_user() takes it from there. Returns
+ * false when the process has no mappings in unwind_procs (yet).
+ */
+static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, __u64 id, struct task_struct *task)
+{
+	__u32 tgid = id >> 32, zero = 0;
+	struct unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	struct unwind_scratch_state *st;
+	struct pt_regs *regs;
+
+	if (!proc || proc->start_boottime_ns != BPF_CORE_READ(task, group_leader, start_boottime))
+		return false;
+	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	if (!st)
+		return false;
+	fill_sample(&st->sample, ctx, id, task, false);
+	/*
+	 * Interrupted in the kernel (its addresses have the top bit set): the
+	 * user registers are the ones saved at kernel entry.
+	 */
+	if ((__s64)ctx->regs.ip < 0) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		st->rip = BPF_CORE_READ(regs, ip);
+		st->rsp = BPF_CORE_READ(regs, sp);
+		st->rbp = BPF_CORE_READ(regs, bp);
+	} else {
+		st->rip = ctx->regs.ip;
+		st->rsp = ctx->regs.sp;
+		st->rbp = ctx->regs.bp;
+	}
+	st->n = 0;
+	st->rbp_valid = 1;
+	st->return_address = 0;
+	count(PROFILE_CNT_UNWIND_STACKS);
+	bpf_tail_call(ctx, &unwind_progs, 0);
+	/* Not reached unless the tail call failed: the caller falls back to frame pointers. */
+	return false;
+}
+
+static __always_inline void submit_unwound(struct unwind_scratch_state *st, int why)
+{
+	__u32 n = st->n;
+
+	count(why);
+	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
+	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
+	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), sample_wakeup(&st->sample)))
+		count(PROFILE_CNT_LOST_RINGBUF);
+}
+
+/*
+ * One frame: record the pc, step to the caller. A global function, so the
+ * verifier checks it once however many times the loop below calls it (a
+ * static one is re-verified per call site and iteration, past the
+ * verifier's limits). Returns 0 to go on, or the PROFILE_CNT_UNWIND_END_*.
+ */
+__noinline int unwind_frame(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, n;
+	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+
+	if (!st)
+		return PROFILE_CNT_UNWIND_END_READ_FAULT;
+	n = st->n;
+	if (n >= PROFILE_MAX_STACK_DEPTH)
+		return PROFILE_CNT_UNWIND_END_DEPTH;
+	st->sample.ustack[n] = st->rip;
+	st->n = n + 1;
+	if (!proc)
+		return PROFILE_CNT_UNWIND_END_NO_MAPPING;
+	return unwind_step(st, proc);
+}
+
+/* Tail-called from do_sample and from itself: UNWIND_FRAMES_PER_PROG frames per run. */
+SEC("perf_event")
+int unwind_user(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct unwind_scratch_state *st;
+	int why = 0;
+
+	for (int f = 0; f < UNWIND_FRAMES_PER_PROG && !why; f++)
+		why = unwind_frame();
+	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	if (!st)
+		return 0;
+	if (!why) {
+		bpf_tail_call(ctx, &unwind_progs, 0);
+		/* Out of tail calls: what was unwound so far is the stack. */
+		why = PROFILE_CNT_UNWIND_END_DEPTH;
+	}
+	submit_unwound(st, why);
+	return 0;
+}
+
+SEC("perf_event")
+int do_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct profile_sample *e;
+	bool kthread, user = true;
+	int why;
+
+	why = filtered(id >> 32, task);
+	if (why >= 0) {
+		count(why);
+		return 0;
+	}
+	count(PROFILE_CNT_SAMPLES);
+	kthread = (id >> 32) == 0 || (BPF_CORE_READ(task, flags) & PF_KTHREAD);
+	/*
+	 * Inside execve the user registers and memory belong to the image
+	 * being replaced (or to none yet): the sample is the kernel's work,
+	 * so it keeps its kernel stack and no user stack.
+	 */
+	if (!kthread && BPF_CORE_READ_BITFIELD_PROBED(task, in_execve)) {
+		count(PROFILE_CNT_USTACK_IN_EXEC);
+		user = false;
+	}
+	if (table_unwinding && !kthread && user && start_table_unwind(ctx, id, task))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(PROFILE_CNT_LOST_RINGBUF);
+		return 0;
+	}
+	fill_sample(e, ctx, id, task, kthread);
+	if (!kthread && user) {
+		fp_user_stack(e, ctx);
+		if (table_unwinding)
+			count(PROFILE_CNT_UNWIND_FP_STACKS);
+	}
+	bpf_ringbuf_submit(e, sample_wakeup(e));
 	return 0;
 }
 
@@ -186,6 +353,10 @@ static __always_inline int task_event(__u32 type)
 		return 0;
 	}
 	fill_header(&e->hdr, type, id, task);
+	e->mm = (__u64)BPF_CORE_READ(task, mm);
+	e->vdso = 0;
+	if (type == PROFILE_EVENT_EXEC && bpf_core_field_exists(struct mm_struct, context.vdso))
+		e->vdso = (__u64)BPF_CORE_READ(task, mm, context.vdso);
 	if (type == PROFILE_EVENT_EXEC) {
 		__u32 tgid = id >> 32;
 
@@ -201,10 +372,53 @@ static __always_inline int task_event(__u32 type)
  * many nodes and containers do not mount. Only the first argument is used,
  * so later kernels' extra arguments do not matter.
  */
+static __always_inline void report_vma(__u64 addr);
+
 SEC("tp_btf/sched_process_exec")
 int handle_exec(u64 *ctx)
 {
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct pt_regs *regs;
+
+	/*
+	 * exec maps the program and its interpreter in the kernel, without
+	 * mmap(2): report the program's text and the code where it will start
+	 * (the dynamic loader's entry point, or the program's own when static),
+	 * before the exec record, which adds the vDSO to them.
+	 */
+	if (track_mmaps) {
+		report_vma(BPF_CORE_READ(task, mm, start_code));
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		report_vma(BPF_CORE_READ(regs, ip));
+	}
 	return task_event(PROFILE_EVENT_EXEC);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+	struct profile_fork_event *e;
+
+	/* Threads share their process's mappings: only new processes matter. */
+	if (!track_mmaps || BPF_CORE_READ(child, pid) != tgid || filtered(tgid, task) >= 0)
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(PROFILE_CNT_TASK_EVENTS_LOST);
+		return 0;
+	}
+	fill_header(&e->hdr, PROFILE_EVENT_FORK, bpf_get_current_pid_tgid(), task);
+	e->parent_pid = e->hdr.pid;
+	e->parent_start_boottime_ns = e->hdr.start_boottime_ns;
+	e->hdr.pid = tgid;
+	e->hdr.tid = tgid;
+	e->hdr.start_boottime_ns = BPF_CORE_READ(child, start_boottime);
+	e->pad = 0;
+	e->mm = (__u64)BPF_CORE_READ(child, mm);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -216,6 +430,151 @@ int handle_exit(u64 *ctx)
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
 	return task_event(PROFILE_EVENT_EXIT);
+}
+
+/* inode timestamps moved: i_mtime (timespec64) until 6.6, __i_mtime in 6.7-6.10, i_mtime_sec/nsec since 6.11. */
+struct inode___sec {
+	time64_t i_mtime_sec;
+	__u32 i_mtime_nsec;
+} __attribute__((preserve_access_index));
+
+struct inode___ts {
+	struct timespec64 __i_mtime;
+} __attribute__((preserve_access_index));
+
+struct inode___old {
+	struct timespec64 i_mtime;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 inode_mtime_ns(struct inode *inode)
+{
+	if (bpf_core_field_exists(struct inode___sec, i_mtime_sec)) {
+		struct inode___sec *i = (void *)inode;
+		return (__u64)BPF_CORE_READ(i, i_mtime_sec) * 1000000000ULL + BPF_CORE_READ(i, i_mtime_nsec);
+	}
+	if (bpf_core_field_exists(struct inode___ts, __i_mtime)) {
+		struct inode___ts *i = (void *)inode;
+		return (__u64)BPF_CORE_READ(i, __i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(i, __i_mtime.tv_nsec);
+	}
+	struct inode___old *i = (void *)inode;
+	return (__u64)BPF_CORE_READ(i, i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(i, i_mtime.tv_nsec);
+}
+
+/* The kernel's dev_t (major << 20 | minor) as stat() reports it (new_encode_dev). */
+static __always_inline __u64 user_dev(__u32 kdev)
+{
+	__u32 major = kdev >> 20, minor = kdev & ((1U << 20) - 1);
+
+	return (minor & 0xff) | ((__u64)major << 8) | ((__u64)(minor & ~0xffU) << 12);
+}
+
+/* What report_vma() needs of a mapping, filled by bpf_find_vma()'s callback. */
+struct vma_info {
+	__u64 start;
+	__u64 end;
+	__u64 offset;
+	__u64 dev;
+	__u64 ino;
+	__u64 size;
+	__u64 mtime_ns;
+	__u64 mm;
+	__u32 ok; /* an executable file mapping */
+	__u32 pad;
+	char name[PROFILE_MMAP_NAME_LEN];
+};
+
+static long vma_info_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_info *vi)
+{
+	struct file *file = vma->vm_file;
+	struct inode *inode;
+
+	if (!file || !(vma->vm_flags & VM_EXEC))
+		return 0;
+	inode = BPF_CORE_READ(file, f_inode);
+	vi->start = vma->vm_start;
+	vi->end = vma->vm_end;
+	vi->offset = (__u64)vma->vm_pgoff << 12;
+	vi->mm = (__u64)vma->vm_mm;
+	vi->dev = user_dev(BPF_CORE_READ(inode, i_sb, s_dev));
+	vi->ino = BPF_CORE_READ(inode, i_ino);
+	vi->size = (__u64)BPF_CORE_READ(inode, i_size);
+	vi->mtime_ns = inode_mtime_ns(inode);
+	bpf_probe_read_kernel_str(vi->name, sizeof(vi->name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+	vi->ok = 1;
+	return 0;
+}
+
+/*
+ * Reports the executable file mapping of the current process that holds
+ * addr, if there is one: a PROFILE_EVENT_MMAP record, which wakes the agent
+ * when the file is new to it (it must read the file while the process
+ * lives). bpf_find_vma() (5.17+) takes the mmap lock for reading, so no
+ * caller may hold it.
+ */
+static __always_inline void report_vma(__u64 addr)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct profile_mmap_event *e;
+	struct vma_info vi = {};
+	struct file_key key;
+
+	if (filtered(id >> 32, task) >= 0)
+		return;
+	if (bpf_find_vma(bpf_get_current_task_btf(), addr, vma_info_cb, &vi, 0) || !vi.ok)
+		return;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(PROFILE_CNT_TASK_EVENTS_LOST);
+		return;
+	}
+	fill_header(&e->hdr, PROFILE_EVENT_MMAP, id, task);
+	e->mm = vi.mm;
+	e->start = vi.start;
+	e->end = vi.end;
+	e->offset = vi.offset;
+	e->dev = vi.dev;
+	e->ino = vi.ino;
+	e->size = vi.size;
+	e->mtime_ns = vi.mtime_ns;
+	e->pad = 0;
+	__builtin_memcpy(e->name, vi.name, sizeof(e->name));
+	key.dev = vi.dev;
+	key.ino = vi.ino;
+	e->flags = bpf_map_lookup_elem(&known_files, &key) ? 0 : PROFILE_MMAP_UNKNOWN_FILE;
+	count(PROFILE_CNT_MMAP_EVENTS);
+	bpf_ringbuf_submit(e, e->flags ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+/*
+ * Libraries (the dynamic loader's mmaps, dlopen) arrive through mmap(2):
+ * at its exit the mapping exists. The per-syscall tracepoint costs nothing
+ * for other syscalls' BPF; it needs tracefs, so a host without it uses the
+ * raw sys_exit tracepoint, which runs for every syscall and filters here.
+ * (fentry on the mm code would see mprotect too, but is refused where BPF
+ * trampolines are locked down, and uprobe_mmap/perf_event_mmap are not
+ * always traceable.)
+ */
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int handle_mmap_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	long ret = ctx->ret;
+
+	if (ret < 0 && ret > -4096)
+		return 0;
+	report_vma((__u64)ret);
+	return 0;
+}
+
+#define SR_NR_MMAP 9 /* x86-64 */
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (BPF_CORE_READ(regs, orig_ax) != SR_NR_MMAP || (ret < 0 && ret > -4096))
+		return 0;
+	report_vma((__u64)ret);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

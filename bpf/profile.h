@@ -13,6 +13,7 @@
 /* bpf_get_stack() depth per stack (kernel and user each); 127 is the kernel's default sysctl_perf_event_max_stack. */
 #define PROFILE_MAX_STACK_DEPTH 127
 #define PROFILE_TASK_COMM_LEN	16
+#define PROFILE_MMAP_NAME_LEN	64
 /* Depth of the cgroup tree walked upwards when matching the cgroup allowlist. */
 #define PROFILE_MAX_CGROUP_LEVELS 16
 
@@ -20,6 +21,8 @@ enum profile_event_type {
 	PROFILE_EVENT_SAMPLE = 1,
 	PROFILE_EVENT_EXEC = 2,
 	PROFILE_EVENT_EXIT = 3,
+	PROFILE_EVENT_MMAP = 4,
+	PROFILE_EVENT_FORK = 5,
 };
 
 /* Per-CPU counters (the `counters` map, one __u64 per index). */
@@ -32,7 +35,22 @@ enum profile_counter {
 	PROFILE_CNT_LOST_RINGBUF,     /* sample dropped: ring buffer full */
 	PROFILE_CNT_KSTACK_ERR,	      /* bpf_get_stack() failed for the kernel stack */
 	PROFILE_CNT_USTACK_ERR,	      /* bpf_get_stack() failed for the user stack */
-	PROFILE_CNT_TASK_EVENTS_LOST, /* exec/exit record dropped: ring buffer full */
+	PROFILE_CNT_TASK_EVENTS_LOST, /* exec/exit/mmap record dropped: ring buffer full */
+	PROFILE_CNT_MMAP_EVENTS,      /* executable file mappings reported */
+	PROFILE_CNT_USTACK_IN_EXEC,   /* samples inside execve: kernel stack only (the user side is being replaced) */
+	/* User stacks unwound with tables (the rest went through bpf_get_stack's frame pointers). */
+	PROFILE_CNT_UNWIND_STACKS,
+	PROFILE_CNT_UNWIND_FP_STACKS,	 /* ... by frame pointers: the process had no mapping table yet */
+	PROFILE_CNT_UNWIND_TABLE_FRAMES, /* frames stepped with a table row */
+	PROFILE_CNT_UNWIND_FP_FRAMES,	 /* frames stepped by frame pointer inside a table-unwound stack */
+	/* Why a table-unwound stack ended (one per stack). */
+	PROFILE_CNT_UNWIND_END_COMPLETE,   /* reached the outermost frame */
+	PROFILE_CNT_UNWIND_END_NO_TABLE,   /* a mapping without a table whose frame-pointer chain broke */
+	PROFILE_CNT_UNWIND_END_NO_MAPPING, /* a pc in no known mapping (JIT, anonymous) whose frame-pointer chain broke */
+	PROFILE_CNT_UNWIND_END_EVICTED,	   /* the mapping's table was evicted */
+	PROFILE_CNT_UNWIND_END_NO_RULE,	   /* no row for the pc, or a rule the unwinder cannot follow */
+	PROFILE_CNT_UNWIND_END_READ_FAULT, /* the stack could not be read */
+	PROFILE_CNT_UNWIND_END_DEPTH,	   /* PROFILE_MAX_STACK_DEPTH frames */
 	PROFILE_CNT__MAX,
 };
 
@@ -51,6 +69,12 @@ struct profile_header {
 struct profile_sample {
 	struct profile_header hdr;
 	__u64 cgroup_id;
+	/*
+	 * The address space the user stack belongs to: inside execve, before
+	 * the new image is installed, it is the old image's, which the agent
+	 * does not hold mappings for.
+	 */
+	__u64 mm;
 	__u32 flags; /* PROFILE_SAMPLE_* */
 	/* Bytes written by bpf_get_stack(), or a negative errno. */
 	__s32 kstack_len;
@@ -61,10 +85,51 @@ struct profile_sample {
 };
 
 #define PROFILE_SAMPLE_KTHREAD 0x1
+/* The user stack came from the table unwinder (else from bpf_get_stack's frame pointers). */
+#define PROFILE_SAMPLE_UNWOUND 0x2
 
-/* PROFILE_EVENT_EXEC and PROFILE_EVENT_EXIT carry only the header. */
+/* PROFILE_EVENT_EXEC and PROFILE_EVENT_EXIT: the header, and the address space after exec. */
 struct profile_task_event {
 	struct profile_header hdr;
+	__u64 mm;   /* the mm_struct's address: names the image until the next exec (never sent anywhere) */
+	__u64 vdso; /* exec: where the kernel mapped the vDSO (0: unknown) */
 };
+
+/*
+ * An executable file mapping as it is made (exec, the dynamic loader,
+ * dlopen, mprotect to executable). It always precedes the samples that fall
+ * in it, so a process that exits a millisecond later still has its frames
+ * attributed. The file is named by its inode; the agent reads the ELF through
+ * /proc/PID/map_files while the process lives, or finds it in its cache.
+ */
+struct profile_mmap_event {
+	struct profile_header hdr;
+	__u64 mm;
+	__u64 start;
+	__u64 end;
+	__u64 offset; /* file offset of start */
+	__u64 dev;    /* user-space encoding, as st_dev */
+	__u64 ino;
+	__u64 size;
+	__u64 mtime_ns;
+	__u32 flags; /* PROFILE_MMAP_* */
+	__u32 pad;
+	char name[PROFILE_MMAP_NAME_LEN]; /* the file's last path component, for logs */
+};
+
+/*
+ * A new process (not a thread) forked: it starts with its parent's mappings,
+ * which no mapping record will report. The header is the child's.
+ */
+struct profile_fork_event {
+	struct profile_header hdr;
+	__u32 parent_pid;
+	__u32 pad;
+	__u64 parent_start_boottime_ns;
+	__u64 mm; /* the child's address space */
+};
+
+/* The agent has not identified this file yet: the record woke it. */
+#define PROFILE_MMAP_UNKNOWN_FILE 0x1
 
 #endif

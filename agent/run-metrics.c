@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The agent's /metrics page (Prometheus text format) from a snapshot of its counters. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "proc.h"
+#include "profile.h"
+#include "run.h"
+#include "store.h"
+#include "unwinder.h"
+#include "util.h"
+
+static uint64_t rss_bytes(void)
+{
+	char *buf = NULL;
+	size_t len;
+	unsigned long long pages = 0;
+
+	if (agent_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
+		if (sscanf(buf, "%*u %llu", &pages) != 1)
+			pages = 0;
+		free(buf);
+	}
+	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
+{
+	static const char *const ends[] = {
+		[PROFILE_CNT_UNWIND_END_COMPLETE] = "complete",
+		[PROFILE_CNT_UNWIND_END_NO_TABLE] = "no_table",
+		[PROFILE_CNT_UNWIND_END_NO_MAPPING] = "no_mapping",
+		[PROFILE_CNT_UNWIND_END_EVICTED] = "table_evicted",
+		[PROFILE_CNT_UNWIND_END_NO_RULE] = "unsupported_rule",
+		[PROFILE_CNT_UNWIND_END_READ_FAULT] = "read_fault",
+		[PROFILE_CNT_UNWIND_END_DEPTH] = "depth",
+	};
+	static const char *const unattributed[AGENT_UNATTR__MAX] = {
+		[AGENT_UNATTR_NO_MAPPING] = "no_mapping",     [AGENT_UNATTR_PROC_GONE] = "process_gone",
+		[AGENT_UNATTR_FILE_GONE] = "file_unreadable", [AGENT_UNATTR_NOT_ELF] = "not_elf",
+		[AGENT_UNATTR_OTHER_IMAGE] = "other_image",
+	};
+
+	fprintf(f, "# HELP stackrelay_agent_frames_unattributed_by_reason_total User frames not attributed to a file, "
+		   "by reason.\n"
+		   "# TYPE stackrelay_agent_frames_unattributed_by_reason_total counter\n");
+	for (int i = 0; i < AGENT_UNATTR__MAX; i++)
+		fprintf(f, "stackrelay_agent_frames_unattributed_by_reason_total{reason=\"%s\"} %" PRIu64 "\n",
+			unattributed[i], m->procs->unattributed[i]);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_in_exec_total Samples taken inside execve, kept with their kernel "
+		"stack only.\n"
+		"# TYPE stackrelay_agent_samples_in_exec_total counter\n"
+		"stackrelay_agent_samples_in_exec_total %" PRIu64 "\n",
+		m->bpf[PROFILE_CNT_USTACK_IN_EXEC]);
+	fprintf(f,
+		"# HELP stackrelay_agent_mmap_events_total Executable file mappings reported by the kernel.\n"
+		"# TYPE stackrelay_agent_mmap_events_total counter\n"
+		"stackrelay_agent_mmap_events_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_mmap_files_total Files first met in a mapping event, by outcome.\n"
+		"# TYPE stackrelay_agent_mmap_files_total counter\n"
+		"stackrelay_agent_mmap_files_total{outcome=\"identified\"} %" PRIu64 "\n"
+		"stackrelay_agent_mmap_files_total{outcome=\"gone\"} %" PRIu64 "\n",
+		m->procs->mmap_events, m->procs->mmap_files_identified, m->procs->mmap_files_gone);
+	fprintf(f,
+		"# HELP stackrelay_agent_unwind_stacks_total User stacks by how they were unwound.\n"
+		"# TYPE stackrelay_agent_unwind_stacks_total counter\n"
+		"stackrelay_agent_unwind_stacks_total{method=\"table\"} %" PRIu64 "\n"
+		"stackrelay_agent_unwind_stacks_total{method=\"fp\"} %" PRIu64 "\n"
+		"# HELP stackrelay_agent_unwind_frames_total Frames of table-unwound stacks, by how each was stepped.\n"
+		"# TYPE stackrelay_agent_unwind_frames_total counter\n"
+		"stackrelay_agent_unwind_frames_total{method=\"table\"} %" PRIu64 "\n"
+		"stackrelay_agent_unwind_frames_total{method=\"fp\"} %" PRIu64 "\n",
+		m->bpf[PROFILE_CNT_UNWIND_STACKS], m->bpf[PROFILE_CNT_UNWIND_FP_STACKS],
+		m->bpf[PROFILE_CNT_UNWIND_TABLE_FRAMES], m->bpf[PROFILE_CNT_UNWIND_FP_FRAMES]);
+	fprintf(f, "# HELP stackrelay_agent_unwind_stops_total Why table-unwound stacks ended.\n"
+		   "# TYPE stackrelay_agent_unwind_stops_total counter\n");
+	for (int i = PROFILE_CNT_UNWIND_END_COMPLETE; i <= PROFILE_CNT_UNWIND_END_DEPTH; i++)
+		fprintf(f, "stackrelay_agent_unwind_stops_total{reason=\"%s\"} %" PRIu64 "\n", ends[i], m->bpf[i]);
+	if (!m->unwinder)
+		return;
+	fprintf(f,
+		"# HELP stackrelay_agent_unwind_tables Unwind tables loaded in the kernel.\n"
+		"# TYPE stackrelay_agent_unwind_tables gauge\n"
+		"stackrelay_agent_unwind_tables %" PRIu64 "\n"
+		"# HELP stackrelay_agent_unwind_table_bytes Kernel memory of the loaded tables "
+		"(profiling.unwind_table_memory bounds it).\n"
+		"# TYPE stackrelay_agent_unwind_table_bytes gauge\n"
+		"stackrelay_agent_unwind_table_bytes %" PRIu64 "\n"
+		"# HELP stackrelay_agent_unwind_table_rows Rows of the loaded tables.\n"
+		"# TYPE stackrelay_agent_unwind_table_rows gauge\n"
+		"stackrelay_agent_unwind_table_rows %" PRIu64 "\n"
+		"# HELP stackrelay_agent_unwind_tables_built_total Tables built from .eh_frame/.debug_frame.\n"
+		"# TYPE stackrelay_agent_unwind_tables_built_total counter\n"
+		"stackrelay_agent_unwind_tables_built_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_unwind_tables_evicted_total Tables evicted to stay within memory.\n"
+		"# TYPE stackrelay_agent_unwind_tables_evicted_total counter\n"
+		"stackrelay_agent_unwind_tables_evicted_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_unwind_build_seconds_total Time spent building and loading tables.\n"
+		"# TYPE stackrelay_agent_unwind_build_seconds_total counter\n"
+		"stackrelay_agent_unwind_build_seconds_total %.6f\n"
+		"# HELP stackrelay_agent_unwind_mappings_truncated_total Mappings past the per-process limit.\n"
+		"# TYPE stackrelay_agent_unwind_mappings_truncated_total counter\n"
+		"stackrelay_agent_unwind_mappings_truncated_total %" PRIu64 "\n",
+		m->unwinder->tables, m->unwinder->table_bytes, m->unwinder->table_rows, m->unwinder->tables_built,
+		m->unwinder->tables_evicted, (double)m->unwinder->build_ns / 1e9, m->unwinder->mappings_truncated);
+	fprintf(f, "# HELP stackrelay_agent_unwind_no_table_total Files left to frame pointers, by reason.\n"
+		   "# TYPE stackrelay_agent_unwind_no_table_total counter\n");
+	for (int i = 0; i < AGENT_UNWIND_NT__MAX; i++)
+		fprintf(f, "stackrelay_agent_unwind_no_table_total{reason=\"%s\"} %" PRIu64 "\n",
+			agent_unwind_no_table_names[i], m->unwinder->no_table[i]);
+}
+
+void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
+{
+	static const char *const filtered[] = {
+		[PROFILE_CNT_FILTERED_IDLE] = "idle",
+		[PROFILE_CNT_FILTERED_KTHREAD] = "kernel_thread",
+		[PROFILE_CNT_FILTERED_PID] = "pid",
+		[PROFILE_CNT_FILTERED_CGROUP] = "cgroup",
+	};
+	struct rusage ru;
+	double cpu = 0;
+
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+		      ru.ru_stime.tv_usec / 1e6;
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_total Samples the BPF program took (after filters).\n"
+		"# TYPE stackrelay_agent_samples_total counter\n"
+		"stackrelay_agent_samples_total %" PRIu64 "\n",
+		m->bpf[PROFILE_CNT_SAMPLES]);
+	fprintf(f, "# HELP stackrelay_agent_samples_filtered_total Samples skipped in BPF, by filter.\n"
+		   "# TYPE stackrelay_agent_samples_filtered_total counter\n");
+	for (int i = PROFILE_CNT_FILTERED_IDLE; i <= PROFILE_CNT_FILTERED_CGROUP; i++)
+		fprintf(f, "stackrelay_agent_samples_filtered_total{filter=\"%s\"} %" PRIu64 "\n", filtered[i],
+			m->bpf[i]);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_lost_total Samples lost because the ring buffer was full, per CPU.\n"
+		"# TYPE stackrelay_agent_samples_lost_total counter\n");
+	for (int i = 0; i < m->n_cpus; i++)
+		fprintf(f, "stackrelay_agent_samples_lost_total{cpu=\"%d\"} %" PRIu64 "\n", i,
+			m->bpf_lost_per_cpu ? m->bpf_lost_per_cpu[i] : 0);
+	fprintf(f,
+		"# HELP stackrelay_agent_stack_errors_total bpf_get_stack() failures, by stack.\n"
+		"# TYPE stackrelay_agent_stack_errors_total counter\n"
+		"stackrelay_agent_stack_errors_total{stack=\"kernel\"} %" PRIu64 "\n"
+		"stackrelay_agent_stack_errors_total{stack=\"user\"} %" PRIu64 "\n",
+		m->bpf[PROFILE_CNT_KSTACK_ERR], m->bpf[PROFILE_CNT_USTACK_ERR]);
+	fprintf(f,
+		"# HELP stackrelay_agent_task_events_lost_total Exec/exit records lost (ring buffer full).\n"
+		"# TYPE stackrelay_agent_task_events_lost_total counter\n"
+		"stackrelay_agent_task_events_lost_total %" PRIu64 "\n",
+		m->bpf[PROFILE_CNT_TASK_EVENTS_LOST]);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_exported_total Sample counts handed to output/sender.\n"
+		"# TYPE stackrelay_agent_samples_exported_total counter\n"
+		"stackrelay_agent_samples_exported_total %" PRIu64 "\n",
+		m->run->samples_exported);
+	fprintf(f,
+		"# HELP stackrelay_agent_samples_dropped_total Samples dropped in user space, by reason.\n"
+		"# TYPE stackrelay_agent_samples_dropped_total counter\n"
+		"stackrelay_agent_samples_dropped_total{reason=\"stack_error\"} %" PRIu64 "\n"
+		"stackrelay_agent_samples_dropped_total{reason=\"overflow\"} %" PRIu64 "\n",
+		m->run->dropped_stack_errors, m->run->dropped_overflow);
+	fprintf(f,
+		"# HELP stackrelay_agent_frames_unattributed_total User frames not in any file mapping (JIT, "
+		"anonymous, process gone).\n"
+		"# TYPE stackrelay_agent_frames_unattributed_total counter\n"
+		"stackrelay_agent_frames_unattributed_total %" PRIu64 "\n",
+		m->run->frames_unattributed);
+	fprintf(f,
+		"# HELP stackrelay_agent_processes Processes in the mapping cache.\n"
+		"# TYPE stackrelay_agent_processes gauge\n"
+		"stackrelay_agent_processes %" PRIu64 "\n"
+		"# HELP stackrelay_agent_executables_cached Files identified (by dev, inode, mtime).\n"
+		"# TYPE stackrelay_agent_executables_cached gauge\n"
+		"stackrelay_agent_executables_cached %" PRIu64 "\n"
+		"# HELP stackrelay_agent_maps_reads_total /proc/PID/maps reads.\n"
+		"# TYPE stackrelay_agent_maps_reads_total counter\n"
+		"stackrelay_agent_maps_reads_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_elf_reads_total ELF files read to identify them.\n"
+		"# TYPE stackrelay_agent_elf_reads_total counter\n"
+		"stackrelay_agent_elf_reads_total %" PRIu64 "\n",
+		m->procs->processes, m->procs->executables_cached, m->procs->maps_reads, m->procs->elf_reads);
+	fprintf(f,
+		"# HELP stackrelay_agent_store_stacks Stack definitions held.\n"
+		"# TYPE stackrelay_agent_store_stacks gauge\n"
+		"stackrelay_agent_store_stacks %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_stacks_evicted_total Stack definitions evicted (max_stacks).\n"
+		"# TYPE stackrelay_agent_store_stacks_evicted_total counter\n"
+		"stackrelay_agent_store_stacks_evicted_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_executables Executable definitions held.\n"
+		"# TYPE stackrelay_agent_store_executables gauge\n"
+		"stackrelay_agent_store_executables %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_bytes Approximate heap bytes of the definition store.\n"
+		"# TYPE stackrelay_agent_store_bytes gauge\n"
+		"stackrelay_agent_store_bytes %" PRIu64 "\n",
+		m->store->stacks, m->store->stacks_evicted, m->store->executables, m->store->bytes);
+	fprintf(f,
+		"# HELP stackrelay_agent_windows_total Report windows flushed.\n"
+		"# TYPE stackrelay_agent_windows_total counter\n"
+		"stackrelay_agent_windows_total %" PRIu64 "\n",
+		m->run->windows);
+	fprintf(f,
+		"# HELP process_cpu_seconds_total User and system CPU time of the agent.\n"
+		"# TYPE process_cpu_seconds_total counter\n"
+		"process_cpu_seconds_total %.3f\n"
+		"# HELP process_resident_memory_bytes Resident memory of the agent.\n"
+		"# TYPE process_resident_memory_bytes gauge\n"
+		"process_resident_memory_bytes %" PRIu64 "\n",
+		cpu, rss_bytes());
+	if (m->sender) {
+		fprintf(f,
+			"# HELP stackrelay_agent_sender_samples_accepted_total Sample counts the gateway accepted.\n"
+			"# TYPE stackrelay_agent_sender_samples_accepted_total counter\n"
+			"stackrelay_agent_sender_samples_accepted_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_sender_samples_dropped_total Sample counts the sender dropped.\n"
+			"# TYPE stackrelay_agent_sender_samples_dropped_total counter\n"
+			"stackrelay_agent_sender_samples_dropped_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_sender_buffered_bytes Bytes waiting to be sent.\n"
+			"# TYPE stackrelay_agent_sender_buffered_bytes gauge\n"
+			"stackrelay_agent_sender_buffered_bytes %" PRIu64 "\n",
+			m->sender->samples_accepted, m->sender->samples_dropped, m->sender->buffered_bytes);
+	}
+	render_unwinding(f, m);
+}

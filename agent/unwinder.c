@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <linux/bpf.h>
+#include <sys/auxv.h>
+
+#include "htab.h"
+#include "list.h"
+#include "proc.h"
+#include "unwind-table.h"
+#include "unwinder.h"
+
+/* What a BPF array costs beyond its values (struct bpf_array and page rounding), for the memory bound. */
+#define TABLE_MAP_OVERHEAD 4096
+
+const char *const agent_unwind_no_table_names[AGENT_UNWIND_NT__MAX] = {
+	[AGENT_UNWIND_NT_NO_CFI] = "no_cfi",	     [AGENT_UNWIND_NT_NOT_X86_64] = "not_x86_64",
+	[AGENT_UNWIND_NT_MALFORMED] = "malformed",   [AGENT_UNWIND_NT_TOO_BIG] = "too_big",
+	[AGENT_UNWIND_NT_UNREADABLE] = "unreadable", [AGENT_UNWIND_NT_KERNEL] = "kernel",
+};
+
+/* One file's table, loaded or known to be impossible (id 0: follow frame pointers in it). */
+struct table {
+	uint64_t key[4]; /* the file: dev, ino, mtime_ns, size (struct agent_exe's key) */
+	uint32_t id;
+	uint32_t n_rows;
+	uint64_t base;
+	uint64_t bytes;
+	struct sr_list_node lru; /* loaded tables only */
+};
+
+struct agent_unwinder {
+	struct agent_unwinder_opts o;
+	struct agent_htab tables;
+	struct sr_list lru; /* front: most recently written into a process */
+	uint32_t next_id;
+	struct agent_unwinder_stats stats;
+	struct unwind_proc scratch;
+};
+
+static const void *table_key(const void *v, size_t *len)
+{
+	*len = sizeof(((struct table *)0)->key);
+	return ((const struct table *)v)->key;
+}
+
+struct agent_unwinder *agent_unwinder_new(const struct agent_unwinder_opts *o)
+{
+	struct agent_unwinder *u = calloc(1, sizeof(*u));
+
+	if (!u) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	u->o = *o;
+	if (!u->o.max_rows)
+		u->o.max_rows = AGENT_UNWIND_MAX_ROWS_DEFAULT;
+	agent_htab_init(&u->tables, table_key);
+	u->next_id = 1;
+	return u;
+}
+
+void agent_unwinder_free(struct agent_unwinder *u)
+{
+	void *v;
+
+	if (!u)
+		return;
+	for (size_t i = 0; (v = agent_htab__next(&u->tables, &i));)
+		free(v);
+	agent_htab_done(&u->tables);
+	free(u);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void evict(struct agent_unwinder *u, struct table *t)
+{
+	bpf_map_delete_elem(u->o.tables_fd, &t->id);
+	sr_list__unlink(&u->lru, &t->lru);
+	u->stats.tables--;
+	u->stats.table_bytes -= t->bytes;
+	u->stats.table_rows -= t->n_rows;
+	u->stats.tables_evicted++;
+	/* Forget it entirely: a later use builds it again under a new ID. */
+	agent_htab__remove(&u->tables, t->key, sizeof(t->key));
+	free(t);
+}
+
+/* Makes room for bytes more, never evicting keep. */
+static void make_room(struct agent_unwinder *u, uint64_t bytes, const struct table *keep)
+{
+	while (u->stats.table_bytes + bytes > u->o.max_bytes && u->lru.tail) {
+		struct table *t = SR_LIST_ENTRY(u->lru.tail, struct table, lru);
+		if (t == keep)
+			break;
+		evict(u, t);
+	}
+}
+
+static enum agent_unwind_no_table no_table_reason(int r)
+{
+	switch (r) {
+	case -ENOENT:
+		return AGENT_UNWIND_NT_NO_CFI;
+	case -ENOEXEC:
+		return AGENT_UNWIND_NT_NOT_X86_64;
+	case -E2BIG:
+		return AGENT_UNWIND_NT_TOO_BIG;
+	default:
+		return AGENT_UNWIND_NT_MALFORMED;
+	}
+}
+
+/* Creates the BPF array for a built table and publishes it under a new ID. Returns 0 or -errno. */
+static int load(struct agent_unwinder *u, struct table *t, const struct agent_unwind_table *ut)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
+	LIBBPF_OPTS(bpf_map_batch_opts, bo);
+	uint32_t *keys = NULL, count;
+	int fd, r = 0;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sr_unwind_rows", sizeof(uint32_t), sizeof(struct unwind_row),
+			    (uint32_t)ut->n_rows, &mo);
+	if (fd < 0)
+		return -errno;
+	keys = malloc(ut->n_rows * sizeof(*keys));
+	if (!keys) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < ut->n_rows; i++)
+		keys[i] = i;
+	count = (uint32_t)ut->n_rows;
+	if (bpf_map_update_batch(fd, keys, ut->rows, &count, &bo) < 0 || count != ut->n_rows) {
+		/* Kernels without batch ops for arrays: one by one. */
+		for (uint32_t i = 0; i < ut->n_rows; i++)
+			if (bpf_map_update_elem(fd, &keys[i], &ut->rows[i], BPF_ANY) < 0) {
+				r = -errno;
+				goto out;
+			}
+	}
+	t->id = u->next_id++;
+	if (u->next_id == 0)
+		u->next_id = 1;
+	if (bpf_map_update_elem(u->o.tables_fd, &t->id, &fd, BPF_NOEXIST) < 0) {
+		r = -errno;
+		t->id = 0;
+	}
+out:
+	free(keys);
+	/* The map of maps holds its own reference. */
+	close(fd);
+	return r;
+}
+
+/*
+ * The vDSO has no file to open: its table comes from the agent's own copy,
+ * the same image in every 64-bit process (agent/proc.c identifies it so).
+ */
+static int build_vdso(size_t size, size_t max_rows, struct agent_unwind_table *ret)
+{
+	const void *base = (const void *)getauxval(AT_SYSINFO_EHDR);
+	struct agent_unwind_sections s = { .is_64 = 1 };
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	size_t shstrndx;
+	Elf *elf;
+	int r = -ENOENT;
+
+	if (!base || elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOENT;
+	elf = elf_memory((char *)base, size);
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
+		while ((scn = elf_nextscn(elf, scn))) {
+			const char *name;
+			Elf_Data *d;
+
+			if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+				continue;
+			if (strcmp(name, ".eh_frame") == 0 && sh.sh_type == SHT_PROGBITS && (d = elf_getdata(scn, NULL))) {
+				s.eh_frame = d->d_buf;
+				s.eh_frame_len = d->d_size;
+				s.eh_frame_vaddr = sh.sh_addr;
+			} else if (strcmp(name, ".text") == 0) {
+				s.text_vaddr = sh.sh_addr;
+			}
+		}
+		if (s.eh_frame)
+			r = agent_unwind_table_build(&s, max_rows, ret);
+	}
+	elf_end(elf);
+	return r;
+}
+
+/* The table of the file behind m, built and loaded on first use; NULL when it cannot be had now. */
+static struct table *table_for(struct agent_unwinder *u, const struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	struct agent_unwind_table ut = { 0 };
+	const uint64_t *key = agent_exe__key(m->exe);
+	struct table *t = agent_htab__get(&u->tables, key, 4 * sizeof(uint64_t));
+	uint64_t t0;
+	char path[96];
+	int fd, r;
+
+	if (t) {
+		if (t->id) {
+			sr_list__unlink(&u->lru, &t->lru);
+			sr_list__push_front(&u->lru, &t->lru);
+		}
+		return t;
+	}
+	t0 = mono_ns();
+	fd = -1;
+	if (!agent_exe__is_vdso(m->exe)) {
+		snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+			 (unsigned long long)m->end);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			/* Not remembered: another process that maps the file may still be readable. */
+			u->stats.no_table[AGENT_UNWIND_NT_UNREADABLE]++;
+			return NULL;
+		}
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	memcpy(t->key, key, sizeof(t->key));
+	if (fd >= 0) {
+		r = agent_unwind_table_build_fd(fd, u->o.max_rows, &ut);
+		close(fd);
+	} else {
+		r = build_vdso(m->end - m->start, u->o.max_rows, &ut);
+	}
+	if (r == 0) {
+		t->bytes = ut.n_rows * sizeof(struct unwind_row) + TABLE_MAP_OVERHEAD;
+		if (t->bytes > u->o.max_bytes) {
+			r = -E2BIG;
+			u->stats.no_table[AGENT_UNWIND_NT_TOO_BIG]++;
+		} else {
+			make_room(u, t->bytes, NULL);
+			r = load(u, t, &ut);
+			if (r < 0)
+				u->stats.no_table[AGENT_UNWIND_NT_KERNEL]++;
+		}
+	} else {
+		u->stats.no_table[no_table_reason(r)]++;
+	}
+	if (r == 0) {
+		t->n_rows = (uint32_t)ut.n_rows;
+		t->base = ut.base;
+		sr_list__push_front(&u->lru, &t->lru);
+		u->stats.tables++;
+		u->stats.tables_built++;
+		u->stats.table_bytes += t->bytes;
+		u->stats.table_rows += t->n_rows;
+	} else {
+		t->id = 0;
+		t->bytes = 0;
+	}
+	agent_unwind_table_done(&ut);
+	u->stats.build_ns += mono_ns() - t0;
+	if (agent_htab__put(&u->tables, t) < 0) {
+		if (t->id)
+			evict(u, t);
+		else
+			free(t);
+		return NULL;
+	}
+	return t;
+}
+
+int agent_unwinder__sync(struct agent_unwinder *u, struct agent_proc *proc)
+{
+	struct unwind_proc *e = &u->scratch;
+	uint32_t n = 0;
+
+	if (proc->unwind_gen == proc->maps_gen)
+		return 0;
+	memset(e, 0, sizeof(*e));
+	e->start_boottime_ns = proc->start_ns;
+	for (size_t i = 0; i < proc->n_maps; i++) {
+		const struct agent_proc_map *m = &proc->maps[i];
+		struct unwind_mapping *um;
+		struct table *t = NULL;
+		uint64_t bias;
+
+		if (n == UNWIND_MAX_MAPPINGS) {
+			u->stats.mappings_truncated += proc->n_maps - i;
+			break;
+		}
+		um = &e->m[n++];
+		um->start = m->start;
+		um->end = m->end;
+		/* No file, or no table: the BPF side follows frame pointers through it. */
+		if (!m->exe || agent_proc_map__bias(m, &bias) < 0)
+			continue;
+		t = table_for(u, proc, m);
+		if (!t || !t->id)
+			continue;
+		um->table_id = t->id;
+		um->n_rows = t->n_rows;
+		um->bias = bias + t->base;
+	}
+	e->n = n;
+	if (bpf_map_update_elem(u->o.procs_fd, &proc->pid, e, BPF_ANY) < 0)
+		return -errno;
+	proc->unwind_gen = proc->maps_gen;
+	u->stats.procs_written++;
+	return 0;
+}
+
+void agent_unwinder__forget(struct agent_unwinder *u, const struct agent_proc *proc)
+{
+	struct unwind_proc *e = &u->scratch;
+
+	if (!proc->unwind_gen)
+		return;
+	if (bpf_map_lookup_elem(u->o.procs_fd, &proc->pid, e) == 0 && e->start_boottime_ns == proc->start_ns)
+		bpf_map_delete_elem(u->o.procs_fd, &proc->pid);
+}
+
+void agent_unwinder__stats(struct agent_unwinder *u, struct agent_unwinder_stats *ret)
+{
+	*ret = u->stats;
+}

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/*
+ * The table unwinder (x86-64): from the sampled user registers, frame by
+ * frame, find the mapping that holds the pc (unwind_procs, written by the
+ * agent), binary-search its executable's table (unwind_tables, built by
+ * agent/unwind-table.c from .eh_frame), and compute the caller's RIP, RSP
+ * and RBP. Mappings without a table (Go, JIT code, files not read yet) are
+ * crossed by their frame pointers.
+ *
+ * The verifier bounds what one program may do, so a program unwinds
+ * UNWIND_FRAMES_PER_PROG frames and tail-calls itself for the next ones;
+ * the state between calls lives in a per-CPU scratch entry, and the finished
+ * sample is copied into the ring buffer. Every stack that ends says why in
+ * one PROFILE_CNT_UNWIND_END_* counter.
+ */
+#ifndef SR_BPF_UNWIND_BPF_H
+#define SR_BPF_UNWIND_BPF_H
+
+#include "profile.h"
+#include "unwind.h"
+
+/* Frames per program run; PROFILE_MAX_STACK_DEPTH / this must stay under the kernel's 33 tail calls. */
+#define UNWIND_FRAMES_PER_PROG 32
+/* Offsets into a signal frame's ucontext (x86-64 glibc and kernel ABI): uc_mcontext.gregs[REG_*]. */
+#define UNWIND_UC_MCONTEXT 40
+#define UNWIND_REG_RBP	   10
+#define UNWIND_REG_RSP	   15
+#define UNWIND_REG_RIP	   16
+
+struct unwind_rows_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(max_entries, 1);
+	/* Sizes, not BTF types: the row is only ever reached through a pointer, so its BTF would be a forward. */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct unwind_row));
+};
+
+/* table ID -> that table's rows; every table is its own array, exactly sized (BPF_F_INNER_MAP, 5.10+). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, UNWIND_MAX_TABLES);
+	__type(key, __u32);
+	__array(values, struct unwind_rows_map);
+} unwind_tables SEC(".maps");
+
+/* tgid -> its mappings; allocated per process as the agent adds them, sized to profiling.max_processes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_proc);
+} unwind_procs SEC(".maps");
+
+struct unwind_scratch_state {
+	struct profile_sample sample;
+	__u64 rip;
+	__u64 rsp;
+	__u64 rbp;
+	__u32 n;
+	__u8 rbp_valid;
+	__u8 return_address; /* rip is a return address: look up rip - 1 */
+	__u8 pad[2];
+	/*
+	 * An index passed through memory: the verifier forgets what it knew
+	 * of it, so the search's bounds do not become "precise" and states
+	 * of different iterations can be pruned (otherwise ~100k instructions).
+	 */
+	__u32 launder;
+	__u32 pad2;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_scratch_state);
+} unwind_scratch SEC(".maps");
+
+static __always_inline void count(__u32 which);
+
+/*
+ * The searches are global functions of scalars: the verifier checks each
+ * once, where inlined ones would be re-checked for every frame and branch
+ * (past its instruction limit).
+ */
+
+/* The index of the current process's mapping that holds addr, or UNWIND_MAX_MAPPINGS. */
+__noinline __u32 unwind_find_mapping(__u64 addr)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, lo = 0, hi, idx, zero = 0;
+	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+
+	if (!p || !st)
+		return UNWIND_MAX_MAPPINGS;
+	hi = p->n;
+	if (hi > UNWIND_MAX_MAPPINGS)
+		hi = UNWIND_MAX_MAPPINGS;
+	for (int i = 0; i < UNWIND_MAPPING_STEPS; i++) {
+		__u32 mid;
+
+		if (lo >= hi)
+			break;
+		st->launder = lo + (hi - lo) / 2;
+		mid = *(volatile __u32 *)&st->launder & (UNWIND_MAX_MAPPINGS - 1);
+		if (p->m[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || lo > UNWIND_MAX_MAPPINGS)
+		return UNWIND_MAX_MAPPINGS;
+	st->launder = lo - 1;
+	idx = *(volatile __u32 *)&st->launder & (UNWIND_MAX_MAPPINGS - 1);
+	if (addr >= p->m[idx].end)
+		return UNWIND_MAX_MAPPINGS;
+	return idx;
+}
+
+/* The index of the row of table table_id (n rows) that holds pc; -1 when none; -2 when the table is gone. */
+__noinline __s64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
+{
+	__u32 lo = 0, hi = n;
+	void *rows = bpf_map_lookup_elem(&unwind_tables, &table_id);
+
+	if (!rows)
+		return -2;
+	for (int i = 0; i < UNWIND_ROW_STEPS; i++) {
+		const struct unwind_row *r;
+		__u32 mid;
+
+		if (lo >= hi)
+			break;
+		mid = lo + (hi - lo) / 2;
+		r = bpf_map_lookup_elem(rows, &mid);
+		if (!r)
+			return -1;
+		if (r->pc <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || lo < hi)
+		return -1;
+	return lo - 1;
+}
+
+/*
+ * One step along the frame-pointer chain, for code without a table. Returns
+ * 0 to go on, or the counter that says why the stack ends: why_fail when
+ * the chain breaks (the frame had no table to begin with).
+ */
+static __always_inline int unwind_fp_step(struct unwind_scratch_state *st, int why_fail)
+{
+	__u64 frame[2];
+
+	if (!st->rbp_valid)
+		return why_fail;
+	/* glibc's _start clears RBP: a chain that ends in 0 is complete. */
+	if (st->rbp == 0)
+		return PROFILE_CNT_UNWIND_END_COMPLETE;
+	/* Frames live above the stack pointer; anything else is not a frame pointer. */
+	if (st->rbp < st->rsp || (st->rbp & 7))
+		return why_fail;
+	if (bpf_probe_read_user(frame, sizeof(frame), (const void *)st->rbp))
+		return why_fail;
+	if (frame[1] == 0)
+		return PROFILE_CNT_UNWIND_END_COMPLETE;
+	st->rsp = st->rbp + 16;
+	st->rbp = frame[0];
+	st->rip = frame[1];
+	st->return_address = 1;
+	count(PROFILE_CNT_UNWIND_FP_FRAMES);
+	return 0;
+}
+
+/* Moves st to the caller of its current frame; returns 0, or the PROFILE_CNT_UNWIND_END_* that ends the stack. */
+static __always_inline int unwind_step(struct unwind_scratch_state *st, const struct unwind_proc *proc)
+{
+	const struct unwind_row *row;
+	const struct unwind_mapping *m;
+	__u64 pc = st->rip - (st->return_address ? 1 : 0), cfa, ra, rel;
+	__u32 idx, table_id, ri;
+	void *rows;
+	__s64 found;
+
+	idx = unwind_find_mapping(st->rip);
+	if (idx >= UNWIND_MAX_MAPPINGS)
+		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_MAPPING);
+	m = &proc->m[idx & (UNWIND_MAX_MAPPINGS - 1)];
+	table_id = m->table_id;
+	if (!table_id)
+		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_TABLE);
+	/* The table exists for this file: its code has no frame pointers to fall back on. */
+	if (pc < m->bias)
+		return PROFILE_CNT_UNWIND_END_NO_RULE;
+	rel = pc - m->bias;
+	if (rel >> 32)
+		return PROFILE_CNT_UNWIND_END_NO_RULE;
+	found = unwind_find_row(table_id, m->n_rows, (__u32)rel);
+	if (found == -2)
+		return PROFILE_CNT_UNWIND_END_EVICTED;
+	if (found < 0)
+		return PROFILE_CNT_UNWIND_END_NO_RULE;
+	ri = (__u32)found;
+	rows = bpf_map_lookup_elem(&unwind_tables, &table_id);
+	row = rows ? bpf_map_lookup_elem(rows, &ri) : NULL;
+	if (!row)
+		return PROFILE_CNT_UNWIND_END_EVICTED;
+
+	switch (row->cfa_type) {
+	case UNWIND_CFA_RSP:
+		cfa = st->rsp + row->cfa_off;
+		break;
+	case UNWIND_CFA_RSP_X8:
+		cfa = st->rsp + ((__u64)row->cfa_off << 3);
+		break;
+	case UNWIND_CFA_RBP:
+		if (!st->rbp_valid)
+			return PROFILE_CNT_UNWIND_END_NO_RULE;
+		cfa = st->rbp + row->cfa_off;
+		break;
+	case UNWIND_CFA_PLT:
+		cfa = st->rsp + 8 + ((st->rip & 15) >= row->cfa_off ? 8 : 0);
+		break;
+	case UNWIND_CFA_DEREF_RBP:
+		if (!st->rbp_valid ||
+		    bpf_probe_read_user(&cfa, sizeof(cfa), (const void *)(st->rbp + (__s64)(__s16)row->cfa_off)))
+			return PROFILE_CNT_UNWIND_END_READ_FAULT;
+		break;
+	case UNWIND_CFA_SIGNAL: {
+		/* The kernel pushed the interrupted registers: go on from them, the pc exact. */
+		__u64 gregs[UNWIND_REG_RIP - UNWIND_REG_RBP + 1];
+
+		if (bpf_probe_read_user(gregs, sizeof(gregs),
+					(const void *)(st->rsp + UNWIND_UC_MCONTEXT + 8 * UNWIND_REG_RBP)))
+			return PROFILE_CNT_UNWIND_END_READ_FAULT;
+		st->rbp = gregs[0];
+		st->rsp = gregs[UNWIND_REG_RSP - UNWIND_REG_RBP];
+		st->rip = gregs[UNWIND_REG_RIP - UNWIND_REG_RBP];
+		st->rbp_valid = 1;
+		st->return_address = 0;
+		count(PROFILE_CNT_UNWIND_TABLE_FRAMES);
+		return st->rip ? 0 : PROFILE_CNT_UNWIND_END_COMPLETE;
+	}
+	case UNWIND_CFA_END:
+		return PROFILE_CNT_UNWIND_END_COMPLETE;
+	default:
+		return PROFILE_CNT_UNWIND_END_NO_RULE;
+	}
+	/* The caller's frame is above this one; a CFA at or below RSP would loop. */
+	if (cfa <= st->rsp)
+		return PROFILE_CNT_UNWIND_END_NO_RULE;
+	if (bpf_probe_read_user(&ra, sizeof(ra), (const void *)(cfa - 8)))
+		return PROFILE_CNT_UNWIND_END_READ_FAULT;
+	if (row->rbp_off == UNWIND_RBP_UNDEFINED) {
+		st->rbp_valid = 0;
+	} else if (row->rbp_off != UNWIND_RBP_SAME) {
+		if (bpf_probe_read_user(&st->rbp, sizeof(st->rbp), (const void *)(cfa + 8 * (__s64)row->rbp_off)))
+			return PROFILE_CNT_UNWIND_END_READ_FAULT;
+		st->rbp_valid = 1;
+	}
+	st->rsp = cfa;
+	st->rip = ra;
+	st->return_address = 1;
+	count(PROFILE_CNT_UNWIND_TABLE_FRAMES);
+	return ra ? 0 : PROFILE_CNT_UNWIND_END_COMPLETE;
+}
+
+#endif

@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The process cache fed by mapping records (PROFILE_EVENT_MMAP), driven
+ * with records about this test process itself: the file is identified
+ * through /proc/self/map_files once and from the cache after that, a new
+ * image (mm) replaces the old one's mappings, overlapping mappings replace
+ * each other, a sample's address becomes the ELF address nm would report,
+ * and samples taken in another image are not attributed.
+ */
+#include <errno.h>
+#include <linux/types.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/elfinfo.h"
+#include "agent/event.h"
+#include "agent/proc.h"
+#include "agent/procmaps.h"
+#include "agent/store.h"
+#include "agent/util.h"
+#include "stackrelay/v1/types.pb.h"
+
+/* A function of this program, to find its own text mapping. */
+int test_marker(int x);
+int __attribute__((noinline)) test_marker(int x)
+{
+	return x * 3 + 1;
+}
+
+struct fixture {
+	struct agent_store *store;
+	struct agent_procs *procs;
+	struct profile_mmap_event ev; /* this program's text mapping */
+	uint64_t start_ns;	      /* our start_boottime, as BPF would report it */
+	int files_known;
+};
+
+static uint64_t self_start_ns(void)
+{
+	char *buf = NULL, *p;
+	size_t len;
+	unsigned long long ticks = 0;
+
+	assert_int_equal(agent_read_file("/proc/self/stat", 8192, &buf, &len), 0);
+	p = strrchr(buf, ')');
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + 1,
+				" %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+				&ticks),
+			 1);
+	free(buf);
+	return ticks * (1000000000ULL / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+static void on_file(void *ctx, uint64_t dev, uint64_t ino)
+{
+	struct fixture *f = ctx;
+
+	(void)dev;
+	(void)ino;
+	f->files_known++;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char *buf = NULL;
+	struct agent_map *maps = NULL;
+	const struct agent_map *m;
+	size_t len, n = 0;
+	struct stat st;
+
+	assert_non_null(f);
+	f->store = agent_store_new(0);
+	f->procs = agent_procs_new(f->store, 64);
+	assert_non_null(f->procs);
+	agent_procs__on_file(f->procs, on_file, f);
+	f->start_ns = self_start_ns();
+	assert_int_equal(agent_read_file("/proc/self/maps", 1 << 20, &buf, &len), 0);
+	assert_int_equal(agent_procmaps_parse(buf, len, true, &maps, &n, NULL), 0);
+	m = agent_procmaps_find(maps, n, (uint64_t)(uintptr_t)test_marker);
+	assert_non_null(m);
+	assert_int_equal(stat(m->path, &st), 0);
+	f->ev.hdr.type = PROFILE_EVENT_MMAP;
+	f->ev.hdr.pid = (uint32_t)getpid();
+	f->ev.hdr.start_boottime_ns = f->start_ns;
+	f->ev.mm = 0x1000;
+	f->ev.start = m->start;
+	f->ev.end = m->end;
+	f->ev.offset = m->offset;
+	f->ev.dev = (uint64_t)st.st_dev;
+	f->ev.ino = (uint64_t)st.st_ino;
+	f->ev.size = (uint64_t)st.st_size;
+	f->ev.mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
+	f->ev.flags = PROFILE_MMAP_UNKNOWN_FILE;
+	agent_procmaps_free(maps, n);
+	free(buf);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	agent_procs_free(f->procs);
+	agent_store_free(f->store);
+	free(f);
+	return 0;
+}
+
+static void test_mmap_record_attributes(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_procs_stats st;
+	struct agent_frame fr;
+	struct agent_proc *proc;
+	struct agent_elf_info elf;
+	uint64_t addr = (uint64_t)(uintptr_t)test_marker, want, bias;
+	FILE *exe;
+
+	agent_procs__mmap(f->procs, &f->ev, 0);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.mmap_events, 1);
+	assert_int_equal(st.mmap_files_identified, 1);
+	assert_int_equal(f->files_known, 1);
+	proc = agent_procs__get(f->procs, f->ev.hdr.pid, f->start_ns, 0);
+	assert_non_null(proc);
+	assert_int_equal(proc->n_maps, 1);
+	assert_int_equal(st.maps_reads, 0);
+
+	/* The ELF address is the one the file's own segments give. */
+	exe = fopen("/proc/self/exe", "rb");
+	assert_non_null(exe);
+	assert_int_equal(agent_elf_read_fd(fileno(exe), &elf), 0);
+	fclose(exe);
+	assert_int_equal(agent_elf_offset_to_vaddr(&elf, addr - f->ev.start + f->ev.offset, &want), 0);
+	agent_procs__user_frame(f->procs, proc, addr, 0, &fr);
+	assert_int_equal(fr.kind, stackrelay_v1_FrameKind_FRAME_KIND_USER);
+	assert_int_equal(fr.address, want);
+	assert_int_equal(agent_proc_map__bias(&proc->maps[0], &bias), 0);
+	assert_int_equal(addr - bias, want);
+
+	/* The same file again (another process, or a remap): from the cache, no ELF read. */
+	f->ev.flags = 0;
+	agent_procs__mmap(f->procs, &f->ev, 0);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.elf_reads, 1);
+	assert_int_equal(proc->n_maps, 1);
+}
+
+static void test_new_image_and_overlaps(void **state)
+{
+	struct fixture *f = *state;
+	struct profile_mmap_event ev = f->ev;
+	struct agent_proc *proc;
+	uint64_t gen;
+
+	agent_procs__mmap(f->procs, &ev, 0);
+	proc = agent_procs__get(f->procs, ev.hdr.pid, f->start_ns, 0);
+	assert_non_null(proc);
+	/* A mapping in the middle of the first replaces it (what it overlaps goes). */
+	ev.start = f->ev.start + 4096;
+	ev.end = ev.start + 4096;
+	gen = proc->maps_gen;
+	agent_procs__mmap(f->procs, &ev, 0);
+	assert_int_equal(proc->n_maps, 1);
+	assert_int_equal(proc->maps[0].start, ev.start);
+	assert_true(proc->maps_gen > gen);
+	/* A disjoint one is kept beside it, in order. */
+	ev.start = f->ev.start - 0x100000;
+	ev.end = ev.start + 4096;
+	agent_procs__mmap(f->procs, &ev, 0);
+	assert_int_equal(proc->n_maps, 2);
+	assert_true(proc->maps[0].start < proc->maps[1].start);
+	/* A new address space (exec): the old image's mappings are gone. */
+	ev = f->ev;
+	ev.mm = 0x2000;
+	agent_procs__mmap(f->procs, &ev, 0);
+	assert_int_equal(proc->n_maps, 1);
+	assert_int_equal(proc->mm, 0x2000);
+	/* A sample of the replaced image is not attributed with the new one's mappings. */
+	assert_false(agent_proc__same_image(f->procs, proc, 0x1000, 3));
+	assert_true(agent_proc__same_image(f->procs, proc, 0x2000, 3));
+	assert_true(agent_proc__same_image(f->procs, proc, 0, 3));
+}
+
+static void test_exec_adds_vdso(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_proc *proc;
+
+	agent_procs__mmap(f->procs, &f->ev, 0);
+	proc = agent_procs__get(f->procs, f->ev.hdr.pid, f->start_ns, 0);
+	assert_non_null(proc);
+	/* The vDSO address of a record of another image is ignored; of this one, added. */
+	agent_procs__exec(f->procs, f->ev.hdr.pid, f->start_ns, 0x9999, 0x7000000, 0);
+	assert_int_equal(proc->n_maps, 1);
+	agent_procs__exec(f->procs, f->ev.hdr.pid, f->start_ns, f->ev.mm, 0x7000000, 0);
+	assert_int_equal(proc->n_maps, 2);
+	assert_int_equal(proc->maps[0].start, 0x7000000);
+	assert_non_null(proc->maps[0].exe);
+}
+
+static void test_fork_copies_parent(void **state)
+{
+	struct fixture *f = *state;
+	struct profile_fork_event fe = { 0 };
+	struct agent_procs_stats st;
+	struct agent_proc *child;
+	struct agent_frame fr;
+
+	/* Unknown parent: nothing to copy (the child is read from /proc when sampled). */
+	fe.hdr.type = PROFILE_EVENT_FORK;
+	fe.hdr.pid = 999999;
+	fe.hdr.start_boottime_ns = 77;
+	fe.parent_pid = f->ev.hdr.pid;
+	fe.parent_start_boottime_ns = f->start_ns;
+	fe.mm = 0x3000;
+	agent_procs__fork(f->procs, &fe, 0);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.forks_copied, 0);
+	/* Known parent: the child attributes the parent's addresses without any /proc read. */
+	agent_procs__mmap(f->procs, &f->ev, 0);
+	agent_procs__fork(f->procs, &fe, 0);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.forks_copied, 1);
+	child = agent_procs__get(f->procs, fe.hdr.pid, fe.hdr.start_boottime_ns, 0);
+	assert_non_null(child);
+	assert_int_equal(child->n_maps, 1);
+	assert_int_equal(child->mm, 0x3000);
+	agent_procs__user_frame(f->procs, child, (uint64_t)(uintptr_t)test_marker, 0, &fr);
+	assert_int_equal(fr.kind, stackrelay_v1_FrameKind_FRAME_KIND_USER);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.maps_reads, 0);
+}
+
+static void test_file_gone(void **state)
+{
+	struct fixture *f = *state;
+	struct profile_mmap_event ev = f->ev;
+	struct agent_procs_stats st;
+
+	/* Not in the cache, and no such mapping in /proc/self/map_files: counted, kept without a file. */
+	ev.ino ^= 0x5a5a;
+	ev.start = 0x10000;
+	ev.end = 0x11000;
+	agent_procs__mmap(f->procs, &ev, 0);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.mmap_files_gone, 1);
+}
+
+static void test_event_decode_mmap(void **state)
+{
+	struct fixture *f = *state;
+	struct profile_mmap_event ev = f->ev;
+	struct agent_event dec;
+
+	memcpy(ev.name, "0123456789012345678901234567890123456789012345678901234567890123", PROFILE_MMAP_NAME_LEN);
+	assert_int_equal(agent_event_decode(&ev, sizeof(ev), &dec), 0);
+	assert_ptr_equal(dec.mmap, &ev);
+	assert_int_equal(dec.mm, ev.mm);
+	assert_int_equal(strlen(dec.mmap_name), PROFILE_MMAP_NAME_LEN);
+	assert_int_equal(agent_event_decode(&ev, sizeof(ev) - 1, &dec), -EBADMSG);
+	ev.end = ev.start;
+	assert_int_equal(agent_event_decode(&ev, sizeof(ev), &dec), -EBADMSG);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_mmap_record_attributes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_new_image_and_overlaps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_adds_vdso, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_copies_parent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_event_decode_mmap, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
