@@ -447,8 +447,7 @@ static const struct cie *get_cie(struct builder *b, const struct section *sec, s
 }
 
 /* Reads an FDE's range (first pass). Returns 0, 1 to skip it (empty), or -EINVAL. */
-static int read_fde_range(struct builder *b, const struct section *sec, struct reader *r, size_t cie_off,
-			  struct fde *f)
+static int read_fde_range(struct builder *b, const struct section *sec, struct reader *r, size_t cie_off, struct fde *f)
 {
 	const struct cie *c = get_cie(b, sec, cie_off);
 	uint64_t range;
@@ -880,12 +879,12 @@ static int run_insns(struct builder *b, const struct cie *c, const uint8_t *p, c
 			return -EINVAL;
 		}
 		continue;
-advance:
+	advance:
 		if (r.err)
 			return -EINVAL;
 		if (delta > UINT32_MAX / c->caf || __builtin_add_overflow(loc, delta * c->caf, &newloc))
 			return -EINVAL;
-moved:
+	moved:
 		if (emit && newloc != loc && loc < end && (ret = push_row(b, loc, to_row(b, c, st))) < 0)
 			return ret;
 		loc = newloc;

@@ -195,7 +195,8 @@ static int build_vdso(size_t size, size_t max_rows, struct agent_unwind_table *r
 
 			if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
 				continue;
-			if (strcmp(name, ".eh_frame") == 0 && sh.sh_type == SHT_PROGBITS && (d = elf_getdata(scn, NULL))) {
+			if (strcmp(name, ".eh_frame") == 0 && sh.sh_type == SHT_PROGBITS &&
+			    (d = elf_getdata(scn, NULL))) {
 				s.eh_frame = d->d_buf;
 				s.eh_frame_len = d->d_size;
 				s.eh_frame_vaddr = sh.sh_addr;
