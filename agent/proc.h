@@ -91,6 +91,7 @@ struct agent_proc {
 	uint64_t maps_gen;   /* bumped whenever maps change; starts at 1 */
 	uint64_t unwind_gen; /* maps_gen last given to the BPF unwinder (agent/unwinder.c) */
 	bool info_ok;	     /* stat, exe and cgroup were read */
+	bool unwind_queued;  /* waiting in agent/run.c's queue for the unwinder */
 };
 
 struct agent_procs_stats {

@@ -82,6 +82,9 @@ struct run_ctx {
 	struct agent_unwinder *unwinder; /* NULL: profiling.unwinding fp, or the kernel cannot */
 	struct agent_unwinder_stats unwinder_stats;
 	int known_files_fd;
+	/* Processes whose mappings the unwinder has not seen yet (FIFO; see queue_unwinder()). */
+	struct agent_proc **unwind_queue;
+	size_t unwind_head, unwind_n, unwind_cap;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -92,17 +95,68 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * SR_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-/* A sampled process's mappings go to the BPF unwinder when they changed; its next samples use them. */
-static void sync_unwinder(struct run_ctx *c, struct agent_proc *proc)
+/*
+ * A sampled process's mappings go to the BPF unwinder when they changed; its
+ * next samples use them. Not at once: building a new file's table takes
+ * milliseconds (libLLVM's, tens), and a record handler that builds tables
+ * holds back the records behind it, among them the mmap records of processes
+ * that may exit before the agent reads their files. So the process is queued,
+ * and sync_queued() builds between ring-buffer drains. Until then its stacks
+ * are unwound by frame pointers (counted: stackrelay_agent_unwind_stacks_total{method="fp"}).
+ */
+static void queue_unwinder(struct run_ctx *c, struct agent_proc *proc)
 {
-	int r;
-
-	if (!c->unwinder || !proc || proc->exited)
+	if (!c->unwinder || !proc || proc->exited || proc->unwind_queued || proc->unwind_gen == proc->maps_gen)
 		return;
-	r = agent_unwinder__sync(c->unwinder, proc);
-	if (r < 0)
-		sr_log_debug("agent", "cannot give a process's mappings to the unwinder; its stacks use frame pointers",
-			     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+	if (c->unwind_head > 0 && c->unwind_n == c->unwind_cap) {
+		memmove(c->unwind_queue, c->unwind_queue + c->unwind_head,
+			(c->unwind_n - c->unwind_head) * sizeof(*c->unwind_queue));
+		c->unwind_n -= c->unwind_head;
+		c->unwind_head = 0;
+	}
+	if (c->unwind_n == c->unwind_cap) {
+		size_t cap = c->unwind_cap ? 2 * c->unwind_cap : 64;
+		struct agent_proc **q = realloc(c->unwind_queue, cap * sizeof(*q));
+
+		/* Out of memory: this process stays on frame pointers until its next sample tries again. */
+		if (!q)
+			return;
+		c->unwind_queue = q;
+		c->unwind_cap = cap;
+	}
+	c->unwind_queue[c->unwind_n++] = proc;
+	proc->unwind_queued = true;
+}
+
+/* Gives queued processes to the unwinder, reading the ring buffer after each (which may queue more). */
+static void sync_queued(struct run_ctx *c)
+{
+	while (c->unwind_head < c->unwind_n) {
+		struct agent_proc *proc = c->unwind_queue[c->unwind_head++];
+		int r;
+
+		proc->unwind_queued = false;
+		if (!proc->exited) {
+			r = agent_unwinder__sync(c->unwinder, proc);
+			if (r < 0)
+				sr_log_debug("agent",
+					     "cannot give a process's mappings to the unwinder; its stacks use frame "
+					     "pointers",
+					     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+		}
+		if (agent_sampler__consume(c->sampler) < 0)
+			break;
+	}
+	if (c->unwind_head == c->unwind_n)
+		c->unwind_head = c->unwind_n = 0;
+}
+
+/* Before processes are retired: the queue must not outlive them (they are queued again at their next sample). */
+static void clear_unwind_queue(struct run_ctx *c)
+{
+	for (size_t i = c->unwind_head; i < c->unwind_n; i++)
+		c->unwind_queue[i]->unwind_queued = false;
+	c->unwind_head = c->unwind_n = 0;
 }
 
 static void forget_proc(void *ctx, struct agent_proc *proc)
@@ -155,7 +209,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	}
 	if (ev->n_ustack > 0 && !kthread) {
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
-		sync_unwinder(c, proc);
+		queue_unwinder(c, proc);
 		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
@@ -172,7 +226,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		}
 	} else if (!kthread) {
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
-		sync_unwinder(c, proc);
+		queue_unwinder(c, proc);
 	}
 	r = agent_store__intern_stack(
 		c->store, frames, n, ev->n_kstack == PROFILE_MAX_STACK_DEPTH || ev->n_ustack == PROFILE_MAX_STACK_DEPTH,
@@ -286,6 +340,7 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 	agent_batch_free(&b);
 	sr_log_debug("agent", "window flushed", "window=%" PRIu64 " samples=%" PRIu64, c->window,
 		     c->stats.samples_exported);
+	clear_unwind_queue(c);
 	agent_procs__gc(c->procs, c->window + 1, forget_proc, c);
 	c->window++;
 	c->window_start_unix = end_unix;
@@ -537,6 +592,8 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			break;
 		}
 		r = 0;
+		if (c.unwinder)
+			sync_queued(&c);
 		now = clock_ns(CLOCK_MONOTONIC);
 		if (now >= next_flush) {
 			flush_window(&c, clock_ns(CLOCK_REALTIME));
@@ -568,12 +625,18 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	sr_log_info("agent", "profiling stopped",
 		    "samples_taken=%" PRIu64 " samples_exported=%" PRIu64 " lost_ring_buffer=%" PRIu64
 		    " dropped_stack_errors=%" PRIu64 " dropped_overflow=%" PRIu64 " filtered=%" PRIu64
-		    " maps_reads=%" PRIu64 " windows=%" PRIu64,
+		    " maps_reads=%" PRIu64 " windows=%" PRIu64 " unattributed_no_mapping=%" PRIu64
+		    " unattributed_process_gone=%" PRIu64 " unattributed_file_unreadable=%" PRIu64
+		    " unattributed_not_elf=%" PRIu64 " unattributed_other_image=%" PRIu64,
 		    c.bpf[PROFILE_CNT_SAMPLES], c.stats.samples_exported, c.bpf[PROFILE_CNT_LOST_RINGBUF],
 		    c.stats.dropped_stack_errors, c.stats.dropped_overflow,
 		    c.bpf[PROFILE_CNT_FILTERED_IDLE] + c.bpf[PROFILE_CNT_FILTERED_KTHREAD] +
 			    c.bpf[PROFILE_CNT_FILTERED_PID] + c.bpf[PROFILE_CNT_FILTERED_CGROUP],
-		    c.procs_stats.maps_reads, c.stats.windows);
+		    c.procs_stats.maps_reads, c.stats.windows, c.procs_stats.unattributed[AGENT_UNATTR_NO_MAPPING],
+		    c.procs_stats.unattributed[AGENT_UNATTR_PROC_GONE],
+		    c.procs_stats.unattributed[AGENT_UNATTR_FILE_GONE],
+		    c.procs_stats.unattributed[AGENT_UNATTR_NOT_ELF],
+		    c.procs_stats.unattributed[AGENT_UNATTR_OTHER_IMAGE]);
 	/* The same counters as /metrics' stackrelay_agent_unwind_*: a --duration run has no scrape. */
 	if (c.unwinder)
 		sr_log_info("agent", "unwinding stopped",
@@ -591,6 +654,7 @@ out:
 	agent_metrics_server_free(c.metrics);
 	agent_sampler_free(c.sampler);
 	agent_unwinder_free(c.unwinder);
+	free(c.unwind_queue);
 	if (c.sender)
 		agent_sender_free(c.sender);
 	if (c.out) {

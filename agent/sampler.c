@@ -413,6 +413,11 @@ int agent_sampler__poll(struct agent_sampler *s, int timeout_ms)
 	return (r > 0 ? r : 0) + c;
 }
 
+int agent_sampler__consume(struct agent_sampler *s)
+{
+	return ring_buffer__consume(s->rb);
+}
+
 int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint64_t *ret_per_cpu_lost)
 {
 	uint64_t *vals = calloc((size_t)s->n_cpus, sizeof(uint64_t));

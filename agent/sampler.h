@@ -66,6 +66,8 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 /* Consumes what is in the ring buffer, waiting at most timeout_ms; returns records consumed or -errno. */
 int agent_sampler__poll(struct agent_sampler *s, int timeout_ms);
 /* Sums of the per-CPU counters (enum profile_counter); per_cpu_lost (n_cpus entries) may be NULL. */
+/* Reads whatever is in the ring buffer now, without waiting. Returns records read or -errno. */
+int agent_sampler__consume(struct agent_sampler *s);
 int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint64_t *ret_per_cpu_lost);
 int agent_sampler__n_cpus(const struct agent_sampler *s);   /* possible CPUs (per-CPU map width) */
 int agent_sampler__n_events(const struct agent_sampler *s); /* perf events opened */
