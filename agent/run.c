@@ -520,6 +520,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			struct agent_unwinder_opts uo = {
 				.tables_fd = sm.unwind_tables,
 				.procs_fd = sm.unwind_procs,
+				.files_fd = sm.unwind_files,
 				.max_bytes = pc->unwind_table_bytes,
 			};
 			c.unwinder = agent_unwinder_new(&uo);

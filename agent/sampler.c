@@ -460,6 +460,7 @@ void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_map
 {
 	ret->unwind_tables = bpf_map__fd(s->skel->maps.unwind_tables);
 	ret->unwind_procs = bpf_map__fd(s->skel->maps.unwind_procs);
+	ret->unwind_files = bpf_map__fd(s->skel->maps.unwind_files);
 	ret->known_files = bpf_map__fd(s->skel->maps.known_files);
 }
 

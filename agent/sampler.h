@@ -52,6 +52,7 @@ struct agent_sampler_opts {
 struct agent_sampler_maps {
 	int unwind_tables; /* table ID -> inner array of struct unwind_row */
 	int unwind_procs;  /* tgid -> struct unwind_proc */
+	int unwind_files;  /* struct unwind_file_key -> struct unwind_file */
 	int known_files;   /* struct {dev, ino} -> u8: files identified */
 };
 

@@ -35,6 +35,7 @@ struct table {
 	uint32_t n_rows;
 	uint64_t base;
 	uint64_t bytes;
+	bool published;		 /* in unwind_files */
 	struct sr_list_node lru; /* loaded tables only */
 };
 
@@ -89,8 +90,24 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The BPF side's key of a file (struct unwind_file_key): the same four values as struct agent_exe's. */
+static void file_key(const struct table *t, struct unwind_file_key *ret)
+{
+	ret->dev = t->key[0];
+	ret->ino = t->key[1];
+	ret->mtime_ns = t->key[2];
+	ret->size = t->key[3];
+}
+
 static void evict(struct agent_unwinder *u, struct table *t)
 {
+	struct unwind_file_key fk;
+
+	/* Withdrawn from unwind_files first, so no new mapping picks up the ID being retired. */
+	if (t->published) {
+		file_key(t, &fk);
+		bpf_map_delete_elem(u->o.files_fd, &fk);
+	}
 	bpf_map_delete_elem(u->o.tables_fd, &t->id);
 	sr_list__unlink(&u->lru, &t->lru);
 	u->stats.tables--;
@@ -322,8 +339,23 @@ int agent_unwinder__sync(struct agent_unwinder *u, struct agent_proc *proc)
 		um->table_id = t->id;
 		um->n_rows = t->n_rows;
 		um->bias = bias + t->base;
+		/*
+		 * The first mapping of a file says how its text is placed; from
+		 * then on the BPF side adds mappings of it at that offset itself.
+		 */
+		if (!t->published && u->o.files_fd >= 0 && !agent_exe__is_vdso(m->exe)) {
+			struct unwind_file_key fk;
+			struct unwind_file f = { .offset = m->offset,
+						 .bias_off = m->start - um->bias,
+						 .table_id = t->id,
+						 .n_rows = t->n_rows };
+
+			file_key(t, &fk);
+			t->published = bpf_map_update_elem(u->o.files_fd, &fk, &f, BPF_ANY) == 0;
+		}
 	}
 	e->n = n;
+	e->mm = proc->mm;
 	if (bpf_map_update_elem(u->o.procs_fd, &proc->pid, e, BPF_ANY) < 0)
 		return -errno;
 	proc->unwind_gen = proc->maps_gen;
@@ -335,8 +367,7 @@ void agent_unwinder__forget(struct agent_unwinder *u, const struct agent_proc *p
 {
 	struct unwind_proc *e = &u->scratch;
 
-	if (!proc->unwind_gen)
-		return;
+	/* Also when the agent never wrote it: the BPF side may have (unwind_track_mapping). */
 	if (bpf_map_lookup_elem(u->o.procs_fd, &proc->pid, e) == 0 && e->start_boottime_ns == proc->start_ns)
 		bpf_map_delete_elem(u->o.procs_fd, &proc->pid);
 }

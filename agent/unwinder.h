@@ -24,6 +24,7 @@ struct agent_proc;
 struct agent_unwinder_opts {
 	int tables_fd;	    /* the unwind_tables map of maps */
 	int procs_fd;	    /* the unwind_procs map */
+	int files_fd;	    /* the unwind_files map (tables by file, for the BPF side's own mapping updates) */
 	uint64_t max_bytes; /* table memory (rows * 8 plus each map's overhead) */
 	size_t max_rows;    /* rows one table may have */
 };

@@ -417,6 +417,8 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	e->hdr.start_boottime_ns = BPF_CORE_READ(child, start_boottime);
 	e->pad = 0;
 	e->mm = (__u64)BPF_CORE_READ(child, mm);
+	if (table_unwinding)
+		unwind_track_fork(e->parent_pid, e->parent_start_boottime_ns, tgid, e->hdr.start_boottime_ns, e->mm);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -426,9 +428,14 @@ int handle_exit(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
 	/* Only the last thread of a process retires it. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
+	/* Its mapping list may have been written here alone (unwind_track_mapping): the agent may never see it. */
+	if (table_unwinding)
+		bpf_map_delete_elem(&unwind_procs, &tgid);
 	return task_event(PROFILE_EVENT_EXIT);
 }
 
@@ -544,6 +551,12 @@ static __always_inline void report_vma(__u64 addr)
 	e->flags = bpf_map_lookup_elem(&known_files, &key) ? 0 : PROFILE_MMAP_UNKNOWN_FILE;
 	count(PROFILE_CNT_MMAP_EVENTS);
 	bpf_ringbuf_submit(e, e->flags ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	if (table_unwinding) {
+		struct unwind_file_key fk = { vi.dev, vi.ino, vi.mtime_ns, vi.size };
+
+		unwind_track_mapping(id >> 32, BPF_CORE_READ(task, group_leader, start_boottime), vi.mm, vi.start,
+				     vi.end, vi.offset, &fk);
+	}
 }
 
 /*

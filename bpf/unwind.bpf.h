@@ -269,4 +269,148 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st, const st
 	return ra ? 0 : PROFILE_CNT_UNWIND_END_COMPLETE;
 }
 
+/* Tables by file, written by the agent as it loads them (bpf/unwind.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, UNWIND_MAX_TABLES);
+	__type(key, struct unwind_file_key);
+	__type(value, struct unwind_file);
+} unwind_files SEC(".maps");
+
+/* Where a process's new mapping list is put together (4 KiB: too big for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unwind_proc);
+} unwind_proc_scratch SEC(".maps");
+
+/*
+ * An index into a mapping list, masked where the verifier sees it: the empty
+ * asm hides the value from the compiler, which would otherwise drop a mask it
+ * can prove redundant and leave the verifier without a bound.
+ */
+static __always_inline __u32 unwind_slot(__u32 i)
+{
+	asm volatile("" : "+r"(i));
+	return i & (UNWIND_MAX_MAPPINGS - 1);
+}
+
+/* What unwind_merge_one() works on: the mapping to add and where the merge stands. */
+struct unwind_merge {
+	struct unwind_mapping add;
+	__u32 tgid;
+	__u32 old_n; /* entries of the process's current list */
+	__u32 n;     /* entries written to unwind_proc_scratch */
+	__u32 placed;
+	__u32 full;
+};
+
+/*
+ * One entry of the process's current list, copied into the new one unless the
+ * added mapping replaces it; the added mapping goes in before the first entry
+ * above it. A bpf_loop() callback: the verifier checks it once, where an
+ * unrolled or bounded loop would be re-checked along every path of its caller.
+ */
+static long unwind_merge_one(__u32 i, struct unwind_merge *c)
+{
+	const struct unwind_proc *old = bpf_map_lookup_elem(&unwind_procs, &c->tgid);
+	const struct unwind_mapping *om;
+	struct unwind_proc *p;
+	__u32 zero = 0;
+
+	p = bpf_map_lookup_elem(&unwind_proc_scratch, &zero);
+	if (!old || !p || i >= c->old_n || i >= UNWIND_MAX_MAPPINGS)
+		return 1;
+	om = &old->m[unwind_slot(i)];
+	/* What the new mapping overlaps is gone (mmap replaced it). */
+	if (om->end > c->add.start && om->start < c->add.end)
+		return 0;
+	if (!c->placed && om->start >= c->add.end) {
+		if (c->n >= UNWIND_MAX_MAPPINGS) {
+			c->full = 1;
+			return 1;
+		}
+		p->m[unwind_slot(c->n)] = c->add;
+		c->n++;
+		c->placed = 1;
+	}
+	if (c->n >= UNWIND_MAX_MAPPINGS) {
+		c->full = 1;
+		return 1;
+	}
+	p->m[unwind_slot(c->n)] = *om;
+	c->n++;
+	return 0;
+}
+
+/*
+ * A process made an executable mapping of a file whose table is loaded: add
+ * it to the process's list (replacing what it overlaps; a new address space,
+ * after exec, starts a new list), so its next sample already unwinds through
+ * it. The agent rewrites the list from its own view whenever it syncs the
+ * process; both views come from the same records. Where this cannot be done
+ * (the file has no table yet, another offset, the list is full) the agent's
+ * sync does it later, and until then the frame-pointer fallback holds.
+ * Callers run in process context (mmap's exit, exec), where bpf_loop() (5.17)
+ * is allowed, as bpf_find_vma() already requires.
+ */
+static __always_inline void unwind_track_mapping(__u32 tgid, __u64 started, __u64 mm, __u64 start, __u64 end,
+						 __u64 offset, const struct unwind_file_key *key)
+{
+	const struct unwind_file *f = bpf_map_lookup_elem(&unwind_files, key);
+	struct unwind_merge c = { .tgid = tgid };
+	const struct unwind_proc *old;
+	struct unwind_proc *p;
+	__u32 zero = 0;
+
+	if (!f || f->offset != offset)
+		return;
+	c.add.start = start;
+	c.add.end = end;
+	c.add.bias = start - f->bias_off;
+	c.add.table_id = f->table_id;
+	c.add.n_rows = f->n_rows;
+	old = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	if (old && old->start_boottime_ns == started && old->mm == mm) {
+		c.old_n = old->n;
+		bpf_loop(UNWIND_MAX_MAPPINGS, unwind_merge_one, &c, 0);
+		if (c.full)
+			return;
+	}
+	p = bpf_map_lookup_elem(&unwind_proc_scratch, &zero);
+	if (!p)
+		return;
+	if (!c.placed) {
+		if (c.n >= UNWIND_MAX_MAPPINGS)
+			return;
+		p->m[unwind_slot(c.n)] = c.add;
+		c.n++;
+	}
+	p->start_boottime_ns = started;
+	p->mm = mm;
+	p->n = c.n;
+	p->pad = 0;
+	bpf_map_update_elem(&unwind_procs, &tgid, p, BPF_ANY);
+}
+
+/* A forked process starts with its parent's address space: and with its parent's list. */
+static __always_inline void unwind_track_fork(__u32 parent_tgid, __u64 parent_started, __u32 tgid, __u64 started,
+					      __u64 mm)
+{
+	const struct unwind_proc *old = bpf_map_lookup_elem(&unwind_procs, &parent_tgid);
+	struct unwind_proc *p;
+	__u32 zero = 0;
+
+	if (!old || old->start_boottime_ns != parent_started)
+		return;
+	p = bpf_map_lookup_elem(&unwind_proc_scratch, &zero);
+	if (!p || bpf_probe_read_kernel(p, sizeof(*p), old))
+		return;
+	p->start_boottime_ns = started;
+	p->mm = mm;
+	bpf_map_update_elem(&unwind_procs, &tgid, p, BPF_ANY);
+}
+
 #endif

@@ -75,9 +75,31 @@ struct unwind_mapping {
 
 struct unwind_proc {
 	__u64 start_boottime_ns;
+	__u64 mm; /* the address space (mm_struct) the mappings belong to; 0: not known */
 	__u32 n;
 	__u32 pad;
 	struct unwind_mapping m[UNWIND_MAX_MAPPINGS];
+};
+
+/*
+ * A loaded table by file (unwind_files), so the BPF side can add a mapping
+ * of that file to its process's list itself, from the mapping record, the
+ * moment the mapping is made: a process that lives 50 ms is unwound with
+ * tables from its first sample, without waiting for the agent. The key is
+ * the file's identity as the mapping record carries it (profile.h).
+ */
+struct unwind_file_key {
+	__u64 dev;
+	__u64 ino;
+	__u64 mtime_ns;
+	__u64 size;
+};
+
+struct unwind_file {
+	__u64 offset;	/* the file offset of the mapping bias_off holds for (the text segment's) */
+	__u64 bias_off; /* a mapping at offset, starting at S: unwind_mapping.bias = S - bias_off */
+	__u32 table_id;
+	__u32 n_rows;
 };
 
 #endif
