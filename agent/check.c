@@ -235,10 +235,19 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 			       "BPF program loads; %d cpu-clock perf events and the exec/exit "
 			       "tracepoints (tp_btf: no tracefs needed) attach",
 			       agent_sampler__n_events(s));
-			if (agent_sampler__tracks_mmaps(s))
+			const char *hook = agent_sampler__mmap_hook(s);
+
+			if (hook && strcmp(hook, "tp_btf/sys_exit") == 0)
+				report(&c, "WARN",
+				       "mount tracefs (/sys/kernel/tracing; the Helm chart does) or allow BPF "
+				       "trampolines or kprobes",
+				       "executable mappings are reported as they are made, but through the raw "
+				       "sys_exit tracepoint, which runs for every system call on the host");
+			else if (hook)
 				report(&c, "ok", NULL,
-				       "executable mappings are reported as they are made (mmap(2) exit "
-				       "tracepoint): short-lived processes are attributed");
+				       "executable mappings are reported as they are made (%s): short-lived "
+				       "processes are attributed",
+				       hook);
 			else
 				report(&c, "WARN",
 				       "mount tracefs (/sys/kernel/tracing), or run a kernel with "

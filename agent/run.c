@@ -570,10 +570,10 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	c.window_start_unix = clock_ns(CLOCK_REALTIME);
 	sr_log_info("agent", "profiling",
 		    "cpus=%d perf_events=%d frequency_hz=%" PRIu64 " ring_buffer_bytes=%" PRIu64
-		    " report_interval_ms=%" PRIu64 " pid_filters=%u cgroup_filters=%u",
+		    " report_interval_ms=%" PRIu64 " pid_filters=%u cgroup_filters=%u mmap_hook=%s",
 		    c.n_cpus, agent_sampler__n_events(c.sampler), pc->frequency_hz,
 		    agent_sampler__ringbuf_bytes(c.sampler), (uint64_t)(interval / SR_NSEC_PER_MSEC), pc->n_pids,
-		    pc->n_cgroups);
+		    pc->n_cgroups, agent_sampler__mmap_hook(c.sampler) ? agent_sampler__mmap_hook(c.sampler) : "none");
 
 	while (!stop_requested) {
 		uint64_t now = clock_ns(CLOCK_MONOTONIC), wake = next_flush;

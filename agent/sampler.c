@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "log.h"
@@ -34,6 +35,7 @@ struct agent_sampler {
 	struct bpf_link **links; /* one per perf event */
 	int n_links;
 	struct bpf_link *exec_link, *exit_link, *mmap_link, *fork_link;
+	const char *mmap_hook; /* what mmap_link is attached to, or NULL */
 	int n_cpus;
 	uint64_t rb_bytes;
 	agent_record_fn fn;
@@ -251,8 +253,8 @@ static int open_perf_events(struct agent_sampler *s, uint32_t hz, const char **r
 	return 0;
 }
 
-struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
-					const char **ret_what)
+static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, bool mmap_fexit, agent_record_fn fn,
+					 void *ctx, const char **ret_what)
 {
 	struct agent_sampler *s;
 	uint8_t one = 1;
@@ -297,7 +299,9 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	bpf_map__set_autocreate(s->skel->maps.unwind_tables, o->table_unwinding);
 	s->skel->rodata->track_mmaps = o->track_mmaps;
 	bpf_program__set_autoload(s->skel->progs.handle_fork, o->track_mmaps);
+	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap, mmap_fexit);
 	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, o->track_mmaps);
+	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_ret, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
 	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes);
 	s->skel->rodata->wakeup_bytes = s->rb_bytes / AGENT_RINGBUF_WAKEUP_FRACTION;
@@ -374,10 +378,20 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 		enum sr_log_level saved = sr_log_max_level;
 
 		sr_log_set_level(SR_LOG_ERROR);
-		s->mmap_link = bpf_program__attach(s->skel->progs.handle_mmap_exit);
+		if (mmap_fexit && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap))) {
+			/* exec's own mappings arrive through it too: handle_exec need not look for them. */
+			s->skel->bss->exec_maps_by_fexit = true;
+			s->mmap_hook = "fexit/vm_mmap_pgoff";
+		}
+		if (!s->mmap_link && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_mmap_exit)))
+			s->mmap_hook = "tracepoint/syscalls/sys_exit_mmap";
+		if (!s->mmap_link && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap_ret))) {
+			s->skel->bss->exec_maps_by_fexit = true;
+			s->mmap_hook = "kretprobe/vm_mmap_pgoff";
+		}
 		sr_log_set_level(saved);
-		if (!s->mmap_link)
-			s->mmap_link = bpf_program__attach(s->skel->progs.handle_sys_exit);
+		if (!s->mmap_link && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_sys_exit)))
+			s->mmap_hook = "tp_btf/sys_exit";
 		if (s->mmap_link)
 			s->fork_link = bpf_program__attach(s->skel->progs.handle_fork);
 		if (!s->mmap_link)
@@ -395,6 +409,52 @@ fail:
 	agent_sampler_free(s);
 	errno = r < 0 ? -r : (r ? r : EINVAL);
 	return NULL;
+}
+
+/* Whether the running kernel's BTF has a function (an fexit target). */
+static bool kernel_has_func(const char *name)
+{
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	bool found;
+
+	if (!vmlinux)
+		return false;
+	found = btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC) >= 0;
+	btf__free(vmlinux);
+	return found;
+}
+
+struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
+					const char **ret_what)
+{
+	/*
+	 * Mappings are best watched at vm_mmap_pgoff's exit: every file mapping,
+	 * mmap(2)'s and the ELF loader's, goes through it, and nothing else does
+	 * (the raw sys_exit tracepoint, the fallback without tracefs, runs for
+	 * every system call). Where BPF trampolines are refused (lockdown, no
+	 * JIT), the object is loaded again without it.
+	 */
+	bool fexit = o->track_mmaps && kernel_has_func("vm_mmap_pgoff");
+	enum sr_log_level saved = sr_log_max_level;
+	struct agent_sampler *s;
+
+	if (fexit) {
+		/* A refusal here is expected on such hosts; the second try logs whatever else is wrong. */
+		if (saved < SR_LOG_DEBUG)
+			sr_log_set_level(SR_LOG_ERROR);
+		s = sampler_new(o, true, fn, ctx, ret_what);
+		sr_log_set_level(saved);
+		if (s)
+			return s;
+		sr_log_debug("agent", "BPF trampolines refused; watching mappings another way", "error=\"%s\"",
+			     strerror(errno));
+	}
+	return sampler_new(o, false, fn, ctx, ret_what);
+}
+
+const char *agent_sampler__mmap_hook(const struct agent_sampler *s)
+{
+	return s->mmap_hook;
 }
 
 int agent_sampler__poll(struct agent_sampler *s, int timeout_ms)

@@ -76,6 +76,8 @@ uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s);
 void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_maps *ret);
 /* Whether the running kernel let the mapping tracker attach (fentry on uprobe_mmap). */
 bool agent_sampler__tracks_mmaps(const struct agent_sampler *s);
+/* The hook that reports mappings ("fexit/vm_mmap_pgoff", a tracepoint), or NULL. */
+const char *agent_sampler__mmap_hook(const struct agent_sampler *s);
 /* Detaches the perf events and tracepoints; what is in the ring buffer can still be polled. */
 void agent_sampler__stop(struct agent_sampler *s);
 void agent_sampler_free(struct agent_sampler *s);

@@ -374,6 +374,9 @@ static __always_inline int task_event(__u32 type)
  */
 static __always_inline void report_vma(__u64 addr);
 
+/* Set by the agent once handle_vm_mmap is attached: exec's mappings then arrive through it. */
+volatile bool exec_maps_by_fexit = false;
+
 SEC("tp_btf/sched_process_exec")
 int handle_exec(u64 *ctx)
 {
@@ -386,7 +389,7 @@ int handle_exec(u64 *ctx)
 	 * (the dynamic loader's entry point, or the program's own when static),
 	 * before the exec record, which adds the vDSO to them.
 	 */
-	if (track_mmaps) {
+	if (track_mmaps && !exec_maps_by_fexit) {
 		report_vma(BPF_CORE_READ(task, mm, start_code));
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		report_vma(BPF_CORE_READ(regs, ip));
@@ -576,6 +579,40 @@ int handle_mmap_exit(struct trace_event_raw_sys_exit *ctx)
 	if (ret < 0 && ret > -4096)
 		return 0;
 	report_vma((__u64)ret);
+	return 0;
+}
+
+#define SR_PROT_EXEC 0x4
+
+/*
+ * Every file mapping goes through vm_mmap_pgoff(): mmap(2) and the ELF
+ * loader's during exec (program, interpreter). At its exit the mapping
+ * exists and mmap_lock is released, so report_vma() may look it up. The
+ * agent prefers this hook (agent/sampler.c): it runs for mappings only, and
+ * returns before any lookup for the non-executable ones.
+ */
+SEC("fexit/vm_mmap_pgoff")
+int BPF_PROG(handle_vm_mmap, struct file *file, unsigned long addr, unsigned long len, unsigned long prot,
+	     unsigned long flag, unsigned long pgoff, unsigned long ret)
+{
+	if (!file || !(prot & SR_PROT_EXEC) || ret >= (unsigned long)-4095)
+		return 0;
+	report_vma(ret);
+	return 0;
+}
+
+/*
+ * The same hook where trampolines are refused: a kretprobe (the kprobe PMU,
+ * no tracefs needed). Without the arguments at return, every mapping is
+ * looked up, not only executable ones; report_vma() keeps executable file
+ * mappings.
+ */
+SEC("kretprobe/vm_mmap_pgoff")
+int BPF_KRETPROBE(handle_vm_mmap_ret, unsigned long ret)
+{
+	if (ret >= (unsigned long)-4095)
+		return 0;
+	report_vma(ret);
 	return 0;
 }
 
