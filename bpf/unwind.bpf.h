@@ -119,16 +119,59 @@ __noinline __u32 unwind_find_mapping(__u64 addr)
 	return idx;
 }
 
-/* The index of the row of table table_id (n rows) that holds pc; -1 when none; -2 when the table is gone. */
-__noinline __s64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
-{
-	__u32 lo = 0, hi = n;
-	void *rows = bpf_map_lookup_elem(&unwind_tables, &table_id);
+/* Rows looked up lately, per CPU: (table, pc) -> row. A power of two. */
+#define UNWIND_ROW_CACHE 4096
+/* unwind_find_row()'s answer when the table is gone (never a real enum unwind_cfa_type). */
+#define UNWIND_ROW_EVICTED 0xff
 
-	if (!rows)
-		return -2;
+struct unwind_row_cache_entry {
+	__u32 table_id; /* 0: empty (no table has ID 0) */
+	__u32 pc;
+	struct unwind_row row;
+};
+
+/*
+ * A profile samples the same return addresses over and over (the call sites
+ * of hot loops' callers), so most frames are answered here with one lookup
+ * instead of a binary search of up to 24 lookups through the map of maps.
+ * Table IDs are never reused while the agent runs, so an entry cannot go
+ * stale: a table that is evicted is never looked up under its ID again.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UNWIND_ROW_CACHE);
+	__type(key, __u32);
+	__type(value, struct unwind_row_cache_entry);
+} unwind_row_cache SEC(".maps");
+
+union unwind_row_word {
+	struct unwind_row row;
+	__u64 word;
+};
+
+/*
+ * The row of table table_id (n rows) that holds pc, packed into a word (a
+ * global function returns scalars only): cfa_type UNWIND_CFA_INVALID when
+ * no row holds it, UNWIND_ROW_EVICTED when the table is gone.
+ */
+__noinline __u64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
+{
+	__u32 lo = 0, hi = n, slot = (table_id * 2654435761u ^ pc) & (UNWIND_ROW_CACHE - 1);
+	struct unwind_row_cache_entry *ce = bpf_map_lookup_elem(&unwind_row_cache, &slot);
+	union unwind_row_word out = { .word = 0 };
+	const struct unwind_row *r;
+	void *rows;
+
+	if (ce && ce->table_id == table_id && ce->pc == pc) {
+		out.row = ce->row;
+		return out.word;
+	}
+	rows = bpf_map_lookup_elem(&unwind_tables, &table_id);
+	if (!rows) {
+		out.row.cfa_type = UNWIND_ROW_EVICTED;
+		return out.word;
+	}
 	for (int i = 0; i < UNWIND_ROW_STEPS; i++) {
-		const struct unwind_row *r;
 		__u32 mid;
 
 		if (lo >= hi)
@@ -136,15 +179,25 @@ __noinline __s64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
 		mid = lo + (hi - lo) / 2;
 		r = bpf_map_lookup_elem(rows, &mid);
 		if (!r)
-			return -1;
+			return out.word;
 		if (r->pc <= pc)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (lo == 0 || lo < hi)
-		return -1;
-	return lo - 1;
+		return out.word;
+	lo--;
+	r = bpf_map_lookup_elem(rows, &lo);
+	if (!r)
+		return out.word;
+	out.row = *r;
+	if (ce) {
+		ce->table_id = table_id;
+		ce->pc = pc;
+		ce->row = out.row;
+	}
+	return out.word;
 }
 
 /*
@@ -182,9 +235,8 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st, const st
 	const struct unwind_row *row;
 	const struct unwind_mapping *m;
 	__u64 pc = st->rip - (st->return_address ? 1 : 0), cfa, ra, rel;
-	__u32 idx, table_id, ri;
-	void *rows;
-	__s64 found;
+	union unwind_row_word found;
+	__u32 idx, table_id;
 
 	idx = unwind_find_mapping(st->rip);
 	if (idx >= UNWIND_MAX_MAPPINGS)
@@ -199,16 +251,10 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st, const st
 	rel = pc - m->bias;
 	if (rel >> 32)
 		return PROFILE_CNT_UNWIND_END_NO_RULE;
-	found = unwind_find_row(table_id, m->n_rows, (__u32)rel);
-	if (found == -2)
+	found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
+	if (found.row.cfa_type == UNWIND_ROW_EVICTED)
 		return PROFILE_CNT_UNWIND_END_EVICTED;
-	if (found < 0)
-		return PROFILE_CNT_UNWIND_END_NO_RULE;
-	ri = (__u32)found;
-	rows = bpf_map_lookup_elem(&unwind_tables, &table_id);
-	row = rows ? bpf_map_lookup_elem(rows, &ri) : NULL;
-	if (!row)
-		return PROFILE_CNT_UNWIND_END_EVICTED;
+	row = &found.row;
 
 	switch (row->cfa_type) {
 	case UNWIND_CFA_RSP:

@@ -52,8 +52,8 @@ WARM = 2
 SETTLE = 3
 # agent/unwinder.c's TABLE_MAP_OVERHEAD: what the agent counts per table against unwind_table_memory.
 TABLE_MAP_OVERHEAD = 4096
-# sizeof(struct unwind_proc) in bpf/unwind.h: 16 + UNWIND_MAX_MAPPINGS (128) * 40.
-UNWIND_PROC_BYTES = 16 + 128 * 40
+# sizeof(struct unwind_proc) in bpf/unwind.h: 24 + UNWIND_MAX_MAPPINGS (128) * 32.
+UNWIND_PROC_BYTES = 24 + 128 * 32
 LIBS = [
     "/usr/lib/x86_64-linux-gnu/libc.so.6",
     "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
