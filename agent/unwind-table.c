@@ -447,7 +447,12 @@ static int parse_cie(const struct agent_unwind_sections *s, const struct section
 		/* Without 'z' an unknown augmentation leaves the FDE's layout unknown. */
 		return -EINVAL;
 	}
-	if (r.err)
+	/*
+	 * Every FDE starts from its CIE's instructions, and a file can rotate
+	 * through more CIEs than the cache holds: long ones would make the build
+	 * quadratic. Compilers emit a few bytes.
+	 */
+	if (r.err || r.end - r.p > AGENT_UNWIND_MAX_CIE_INSNS)
 		return -EINVAL;
 	c->insns = r.p;
 	c->insns_end = r.end;

@@ -17,7 +17,13 @@
 
 #include "unwind.h"
 
-/* Rows one table may have; libLLVM-14 needs about 1.2 million. */
+/*
+ * Bytes of a CIE's initial instructions; a CIE with more is refused (its FDEs
+ * are counted in fdes_bad). GCC and clang emit 3 to 10.
+ */
+#define AGENT_UNWIND_MAX_CIE_INSNS 512
+
+/* Rows one table may have; libLLVM-14 needs about 1 million. */
 #define AGENT_UNWIND_MAX_ROWS_DEFAULT (4u << 20)
 
 struct agent_unwind_stats {

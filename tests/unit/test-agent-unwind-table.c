@@ -1156,21 +1156,15 @@ static void test_limits(void **state)
 	assert_int_equal(build(NULL, NULL, AGENT_UNWIND_MAX_ROWS_DEFAULT, &t), -ENOENT);
 }
 
-/*
- * A CIE with a megabyte of instructions (nops) shared by 4000 FDEs: its
- * instructions run once, not once per FDE, which took minutes and would
- * hit this test's timeout.
- */
-static void test_long_cie(void **state)
+/* A CIE with nops bytes of instructions (nops) shared by n_fdes FDEs; returns the build's result. */
+static int build_long_cie(size_t nops, size_t n_fdes, struct agent_unwind_table *t)
 {
-	const size_t nops = 1u << 20, n_fdes = 4000;
 	struct buf head = { 0 }, in = { 0 };
 	struct agent_unwind_sections s = { .eh_frame_vaddr = EH_VADDR, .is_64 = 1 };
-	struct agent_unwind_table t;
 	uint8_t *sec;
 	size_t len;
+	int r;
 
-	(void)state;
 	/* The CIE's fixed part, then the nops, assembled around struct buf's size. */
 	uN(&head, 0, 4);
 	u8(&head, 1);
@@ -1202,13 +1196,32 @@ static void test_long_cie(void **state)
 	}
 	s.eh_frame = sec;
 	s.eh_frame_len = len;
-	assert_int_equal(agent_unwind_table_build(&s, AGENT_UNWIND_MAX_ROWS_DEFAULT, &t), 0);
+	r = agent_unwind_table_build(&s, AGENT_UNWIND_MAX_ROWS_DEFAULT, t);
+	free(sec);
+	return r;
+}
+
+/*
+ * Every FDE starts from its CIE's instructions. Up to
+ * AGENT_UNWIND_MAX_CIE_INSNS they run once per CIE; past it the CIE is
+ * refused at once. A megabyte of them shared by 4000 FDEs took minutes
+ * before either, and would hit this test's timeout.
+ */
+static void test_long_cie(void **state)
+{
+	const size_t n_fdes = 4000;
+	struct agent_unwind_table t;
+
+	(void)state;
+	assert_int_equal(build_long_cie(AGENT_UNWIND_MAX_CIE_INSNS - 16, n_fdes, &t), 0);
 	assert_int_equal(t.stats.fdes, n_fdes);
 	assert_int_equal(t.n_rows, 2 * n_fdes + 1);
 	expect_at(&t, 0x100000, UNWIND_CFA_RSP, 8, SAME);
 	expect_at(&t, 0x100000 + 0x10 * (n_fdes - 1) + 1, UNWIND_CFA_RSP, 16, SAME);
 	agent_unwind_table_done(&t);
-	free(sec);
+
+	assert_int_equal(build_long_cie(1u << 20, n_fdes, &t), -EINVAL);
+	assert_int_equal(t.stats.fdes_bad, n_fdes);
 }
 
 /* Functions of this binary whose first byte must say "CFA = rsp + 8, rbp unchanged". */
