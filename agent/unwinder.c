@@ -12,6 +12,7 @@
 #include <libelf.h>
 #include <linux/bpf.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 
 #include "htab.h"
 #include "list.h"
@@ -36,6 +37,7 @@ struct table {
 	uint64_t base;
 	uint64_t bytes;
 	bool published;		 /* in unwind_files */
+	int fd;			 /* its rows' map while it waits for publish_pending(); -1 after */
 	struct sr_list_node lru; /* loaded tables only */
 };
 
@@ -46,6 +48,9 @@ struct agent_unwinder {
 	uint32_t next_id;
 	struct agent_unwinder_stats stats;
 	struct unwind_proc scratch;
+	/* Tables filled but not yet in unwind_tables (one sync's worth; see publish_pending()). */
+	struct table *pending[UNWIND_MAX_MAPPINGS + 1];
+	size_t n_pending;
 };
 
 static const void *table_key(const void *v, size_t *len)
@@ -109,6 +114,14 @@ static void evict(struct agent_unwinder *u, struct table *t)
 		bpf_map_delete_elem(u->o.files_fd, &fk);
 	}
 	bpf_map_delete_elem(u->o.tables_fd, &t->id);
+	/* Filled but never published (agent_htab__put() failed right after): out of the pending list. */
+	if (t->fd >= 0) {
+		for (size_t i = 0; i < u->n_pending; i++)
+			if (u->pending[i] == t)
+				u->pending[i] = u->pending[--u->n_pending];
+		close(t->fd);
+		t->fd = -1;
+	}
 	sr_list__unlink(&u->lru, &t->lru);
 	u->stats.tables--;
 	u->stats.table_bytes -= t->bytes;
@@ -124,7 +137,8 @@ static void make_room(struct agent_unwinder *u, uint64_t bytes, const struct tab
 {
 	while (u->stats.table_bytes + bytes > u->o.max_bytes && u->lru.tail) {
 		struct table *t = SR_LIST_ENTRY(u->lru.tail, struct table, lru);
-		if (t == keep)
+		/* Pending tables are the newest: once the tail is one, nothing older is left. */
+		if (t == keep || t->fd >= 0)
 			break;
 		evict(u, t);
 	}
@@ -144,46 +158,88 @@ static enum agent_unwind_no_table no_table_reason(int r)
 	}
 }
 
-/* Creates the BPF array for a built table and publishes it under a new ID. Returns 0 or -errno. */
-static int load(struct agent_unwinder *u, struct table *t, const struct agent_unwind_table *ut)
+/*
+ * Creates the BPF array for a built table and fills it; publish_pending()
+ * makes it visible under t->id. The array is mmapable, so its rows are one
+ * memcpy: a batch update took about 400 ns a row (libLLVM's million rows:
+ * 0.4 s of the agent's thread). Returns 0 or -errno.
+ */
+static int fill(struct agent_unwinder *u, struct table *t, const struct agent_unwind_table *ut)
 {
-	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
-	LIBBPF_OPTS(bpf_map_batch_opts, bo);
-	uint32_t *keys = NULL, count;
-	int fd, r = 0;
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP | BPF_F_MMAPABLE);
+	size_t bytes = ut->n_rows * sizeof(struct unwind_row);
+	void *mem;
+	int fd;
 
+	if (u->n_pending == sizeof(u->pending) / sizeof(u->pending[0]))
+		return -ENOSPC;
 	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sr_unwind_rows", sizeof(uint32_t), sizeof(struct unwind_row),
 			    (uint32_t)ut->n_rows, &mo);
 	if (fd < 0)
 		return -errno;
-	keys = malloc(ut->n_rows * sizeof(*keys));
-	if (!keys) {
-		r = -ENOMEM;
-		goto out;
+	mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED) {
+		int r = -errno;
+
+		close(fd);
+		return r;
 	}
-	for (uint32_t i = 0; i < ut->n_rows; i++)
-		keys[i] = i;
-	count = (uint32_t)ut->n_rows;
-	if (bpf_map_update_batch(fd, keys, ut->rows, &count, &bo) < 0 || count != ut->n_rows) {
-		/* Kernels without batch ops for arrays: one by one. */
-		for (uint32_t i = 0; i < ut->n_rows; i++)
-			if (bpf_map_update_elem(fd, &keys[i], &ut->rows[i], BPF_ANY) < 0) {
-				r = -errno;
-				goto out;
-			}
-	}
+	memcpy(mem, ut->rows, bytes);
+	munmap(mem, bytes);
+	/* Read-only from here on for user space too: the BPF side trusts a table never changes under an ID. */
+	bpf_map_freeze(fd);
 	t->id = u->next_id++;
 	if (u->next_id == 0)
 		u->next_id = 1;
-	if (bpf_map_update_elem(u->o.tables_fd, &t->id, &fd, BPF_NOEXIST) < 0) {
-		r = -errno;
-		t->id = 0;
+	t->fd = fd;
+	u->pending[u->n_pending++] = t;
+	return 0;
+}
+
+/* A table the kernel refused: kept as "no table" (frame pointers), its memory given back. */
+static void unload(struct agent_unwinder *u, struct table *t)
+{
+	sr_list__unlink(&u->lru, &t->lru);
+	u->stats.tables--;
+	u->stats.tables_built--;
+	u->stats.table_bytes -= t->bytes;
+	u->stats.table_rows -= t->n_rows;
+	u->stats.no_table[AGENT_UNWIND_NT_KERNEL]++;
+	t->id = 0;
+	t->bytes = 0;
+}
+
+/*
+ * Puts the filled tables into unwind_tables in one batch: the kernel waits
+ * for an RCU grace period after each update of a map of maps from user
+ * space (10 to 25 ms here, with the agent's thread blocked), and once for a
+ * whole batch. Kernels without batch updates of it get them one by one.
+ */
+static void publish_pending(struct agent_unwinder *u)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, bo); /* BPF_ANY: IDs are new (BPF_NOEXIST is refused in batches) */
+	uint32_t keys[sizeof(u->pending) / sizeof(u->pending[0])], count = (uint32_t)u->n_pending;
+	bool batched;
+	int fds[sizeof(u->pending) / sizeof(u->pending[0])];
+
+	if (!u->n_pending)
+		return;
+	for (size_t i = 0; i < u->n_pending; i++) {
+		keys[i] = u->pending[i]->id;
+		fds[i] = u->pending[i]->fd;
 	}
-out:
-	free(keys);
-	/* The map of maps holds its own reference. */
-	close(fd);
-	return r;
+	/* On failure count is not to be trusted (it reports all as done): redo each, which is idempotent. */
+	batched = bpf_map_update_batch(u->o.tables_fd, keys, fds, &count, &bo) == 0 && count == u->n_pending;
+	for (size_t i = 0; i < u->n_pending; i++) {
+		struct table *t = u->pending[i];
+
+		if (!batched && bpf_map_update_elem(u->o.tables_fd, &t->id, &t->fd, BPF_ANY) < 0)
+			unload(u, t);
+		/* The map of maps holds its own reference. */
+		close(t->fd);
+		t->fd = -1;
+	}
+	u->n_pending = 0;
 }
 
 /*
@@ -264,6 +320,7 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 		return NULL;
 	}
 	memcpy(t->key, key, sizeof(t->key));
+	t->fd = -1;
 	if (fd >= 0) {
 		r = agent_unwind_table_build_fd(fd, u->o.max_rows, &ut);
 		close(fd);
@@ -277,7 +334,7 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 			u->stats.no_table[AGENT_UNWIND_NT_TOO_BIG]++;
 		} else {
 			make_room(u, t->bytes, NULL);
-			r = load(u, t, &ut);
+			r = fill(u, t, &ut);
 			if (r < 0)
 				u->stats.no_table[AGENT_UNWIND_NT_KERNEL]++;
 		}
@@ -311,34 +368,44 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 int agent_unwinder__sync(struct agent_unwinder *u, struct agent_proc *proc)
 {
 	struct unwind_proc *e = &u->scratch;
+	struct table *tabs[UNWIND_MAX_MAPPINGS];
+	uint64_t biases[UNWIND_MAX_MAPPINGS], t0;
 	uint32_t n = 0;
 
 	if (proc->unwind_gen == proc->maps_gen)
 		return 0;
 	memset(e, 0, sizeof(*e));
 	e->start_boottime_ns = proc->start_ns;
+	e->mm = proc->mm;
+	/* First every table this process needs, built and filled; then one publication for them all. */
 	for (size_t i = 0; i < proc->n_maps; i++) {
 		const struct agent_proc_map *m = &proc->maps[i];
-		struct unwind_mapping *um;
-		struct table *t = NULL;
-		uint64_t bias;
 
 		if (n == UNWIND_MAX_MAPPINGS) {
 			u->stats.mappings_truncated += proc->n_maps - i;
 			break;
 		}
-		um = &e->m[n++];
-		um->start = m->start;
-		um->end = m->end;
+		e->m[n].start = m->start;
+		e->m[n].end = m->end;
+		tabs[n] = NULL;
 		/* No file, or no table: the BPF side follows frame pointers through it. */
-		if (!m->exe || agent_proc_map__bias(m, &bias) < 0)
-			continue;
-		t = table_for(u, proc, m);
+		if (m->exe && agent_proc_map__bias(m, &biases[n]) == 0)
+			tabs[n] = table_for(u, proc, m);
+		n++;
+	}
+	t0 = mono_ns();
+	publish_pending(u);
+	u->stats.build_ns += mono_ns() - t0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct agent_proc_map *m = &proc->maps[i];
+		struct unwind_mapping *um = &e->m[i];
+		struct table *t = tabs[i];
+
 		if (!t || !t->id)
 			continue;
 		um->table_id = t->id;
 		um->n_rows = t->n_rows;
-		um->bias = bias + t->base;
+		um->bias = biases[i] + t->base;
 		/*
 		 * The first mapping of a file says how its text is placed; from
 		 * then on the BPF side adds mappings of it at that offset itself.
@@ -355,7 +422,6 @@ int agent_unwinder__sync(struct agent_unwinder *u, struct agent_proc *proc)
 		}
 	}
 	e->n = n;
-	e->mm = proc->mm;
 	if (bpf_map_update_elem(u->o.procs_fd, &proc->pid, e, BPF_ANY) < 0)
 		return -errno;
 	proc->unwind_gen = proc->maps_gen;

@@ -29,7 +29,7 @@
 
 struct unwind_rows_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	/* Sizes, not BTF types: the row is only ever reached through a pointer, so its BTF would be a forward. */
 	__uint(key_size, sizeof(__u32));
