@@ -236,6 +236,7 @@ struct fde {
 	const struct section *sec;
 	size_t off; /* of the FDE's length field */
 	size_t cie_off;
+	bool entry; /* not an FDE: the uncovered entry point's outermost-frame range (sec is NULL) */
 };
 
 struct builder {
@@ -553,6 +554,8 @@ static int fde_cmp(const void *a, const void *b)
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
 	/* At the same address .eh_frame's FDE comes first (it is what the program's own unwinder uses). */
+	if (!x->sec || !y->sec)
+		return x->sec ? 1 : y->sec ? -1 : 0;
 	if (x->sec->is_eh != y->sec->is_eh)
 		return x->sec->is_eh ? -1 : 1;
 	return x->off < y->off ? -1 : (x->off > y->off);
@@ -939,6 +942,41 @@ static int run_fde(struct builder *b, const struct fde *f)
 	return run_insns(b, c, body.p, body.end, &st, &initial, f->begin, f->end, true);
 }
 
+/*
+ * An entry point that no FDE covers is where the kernel started the
+ * program: nothing called it, so a stack that reaches it is complete. Adds
+ * its range (to the next FDE, at most AGENT_UNWIND_ENTRY_SPAN bytes) to the
+ * sorted FDEs. Returns 0 or -ENOMEM.
+ */
+static int add_entry(struct builder *b, uint64_t entry)
+{
+	struct fde f = { .begin = entry, .entry = true };
+	size_t lo = 0, hi = b->n_fdes;
+	int r;
+
+	if (!entry)
+		return 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->fdes[mid].begin <= entry)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* fdes[lo - 1] is the last to start at or before it; FDEs nest rarely, so check the few before. */
+	for (size_t i = lo; i > 0 && i + 8 > lo; i--)
+		if (b->fdes[i - 1].end > entry)
+			return 0;
+	f.end = entry + AGENT_UNWIND_ENTRY_SPAN;
+	if (lo < b->n_fdes && b->fdes[lo].begin < f.end)
+		f.end = b->fdes[lo].begin;
+	if ((r = add_fde(b, &f)) < 0)
+		return r;
+	qsort(b->fdes, b->n_fdes, sizeof(*b->fdes), fde_cmp);
+	return 0;
+}
+
 static void builder_done(struct builder *b)
 {
 	free(b->fdes);
@@ -951,7 +989,7 @@ int agent_unwind_table_build(const struct agent_unwind_sections *s, size_t max_r
 	struct section secs[2];
 	size_t n_secs = 0;
 	uint64_t cursor = 0;
-	const struct unwind_row invalid = { 0 };
+	const struct unwind_row invalid = { 0 }, end_row = { .cfa_type = UNWIND_CFA_END };
 	bool broken = false;
 	int r = 0;
 
@@ -976,6 +1014,8 @@ int agent_unwind_table_build(const struct agent_unwind_sections *s, size_t max_r
 		goto fail;
 	}
 	qsort(b.fdes, b.n_fdes, sizeof(*b.fdes), fde_cmp);
+	if ((r = add_entry(&b, s->entry)) < 0)
+		goto fail;
 	b.base = b.fdes[0].begin;
 	for (size_t i = 0; i < b.n_fdes; i++) {
 		const struct fde *f = &b.fdes[i];
@@ -988,8 +1028,8 @@ int agent_unwind_table_build(const struct agent_unwind_sections *s, size_t max_r
 		}
 		if (i > 0 && f->begin < cursor) {
 			/* Overlap: .debug_frame yields to what is already there; a later .eh_frame FDE wins. */
-			if (!f->sec->is_eh) {
-				ret->stats.fdes_bad++;
+			if (f->entry || !f->sec->is_eh) {
+				ret->stats.fdes_bad += !f->entry;
 				continue;
 			}
 			while (b.n_rows > 0 && b.rows[b.n_rows - 1].pc >= (uint32_t)(f->begin - b.base))
@@ -1002,7 +1042,7 @@ int agent_unwind_table_build(const struct agent_unwind_sections *s, size_t max_r
 			before = b.n_rows;
 		}
 		b.fde_first_row = b.n_rows;
-		r = run_fde(&b, f);
+		r = f->entry ? push_row(&b, f->begin, end_row) : run_fde(&b, f);
 		if (r == -E2BIG || r == -ENOMEM)
 			goto fail;
 		if (r < 0) {
@@ -1146,6 +1186,7 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 		goto out;
 	}
 	raw = (const uint8_t *)elf_rawfile(elf, &raw_len);
+	s.entry = eh.e_entry;
 	if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
 		while ((scn = elf_nextscn(elf, scn))) {
 			const char *name;

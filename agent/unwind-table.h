@@ -23,6 +23,9 @@
  */
 #define AGENT_UNWIND_MAX_CIE_INSNS 512
 
+/* Bytes after an uncovered entry point taken as the outermost frame (ld.so's entry code is 64). */
+#define AGENT_UNWIND_ENTRY_SPAN 256
+
 /* Rows one table may have; libLLVM-14 needs about 1 million. */
 #define AGENT_UNWIND_MAX_ROWS_DEFAULT (4u << 20)
 
@@ -52,6 +55,13 @@ struct agent_unwind_sections {
 	uint64_t text_vaddr; /* for DW_EH_PE_textrel (rare) */
 	uint64_t data_vaddr; /* for DW_EH_PE_datarel: .got's address on x86-64 */
 	int is_64;	     /* 1: ELFCLASS64 */
+	/*
+	 * The ELF's entry point (e_entry), or 0. Where no FDE covers it (the
+	 * dynamic loader's _start and _dl_start_user, hand-written without CFI)
+	 * it is the outermost frame: it gets an UNWIND_CFA_END row up to the
+	 * next FDE, at most AGENT_UNWIND_ENTRY_SPAN bytes.
+	 */
+	uint64_t entry;
 };
 
 /*

@@ -1224,6 +1224,54 @@ static void test_long_cie(void **state)
 	assert_int_equal(t.stats.fdes_bad, n_fdes);
 }
 
+/*
+ * An entry point without an FDE (ld.so's hand-written _start) is the
+ * outermost frame: END up to the next FDE. One that an FDE covers keeps the
+ * FDE's rule; one far from any FDE gets AGENT_UNWIND_ENTRY_SPAN bytes.
+ */
+static int build_with_entry(const struct buf *eh, uint64_t entry, struct agent_unwind_table *t)
+{
+	struct agent_unwind_sections s = { .is_64 = 1, .entry = entry };
+
+	s.eh_frame = eh->b;
+	s.eh_frame_len = eh->n;
+	s.eh_frame_vaddr = eh->vaddr;
+	return agent_unwind_table_build(&s, AGENT_UNWIND_MAX_ROWS_DEFAULT, t);
+}
+
+static void test_entry_point(void **state)
+{
+	struct buf eh = { .vaddr = EH_VADDR };
+	struct agent_unwind_table t;
+	struct cie_ref c;
+
+	(void)state;
+	c = eh_cie(&eh, "zR", NULL);
+	one_insn_fde(&eh, c, 0x1000, 0x20, 16);
+	one_insn_fde(&eh, c, 0x1080, 0x20, 16);
+	assert_int_equal(build_with_entry(&eh, 0x1040, &t), 0);
+	EXPECT_ROWS(&t, { 0x1000, UNWIND_CFA_RSP, 16, SAME }, { 0x1020, UNWIND_CFA_INVALID, 0, 0 },
+		    { 0x1040, UNWIND_CFA_END, 0, 0 }, { 0x1080, UNWIND_CFA_RSP, 16, SAME },
+		    { 0x10a0, UNWIND_CFA_INVALID, 0, 0 });
+	assert_int_equal(t.stats.fdes_bad, 0);
+	agent_unwind_table_done(&t);
+
+	/* Covered by an FDE: its own rule stands. */
+	assert_int_equal(build_with_entry(&eh, 0x1005, &t), 0);
+	expect_at(&t, 0x1005, UNWIND_CFA_RSP, 16, SAME);
+	expect_at(&t, 0x1040, UNWIND_CFA_INVALID, 0, 0);
+	agent_unwind_table_done(&t);
+
+	/* Below every FDE and far from them: the table starts there, the span is bounded. */
+	assert_int_equal(build_with_entry(&eh, 0x400, &t), 0);
+	assert_int_equal(t.base, 0x400);
+	expect_at(&t, 0x400, UNWIND_CFA_END, 0, 0);
+	expect_at(&t, 0x400 + AGENT_UNWIND_ENTRY_SPAN - 1, UNWIND_CFA_END, 0, 0);
+	expect_at(&t, 0x400 + AGENT_UNWIND_ENTRY_SPAN, UNWIND_CFA_INVALID, 0, 0);
+	expect_at(&t, 0x1000, UNWIND_CFA_RSP, 16, SAME);
+	agent_unwind_table_done(&t);
+}
+
 /* Functions of this binary whose first byte must say "CFA = rsp + 8, rbp unchanged". */
 static __attribute__((noinline)) int probe_a(int x)
 {
@@ -1400,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_remember_limit),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_long_cie),
+		cmocka_unit_test(test_entry_point),
 		cmocka_unit_test(test_self),
 		cmocka_unit_test(test_libc),
 		cmocka_unit_test(test_not_elf),
