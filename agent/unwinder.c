@@ -158,36 +158,45 @@ static enum agent_unwind_no_table no_table_reason(int r)
 	}
 }
 
-/*
- * Creates the BPF array for a built table and fills it; publish_pending()
- * makes it visible under t->id. The array is mmapable, so its rows are one
- * memcpy: a batch update took about 400 ns a row (libLLVM's million rows:
- * 0.4 s of the agent's thread). Returns 0 or -errno.
- */
-static int fill(struct agent_unwinder *u, struct table *t, const struct agent_unwind_table *ut)
+int agent_unwind_rows_map(const struct agent_unwind_table *t)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP | BPF_F_MMAPABLE);
-	size_t bytes = ut->n_rows * sizeof(struct unwind_row);
+	size_t bytes = t->n_rows * sizeof(struct unwind_row);
 	void *mem;
+	int fd, r;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sr_unwind_rows", sizeof(uint32_t), sizeof(struct unwind_row),
+			    (uint32_t)t->n_rows, &mo);
+	if (fd < 0)
+		return -errno;
+	/* One memcpy: a batch update took about 400 ns a row (libLLVM's million rows: 0.4 s). */
+	mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	memcpy(mem, t->rows, bytes);
+	munmap(mem, bytes);
+	/* Read-only from here on for user space too: the BPF side trusts a table never changes under an ID. */
+	if (bpf_map_freeze(fd) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Creates and fills the BPF array for a built table; publish_pending() makes it visible under t->id. */
+static int fill(struct agent_unwinder *u, struct table *t, const struct agent_unwind_table *ut)
+{
 	int fd;
 
 	if (u->n_pending == sizeof(u->pending) / sizeof(u->pending[0]))
 		return -ENOSPC;
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sr_unwind_rows", sizeof(uint32_t), sizeof(struct unwind_row),
-			    (uint32_t)ut->n_rows, &mo);
+	fd = agent_unwind_rows_map(ut);
 	if (fd < 0)
-		return -errno;
-	mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (mem == MAP_FAILED) {
-		int r = -errno;
-
-		close(fd);
-		return r;
-	}
-	memcpy(mem, ut->rows, bytes);
-	munmap(mem, bytes);
-	/* Read-only from here on for user space too: the BPF side trusts a table never changes under an ID. */
-	bpf_map_freeze(fd);
+		return fd;
 	t->id = u->next_id++;
 	if (u->next_id == 0)
 		u->next_id = 1;

@@ -52,6 +52,14 @@ struct agent_unwinder_stats {
 	uint64_t mappings_truncated; /* mappings past UNWIND_MAX_MAPPINGS in one process */
 };
 
+struct agent_unwind_table;
+
+/*
+ * A BPF array holding t's rows as unwind_tables' inner maps are: exactly
+ * sized, mmapable (filled with one memcpy), then frozen. Its fd, or -errno.
+ */
+int agent_unwind_rows_map(const struct agent_unwind_table *t);
+
 /* NULL + errno. */
 struct agent_unwinder *agent_unwinder_new(const struct agent_unwinder_opts *o);
 void agent_unwinder_free(struct agent_unwinder *u);

@@ -88,12 +88,17 @@ struct {
 	__type(value, __u8);
 } known_files SEC(".maps");
 
-static __always_inline void count(__u32 which)
+static __always_inline void count_add(__u32 which, __u64 v)
 {
 	__u64 *n = bpf_map_lookup_elem(&counters, &which);
 
 	if (n)
-		(*n)++;
+		*n += v;
+}
+
+static __always_inline void count(__u32 which)
+{
+	count_add(which, 1);
 }
 
 #include "unwind.bpf.h"
@@ -232,6 +237,10 @@ static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, 
 		st->rbp = ctx->regs.bp;
 	}
 	st->n = 0;
+	st->table_frames = 0;
+	st->fp_frames = 0;
+	/* The CPU's last stack may have been another process's. */
+	st->cur_valid = 0;
 	st->rbp_valid = 1;
 	st->return_address = 0;
 	count(PROFILE_CNT_UNWIND_STACKS);
@@ -245,6 +254,8 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
 	__u32 n = st->n;
 
 	count(why);
+	count_add(PROFILE_CNT_UNWIND_TABLE_FRAMES, st->table_frames);
+	count_add(PROFILE_CNT_UNWIND_FP_FRAMES, st->fp_frames);
 	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
 	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
 	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), sample_wakeup(&st->sample)))
@@ -259,9 +270,8 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
  */
 __noinline int unwind_frame(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, n;
+	__u32 zero = 0, n;
 	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
-	struct unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
 
 	if (!st)
 		return PROFILE_CNT_UNWIND_END_READ_FAULT;
@@ -270,9 +280,7 @@ __noinline int unwind_frame(void)
 		return PROFILE_CNT_UNWIND_END_DEPTH;
 	st->sample.ustack[n] = st->rip;
 	st->n = n + 1;
-	if (!proc)
-		return PROFILE_CNT_UNWIND_END_NO_MAPPING;
-	return unwind_step(st, proc);
+	return unwind_step(st);
 }
 
 /* Tail-called from do_sample and from itself: UNWIND_FRAMES_PER_PROG frames per run. */

@@ -68,7 +68,16 @@ struct unwind_scratch_state {
 	 * of different iterations can be pruned (otherwise ~100k instructions).
 	 */
 	__u32 launder;
-	__u32 pad2;
+	/* Frames stepped in this stack, counted once at its end (a counter update per frame costs a lookup). */
+	__u32 table_frames;
+	__u32 fp_frames;
+	__u32 cur_valid; /* cur holds the mapping of the last frame looked up */
+	/*
+	 * Consecutive frames mostly lie in one file (a program's own call
+	 * chain, a library's): they reuse its mapping without looking up the
+	 * process's list again.
+	 */
+	struct unwind_mapping cur;
 };
 
 struct {
@@ -86,15 +95,21 @@ static __always_inline void count(__u32 which);
  * (past its instruction limit).
  */
 
-/* The index of the current process's mapping that holds addr, or UNWIND_MAX_MAPPINGS. */
-__noinline __u32 unwind_find_mapping(__u64 addr)
+/*
+ * Finds the current process's mapping that holds addr and copies it into the
+ * scratch state's cur. Returns 0, or 1 when no mapping holds it.
+ */
+__noinline int unwind_find_mapping(__u64 addr)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, lo = 0, hi, idx, zero = 0;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
 
-	if (!p || !st)
-		return UNWIND_MAX_MAPPINGS;
+	if (!st)
+		return 1;
+	st->cur_valid = 0;
+	if (!p)
+		return 1;
 	hi = p->n;
 	if (hi > UNWIND_MAX_MAPPINGS)
 		hi = UNWIND_MAX_MAPPINGS;
@@ -111,12 +126,14 @@ __noinline __u32 unwind_find_mapping(__u64 addr)
 			hi = mid;
 	}
 	if (lo == 0 || lo > UNWIND_MAX_MAPPINGS)
-		return UNWIND_MAX_MAPPINGS;
+		return 1;
 	st->launder = lo - 1;
 	idx = *(volatile __u32 *)&st->launder & (UNWIND_MAX_MAPPINGS - 1);
 	if (addr >= p->m[idx].end)
-		return UNWIND_MAX_MAPPINGS;
-	return idx;
+		return 1;
+	st->cur = p->m[idx];
+	st->cur_valid = 1;
+	return 0;
 }
 
 /* Rows looked up lately, per CPU: (table, pc) -> row. A power of two. */
@@ -225,23 +242,22 @@ static __always_inline int unwind_fp_step(struct unwind_scratch_state *st, int w
 	st->rbp = frame[0];
 	st->rip = frame[1];
 	st->return_address = 1;
-	count(PROFILE_CNT_UNWIND_FP_FRAMES);
+	st->fp_frames++;
 	return 0;
 }
 
 /* Moves st to the caller of its current frame; returns 0, or the PROFILE_CNT_UNWIND_END_* that ends the stack. */
-static __always_inline int unwind_step(struct unwind_scratch_state *st, const struct unwind_proc *proc)
+static __always_inline int unwind_step(struct unwind_scratch_state *st)
 {
 	const struct unwind_row *row;
 	const struct unwind_mapping *m;
 	__u64 pc = st->rip - (st->return_address ? 1 : 0), cfa, ra, rel;
 	union unwind_row_word found;
-	__u32 idx, table_id;
+	__u32 table_id;
 
-	idx = unwind_find_mapping(st->rip);
-	if (idx >= UNWIND_MAX_MAPPINGS)
+	if (!(st->cur_valid && st->rip >= st->cur.start && st->rip < st->cur.end) && unwind_find_mapping(st->rip))
 		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_MAPPING);
-	m = &proc->m[idx & (UNWIND_MAX_MAPPINGS - 1)];
+	m = &st->cur;
 	table_id = m->table_id;
 	if (!table_id)
 		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_TABLE);
@@ -288,7 +304,7 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st, const st
 		st->rip = gregs[UNWIND_REG_RIP - UNWIND_REG_RBP];
 		st->rbp_valid = 1;
 		st->return_address = 0;
-		count(PROFILE_CNT_UNWIND_TABLE_FRAMES);
+		st->table_frames++;
 		return st->rip ? 0 : PROFILE_CNT_UNWIND_END_COMPLETE;
 	}
 	case UNWIND_CFA_END:
@@ -311,7 +327,7 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st, const st
 	st->rsp = cfa;
 	st->rip = ra;
 	st->return_address = 1;
-	count(PROFILE_CNT_UNWIND_TABLE_FRAMES);
+	st->table_frames++;
 	return ra ? 0 : PROFILE_CNT_UNWIND_END_COMPLETE;
 }
 

@@ -4,8 +4,8 @@
  * table unwinder would build and load for it. The first build of a file is
  * timed on its own (cold when run.py dropped the page cache just before),
  * the next --repeat builds give the warm time (their minimum). With --load
- * (root) the table is then loaded the way agent/unwinder.c loads it (one
- * BPF_F_INNER_MAP array exactly sized, filled by a batch update), and the
+ * (root) the table is then loaded with the agent's own agent_unwind_rows_map()
+ * (one exactly sized, mmapable BPF array, filled with a memcpy), and the
  * kernel's own memlock figure for that map is read from its fdinfo, so the
  * bytes per row include what the kernel charges beyond the values.
  *
@@ -25,6 +25,7 @@
 #include <linux/bpf.h>
 
 #include "unwind-table.h"
+#include "unwinder.h"
 
 static double now_ms(void)
 {
@@ -67,39 +68,20 @@ static long long fd_memlock(int fd)
 }
 
 /*
- * Loads the table as agent/unwinder.c's load() does (without publishing it
- * in a map of maps). Returns the map's memlock bytes, or -errno.
+ * Loads the table with the agent's own code (agent_unwind_rows_map(), without
+ * publishing it in a map of maps). Returns the map's memlock bytes, or -errno.
  */
 static long long load_table(const struct agent_unwind_table *t, double *ret_ms)
 {
-	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
-	LIBBPF_OPTS(bpf_map_batch_opts, bo);
 	double t0 = now_ms();
-	uint32_t *keys, count = (uint32_t)t->n_rows;
 	long long r;
-	int fd;
+	int fd = agent_unwind_rows_map(t);
 
-	keys = malloc(t->n_rows * sizeof(*keys));
-	if (!keys)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < t->n_rows; i++)
-		keys[i] = i;
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sr_unwind_rows", sizeof(uint32_t), sizeof(struct unwind_row),
-			    (uint32_t)t->n_rows, &mo);
-	if (fd < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (bpf_map_update_batch(fd, keys, t->rows, &count, &bo) < 0) {
-		r = -errno;
-		goto out;
-	}
+	if (fd < 0)
+		return fd;
 	*ret_ms = now_ms() - t0;
 	r = fd_memlock(fd);
-out:
-	if (fd >= 0)
-		close(fd);
-	free(keys);
+	close(fd);
 	return r;
 }
 
