@@ -621,18 +621,8 @@ void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 	ret->exe = AGENT_EXE_NONE;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		size_t lo = 0, hi = proc->n_maps;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			if (proc->maps[mid].start <= addr)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo > 0 && addr < proc->maps[lo - 1].end) {
-			m = &proc->maps[lo - 1];
+		if ((m = agent_proc__find_map(proc, addr)))
 			break;
-		}
 		/* A library loaded after we read the maps (dlopen): read them again, not too often. */
 		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT) {
 			p->stats.unattributed[proc->exited && !proc->n_maps ? AGENT_UNATTR_PROC_GONE

@@ -129,26 +129,8 @@ static uint8_t rd_u8(struct reader *r)
 	return (uint8_t)rd_bytes(r, 1);
 }
 
-static uint64_t rd_uleb(struct reader *r)
-{
-	uint64_t v = 0;
-
-	for (unsigned shift = 0; !r->err; shift += 7) {
-		uint8_t b;
-
-		if (r->p >= r->end || shift > 63) {
-			r->err = true;
-			break;
-		}
-		b = *r->p++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return v;
-	}
-	return 0;
-}
-
-static int64_t rd_sleb(struct reader *r)
+/* A LEB128 number, sign-extended when is_signed; at most 10 bytes (64 bits), else an error. */
+static uint64_t rd_leb(struct reader *r, bool is_signed)
 {
 	uint64_t v = 0;
 
@@ -163,12 +145,22 @@ static int64_t rd_sleb(struct reader *r)
 		v |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80)) {
 			shift += 7;
-			if (shift < 64 && (b & 0x40))
+			if (is_signed && shift < 64 && (b & 0x40))
 				v |= ~(uint64_t)0 << shift;
-			return (int64_t)v;
+			return v;
 		}
 	}
 	return 0;
+}
+
+static uint64_t rd_uleb(struct reader *r)
+{
+	return rd_leb(r, false);
+}
+
+static int64_t rd_sleb(struct reader *r)
+{
+	return (int64_t)rd_leb(r, true);
 }
 
 static void rd_skip(struct reader *r, uint64_t n)

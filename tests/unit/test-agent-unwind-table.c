@@ -438,6 +438,16 @@ static void test_rsp_cfa(void **state)
 	agent_unwind_table_done(NULL);
 }
 
+/* push %rbp (1 byte); mov %rsp,%rbp (3 bytes): CFA = rsp+16, then rbp+16, rbp saved at CFA-16. */
+static void fp_prologue(struct buf *in)
+{
+	adv(in, 1);
+	def_cfa_offset(in, 16);
+	offset(in, REG_RBP, 2);
+	adv(in, 3);
+	def_cfa_register(in, REG_RBP);
+}
+
 /* push %rbp; mov %rsp,%rbp ... leave; ret: CFA on rbp, rbp saved at CFA - 16. */
 static void test_rbp_cfa(void **state)
 {
@@ -447,11 +457,7 @@ static void test_rbp_cfa(void **state)
 
 	(void)state;
 	c = eh_cie(&eh, "zR", NULL);
-	adv(&in, 1);
-	def_cfa_offset(&in, 16);
-	offset(&in, REG_RBP, 2);
-	adv(&in, 3);
-	def_cfa_register(&in, REG_RBP);
+	fp_prologue(&in);
 	adv(&in, 0x20);
 	def_cfa(&in, REG_RSP, 8);
 	eh_fde(&eh, c, 0x1000, 0x30, &in);
@@ -483,11 +489,7 @@ static void test_remember_restore(void **state)
 	adv(&in, 4);
 	eh_fde(&eh, c, 0x1000, 0x10, &in);
 	/* The CFA register is restored too: rbp-based, then rsp for the epilogue, then rbp again. */
-	adv(&in2, 1);
-	def_cfa_offset(&in2, 16);
-	offset(&in2, REG_RBP, 2);
-	adv(&in2, 3);
-	def_cfa_register(&in2, REG_RBP);
+	fp_prologue(&in2);
 	adv(&in2, 4);
 	u8(&in2, CFA_remember_state);
 	def_cfa(&in2, REG_RSP, 8);
@@ -867,11 +869,7 @@ static void good_eh(struct buf *eh)
 	struct cie_ref c, c2;
 
 	c = eh_cie(eh, "zR", NULL);
-	adv(&in, 1);
-	def_cfa_offset(&in, 16);
-	offset(&in, REG_RBP, 2);
-	adv(&in, 3);
-	def_cfa_register(&in, REG_RBP);
+	fp_prologue(&in);
 	u8(&in, CFA_remember_state);
 	adv(&in, 8);
 	def_cfa(&in, REG_RSP, 8);
