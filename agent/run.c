@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <linux/types.h>
 #include <pthread.h>
 #include <signal.h>
@@ -430,6 +431,14 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	const char *what = NULL;
 	int r;
 
+	/*
+	 * Table builds allocate and free arrays of megabytes. glibc raises its
+	 * mmap threshold after freeing such a block, and from then on keeps
+	 * them in the heap, which it does not give back: pin the threshold so
+	 * they stay mmaps and go back to the kernel when freed (agent RSS in
+	 * agent-check-metrics: 36 MiB without, 25 MiB with).
+	 */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	if (pc->frequency_hz < 1 || pc->frequency_hz > 1000) {
 		sr_log_error("agent", "profiling.frequency must be 1-1000", "value=%" PRIu64, pc->frequency_hz);
 		return -EINVAL;

@@ -130,6 +130,12 @@ class Output:
         return st.frames
 
 
+def sanitized(path):
+    """Whether an executable is built with AddressSanitizer (it then links libasan)."""
+    r = subprocess.run(["ldd", path], capture_output=True, text=True)
+    return "libasan" in r.stdout
+
+
 def build_id(path):
     """The GNU build ID of an ELF file per readelf, or None."""
     out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, check=True).stdout
