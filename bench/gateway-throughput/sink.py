@@ -6,7 +6,10 @@ sent, i.e. gzip when the exporter compresses). GET /stats returns them as
 JSON. It never decodes anything, so its own CPU stays small; benches read it
 from /proc to show the ratio honestly.
 
-Usage: sink.py PORT_FILE   (writes the port it listens on, 127.0.0.1)
+Usage: sink.py PORT_FILE [--keep FILE]   (writes the port it listens on, 127.0.0.1)
+--keep appends every body as received to FILE ("<request number> <length>\n"
+then the bytes), so the bench can check afterwards what the gateway sent
+(frames named) without decoding anything here.
 Stops by itself after --max-seconds (default 3600) like every helper.
 """
 import http.server
@@ -17,6 +20,7 @@ import threading
 
 stats = {"requests": 0, "bytes": 0}
 lock = threading.Lock()
+keep = None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -25,14 +29,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("content-length", 0))
         left = n
+        chunks = []
         while left > 0:
             chunk = self.rfile.read(min(left, 1 << 20))
             if not chunk:
                 break
             left -= len(chunk)
+            if keep:
+                chunks.append(chunk)
         with lock:
             stats["requests"] += 1
             stats["bytes"] += n
+            if keep:
+                body = b"".join(chunks)
+                keep.write(b"%d %d\n" % (stats["requests"], len(body)))
+                keep.write(body)
+                keep.flush()
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", "0")
@@ -52,7 +64,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def main():
+    global keep
     max_seconds = 3600
+    if "--keep" in sys.argv:
+        keep = open(sys.argv[sys.argv.index("--keep") + 1], "ab")
     if "--max-seconds" in sys.argv:
         max_seconds = float(sys.argv[sys.argv.index("--max-seconds") + 1])
     s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
