@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "memstats.h"
 #include "proc.h"
 #include "profile.h"
 #include "run.h"
@@ -26,6 +27,32 @@ static uint64_t rss_bytes(void)
 		free(buf);
 	}
 	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The agent's memory itemized: resident pages by kind, and its BPF maps' kernel memory by map. */
+static void render_memory(FILE *f)
+{
+	struct agent_rss rss;
+	struct agent_bpf_map_mem maps[48];
+	size_t n = 0;
+
+	if (agent_memstats_rss(&rss) == 0)
+		fprintf(f,
+			"# HELP stackrelay_agent_resident_bytes Resident memory of the agent by kind: BPF map pages "
+			"mapped into it (the ring buffer, twice), anonymous memory (heap), files (code).\n"
+			"# TYPE stackrelay_agent_resident_bytes gauge\n"
+			"stackrelay_agent_resident_bytes{kind=\"bpf_maps\"} %" PRIu64 "\n"
+			"stackrelay_agent_resident_bytes{kind=\"anonymous\"} %" PRIu64 "\n"
+			"stackrelay_agent_resident_bytes{kind=\"files\"} %" PRIu64 "\n",
+			rss.bpf_maps, rss.anonymous, rss.files);
+	if (agent_memstats_bpf_maps(maps, sizeof(maps) / sizeof(maps[0]), &n) == 0 && n) {
+		fprintf(f, "# HELP stackrelay_agent_bpf_map_bytes Kernel memory of the agent's BPF maps (memlock), by "
+			   "map name.\n"
+			   "# TYPE stackrelay_agent_bpf_map_bytes gauge\n");
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "stackrelay_agent_bpf_map_bytes{map=\"%s\"} %" PRIu64 "\n", maps[i].name,
+				maps[i].bytes);
+	}
 }
 
 static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
@@ -228,4 +255,5 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 			m->sender->samples_accepted, m->sender->samples_dropped, m->sender->buffered_bytes);
 	}
 	render_unwinding(f, m);
+	render_memory(f);
 }
