@@ -6,6 +6,7 @@
 
 const char *const agent_compression_names[] = { "gzip", "none", NULL };
 const char *const agent_unwinding_names[] = { "auto", "fp", NULL };
+const char *const agent_mapping_hook_names[] = { "auto", "fexit", "tracepoint", "kretprobe", "sys_exit", "none", NULL };
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", "trace", NULL };
 
 static const struct sr_field tls_fields[] = {
@@ -67,10 +68,11 @@ static const struct sr_field profiling_fields[] = {
 			 .doc = "Record kernel threads (kworker, ksoftirqd, ...)."),
 	SR_FIELD_BOOLEAN("kernel_stacks", struct agent_profiling_config, kernel_stacks, .def = "true",
 			 .doc = "Record kernel stacks as well as user stacks."),
-	SR_FIELD_BYTES("ring_buffer_size", struct agent_profiling_config, ring_buffer_bytes, .def = "8MiB",
-		       .min = 256 * 1024, .max = 1LL << 30,
+	SR_FIELD_BYTES("ring_buffer_size", struct agent_profiling_config, ring_buffer_bytes, .def = "auto",
+		       .min = 256 * 1024, .max = 1LL << 30, .auto_zero = true,
 		       .doc = "BPF ring buffer shared by all CPUs (rounded up to a power of two); samples that "
-			      "do not fit are counted as lost."),
+			      "do not fit are counted as lost. auto: one second of samples at the frequency on "
+			      "every CPU, 1MiB to 64MiB (1MiB at 19 Hz on up to 25 CPUs)."),
 	SR_FIELD_U64("max_processes", struct agent_profiling_config, max_processes, .def = "32768", .min = 16,
 		     .max = 4194304, .doc = "Processes whose mappings are cached at once."),
 	SR_FIELD_U64("max_stacks", struct agent_profiling_config, max_stacks, .def = "50000", .min = 1024,
@@ -87,6 +89,13 @@ static const struct sr_field profiling_fields[] = {
 		       .min = 1 << 20, .max = 16LL << 30,
 		       .doc = "Kernel memory for unwind tables (8 bytes a row; libc needs about 0.3 MiB, "
 			      "libLLVM about 10 MiB). Least recently used tables are evicted beyond it."),
+	SR_FIELD_ENUMERATION(
+		"mapping_hook", struct agent_profiling_config, mapping_hook, agent_mapping_hook_names, .def = "auto",
+		.doc = "Where new executable mappings are watched. auto: the first the kernel allows of "
+		       "fexit (vm_mmap_pgoff's return), tracepoint (syscalls/sys_exit_mmap; needs tracefs "
+		       "mounted), kretprobe (vm_mmap_pgoff), sys_exit (the raw system-call exit "
+		       "tracepoint: runs for every system call, about 0.1-0.2 us each); none: mappings are "
+		       "read from /proc only (short-lived processes lose frames). Naming one uses only it."),
 	SR_FIELD_END,
 };
 

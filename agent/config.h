@@ -43,9 +43,19 @@ struct agent_profiling_config {
 	uint64_t max_stacks;
 	int unwinding; /* index into agent_unwinding_names */
 	uint64_t unwind_table_bytes;
+	int mapping_hook; /* index into agent_mapping_hook_names */
 };
 
 enum agent_unwinding { AGENT_UNWIND_AUTO = 0, AGENT_UNWIND_FP = 1 };
+/* How new executable mappings are watched (agent/sampler.c tries them in this order under auto). */
+enum agent_mapping_hook {
+	AGENT_HOOK_AUTO = 0,
+	AGENT_HOOK_FEXIT,
+	AGENT_HOOK_TRACEPOINT,
+	AGENT_HOOK_KRETPROBE,
+	AGENT_HOOK_SYS_EXIT,
+	AGENT_HOOK_NONE,
+};
 
 struct agent_telemetry_config {
 	char *metrics_address;
@@ -62,6 +72,7 @@ struct agent_config {
 
 extern const char *const agent_compression_names[];
 extern const char *const agent_unwinding_names[];
+extern const char *const agent_mapping_hook_names[];
 extern const struct sr_field agent_config_fields[];
 
 #endif

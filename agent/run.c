@@ -502,10 +502,12 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.ring_buffer_bytes = pc->ring_buffer_bytes,
 		.max_processes = pc->max_processes,
 		.table_unwinding = pc->unwinding == AGENT_UNWIND_AUTO,
-		.track_mmaps = true,
+		.track_mmaps = pc->mapping_hook != AGENT_HOOK_NONE,
+		.mapping_hook = pc->mapping_hook,
 	};
 	c.sampler = agent_sampler_new(&so, on_record, &c, &what);
-	if (!c.sampler && so.table_unwinding) {
+	/* A mapping hook the operator named and the kernel refuses is theirs to change, not ours to work around. */
+	if (!c.sampler && so.table_unwinding && !(what && strstr(what, "profiling.mapping_hook"))) {
 		/* Old kernels (before 5.10's sized inner maps, 5.17's bpf_find_vma): frame pointers still work. */
 		sr_log_warn("agent", "table unwinding cannot load on this kernel; unwinding by frame pointers",
 			    "step=\"%s\" error=\"%s\"", what ? what : "?", strerror(errno));
@@ -583,6 +585,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		    c.n_cpus, agent_sampler__n_events(c.sampler), pc->frequency_hz,
 		    agent_sampler__ringbuf_bytes(c.sampler), (uint64_t)(interval / SR_NSEC_PER_MSEC), pc->n_pids,
 		    pc->n_cgroups, agent_sampler__mmap_hook(c.sampler) ? agent_sampler__mmap_hook(c.sampler) : "none");
+	if (pc->mapping_hook == AGENT_HOOK_AUTO && agent_sampler__mmap_hook(c.sampler) &&
+	    !strcmp(agent_sampler__mmap_hook(c.sampler), "tp_btf/sys_exit"))
+		sr_log_warn("agent",
+			    "mappings are watched at the raw system-call exit, which runs for every system call "
+			    "(about 0.1-0.2 us each); mount tracefs at /sys/kernel/tracing, or allow BPF trampolines, "
+			    "for a hook that runs only for mmap (docs/agent.md)",
+			    "mmap_hook=tp_btf/sys_exit");
 
 	while (!stop_requested) {
 		uint64_t now = clock_ns(CLOCK_MONOTONIC), wake = next_flush;

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "profile.h"
 #include "profile.skel.h"
+#include "config.h"
 #include "sampler.h"
 #include "util.h"
 
@@ -177,12 +178,23 @@ int agent_cgroup_id(const char *spec, uint64_t *ret_id)
 	return cgroup_id_of(path, ret_id);
 }
 
-static uint64_t ringbuf_size(uint64_t want)
+/*
+ * The ring buffer's pages are mapped into the agent (twice: libbpf maps the
+ * data area again behind itself so that a record wrapping around reads
+ * contiguously), so its size is the largest part of the agent's RSS. "auto"
+ * (0) sizes it for AGENT_RINGBUF_AUTO_MS of samples at this frequency on
+ * every CPU: five periodic drains' worth, and a quarter of it (the wake-up
+ * threshold) still more than one drain interval.
+ */
+static uint64_t ringbuf_size(uint64_t want, uint32_t frequency_hz, int n_cpus)
 {
 	uint64_t sz = AGENT_RINGBUF_MIN_BYTES;
 
-	if (!want)
-		want = AGENT_RINGBUF_DEFAULT_BYTES;
+	if (!want) {
+		want = (uint64_t)frequency_hz * (uint64_t)SR_MAX(n_cpus, 1) * sizeof(struct profile_sample) *
+		       AGENT_RINGBUF_AUTO_MS / 1000;
+		want = SR_MIN(SR_MAX(want, AGENT_RINGBUF_AUTO_MIN_BYTES), AGENT_RINGBUF_AUTO_MAX_BYTES);
+	}
 	while (sz < want && sz < AGENT_RINGBUF_MAX_BYTES)
 		sz <<= 1;
 	return sz;
@@ -303,7 +315,7 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_ret, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
-	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes);
+	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes, o->frequency_hz, s->n_cpus);
 	s->skel->rodata->wakeup_bytes = s->rb_bytes / AGENT_RINGBUF_WAKEUP_FRACTION;
 	*ret_what = "size BPF maps";
 	r = bpf_map__set_max_entries(s->skel->maps.events, (uint32_t)s->rb_bytes);
@@ -376,24 +388,41 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	 */
 	if (o->track_mmaps) {
 		enum sr_log_level saved = sr_log_max_level;
+		int h = o->mapping_hook;
+		bool any = h == AGENT_HOOK_AUTO;
 
 		sr_log_set_level(SR_LOG_ERROR);
-		if (mmap_fexit && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap))) {
+		if (mmap_fexit && (any || h == AGENT_HOOK_FEXIT) &&
+		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap))) {
 			/* exec's own mappings arrive through it too: handle_exec need not look for them. */
 			s->skel->bss->exec_maps_by_fexit = true;
 			s->mmap_hook = "fexit/vm_mmap_pgoff";
 		}
-		if (!s->mmap_link && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_mmap_exit)))
+		if (!s->mmap_link && (any || h == AGENT_HOOK_TRACEPOINT) &&
+		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_mmap_exit)))
 			s->mmap_hook = "tracepoint/syscalls/sys_exit_mmap";
-		if (!s->mmap_link && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap_ret))) {
+		if (!s->mmap_link && (any || h == AGENT_HOOK_KRETPROBE) &&
+		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap_ret))) {
 			s->skel->bss->exec_maps_by_fexit = true;
 			s->mmap_hook = "kretprobe/vm_mmap_pgoff";
 		}
 		sr_log_set_level(saved);
-		if (!s->mmap_link && (s->mmap_link = bpf_program__attach(s->skel->progs.handle_sys_exit)))
+		if (!s->mmap_link && (any || h == AGENT_HOOK_SYS_EXIT) &&
+		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_sys_exit)))
 			s->mmap_hook = "tp_btf/sys_exit";
 		if (s->mmap_link)
 			s->fork_link = bpf_program__attach(s->skel->progs.handle_fork);
+		if (!s->mmap_link && !any) {
+			/* The operator named this hook: not having it is an error, not a fallback. */
+			r = -(errno ? errno : ENOTSUP);
+			*ret_what = h == AGENT_HOOK_FEXIT	 ? "attach fexit/vm_mmap_pgoff (profiling.mapping_hook)"
+				    : h == AGENT_HOOK_TRACEPOINT ? "attach tracepoint syscalls/sys_exit_mmap "
+								   "(profiling.mapping_hook; is tracefs mounted?)"
+				    : h == AGENT_HOOK_KRETPROBE
+					    ? "attach kretprobe/vm_mmap_pgoff (profiling.mapping_hook)"
+					    : "attach tp_btf/sys_exit (profiling.mapping_hook)";
+			goto fail;
+		}
 		if (!s->mmap_link)
 			sr_log_warn("agent",
 				    "cannot watch mmap(2) (no syscall tracepoint); libraries of short-lived processes "
@@ -434,7 +463,8 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	 * every system call). Where BPF trampolines are refused (lockdown, no
 	 * JIT), the object is loaded again without it.
 	 */
-	bool fexit = o->track_mmaps && kernel_has_func("vm_mmap_pgoff");
+	bool fexit = o->track_mmaps && (o->mapping_hook == AGENT_HOOK_AUTO || o->mapping_hook == AGENT_HOOK_FEXIT) &&
+		     kernel_has_func("vm_mmap_pgoff");
 	enum sr_log_level saved = sr_log_max_level;
 	struct agent_sampler *s;
 
@@ -446,8 +476,19 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 		sr_log_set_level(saved);
 		if (s)
 			return s;
+		if (o->mapping_hook == AGENT_HOOK_FEXIT) {
+			int e = errno;
+			*ret_what = "load fexit/vm_mmap_pgoff (profiling.mapping_hook; BPF trampolines refused?)";
+			errno = e;
+			return NULL;
+		}
 		sr_log_debug("agent", "BPF trampolines refused; watching mappings another way", "error=\"%s\"",
 			     strerror(errno));
+	}
+	if (o->track_mmaps && o->mapping_hook == AGENT_HOOK_FEXIT) {
+		*ret_what = "find vm_mmap_pgoff in the kernel's BTF (profiling.mapping_hook: fexit)";
+		errno = ENOENT;
+		return NULL;
 	}
 	return sampler_new(o, false, fn, ctx, ret_what);
 }

@@ -14,9 +14,12 @@
 #include <stdint.h>
 
 /* The ring buffer is rounded up to a power of two within these bounds. */
-#define AGENT_RINGBUF_MIN_BYTES	    (64u * 1024)
-#define AGENT_RINGBUF_MAX_BYTES	    (1024u * 1024 * 1024)
-#define AGENT_RINGBUF_DEFAULT_BYTES (8u * 1024 * 1024)
+#define AGENT_RINGBUF_MIN_BYTES (64u * 1024)
+#define AGENT_RINGBUF_MAX_BYTES (1024u * 1024 * 1024)
+/* profiling.ring_buffer_size: auto: one second of samples on every CPU, within these bounds. */
+#define AGENT_RINGBUF_AUTO_MS	     1000
+#define AGENT_RINGBUF_AUTO_MIN_BYTES (1u * 1024 * 1024)
+#define AGENT_RINGBUF_AUTO_MAX_BYTES (64u * 1024 * 1024)
 /*
  * A sample wakes the agent only when it is its process's first (the
  * process's mappings must be read while it runs) or when 1/this of the ring
@@ -26,7 +29,7 @@
  * mappings too late (docs/agent.md).
  */
 #define AGENT_RINGBUF_WAKEUP_FRACTION 4
-#define AGENT_POLL_INTERVAL_MS	      200
+#define AGENT_POLL_INTERVAL_MS	      1000
 /* Entries of the pid and cgroup allowlists (BPF hash maps). */
 #define AGENT_MAX_PID_FILTERS	 4096
 #define AGENT_MAX_CGROUP_FILTERS 1024
@@ -46,6 +49,7 @@ struct agent_sampler_opts {
 	uint64_t max_processes; /* size of the BPF map of processes already sampled */
 	bool table_unwinding;	/* profiling.unwinding: auto (agent/unwinder.c fills the tables) */
 	bool track_mmaps;	/* report executable mappings as they are made (PROFILE_EVENT_MMAP) */
+	int mapping_hook;	/* enum agent_mapping_hook (config.h): where, when track_mmaps */
 };
 
 /* The maps agent/unwinder.c and the mapping tracker write (bpf/unwind.h, profile.bpf.c). */

@@ -326,12 +326,16 @@ static int parse_scalar(const struct sr_field *f, const char *text, char *norm, 
 	}
 	case SR_FIELD_SIZE: {
 		uint64_t bytes;
+		if (f->auto_zero && !strcasecmp(text, "auto")) {
+			snprintf(norm, normsize, "0");
+			return 0;
+		}
 		int r = sr_parse_size(text, &bytes);
 		if (r < 0) {
 			snprintf(err, errsize,
 				 "invalid size \"%s\": expected bytes or a number with a unit (KiB, MiB, GiB, TiB, "
-				 "KB, MB, GB, TB), e.g. \"64MiB\"",
-				 shown);
+				 "KB, MB, GB, TB), e.g. \"64MiB\"%s",
+				 shown, f->auto_zero ? ", or auto" : "");
 			return -EINVAL;
 		}
 		if (!in_bounds_u(f, bytes)) {
@@ -1000,8 +1004,8 @@ static void describe_bounds(const struct sr_field *f, char *buf, size_t size)
 			 sr_format_duration((uint64_t)f->max, b, sizeof(b)));
 		break;
 	case SR_FIELD_SIZE:
-		snprintf(buf, size, " (%s to %s)", sr_format_size((uint64_t)f->min, a, sizeof(a)),
-			 sr_format_size((uint64_t)f->max, b, sizeof(b)));
+		snprintf(buf, size, " (%s to %s%s)", sr_format_size((uint64_t)f->min, a, sizeof(a)),
+			 sr_format_size((uint64_t)f->max, b, sizeof(b)), f->auto_zero ? ", or auto" : "");
 		break;
 	case SR_FIELD_INT:
 	case SR_FIELD_UINT:

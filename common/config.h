@@ -72,6 +72,8 @@ struct sr_field {
 	const char *const *values;     /* ENUM: NULL-terminated */
 	int64_t min, max;	       /* numeric bounds (and list lengths) when min < max */
 	bool required;
+	/* SIZE: the word "auto" is accepted too and stored as 0 (the owner sizes it). */
+	bool auto_zero;
 	/* Values that are secrets (tokens, passwords) are never printed. */
 	bool secret;
 };

@@ -108,7 +108,18 @@ def main():
                 # checks the bound.
                 c.check(rss > 0, "agent RSS %.1f MiB (bound not checked under AddressSanitizer)" % (rss / 2 ** 20))
             else:
-                c.check(0 < rss < 64 * 2 ** 20, "agent RSS %.1f MiB (< 64 MiB)" % (rss / 2 ** 20))
+                c.check(0 < rss < 32 * 2 ** 20, "agent RSS %.1f MiB (< 32 MiB)" % (rss / 2 ** 20))
+            # Memory itemized: resident pages by kind add up to the RSS; the ring
+            # buffer's kernel memory and its pages mapped twice are in the figures.
+            kinds = [m.get('stackrelay_agent_resident_bytes{kind="%s"}' % k) for k in ("bpf_maps", "anonymous", "files")]
+            c.check(None not in kinds and abs(sum(kinds) - rss) <= 0.25 * rss,
+                    "resident bytes by kind %s add up to the RSS %.1f MiB" %
+                    (["%.1f MiB" % (k / 2 ** 20) for k in kinds if k is not None], rss / 2 ** 20))
+            ring = int((agentlib.logfmt_fields(stderr, "profiling") or {}).get("ring_buffer_bytes", 0))
+            events = m.get('stackrelay_agent_bpf_map_bytes{map="events"}', 0)
+            c.check(ring > 0 and events >= ring and kinds[0] is not None and kinds[0] >= 2 * ring,
+                    "ring buffer of %d KiB: %d KiB of kernel memory, %d KiB of the agent's resident BPF map pages "
+                    "(mapped twice)" % (ring // 1024, events // 1024, (kinds[0] or 0) // 1024))
             c.check(m.get("stackrelay_agent_processes", 0) >= 1, "processes tracked >= 1")
         c.check(status == 404, "GET / is 404 (got %s)" % status)
         return c.finish()
