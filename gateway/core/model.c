@@ -94,6 +94,7 @@ struct gw_executable *gw_executable_new(const struct gw_executable_def *def)
 	atomic_init(&e->flags, 0);
 	atomic_init(&e->symbolizer, NULL);
 	atomic_init(&e->symbols_pending_until, 0);
+	atomic_init(&e->symbols_asked_until, 0);
 	return e;
 }
 
@@ -139,6 +140,7 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 	atomic_init(&k->symbolizer, NULL);
 	atomic_init(&k->flags, 0);
 	atomic_init(&k->symbols_pending_until, 0);
+	atomic_init(&k->symbols_asked_until, 0);
 	return k;
 }
 
@@ -320,6 +322,38 @@ static bool lookup_pending(const atomic_uint *flags, const atomic_uint_fast64_t 
 	if (!t || (atomic_load_explicit((atomic_uint *)flags, memory_order_relaxed) & GW_EXE_WANT_SYMBOLS))
 		return false;
 	return mono_now_ns() < t;
+}
+
+static bool ask_claim(atomic_uint_fast64_t *until, uint64_t ttl_ns)
+{
+	uint_fast64_t t = atomic_load_explicit(until, memory_order_relaxed);
+	uint64_t now = mono_now_ns();
+
+	if (t > now)
+		return false;
+	/* Two requests at once: the one whose exchange succeeds asks its agent. */
+	return atomic_compare_exchange_strong_explicit(until, &t, now + ttl_ns, memory_order_relaxed,
+						       memory_order_relaxed);
+}
+
+bool gw_executable__claim_ask(struct gw_executable *e, uint64_t ttl_ns)
+{
+	return ask_claim(&e->symbols_asked_until, ttl_ns);
+}
+
+void gw_executable__release_ask(struct gw_executable *e)
+{
+	atomic_store_explicit(&e->symbols_asked_until, 0, memory_order_relaxed);
+}
+
+bool gw_kernel__claim_ask(struct gw_kernel *k, uint64_t ttl_ns)
+{
+	return ask_claim(&k->symbols_asked_until, ttl_ns);
+}
+
+void gw_kernel__release_ask(struct gw_kernel *k)
+{
+	atomic_store_explicit(&k->symbols_asked_until, 0, memory_order_relaxed);
 }
 
 void gw_executable__set_lookup(struct gw_executable *e, uint64_t pending_ns)

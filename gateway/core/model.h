@@ -132,6 +132,8 @@ struct gw_executable {
 	 * a lookup nobody looks at again stops counting by itself.
 	 */
 	atomic_uint_fast64_t symbols_pending_until;
+	/* Until when (CLOCK_MONOTONIC ns) one agent is being asked for its symbols (gw_executable__claim_ask). */
+	atomic_uint_fast64_t symbols_asked_until;
 };
 
 struct gw_kernel_module {
@@ -151,6 +153,7 @@ struct gw_kernel {
 	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
 	atomic_uint flags;	    /* GW_EXE_WANT_SYMBOLS, GW_EXE_SYMBOLS_UPLOADED, as for executables */
 	atomic_uint_fast64_t symbols_pending_until; /* as for executables */
+	atomic_uint_fast64_t symbols_asked_until;   /* as for executables */
 };
 
 /* What an executable is made from (all strings may be NULL = ""). */
@@ -263,6 +266,21 @@ static inline bool gw_kernel__wants_symbols(const struct gw_kernel *k)
 	return atomic_load_explicit(&((struct gw_kernel *)k)->flags, memory_order_relaxed) & GW_EXE_WANT_SYMBOLS;
 }
 void gw_kernel__set_want_symbols(struct gw_kernel *k, bool want);
+
+/*
+ * One agent at a time is asked for a wanted table: a receiver lists a wanted
+ * ID in a response only when claim_ask returns true, which it does for one
+ * caller per ttl_ns (thread-safe). Every agent that uses the executable would
+ * otherwise upload the same table until the first upload is loaded (16
+ * agents, 16 copies). After ttl_ns without the table (the agent died, the
+ * response was lost, its uploads are slow), the next request may claim it
+ * and ask its agent. release_ask ends a claim whose response was never
+ * delivered, so the next request asks at once.
+ */
+bool gw_executable__claim_ask(struct gw_executable *e, uint64_t ttl_ns);
+void gw_executable__release_ask(struct gw_executable *e);
+bool gw_kernel__claim_ask(struct gw_kernel *k, uint64_t ttl_ns);
+void gw_kernel__release_ask(struct gw_kernel *k);
 
 /*
  * Symbol lookup progress, for agents that probe IDs at exit (PushRequest.probe_symbols,

@@ -1043,6 +1043,41 @@ static const char *thread_name(struct ctx *c, struct slice s)
 	return se->value;
 }
 
+/*
+ * Lists a wanted executable (x) or kernel (k) in this response when no other
+ * agent is being asked for it (claim_ask); the claim is kept with the result,
+ * so it can be released if the response is never delivered. Returns 1 when
+ * listed, 0 when another agent has it or the list is full.
+ */
+static int ask_for(struct ctx *c, struct gw_executable *x, struct gw_kernel *k)
+{
+	struct gw_ingest_result *res = c->res;
+	int e;
+
+	if (c->wanted.n >= GW_AGENT_MAX_WANTED_PER_RESPONSE)
+		return 0;
+	if (x) {
+		struct gw_executable **v = realloc(res->asked_exes, (res->n_asked_exes + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		res->asked_exes = v;
+		if (!gw_executable__claim_ask(x, GW_AGENT_WANTED_ASK_NS))
+			return 0;
+		v[res->n_asked_exes++] = gw_executable__ref(x);
+		e = idlist_add(&c->wanted, x->id.bytes, x->id.len);
+	} else {
+		struct gw_kernel **v = realloc(res->asked_kernels, (res->n_asked_kernels + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		res->asked_kernels = v;
+		if (!gw_kernel__claim_ask(k, GW_AGENT_WANTED_ASK_NS))
+			return 0;
+		v[res->n_asked_kernels++] = gw_kernel__ref(k);
+		e = idlist_add(&c->wanted, k->id.bytes, k->id.len);
+	}
+	return e < 0 ? e : 1;
+}
+
 /* Adds the wanted executables and kernels behind a stack (once per stack and exe per request). */
 static int note_wanted(struct ctx *c, struct gw_stack *st)
 {
@@ -1055,8 +1090,8 @@ static int note_wanted(struct ctx *c, struct gw_stack *st)
 		struct gw_executable *x = st->locations[i]->exe;
 		struct gw_kernel *k = st->locations[i]->kernel;
 		/* A kernel whose kallsyms the symbolize processor needs (few per request: the list de-duplicates). */
-		if (k && gw_kernel__wants_symbols(k) && c->wanted.n < GW_AGENT_MAX_WANTED_PER_RESPONSE) {
-			int e = idlist_add(&c->wanted, k->id.bytes, k->id.len);
+		if (k && gw_kernel__wants_symbols(k)) {
+			int e = ask_for(c, NULL, k);
 			if (e < 0)
 				return e;
 		}
@@ -1067,8 +1102,8 @@ static int note_wanted(struct ctx *c, struct gw_stack *st)
 			continue;
 		atomic_store_explicit(&x->scratch_epoch, c->epoch, memory_order_relaxed);
 		gw_executable__set_queued(x, GW_AGENT_QUEUED_PENDING_NS);
-		if (gw_executable__wants_symbols(x) && c->wanted.n < GW_AGENT_MAX_WANTED_PER_RESPONSE) {
-			int e = idlist_add(&c->wanted, x->id.bytes, x->id.len);
+		if (gw_executable__wants_symbols(x)) {
+			int e = ask_for(c, x, NULL);
 			if (e < 0)
 				return e;
 		}
@@ -1322,24 +1357,27 @@ static int do_probe(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
 	if (x) {
 		wanted = gw_executable__wants_symbols(x);
 		pending = gw_executable__symbols_pending(x);
-		gw_executable__unref(x);
 	} else if ((k = gw_stores__kernel(c->stores, s.p, s.n))) {
 		wanted = gw_kernel__wants_symbols(k);
 		pending = gw_kernel__symbols_pending(k);
-		gw_kernel__unref(k);
 	} else {
 		return 0;
 	}
+	e = 0;
 	if (wanted) {
-		/* A full list: the agent asks again after uploading what was listed. */
-		if (c->wanted.n >= GW_AGENT_MAX_WANTED_PER_RESPONSE)
+		/*
+		 * Not listed (a full list, or another agent is uploading it): pending,
+		 * so the agent asks again after a while, and uploads it then if the
+		 * other agent never did.
+		 */
+		if ((e = ask_for(c, x, k)) == 0)
 			c->res->symbols_pending++;
-		else if ((e = idlist_add(&c->wanted, s.p, s.n)) < 0)
-			return e;
 	} else if (pending) {
 		c->res->symbols_pending++;
 	}
-	return 0;
+	gw_executable__unref(x);
+	gw_kernel__unref(k);
+	return e < 0 ? e : 0;
 }
 
 static int process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch, bool definitions_only,
@@ -1398,6 +1436,7 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 fail:
 	if (e == -ENOMEM)
 		snprintf(errbuf, errsize, "out of memory processing the request");
+	gw_ingest_result_release_asks(res);
 	gw_ingest_result_free(res);
 out:
 	idlist_free(&c.missing_stacks);
@@ -1422,8 +1461,22 @@ int gw_ingest_process_definitions(struct gw_stores *stores, const uint8_t *body,
 	return process(stores, body, len, epoch, true, res, errbuf, errsize);
 }
 
+void gw_ingest_result_release_asks(struct gw_ingest_result *res)
+{
+	for (size_t i = 0; i < res->n_asked_exes; i++)
+		gw_executable__release_ask(res->asked_exes[i]);
+	for (size_t i = 0; i < res->n_asked_kernels; i++)
+		gw_kernel__release_ask(res->asked_kernels[i]);
+}
+
 void gw_ingest_result_free(struct gw_ingest_result *res)
 {
+	for (size_t i = 0; i < res->n_asked_exes; i++)
+		gw_executable__unref(res->asked_exes[i]);
+	free(res->asked_exes);
+	for (size_t i = 0; i < res->n_asked_kernels; i++)
+		gw_kernel__unref(res->asked_kernels[i]);
+	free(res->asked_kernels);
 	gw_profiles__unref(res->batch);
 	for (size_t i = 0; i < res->n_tables; i++)
 		gw_symbol_table_free(res->tables[i]);

@@ -44,6 +44,14 @@ struct gw_symbol_table;
  * a symbolize processor it stops counting after this, once per ID.
  */
 #define GW_AGENT_QUEUED_PENDING_NS (2ULL * 1000 * 1000 * 1000)
+/*
+ * How long the agent asked for a wanted symbol table (PushResponse.wanted_symbols)
+ * has to upload it before another agent's request may list it
+ * (gw_executable__claim_ask). An agent uploads at 1 MiB/s after a burst of
+ * 1 MiB (agent/sender.c), so a 16 MiB table, or one behind a dozen others
+ * from the same agent, takes 15 to 20 s.
+ */
+#define GW_AGENT_WANTED_ASK_NS (30ULL * 1000 * 1000 * 1000)
 
 /* What the first look at a request found. */
 struct gw_ingest_header {
@@ -77,6 +85,11 @@ struct gw_ingest_result {
 	uint64_t probes, symbols_pending;
 	uint64_t defined_stacks, defined_executables, defined_kernels;
 	struct gw_ingest_agent_drops drops;
+	/* The executables and kernels this response asks for (claimed, referenced): gw_ingest_result_release_asks. */
+	struct gw_executable **asked_exes;
+	size_t n_asked_exes;
+	struct gw_kernel **asked_kernels;
+	size_t n_asked_kernels;
 	/* The encoded PushResponse (always set on success). */
 	uint8_t *response;
 	size_t response_len;
@@ -99,6 +112,12 @@ int gw_ingest_process(struct gw_stores *stores, const uint8_t *body, size_t len,
 int gw_ingest_process_definitions(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
 				  struct gw_ingest_result *res, char *errbuf, size_t errsize);
 void gw_ingest_result_free(struct gw_ingest_result *res);
+/*
+ * The response will not reach the agent (its stream is gone, or the request is
+ * refused after processing): the IDs it listed in wanted_symbols may be asked
+ * from the next agent at once instead of after GW_AGENT_WANTED_ASK_NS.
+ */
+void gw_ingest_result_release_asks(struct gw_ingest_result *res);
 
 /* Counts the samples (sum of counts) of a request without keeping anything. */
 int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret);

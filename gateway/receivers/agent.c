@@ -786,6 +786,7 @@ static void work_finish(struct work *w)
 	 * will be, once. Its symbol tables and definitions are kept.
 	 */
 	if (!s) {
+		gw_ingest_result_release_asks(&w->res);
 		hand_over_tables(rx, &w->res);
 		goto out;
 	}
@@ -797,7 +798,9 @@ static void work_finish(struct work *w)
 				      &clen) == 0) {
 			rx->st.duplicates++;
 			rx->st.duplicate_samples += w->res.received;
-			/* Its definitions were taken; a symbol table in it goes to the symbolizer. */
+			/* Its definitions were taken; a symbol table in it goes to the symbolizer. The
+			 * first answer is what the agent gets: what this processing asked for is not. */
+			gw_ingest_result_release_asks(&w->res);
 			hand_over_tables(rx, &w->res);
 			respond(s, 200, cached, clen, 0);
 			goto out;
@@ -806,6 +809,8 @@ static void work_finish(struct work *w)
 	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
 		gw_component_received(comp, w->res.received);
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, w->res.received);
+		/* Its wanted_symbols are not delivered either: the next request (this resend, or another agent's) asks. */
+		gw_ingest_result_release_asks(&w->res);
 		respond_error(s, 429, retry_ms, "the gateway is over its memory limit; retry after %u ms", retry_ms);
 		goto out;
 	}

@@ -5,6 +5,7 @@
  * decoded with nanopb, so both directions are checked against independent code.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -477,6 +478,125 @@ static void test_kernel_symbols(void **state)
 	gw_stores_free(st);
 }
 
+static void probe_req(struct pbw *w, const uint8_t *const *ids, const size_t *lens, size_t n);
+static uint32_t pending(const stackrelay_v1_PushResponse *m);
+
+/* Agents pushing the same executable and kernel at once (one thread per agent request). */
+enum { ASK_AGENTS = 8 };
+
+struct ask_agent {
+	pthread_barrier_t *start;
+	struct gw_stores *st;
+	struct pbw req;
+	uint64_t epoch;
+	struct gw_ingest_result res;
+	int rc;
+};
+
+static void *ask_agent_run(void *arg)
+{
+	struct ask_agent *a = arg;
+	char err[256];
+
+	/* No cmocka asserts off the main thread: the results are checked after the join. */
+	pthread_barrier_wait(a->start);
+	a->rc = gw_ingest_process(a->st, a->req.p, a->req.len, a->epoch, &a->res, err, sizeof(err));
+	return NULL;
+}
+
+/*
+ * A wanted table is asked from one agent at a time: of several agents whose
+ * requests use the same executable and kernel at once, one is listed each ID in
+ * wanted_symbols; the others' probes count it pending. A response that never
+ * reaches its agent gives the ID back, and the next request asks for it.
+ */
+static void test_wanted_asked_once(void **state)
+{
+	const uint8_t *ids[] = { EXE_A, KERNEL };
+	const size_t lens[] = { 20, sizeof(KERNEL) };
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct ask_agent ag[ASK_AGENTS];
+	pthread_t th[ASK_AGENTS];
+	pthread_barrier_t start;
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+	int asked_exe = 0, asked_kernel = 0, asker = -1;
+
+	add_header(&w, "agent-0", 1);
+	add_exe(&w, EXE_A, "a");
+	add_kernel(&w);
+	add_stack(&w, STACK_1, EXE_A);
+	add_kstack(&w);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	struct gw_executable *a = gw_stores__executable(st, EXE_A, 20);
+	struct gw_kernel *k = gw_stores__kernel(st, KERNEL, sizeof(KERNEL));
+	assert_non_null(a);
+	assert_non_null(k);
+	gw_executable__set_want_symbols(a, true);
+	gw_kernel__set_want_symbols(k, true);
+
+	assert_int_equal(pthread_barrier_init(&start, NULL, ASK_AGENTS), 0);
+	for (int i = 0; i < ASK_AGENTS; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "agent-%d", i + 1);
+		ag[i] = (struct ask_agent){ .start = &start, .st = st, .epoch = ++epoch };
+		add_header(&ag[i].req, name, 1);
+		add_sample(&ag[i].req, STACK_1, 1, "app", NULL, NULL);
+		add_sample(&ag[i].req, STACK_K, 1, "app", NULL, NULL);
+		assert_int_equal(pthread_create(&th[i], NULL, ask_agent_run, &ag[i]), 0);
+	}
+	for (int i = 0; i < ASK_AGENTS; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	pthread_barrier_destroy(&start);
+	for (int i = 0; i < ASK_AGENTS; i++) {
+		assert_int_equal(ag[i].rc, 0);
+		decode(&ag[i].res, &m);
+		assert_int_equal(accepted(&m), 2);
+		if (has_id(m.wanted_symbols, m.wanted_symbols_count, EXE_A, 20)) {
+			asked_exe++;
+			asker = i;
+		}
+		asked_kernel += has_id(m.wanted_symbols, m.wanted_symbols_count, KERNEL, sizeof(KERNEL));
+		pb_release(stackrelay_v1_PushResponse_fields, &m);
+		free(ag[i].req.p);
+	}
+	assert_int_equal(asked_exe, 1);
+	assert_int_equal(asked_kernel, 1);
+
+	/* Still wanted, but being asked from one agent: another's probe counts both pending, lists neither. */
+	probe_req(&w, ids, lens, 2);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 0);
+	assert_int_equal(pending(&m), 2);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* The response that asked was never delivered (stream reset, 429): the next request asks. */
+	for (int i = 0; i < ASK_AGENTS; i++) {
+		if (i == asker)
+			gw_ingest_result_release_asks(&ag[i].res);
+		gw_ingest_result_free(&ag[i].res);
+	}
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-9", 1);
+	add_sample(&w, STACK_1, 1, "app", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	assert_true(has_id(m.wanted_symbols, 1, EXE_A, 20));
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	gw_executable__unref(a);
+	gw_kernel__unref(k);
+	gw_stores_free(st);
+}
+
 /* A request of only probe_symbols (PushRequest field 11). */
 static void probe_req(struct pbw *w, const uint8_t *const *ids, const size_t *lens, size_t n)
 {
@@ -875,6 +995,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_symbols),
 		cmocka_unit_test(test_probes),
 		cmocka_unit_test(test_probes_wanted_overflow),
+		cmocka_unit_test(test_wanted_asked_once),
 		cmocka_unit_test(test_probes_bounds),
 		cmocka_unit_test(test_malformed_never_crashes),
 		cmocka_unit_test(test_header_and_count),
