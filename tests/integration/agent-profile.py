@@ -197,8 +197,17 @@ def main():
             pct = 100.0 * a / (a + b) if a + b else 0
             c.check(a + b >= 0.8 * n, "%s: %d of %d samples' leaf is alpha or beta (>= 80%%): %s" %
                     (name, a + b, n, counts))
-            c.check(63 <= pct <= 77, "%s: alpha %.1f%% / beta %.1f%% (70/30 within 7 points)" %
-                    (name, pct, 100 - pct))
+            if not c.check(63 <= pct <= 77, "%s: alpha %.1f%% / beta %.1f%% (70/30 within 7 points)" %
+                           (name, pct, 100 - pct)):
+                # Seen once in 150 loaded runs and never since: leave what explains it in the log.
+                leaves = {}
+                for s in samples:
+                    uf = user_frames(out, s)
+                    key = (hex(uf[0].address) if uf else None, syms.lookup(uf[0].address) if uf else None,
+                           len(uf), s.tid)
+                    leaves[key] = leaves.get(key, 0) + s.count
+                for key, n_ in sorted(leaves.items(), key=lambda kv: -kv[1])[:12]:
+                    print("#   leaf %s (%s), %d user frames, tid %d: %d samples" % (key + (n_,)))
             if fp:
                 m = share_with(out, samples, exe_id, syms, "main")
                 c.check(m >= 90, "%s: main in %.1f%% of its stacks (>= 90%%)" % (name, m))
