@@ -26,7 +26,6 @@ sink that answers 200) and points the agent at it, so the sender's cost is in.
 """
 import argparse
 import glob
-import json
 import os
 import shutil
 import signal
@@ -38,17 +37,8 @@ import threading
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def thread_cpu_ns(pid):
-    total = 0
-    for f in glob.glob("/proc/%d/task/*/schedstat" % pid):
-        try:
-            total += int(open(f).read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from procstats import fdinfo, proc_cpu_ns  # noqa: E402
 
 
 def ctx_switches(pid):
@@ -63,22 +53,14 @@ def ctx_switches(pid):
     return n
 
 
-def fdinfo(pid):
-    """(BPF program run time ns, run count, BPF map memlock bytes) over the fds pid holds."""
+def bpf_totals(pid):
+    """(BPF program run time ns, run count, BPF map memlock bytes) over the objects pid holds."""
     ns = cnt = memlock = 0
-    seen_progs, seen_maps = set(), set()
-    for f in glob.glob("/proc/%d/fdinfo/*" % pid):
-        try:
-            kv = dict(line.split(":", 1) for line in open(f) if ":" in line)
-        except OSError:
-            continue
-        kv = {k.strip(): v.strip() for k, v in kv.items()}
-        if "prog_id" in kv and kv["prog_id"] not in seen_progs:
-            seen_progs.add(kv["prog_id"])
+    for kv in fdinfo(pid).values():
+        if "prog_id" in kv:
             ns += int(kv.get("run_time_ns", 0))
             cnt += int(kv.get("run_cnt", 0))
-        elif "map_id" in kv and kv["map_id"] not in seen_maps:
-            seen_maps.add(kv["map_id"])
+        elif "map_id" in kv:
             memlock += int(kv.get("memlock", 0))
     return ns, cnt, memlock
 
@@ -119,11 +101,11 @@ def wait_ready(p, needle, timeout=30):
 
 
 def measure(pid, seconds, bpf):
-    cpu0, ctx0 = thread_cpu_ns(pid), ctx_switches(pid)
-    b0 = fdinfo(pid) if bpf else (0, 0, 0)
+    cpu0, ctx0 = proc_cpu_ns(pid), ctx_switches(pid)
+    b0 = bpf_totals(pid) if bpf else (0, 0, 0)
     time.sleep(seconds)
-    cpu1, ctx1 = thread_cpu_ns(pid), ctx_switches(pid)
-    b1 = fdinfo(pid) if bpf else (0, 0, 0)
+    cpu1, ctx1 = proc_cpu_ns(pid), ctx_switches(pid)
+    b1 = bpf_totals(pid) if bpf else (0, 0, 0)
     rss, kinds = rss_kib(pid)
     return {"cpu": (cpu1 - cpu0) / 1e9, "bpf": (b1[0] - b0[0]) / 1e9, "bpf_runs": b1[1] - b0[1],
             "wakeups": (ctx1 - ctx0) / seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": b1[2]}
@@ -192,6 +174,7 @@ def start_gateway(args, tmp):
 
 SINK = r"""
 import http.server, sys
+
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_POST(self):

@@ -29,7 +29,6 @@ Usage (root, from the source tree, after building):
       [--rounds 3] [--seconds 20] [--cpu-seconds 30] [--hosts 200]
 """
 import argparse
-import glob
 import json
 import os
 import re
@@ -44,6 +43,10 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from procstats import fdinfo, proc_cpu_ns  # noqa: E402
+
 
 STATS = "/proc/sys/kernel/bpf_stats_enabled"
 # Seconds a cost run waits after starting the workload before measuring (and stops before its end).
@@ -86,40 +89,11 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def proc_cpu_ns(pid):
-    """The same in nanoseconds from every thread's schedstat: /proc/PID/stat counts 10 ms ticks."""
-    total = 0
-    for f in glob.glob("/proc/%d/task/*/schedstat" % pid):
-        try:
-            total += int(open(f).read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
-
-
 def wait_rusage(p):
     """CPU seconds over the whole life of p (start-up and exit work included)."""
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     return ru.ru_utime + ru.ru_stime
-
-
-def fdinfo(pid):
-    """{fd: {key: value}} of the BPF objects a process holds."""
-    out = {}
-    for path in glob.glob("/proc/%d/fdinfo/*" % pid):
-        try:
-            text = open(path).read()
-        except OSError:
-            continue
-        if "prog_id:" not in text and "map_id:" not in text:
-            continue
-        kv = {}
-        for line in text.splitlines():
-            k, _, v = line.partition(":")
-            kv[k.strip()] = v.strip()
-        out[path] = kv
-    return out
 
 
 def bpftool(*args):
