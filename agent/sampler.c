@@ -183,8 +183,9 @@ int agent_cgroup_id(const char *spec, uint64_t *ret_id)
  * data area again behind itself so that a record wrapping around reads
  * contiguously), so its size is the largest part of the agent's RSS. "auto"
  * (0) sizes it for AGENT_RINGBUF_AUTO_MS of samples at this frequency on
- * every CPU: five periodic drains' worth, and a quarter of it (the wake-up
- * threshold) still more than one drain interval.
+ * every CPU: a quarter of it waiting (the wake-up threshold) wakes the agent
+ * long before it fills, and the 1 MiB floor leaves room for bursts of exec
+ * and mmap records.
  */
 static uint64_t ringbuf_size(uint64_t want, uint32_t frequency_hz, int n_cpus)
 {

@@ -23,10 +23,11 @@
 /*
  * A sample wakes the agent only when it is its process's first (the
  * process's mappings must be read while it runs) or when 1/this of the ring
- * buffer is waiting; otherwise the agent drains the buffer every
- * AGENT_POLL_INTERVAL_MS. Shorter costs the profiled programs measurable CPU
- * (each drain can preempt one); much longer reads a short-lived process's
- * mappings too late (docs/agent.md).
+ * buffer is waiting (a mapping of a file not yet identified wakes it too);
+ * otherwise the agent drains the buffer every AGENT_POLL_INTERVAL_MS. Each
+ * drain can preempt a profiled program; mappings travel in the buffer ahead
+ * of the samples that need them, so a slow drain loses nothing
+ * (docs/agent.md).
  */
 #define AGENT_RINGBUF_WAKEUP_FRACTION 4
 #define AGENT_POLL_INTERVAL_MS	      1000
