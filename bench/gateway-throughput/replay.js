@@ -18,7 +18,9 @@
 // answers the gateway's wanted_symbols like the agent does (agent/sender.c):
 // one upload request per wanted ID, once per ID in its life, after its
 // pending samples, at most AGENT_SENDER_SYMBOL_RATE_BYTES (1 MiB/s, a bucket
-// of max_symbol_upload_size 8 MiB that starts with 1 MiB) per agent. An ID
+// of max_symbol_upload_size 8 MiB that starts with 1 MiB) per agent, and
+// when its time is up, what is still queued without the limit (the agent's
+// flush at exit) before it closes its connection. An ID
 // without a table in FILE (or without --symbols) gets the table an agent sends
 // when it cannot reach the file: no symbols, `error` set.
 //
@@ -225,6 +227,18 @@ function startAgent(k) {
     r.end(z);
   };
   const done = () => { agent.busy--; pump(); };
+  const upload = () => {
+    const id = agent.uploads.shift();
+    const [t, isError] = symbolTable(id);
+    agent.tokens -= t.length;
+    if (isError) stats.upload_error_tables++;
+    if (!uploadedIds.has(id.toString('hex'))) {
+      uploadedIds.add(id.toString('hex'));
+      stats.upload_ids++;
+    }
+    agent.busy++;
+    post(Buffer.concat([Buffer.from([0x4a]), putVarint(t.length), t]), null, 'upload', done);
+  };
   const pump = () => {
     while (agent.busy < inflight && Date.now() < deadline) {
       if (agent.uploads.length) {
@@ -233,16 +247,7 @@ function startAgent(k) {
         agent.tokens = Math.min(SYMBOL_BUCKET, agent.tokens + (now - agent.tokensAt) / 1000 * SYMBOL_RATE);
         agent.tokensAt = now;
         if (agent.tokens > 0) {
-          const id = agent.uploads.shift();
-          const [t, isError] = symbolTable(id);
-          agent.tokens -= t.length;
-          if (isError) stats.upload_error_tables++;
-          if (!uploadedIds.has(id.toString('hex'))) {
-            uploadedIds.add(id.toString('hex'));
-            stats.upload_ids++;
-          }
-          agent.busy++;
-          post(Buffer.concat([Buffer.from([0x4a]), putVarint(t.length), t]), null, 'upload', done);
+          upload();
           continue;
         }
         if (!agent.timer) {
@@ -255,6 +260,10 @@ function startAgent(k) {
       agent.busy++;
       post(w.parts, w, false, done);
     }
+    // Time is up: like the agent's flush at exit, every table it was asked for goes before it leaves,
+    // without the rate limit (the gateway asks one agent per table: one that left with its uploads
+    // queued would leave the table missing until another agent is asked, 30 s later).
+    while (Date.now() >= deadline && agent.uploads.length && agent.busy < inflight) upload();
     if (agent.busy === 0 && !agent.done && Date.now() >= deadline) {
       agent.done = true;
       if (agent.timer) clearTimeout(agent.timer);

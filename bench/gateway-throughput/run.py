@@ -8,13 +8,17 @@ exporters [otlp_http] -> sink.py (counts bytes, answers 200). Side by side in
 the same run, the reference: the same traffic and gateway with no processors
 (agent -> otlp_http), so the cost of symbolize + batch shows as a ratio.
 
-Symbols come as in production: the recording is accompanied by the symbol
-tables the agent uploaded while it was made (RECORDING.symbols, captured by
-capture.js standing in for a gateway that wants every table), and the replayed
-agents upload them when the gateway lists them in wanted_symbols. The gateway
-has no debug directories and no debuginfod: what it names, it names from
-uploads. The fraction of frames named is read back from what the gateway
-exported (the sink keeps the bodies); below 95 % in the warm run is a failure.
+Symbols come from the two sources a central gateway has. A real debuginfod
+(Debian's `debuginfod`, started here) serves the host's /usr/lib/debug
+(libc6-dbg: libc's internal functions by build ID), and the gateway's
+symbolize processor asks it (debuginfod_urls). Everything else comes from
+the agents: the recording is accompanied by the symbol tables the agent
+uploaded while it was made (RECORDING.symbols, captured by capture.js
+standing in for a gateway that wants every table), and the replayed agents
+upload them when the gateway lists them in wanted_symbols. The gateway has
+no debug directories of its own. The fraction of frames named is read back
+from what the gateway exported (the sink keeps the bodies); below 95 % in
+the warm run is a failure.
 
 For each configuration: warm-up replay (symbols uploaded and loaded, repeated
 until no agent is asked for a table any more), wait until everything accepted
@@ -28,9 +32,11 @@ run does the same on a fresh gateway without warm-up: the first seconds after a
 deploy, tables uploaded and loaded inside the measured window.
 
 Usage: run.py --build BUILD_DIR [--recording FILE [--symbols FILE]] [--seconds 10] [--warmup 3]
-              [--agents 16] [--inflight 4] [--record-seconds 20] [--save-recording FILE] [--smoke]
+              [--agents 16] [--inflight 4] [--record-seconds 20] [--save-recording FILE]
+              [--debug-dir /usr/lib/debug | --no-debuginfod] [--smoke]
 Without --recording it records one (as root): stackrelay-agent --duration N
---gateway CAPTURE --output FILE while a multi-process CPU-bound workload runs.
+--gateway CAPTURE --output FILE while the project's own workloads run in a
+cgroup of their own, which is all the agent profiles (profiling.cgroups).
 """
 import argparse
 import gzip
@@ -41,7 +47,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import socket
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -94,51 +102,178 @@ def wait_file(path, timeout=10.0):
     raise SystemExit("run.py: %s did not appear" % path)
 
 
+def cgroup2_root():
+    with open("/proc/mounts") as f:
+        for line in f:
+            dev, mnt, fstype = line.split()[:3]
+            if fstype == "cgroup2":
+                return mnt
+    return None
+
+
+# The recorded workload: the project's own programs (tests/workloads, bench/agent-overhead), all built with
+# their symbols, and the libc code they call (qsort, memcpy, stdio, clock_gettime), whose internal functions
+# debuginfod names from libc6-dbg; syscalls spends its time in the kernel (named from the agent's kallsyms).
+# Not Debian's stripped tools (gzip, ls, sh, python3): no symbolizer can name a frame of a binary that has
+# neither symbols nor debug info, so they would measure the host's packaging, not the gateway.
+WORKLOADS = [
+    ("bench/agent-overhead/cpuwork", ["2", "100000"]),  # 2 workers under a 24-deep call chain
+    ("tests/workloads/qsortdeep", ["{s}"]),  # libc qsort + memcpy under a chain without frame pointers
+    ("tests/workloads/alphabeta-nofp", ["{s}"]),  # no frame pointers: table unwinding
+    ("tests/workloads/threads", ["{s}"]),  # 3 named threads
+    ("tests/workloads/uselib", ["{s}"]),  # a shared library at a random address
+    ("tests/workloads/syscalls", ["{s}"]),  # read/write: kernel stacks
+]
+
+
 def record(build, out, seconds):
-    """Records real agent traffic while a multi-process CPU-bound workload runs."""
+    """Records real agent traffic while the project's CPU-bound workloads run (see WORKLOADS)."""
     if os.geteuid() != 0:
         raise SystemExit("run.py: recording needs root (BPF); pass --recording FILE")
+    # The workload gets a cgroup of its own and the agent profiles only it: the rest of this host (other
+    # engineers' compilers, Debian's stripped python3) is not what the bench measures.
+    root = cgroup2_root()
+    cg = os.path.join(root, "sr-bench-%d" % os.getpid()) if root else None
+    if cg:
+        os.makedirs(cg, exist_ok=True)
+    else:
+        print("run.py: no cgroup2 mount: recording every process on this host, not only the workload",
+              file=sys.stderr)
+    agent_cfg = out + ".agent.yaml"
+    with open(agent_cfg, "w") as f:
+        f.write("profiling:\n  cgroups: [%s]\n" % cg if cg else "{}\n")
+
+    def into_cgroup():
+        if cg:
+            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+
     # The agent sends to capture.js too (with --gateway, --output means "also"): it is asked for every
     # table and uploads them as it would to a gateway that has none; they are kept in OUT.symbols.
     port_file = out + ".capture.port"
     capture = subprocess.Popen(["node", os.path.join(HERE, "capture.js"), port_file, out + ".symbols",
                                 "--max-seconds", str(seconds + 120)], stdout=subprocess.PIPE, text=True)
     wait_file(port_file)
-    agent = subprocess.Popen([os.path.join(build, "agent/stackrelay-agent"), "--duration", str(seconds),
-                              "--frequency", "97", "--output", out, "--log-level", "warn",
+    agent = subprocess.Popen([os.path.join(build, "agent/stackrelay-agent"), "--config", agent_cfg,
+                              "--duration", str(seconds), "--frequency", "97", "--output", out,
+                              "--log-level", "warn",
                               "--gateway", "http://127.0.0.1:%s" % open(port_file).read().strip()],
                              stderr=subprocess.DEVNULL)
     time.sleep(1)
-    work = [
-        # cpuwork: workers under a 24-deep call chain (frame pointers).
-        subprocess.Popen([os.path.join(build, "bench/agent-overhead/cpuwork"), "2", "100000"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
-        # An interpreter with a wide, changing set of stacks.
-        subprocess.Popen([sys.executable, "-c",
-                          "import json,re,hashlib,time\nt=time.time()\n"
-                          "while time.time()-t<%d:\n"
-                          " s=json.dumps([{'a':i,'b':str(i)*5} for i in range(2000)]);json.loads(s);"
-                          "re.findall(r'\\d+',s);hashlib.sha256(s.encode()).hexdigest()" % (seconds - 2)],
-                         start_new_session=True),
-        # Short-lived processes: compression, sorting, directory walks.
-        subprocess.Popen(["timeout", str(seconds - 2), "sh", "-c",
-                          "while :; do gzip -c %s | sha1sum >/dev/null; ls -R /usr/include >/dev/null; done"
-                          % os.path.join(build, "gateway/stackrelay-gateway")], start_new_session=True),
-    ]
-    agent.wait(timeout=seconds + 90)
-    for w in work:
-        # Each in its own session: cpuwork's workers (and the loop's children) go with their leader.
-        try:
-            os.killpg(w.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        w.wait()
+    work = []
+    stop = threading.Event()
+    try:
+        for rel, argv in WORKLOADS:
+            work.append(subprocess.Popen([os.path.join(build, rel)] + [a.format(s=seconds - 2) for a in argv],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         start_new_session=True, preexec_fn=into_cgroup))
+
+        # Short-lived processes, one after the other (each burns 200 ms in short_work and exits):
+        # their executables and mappings come and go while the agent runs.
+        def short_lived():
+            end = time.time() + seconds - 2
+            while time.time() < end and not stop.is_set():
+                subprocess.run([os.path.join(build, "tests/workloads/shortlived"), "200"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=into_cgroup)
+
+        shorts = threading.Thread(target=short_lived, daemon=True)
+        shorts.start()
+        agent.wait(timeout=seconds + 90)
+    finally:
+        stop.set()
+        for w in work:
+            # Each in its own session: cpuwork's workers go with their leader.
+            try:
+                os.killpg(w.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            w.wait()
+        if cg:
+            for _ in range(100):
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
     capture.terminate()
     cap = json.loads(capture.communicate(timeout=30)[0].strip().splitlines()[-1])
     if agent.returncode != 0 or not os.path.exists(out):
         raise SystemExit("run.py: the agent failed to record (try: stackrelay-agent --check)")
     print("recorded: %s; the agent uploaded %d symbol tables (%d of them errors: file unreadable), %d bytes" %
           (out, cap["tables"], cap["error_tables"], cap["table_bytes"]))
+
+
+def gnu_build_id(path):
+    """The GNU build ID (hex) of an ELF file, from its PT_NOTE segments (64-bit little-endian only)."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type != 4:  # PT_NOTE
+            continue
+        j, end = p_offset, p_offset + p_filesz
+        while j + 12 <= end:
+            namesz, descsz, ntype = struct.unpack_from("<III", data, j)
+            name = data[j + 12:j + 12 + namesz]
+            desc_at = j + 12 + ((namesz + 3) & ~3)
+            if ntype == 3 and name[:3] == b"GNU":
+                return data[desc_at:desc_at + descsz].hex()
+            j = desc_at + ((descsz + 3) & ~3)
+    return None
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_debuginfod(debug_dir, tmp):
+    """A real debuginfod (Debian's) serving debug_dir on loopback; returns (process, url) once it serves
+    the debug file of this host's libc (libc6-dbg), or raises SystemExit saying what is missing."""
+    if not shutil.which("debuginfod"):
+        raise SystemExit("run.py: debuginfod not installed (scripts/install-deps installs it; or --no-debuginfod)")
+    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
+                             "/usr/lib/x86_64-linux-gnu/libc.so.6") if os.path.exists(p)), None)
+    bid = gnu_build_id(libc) if libc else None
+    if not bid or not os.path.exists(os.path.join(debug_dir, ".build-id", bid[:2], bid[2:] + ".debug")):
+        raise SystemExit("run.py: no debug file for this host's libc (%s, build ID %s) in %s: install libc6-dbg "
+                         "(scripts/install-deps), or run with --no-debuginfod" % (libc, bid, debug_dir))
+    port = free_port()
+    log = open(os.path.join(tmp, "debuginfod.log"), "w")
+    proc = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", os.path.join(tmp, "debuginfod.sqlite"),
+                             "-t", "0", "-g", "0", debug_dir], stdout=log, stderr=subprocess.STDOUT)
+    url = "http://127.0.0.1:%d" % port
+    end = time.time() + 120
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit("run.py: debuginfod exited: " + open(log.name).read()[-2000:])
+        try:
+            with urllib.request.urlopen("%s/buildid/%s/debuginfo" % (url, bid), timeout=5) as r:
+                if r.status == 200:
+                    break
+        except Exception:
+            pass
+        if time.time() > end:
+            proc.kill()
+            raise SystemExit("run.py: debuginfod did not index %s in 120 s" % debug_dir)
+        time.sleep(0.2)
+    # Until the first scan is over, some build IDs may not be indexed yet: wait for it (bounded).
+    while time.time() < end:
+        try:
+            text = urllib.request.urlopen(url + "/metrics", timeout=5).read().decode()
+        except Exception:
+            text = ""
+        if re.search(r'^thread_work_pending\{role="scan"\} 0$', text, re.M) or \
+                not re.search(r'^thread_work_pending\{role="scan"\}', text, re.M):
+            break
+        time.sleep(0.2)
+    return proc, url, libc, bid
 
 
 def executables(recording):
@@ -196,7 +331,7 @@ def otlp_frames(body, acc):
         body = gzip.decompress(body)
     F = list(_fields(body))
     dic = next((v for f, v in F if f == 2), b"")
-    strings, functions, locations, stacks = [], [], [], []
+    strings, functions, locations, loc_mapping, mappings, stacks = [], [], [], [], [], []
     for f, v in _fields(dic):
         if f == 5:
             strings.append(v.decode(errors="replace"))
@@ -204,14 +339,18 @@ def otlp_frames(body, acc):
             functions.append(dict(_fields(v)).get(1, 0))
         elif f == 2:
             locations.append(next((dict(_fields(ln)).get(1, 0) for g, ln in _fields(v) if g == 3), None))
+            loc_mapping.append(next((m for g, m in _fields(v) if g == 1 and isinstance(m, int)), 0))
+        elif f == 1:
+            mappings.append(next((m for g, m in _fields(v) if g == 4 and isinstance(m, int)), 0))
         elif f == 7:
             stacks.append(_ints(_fields(v), 1))
     # One class per location: 0 unsymbolized, 1 fallback, 2 named.
     cls, fb_bin = [], []
-    for fi in locations:
+    for li, fi in enumerate(locations):
         if fi is None:
             cls.append(0)
-            fb_bin.append(None)
+            mi = loc_mapping[li]
+            fb_bin.append(strings[mappings[mi]] if mi < len(mappings) and mappings[mi] < len(strings) else "?")
         else:
             name = strings[functions[fi]] if fi < len(functions) and functions[fi] < len(strings) else ""
             m = FALLBACK_NAME.search(name)
@@ -219,12 +358,14 @@ def otlp_frames(body, acc):
             fb_bin.append(name[:m.start()] if m else None)
     per_stack = []
     for st in stacks:
-        c = [0, 0, 0, {}]
+        c = [0, 0, 0, {}, {}]
         for li in st:
             k = cls[li] if li < len(cls) else 0
             c[k] += 1
             if k == 1:
                 c[3][fb_bin[li]] = c[3].get(fb_bin[li], 0) + 1
+            elif k == 0 and li < len(fb_bin):
+                c[4][fb_bin[li]] = c[4].get(fb_bin[li], 0) + 1
         per_stack.append(c)
     for f, rp in F:
         if f != 1:
@@ -242,13 +383,15 @@ def otlp_frames(body, acc):
                     si = next((v for q, v in sf if q == 1 and isinstance(v, int)), 0)
                     vals = _ints(sf, 4)
                     n = vals[0] if vals else max(len(_ints(sf, 5, fixed=True)), 1)
-                    c = per_stack[si] if si < len(per_stack) else (0, 0, 0, {})
+                    c = per_stack[si] if si < len(per_stack) else (0, 0, 0, {}, {})
                     acc["unsymbolized"] += c[0] * n
                     acc["fallback"] += c[1] * n
                     acc["named"] += c[2] * n
                     acc["samples"] += n
                     for b, k in c[3].items():
                         acc["fallback_by_binary"][b] = acc["fallback_by_binary"].get(b, 0) + k * n
+                    for b, k in c[4].items():
+                        acc["unsymbolized_by_binary"][b] = acc["unsymbolized_by_binary"].get(b, 0) + k * n
 
 
 def _varint(b, i):
@@ -305,7 +448,8 @@ def _ints(fields, num, fixed=False):
 
 def kept_frames(path, first, last):
     """Frames of the bodies the sink kept (sink.py --keep) with request numbers first..last."""
-    acc = {"named": 0, "fallback": 0, "unsymbolized": 0, "samples": 0, "requests": 0, "fallback_by_binary": {}}
+    acc = {"named": 0, "fallback": 0, "unsymbolized": 0, "samples": 0, "requests": 0, "fallback_by_binary": {},
+           "unsymbolized_by_binary": {}}
     with open(path, "rb") as f:
         while True:
             hdr = f.readline()
@@ -362,11 +506,13 @@ def run_config(args, name, processors, tmp, cold=False):
             if processors:
                 f.write("processors:\n")
             if "symbolize" in processors:
-                # As a central gateway: an on-disk store of its own (empty at start), no debug directories
-                # or debuginfod; symbols come from the agents' uploads. wait_for_symbols: the default.
+                # As a central gateway: an on-disk store of its own (empty at start: debuginfod's files are
+                # fetched into it too), no debug directories; symbols come from debuginfod and the agents'
+                # uploads. wait_for_symbols: the default.
                 cache = os.path.join(tmp, slug + ".cache")
                 os.makedirs(cache)
-                f.write("  symbolize: {cache_dir: %s, debug_dirs: []}\n" % cache)
+                f.write("  symbolize: {cache_dir: %s, debug_dirs: [], debuginfod_urls: [%s]}\n" % (
+                    cache, args.debuginfod_url or ""))
             if "batch" in processors:
                 f.write("  batch: {timeout: 1s}\n")
             f.write("exporters:\n  otlp_http: {endpoint: \"http://127.0.0.1:%d\"}\n" % port)
@@ -462,12 +608,27 @@ def main():
     ap.add_argument("--save-recording", metavar="FILE", help="keep the recording made here (and FILE.symbols)")
     ap.add_argument("--min-named", type=float, default=0.95, help="fail below this fraction of frames named "
                     "in the warm run (default 0.95; not checked with --smoke)")
+    ap.add_argument("--debug-dir", default="/usr/lib/debug", help="what the bench's debuginfod serves "
+                    "(default /usr/lib/debug: libc6-dbg)")
+    ap.add_argument("--no-debuginfod", action="store_true", help="no debuginfod: names from agent uploads only")
     ap.add_argument("--smoke", action="store_true", help="short run, no verdict (for the test suite)")
     ap.add_argument("--json", help="also write the results there")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     tmp = tempfile.mkdtemp(prefix="sr-bench-e2e-")
+    dbgd = None
+    args.debuginfod_url = None
     try:
+        if not args.no_debuginfod:
+            try:
+                dbgd, args.debuginfod_url, libc, bid = start_debuginfod(args.debug_dir, tmp)
+                print("debuginfod: %s serving %s (%s, build ID %s, has its debug file)" % (
+                    args.debuginfod_url, args.debug_dir, libc, bid))
+            except SystemExit as e:
+                if not args.smoke:
+                    raise
+                # The smoke test checks the plumbing, not the names: it goes on without.
+                print("%s; the smoke run goes on without debuginfod" % e)
         if not args.recording:
             args.recording = os.path.join(tmp, "recording.bin")
             record(args.build, args.recording, args.record_seconds)
@@ -526,6 +687,10 @@ def main():
             if top:
                 print("  fallback frames by binary (no symbol covers the address, or the agent had no table): " +
                       ", ".join("%s %.2f %%" % (b, 100 * v / total) for b, v in top))
+            top = sorted(fr["unsymbolized_by_binary"].items(), key=lambda kv: -kv[1])[:8]
+            if top:
+                print("  frames without lines by mapping (symbols not there before the batch's wait ran out): " +
+                      ", ".join("%s %.2f %%" % (b or "-", 100 * v / total) for b, v in top))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
@@ -533,22 +698,39 @@ def main():
             if r["exported_samples"] <= 0 or r["sent_samples"] <= 0:
                 print("run.py: nothing went through (%s)" % r["config"], file=sys.stderr)
                 return 1
+        for r in (full, cold):
+            # The gateway asks one agent at a time for a table (docs/agent-protocol.md): with many agents
+            # replaying the same executables at once, each table is still uploaded once.
+            su = r["symbol_uploads"]
+            if su["uploads"] > su["upload_ids"]:
+                print("run.py: FAILED: %s: %d symbol table uploads for %d IDs: the gateway asked several agents "
+                      "for the same table" % (r["config"], su["uploads"], su["upload_ids"]), file=sys.stderr)
+                return 1
         if not args.smoke:
             print("target >= 3,000,000 CPU samples/s per core end to end, warm: %s (%.2f M); cold (fresh gateway, "
                   "tables uploaded in the window): %.2f M, %.1f %% of frames named" % (
                       "met" if full["samples_per_cpu_s"] >= 3e6 else "NOT met", full["samples_per_cpu_s"] / 1e6,
                       cold["samples_per_cpu_s"] / 1e6, 100 * cold["frames_out"]["named_fraction"]))
             if full["frames_out"]["named_fraction"] < args.min_named:
-                top = sorted(full["frames_out"]["fallback_by_binary"].items(), key=lambda kv: -kv[1])[:3]
+                top = sorted(list(full["frames_out"]["fallback_by_binary"].items()) +
+                             list(full["frames_out"]["unsymbolized_by_binary"].items()), key=lambda kv: -kv[1])[:3]
                 print("\nrun.py: FAILED: only %.1f %% of the frames exported in the warm window were named (need >= "
                       "%.0f %%), so the symbolize figure is not the cost of naming every frame. Unnamed most: %s. "
-                      "Symbol tables: %s (a stripped binary's table names only its exported functions; see "
-                      "bench/gateway-throughput/README.md)." % (
+                      "Symbol tables: %s; debuginfod: %s (a binary with neither symbols nor debug info cannot be "
+                      "named; see bench/gateway-throughput/README.md)." % (
                           100 * full["frames_out"]["named_fraction"], 100 * args.min_named,
-                          ", ".join(b for b, _ in top) or "-", args.symbols or "none given"), file=sys.stderr)
+                          ", ".join(b for b, _ in top) or "-", args.symbols or "none given",
+                          args.debuginfod_url or "none"), file=sys.stderr)
                 return 1
         return 0
     finally:
+        if dbgd:
+            dbgd.terminate()
+            try:
+                dbgd.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                dbgd.kill()
+                dbgd.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 if __name__ == "__main__":
