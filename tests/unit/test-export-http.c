@@ -41,6 +41,7 @@
 #include "log.h"
 #include "processors/memory_limiter.h"
 #include "test-export-util.h"
+#include "test-filter.h"
 
 extern const struct gw_component_type gw_exporter_otlp_http;
 extern const struct gw_component_type gw_exporter_otlp_grpc;
@@ -1039,5 +1040,6 @@ int main(int argc, char **argv)
 	sr_log_set_level(getenv("SR_TEST_VERBOSE") ? SR_LOG_DEBUG : SR_LOG_ERROR);
 	if (argc == 4 && strcmp(argv[1], "--child-persistent") == 0)
 		return child_main(argv[2], (unsigned)atoi(argv[3]));
+	sr_test_filter_from_env();
 	return cmocka_run_group_tests_name("export-http", tests, NULL, NULL);
 }
