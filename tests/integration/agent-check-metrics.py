@@ -12,6 +12,7 @@
 import os
 import shutil
 import socket
+import signal
 import subprocess
 import sys
 import time
@@ -69,17 +70,23 @@ def main():
         with open(cfg, "w") as f:
             f.write("gateway:\n  flush_timeout: 1s\nprofiling:\n  frequency: 99\n"
                     "telemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" % port)
-        work, _ = agentlib.start([env.workload("alphabeta-fp"), "6"])
-        agent = subprocess.Popen([env.agent, "--config", cfg, "--duration", "4", "--output",
+        work, _ = agentlib.start([env.workload("alphabeta-fp"), "30"])
+        agent = subprocess.Popen([env.agent, "--config", cfg, "--duration", "30", "--output",
                                   os.path.join(env.tmp, "out.pb")], stderr=subprocess.PIPE, text=True)
+        # Scrape until the agent has drained samples and tracks the workload
+        # (at start-up it builds unwind tables for every process first, which
+        # takes seconds under a sanitizer on a loaded machine), bounded.
         text = None
-        deadline = time.time() + 3.0
-        while time.time() < deadline:
+        deadline = time.time() + 25.0
+        while time.time() < deadline and agent.poll() is None:
             time.sleep(0.5)
             try:
                 text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
             except (urllib.error.URLError, ConnectionError):
                 continue
+            m = parse_metrics(text)
+            if m.get("stackrelay_agent_samples_total", 0) > 0 and m.get("stackrelay_agent_processes", 0) >= 1:
+                break
         status = None
         try:
             urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=5)
@@ -87,6 +94,7 @@ def main():
             status = e.code
         except urllib.error.URLError:
             pass
+        agent.send_signal(signal.SIGTERM)
         stderr = agent.communicate(timeout=60)[1]
         work.kill()
         work.wait()
