@@ -391,6 +391,8 @@ int handle_exec(u64 *ctx)
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct pt_regs *regs;
 
+	if (filtered(bpf_get_current_pid_tgid() >> 32, task) >= 0)
+		return 0;
 	/*
 	 * exec maps the program and its interpreter in the kernel, without
 	 * mmap(2): report the program's text and the code where it will start
@@ -579,6 +581,24 @@ static __always_inline void report_vma(__u64 addr)
  * trampolines are locked down, and uprobe_mmap/perf_event_mmap are not
  * always traceable.)
  */
+#define SR_PROT_EXEC 0x4
+#define SR_MAP_ANONYMOUS 0x20
+
+/*
+ * Whether the mmap(2) whose exit this is asked for executable file memory:
+ * at the syscall's exit the task's user registers still hold its arguments
+ * (prot is the third, flags the fourth). Most mmaps are data (malloc arenas,
+ * thread stacks, files read by mapping them): they return here, before the
+ * filters and bpf_find_vma()'s walk under the mmap lock.
+ */
+static __always_inline bool mmap_wants_exec(struct pt_regs *regs)
+{
+	unsigned long prot = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	unsigned long flags = PT_REGS_PARM4_CORE_SYSCALL(regs);
+
+	return (prot & SR_PROT_EXEC) && !(flags & SR_MAP_ANONYMOUS);
+}
+
 SEC("tracepoint/syscalls/sys_exit_mmap")
 int handle_mmap_exit(struct trace_event_raw_sys_exit *ctx)
 {
@@ -586,11 +606,11 @@ int handle_mmap_exit(struct trace_event_raw_sys_exit *ctx)
 
 	if (ret < 0 && ret > -4096)
 		return 0;
+	if (!mmap_wants_exec((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf())))
+		return 0;
 	report_vma((__u64)ret);
 	return 0;
 }
-
-#define SR_PROT_EXEC 0x4
 
 /*
  * Every file mapping goes through vm_mmap_pgoff(): mmap(2) and the ELF
@@ -629,7 +649,7 @@ int BPF_KRETPROBE(handle_vm_mmap_ret, unsigned long ret)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
-	if (BPF_CORE_READ(regs, orig_ax) != SR_NR_MMAP || (ret < 0 && ret > -4096))
+	if (BPF_CORE_READ(regs, orig_ax) != SR_NR_MMAP || (ret < 0 && ret > -4096) || !mmap_wants_exec(regs))
 		return 0;
 	report_vma((__u64)ret);
 	return 0;

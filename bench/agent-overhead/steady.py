@@ -20,9 +20,14 @@ a warm-up:
 Prints a Markdown table of medians and the agent/perf ratio.
 
 Usage (root): bench/agent-overhead/steady.py --build build [--hz 19] [--seconds 60]
-              [--rounds 3] [--busy N] [--gateway]
+              [--rounds 3] [--busy N] [--gateway] [--cgroup]
 --gateway also runs a stackrelay-gateway (no processors, exporting to a local
 sink that answers 200) and points the agent at it, so the sender's cost is in.
+--cgroup puts the spinners in a cgroup v2 of their own and limits the agent
+to it (profiling.cgroups), so that other work on the machine (builds, tests:
+new processes and files, which the agent must handle) does not count: the
+figure is then the cost of profiling the busy CPUs alone, on any machine.
+perf stays system-wide (its own process does almost nothing either way).
 """
 import argparse
 import glob
@@ -38,7 +43,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from procstats import fdinfo, proc_cpu_ns  # noqa: E402
+from procstats import bpf_progs, fdinfo, proc_cpu_ns  # noqa: E402
 
 
 def ctx_switches(pid):
@@ -54,15 +59,13 @@ def ctx_switches(pid):
 
 
 def bpf_totals(pid):
-    """(BPF program run time ns, run count, BPF map memlock bytes) over the objects pid holds."""
-    ns = cnt = memlock = 0
-    for kv in fdinfo(pid).values():
-        if "prog_id" in kv:
-            ns += int(kv.get("run_time_ns", 0))
-            cnt += int(kv.get("run_cnt", 0))
-        elif "map_id" in kv:
-            memlock += int(kv.get("memlock", 0))
-    return ns, cnt, memlock
+    """({program name: (run time ns, run count)}, BPF map memlock bytes) over the objects pid holds."""
+    progs = {}
+    for name, ns, cnt in bpf_progs(pid).values():
+        t = progs.get(name or "?", (0, 0))
+        progs[name or "?"] = (t[0] + ns, t[1] + cnt)
+    memlock = sum(int(kv.get("memlock", 0)) for kv in fdinfo(pid).values() if "map_id" in kv)
+    return progs, memlock
 
 
 def rss_kib(pid):
@@ -89,6 +92,17 @@ def rss_kib(pid):
     return total, kinds
 
 
+def make_cgroup():
+    """A cgroup v2 directory for the spinners (the unified hierarchy, wherever it is mounted)."""
+    for root in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        if os.path.exists(os.path.join(root, "cgroup.procs")) and \
+                os.path.exists(os.path.join(root, "cgroup.controllers")):
+            path = os.path.join(root, "sr-bench-steady-%d" % os.getpid())
+            os.mkdir(path)
+            return path
+    raise SystemExit("--cgroup: no cgroup v2 hierarchy mounted")
+
+
 def wait_ready(p, needle, timeout=30):
     ready = threading.Event()
 
@@ -102,24 +116,35 @@ def wait_ready(p, needle, timeout=30):
 
 def measure(pid, seconds, bpf):
     cpu0, ctx0 = proc_cpu_ns(pid), ctx_switches(pid)
-    b0 = bpf_totals(pid) if bpf else (0, 0, 0)
+    p0 = bpf_totals(pid)[0] if bpf else {}
     time.sleep(seconds)
     cpu1, ctx1 = proc_cpu_ns(pid), ctx_switches(pid)
-    b1 = bpf_totals(pid) if bpf else (0, 0, 0)
+    p1, maps = bpf_totals(pid) if bpf else ({}, 0)
     rss, kinds = rss_kib(pid)
-    return {"cpu": (cpu1 - cpu0) / 1e9, "bpf": (b1[0] - b0[0]) / 1e9, "bpf_runs": b1[1] - b0[1],
-            "wakeups": (ctx1 - ctx0) / seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": b1[2]}
+    # Per program: (s, runs) in the window. The sampling programs' cost follows the
+    # frequency; the hooks' (exec, fork, exit, mmap) follows the host's process churn.
+    progs = {n: ((v[0] - p0.get(n, (0, 0))[0]) / 1e9, v[1] - p0.get(n, (0, 0))[1]) for n, v in p1.items()}
+    return {"cpu": (cpu1 - cpu0) / 1e9, "bpf": sum(v[0] for v in progs.values()),
+            "bpf_runs": sum(v[1] for v in progs.values()), "progs": progs,
+            "sampling_bpf": sum(v[0] for n, v in progs.items() if n in SAMPLING_PROGS),
+            "wakeups": (ctx1 - ctx0) / seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": maps}
 
 
-def run_agent(args, tmp, gw_endpoint):
+# The programs that run per sample (the rest are the mapping and process hooks).
+SAMPLING_PROGS = ("do_sample", "unwind_user")
+
+
+def run_agent(args, tmp, gw_endpoint, cgroup):
     cmd = [os.path.join(args.build, "agent", "stackrelay-agent"), "--frequency", str(args.hz), "--log-level", "info"]
-    if gw_endpoint:
-        cfg = os.path.join(tmp, "agent.yaml")
-        with open(cfg, "w") as f:
+    cfg = os.path.join(tmp, "agent.yaml")
+    with open(cfg, "w") as f:
+        if gw_endpoint:
             f.write("gateway:\n  endpoint: %s\ntelemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" %
                     (gw_endpoint, free_port()))
-        cmd += ["--config", cfg]
-    else:
+        if cgroup:
+            f.write("profiling:\n  cgroups: [%s]\n" % cgroup)
+    cmd += ["--config", cfg]
+    if not gw_endpoint:
         cmd += ["--output", os.path.join(tmp, "agent.pb")]
     p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     if not wait_ready(p, "msg=profiling "):
@@ -196,6 +221,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--busy", type=int, default=os.cpu_count())
     ap.add_argument("--gateway", action="store_true")
+    ap.add_argument("--cgroup", action="store_true")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (BPF, system-wide perf)")
@@ -203,7 +229,14 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sr-steady-")
     stats_path = "/proc/sys/kernel/bpf_stats_enabled"
     old_stats = open(stats_path).read().strip()
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    cgroup = make_cgroup() if args.cgroup else None
+
+    def enter():
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write("0")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=enter)
+                for _ in range(args.busy)]
     gw = sink = None
     load_before = open("/proc/loadavg").read().split()[0]
     res = {"agent": [], "perf": []}
@@ -213,11 +246,14 @@ def main():
             gw, sink, endpoint = start_gateway(args, tmp)
         open(stats_path, "w").write("1")
         for rnd in range(args.rounds):
-            m = run_agent(args, tmp, endpoint)
+            m = run_agent(args, tmp, endpoint, cgroup)
             res["agent"].append(m)
             print("round %d agent: %.4f s CPU + %.4f s BPF (%d runs), %.1f wake-ups/s, RSS %.1f MiB %s, "
                   "BPF maps %.1f MiB" % (rnd + 1, m["cpu"], m["bpf"], m["bpf_runs"], m["wakeups"], m["rss"],
                                          m["kinds"], m["maps"] / 2**20), file=sys.stderr)
+            print("    BPF by program: " + ", ".join(
+                "%s %.2f ms / %d runs" % (n, 1e3 * t, c) for n, (t, c) in sorted(m["progs"].items()) if c),
+                file=sys.stderr)
             if have_perf:
                 m = run_perf(args, tmp)
                 res["perf"].append(m)
@@ -231,23 +267,30 @@ def main():
             if p:
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        if cgroup:
+            for s in spinners:
+                s.wait()
+            os.rmdir(cgroup)
 
     def med(kind, key):
         return statistics.median(m[key] for m in res[kind])
     w = args.seconds
     print("%d busy CPUs (of %d), %d Hz, %d rounds of %.0f s, medians; kernel %s; load average before: %s%s" %
           (args.busy, os.cpu_count(), args.hz, args.rounds, w, os.uname().release, load_before,
-           "; agent sends to a gateway" if args.gateway else "; agent writes --output"))
+           ("; agent sends to a gateway" if args.gateway else "; agent writes --output") +
+           ("; agent limited to the spinners' cgroup" if cgroup else "")))
     print()
-    print("| profiler | user+sys % of a core | BPF % of a core | total % of a core | wake-ups/s | RSS MiB |")
-    print("|---|---|---|---|---|---|")
+    print("| profiler | user+sys % of a core | BPF per sample (% of a core) | BPF hooks (% of a core) "
+          "| total % of a core | wake-ups/s | RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
     a_total = statistics.median((m["cpu"] + m["bpf"]) for m in res["agent"])
-    print("| stackrelay-agent | %.3f | %.3f | %.3f | %.1f | %.1f |" %
-          (100 * med("agent", "cpu") / w, 100 * med("agent", "bpf") / w, 100 * a_total / w,
+    print("| stackrelay-agent | %.3f | %.3f | %.3f | %.3f | %.1f | %.1f |" %
+          (100 * med("agent", "cpu") / w, 100 * med("agent", "sampling_bpf") / w,
+           100 * statistics.median(m["bpf"] - m["sampling_bpf"] for m in res["agent"]) / w, 100 * a_total / w,
            med("agent", "wakeups"), med("agent", "rss")))
     if res["perf"]:
         p_total = med("perf", "cpu")
-        print("| perf record -a -g | %.3f | (not measurable) | ≥ %.3f | %.1f | %.1f |" %
+        print("| perf record -a -g | %.3f | (not measurable) | — | ≥ %.3f | %.1f | %.1f |" %
               (100 * p_total / w, 100 * p_total / w, med("perf", "wakeups"), med("perf", "rss")))
         print()
         print("agent total / perf record's own CPU: %.2f (perf's interrupt-time cost not included)" %
