@@ -3,7 +3,7 @@
 
   proc_cpu_ns(pid)   user + system CPU of every thread, ns (schedstat; /proc/PID/stat counts 10 ms ticks)
   fdinfo(pid)        {fd path: {key: value}} of the BPF programs and maps it holds
-  bpf_progs(pid)     {prog id: (name, run_time_ns, run_cnt)} of the BPF programs it holds, once each
+  bpf_progs(pid)     {name: (run_time_ns, run_cnt)} of the BPF programs it holds, once each
 """
 import glob
 import json
@@ -37,18 +37,20 @@ def fdinfo(pid):
     return out
 
 
+
 def bpf_progs(pid):
-    """Each BPF program the process holds, once (links and duplicated fds name the same prog_id)."""
-    out = {}
-    for kv in fdinfo(pid).values():
-        if "prog_id" in kv and "run_time_ns" in kv:
-            out[int(kv["prog_id"])] = [None, int(kv["run_time_ns"]), int(kv.get("run_cnt", 0))]
+    """{name: (run_time_ns, run_cnt)} of the BPF programs the process holds, each program once
+    (links and duplicated fds name the same prog_id), by bpftool's names."""
+    ids = {int(kv["prog_id"]) for kv in fdinfo(pid).values() if "prog_id" in kv}
     try:
         shown = json.loads(subprocess.run(["bpftool", "--json", "prog", "show"], capture_output=True,
                                           text=True, timeout=30).stdout or "[]")
     except (OSError, ValueError, subprocess.TimeoutExpired):
         shown = []
-    for p in shown:
-        if p.get("id") in out:
-            out[p["id"]][0] = p.get("name")
-    return {k: tuple(v) for k, v in out.items()}
+    res = {}
+    for prog in shown:
+        if prog.get("id") in ids:
+            name = prog.get("name", str(prog["id"]))
+            ns, cnt = res.get(name, (0, 0))
+            res[name] = (ns + prog.get("run_time_ns", 0), cnt + prog.get("run_cnt", 0))
+    return res

@@ -60,10 +60,7 @@ def ctx_switches(pid):
 
 def bpf_totals(pid):
     """({program name: (run time ns, run count)}, BPF map memlock bytes) over the objects pid holds."""
-    progs = {}
-    for name, ns, cnt in bpf_progs(pid).values():
-        t = progs.get(name or "?", (0, 0))
-        progs[name or "?"] = (t[0] + ns, t[1] + cnt)
+    progs = bpf_progs(pid)
     memlock = sum(int(kv.get("memlock", 0)) for kv in fdinfo(pid).values() if "map_id" in kv)
     return progs, memlock
 

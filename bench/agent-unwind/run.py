@@ -45,7 +45,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from procstats import fdinfo, proc_cpu_ns  # noqa: E402
+from procstats import bpf_progs, fdinfo, proc_cpu_ns  # noqa: E402
 
 
 STATS = "/proc/sys/kernel/bpf_stats_enabled"
@@ -99,16 +99,6 @@ def wait_rusage(p):
 def bpftool(*args):
     return json.loads(subprocess.run(["bpftool", "-j"] + list(args), capture_output=True, text=True,
                                      check=True).stdout or "null")
-
-
-def agent_progs(pid):
-    """{name: (run_time_ns, run_cnt)} of the agent's programs, by the IDs it holds."""
-    ids = {int(kv["prog_id"]) for kv in fdinfo(pid).values() if "prog_id" in kv}
-    res = {}
-    for prog in bpftool("prog", "show"):
-        if prog["id"] in ids:
-            res[prog.get("name", str(prog["id"]))] = (prog.get("run_time_ns", 0), prog.get("run_cnt", 0))
-    return res
 
 
 def metrics(port):
@@ -187,9 +177,9 @@ def part_cost(args, tmp):
                 # samples take the frame-pointer path), until WARM s before they end.
                 ws = run_workers(cmd[:1] + [str(args.seconds + 2 * WARM)] + cmd[2:], os.cpu_count())
                 time.sleep(WARM)
-                p0, m0 = agent_progs(a.p.pid), metrics(a.port)
+                p0, m0 = bpf_progs(a.p.pid), metrics(a.port)
                 time.sleep(args.seconds)
-                p1, m1 = agent_progs(a.p.pid), metrics(a.port)
+                p1, m1 = bpf_progs(a.p.pid), metrics(a.port)
                 wait_all(ws)
                 a.stop()
                 d = {k: (p1[k][0] - p0.get(k, (0, 0))[0], p1[k][1] - p0.get(k, (0, 0))[1]) for k in p1}
@@ -260,9 +250,9 @@ def part_cpu(args, tmp):
         # Both profilers get the same settling time: the agent's first seconds build tables for
         # whatever already runs on the host, perf's write its initial records.
         time.sleep(SETTLE)
-        c0, s0, p0 = proc_cpu_ns(a.p.pid), proc_cpu(a.p.pid), agent_progs(a.p.pid)
+        c0, s0, p0 = proc_cpu_ns(a.p.pid), proc_cpu(a.p.pid), bpf_progs(a.p.pid)
         wait_all(run_workers(qsd, os.cpu_count()))
-        c1, s1, p1 = proc_cpu_ns(a.p.pid), proc_cpu(a.p.pid), agent_progs(a.p.pid)
+        c1, s1, p1 = proc_cpu_ns(a.p.pid), proc_cpu(a.p.pid), bpf_progs(a.p.pid)
         m = metrics(a.port)
         total = a.stop()
         per_prog = {k: (p1[k][0] - p0.get(k, (0, 0))[0]) / 1e9 for k in p1}
@@ -286,10 +276,13 @@ def part_cpu(args, tmp):
         total = wait_rusage(p)
         size = os.path.getsize(data)
         script = timed(["perf", "script", "-i", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Its samples (one line each without call chains), for the per-sample figures.
+        psamples = subprocess.run(["perf", "script", "-i", data, "-G", "-F", "pid"], capture_output=True,
+                                  text=True).stdout.count("\n")
         report = timed(["perf", "report", "-i", data, "--stdio", "--no-children"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
         rows["perf"].append({"during": (c1 - c0) / 1e9, "stat": s1 - s0, "total": total, "size": size,
-                             "script": script, "report": report})
+                             "script": script, "report": report, "samples": psamples})
         log("cpu round %d perf: %.3f s during (stat %.2f), %.3f s in all, %.1f MB; perf script %.2f s CPU, "
             "perf report %.2f s CPU (load %s)" % (rnd + 1, (c1 - c0) / 1e9, s1 - s0, total, size / 1e6,
                                                   script[0], report[0], loadavg()))
@@ -329,6 +322,18 @@ def part_cpu(args, tmp):
     print("Like for like (both ending with unwound stacks): perf record whole life + `perf script` = %.3f s "
           "vs the agent's whole life + BPF = %.3f s: **%.1f×**." % (
               med("perf", "total") + script_cpu, a_total, (med("perf", "total") + script_cpu) / a_total))
+    # Steady state, per sample: what each costs for one unwound stack, start-up and exit left out.
+    # The agent: CPU and BPF while the workload ran, over the samples it took then. perf: its CPU
+    # while the workload ran, over that window's share of the file's samples (perf records for
+    # SETTLE seconds before it), plus `perf script`'s unwinding of every sample in the file.
+    a_ps = statistics.median((r["during"] + r["bpf"]) / r["samples"] for r in rows["agent"] if r["samples"])
+    p_ps = statistics.median(r["script"][0] / r["samples"] for r in rows["perf"] if r["samples"]) + \
+        statistics.median(r["during"] / r["samples"] for r in rows["perf"] if r["samples"]) * \
+        (args.cpu_seconds + SETTLE) / args.cpu_seconds
+    print("Per unwound stack in steady state: the agent %.1f µs (CPU + BPF while the workload ran / its %d "
+          "samples), perf record + `perf script` %.1f µs (%d samples in the file): **%.1f×**. perf's "
+          "in-kernel 8 KiB stack copy per sample is charged to the workload and not in its figure." % (
+              1e6 * a_ps, med("agent", "samples"), 1e6 * p_ps, med("perf", "samples"), p_ps / a_ps))
     print("perf afterwards (not included above): perf.data %.1f MB; `perf script` %.2f s CPU (%.2f s wall), "
           "`perf report --stdio --no-children` %.2f s CPU (%.2f s wall)." % (
               med("perf", "size") / 1e6, statistics.median(r["script"][0] for r in rows["perf"]),
