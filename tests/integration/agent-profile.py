@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Real eBPF profiling of known workloads, checked against independent truth.
 
-One agent run (--duration, --output) while the workloads of tests/workloads
-run; the output is decoded with protoc-generated classes and checked:
+One agent run (--output; stopped with SIGTERM once the workloads of
+tests/workloads are done) while they run; the output is decoded with protoc-generated classes and checked:
   - the file stands alone: every ID a sample or stack uses is defined, once;
   - accounting: samples taken in BPF = exported + dropped (from the log);
   - alphabeta (frame pointers, PIE): alpha ~70% / beta ~30% of its samples
@@ -88,18 +88,10 @@ def main():
     c = agentlib.Checks()
     out_path = os.path.join(env.tmp, "out.pb")
     try:
-        agent = subprocess.Popen([env.agent, "--duration", str(2 * PHASE_SECONDS + 3), "--frequency", str(FREQ),
-                                  "--output", out_path, "--log-level", "info"],
-                                 stderr=subprocess.PIPE, text=True)
-        log = []
-        for line in agent.stderr:
-            log.append(line)
-            sys.stderr.write(line)
-            if "msg=profiling " in line or "msg=\"profiling\"" in line:
-                break
-            if agent.poll() is not None:
-                break
-        if agent.poll() is not None:
+        # --duration only bounds the run; the agent is stopped once the workloads are done.
+        agent, log = agentlib.start_agent(env, ["--duration", "600", "--frequency", str(FREQ), "--output", out_path,
+                                                "--log-level", "info"])
+        if agent is None:
             print("agent did not start")
             return 1
 
@@ -130,12 +122,8 @@ def main():
         for p, _ in w.values():
             p.wait(timeout=60)
         t.join(timeout=60)
-        rest = agent.stderr.read()
-        sys.stderr.write(rest)
-        log.append(rest)
-        rc = agent.wait(timeout=60)
-        stderr = "".join(log)
-        c.check(rc == 0, "agent exits 0 after --duration (rc=%d)" % rc)
+        rc, stderr = agentlib.stop_agent(agent, log)
+        c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
 
         out = agentlib.Output(env.pb, out_path)
         c.check(len(out.requests) >= 1, "output holds %d PushRequest(s)" % len(out.requests))

@@ -21,9 +21,7 @@ so both paths are held to the same figures.
 SR_SHORTLIVED_ROUNDS=N repeats the whole run N times (for flake hunting).
 """
 import os
-import subprocess
 import sys
-import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agentlib  # noqa: E402
@@ -39,16 +37,10 @@ def one_round(env, c, hook):
     cfg = os.path.join(env.tmp, "agent.yaml")
     with open(cfg, "w") as f:
         f.write("profiling:\n  mapping_hook: %s\n" % hook)
-    seconds = sum(ms * n for _, ms, n in KINDS) / 1000.0 * 1.6 + 4
-    agent = subprocess.Popen([env.agent, "--config", cfg, "--duration", "%d" % seconds, "--frequency", str(FREQ),
-                              "--output", out_path, "--log-level", "info"], stderr=subprocess.PIPE, text=True)
-    log = []
-    for line in agent.stderr:
-        log.append(line)
-        if "msg=profiling " in line or "msg=\"profiling\"" in line or agent.poll() is not None:
-            break
-    if agent.poll() is not None:
-        sys.stderr.write("".join(log))
+    # --duration only bounds the run; the agent is stopped once every process has run.
+    agent, log = agentlib.start_agent(env, ["--config", cfg, "--duration", "600", "--frequency", str(FREQ),
+                                            "--output", out_path, "--log-level", "info"])
+    if agent is None:
         return c.check(False, "agent started with mapping_hook %s" % hook)
     started = agentlib.logfmt_fields("".join(log), "profiling") or {}
     used = started.get("mmap_hook", "?")
@@ -64,12 +56,8 @@ def one_round(env, c, hook):
             p.wait(timeout=30)
     for kind, ms, n in KINDS:
         run(kind, ms, n)
-    log.append(agent.stderr.read())
-    rc = agent.wait(timeout=60)
-    stderr = "".join(log)
-    if rc != 0:
-        sys.stderr.write(stderr)
-    c.check(rc == 0, "agent exits 0 after --duration (rc=%d)" % rc)
+    rc, stderr = agentlib.stop_agent(agent, log)
+    c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
     out = agentlib.Output(env.pb, out_path)
     path = env.workload("shortlived")
     syms = agentlib.Symbols(path)

@@ -214,6 +214,38 @@ def start(cmd, **kw):
     return p, [int(x) for x in line.split()]
 
 
+def start_agent(env, args):
+    """Starts the agent and waits for its "profiling" line (bounded by the agent's own start-up or exit).
+    Returns (proc, log lines), or (None, log lines) when it exited first. Tests that profile
+    workloads give the agent a generous --duration as a bound only, and stop it with stop_agent()
+    once the workloads are done: a duration sized for a quiet machine ends the profile before
+    the workloads on a loaded one."""
+    agent = subprocess.Popen([env.agent] + args, stderr=subprocess.PIPE, text=True)
+    log = []
+    for line in agent.stderr:
+        log.append(line)
+        if "msg=profiling " in line or 'msg="profiling"' in line:
+            return agent, log
+    agent.wait(timeout=30)
+    sys.stderr.write("".join(log))
+    return None, log
+
+
+def stop_agent(agent, log):
+    """SIGTERM: the agent stops sampling, drains the ring buffer, writes its last window and exits 0.
+    Returns (returncode, the whole stderr)."""
+    agent.terminate()
+    try:
+        _, rest = agent.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        _, rest = agent.communicate()
+    log.append(rest)
+    stderr = "".join(log)
+    sys.stderr.write(stderr)
+    return agent.returncode, stderr
+
+
 def run_agent(env, args, timeout):
     """Runs the agent to completion; returns (returncode, stderr)."""
     r = subprocess.run([env.agent] + args, capture_output=True, text=True, timeout=timeout)

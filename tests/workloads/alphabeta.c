@@ -2,7 +2,9 @@
 /*
  * CPU-bound workload with a known split: main() alternates between alpha()
  * and beta(), giving alpha 7 units of work and beta 3 (~70% / ~30%).
- * Usage: alphabeta SECONDS. Prints its pid first so tests can filter on it.
+ * Usage: alphabeta SECONDS (of its own CPU time, so that the samples a test
+ * can expect do not depend on the machine's load). Prints its pid first so
+ * tests can filter on it.
  * The functions are noinline and the work cannot be optimized away.
  */
 #include <stdint.h>
@@ -53,7 +55,7 @@ static double now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 

@@ -3,7 +3,7 @@
  * Multi-threaded workload: NTHREADS threads, each named "worker-N" and
  * spinning in its own function (worker_0, worker_1, worker_2), so a test can
  * check per-thread attribution (tid, thread name, leaf function).
- * Usage: threads SECONDS. Prints "pid tid0 tid1 tid2" first.
+ * Usage: threads SECONDS (of each worker's own CPU time). Prints "pid tid0 tid1 tid2" first.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -24,7 +24,7 @@ static double now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 

@@ -2,7 +2,7 @@
 /*
  * Spends its time in lib_work() of libsrwork.so (a shared library mapped at
  * a random address), so frames must be attributed to the library's build ID
- * at the library's own ELF addresses. Usage: uselib SECONDS; prints its pid.
+ * at the library's own ELF addresses. Usage: uselib SECONDS (of its own CPU time); prints its pid.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,11 +23,11 @@ int main(int argc, char **argv)
 
 	printf("%d\n", (int)getpid());
 	fflush(stdout);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	end = (double)ts.tv_sec + ts.tv_nsec / 1e9 + seconds;
 	for (;;) {
 		x = lib_work(x, 1000000);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 		if ((double)ts.tv_sec + ts.tv_nsec / 1e9 >= end)
 			break;
 	}
