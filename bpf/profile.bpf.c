@@ -446,8 +446,13 @@ int handle_exit(u64 *ctx)
 	/* Only the last thread of a process retires it. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	/* Its mapping list may have been written here alone (unwind_track_mapping): the agent may never see it. */
-	if (table_unwinding)
+	/*
+	 * Its mapping list may have been written here alone (unwind_track_mapping):
+	 * the agent may never see it. Most exiting processes have none (filtered,
+	 * or never sampled nor mapping a file): the lock-free lookup spares them
+	 * the delete's bucket lock.
+	 */
+	if (table_unwinding && bpf_map_lookup_elem(&unwind_procs, &tgid))
 		bpf_map_delete_elem(&unwind_procs, &tgid);
 	return task_event(PROFILE_EVENT_EXIT);
 }
