@@ -27,45 +27,7 @@ if (!portFile || !outPath) {
 const maxIdx = process.argv.indexOf('--max-seconds');
 const maxSeconds = maxIdx > 0 ? Number(process.argv[maxIdx + 1]) : 900;
 
-function varint(b, i) {
-  let v = 0, m = 1;
-  for (;;) {
-    const c = b[i++];
-    v += (c & 0x7f) * m;
-    m *= 128;
-    if (c < 0x80) return [v, i];
-  }
-}
-function putVarint(v) {
-  const out = [];
-  do {
-    let c = v % 128;
-    v = Math.floor(v / 128);
-    if (v) c |= 0x80;
-    out.push(c);
-  } while (v);
-  return Buffer.from(out);
-}
-function fields(m) {
-  const out = [];
-  let j = 0;
-  while (j < m.length) {
-    let key, v, body;
-    [key, j] = varint(m, j);
-    const f = Math.floor(key / 8), w = key & 7;
-    if (w === 0) [v, j] = varint(m, j);
-    else if (w === 1) j += 8;
-    else if (w === 5) j += 4;
-    else if (w === 2) {
-      let l;
-      [l, j] = varint(m, j);
-      body = m.subarray(j, j + l);
-      j += l;
-    } else throw new Error('bad wire type ' + w);
-    out.push({ f, val: v, body });
-  }
-  return out;
-}
+const { putVarint, fields } = require('./wire');
 const bytesField = (f, b) => Buffer.concat([putVarint(f * 8 + 2), putVarint(b.length), b]);
 
 const out = fs.openSync(outPath, 'w');

@@ -278,41 +278,14 @@ def start_debuginfod(debug_dir, tmp):
 
 def executables(recording):
     """(path, gnu_build_id hex) of every ExecutableDef in a recording."""
-    def varint(b, i):
-        v = s = 0
-        while True:
-            c = b[i]
-            i += 1
-            v |= (c & 0x7F) << s
-            s += 7
-            if c < 0x80:
-                return v, i
-
-    def fields(m):
-        i = 0
-        while i < len(m):
-            k, i = varint(m, i)
-            f, w = k >> 3, k & 7
-            if w == 0:
-                v, i = varint(m, i)
-                yield f, v
-            elif w == 1:
-                i += 8
-            elif w == 5:
-                i += 4
-            elif w == 2:
-                n, i = varint(m, i)
-                yield f, m[i:i + n]
-                i += n
-
     data = open(recording, "rb").read()
     out = set()
     i = 0
     while i < len(data):
-        n, i = varint(data, i)
-        for f, v in fields(data[i:i + n]):
+        n, i = _varint(data, i)
+        for f, v in _fields(data[i:i + n]):
             if f == 7:
-                d = dict(fields(v))
+                d = dict(_fields(v))
                 # id is the GNU build ID when id_kind is 1; else gnu_build_id may carry one.
                 bid = d.get(1) if d.get(2) == 1 else d.get(6)
                 if d.get(4) and bid:
