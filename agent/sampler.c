@@ -318,6 +318,7 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
 	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes, o->frequency_hz, s->n_cpus);
 	s->skel->rodata->wakeup_bytes = s->rb_bytes / AGENT_RINGBUF_WAKEUP_FRACTION;
+	s->skel->rodata->sample_limit_bytes = s->rb_bytes - s->rb_bytes / AGENT_RINGBUF_RECORD_RESERVE_FRACTION;
 	*ret_what = "size BPF maps";
 	r = bpf_map__set_max_entries(s->skel->maps.events, (uint32_t)s->rb_bytes);
 	if (!r)

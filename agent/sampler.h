@@ -30,6 +30,12 @@
  * (docs/agent.md).
  */
 #define AGENT_RINGBUF_WAKEUP_FRACTION 4
+/*
+ * 1/this of the ring buffer is kept for process and mapping records: samples
+ * stop (counted as ring_buffer_full) once the rest is full, so an agent that
+ * falls behind loses samples, never the mappings later samples need.
+ */
+#define AGENT_RINGBUF_RECORD_RESERVE_FRACTION 8
 #define AGENT_POLL_INTERVAL_MS	      1000
 /* Entries of the pid and cgroup allowlists (BPF hash maps). */
 #define AGENT_MAX_PID_FILTERS	 4096

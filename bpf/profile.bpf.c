@@ -31,6 +31,13 @@ const volatile bool track_mmaps = false;
 const volatile bool table_unwinding = false;
 /* Wake the agent for samples only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1024 * 1024;
+/*
+ * Samples stop once this much is waiting: the rest of the ring buffer is
+ * kept for process and mapping records. A lost sample is counted and costs
+ * one sample; a lost mapping would leave every later sample of that process
+ * unattributed, so when the agent falls behind, samples give way first.
+ */
+const volatile __u64 sample_limit_bytes = 7 * 1024 * 1024;
 
 /* Sizes are set by the agent before load; these are placeholders. */
 struct {
@@ -320,6 +327,11 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	count(PROFILE_CNT_SAMPLES);
+	/* Before any stack work: a sample that will not fit costs nothing more. */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= sample_limit_bytes) {
+		count(PROFILE_CNT_LOST_RINGBUF);
+		return 0;
+	}
 	kthread = (id >> 32) == 0 || (BPF_CORE_READ(task, flags) & PF_KTHREAD);
 	/*
 	 * Inside execve the user registers and memory belong to the image
