@@ -19,127 +19,15 @@
 #include "agent-ingest.h"
 #include "macro.h"
 #include "model.h"
+#include "pbwire.h"
 
-/* ---- gzip ---- */
-
-/* ---- wire reader ---- */
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-struct rd {
-	const uint8_t *p, *end;
-};
-
-struct slice {
-	const uint8_t *p;
-	size_t n;
-};
-
-static int rd_varint(struct rd *r, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned s = 0; s < 70; s += 7) {
-		if (r->p >= r->end)
-			return -EBADMSG;
-		uint8_t b = *r->p++;
-		if (s == 63 && b > 1)
-			return -EBADMSG;
-		x |= (uint64_t)(b & 0x7f) << s;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -EBADMSG;
-}
-
-static int rd_key(struct rd *r, uint32_t *field, uint32_t *wt)
-{
-	uint64_t k;
-	int e = rd_varint(r, &k);
-	if (e < 0)
-		return e;
-	if ((k >> 3) == 0 || (k >> 3) > 536870911u)
-		return -EBADMSG;
-	*field = (uint32_t)(k >> 3);
-	*wt = (uint32_t)(k & 7);
-	return 0;
-}
-
-static int rd_len(struct rd *r, struct slice *s)
-{
-	uint64_t n;
-	int e = rd_varint(r, &n);
-	if (e < 0)
-		return e;
-	if (n > (uint64_t)(r->end - r->p))
-		return -EBADMSG;
-	s->p = r->p;
-	s->n = (size_t)n;
-	r->p += n;
-	return 0;
-}
-
-static int rd_fixed64(struct rd *r, uint64_t *v)
-{
-	if (r->end - r->p < 8)
-		return -EBADMSG;
-	uint64_t x = 0;
-	for (int i = 7; i >= 0; i--)
-		x = (x << 8) | r->p[i];
-	r->p += 8;
-	*v = x;
-	return 0;
-}
-
-static int rd_skip(struct rd *r, uint32_t wt)
-{
-	uint64_t v;
-	struct slice s;
-	switch (wt) {
-	case WT_VARINT:
-		return rd_varint(r, &v);
-	case WT_I64:
-		if (r->end - r->p < 8)
-			return -EBADMSG;
-		r->p += 8;
-		return 0;
-	case WT_LEN:
-		return rd_len(r, &s);
-	case WT_I32:
-		if (r->end - r->p < 4)
-			return -EBADMSG;
-		r->p += 4;
-		return 0;
-	default:
-		return -EBADMSG; /* groups are not used by proto3 */
-	}
-}
-
-static struct rd rd_of(struct slice s)
-{
-	return (struct rd){ s.p, s.p + s.n };
-}
-
-/* Reads a field's value of the expected wire type into *v / *s. */
-static int want_varint(struct rd *r, uint32_t wt, uint64_t *v)
-{
-	return wt == WT_VARINT ? rd_varint(r, v) : -EBADMSG;
-}
-
-static int want_len(struct rd *r, uint32_t wt, struct slice *s)
-{
-	return wt == WT_LEN ? rd_len(r, s) : -EBADMSG;
-}
-
-static int want_fixed64(struct rd *r, uint32_t wt, uint64_t *v)
-{
-	return wt == WT_I64 ? rd_fixed64(r, v) : -EBADMSG;
-}
-
-#define FAIL(fmt, ...)                                                                                                 \
+/*
+ * A malformed request: errbuf says what, and where (the offset of reader rd in
+ * the body; a failed read leaves the reader at the bad item).
+ */
+#define FAIL(rd, fmt, ...)                                                                                             \
 	do {                                                                                                           \
-		snprintf(errbuf, errsize, fmt, ##__VA_ARGS__);                                                         \
+		snprintf(errbuf, errsize, fmt " (at byte %zu)", ##__VA_ARGS__, sr_pbr__offset(rd));                    \
 		e = -EBADMSG;                                                                                          \
 		goto out;                                                                                              \
 	} while (0)
@@ -184,7 +72,7 @@ static size_t utf8_copy(char *dst, const uint8_t *s, size_t n, size_t max)
 }
 
 /* A NUL-terminated UTF-8 copy in a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1. */
-static const char *cstr(char *buf, struct slice s)
+static const char *cstr(char *buf, struct sr_pb_slice s)
 {
 	utf8_copy(buf, s.p, s.n, GW_AGENT_MAX_STRING_BYTES);
 	return buf;
@@ -194,58 +82,58 @@ static const char *cstr(char *buf, struct slice s)
 
 int gw_ingest_header(const uint8_t *body, size_t len, struct gw_ingest_header *ret, char *errbuf, size_t errsize)
 {
-	struct rd r = { body, body + len };
+	struct sr_pbr r = sr_pbr_of(body, len);
 	uint32_t f, wt;
 	uint64_t v;
-	struct slice s;
+	struct sr_pb_slice s;
 	int e = 0;
 
 	memset(ret, 0, sizeof(*ret));
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("PushRequest: bad field key at byte %zu", (size_t)(r.p - body));
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "PushRequest: bad field key");
 		switch (f) {
 		case stackrelay_v1_PushRequest_protocol_version_tag:
-			if ((e = want_varint(&r, wt, &v)) < 0)
-				FAIL("PushRequest.protocol_version: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0)
+				FAIL(&r, "PushRequest.protocol_version: malformed");
 			ret->protocol_version = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 			break;
 		case stackrelay_v1_PushRequest_sequence_tag:
-			if ((e = want_varint(&r, wt, &ret->sequence)) < 0)
-				FAIL("PushRequest.sequence: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &ret->sequence)) < 0)
+				FAIL(&r, "PushRequest.sequence: malformed");
 			break;
 		case stackrelay_v1_PushRequest_sampling_frequency_hz_tag:
-			if ((e = want_varint(&r, wt, &v)) < 0)
-				FAIL("PushRequest.sampling_frequency_hz: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0)
+				FAIL(&r, "PushRequest.sampling_frequency_hz: malformed");
 			ret->frequency_hz = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 			break;
 		case stackrelay_v1_PushRequest_agent_tag: {
-			if ((e = want_len(&r, wt, &s)) < 0)
-				FAIL("PushRequest.agent: malformed");
-			struct rd a = rd_of(s);
+			if ((e = sr_pbr__field_bytes(&r, wt, &s)) < 0)
+				FAIL(&r, "PushRequest.agent: malformed");
+			struct sr_pbr a = sr_pbr__sub(&r, s);
 			while (a.p < a.end) {
-				struct slice t = { 0 };
-				if ((e = rd_key(&a, &f, &wt)) < 0)
-					FAIL("AgentInfo: bad field key");
+				struct sr_pb_slice t = { 0 };
+				if ((e = sr_pbr__tag(&a, &f, &wt)) < 0)
+					FAIL(&a, "AgentInfo: bad field key");
 				if (f == stackrelay_v1_AgentInfo_instance_id_tag) {
-					if ((e = want_len(&a, wt, &t)) < 0 || t.n > GW_ID_MAX)
-						FAIL("AgentInfo.instance_id: malformed or longer than %d bytes",
+					if ((e = sr_pbr__field_bytes(&a, wt, &t)) < 0 || t.n > GW_ID_MAX)
+						FAIL(&a, "AgentInfo.instance_id: malformed or longer than %d bytes",
 						     GW_ID_MAX);
 					ret->instance_id = t.p;
 					ret->instance_id_len = t.n;
-				} else if ((e = rd_skip(&a, wt)) < 0)
-					FAIL("AgentInfo: malformed field %u", f);
+				} else if ((e = sr_pbr__skip(&a, wt)) < 0)
+					FAIL(&a, "AgentInfo: malformed field %u", f);
 			}
 			break;
 		}
 		case stackrelay_v1_PushRequest_samples_tag:
-			if ((e = want_len(&r, wt, &s)) < 0)
-				FAIL("PushRequest.samples: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &s)) < 0)
+				FAIL(&r, "PushRequest.samples: malformed");
 			ret->n_samples++;
 			break;
 		default:
-			if ((e = rd_skip(&r, wt)) < 0)
-				FAIL("PushRequest: malformed field %u", f);
+			if ((e = sr_pbr__skip(&r, wt)) < 0)
+				FAIL(&r, "PushRequest: malformed field %u", f);
 		}
 	}
 out:
@@ -309,7 +197,7 @@ static struct sent *sset_put(struct sset *s, uint64_t h, const uint8_t *p, size_
 /* A list of IDs for the response, de-duplicated. */
 struct idlist {
 	struct sset set;
-	struct slice *v;
+	struct sr_pb_slice *v;
 	size_t n, cap;
 };
 
@@ -322,13 +210,13 @@ static int idlist_add(struct idlist *l, const uint8_t *p, size_t n)
 		return 0;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct slice *nv = realloc(l->v, cap * sizeof(*nv));
+		struct sr_pb_slice *nv = realloc(l->v, cap * sizeof(*nv));
 		if (!nv)
 			return -ENOMEM;
 		l->v = nv;
 		l->cap = cap;
 	}
-	l->v[l->n++] = (struct slice){ p, n };
+	l->v[l->n++] = (struct sr_pb_slice){ p, n };
 	return 0;
 }
 
@@ -340,68 +228,67 @@ static void idlist_free(struct idlist *l)
 
 /* ---- definitions ---- */
 
-static int parse_executable(struct gw_stores *stores, struct slice s, char *errbuf, size_t errsize)
+static int parse_executable(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize)
 {
 	char fn[GW_AGENT_MAX_STRING_BYTES + 1], path[GW_AGENT_MAX_STRING_BYTES + 1], dl[GW_AGENT_MAX_STRING_BYTES + 1];
 	struct gw_executable_def d = { 0 };
-	struct rd r = rd_of(s);
-	struct slice t = { 0 };
+	struct sr_pb_slice t = { 0 };
 	uint32_t f, wt;
 	uint64_t v;
 	int e = 0;
 
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("ExecutableDef: bad field key");
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "ExecutableDef: bad field key");
 		switch (f) {
 		case stackrelay_v1_ExecutableDef_id_tag:
-			if ((e = want_len(&r, wt, &t)) < 0 || t.n == 0 || t.n > GW_ID_MAX)
-				FAIL("ExecutableDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0 || t.n == 0 || t.n > GW_ID_MAX)
+				FAIL(&r, "ExecutableDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
 			d.id = t.p;
 			d.id_len = t.n;
 			break;
 		case stackrelay_v1_ExecutableDef_id_kind_tag:
-			if ((e = want_varint(&r, wt, &v)) < 0)
-				FAIL("ExecutableDef.id_kind: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0)
+				FAIL(&r, "ExecutableDef.id_kind: malformed");
 			d.id_kind = v <= GW_EXE_ID_KERNEL ? (enum gw_exe_id_kind)v : GW_EXE_ID_UNSPECIFIED;
 			break;
 		case stackrelay_v1_ExecutableDef_file_name_tag:
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("ExecutableDef.file_name: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "ExecutableDef.file_name: malformed");
 			d.file_name = cstr(fn, t);
 			break;
 		case stackrelay_v1_ExecutableDef_path_tag:
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("ExecutableDef.path: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "ExecutableDef.path: malformed");
 			d.path = cstr(path, t);
 			break;
 		case stackrelay_v1_ExecutableDef_file_size_tag:
-			if ((e = want_varint(&r, wt, &d.file_size)) < 0)
-				FAIL("ExecutableDef.file_size: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &d.file_size)) < 0)
+				FAIL(&r, "ExecutableDef.file_size: malformed");
 			break;
 		case stackrelay_v1_ExecutableDef_gnu_build_id_tag:
-			if ((e = want_len(&r, wt, &t)) < 0 || t.n > GW_ID_MAX)
-				FAIL("ExecutableDef.gnu_build_id: malformed or longer than %d bytes", GW_ID_MAX);
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0 || t.n > GW_ID_MAX)
+				FAIL(&r, "ExecutableDef.gnu_build_id: malformed or longer than %d bytes", GW_ID_MAX);
 			d.gnu_build_id = t.p;
 			d.gnu_build_id_len = t.n;
 			break;
 		case stackrelay_v1_ExecutableDef_debuglink_tag:
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("ExecutableDef.debuglink: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "ExecutableDef.debuglink: malformed");
 			d.debuglink = cstr(dl, t);
 			break;
 		case stackrelay_v1_ExecutableDef_is_go_tag:
-			if ((e = want_varint(&r, wt, &v)) < 0)
-				FAIL("ExecutableDef.is_go: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0)
+				FAIL(&r, "ExecutableDef.is_go: malformed");
 			d.is_go = v != 0;
 			break;
 		default:
-			if ((e = rd_skip(&r, wt)) < 0)
-				FAIL("ExecutableDef: malformed field %u", f);
+			if ((e = sr_pbr__skip(&r, wt)) < 0)
+				FAIL(&r, "ExecutableDef: malformed field %u", f);
 		}
 	}
 	if (!d.id)
-		FAIL("ExecutableDef without id");
+		FAIL(&r, "ExecutableDef without id");
 	struct gw_executable *x = gw_stores__intern_executable(stores, &d);
 	if (!x) {
 		e = -errno;
@@ -413,30 +300,30 @@ out:
 	return e;
 }
 
-static int parse_kernel(struct gw_stores *stores, struct slice s, char *errbuf, size_t errsize)
+static int parse_kernel(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize)
 {
 	char rel[GW_AGENT_MAX_STRING_BYTES + 1], boot[GW_AGENT_MAX_STRING_BYTES + 1];
 	struct gw_kernel_def d = { 0 };
 	struct gw_kernel_module *mods = NULL;
 	char *names = NULL;
 	size_t n_mods = 0, names_len = 0;
-	struct rd r = rd_of(s);
-	struct slice t = { 0 };
+	const struct sr_pbr start = r;
+	struct sr_pb_slice t = { 0 };
 	uint32_t f, wt;
 	int e = 0;
 
 	/* First pass: count modules and their name bytes, to allocate once. */
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("KernelDef: bad field key");
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "KernelDef: bad field key");
 		if (f == stackrelay_v1_KernelDef_modules_tag) {
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("KernelDef.modules: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "KernelDef.modules: malformed");
 			if (++n_mods > GW_AGENT_MAX_KERNEL_MODULES)
-				FAIL("KernelDef: more than %d modules", GW_AGENT_MAX_KERNEL_MODULES);
+				FAIL(&r, "KernelDef: more than %d modules", GW_AGENT_MAX_KERNEL_MODULES);
 			names_len += t.n + 1; /* every name in it fits: each costs >= 2 wire bytes */
-		} else if ((e = rd_skip(&r, wt)) < 0)
-			FAIL("KernelDef: malformed field %u", f);
+		} else if ((e = sr_pbr__skip(&r, wt)) < 0)
+			FAIL(&r, "KernelDef: malformed field %u", f);
 	}
 	mods = calloc(n_mods ? n_mods : 1, sizeof(*mods));
 	names = malloc(names_len ? names_len : 1);
@@ -446,79 +333,79 @@ static int parse_kernel(struct gw_stores *stores, struct slice s, char *errbuf, 
 	}
 	n_mods = 0;
 	names_len = 0;
-	r = rd_of(s);
+	r = start;
 	while (r.p < r.end) {
-		rd_key(&r, &f, &wt); /* checked above */
+		sr_pbr__tag(&r, &f, &wt); /* checked above */
 		switch (f) {
 		case stackrelay_v1_KernelDef_id_tag:
-			if ((e = want_len(&r, wt, &t)) < 0 || t.n == 0 || t.n > GW_ID_MAX)
-				FAIL("KernelDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0 || t.n == 0 || t.n > GW_ID_MAX)
+				FAIL(&r, "KernelDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
 			d.id = t.p;
 			d.id_len = t.n;
 			break;
 		case stackrelay_v1_KernelDef_release_tag:
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("KernelDef.release: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "KernelDef.release: malformed");
 			d.release = cstr(rel, t);
 			break;
 		case stackrelay_v1_KernelDef_boot_id_tag:
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("KernelDef.boot_id: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "KernelDef.boot_id: malformed");
 			d.boot_id = cstr(boot, t);
 			break;
 		case stackrelay_v1_KernelDef_build_id_tag:
-			if ((e = want_len(&r, wt, &t)) < 0 || t.n > GW_ID_MAX)
-				FAIL("KernelDef.build_id: malformed or longer than %d bytes", GW_ID_MAX);
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0 || t.n > GW_ID_MAX)
+				FAIL(&r, "KernelDef.build_id: malformed or longer than %d bytes", GW_ID_MAX);
 			d.build_id = t.p;
 			d.build_id_len = t.n;
 			break;
 		case stackrelay_v1_KernelDef_modules_tag: {
 			struct gw_kernel_module *m = &mods[n_mods++];
-			struct rd mr;
-			want_len(&r, wt, &t);
-			mr = rd_of(t);
+			struct sr_pbr mr;
+			sr_pbr__field_bytes(&r, wt, &t);
+			mr = sr_pbr__sub(&r, t);
 			m->name = "";
 			while (mr.p < mr.end) {
-				struct slice u = { 0 };
+				struct sr_pb_slice u = { 0 };
 				uint64_t v;
-				if ((e = rd_key(&mr, &f, &wt)) < 0)
-					FAIL("KernelModule: bad field key");
+				if ((e = sr_pbr__tag(&mr, &f, &wt)) < 0)
+					FAIL(&mr, "KernelModule: bad field key");
 				switch (f) {
 				case stackrelay_v1_KernelModule_name_tag:
-					if ((e = want_len(&mr, wt, &u)) < 0)
-						FAIL("KernelModule.name: malformed");
+					if ((e = sr_pbr__field_bytes(&mr, wt, &u)) < 0)
+						FAIL(&mr, "KernelModule.name: malformed");
 					/* Each module's name slot was counted in the first pass. */
 					m->name = names + names_len;
 					names_len +=
 						utf8_copy(names + names_len, u.p, u.n, GW_AGENT_MAX_STRING_BYTES) + 1;
 					break;
 				case stackrelay_v1_KernelModule_start_tag:
-					if ((e = want_varint(&mr, wt, &m->start)) < 0)
-						FAIL("KernelModule.start: malformed");
+					if ((e = sr_pbr__field_varint(&mr, wt, &m->start)) < 0)
+						FAIL(&mr, "KernelModule.start: malformed");
 					break;
 				case stackrelay_v1_KernelModule_size_tag:
-					if ((e = want_varint(&mr, wt, &v)) < 0)
-						FAIL("KernelModule.size: malformed");
+					if ((e = sr_pbr__field_varint(&mr, wt, &v)) < 0)
+						FAIL(&mr, "KernelModule.size: malformed");
 					m->size = v;
 					break;
 				case stackrelay_v1_KernelModule_build_id_tag:
-					if ((e = want_len(&mr, wt, &u)) < 0 || u.n > GW_ID_MAX)
-						FAIL("KernelModule.build_id: malformed");
+					if ((e = sr_pbr__field_bytes(&mr, wt, &u)) < 0 || u.n > GW_ID_MAX)
+						FAIL(&mr, "KernelModule.build_id: malformed");
 					gw_id_set(&m->build_id, u.p, u.n);
 					break;
 				default:
-					if ((e = rd_skip(&mr, wt)) < 0)
-						FAIL("KernelModule: malformed field %u", f);
+					if ((e = sr_pbr__skip(&mr, wt)) < 0)
+						FAIL(&mr, "KernelModule: malformed field %u", f);
 				}
 			}
 			break;
 		}
 		default:
-			rd_skip(&r, wt);
+			sr_pbr__skip(&r, wt);
 		}
 	}
 	if (!d.id)
-		FAIL("KernelDef without id");
+		FAIL(&r, "KernelDef without id");
 	d.modules = mods;
 	d.n_modules = (uint32_t)n_mods;
 	struct gw_kernel *k = gw_stores__intern_kernel(stores, &d);
@@ -536,7 +423,7 @@ out:
 
 /* Resource identity of a sample: process, executable, container, pod (slices into the body). */
 struct rkey {
-	struct slice process_name, exe_path, container_id, pod_uid;
+	struct sr_pb_slice process_name, exe_path, container_id, pod_uid;
 };
 
 struct rslot {
@@ -560,62 +447,61 @@ struct ctx {
 	/* resources of the batch by identity */
 	struct rtable resources;
 	struct sset thread_names;
-	struct slice host_name, node_name;
-	struct slice known_kernel; /* a kernel ID found in the store during this request */
-	uint64_t symbols;	   /* symbols in this request's tables so far */
+	struct sr_pb_slice host_name, node_name;
+	struct sr_pb_slice known_kernel; /* a kernel ID found in the store during this request */
+	uint64_t symbols;		 /* symbols in this request's tables so far */
 	uint32_t frequency_hz;
 	bool definitions_only;
 };
 
-static int parse_stack(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int parse_stack(struct ctx *c, struct sr_pbr r, char *errbuf, size_t errsize)
 {
 	struct gw_location *locs[GW_AGENT_MAX_FRAMES_PER_STACK];
 	struct gw_executable *last_exe = NULL;
 	struct gw_kernel *last_kernel = NULL;
-	struct slice id = { 0 };
+	struct sr_pb_slice id = { 0 };
 	uint32_t n = 0, f, wt;
 	bool truncated = false, missing = false;
-	struct rd r = rd_of(s);
 	uint64_t v;
 	int e = 0;
 
 	while (r.p < r.end) {
-		struct slice t = { 0 };
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("StackDef: bad field key");
+		struct sr_pb_slice t = { 0 };
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "StackDef: bad field key");
 		switch (f) {
 		case stackrelay_v1_StackDef_id_tag:
-			if ((e = want_len(&r, wt, &id)) < 0 || id.n == 0 || id.n > GW_ID_MAX)
-				FAIL("StackDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
+			if ((e = sr_pbr__field_bytes(&r, wt, &id)) < 0 || id.n == 0 || id.n > GW_ID_MAX)
+				FAIL(&r, "StackDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
 			break;
 		case stackrelay_v1_StackDef_truncated_tag:
-			if ((e = want_varint(&r, wt, &v)) < 0)
-				FAIL("StackDef.truncated: malformed");
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0)
+				FAIL(&r, "StackDef.truncated: malformed");
 			truncated = v != 0;
 			break;
 		case stackrelay_v1_StackDef_frames_tag: {
-			struct slice exe_id = { 0 };
+			struct sr_pb_slice exe_id = { 0 };
 			uint64_t address = 0, kind = 0;
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("StackDef.frames: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "StackDef.frames: malformed");
 			if (n == GW_AGENT_MAX_FRAMES_PER_STACK)
-				FAIL("StackDef: more than %d frames", GW_AGENT_MAX_FRAMES_PER_STACK);
-			struct rd fr = rd_of(t);
+				FAIL(&r, "StackDef: more than %d frames", GW_AGENT_MAX_FRAMES_PER_STACK);
+			struct sr_pbr fr = sr_pbr__sub(&r, t);
 			while (fr.p < fr.end) {
-				if ((e = rd_key(&fr, &f, &wt)) < 0)
-					FAIL("Frame: bad field key");
+				if ((e = sr_pbr__tag(&fr, &f, &wt)) < 0)
+					FAIL(&fr, "Frame: bad field key");
 				if (f == stackrelay_v1_Frame_executable_id_tag) {
-					if ((e = want_len(&fr, wt, &exe_id)) < 0 || exe_id.n > GW_ID_MAX)
-						FAIL("Frame.executable_id: malformed or longer than %d bytes",
+					if ((e = sr_pbr__field_bytes(&fr, wt, &exe_id)) < 0 || exe_id.n > GW_ID_MAX)
+						FAIL(&fr, "Frame.executable_id: malformed or longer than %d bytes",
 						     GW_ID_MAX);
 				} else if (f == stackrelay_v1_Frame_address_tag) {
-					if ((e = want_varint(&fr, wt, &address)) < 0)
-						FAIL("Frame.address: malformed");
+					if ((e = sr_pbr__field_varint(&fr, wt, &address)) < 0)
+						FAIL(&fr, "Frame.address: malformed");
 				} else if (f == stackrelay_v1_Frame_kind_tag) {
-					if ((e = want_varint(&fr, wt, &kind)) < 0)
-						FAIL("Frame.kind: malformed");
-				} else if ((e = rd_skip(&fr, wt)) < 0)
-					FAIL("Frame: malformed field %u", f);
+					if ((e = sr_pbr__field_varint(&fr, wt, &kind)) < 0)
+						FAIL(&fr, "Frame.kind: malformed");
+				} else if ((e = sr_pbr__skip(&fr, wt)) < 0)
+					FAIL(&fr, "Frame: malformed field %u", f);
 			}
 			/* UNSPECIFIED: a frame with an executable is a user frame. */
 			if (kind == stackrelay_v1_FrameKind_FRAME_KIND_UNSPECIFIED)
@@ -626,7 +512,7 @@ static int parse_stack(struct ctx *c, struct slice s, char *errbuf, size_t errsi
 			struct gw_location *l = NULL;
 			if (kind == stackrelay_v1_FrameKind_FRAME_KIND_USER) {
 				if (!exe_id.n)
-					FAIL("Frame: user frame without executable_id");
+					FAIL(&fr, "Frame: user frame without executable_id");
 				if (!last_exe || last_exe->id.len != exe_id.n ||
 				    memcmp(last_exe->id.bytes, exe_id.p, exe_id.n) != 0) {
 					gw_executable__unref(last_exe);
@@ -641,7 +527,7 @@ static int parse_stack(struct ctx *c, struct slice s, char *errbuf, size_t errsi
 				l = gw_stores__intern_location(c->stores, GW_FRAME_USER, address, last_exe, NULL);
 			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_KERNEL) {
 				if (!exe_id.n)
-					FAIL("Frame: kernel frame without executable_id (the kernel's ID)");
+					FAIL(&fr, "Frame: kernel frame without executable_id (the kernel's ID)");
 				if (!last_kernel || last_kernel->id.len != exe_id.n ||
 				    memcmp(last_kernel->id.bytes, exe_id.p, exe_id.n) != 0) {
 					gw_kernel__unref(last_kernel);
@@ -657,7 +543,7 @@ static int parse_stack(struct ctx *c, struct slice s, char *errbuf, size_t errsi
 			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN) {
 				l = gw_stores__intern_location(c->stores, GW_FRAME_UNKNOWN, address, NULL, NULL);
 			} else
-				FAIL("Frame.kind %llu is not a FrameKind", (unsigned long long)kind);
+				FAIL(&fr, "Frame.kind %llu is not a FrameKind", (unsigned long long)kind);
 			if (!l) {
 				e = -ENOMEM;
 				goto out;
@@ -666,12 +552,12 @@ static int parse_stack(struct ctx *c, struct slice s, char *errbuf, size_t errsi
 			break;
 		}
 		default:
-			if ((e = rd_skip(&r, wt)) < 0)
-				FAIL("StackDef: malformed field %u", f);
+			if ((e = sr_pbr__skip(&r, wt)) < 0)
+				FAIL(&r, "StackDef: malformed field %u", f);
 		}
 	}
 	if (!id.p)
-		FAIL("StackDef without id");
+		FAIL(&r, "StackDef without id");
 	if (!missing) {
 		struct gw_stack *st = gw_stores__intern_stack(c->stores, id.p, id.n, truncated, locs, n);
 		n = 0; /* taken */
@@ -696,10 +582,10 @@ static int symbol_cmp(const void *a, const void *b)
 	return x->address < y->address ? -1 : x->address > y->address;
 }
 
-static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int parse_symbol_table(struct ctx *c, struct sr_pbr r, char *errbuf, size_t errsize)
 {
-	struct rd r = rd_of(s);
-	struct slice id = { 0 }, t = { 0 };
+	const struct sr_pbr start = r;
+	struct sr_pb_slice id = { 0 }, t = { 0 };
 	size_t n_sym = 0, n_src = 0, strbytes = 1;
 	struct gw_symbol_table *tab = NULL;
 	struct gw_executable *exe = NULL;
@@ -709,52 +595,53 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 
 	/* Pass 1: validate and size. */
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("SymbolTable: bad field key");
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "SymbolTable: bad field key");
 		switch (f) {
 		case stackrelay_v1_SymbolTable_executable_id_tag:
-			if ((e = want_len(&r, wt, &id)) < 0 || id.n == 0 || id.n > GW_ID_MAX)
-				FAIL("SymbolTable.executable_id: empty, malformed or longer than %d bytes", GW_ID_MAX);
+			if ((e = sr_pbr__field_bytes(&r, wt, &id)) < 0 || id.n == 0 || id.n > GW_ID_MAX)
+				FAIL(&r, "SymbolTable.executable_id: empty, malformed or longer than %d bytes",
+				     GW_ID_MAX);
 			break;
 		case stackrelay_v1_SymbolTable_symbols_tag: {
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("SymbolTable.symbols: malformed");
-			struct rd sr = rd_of(t);
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "SymbolTable.symbols: malformed");
+			struct sr_pbr sr = sr_pbr__sub(&r, t);
 			while (sr.p < sr.end) {
-				struct slice u = { 0 };
+				struct sr_pb_slice u = { 0 };
 				uint64_t v;
-				if ((e = rd_key(&sr, &f, &wt)) < 0)
-					FAIL("Symbol: bad field key");
+				if ((e = sr_pbr__tag(&sr, &f, &wt)) < 0)
+					FAIL(&sr, "Symbol: bad field key");
 				if (f == stackrelay_v1_Symbol_name_tag) {
-					if ((e = want_len(&sr, wt, &u)) < 0)
-						FAIL("Symbol.name: malformed");
+					if ((e = sr_pbr__field_bytes(&sr, wt, &u)) < 0)
+						FAIL(&sr, "Symbol.name: malformed");
 					strbytes += SR_MIN(u.n, (size_t)GW_AGENT_MAX_STRING_BYTES) + 1;
 				} else if (f == stackrelay_v1_Symbol_address_tag ||
 					   f == stackrelay_v1_Symbol_size_tag) {
-					if ((e = want_varint(&sr, wt, &v)) < 0)
-						FAIL("Symbol.address/size: malformed");
-				} else if ((e = rd_skip(&sr, wt)) < 0)
-					FAIL("Symbol: malformed field %u", f);
+					if ((e = sr_pbr__field_varint(&sr, wt, &v)) < 0)
+						FAIL(&sr, "Symbol.address/size: malformed");
+				} else if ((e = sr_pbr__skip(&sr, wt)) < 0)
+					FAIL(&sr, "Symbol: malformed field %u", f);
 			}
 			if (++n_sym + c->symbols > GW_AGENT_MAX_SYMBOLS_PER_REQUEST)
-				FAIL("SymbolTable: more than %u symbols in one request",
+				FAIL(&sr, "SymbolTable: more than %u symbols in one request",
 				     GW_AGENT_MAX_SYMBOLS_PER_REQUEST);
 			break;
 		}
 		case stackrelay_v1_SymbolTable_sources_tag:
 		case stackrelay_v1_SymbolTable_error_tag:
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("SymbolTable.sources/error: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "SymbolTable.sources/error: malformed");
 			strbytes += SR_MIN(t.n, (size_t)GW_AGENT_MAX_STRING_BYTES) + 1;
 			n_src += f == stackrelay_v1_SymbolTable_sources_tag;
 			break;
 		default:
-			if ((e = rd_skip(&r, wt)) < 0)
-				FAIL("SymbolTable: malformed field %u", f);
+			if ((e = sr_pbr__skip(&r, wt)) < 0)
+				FAIL(&r, "SymbolTable: malformed field %u", f);
 		}
 	}
 	if (!id.p)
-		FAIL("SymbolTable without executable_id");
+		FAIL(&r, "SymbolTable without executable_id");
 	/* An executable's table, or a kernel's kallsyms snapshot (SymbolTable.executable_id is then the kernel ID). */
 	exe = gw_stores__executable(c->stores, id.p, id.n);
 	if (!exe)
@@ -775,30 +662,30 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 	tab->error = "";
 
 	/* Pass 2: fill (everything was validated). */
-	r = rd_of(s);
+	r = start;
 	while (r.p < r.end) {
-		rd_key(&r, &f, &wt);
+		sr_pbr__tag(&r, &f, &wt);
 		if (f == stackrelay_v1_SymbolTable_symbols_tag) {
 			struct gw_symbol *sym = &tab->symbols[tab->n_symbols++];
-			rd_len(&r, &t);
-			struct rd sr = rd_of(t);
+			sr_pbr__bytes(&r, &t);
+			struct sr_pbr sr = sr_pbr__sub(&r, t);
 			sym->name = "";
 			while (sr.p < sr.end) {
-				struct slice u = { 0 };
-				rd_key(&sr, &f, &wt);
+				struct sr_pb_slice u = { 0 };
+				sr_pbr__tag(&sr, &f, &wt);
 				if (f == stackrelay_v1_Symbol_name_tag) {
-					rd_len(&sr, &u);
+					sr_pbr__bytes(&sr, &u);
 					sym->name = pos;
 					pos += utf8_copy(pos, u.p, u.n, GW_AGENT_MAX_STRING_BYTES) + 1;
 				} else if (f == stackrelay_v1_Symbol_address_tag)
-					rd_varint(&sr, &sym->address);
+					sr_pbr__varint(&sr, &sym->address);
 				else if (f == stackrelay_v1_Symbol_size_tag)
-					rd_varint(&sr, &sym->size);
+					sr_pbr__varint(&sr, &sym->size);
 				else
-					rd_skip(&sr, wt);
+					sr_pbr__skip(&sr, wt);
 			}
 		} else if (f == stackrelay_v1_SymbolTable_sources_tag || f == stackrelay_v1_SymbolTable_error_tag) {
-			rd_len(&r, &t);
+			sr_pbr__bytes(&r, &t);
 			const char *str = pos;
 			pos += utf8_copy(pos, t.p, t.n, GW_AGENT_MAX_STRING_BYTES) + 1;
 			if (f == stackrelay_v1_SymbolTable_sources_tag)
@@ -806,7 +693,7 @@ static int parse_symbol_table(struct ctx *c, struct slice s, char *errbuf, size_
 			else
 				tab->error = str;
 		} else
-			rd_skip(&r, wt);
+			sr_pbr__skip(&r, wt);
 	}
 	c->symbols += n_sym;
 	qsort(tab->symbols, tab->n_symbols, sizeof(*tab->symbols), symbol_cmp);
@@ -838,22 +725,21 @@ out:
 	return e;
 }
 
-static int parse_drops(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int parse_drops(struct ctx *c, struct sr_pbr r, char *errbuf, size_t errsize)
 {
-	struct rd r = rd_of(s);
 	uint32_t f, wt;
 	uint64_t v;
 	int e = 0;
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("DropCounters: bad field key");
-		if (wt != WT_VARINT) {
-			if ((e = rd_skip(&r, wt)) < 0)
-				FAIL("DropCounters: malformed field %u", f);
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "DropCounters: bad field key");
+		if (wt != SR_PB_VARINT) {
+			if ((e = sr_pbr__skip(&r, wt)) < 0)
+				FAIL(&r, "DropCounters: malformed field %u", f);
 			continue;
 		}
-		if ((e = rd_varint(&r, &v)) < 0)
-			FAIL("DropCounters: malformed field %u", f);
+		if ((e = sr_pbr__varint(&r, &v)) < 0)
+			FAIL(&r, "DropCounters: malformed field %u", f);
 		switch (f) {
 		case stackrelay_v1_DropCounters_ring_buffer_full_tag:
 			c->res->drops.ring_buffer_full += v;
@@ -876,80 +762,79 @@ out:
 /* ---- samples ---- */
 
 struct sample_in {
-	struct slice stack_id, thread_name, process_name, exe_path, container_id, pod_uid, kernel_id;
+	struct sr_pb_slice stack_id, thread_name, process_name, exe_path, container_id, pod_uid, kernel_id;
 	uint64_t pid, tid, count, start, end, start_ticks;
 };
 
-static int parse_sample(struct slice s, struct sample_in *in, char *errbuf, size_t errsize)
+static int parse_sample(struct sr_pbr r, struct sample_in *in, char *errbuf, size_t errsize)
 {
-	struct rd r = rd_of(s);
 	uint32_t f, wt;
 	int e = 0;
 
 	memset(in, 0, sizeof(*in));
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("Sample: bad field key");
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "Sample: bad field key");
 		switch (f) {
 		case stackrelay_v1_Sample_stack_id_tag:
-			e = want_len(&r, wt, &in->stack_id);
+			e = sr_pbr__field_bytes(&r, wt, &in->stack_id);
 			break;
 		case stackrelay_v1_Sample_pid_tag:
-			e = want_varint(&r, wt, &in->pid);
+			e = sr_pbr__field_varint(&r, wt, &in->pid);
 			break;
 		case stackrelay_v1_Sample_tid_tag:
-			e = want_varint(&r, wt, &in->tid);
+			e = sr_pbr__field_varint(&r, wt, &in->tid);
 			break;
 		case stackrelay_v1_Sample_thread_name_tag:
-			e = want_len(&r, wt, &in->thread_name);
+			e = sr_pbr__field_bytes(&r, wt, &in->thread_name);
 			break;
 		case stackrelay_v1_Sample_process_name_tag:
-			e = want_len(&r, wt, &in->process_name);
+			e = sr_pbr__field_bytes(&r, wt, &in->process_name);
 			break;
 		case stackrelay_v1_Sample_executable_path_tag:
-			e = want_len(&r, wt, &in->exe_path);
+			e = sr_pbr__field_bytes(&r, wt, &in->exe_path);
 			break;
 		case stackrelay_v1_Sample_container_id_tag:
-			e = want_len(&r, wt, &in->container_id);
+			e = sr_pbr__field_bytes(&r, wt, &in->container_id);
 			break;
 		case stackrelay_v1_Sample_count_tag:
-			e = want_varint(&r, wt, &in->count);
+			e = sr_pbr__field_varint(&r, wt, &in->count);
 			break;
 		case stackrelay_v1_Sample_start_time_unix_nano_tag:
-			e = want_fixed64(&r, wt, &in->start);
+			e = sr_pbr__field_fixed64(&r, wt, &in->start);
 			break;
 		case stackrelay_v1_Sample_end_time_unix_nano_tag:
-			e = want_fixed64(&r, wt, &in->end);
+			e = sr_pbr__field_fixed64(&r, wt, &in->end);
 			break;
 		case stackrelay_v1_Sample_process_start_ticks_tag:
-			e = want_varint(&r, wt, &in->start_ticks);
+			e = sr_pbr__field_varint(&r, wt, &in->start_ticks);
 			break;
 		case stackrelay_v1_Sample_pod_uid_tag:
-			e = want_len(&r, wt, &in->pod_uid);
+			e = sr_pbr__field_bytes(&r, wt, &in->pod_uid);
 			break;
 		case stackrelay_v1_Sample_kernel_id_tag:
-			e = want_len(&r, wt, &in->kernel_id);
+			e = sr_pbr__field_bytes(&r, wt, &in->kernel_id);
 			if (e == 0 && in->kernel_id.n > GW_ID_MAX)
 				e = -EBADMSG;
 			break;
 		default:
-			e = rd_skip(&r, wt);
+			e = sr_pbr__skip(&r, wt);
 		}
 		if (e < 0)
-			FAIL("Sample: malformed field %u", f);
+			FAIL(&r, "Sample: malformed field %u", f);
 	}
 	if (in->stack_id.n == 0 || in->stack_id.n > GW_ID_MAX)
-		FAIL("Sample.stack_id: empty or longer than %d bytes", GW_ID_MAX);
+		FAIL(&r, "Sample.stack_id: empty or longer than %d bytes", GW_ID_MAX);
 out:
 	return e;
 }
 
-static uint64_t slice_hash(struct slice s, uint64_t seed)
+static uint64_t slice_hash(struct sr_pb_slice s, uint64_t seed)
 {
 	return XXH3_64bits_withSeed(s.p, s.n, seed);
 }
 
-static bool slice_eq(struct slice a, struct slice b)
+static bool slice_eq(struct sr_pb_slice a, struct sr_pb_slice b)
 {
 	return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0);
 }
@@ -980,7 +865,7 @@ static int rtable_grow(struct rtable *t)
 	return 0;
 }
 
-static int add_str_attr(struct gw_profiles *p, struct gw_resource *r, const char *key, struct slice v)
+static int add_str_attr(struct gw_profiles *p, struct gw_resource *r, const char *key, struct sr_pb_slice v)
 {
 	char buf[GW_AGENT_MAX_STRING_BYTES + 1];
 	if (!v.n)
@@ -1027,7 +912,7 @@ static int resource_for(struct ctx *c, const struct sample_in *in, uint32_t *ret
 }
 
 /* One thread-name string per distinct name in the batch. */
-static const char *thread_name(struct ctx *c, struct slice s)
+static const char *thread_name(struct ctx *c, struct sr_pb_slice s)
 {
 	char buf[GW_AGENT_MAX_STRING_BYTES + 1];
 	bool found;
@@ -1236,82 +1121,84 @@ int gw_ingest_encode_error(uint32_t retry_after_ms, const char *error, uint8_t *
 
 /* ---- the request ---- */
 
-/* Calls fn for every top-level field numbered tag (length-delimited). */
-static int each_field(struct rd r, uint32_t tag, int (*fn)(struct ctx *c, struct slice s, char *errbuf, size_t errsize),
-		      struct ctx *c, char *errbuf, size_t errsize)
+/* Calls fn with a reader of every top-level field numbered tag (length-delimited). */
+static int each_field(struct sr_pbr r, uint32_t tag,
+		      int (*fn)(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize), struct ctx *c,
+		      char *errbuf, size_t errsize)
 {
 	uint32_t f, wt;
-	struct slice s;
+	struct sr_pb_slice s;
 	int e;
 
 	while (r.p < r.end) {
-		if ((e = rd_key(&r, &f, &wt)) < 0) {
-			snprintf(errbuf, errsize, "PushRequest: bad field key");
-			return e;
+		if (sr_pbr__tag(&r, &f, &wt) < 0) {
+			snprintf(errbuf, errsize, "PushRequest: bad field key (at byte %zu)", sr_pbr__offset(&r));
+			return -EBADMSG;
 		}
 		if (f != tag) {
-			if ((e = rd_skip(&r, wt)) < 0) {
-				snprintf(errbuf, errsize, "PushRequest: malformed field %u", f);
-				return e;
+			if (sr_pbr__skip(&r, wt) < 0) {
+				snprintf(errbuf, errsize, "PushRequest: malformed field %u (at byte %zu)", f,
+					 sr_pbr__offset(&r));
+				return -EBADMSG;
 			}
 			continue;
 		}
-		if ((e = want_len(&r, wt, &s)) < 0) {
-			snprintf(errbuf, errsize, "PushRequest: field %u is not length-delimited", f);
-			return e;
+		if (sr_pbr__field_bytes(&r, wt, &s) < 0) {
+			snprintf(errbuf, errsize, "PushRequest: field %u is not length-delimited (at byte %zu)", f,
+				 sr_pbr__offset(&r));
+			return -EBADMSG;
 		}
-		if ((e = fn(c, s, errbuf, errsize)) < 0)
+		if ((e = fn(c, sr_pbr__sub(&r, s), errbuf, errsize)) < 0)
 			return e;
 	}
 	return 0;
 }
 
-static int do_executable(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int do_executable(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
 {
 	c->res->defined_executables++;
-	return parse_executable(c->stores, s, errbuf, errsize);
+	return parse_executable(c->stores, m, errbuf, errsize);
 }
 
-static int do_kernel(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int do_kernel(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
 {
 	c->res->defined_kernels++;
-	return parse_kernel(c->stores, s, errbuf, errsize);
+	return parse_kernel(c->stores, m, errbuf, errsize);
 }
 
-static int do_stack(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int do_stack(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
 {
 	c->res->defined_stacks++;
-	return parse_stack(c, s, errbuf, errsize);
+	return parse_stack(c, m, errbuf, errsize);
 }
 
-static int do_agent(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int do_agent(struct ctx *c, struct sr_pbr r, char *errbuf, size_t errsize)
 {
-	struct rd r = rd_of(s);
 	uint32_t f, wt;
 	int e = 0;
 	while (r.p < r.end) {
-		struct slice t = { 0 };
-		if ((e = rd_key(&r, &f, &wt)) < 0)
-			FAIL("AgentInfo: bad field key");
+		struct sr_pb_slice t = { 0 };
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "AgentInfo: bad field key");
 		if (f == stackrelay_v1_AgentInfo_host_name_tag) {
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("AgentInfo.host_name: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "AgentInfo.host_name: malformed");
 			c->host_name = t;
 		} else if (f == stackrelay_v1_AgentInfo_node_name_tag) {
-			if ((e = want_len(&r, wt, &t)) < 0)
-				FAIL("AgentInfo.node_name: malformed");
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "AgentInfo.node_name: malformed");
 			c->node_name = t;
-		} else if ((e = rd_skip(&r, wt)) < 0)
-			FAIL("AgentInfo: malformed field %u", f);
+		} else if ((e = sr_pbr__skip(&r, wt)) < 0)
+			FAIL(&r, "AgentInfo: malformed field %u", f);
 	}
 out:
 	return e;
 }
 
-static int do_sample(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int do_sample(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
 {
 	struct sample_in in;
-	int e = parse_sample(s, &in, errbuf, errsize);
+	int e = parse_sample(m, &in, errbuf, errsize);
 	if (e < 0)
 		return e;
 	if (in.count == 0)
@@ -1330,8 +1217,9 @@ static int do_sample(struct ctx *c, struct slice s, char *errbuf, size_t errsize
  * symbols_pending while a lookup is still going on. An ID this gateway does
  * not know is neither: it holds no frames in it.
  */
-static int do_probe(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int do_probe(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
 {
+	struct sr_pb_slice s = { m.p, sr_pbr__remaining(&m) };
 	struct gw_executable *x;
 	struct gw_kernel *k = NULL;
 	bool wanted, pending, dup;
@@ -1383,7 +1271,7 @@ static int do_probe(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
 static int process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch, bool definitions_only,
 		   struct gw_ingest_result *res, char *errbuf, size_t errsize)
 {
-	struct rd r = { body, body + len };
+	struct sr_pbr r = sr_pbr_of(body, len);
 	struct ctx c = { .stores = stores, .epoch = epoch, .res = res, .definitions_only = definitions_only };
 	struct gw_ingest_header h;
 	int e;
@@ -1485,10 +1373,10 @@ void gw_ingest_result_free(struct gw_ingest_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-static int count_one(struct ctx *c, struct slice s, char *errbuf, size_t errsize)
+static int count_one(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
 {
 	struct sample_in in;
-	int e = parse_sample(s, &in, errbuf, errsize);
+	int e = parse_sample(m, &in, errbuf, errsize);
 	if (e < 0)
 		return e;
 	if (c->res->received + in.count < c->res->received)
@@ -1502,7 +1390,7 @@ int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret)
 	struct gw_ingest_result res = { 0 };
 	struct ctx c = { .res = &res };
 	char err[128];
-	int e = each_field((struct rd){ body, body + len }, stackrelay_v1_PushRequest_samples_tag, count_one, &c, err,
+	int e = each_field(sr_pbr_of(body, len), stackrelay_v1_PushRequest_samples_tag, count_one, &c, err,
 			   sizeof(err));
 	*ret = res.received;
 	return e;

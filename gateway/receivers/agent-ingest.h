@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The agent protocol's request processing, free of I/O (docs/agent-protocol.md,
- * "Gateway side"): gunzip a PushRequest body within a bound, decode it with a
- * bounded zero-copy wire reader (field numbers from the nanopb-generated
- * headers), intern its definitions into the gateway-wide stores, turn its
+ * "Gateway side"): gunzip a PushRequest body within a bound, decode it with
+ * the zero-copy wire reader of common/pbwire.h (field numbers from the
+ * nanopb-generated headers), intern its definitions into the gateway-wide stores, turn its
  * samples into a batch of the internal model and build the PushResponse
  * (encoded with nanopb). The receiver (agent.c) and the fuzz target
  * (tests/fuzz/fuzz-pushrequest.c) drive it.
@@ -65,7 +65,7 @@ struct gw_ingest_header {
 
 /*
  * Walks the top level of a PushRequest. Returns 0, or -EBADMSG with errbuf
- * saying what is malformed.
+ * saying what is malformed and at which byte of the body.
  */
 int gw_ingest_header(const uint8_t *body, size_t len, struct gw_ingest_header *ret, char *errbuf, size_t errsize);
 
