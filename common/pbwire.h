@@ -401,6 +401,12 @@ static inline void sr_pbw__raw(struct sr_pbw *w, const void *data, size_t n)
 	w->len += n;
 }
 
+/* A field read by sr_pbr__next(), copied as it is. */
+static inline void sr_pbw__copy_field(struct sr_pbw *w, const struct sr_pb_field *f)
+{
+	sr_pbw__raw(w, f->start, (size_t)(f->end - f->start));
+}
+
 static inline void sr_pbw__varint(struct sr_pbw *w, uint64_t v)
 {
 	if (!sr_pbw__reserve(w, SR_PB_VARINT_MAX_BYTES))
