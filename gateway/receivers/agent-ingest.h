@@ -128,20 +128,4 @@ int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret);
  */
 int gw_ingest_encode_error(uint32_t retry_after_ms, const char *error, uint8_t **ret, size_t *ret_len);
 
-/*
- * De-duplication of resent requests (same agent instance_id and sequence):
- * a bounded LRU of the responses given, so a resend after a lost response is
- * answered the same and not counted twice on this replica.
- */
-struct gw_dedupe;
-/* max_entries 0: no de-duplication. */
-struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint64_t max_bytes);
-void gw_dedupe_free(struct gw_dedupe *d);
-/* A copy of the stored response (malloc'd) or -ENOENT. */
-int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence, uint8_t **ret,
-		      size_t *ret_len);
-int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence,
-		      const uint8_t *response, size_t len);
-uint64_t gw_dedupe__entries(struct gw_dedupe *d);
-
 #endif

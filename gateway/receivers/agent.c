@@ -30,6 +30,7 @@
 
 #include "gzip.h"
 #include "accounting.h"
+#include "agent-dedupe.h"
 #include "agent-ingest.h"
 #include "agent.h"
 #include "config.h"

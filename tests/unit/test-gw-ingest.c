@@ -22,6 +22,7 @@
 #include "stackrelay/v1/ingest.pb.h"
 
 #include "core/model.h"
+#include "receivers/agent-dedupe.h"
 #include "receivers/agent-ingest.h"
 
 /* ---- a tiny protobuf writer ---- */
