@@ -97,10 +97,13 @@ struct sr_pb_field {
 	uint64_t value;	      /* VARINT, I64, I32 (little-endian) values; LEN: len */
 };
 
-/* A reader of buf[0, len); buf may be NULL when len is 0. */
+/* A reader of buf[0, len); a NULL buf is an empty message. */
 static inline struct sr_pbr sr_pbr_of(const void *buf, size_t len)
 {
 	const uint8_t *b = buf ? (const uint8_t *)buf : (const uint8_t *)"";
+
+	if (!buf)
+		len = 0;
 
 	return (struct sr_pbr){ .p = b, .end = b + len, .base = b, .max_depth = SR_PB_DEFAULT_MAX_DEPTH };
 }

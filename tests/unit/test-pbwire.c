@@ -58,6 +58,11 @@ static void test_varint_known(void **state)
 		assert_int_equal(sr_pbr__varint(&r, &v), 0);
 		assert_true(v == varints[i].v);
 		assert_false(sr_pbr__more(&r));
+		/* int32/uint32/enum fields keep the low 32 bits (a negative int32 takes ten bytes). */
+		uint32_t v32 = 42;
+		r = rd(varints[i].b, varints[i].n);
+		assert_int_equal(sr_pbr__varint32(&r, &v32), 0);
+		assert_int_equal(v32, (uint32_t)varints[i].v);
 		assert_int_equal(sr_pb_varint_size(varints[i].v), varints[i].n);
 		sr_pbw__varint(&w, varints[i].v);
 		assert_int_equal(sr_pbw__error(&w), 0);
@@ -262,6 +267,8 @@ static void test_lengths(void **state)
 	assert_int_equal(sr_pbr__offset(&r), 1);
 	/* An empty buffer, even a NULL one, is an empty message. */
 	r = sr_pbr_of(NULL, 0);
+	assert_false(sr_pbr__more(&r));
+	r = sr_pbr_of(NULL, 5);
 	assert_false(sr_pbr__more(&r));
 	struct sr_pb_field fl;
 	assert_int_equal(sr_pbr__next(&r, &fl), 1);
