@@ -23,7 +23,7 @@
 #include "core/model.h"
 #include "exporters/exporthelper.h"
 #include "exporters/otlp_encode.h"
-#include "exporters/pbwrite.h"
+#include "pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 	for (int b = 0; b < batches; b++) {
 		uint64_t total;
 		struct gw_profiles *p = make_batch((unsigned)b, &total);
-		struct pbw w = { 0 };
+		struct sr_pbw w = { 0 };
 		uint8_t *gz;
 		size_t gz_len;
 		double t0 = now(), t1, t2;
@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 			free(buf);
 		}
 		free(gz);
-		pbw_free(&w);
+		sr_pbw__free(&w);
 		gw_profiles__unref(p);
 	}
 	getrusage(RUSAGE_SELF, &ru);

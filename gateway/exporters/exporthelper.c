@@ -17,7 +17,7 @@
 #include "gzip.h"
 #include "log.h"
 #include "macro.h"
-#include "pbwrite.h"
+#include "pbwire.h"
 #include "queue.h"
 #include "units.h"
 
@@ -295,7 +295,7 @@ static void split_item(struct consumer *k)
 	enum gw_otlp_version v = (it->flags & GW_QUEUE_OTLP_V1_9) ? GW_OTLP_V1_9 : GW_OTLP_V1_10;
 	uint8_t *plain = NULL;
 	size_t plain_len = 0;
-	struct pbw a = { 0 }, b = { 0 };
+	struct sr_pbw a = { 0 }, b = { 0 };
 	uint64_t ca = 0, cb = 0;
 	int r;
 
@@ -312,7 +312,7 @@ static void split_item(struct consumer *k)
 		goto fail;
 	}
 	for (int i = 0; i < 2; i++) {
-		struct pbw *h = i == 0 ? &a : &b;
+		struct sr_pbw *h = i == 0 ? &a : &b;
 		uint8_t *out = h->buf;
 		size_t out_len = h->len;
 
@@ -320,9 +320,9 @@ static void split_item(struct consumer *k)
 			r = gw_gzip(h->buf, h->len, EXPORT_GZIP_LEVEL, &out, &out_len);
 			if (r < 0)
 				goto fail;
-			pbw_free(h);
+			sr_pbw__free(h);
 		} else {
-			*h = (struct pbw){ 0 };
+			*h = (struct sr_pbw){ 0 };
 		}
 		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags);
 		if (r < 0) {
@@ -339,8 +339,8 @@ static void split_item(struct consumer *k)
 	return;
 fail:
 	free(plain);
-	pbw_free(&a);
-	pbw_free(&b);
+	sr_pbw__free(&a);
+	sr_pbw__free(&b);
 	sr_log_error(x->c->id, "backend said the request is too large and it cannot be split; samples dropped",
 		     "samples=%" PRIu64 " bytes=%zu error=%s", it->samples, it->len,
 		     r == -ERANGE ? "single sample" : strerror(-r));
@@ -547,18 +547,18 @@ static void encode_work(uv_work_t *w)
 {
 	struct encode_job *j = SR_CONTAINER_OF(w, struct encode_job, work);
 	struct exporter *x = j->x;
-	struct pbw out = { 0 };
+	struct sr_pbw out = { 0 };
 	struct gw_otlp_stats st;
 
 	j->error = gw_otlp_encode(j->p, &x->enc, &out, &st);
 	if (j->error < 0) {
-		pbw_free(&out);
+		sr_pbw__free(&out);
 		return;
 	}
 	j->samples = st.total_count;
 	if (x->gzip) {
 		j->error = gw_gzip(out.buf, out.len, EXPORT_GZIP_LEVEL, &j->data, &j->len);
-		pbw_free(&out);
+		sr_pbw__free(&out);
 	} else {
 		j->data = out.buf;
 		j->len = out.len;

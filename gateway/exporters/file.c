@@ -33,7 +33,7 @@
 #include "log.h"
 #include "macro.h"
 #include "otlp_encode.h"
-#include "pbwrite.h"
+#include "pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 
@@ -77,23 +77,15 @@ static const struct sr_field file_fields[] = {
 /* ---- OTLP/JSON ---- */
 
 struct js {
-	struct pbw *w;
+	struct sr_pbw *w;
 };
 
-static void jraw(struct pbw *w, const char *s, size_t n)
+static void jlit(struct sr_pbw *w, const char *s)
 {
-	if (!pbw_reserve(w, n))
-		return;
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
+	sr_pbw__raw(w, s, strlen(s));
 }
 
-static void jlit(struct pbw *w, const char *s)
-{
-	jraw(w, s, strlen(s));
-}
-
-static void SR_PRINTF(2, 3) jf(struct pbw *w, const char *fmt, ...)
+static void SR_PRINTF(2, 3) jf(struct sr_pbw *w, const char *fmt, ...)
 {
 	char buf[128];
 	va_list ap;
@@ -103,10 +95,10 @@ static void SR_PRINTF(2, 3) jf(struct pbw *w, const char *fmt, ...)
 	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	if (n > 0)
-		jraw(w, buf, (size_t)SR_MIN((size_t)n, sizeof(buf) - 1));
+		sr_pbw__raw(w, buf, (size_t)SR_MIN((size_t)n, sizeof(buf) - 1));
 }
 
-static void jstr(struct pbw *w, const char *s)
+static void jstr(struct sr_pbw *w, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 
@@ -117,19 +109,19 @@ static void jstr(struct pbw *w, const char *s)
 		if (c == '"' || c == '\\') {
 			char e[2] = { '\\', (char)c };
 
-			jraw(w, e, 2);
+			sr_pbw__raw(w, e, 2);
 		} else if (c < 0x20) {
 			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
 
-			jraw(w, e, 6);
+			sr_pbw__raw(w, e, 6);
 		} else {
-			jraw(w, (const char *)&c, 1);
+			sr_pbw__raw(w, (const char *)&c, 1);
 		}
 	}
 	jlit(w, "\"");
 }
 
-static void jbase64(struct pbw *w, const uint8_t *p, size_t n)
+static void jbase64(struct sr_pbw *w, const uint8_t *p, size_t n)
 {
 	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -140,12 +132,12 @@ static void jbase64(struct pbw *w, const uint8_t *p, size_t n)
 		char o[4] = { b64[v >> 18], b64[(v >> 12) & 63], i + 1 < n ? b64[(v >> 6) & 63] : '=',
 			      i + 2 < n ? b64[v & 63] : '=' };
 
-		jraw(w, o, 4);
+		sr_pbw__raw(w, o, 4);
 	}
 	jlit(w, "\"");
 }
 
-static void jints(struct pbw *w, const char *name, const int32_t *v, pb_size_t n, bool *first)
+static void jints(struct sr_pbw *w, const char *name, const int32_t *v, pb_size_t n, bool *first)
 {
 	if (!n)
 		return;
@@ -179,7 +171,7 @@ static void jints(struct pbw *w, const char *name, const int32_t *v, pb_size_t n
 		}                                                                                                      \
 	} while (0)
 
-static void janyvalue(struct pbw *w, const opentelemetry_proto_common_v1_AnyValue *v)
+static void janyvalue(struct sr_pbw *w, const opentelemetry_proto_common_v1_AnyValue *v)
 {
 	jlit(w, "{");
 	switch (v->which_value) {
@@ -207,8 +199,8 @@ static void janyvalue(struct pbw *w, const opentelemetry_proto_common_v1_AnyValu
 	jlit(w, "}");
 }
 
-static void jkeyvalues(struct pbw *w, const char *name, const opentelemetry_proto_common_v1_KeyValue *kv, pb_size_t n,
-		       bool *first)
+static void jkeyvalues(struct sr_pbw *w, const char *name, const opentelemetry_proto_common_v1_KeyValue *kv,
+		       pb_size_t n, bool *first)
 {
 	if (!n)
 		return;
@@ -226,8 +218,8 @@ static void jkeyvalues(struct pbw *w, const char *name, const opentelemetry_prot
 	jlit(w, "]");
 }
 
-static void jvaluetype(struct pbw *w, const char *name, const opentelemetry_proto_profiles_v1development_ValueType *v,
-		       bool *first)
+static void jvaluetype(struct sr_pbw *w, const char *name,
+		       const opentelemetry_proto_profiles_v1development_ValueType *v, bool *first)
 {
 	bool f = true;
 
@@ -238,7 +230,7 @@ static void jvaluetype(struct pbw *w, const char *name, const opentelemetry_prot
 	jlit(w, "}");
 }
 
-static void jdictionary(struct pbw *w, const opentelemetry_proto_profiles_v1development_ProfilesDictionary *d)
+static void jdictionary(struct sr_pbw *w, const opentelemetry_proto_profiles_v1development_ProfilesDictionary *d)
 {
 	jlit(w, "\"dictionary\":{\"mappingTable\":[");
 	for (pb_size_t i = 0; i < d->mapping_table_count; i++) {
@@ -327,7 +319,7 @@ static void jdictionary(struct pbw *w, const opentelemetry_proto_profiles_v1deve
 }
 
 /* OTLP/JSON of a v1.10 request (what gw_otlp_encode made), one line. */
-static int to_json(const uint8_t *req, size_t len, struct pbw *w)
+static int to_json(const uint8_t *req, size_t len, struct sr_pbw *w)
 {
 	opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest r =
 		opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_init_zero;
@@ -399,7 +391,7 @@ static int to_json(const uint8_t *req, size_t len, struct pbw *w)
 	jdictionary(w, &r.dictionary);
 	jlit(w, "}\n");
 	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &r);
-	return pbw_error(w);
+	return sr_pbw__error(w);
 }
 
 /* ---- the exporter ---- */
@@ -456,7 +448,7 @@ static int file_consume(struct gw_component *c, struct gw_profiles *p)
 		.process_attrs = (enum gw_otlp_process_attrs)x->cfg->process_attributes,
 		.scope_version = SR_VERSION,
 	};
-	struct pbw req = { 0 }, out = { 0 };
+	struct sr_pbw req = { 0 }, out = { 0 };
 	uint64_t total = p->total_count, max = x->cfg->rotation.max_megabytes << 20;
 	size_t written = 0;
 	int r;
@@ -473,12 +465,12 @@ static int file_consume(struct gw_component *c, struct gw_profiles *p)
 			uint8_t len[4] = { (uint8_t)(req.len >> 24), (uint8_t)(req.len >> 16), (uint8_t)(req.len >> 8),
 					   (uint8_t)req.len };
 
-			if (pbw_reserve(&out, req.len + 4)) {
+			if (sr_pbw__reserve(&out, req.len + 4)) {
 				memcpy(out.buf, len, 4);
 				memcpy(out.buf + 4, req.buf, req.len);
 				out.len = req.len + 4;
 			}
-			r = pbw_error(&out);
+			r = sr_pbw__error(&out);
 		}
 	}
 	if (r == 0 && max && x->size > 0 && x->size + out.len > max)
@@ -488,8 +480,8 @@ static int file_consume(struct gw_component *c, struct gw_profiles *p)
 	if (r == 0)
 		r = gw_write_all(x->fd, out.buf, out.len);
 	written = out.len;
-	pbw_free(&req);
-	pbw_free(&out);
+	sr_pbw__free(&req);
+	sr_pbw__free(&out);
 	if (r < 0) {
 		sr_log_error(c->id, "could not write profiles to the file; samples dropped", "path=%s error=%s",
 			     x->cfg->path, strerror(-r));

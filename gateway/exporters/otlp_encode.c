@@ -10,7 +10,7 @@
 #include "core/model.h"
 #include "macro.h"
 #include "otlp_encode.h"
-#include "pbwrite.h"
+#include "pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 #include "opentelemetry/proto/common/v1/common.pb.h"
@@ -526,110 +526,109 @@ static int dict_init(struct dict *d)
  * from the dictionary (strings by index) or straight from the model, so the
  * string is passed in; the other members are the same union either way.
  */
-static void write_any_value_oneof(struct pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
+static void write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
 				  bool bv, double dv)
 {
 	switch (type) {
 	case GW_ATTR_STRING:
 		/* A string value is always written, "" included: it says "string". */
-		pbw_bytes_always(w, C(AnyValue, string_value), str, str_len);
+		sr_pbw__bytes_always(w, C(AnyValue, string_value), str, str_len);
 		break;
 	case GW_ATTR_INT:
-		pbw_tag(w, C(AnyValue, int_value), PBW_VARINT);
-		pbw_varint(w, (uint64_t)i);
+		sr_pbw__tag(w, C(AnyValue, int_value), SR_PB_VARINT);
+		sr_pbw__varint(w, (uint64_t)i);
 		break;
 	case GW_ATTR_BOOL:
-		pbw_tag(w, C(AnyValue, bool_value), PBW_VARINT);
-		pbw_varint(w, bv);
+		sr_pbw__tag(w, C(AnyValue, bool_value), SR_PB_VARINT);
+		sr_pbw__varint(w, bv);
 		break;
 	case GW_ATTR_DOUBLE: {
 		uint64_t bits;
 
+		/* Written even when 0.0: the member says "double". */
 		memcpy(&bits, &dv, sizeof(bits));
-		pbw_tag(w, C(AnyValue, double_value), PBW_I64);
-		if (pbw_reserve(w, 8))
-			for (int k = 0; k < 8; k++)
-				w->buf[w->len++] = (uint8_t)(bits >> (8 * k));
+		sr_pbw__tag(w, C(AnyValue, double_value), SR_PB_I64);
+		sr_pbw__put_fixed64(w, bits);
 		break;
 	}
 	}
 }
 
-static void write_any_value(struct pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
+static void write_any_value(struct sr_pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
 {
-	size_t m = pbw_begin(w, field);
+	size_t m = sr_pbw__begin(w, field);
 	const char *str = a->type == GW_ATTR_STRING ? d->strings.v[a->str].s : "";
 	size_t str_len = a->type == GW_ATTR_STRING ? d->strings.v[a->str].len : 0;
 
 	/* Only the member the type names is read: a bool read from an int's bytes is undefined. */
 	write_any_value_oneof(w, a->type, str, str_len, a->type == GW_ATTR_INT ? a->v.i : 0,
 			      a->type == GW_ATTR_BOOL && a->v.b, a->type == GW_ATTR_DOUBLE ? a->v.d : 0);
-	pbw_end(w, m);
+	sr_pbw__end(w, m);
 }
 
-static void write_dictionary(struct pbw *w, const struct dict *d)
+static void write_dictionary(struct sr_pbw *w, const struct dict *d)
 {
-	size_t dm = pbw_begin(w, REQ(dictionary));
+	size_t dm = sr_pbw__begin(w, REQ(dictionary));
 
 	for (uint32_t i = 0; i < d->mappings.n; i++) {
 		const struct d_mapping *e = &d->mappings.v[i];
-		size_t m = pbw_begin(w, P(ProfilesDictionary, mapping_table));
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, mapping_table));
 
-		pbw_int(w, P(Mapping, filename_strindex), e->filename);
+		sr_pbw__int(w, P(Mapping, filename_strindex), e->filename);
 		if (e->build_id_attr)
-			pbw_packed_i32(w, P(Mapping, attribute_indices), &e->build_id_attr, 1);
-		pbw_end(w, m);
+			sr_pbw__packed_i32(w, P(Mapping, attribute_indices), &e->build_id_attr, 1);
+		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->locations.n; i++) {
 		const struct d_location *e = &d->locations.v[i];
-		size_t m = pbw_begin(w, P(ProfilesDictionary, location_table));
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, location_table));
 
-		pbw_int(w, P(Location, mapping_index), e->mapping);
-		pbw_uint(w, P(Location, address), e->address);
+		sr_pbw__int(w, P(Location, mapping_index), e->mapping);
+		sr_pbw__uint(w, P(Location, address), e->address);
 		for (uint32_t j = 0; j < e->n_lines; j++) {
 			const struct d_line *l = &d->lines.v[e->first_line + j];
-			size_t lm = pbw_begin(w, P(Location, lines));
+			size_t lm = sr_pbw__begin(w, P(Location, lines));
 
-			pbw_int(w, P(Line, function_index), l->function);
-			pbw_int(w, P(Line, line), l->line);
-			pbw_int(w, P(Line, column), l->column);
-			pbw_end(w, lm);
+			sr_pbw__int(w, P(Line, function_index), l->function);
+			sr_pbw__int(w, P(Line, line), l->line);
+			sr_pbw__int(w, P(Line, column), l->column);
+			sr_pbw__end(w, lm);
 		}
-		pbw_end(w, m);
+		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->functions.n; i++) {
 		const struct d_function *e = &d->functions.v[i];
-		size_t m = pbw_begin(w, P(ProfilesDictionary, function_table));
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, function_table));
 
-		pbw_int(w, P(Function, name_strindex), e->name);
-		pbw_int(w, P(Function, system_name_strindex), e->system_name);
-		pbw_int(w, P(Function, filename_strindex), e->filename);
-		pbw_int(w, P(Function, start_line), e->start_line);
-		pbw_end(w, m);
+		sr_pbw__int(w, P(Function, name_strindex), e->name);
+		sr_pbw__int(w, P(Function, system_name_strindex), e->system_name);
+		sr_pbw__int(w, P(Function, filename_strindex), e->filename);
+		sr_pbw__int(w, P(Function, start_line), e->start_line);
+		sr_pbw__end(w, m);
 	}
 	/* link_table: only its zero element; we have no trace links. */
-	pbw_end(w, pbw_begin(w, P(ProfilesDictionary, link_table)));
+	sr_pbw__end(w, sr_pbw__begin(w, P(ProfilesDictionary, link_table)));
 	for (uint32_t i = 0; i < d->strings.n; i++)
-		pbw_bytes_always(w, P(ProfilesDictionary, string_table), d->strings.v[i].s, d->strings.v[i].len);
+		sr_pbw__bytes_always(w, P(ProfilesDictionary, string_table), d->strings.v[i].s, d->strings.v[i].len);
 	for (uint32_t i = 0; i < d->attrs.n; i++) {
 		const struct d_attr *e = &d->attrs.v[i];
-		size_t m = pbw_begin(w, P(ProfilesDictionary, attribute_table));
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, attribute_table));
 
 		if (i > 0) {
-			pbw_int(w, P(KeyValueAndUnit, key_strindex), e->key);
+			sr_pbw__int(w, P(KeyValueAndUnit, key_strindex), e->key);
 			write_any_value(w, P(KeyValueAndUnit, value), d, e);
 		}
-		pbw_end(w, m);
+		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->stacks.n; i++) {
 		const struct d_stack *e = &d->stacks.v[i];
-		size_t m = pbw_begin(w, P(ProfilesDictionary, stack_table));
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, stack_table));
 
 		if (e->n)
-			pbw_packed_i32(w, P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
-		pbw_end(w, m);
+			sr_pbw__packed_i32(w, P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
+		sr_pbw__end(w, m);
 	}
-	pbw_end(w, dm);
+	sr_pbw__end(w, dm);
 }
 
 /* ---- profiles ---- */
@@ -643,7 +642,7 @@ struct pending_sample {
 struct enc {
 	const struct gw_otlp_options *o;
 	struct dict d;
-	struct pbw *w;
+	struct sr_pbw *w;
 	VEC(struct pending_sample) samples;
 	VEC(int32_t) sample_attrs;
 	VEC(uint32_t) order; /* sample indices of a resource, grouped by pid */
@@ -652,17 +651,17 @@ struct enc {
 	int32_t str_samples, str_count, str_cpu, str_nanoseconds;
 };
 
-static void write_key_value(struct pbw *w, uint32_t field, const struct gw_attr *a)
+static void write_key_value(struct sr_pbw *w, uint32_t field, const struct gw_attr *a)
 {
-	size_t m = pbw_begin(w, field), vm;
+	size_t m = sr_pbw__begin(w, field), vm;
 	const char *str = a->type == GW_ATTR_STRING && a->v.s ? a->v.s : "";
 
-	pbw_string(w, C(KeyValue, key), a->key);
-	vm = pbw_begin(w, C(KeyValue, value));
+	sr_pbw__string(w, C(KeyValue, key), a->key);
+	vm = sr_pbw__begin(w, C(KeyValue, value));
 	write_any_value_oneof(w, a->type, str, strlen(str), a->type == GW_ATTR_INT ? a->v.i : 0,
 			      a->type == GW_ATTR_BOOL && a->v.b, a->type == GW_ATTR_DOUBLE ? a->v.d : 0);
-	pbw_end(w, vm);
-	pbw_end(w, m);
+	sr_pbw__end(w, vm);
+	sr_pbw__end(w, m);
 }
 
 static int sample_attr(struct enc *e, const struct gw_attr *a)
@@ -678,19 +677,19 @@ static int sample_attr(struct enc *e, const struct gw_attr *a)
 	return 0;
 }
 
-static void write_value_type(struct pbw *w, uint32_t field, int32_t type, int32_t unit)
+static void write_value_type(struct sr_pbw *w, uint32_t field, int32_t type, int32_t unit)
 {
-	size_t m = pbw_begin(w, field);
+	size_t m = sr_pbw__begin(w, field);
 
-	pbw_int(w, P(ValueType, type_strindex), type);
-	pbw_int(w, P(ValueType, unit_strindex), unit);
-	pbw_end(w, m);
+	sr_pbw__int(w, P(ValueType, type_strindex), type);
+	sr_pbw__int(w, P(ValueType, unit_strindex), unit);
+	sr_pbw__end(w, m);
 }
 
 /* Writes one ResourceProfiles for r's samples order[from..to). pid_attr: with process.pid on the resource. */
 static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t from, uint32_t to, bool pid_attr)
 {
-	struct pbw *w = e->w;
+	struct sr_pbw *w = e->w;
 	const struct gw_otlp_options *o = e->o;
 	bool v19 = o->version == GW_OTLP_V1_9;
 	uint64_t t_min = UINT64_MAX, t_max = 0;
@@ -772,8 +771,8 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	if (e->samples.n == 0)
 		return 0;
 
-	rm = pbw_begin(w, REQ(resource_profiles));
-	resm = pbw_begin(w, P(ResourceProfiles, resource));
+	rm = sr_pbw__begin(w, REQ(resource_profiles));
+	resm = sr_pbw__begin(w, P(ResourceProfiles, resource));
 	for (uint32_t i = 0; i < r->n_attrs; i++)
 		write_key_value(w, RES(attributes), &r->attrs[i]);
 	if (pid_attr) {
@@ -783,48 +782,48 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 
 		write_key_value(w, RES(attributes), &a);
 	}
-	pbw_end(w, resm);
-	sm = pbw_begin(w, P(ResourceProfiles, scope_profiles));
-	scm = pbw_begin(w, P(ScopeProfiles, scope));
-	pbw_string(w, C(InstrumentationScope, name), SCOPE_NAME);
-	pbw_string(w, C(InstrumentationScope, version), o->scope_version);
-	pbw_end(w, scm);
-	pm = pbw_begin(w, P(ScopeProfiles, profiles));
+	sr_pbw__end(w, resm);
+	sm = sr_pbw__begin(w, P(ResourceProfiles, scope_profiles));
+	scm = sr_pbw__begin(w, P(ScopeProfiles, scope));
+	sr_pbw__string(w, C(InstrumentationScope, name), SCOPE_NAME);
+	sr_pbw__string(w, C(InstrumentationScope, version), o->scope_version);
+	sr_pbw__end(w, scm);
+	pm = sr_pbw__begin(w, P(ScopeProfiles, profiles));
 	write_value_type(w, P(Profile, sample_type), e->str_samples, e->str_count);
 	for (uint32_t i = 0; i < e->samples.n; i++) {
 		const struct pending_sample *ps = &e->samples.v[i];
-		size_t m = pbw_begin(w, P(Profile, samples));
+		size_t m = sr_pbw__begin(w, P(Profile, samples));
 		size_t vm;
 
-		pbw_int(w, v19 ? S9(stack_index) : S10(stack_index), ps->stack);
+		sr_pbw__int(w, v19 ? S9(stack_index) : S10(stack_index), ps->stack);
 		if (v19) {
-			vm = pbw_begin(w, S9(values));
-			pbw_varint(w, ps->count);
-			pbw_end(w, vm);
+			vm = sr_pbw__begin(w, S9(values));
+			sr_pbw__varint(w, ps->count);
+			sr_pbw__end(w, vm);
 			if (ps->n_attrs)
-				pbw_packed_i32(w, S9(attribute_indices), e->sample_attrs.v + ps->first_attr,
-					       ps->n_attrs);
+				sr_pbw__packed_i32(w, S9(attribute_indices), e->sample_attrs.v + ps->first_attr,
+						   ps->n_attrs);
 		} else {
 			if (ps->n_attrs)
-				pbw_packed_i32(w, S10(attribute_indices), e->sample_attrs.v + ps->first_attr,
-					       ps->n_attrs);
-			vm = pbw_begin(w, S10(values));
-			pbw_varint(w, ps->count);
-			pbw_end(w, vm);
+				sr_pbw__packed_i32(w, S10(attribute_indices), e->sample_attrs.v + ps->first_attr,
+						   ps->n_attrs);
+			vm = sr_pbw__begin(w, S10(values));
+			sr_pbw__varint(w, ps->count);
+			sr_pbw__end(w, vm);
 		}
-		pbw_end(w, m);
+		sr_pbw__end(w, m);
 		e->st.samples++;
 		e->st.total_count += ps->count;
 	}
-	pbw_fixed64(w, P(Profile, time_unix_nano), t_min);
-	pbw_uint(w, P(Profile, duration_nano), t_max > t_min ? t_max - t_min : 0);
+	sr_pbw__fixed64(w, P(Profile, time_unix_nano), t_min);
+	sr_pbw__uint(w, P(Profile, duration_nano), t_max > t_min ? t_max - t_min : 0);
 	write_value_type(w, P(Profile, period_type), e->str_cpu, e->str_nanoseconds);
-	pbw_int(w, P(Profile, period), r->frequency_hz ? (int64_t)(1000000000ULL / r->frequency_hz) : 0);
-	pbw_end(w, pm);
-	pbw_end(w, sm);
-	pbw_end(w, rm);
+	sr_pbw__int(w, P(Profile, period), r->frequency_hz ? (int64_t)(1000000000ULL / r->frequency_hz) : 0);
+	sr_pbw__end(w, pm);
+	sr_pbw__end(w, sm);
+	sr_pbw__end(w, rm);
 	e->st.profiles++;
-	return pbw_error(w);
+	return sr_pbw__error(w);
 }
 
 static int by_pid(const void *a, const void *b, void *userdata)
@@ -838,7 +837,7 @@ static int by_pid(const void *a, const void *b, void *userdata)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *opts, struct pbw *out,
+int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *opts, struct sr_pbw *out,
 		   struct gw_otlp_stats *ret_stats)
 {
 	struct enc e = { .o = opts, .w = out };
@@ -889,7 +888,7 @@ int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *op
 		}
 	}
 	write_dictionary(out, &e.d);
-	r = pbw_error(out);
+	r = sr_pbw__error(out);
 	if (r < 0)
 		goto out;
 	e.st.strings = e.d.strings.n;
@@ -911,71 +910,17 @@ out:
 
 /* ---- reading our own requests back (413 splits, counts) ---- */
 
-struct pbr_field {
-	uint32_t number;
-	unsigned wt;
-	const uint8_t *start; /* of the tag */
-	const uint8_t *data;  /* LEN: the payload; VARINT: unused */
-	size_t len;	      /* LEN payload length */
-	uint64_t value;	      /* VARINT, I64, I32 */
-	const uint8_t *end;   /* past the field */
-};
-
-static int pbr_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret)
+/* The next field (common/pbwire.h); 1 at the end. Malformed input is -EINVAL, as gw_otlp_count() promises. */
+static int next_field(struct sr_pbr *r, struct sr_pb_field *f)
 {
-	uint64_t v = 0;
+	int e = sr_pbr__next(r, f);
 
-	for (unsigned shift = 0; shift < 64; shift += 7) {
-		if (*p >= end)
-			return -EINVAL;
-		v |= (uint64_t)(**p & 0x7f) << shift;
-		if (!(*(*p)++ & 0x80)) {
-			*ret = v;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return e < 0 ? -EINVAL : e;
 }
 
-/* Reads the next field of [*p, end); 0, 1 at the end, -EINVAL when malformed. */
-static int pbr_next(const uint8_t **p, const uint8_t *end, struct pbr_field *f)
+static struct sr_pbr sub_of(const struct sr_pbr *r, const struct sr_pb_field *f)
 {
-	uint64_t key;
-
-	if (*p >= end)
-		return 1;
-	f->start = *p;
-	if (pbr_varint(p, end, &key) < 0 || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
-		return -EINVAL;
-	f->number = (uint32_t)(key >> 3);
-	f->wt = key & 7;
-	switch (f->wt) {
-	case PBW_VARINT:
-		if (pbr_varint(p, end, &f->value) < 0)
-			return -EINVAL;
-		break;
-	case PBW_I64:
-		if (end - *p < 8)
-			return -EINVAL;
-		*p += 8;
-		break;
-	case PBW_I32:
-		if (end - *p < 4)
-			return -EINVAL;
-		*p += 4;
-		break;
-	case PBW_LEN:
-		if (pbr_varint(p, end, &f->value) < 0 || f->value > (uint64_t)(end - *p))
-			return -EINVAL;
-		f->data = *p;
-		f->len = (size_t)f->value;
-		*p += f->len;
-		break;
-	default:
-		return -EINVAL;
-	}
-	f->end = *p;
-	return 0;
+	return sr_pbr__sub(r, (struct sr_pb_slice){ f->data, f->len });
 }
 
 /* The repeated child field at each nesting level: request → RP → SP → Profile → Sample. */
@@ -986,55 +931,51 @@ static const uint32_t level_child[] = {
 	P(Profile, samples),
 };
 
-static int count_sample(const uint8_t *p, const uint8_t *end, uint32_t values_field, uint64_t *sum)
+static int count_sample(struct sr_pbr r, uint32_t values_field, uint64_t *sum)
 {
-	struct pbr_field f;
-	int r;
+	struct sr_pb_field f;
+	int e;
 
-	while ((r = pbr_next(&p, end, &f)) == 0) {
+	while ((e = next_field(&r, &f)) == 0) {
+		struct sr_pbr el;
+		uint64_t v;
+
 		if (f.number != values_field)
 			continue;
-		if (f.wt == PBW_VARINT) {
-			*sum += f.value;
-		} else if (f.wt == PBW_LEN) {
-			const uint8_t *q = f.data, *qe = f.data + f.len;
-
-			while (q < qe) {
-				uint64_t v;
-
-				if (pbr_varint(&q, qe, &v) < 0)
-					return -EINVAL;
-				*sum += v;
-			}
-		} else {
+		/* Packed (as we write them) or not. */
+		if (sr_pbr__elements(&r, &f, SR_PB_VARINT, &el) < 0)
 			return -EINVAL;
+		while (sr_pbr__more(&el)) {
+			if (sr_pbr__varint(&el, &v) < 0)
+				return -EINVAL;
+			*sum += v;
 		}
 	}
-	return r < 0 ? r : 0;
+	return e < 0 ? e : 0;
 }
 
-static int count_level(const uint8_t *p, const uint8_t *end, unsigned level, uint32_t values_field, uint64_t *sum)
+static int count_level(struct sr_pbr r, unsigned level, uint32_t values_field, uint64_t *sum)
 {
-	struct pbr_field f;
-	int r;
+	struct sr_pb_field f;
+	int e;
 
-	while ((r = pbr_next(&p, end, &f)) == 0) {
-		if (f.number != level_child[level] || f.wt != PBW_LEN)
+	while ((e = next_field(&r, &f)) == 0) {
+		if (f.number != level_child[level] || f.wt != SR_PB_LEN)
 			continue;
 		if (level == SR_ARRAY_SIZE(level_child) - 1)
-			r = count_sample(f.data, f.data + f.len, values_field, sum);
+			e = count_sample(sub_of(&r, &f), values_field, sum);
 		else
-			r = count_level(f.data, f.data + f.len, level + 1, values_field, sum);
-		if (r < 0)
-			return r;
+			e = count_level(sub_of(&r, &f), level + 1, values_field, sum);
+		if (e < 0)
+			return e;
 	}
-	return r < 0 ? r : 0;
+	return e < 0 ? e : 0;
 }
 
 int gw_otlp_count(const uint8_t *req, size_t len, enum gw_otlp_version v, uint64_t *ret_count)
 {
 	uint64_t sum = 0;
-	int r = count_level(req, req + len, 0, v == GW_OTLP_V1_9 ? S9(values) : S10(values), &sum);
+	int r = count_level(sr_pbr_of(req, len), 0, v == GW_OTLP_V1_9 ? S9(values) : S10(values), &sum);
 
 	if (r < 0)
 		return r;
@@ -1042,26 +983,16 @@ int gw_otlp_count(const uint8_t *req, size_t len, enum gw_otlp_version v, uint64
 	return 0;
 }
 
-static void pbw_raw(struct pbw *w, const uint8_t *from, const uint8_t *to)
+/* Splits the message body msg at level into bodies a and b. */
+static int split_level(const struct sr_pbr msg, unsigned level, struct sr_pbw *a, struct sr_pbw *b)
 {
-	size_t n = (size_t)(to - from);
-
-	if (!pbw_reserve(w, n))
-		return;
-	memcpy(w->buf + w->len, from, n);
-	w->len += n;
-}
-
-/* Splits the message body [p, end) at level into bodies a and b. */
-static int split_level(const uint8_t *p, const uint8_t *end, unsigned level, struct pbw *a, struct pbw *b)
-{
-	const uint8_t *q = p;
-	struct pbr_field f, only = { 0 };
+	struct sr_pbr q = msg;
+	struct sr_pb_field f, only = { 0 };
 	size_t n_children = 0, child_bytes = 0, acc = 0;
 	int r;
 
-	while ((r = pbr_next(&q, end, &f)) == 0) {
-		if (f.number == level_child[level] && f.wt == PBW_LEN) {
+	while ((r = next_field(&q, &f)) == 0) {
+		if (f.number == level_child[level] && f.wt == SR_PB_LEN) {
 			n_children++;
 			child_bytes += (size_t)(f.end - f.start);
 			only = f;
@@ -1072,43 +1003,43 @@ static int split_level(const uint8_t *p, const uint8_t *end, unsigned level, str
 	if (n_children == 0)
 		return -ERANGE;
 	if (n_children == 1) {
-		struct pbw ca = { 0 }, cb = { 0 };
+		struct sr_pbw ca = { 0 }, cb = { 0 };
 
 		if (level == SR_ARRAY_SIZE(level_child) - 1)
 			return -ERANGE;
-		r = split_level(only.data, only.data + only.len, level + 1, &ca, &cb);
+		r = split_level(sub_of(&msg, &only), level + 1, &ca, &cb);
 		if (r < 0)
 			goto one_out;
-		q = p;
-		while (pbr_next(&q, end, &f) == 0) {
+		q = msg;
+		while (next_field(&q, &f) == 0) {
 			if (f.start == only.start) {
-				pbw_bytes_always(a, f.number, ca.buf, ca.len);
-				pbw_bytes_always(b, f.number, cb.buf, cb.len);
+				sr_pbw__bytes_always(a, f.number, ca.buf, ca.len);
+				sr_pbw__bytes_always(b, f.number, cb.buf, cb.len);
 			} else {
-				pbw_raw(a, f.start, f.end);
-				pbw_raw(b, f.start, f.end);
+				sr_pbw__copy_field(a, &f);
+				sr_pbw__copy_field(b, &f);
 			}
 		}
-		r = pbw_error(a) ?: pbw_error(b) ?: pbw_error(&ca) ?: pbw_error(&cb);
+		r = sr_pbw__error(a) ?: sr_pbw__error(b) ?: sr_pbw__error(&ca) ?: sr_pbw__error(&cb);
 	one_out:
-		pbw_free(&ca);
-		pbw_free(&cb);
+		sr_pbw__free(&ca);
+		sr_pbw__free(&cb);
 		return r;
 	}
 	/* Several children: the first half of their bytes to a, the rest to b; other fields to both. */
-	q = p;
-	while (pbr_next(&q, end, &f) == 0) {
-		if (f.number == level_child[level] && f.wt == PBW_LEN) {
+	q = msg;
+	while (next_field(&q, &f) == 0) {
+		if (f.number == level_child[level] && f.wt == SR_PB_LEN) {
 			bool first = acc == 0 || acc + (size_t)(f.end - f.start) / 2 <= child_bytes / 2;
 
 			acc += (size_t)(f.end - f.start);
-			pbw_raw(first ? a : b, f.start, f.end);
+			sr_pbw__copy_field(first ? a : b, &f);
 		} else {
-			pbw_raw(a, f.start, f.end);
-			pbw_raw(b, f.start, f.end);
+			sr_pbw__copy_field(a, &f);
+			sr_pbw__copy_field(b, &f);
 		}
 	}
-	return pbw_error(a) ?: pbw_error(b);
+	return sr_pbw__error(a) ?: sr_pbw__error(b);
 }
 
 /* ---- dictionary compaction (after a split, each half keeps only what it uses) ---- */
@@ -1208,98 +1139,94 @@ static const struct ref_rule *rule_for(const struct ref_rule *rules, uint32_t fi
 }
 
 /* Marks the entries a message's fields refer to; -EINVAL on malformed bytes or indexes out of bounds. */
-static int mark(struct compact *c, const uint8_t *p, const uint8_t *end, const struct ref_rule *rules)
+static int mark(struct compact *c, struct sr_pbr msg, const struct ref_rule *rules)
 {
-	struct pbr_field f;
+	struct sr_pb_field f;
 	int r;
 
-	while ((r = pbr_next(&p, end, &f)) == 0) {
+	while ((r = next_field(&msg, &f)) == 0) {
 		const struct ref_rule *rule = rule_for(rules, f.number);
+		struct sr_pbr el;
+		uint64_t v;
 
 		if (!rule)
 			continue;
 		if (rule->t == T_SUB) {
-			if (f.wt != PBW_LEN)
+			if (f.wt != SR_PB_LEN)
 				return -EINVAL;
-			r = mark(c, f.data, f.data + f.len, rule->sub);
+			r = mark(c, sub_of(&msg, &f), rule->sub);
 			if (r < 0)
 				return r;
 			continue;
 		}
-		if (f.wt == PBW_VARINT) {
-			if (f.value >= c->n[rule->t])
-				return -EINVAL;
-			c->map[rule->t][f.value] = 1;
-		} else if (f.wt == PBW_LEN) {
-			const uint8_t *q = f.data, *qe = f.data + f.len;
-
-			while (q < qe) {
-				uint64_t v;
-
-				if (pbr_varint(&q, qe, &v) < 0 || v >= c->n[rule->t])
-					return -EINVAL;
-				c->map[rule->t][v] = 1;
-			}
-		} else {
+		/* One index or packed indices. */
+		if (sr_pbr__elements(&msg, &f, SR_PB_VARINT, &el) < 0)
 			return -EINVAL;
+		while (sr_pbr__more(&el)) {
+			if (sr_pbr__varint(&el, &v) < 0 || v >= c->n[rule->t])
+				return -EINVAL;
+			c->map[rule->t][v] = 1;
 		}
 	}
 	return r < 0 ? r : 0;
 }
 
-/* Writes the message [p, end) with every reference renumbered. */
-static void rewrite(struct compact *c, struct pbw *w, const uint8_t *p, const uint8_t *end,
-		    const struct ref_rule *rules)
+/* Writes the message msg (marked before: well-formed) with every reference renumbered. */
+static void rewrite(struct compact *c, struct sr_pbw *w, struct sr_pbr msg, const struct ref_rule *rules)
 {
-	struct pbr_field f;
+	struct sr_pb_field f;
 
-	while (pbr_next(&p, end, &f) == 0) {
+	while (next_field(&msg, &f) == 0) {
 		const struct ref_rule *rule = rule_for(rules, f.number);
 
 		if (!rule) {
-			pbw_raw(w, f.start, f.end);
+			sr_pbw__copy_field(w, &f);
 		} else if (rule->t == T_SUB) {
-			size_t m = pbw_begin(w, f.number);
+			size_t m = sr_pbw__begin(w, f.number);
 
-			rewrite(c, w, f.data, f.data + f.len, rule->sub);
-			pbw_end(w, m);
-		} else if (f.wt == PBW_VARINT) {
-			pbw_uint(w, f.number, c->map[rule->t][f.value] - 1);
+			rewrite(c, w, sub_of(&msg, &f), rule->sub);
+			sr_pbw__end(w, m);
+		} else if (f.wt == SR_PB_VARINT) {
+			sr_pbw__uint(w, f.number, c->map[rule->t][f.value] - 1);
 		} else {
-			const uint8_t *q = f.data, *qe = f.data + f.len;
-			size_t m = pbw_begin(w, f.number);
+			struct sr_pbr el = sub_of(&msg, &f);
+			size_t m = sr_pbw__begin(w, f.number);
 			uint64_t v;
 
-			while (q < qe && pbr_varint(&q, qe, &v) == 0)
-				pbw_varint(w, c->map[rule->t][v] - 1);
-			pbw_end(w, m);
+			while (sr_pbr__more(&el) && sr_pbr__varint(&el, &v) == 0)
+				sr_pbw__varint(w, c->map[rule->t][v] - 1);
+			sr_pbw__end(w, m);
 		}
 	}
 }
 
+/* A reader of entry i of table t (a slice of the request read by rq). */
+static struct sr_pbr entry_of(const struct sr_pbr *rq, const struct compact *c, int t, uint32_t i)
+{
+	return sr_pbr__sub(rq, (struct sr_pb_slice){ c->data[t][i], c->len[t][i] });
+}
+
 /* Rewrites a request so its dictionary holds only what its profiles use. */
-static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version v, struct pbw *out)
+static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version v, struct sr_pbw *out)
 {
 	const struct ref_rule *rp_rules = v == GW_OTLP_V1_9 ? r_rp9 : r_rp10;
 	/* Marking order: every referrer before what it refers to (strings and links refer to nothing). */
 	static const enum dict_table order[] = { T_STACK, T_LOC, T_MAP, T_FUN, T_ATTR };
 	struct compact c = { 0 };
-	const uint8_t *p = req, *end = req + len, *dict = NULL;
-	size_t dict_len = 0;
-	struct pbr_field f;
+	const struct sr_pbr rq = sr_pbr_of(req, len);
+	struct sr_pbr q = rq, dict = { 0 };
+	struct sr_pb_field f;
 	size_t dm;
 	int r;
 
-	while ((r = pbr_next(&p, end, &f)) == 0)
-		if (f.number == REQ(dictionary) && f.wt == PBW_LEN) {
-			dict = f.data;
-			dict_len = f.len;
-		}
-	if (r < 0 || !dict)
+	while ((r = next_field(&q, &f)) == 0)
+		if (f.number == REQ(dictionary) && f.wt == SR_PB_LEN)
+			dict = sub_of(&q, &f);
+	if (r < 0 || !dict.p)
 		return -EINVAL;
-	for (p = dict; (r = pbr_next(&p, dict + dict_len, &f)) == 0;) {
+	while ((r = next_field(&dict, &f)) == 0) {
 		for (int t = 0; t < T_MAX; t++) {
-			if (f.number != table_field[t] || f.wt != PBW_LEN)
+			if (f.number != table_field[t] || f.wt != SR_PB_LEN)
 				continue;
 			if (c.n[t] == c.cap[t]) {
 				uint32_t cap = c.cap[t] ? c.cap[t] * 2 : 256;
@@ -1332,9 +1259,9 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 			goto nomem;
 		c.map[t][0] = 1;
 	}
-	for (p = req; pbr_next(&p, end, &f) == 0;)
-		if (f.number == REQ(resource_profiles) && f.wt == PBW_LEN) {
-			r = mark(&c, f.data, f.data + f.len, rp_rules);
+	for (q = rq; next_field(&q, &f) == 0;)
+		if (f.number == REQ(resource_profiles) && f.wt == SR_PB_LEN) {
+			r = mark(&c, sub_of(&q, &f), rp_rules);
 			if (r < 0)
 				goto out;
 		}
@@ -1343,7 +1270,7 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 
 		for (uint32_t i = 0; i < c.n[t]; i++)
 			if (c.map[t][i]) {
-				r = mark(&c, c.data[t][i], c.data[t][i] + c.len[t][i], table_rules[t]);
+				r = mark(&c, entry_of(&rq, &c, t, i), table_rules[t]);
 				if (r < 0)
 					goto out;
 			}
@@ -1353,32 +1280,32 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 		for (uint32_t i = 0, next = 0; i < c.n[t]; i++)
 			c.map[t][i] = c.map[t][i] ? ++next : 0;
 
-	for (p = req; pbr_next(&p, end, &f) == 0;) {
-		if (f.number == REQ(resource_profiles) && f.wt == PBW_LEN) {
-			size_t m = pbw_begin(out, f.number);
+	for (q = rq; next_field(&q, &f) == 0;) {
+		if (f.number == REQ(resource_profiles) && f.wt == SR_PB_LEN) {
+			size_t m = sr_pbw__begin(out, f.number);
 
-			rewrite(&c, out, f.data, f.data + f.len, rp_rules);
-			pbw_end(out, m);
+			rewrite(&c, out, sub_of(&q, &f), rp_rules);
+			sr_pbw__end(out, m);
 		} else if (f.number != REQ(dictionary)) {
-			pbw_raw(out, f.start, f.end);
+			sr_pbw__copy_field(out, &f);
 		}
 	}
-	dm = pbw_begin(out, REQ(dictionary));
+	dm = sr_pbw__begin(out, REQ(dictionary));
 	for (int t = 0; t < T_MAX; t++)
 		for (uint32_t i = 0; i < c.n[t]; i++) {
 			size_t m;
 
 			if (!c.map[t][i])
 				continue;
-			m = pbw_begin(out, table_field[t]);
+			m = sr_pbw__begin(out, table_field[t]);
 			if (t == T_STR)
-				pbw_raw(out, c.data[t][i], c.data[t][i] + c.len[t][i]);
+				sr_pbw__raw(out, c.data[t][i], c.len[t][i]);
 			else
-				rewrite(&c, out, c.data[t][i], c.data[t][i] + c.len[t][i], table_rules[t]);
-			pbw_end(out, m);
+				rewrite(&c, out, entry_of(&rq, &c, t, i), table_rules[t]);
+			sr_pbw__end(out, m);
 		}
-	pbw_end(out, dm);
-	r = pbw_error(out);
+	sr_pbw__end(out, dm);
+	r = sr_pbw__error(out);
 	goto out;
 nomem:
 	r = -ENOMEM;
@@ -1387,20 +1314,20 @@ out:
 	return r;
 }
 
-int gw_otlp_split(const uint8_t *req, size_t len, enum gw_otlp_version v, struct pbw *ret_a, uint64_t *ret_a_count,
-		  struct pbw *ret_b, uint64_t *ret_b_count)
+int gw_otlp_split(const uint8_t *req, size_t len, enum gw_otlp_version v, struct sr_pbw *ret_a, uint64_t *ret_a_count,
+		  struct sr_pbw *ret_b, uint64_t *ret_b_count)
 {
-	struct pbw a = { 0 }, b = { 0 };
+	struct sr_pbw a = { 0 }, b = { 0 };
 	int r;
 
-	r = split_level(req, req + len, 0, &a, &b);
+	r = split_level(sr_pbr_of(req, len), 0, &a, &b);
 	/* Each half keeps only the dictionary entries it uses, so halves really shrink. */
 	if (r == 0)
 		r = compact_request(a.buf, a.len, v, ret_a);
 	if (r == 0)
 		r = compact_request(b.buf, b.len, v, ret_b);
-	pbw_free(&a);
-	pbw_free(&b);
+	sr_pbw__free(&a);
+	sr_pbw__free(&b);
 	if (r < 0)
 		return r;
 	r = gw_otlp_count(ret_a->buf, ret_a->len, v, ret_a_count);

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 struct gw_profiles;
-struct pbw;
+struct sr_pbw;
 
 enum gw_otlp_version {
 	GW_OTLP_V1_10, /* Pyroscope >= 1.20, 2.x; Collector >= 0.148 */
@@ -59,7 +59,7 @@ int gw_otlp_version_from_string(const char *s, enum gw_otlp_version *ret);
 const char *gw_otlp_version_to_string(enum gw_otlp_version v);
 
 /* Appends the request to out. Returns 0 or -errno (-ENOMEM, -E2BIG for an index past INT32_MAX). */
-int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *opts, struct pbw *out,
+int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *opts, struct sr_pbw *out,
 		   struct gw_otlp_stats *ret_stats);
 
 /*
@@ -69,8 +69,8 @@ int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *op
  * profiles. Each half's sample count (sum of values) is returned. -EINVAL on
  * malformed input, -ERANGE when it holds a single sample (cannot split).
  */
-int gw_otlp_split(const uint8_t *req, size_t len, enum gw_otlp_version v, struct pbw *ret_a, uint64_t *ret_a_count,
-		  struct pbw *ret_b, uint64_t *ret_b_count);
+int gw_otlp_split(const uint8_t *req, size_t len, enum gw_otlp_version v, struct sr_pbw *ret_a, uint64_t *ret_a_count,
+		  struct sr_pbw *ret_b, uint64_t *ret_b_count);
 
 /* Sum of sample values in an encoded request; -EINVAL when malformed. */
 int gw_otlp_count(const uint8_t *req, size_t len, enum gw_otlp_version v, uint64_t *ret_count);

@@ -30,7 +30,7 @@
 #include "local.h"
 #include "log.h"
 #include "macro.h"
-#include "pbwrite.h"
+#include "pbwire.h"
 
 /*
  * Field numbers of github.com/google/pprof/proto/profile.proto. (No .proto
@@ -162,7 +162,7 @@ static uint32_t idmap_get(struct idmap *m, const void *key, uint64_t k2, bool *r
 struct pprof_enc {
 	struct gw_strtab st;
 	struct idmap locs, maps, funcs;
-	struct pbw body; /* locations, mappings, functions as they are first seen */
+	struct sr_pbw body; /* locations, mappings, functions as they are first seen */
 	int err;
 };
 
@@ -192,21 +192,23 @@ static uint32_t mapping_id(struct pprof_enc *e, const struct gw_location *l)
 	}
 	if (!fresh)
 		return id;
-	m = pbw_begin(&e->body, PPROF_PROFILE_MAPPING);
-	pbw_uint(&e->body, PPROF_MAPPING_ID, id);
+	m = sr_pbw__begin(&e->body, PPROF_PROFILE_MAPPING);
+	sr_pbw__uint(&e->body, PPROF_MAPPING_ID, id);
 	if (l->exe) {
-		pbw_int(&e->body, PPROF_MAPPING_FILENAME, S(e, *l->exe->path ? l->exe->path : l->exe->file_name));
-		pbw_int(&e->body, PPROF_MAPPING_BUILD_ID, S(e, gw_id_to_hex(&l->exe->gnu_build_id, hex, sizeof(hex))));
+		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, *l->exe->path ? l->exe->path : l->exe->file_name));
+		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID,
+			    S(e, gw_id_to_hex(&l->exe->gnu_build_id, hex, sizeof(hex))));
 	} else {
-		pbw_int(&e->body, PPROF_MAPPING_FILENAME, S(e, "[kernel.kallsyms]"));
-		pbw_int(&e->body, PPROF_MAPPING_BUILD_ID, S(e, gw_id_to_hex(&l->kernel->build_id, hex, sizeof(hex))));
+		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, "[kernel.kallsyms]"));
+		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID,
+			    S(e, gw_id_to_hex(&l->kernel->build_id, hex, sizeof(hex))));
 	}
 	/* The gateway symbolizes: tell pprof not to try again. */
-	pbw_bool(&e->body, PPROF_MAPPING_HAS_FUNCTIONS, true);
-	pbw_bool(&e->body, PPROF_MAPPING_HAS_FILENAMES, true);
-	pbw_bool(&e->body, PPROF_MAPPING_HAS_LINE_NUMBERS, true);
-	pbw_bool(&e->body, PPROF_MAPPING_HAS_INLINE_FRAMES, true);
-	pbw_end(&e->body, m);
+	sr_pbw__bool(&e->body, PPROF_MAPPING_HAS_FUNCTIONS, true);
+	sr_pbw__bool(&e->body, PPROF_MAPPING_HAS_FILENAMES, true);
+	sr_pbw__bool(&e->body, PPROF_MAPPING_HAS_LINE_NUMBERS, true);
+	sr_pbw__bool(&e->body, PPROF_MAPPING_HAS_INLINE_FRAMES, true);
+	sr_pbw__end(&e->body, m);
 	return id;
 }
 
@@ -224,13 +226,13 @@ static uint32_t function_id(struct pprof_enc *e, const char *name, const char *s
 	}
 	if (!fresh)
 		return id;
-	m = pbw_begin(&e->body, PPROF_PROFILE_FUNCTION);
-	pbw_uint(&e->body, PPROF_FUNCTION_ID, id);
-	pbw_int(&e->body, PPROF_FUNCTION_NAME, n);
-	pbw_int(&e->body, PPROF_FUNCTION_SYSTEM_NAME, sn);
-	pbw_int(&e->body, PPROF_FUNCTION_FILENAME, f);
-	pbw_int(&e->body, PPROF_FUNCTION_START_LINE, start_line);
-	pbw_end(&e->body, m);
+	m = sr_pbw__begin(&e->body, PPROF_PROFILE_FUNCTION);
+	sr_pbw__uint(&e->body, PPROF_FUNCTION_ID, id);
+	sr_pbw__int(&e->body, PPROF_FUNCTION_NAME, n);
+	sr_pbw__int(&e->body, PPROF_FUNCTION_SYSTEM_NAME, sn);
+	sr_pbw__int(&e->body, PPROF_FUNCTION_FILENAME, f);
+	sr_pbw__int(&e->body, PPROF_FUNCTION_START_LINE, start_line);
+	sr_pbw__end(&e->body, m);
 	return id;
 }
 
@@ -262,53 +264,53 @@ static uint32_t location_id(struct pprof_enc *e, const struct gw_location *l)
 		gw_location_fallback_name(l, name, sizeof(name));
 		fids[n++] = function_id(e, name, name, "", 0);
 	}
-	m = pbw_begin(&e->body, PPROF_PROFILE_LOCATION);
-	pbw_uint(&e->body, PPROF_LOCATION_ID, id);
-	pbw_uint(&e->body, PPROF_LOCATION_MAPPING_ID, mid);
-	pbw_uint(&e->body, PPROF_LOCATION_ADDRESS, l->address);
+	m = sr_pbw__begin(&e->body, PPROF_PROFILE_LOCATION);
+	sr_pbw__uint(&e->body, PPROF_LOCATION_ID, id);
+	sr_pbw__uint(&e->body, PPROF_LOCATION_MAPPING_ID, mid);
+	sr_pbw__uint(&e->body, PPROF_LOCATION_ADDRESS, l->address);
 	for (uint32_t i = 0; i < n; i++) {
-		size_t lm = pbw_begin(&e->body, PPROF_LOCATION_LINE);
+		size_t lm = sr_pbw__begin(&e->body, PPROF_LOCATION_LINE);
 
-		pbw_uint(&e->body, PPROF_LINE_FUNCTION_ID, fids[i]);
-		pbw_int(&e->body, PPROF_LINE_LINE, lines ? lines->lines[i].line : 0);
-		pbw_end(&e->body, lm);
+		sr_pbw__uint(&e->body, PPROF_LINE_FUNCTION_ID, fids[i]);
+		sr_pbw__int(&e->body, PPROF_LINE_LINE, lines ? lines->lines[i].line : 0);
+		sr_pbw__end(&e->body, lm);
 	}
-	pbw_end(&e->body, m);
+	sr_pbw__end(&e->body, m);
 	return id;
 }
 
-static void label_str(struct pprof_enc *e, struct pbw *w, const char *key, const char *value)
+static void label_str(struct pprof_enc *e, struct sr_pbw *w, const char *key, const char *value)
 {
-	size_t m = pbw_begin(w, PPROF_SAMPLE_LABEL);
+	size_t m = sr_pbw__begin(w, PPROF_SAMPLE_LABEL);
 
-	pbw_int(w, PPROF_LABEL_KEY, S(e, key));
-	pbw_int(w, PPROF_LABEL_STR, S(e, value));
-	pbw_end(w, m);
+	sr_pbw__int(w, PPROF_LABEL_KEY, S(e, key));
+	sr_pbw__int(w, PPROF_LABEL_STR, S(e, value));
+	sr_pbw__end(w, m);
 }
 
-static void label_num(struct pprof_enc *e, struct pbw *w, const char *key, int64_t v)
+static void label_num(struct pprof_enc *e, struct sr_pbw *w, const char *key, int64_t v)
 {
-	size_t m = pbw_begin(w, PPROF_SAMPLE_LABEL);
+	size_t m = sr_pbw__begin(w, PPROF_SAMPLE_LABEL);
 
-	pbw_int(w, PPROF_LABEL_KEY, S(e, key));
-	pbw_int(w, PPROF_LABEL_NUM, v);
-	pbw_end(w, m);
+	sr_pbw__int(w, PPROF_LABEL_KEY, S(e, key));
+	sr_pbw__int(w, PPROF_LABEL_NUM, v);
+	sr_pbw__end(w, m);
 }
 
-static void value_type(struct pprof_enc *e, struct pbw *w, uint32_t field, const char *type, const char *unit)
+static void value_type(struct pprof_enc *e, struct sr_pbw *w, uint32_t field, const char *type, const char *unit)
 {
-	size_t m = pbw_begin(w, field);
+	size_t m = sr_pbw__begin(w, field);
 
-	pbw_int(w, PPROF_VALUETYPE_TYPE, S(e, type));
-	pbw_int(w, PPROF_VALUETYPE_UNIT, S(e, unit));
-	pbw_end(w, m);
+	sr_pbw__int(w, PPROF_VALUETYPE_TYPE, S(e, type));
+	sr_pbw__int(w, PPROF_VALUETYPE_UNIT, S(e, unit));
+	sr_pbw__end(w, m);
 }
 
 /* Encodes p as an uncompressed pprof Profile into out. Exposed for tests through the exporter only. */
-static int pprof_encode(const struct gw_profiles *p, struct pbw *out)
+static int pprof_encode(const struct gw_profiles *p, struct sr_pbw *out)
 {
 	struct pprof_enc e = { 0 };
-	struct pbw samples = { 0 };
+	struct sr_pbw samples = { 0 };
 	uint64_t t_min = UINT64_MAX, t_max = 0;
 	int64_t period = 0;
 	int r;
@@ -328,18 +330,18 @@ static int pprof_encode(const struct gw_profiles *p, struct pbw *out)
 		{
 			uint32_t ids[PPROF_MAX_FRAMES];
 			uint32_t n = SR_MIN(s->stack->n_locations, (uint32_t)SR_ARRAY_SIZE(ids));
-			size_t m = pbw_begin(&samples, PPROF_PROFILE_SAMPLE), pm;
+			size_t m = sr_pbw__begin(&samples, PPROF_PROFILE_SAMPLE), pm;
 
 			for (uint32_t i = 0; i < n; i++)
 				ids[i] = location_id(&e, s->stack->locations[i]);
-			pm = pbw_begin(&samples, PPROF_SAMPLE_LOCATION_ID);
+			pm = sr_pbw__begin(&samples, PPROF_SAMPLE_LOCATION_ID);
 			for (uint32_t i = 0; i < n; i++)
-				pbw_varint(&samples, ids[i]);
-			pbw_end(&samples, pm);
-			pm = pbw_begin(&samples, PPROF_SAMPLE_VALUE);
-			pbw_varint(&samples, s->count);
-			pbw_varint(&samples, (uint64_t)((int64_t)s->count * res_period));
-			pbw_end(&samples, pm);
+				sr_pbw__varint(&samples, ids[i]);
+			sr_pbw__end(&samples, pm);
+			pm = sr_pbw__begin(&samples, PPROF_SAMPLE_VALUE);
+			sr_pbw__varint(&samples, s->count);
+			sr_pbw__varint(&samples, (uint64_t)((int64_t)s->count * res_period));
+			sr_pbw__end(&samples, pm);
 			for (uint32_t i = 0; i < res->n_attrs; i++) {
 				const struct gw_attr *a = &res->attrs[i];
 
@@ -352,12 +354,12 @@ static int pprof_encode(const struct gw_profiles *p, struct pbw *out)
 			label_num(&e, &samples, "thread_id", s->tid);
 			if (s->thread_name && *s->thread_name)
 				label_str(&e, &samples, "thread_name", s->thread_name);
-			pbw_end(&samples, m);
+			sr_pbw__end(&samples, m);
 			t_min = SR_MIN(t_min, s->start_ns);
 			t_max = SR_MAX(t_max, s->end_ns);
 		}
 	}
-	if (!pbw_reserve(out, samples.len + e.body.len)) {
+	if (!sr_pbw__reserve(out, samples.len + e.body.len)) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -365,18 +367,19 @@ static int pprof_encode(const struct gw_profiles *p, struct pbw *out)
 	out->len += samples.len;
 	memcpy(out->buf + out->len, e.body.buf, e.body.len);
 	out->len += e.body.len;
-	pbw_int(out, PPROF_PROFILE_TIME_NANOS, t_min == UINT64_MAX ? 0 : (int64_t)t_min);
-	pbw_int(out, PPROF_PROFILE_DURATION_NANOS, t_max > t_min && t_min != UINT64_MAX ? (int64_t)(t_max - t_min) : 0);
+	sr_pbw__int(out, PPROF_PROFILE_TIME_NANOS, t_min == UINT64_MAX ? 0 : (int64_t)t_min);
+	sr_pbw__int(out, PPROF_PROFILE_DURATION_NANOS,
+		    t_max > t_min && t_min != UINT64_MAX ? (int64_t)(t_max - t_min) : 0);
 	value_type(&e, out, PPROF_PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
-	pbw_int(out, PPROF_PROFILE_PERIOD, period);
-	pbw_int(out, PPROF_PROFILE_DEFAULT_SAMPLE_TYPE, S(&e, "cpu"));
+	sr_pbw__int(out, PPROF_PROFILE_PERIOD, period);
+	sr_pbw__int(out, PPROF_PROFILE_DEFAULT_SAMPLE_TYPE, S(&e, "cpu"));
 	/* The string table last: every string is known by now. */
 	for (uint32_t i = 0; i < e.st.n; i++)
-		pbw_bytes_always(out, PPROF_PROFILE_STRING_TABLE, e.st.s[i], e.st.len[i]);
-	r = e.err ?: pbw_error(out) ?: pbw_error(&samples) ?: pbw_error(&e.body);
+		sr_pbw__bytes_always(out, PPROF_PROFILE_STRING_TABLE, e.st.s[i], e.st.len[i]);
+	r = e.err ?: sr_pbw__error(out) ?: sr_pbw__error(&samples) ?: sr_pbw__error(&e.body);
 out:
-	pbw_free(&samples);
-	pbw_free(&e.body);
+	sr_pbw__free(&samples);
+	sr_pbw__free(&e.body);
 	idmap_free(&e.locs);
 	idmap_free(&e.maps);
 	idmap_free(&e.funcs);
@@ -441,7 +444,7 @@ static void prune(struct pprof_exporter *x)
 static int pprof_consume(struct gw_component *c, struct gw_profiles *p)
 {
 	struct pprof_exporter *x = c->state;
-	struct pbw w = { 0 };
+	struct sr_pbw w = { 0 };
 	uint8_t *gz = NULL;
 	size_t gz_len = 0;
 	char path[4096], stamp[32];
@@ -457,7 +460,7 @@ static int pprof_consume(struct gw_component *c, struct gw_profiles *p)
 	r = pprof_encode(p, &w);
 	if (r == 0)
 		r = gw_gzip(w.buf, w.len, 6, &gz, &gz_len);
-	pbw_free(&w);
+	sr_pbw__free(&w);
 	if (r == 0) {
 		gmtime_r(&now, &tm);
 		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The agent protocol's request processing, free of I/O (docs/agent-protocol.md,
- * "Gateway side"): gunzip a PushRequest body within a bound, decode it with a
- * bounded zero-copy wire reader (field numbers from the nanopb-generated
- * headers), intern its definitions into the gateway-wide stores, turn its
+ * "Gateway side"): gunzip a PushRequest body within a bound, decode it with
+ * the zero-copy wire reader of common/pbwire.h (field numbers from the
+ * nanopb-generated headers), intern its definitions into the gateway-wide stores, turn its
  * samples into a batch of the internal model and build the PushResponse
  * (encoded with nanopb). The receiver (agent.c) and the fuzz target
  * (tests/fuzz/fuzz-pushrequest.c) drive it.
@@ -65,7 +65,7 @@ struct gw_ingest_header {
 
 /*
  * Walks the top level of a PushRequest. Returns 0, or -EBADMSG with errbuf
- * saying what is malformed.
+ * saying what is malformed and at which byte of the body.
  */
 int gw_ingest_header(const uint8_t *body, size_t len, struct gw_ingest_header *ret, char *errbuf, size_t errsize);
 
@@ -127,21 +127,5 @@ int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret);
  * (when not 0) and error (when not NULL). *ret malloc'd.
  */
 int gw_ingest_encode_error(uint32_t retry_after_ms, const char *error, uint8_t **ret, size_t *ret_len);
-
-/*
- * De-duplication of resent requests (same agent instance_id and sequence):
- * a bounded LRU of the responses given, so a resend after a lost response is
- * answered the same and not counted twice on this replica.
- */
-struct gw_dedupe;
-/* max_entries 0: no de-duplication. */
-struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint64_t max_bytes);
-void gw_dedupe_free(struct gw_dedupe *d);
-/* A copy of the stored response (malloc'd) or -ENOENT. */
-int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence, uint8_t **ret,
-		      size_t *ret_len);
-int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence,
-		      const uint8_t *response, size_t len);
-uint64_t gw_dedupe__entries(struct gw_dedupe *d);
 
 #endif

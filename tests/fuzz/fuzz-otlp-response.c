@@ -12,7 +12,7 @@
 #include "gzip.h"
 #include "exporters/exporthelper.h"
 #include "exporters/otlp_encode.h"
-#include "exporters/pbwrite.h"
+#include "pbwire.h"
 
 #define FUZZ_MAX_INPUT (256 * 1024)
 
@@ -33,14 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(out);
 	for (int v = 0; v < 2; v++) {
 		enum gw_otlp_version ver = v ? GW_OTLP_V1_9 : GW_OTLP_V1_10;
-		struct pbw a = { 0 }, b = { 0 };
+		struct sr_pbw a = { 0 }, b = { 0 };
 
 		if (gw_otlp_count(data, size, ver, &total) < 0)
 			continue;
 		if (gw_otlp_split(data, size, ver, &a, &a_count, &b, &b_count) == 0 && a_count + b_count != total)
 			abort();
-		pbw_free(&a);
-		pbw_free(&b);
+		sr_pbw__free(&a);
+		sr_pbw__free(&b);
 	}
 	return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "gzip.h"
 #include "core/model.h"
+#include "receivers/agent-dedupe.h"
 #include "receivers/agent-ingest.h"
 
 #define FUZZ_MAX_INPUT (1024 * 1024)

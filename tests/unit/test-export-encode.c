@@ -18,7 +18,7 @@
 
 #include "core/model.h"
 #include "exporters/otlp_encode.h"
-#include "exporters/pbwrite.h"
+#include "pbwire.h"
 #include "test-export-util.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
@@ -54,7 +54,7 @@ static int teardown(void **state)
 }
 
 /* SR_DUMP_SEEDS=DIR writes encoded requests there (seeds of tests/fuzz/corpus/otlp-response). */
-static void dump_seed(const char *name, const struct pbw *w)
+static void dump_seed(const char *name, const struct sr_pbw *w)
 {
 	const char *dir = getenv("SR_DUMP_SEEDS");
 	char path[512];
@@ -175,7 +175,7 @@ static uint64_t sum_v10(const req10_t *r, size_t *ret_samples)
 	return sum;
 }
 
-static void decode10(const struct pbw *w, req10_t *r)
+static void decode10(const struct sr_pbw *w, req10_t *r)
 {
 	pb_istream_t s = pb_istream_from_buffer(w->buf, w->len);
 
@@ -190,7 +190,7 @@ static void test_v1_10(void **state)
 	struct gw_profiles *p = xt_batch(f->stores, 1, 2, 50, &total);
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10, .scope_version = "test" };
 	struct gw_otlp_stats st;
-	struct pbw w = { 0 };
+	struct sr_pbw w = { 0 };
 	req10_t r;
 	size_t n;
 
@@ -217,7 +217,7 @@ static void test_v1_10(void **state)
 	assert_string_equal(r.resource_profiles[0].resource.attributes[0].value->value.string_value, "svc-1-0");
 	assert_string_equal(r.resource_profiles[0].scope_profiles[0].scope.name, "stackrelay");
 	pb_release(REQ10_FIELDS, &r);
-	pbw_free(&w);
+	sr_pbw__free(&w);
 	gw_profiles__unref(p);
 }
 
@@ -227,7 +227,7 @@ static void test_v1_9(void **state)
 	uint64_t total, sum = 0;
 	struct gw_profiles *p = xt_batch(f->stores, 2, 1, 40, &total);
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_9 };
-	struct pbw w = { 0 };
+	struct sr_pbw w = { 0 };
 	req9_t r = { 0 };
 	req10_t wrong;
 	pb_istream_t s;
@@ -262,7 +262,7 @@ static void test_v1_9(void **state)
 	assert_int_equal(counted, total);
 	/* A v1.9 split (with compaction) decodes as v1.9 and conserves samples. */
 	{
-		struct pbw a = { 0 }, b = { 0 };
+		struct sr_pbw a = { 0 }, b = { 0 };
 		uint64_t ca, cb;
 		req9_t h = { 0 };
 		pb_istream_t hs;
@@ -273,10 +273,10 @@ static void test_v1_9(void **state)
 		assert_true(pb_decode(&hs, REQ9_FIELDS, &h));
 		check_dictionary(&h.dictionary);
 		pb_release(REQ9_FIELDS, &h);
-		pbw_free(&a);
-		pbw_free(&b);
+		sr_pbw__free(&a);
+		sr_pbw__free(&b);
 	}
-	pbw_free(&w);
+	sr_pbw__free(&w);
 	gw_profiles__unref(p);
 }
 
@@ -286,7 +286,7 @@ static void test_process_attrs(void **state)
 	uint64_t total;
 	struct gw_profiles *p = xt_batch(f->stores, 3, 1, 30, &total);
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10, .process_attrs = GW_OTLP_PROCESS_ATTRS_SAMPLE };
-	struct pbw w = { 0 };
+	struct sr_pbw w = { 0 };
 	req10_t r;
 	size_t n;
 
@@ -308,7 +308,7 @@ static void test_process_attrs(void **state)
 		assert_string_equal(d->attribute_table[smp->attribute_indices[2]].value.value.string_value, "worker-0");
 	}
 	pb_release(REQ10_FIELDS, &r);
-	pbw_free(&w);
+	sr_pbw__free(&w);
 
 	/* resource: one ResourceProfiles per pid (3 pids), process.pid among its attributes. */
 	o.process_attrs = GW_OTLP_PROCESS_ATTRS_RESOURCE;
@@ -324,7 +324,7 @@ static void test_process_attrs(void **state)
 		assert_int_equal(res->attributes[res->attributes_count - 1].value->value.int_value, 100 + i);
 	}
 	pb_release(REQ10_FIELDS, &r);
-	pbw_free(&w);
+	sr_pbw__free(&w);
 	gw_profiles__unref(p);
 }
 
@@ -333,7 +333,7 @@ static void test_split(void **state)
 	struct fixture *f = *state;
 	uint64_t total, ca, cb;
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
-	struct pbw w = { 0 }, a = { 0 }, b = { 0 };
+	struct sr_pbw w = { 0 }, a = { 0 }, b = { 0 };
 	req10_t r;
 	size_t n;
 	pb_size_t whole_stacks, whole_strings;
@@ -361,9 +361,9 @@ static void test_split(void **state)
 	check_dictionary(&r.dictionary);
 	assert_int_equal(sum_v10(&r, &n), cb);
 	pb_release(REQ10_FIELDS, &r);
-	pbw_free(&w);
-	pbw_free(&a);
-	pbw_free(&b);
+	sr_pbw__free(&w);
+	sr_pbw__free(&a);
+	sr_pbw__free(&b);
 	gw_profiles__unref(p);
 
 	/* One resource: split its samples, down to single samples which cannot be split. */
@@ -384,29 +384,29 @@ static void test_split(void **state)
 	assert_int_equal(sum_v10(&r, &n), cb);
 	pb_release(REQ10_FIELDS, &r);
 	{
-		struct pbw c = { 0 }, d = { 0 }, e = { 0 }, g = { 0 };
+		struct sr_pbw c = { 0 }, d = { 0 }, e = { 0 }, g = { 0 };
 		uint64_t cc, cd;
 
 		assert_int_equal(gw_otlp_split(b.buf, b.len, GW_OTLP_V1_10, &c, &cc, &d, &cd), 0);
 		assert_int_equal(cc + cd, cb);
 		assert_int_equal(gw_otlp_split(c.buf, c.len, GW_OTLP_V1_10, &e, &cc, &g, &cd), 0);
-		pbw_free(&e);
-		pbw_free(&g);
+		sr_pbw__free(&e);
+		sr_pbw__free(&g);
 		/* c now holds 2 samples; one of its halves holds one: cannot split further. */
 		assert_int_equal(gw_otlp_split(c.buf, c.len, GW_OTLP_V1_10, &e, &cc, &g, &cd), 0);
-		pbw_free(&g);
-		g = (struct pbw){ 0 };
+		sr_pbw__free(&g);
+		g = (struct sr_pbw){ 0 };
 		{
-			struct pbw h = { 0 }, i = { 0 };
+			struct sr_pbw h = { 0 }, i = { 0 };
 			uint64_t x, y;
 
 			assert_int_equal(gw_otlp_split(e.buf, e.len, GW_OTLP_V1_10, &h, &x, &i, &y), -ERANGE);
-			pbw_free(&h);
-			pbw_free(&i);
+			sr_pbw__free(&h);
+			sr_pbw__free(&i);
 		}
-		pbw_free(&c);
-		pbw_free(&d);
-		pbw_free(&e);
+		sr_pbw__free(&c);
+		sr_pbw__free(&d);
+		sr_pbw__free(&e);
 	}
 	/* Garbage is refused, not crashed on. */
 	{
@@ -415,9 +415,9 @@ static void test_split(void **state)
 
 		assert_int_equal(gw_otlp_count(junk, sizeof(junk), GW_OTLP_V1_10, &x), -EINVAL);
 	}
-	pbw_free(&w);
-	pbw_free(&a);
-	pbw_free(&b);
+	sr_pbw__free(&w);
+	sr_pbw__free(&a);
+	sr_pbw__free(&b);
 	gw_profiles__unref(p);
 }
 
@@ -426,7 +426,7 @@ static void test_empty_and_unsymbolized(void **state)
 	struct fixture *f = *state;
 	struct gw_profiles *p = gw_profiles_new();
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
-	struct pbw w = { 0 };
+	struct sr_pbw w = { 0 };
 	req10_t r;
 	struct gw_location *l;
 	struct gw_stack *st;
@@ -441,7 +441,7 @@ static void test_empty_and_unsymbolized(void **state)
 	check_dictionary(&r.dictionary);
 	assert_int_equal(r.resource_profiles_count, 0);
 	pb_release(REQ10_FIELDS, &r);
-	pbw_free(&w);
+	sr_pbw__free(&w);
 
 	/* An unknown (JIT) frame: a location without lines and mapping 0. */
 	l = gw_stores__intern_location(f->stores, GW_FRAME_UNKNOWN, 0x7f0000001234, NULL, NULL);
@@ -461,7 +461,7 @@ static void test_empty_and_unsymbolized(void **state)
 	assert_int_equal(r.resource_profiles[0].scope_profiles[0].profiles[0].period, 1000000000 / 19);
 	(void)n;
 	pb_release(REQ10_FIELDS, &r);
-	pbw_free(&w);
+	sr_pbw__free(&w);
 	gw_profiles__unref(p);
 }
 

@@ -22,6 +22,7 @@
 #include "stackrelay/v1/ingest.pb.h"
 
 #include "core/model.h"
+#include "receivers/agent-dedupe.h"
 #include "receivers/agent-ingest.h"
 
 /* ---- a tiny protobuf writer ---- */
@@ -884,6 +885,19 @@ static void test_malformed_never_crashes(void **state)
 	f_str(&w, 1, "one");
 	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	assert_non_null(strstr(err, "protocol_version"));
+	/* The 400 names the byte: the value after the one-byte tag. */
+	assert_non_null(strstr(err, "(at byte 1)"));
+	free(w.p);
+
+	/* A bad field key inside a sample names its offset in the body. */
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	size_t at = w.len + 2; /* the sample's tag and one-byte length */
+	f_bytes(&w, stackrelay_v1_PushRequest_samples_tag, "\x00\x01", 2);
+	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	char want[64];
+	snprintf(want, sizeof(want), "Sample: bad field key (at byte %zu)", at);
+	assert_non_null(strstr(err, want));
 	free(w.p);
 	gw_stores_free(st);
 }

@@ -1,0 +1,726 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `agent` receiver's connections (agent-private.h): sockets on the libuv
+ * loop, TLS through OpenSSL memory BIOs, HTTP/2 sessions (nghttp2) and their
+ * callbacks up to a complete request (handed to agent-request.c), responses,
+ * and the timers that bound a client's time (headers, requests, idleness,
+ * unanswered PINGs, shutdown grace).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include "accounting.h"
+#include "agent-dedupe.h"
+#include "agent-ingest.h"
+#include "agent-private.h"
+#include "agent.h"
+#include "gzip.h"
+#include "log.h"
+#include "macro.h"
+#include "model.h"
+#include "netaddr.h"
+#include "runtime.h"
+#include "units.h"
+
+/* ---- connections ---- */
+
+static void stream_free(struct h2stream *s)
+{
+	struct conn *c = s->conn;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		c->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	c->n_streams--;
+	c->rx->inflight_bytes -= s->cap;
+	free(s->body);
+	free(s->resp);
+	free(s);
+}
+
+void gw_agent_conn_free(struct conn *c)
+{
+	struct agent_rx *rx = c->rx;
+
+	while (c->streams)
+		stream_free(c->streams);
+	nghttp2_session_del(c->h2);
+	SSL_free(c->ssl); /* frees the BIOs too */
+	free(c);
+	rx->handles--;
+	gw_agent_rx_maybe_done(rx);
+	gw_agent_rx_maybe_free(rx);
+}
+
+static void conn_closed_cb(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+
+	c->handle_closed = true;
+	/* Requests still decoding point at the connection: the last one frees it. */
+	if (c->jobs == 0)
+		gw_agent_conn_free(c);
+}
+
+void gw_agent_conn_close(struct conn *c)
+{
+	struct agent_rx *rx = c->rx;
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		rx->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	rx->n_conns--;
+	uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+	struct wreq *w = (struct wreq *)req;
+	struct conn *c = w->c;
+
+	c->write_pending -= w->len;
+	free(w);
+	if (c->closing)
+		return;
+	if (status < 0) {
+		gw_agent_conn_close(c);
+		return;
+	}
+	gw_agent_conn_flush(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* A growable output buffer for one flush. */
+struct obuf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static int obuf_add(struct obuf *o, const uint8_t *d, size_t n)
+{
+	if (o->len + n > o->cap) {
+		size_t cap = SR_MAX(o->cap * 2, o->len + n);
+		cap = SR_MAX(cap, (size_t)16384);
+		uint8_t *np = realloc(o->p, sizeof(struct wreq) + cap);
+		if (!np)
+			return -ENOMEM;
+		o->p = np;
+		o->cap = cap;
+	}
+	memcpy(o->p + sizeof(struct wreq) + o->len, d, n);
+	o->len += n;
+	return 0;
+}
+
+static int drain_tls(struct conn *c, struct obuf *o)
+{
+	uint8_t tmp[16384];
+	int n;
+	while ((n = BIO_read(c->wbio, tmp, sizeof(tmp))) > 0)
+		if (obuf_add(o, tmp, (size_t)n) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Moves whatever nghttp2 (and TLS) want to send onto the socket. */
+void gw_agent_conn_flush(struct conn *c)
+{
+	struct obuf o = { 0 };
+
+	if (c->closing)
+		return;
+	/* During the TLS handshake only the handshake's own bytes go out. */
+	while ((!c->ssl || c->tls_done) && c->write_pending + o.len < MAX_WRITE_PENDING) {
+		const uint8_t *data;
+		ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+		if (n < 0) {
+			free(o.p);
+			gw_agent_conn_close(c);
+			return;
+		}
+		if (n == 0)
+			break;
+		if (c->ssl) {
+			int w = SSL_write(c->ssl, data, (int)n);
+			if (w <= 0) {
+				free(o.p);
+				gw_agent_conn_close(c);
+				return;
+			}
+			if (drain_tls(c, &o) < 0)
+				goto fail;
+		} else if (obuf_add(&o, data, (size_t)n) < 0)
+			goto fail;
+	}
+	if (c->ssl && drain_tls(c, &o) < 0)
+		goto fail;
+	if (o.len) {
+		struct wreq *w = (struct wreq *)o.p;
+		uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)o.len);
+		w->c = c;
+		w->len = o.len;
+		c->write_pending += o.len;
+		if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+			c->write_pending -= o.len;
+			free(w);
+			gw_agent_conn_close(c);
+			return;
+		}
+	} else
+		free(o.p);
+	/* Back-pressure: stop reading while the peer does not take our output. */
+	if (c->write_pending >= MAX_WRITE_PENDING && !c->reading_paused) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading_paused = true;
+	} else if (c->write_pending < MAX_WRITE_PENDING / 2 && c->reading_paused) {
+		c->reading_paused = false;
+		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	}
+	if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->write_pending == 0)
+		gw_agent_conn_close(c);
+	return;
+fail:
+	free(o.p);
+	gw_agent_conn_close(c);
+}
+
+/* ---- responses ---- */
+
+static void count_status(struct agent_rx *rx, int status)
+{
+	for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++)
+		if (status_codes[i] == status) {
+			rx->statuses[i]++;
+			return;
+		}
+	rx->statuses[ST_500]++;
+}
+
+static ssize_t resp_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length, uint32_t *data_flags,
+			 nghttp2_data_source *source, void *user_data)
+{
+	struct h2stream *s = source->ptr;
+	size_t n = SR_MIN(length, s->resp_len - s->resp_off);
+	memcpy(buf, s->resp + s->resp_off, n);
+	s->resp_off += n;
+	if (s->resp_off == s->resp_len)
+		*data_flags |= NGHTTP2_DATA_FLAG_EOF;
+	return (ssize_t)n;
+}
+
+#define NV(n, v)                                                                                                       \
+	{                                                                                                              \
+		(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_COPY_NAME                 \
+	}
+
+/* Answers s with status and an encoded PushResponse (taken). */
+void gw_agent_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms)
+{
+	struct conn *c = s->conn;
+	nghttp2_data_provider prd = { .source.ptr = s, .read_callback = resp_read };
+	nghttp2_nv nva[4];
+	size_t n = 0;
+
+	if (s->responded) {
+		free(body);
+		return;
+	}
+	s->responded = true;
+	count_status(c->rx, status);
+	/* The request body is no longer needed. */
+	c->rx->inflight_bytes -= s->cap;
+	free(s->body);
+	s->body = NULL;
+	s->len = s->cap = 0;
+	s->resp = body;
+	s->resp_len = len;
+	snprintf(s->status_s, sizeof(s->status_s), "%d", status);
+	snprintf(s->len_s, sizeof(s->len_s), "%zu", len);
+	nva[n++] = (nghttp2_nv)NV(":status", s->status_s);
+	nva[n++] = (nghttp2_nv)NV("content-type", "application/x-protobuf");
+	nva[n++] = (nghttp2_nv)NV("content-length", s->len_s);
+	if (retry_after_ms) {
+		/* Retry-After has whole seconds; the body has the exact milliseconds. */
+		snprintf(s->retry_s, sizeof(s->retry_s), "%u", (retry_after_ms + 999) / 1000);
+		nva[n++] = (nghttp2_nv)NV("retry-after", s->retry_s);
+	}
+	if (nghttp2_submit_response(c->h2, s->id, nva, n, &prd) != 0)
+		nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
+{
+	char msg[512];
+	uint8_t *body = NULL;
+	size_t len = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Bad requests mean an incompatible or broken agent: worth a warning, at most once a minute. */
+	struct agent_rx *rx = s->conn->rx;
+	if (status == 400 && (rx->last_warn_ms == 0 || gw_agent_now_ms(rx) - rx->last_warn_ms >= 60000)) {
+		rx->last_warn_ms = gw_agent_now_ms(rx);
+		sr_log_warn(COMPONENT,
+			    "refusing an invalid agent request (further ones are logged at debug for a minute)",
+			    "id=%s peer=%s status=%d error=\"%s\"", rx->c->id, s->conn->peer, status, msg);
+	} else
+		sr_log_debug(COMPONENT, "request refused", "id=%s peer=%s status=%d error=\"%s\"", rx->c->id,
+			     s->conn->peer, status, msg);
+	if (gw_ingest_encode_error(retry_after_ms, msg, &body, &len) < 0)
+		len = 0;
+	gw_agent_respond(s, status, body, len, retry_after_ms);
+}
+
+/* ---- nghttp2 callbacks ---- */
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	struct conn *c = user_data;
+	struct h2stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	s->id = frame->hd.stream_id;
+	s->conn = c;
+	s->started_ms = gw_agent_now_ms(c->rx);
+	c->last_request_ms = s->started_ms;
+	s->auth_ok = !c->rx->cfg->auth.bearer_token_file;
+	s->next = c->streams;
+	if (c->streams)
+		c->streams->prev = s;
+	c->streams = s;
+	c->n_streams++;
+	nghttp2_session_set_stream_user_data(session, s->id, s);
+	return 0;
+}
+
+static bool hdr_is(const uint8_t *name, size_t namelen, const char *want)
+{
+	return namelen == strlen(want) && memcmp(name, want, namelen) == 0;
+}
+
+static bool val_is(const uint8_t *v, size_t len, const char *want)
+{
+	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
+}
+
+static void set_error(struct h2stream *s, int status, const char *msg)
+{
+	if (!s->error_status) {
+		s->error_status = status;
+		s->error_msg = msg;
+	}
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+		     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+	struct conn *c = user_data;
+	struct h2stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+	if (!s)
+		return 0;
+	if (hdr_is(name, namelen, ":method")) {
+		if (!val_is(value, valuelen, "POST"))
+			set_error(s, 405, "only POST " PUSH_PATH " is served");
+	} else if (hdr_is(name, namelen, ":path")) {
+		if (!(valuelen == sizeof(PUSH_PATH) - 1 && memcmp(value, PUSH_PATH, valuelen) == 0))
+			set_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
+	} else if (hdr_is(name, namelen, "content-type")) {
+		/* Media type without parameters, case-insensitive. */
+		size_t n = 0;
+		while (n < valuelen && value[n] != ';' && value[n] != ' ')
+			n++;
+		if (val_is(value, n, "application/x-protobuf") || val_is(value, n, "application/protobuf"))
+			s->have_ctype = true;
+		else
+			set_error(s, 415, "content-type must be application/x-protobuf");
+	} else if (hdr_is(name, namelen, "content-encoding")) {
+		if (val_is(value, valuelen, "gzip"))
+			s->gzip = true;
+		else if (!val_is(value, valuelen, "identity"))
+			set_error(s, 415, "content-encoding must be gzip or identity");
+	} else if (hdr_is(name, namelen, "content-length")) {
+		char buf[24];
+		size_t n = SR_MIN(valuelen, sizeof(buf) - 1);
+		memcpy(buf, value, n);
+		buf[n] = '\0';
+		s->content_length = strtoull(buf, NULL, 10);
+		if (s->content_length > c->rx->cfg->max_request_bytes)
+			set_error(s, 413, "content-length exceeds max_request_bytes");
+	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.bearer_token_file) {
+		gw_agent_token_recheck(c->rx);
+		s->auth_ok = gw_agent_token_ok(c->rx, value, valuelen);
+	}
+	return 0;
+}
+
+static void headers_done(struct conn *c, struct h2stream *s, bool end_stream)
+{
+	struct agent_rx *rx = c->rx;
+
+	c->got_headers = true;
+	if (!s->auth_ok && !s->error_status) {
+		rx->st.auth_failures++;
+		set_error(s, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
+	}
+	if (!s->have_ctype && !s->error_status)
+		set_error(s, 415, "content-type must be application/x-protobuf");
+	if (s->error_status) {
+		gw_agent_respond_error(s, s->error_status, 0, "%s", s->error_msg);
+		return;
+	}
+	if (rx->shutting_down) {
+		gw_agent_respond_error(s, 503, 1000, "the gateway is shutting down; retry on another replica");
+		return;
+	}
+	if (end_stream)
+		gw_agent_process_request(s);
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	struct conn *c = user_data;
+	struct h2stream *s;
+
+	switch (frame->hd.type) {
+	case NGHTTP2_HEADERS:
+		if (frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+			break;
+		s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+		if (s)
+			headers_done(c, s, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+		break;
+	case NGHTTP2_DATA:
+		s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+		if (s && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !s->responded)
+			gw_agent_process_request(s);
+		break;
+	case NGHTTP2_PING:
+		if (frame->hd.flags & NGHTTP2_FLAG_ACK)
+			c->ping_outstanding = false;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
+			 void *user_data)
+{
+	struct conn *c = user_data;
+	struct agent_rx *rx = c->rx;
+	struct h2stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+
+	if (!s || s->responded)
+		return 0;
+	if (s->len + len > rx->cfg->max_request_bytes) {
+		gw_agent_respond_error(s, 413, 0, "request body exceeds max_request_bytes (%llu)",
+				       (unsigned long long)rx->cfg->max_request_bytes);
+		return 0;
+	}
+	if (s->len + len > s->cap) {
+		size_t cap = SR_MAX(s->cap * 2, s->len + len);
+		if (s->content_length && s->cap == 0 && s->content_length >= s->len + len)
+			cap = (size_t)s->content_length; /* allocate once when the size is announced */
+		cap = (size_t)SR_MIN((uint64_t)cap, rx->cfg->max_request_bytes);
+		if (rx->inflight_bytes + (cap - s->cap) > rx->cfg->max_inflight_bytes) {
+			gw_agent_respond_error(
+				s, 503, 1000, "the receiver buffers max_inflight_bytes (%llu) of requests; retry later",
+				(unsigned long long)rx->cfg->max_inflight_bytes);
+			return 0;
+		}
+		uint8_t *nb = realloc(s->body, cap);
+		if (!nb) {
+			gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+			return 0;
+		}
+		rx->inflight_bytes += cap - s->cap;
+		s->body = nb;
+		s->cap = cap;
+	}
+	memcpy(s->body + s->len, data, len);
+	s->len += len;
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data)
+{
+	struct h2stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+	if (s) {
+		nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+		s->conn->last_request_ms = gw_agent_now_ms(s->conn->rx);
+		stream_free(s);
+	}
+	return 0;
+}
+
+/* ---- socket I/O ---- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct conn *c = h->data;
+	/* One buffer for the whole receiver: libuv calls on_read right after on_alloc. */
+	*buf = uv_buf_init((char *)c->rx->readbuf, sizeof(c->rx->readbuf));
+}
+
+static int feed_h2(struct conn *c, const uint8_t *data, size_t len)
+{
+	ssize_t r = nghttp2_session_mem_recv(c->h2, data, len);
+	if (r < 0) {
+		c->rx->st.protocol_errors++;
+		sr_log_debug(COMPONENT, "HTTP/2 protocol error; closing the connection", "id=%s peer=%s error=\"%s\"",
+			     c->rx->c->id, c->peer, nghttp2_strerror((int)r));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static void tls_failed(struct conn *c, const char *what)
+{
+	char err[256] = "";
+	unsigned long e = ERR_peek_last_error();
+	if (e)
+		ERR_error_string_n(e, err, sizeof(err));
+	ERR_clear_error();
+	c->rx->st.tls_failures++;
+	/* A wrong client certificate or CA is a deployment problem: warn, at most once a minute. */
+	if (c->rx->last_tls_warn_ms == 0 || gw_agent_now_ms(c->rx) - c->rx->last_tls_warn_ms >= 60000) {
+		c->rx->last_tls_warn_ms = gw_agent_now_ms(c->rx);
+		sr_log_warn(COMPONENT, "TLS handshake failed (further failures are logged at debug for a minute)",
+			    "id=%s peer=%s stage=%s error=\"%s\"", c->rx->c->id, c->peer, what, err);
+	} else
+		sr_log_debug(COMPONENT, "TLS handshake failed; closing the connection",
+			     "id=%s peer=%s stage=%s error=\"%s\"", c->rx->c->id, c->peer, what, err);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
+{
+	struct conn *c = stream->data;
+
+	if (n == 0)
+		return;
+	if (n < 0) {
+		gw_agent_conn_close(c);
+		return;
+	}
+	c->last_recv_ms = gw_agent_now_ms(c->rx);
+	if (!c->ssl) {
+		if (feed_h2(c, (const uint8_t *)buf->base, (size_t)n) < 0) {
+			gw_agent_conn_flush(c); /* send the GOAWAY nghttp2 queued */
+			gw_agent_conn_close(c);
+			return;
+		}
+		gw_agent_conn_flush(c);
+		return;
+	}
+	if (BIO_write(c->rbio, buf->base, (int)n) != n) {
+		gw_agent_conn_close(c);
+		return;
+	}
+	if (!c->tls_done) {
+		int r = SSL_do_handshake(c->ssl);
+		if (r != 1) {
+			int err = SSL_get_error(c->ssl, r);
+			if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+				gw_agent_conn_flush(c);
+				return;
+			}
+			tls_failed(c, "handshake");
+			gw_agent_conn_flush(c); /* the alert */
+			gw_agent_conn_close(c);
+			return;
+		}
+		c->tls_done = true;
+	}
+	for (;;) {
+		uint8_t tmp[16384];
+		int r = SSL_read(c->ssl, tmp, sizeof(tmp));
+		if (r > 0) {
+			if (feed_h2(c, tmp, (size_t)r) < 0) {
+				gw_agent_conn_flush(c);
+				gw_agent_conn_close(c);
+				return;
+			}
+			if (c->closing)
+				return;
+			continue;
+		}
+		int err = SSL_get_error(c->ssl, r);
+		if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+			break;
+		if (err != SSL_ERROR_ZERO_RETURN)
+			tls_failed(c, "read");
+		gw_agent_conn_close(c);
+		return;
+	}
+	gw_agent_conn_flush(c);
+}
+
+void gw_agent_on_connection(uv_stream_t *server, int status)
+{
+	struct agent_rx *rx = server->data;
+	nghttp2_settings_entry settings[3];
+	struct sockaddr_storage ss;
+	int namelen = sizeof(ss);
+	struct conn *c;
+
+	if (status < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->rx = rx;
+	uv_tcp_init(rx->loop, &c->tcp);
+	c->tcp.data = c;
+	rx->handles++;
+	c->next = rx->conns;
+	if (rx->conns)
+		rx->conns->prev = c;
+	rx->conns = c;
+	rx->n_conns++;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+		gw_agent_conn_close(c);
+		return;
+	}
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0)
+		gw_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {
+		rx->st.connections_refused++;
+		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",
+			     rx->c->id, c->peer, (unsigned long long)rx->cfg->max_connections);
+		gw_agent_conn_close(c);
+		return;
+	}
+	rx->st.connections_accepted++;
+	uv_tcp_nodelay(&c->tcp, 1);
+	c->accepted_ms = c->last_recv_ms = c->last_request_ms = gw_agent_now_ms(rx);
+	if (nghttp2_session_server_new(&c->h2, rx->cbs, c) != 0)
+		goto fail;
+	settings[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+						(uint32_t)rx->cfg->max_concurrent_streams };
+	/* Windows large enough for big bodies in few round trips; memory is bounded by our own limits. */
+	settings[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 };
+	settings[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 };
+	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, settings, SR_ARRAY_SIZE(settings)) != 0 ||
+	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20) != 0)
+		goto fail;
+	if (rx->ssl_ctx) {
+		c->ssl = SSL_new(rx->ssl_ctx);
+		c->rbio = BIO_new(BIO_s_mem());
+		c->wbio = BIO_new(BIO_s_mem());
+		if (!c->ssl || !c->rbio || !c->wbio) {
+			BIO_free(c->rbio);
+			BIO_free(c->wbio);
+			goto fail;
+		}
+		SSL_set_bio(c->ssl, c->rbio, c->wbio);
+		SSL_set_accept_state(c->ssl);
+	}
+	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+		goto fail;
+	if (!c->ssl)
+		gw_agent_conn_flush(c);
+	return;
+fail:
+	gw_agent_conn_close(c);
+}
+
+/* ---- timers ---- */
+
+void gw_agent_conn_goaway(struct conn *c)
+{
+	if (c->goaway || c->closing)
+		return;
+	c->goaway = true;
+	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
+			      NGHTTP2_NO_ERROR, NULL, 0);
+	gw_agent_conn_flush(c);
+}
+
+void gw_agent_on_tick(uv_timer_t *t)
+{
+	struct agent_rx *rx = t->data;
+	const struct agent_config *cfg = rx->cfg;
+	uint64_t now = gw_agent_now_ms(rx);
+	struct conn *c = rx->conns;
+
+	while (c) {
+		struct conn *next = c->next;
+		if (!c->got_headers && now - c->accepted_ms > cfg->header_timeout_ns / SR_NSEC_PER_MSEC) {
+			rx->st.header_timeouts++;
+			sr_log_debug(COMPONENT, "no request headers within header_timeout; closing", "id=%s peer=%s",
+				     rx->c->id, c->peer);
+			gw_agent_conn_close(c);
+			goto next;
+		}
+		if (c->ping_outstanding && now - c->ping_sent_ms > cfg->keepalive.timeout_ns / SR_NSEC_PER_MSEC) {
+			rx->st.keepalive_timeouts++;
+			sr_log_debug(COMPONENT, "PING not answered within keepalive.timeout; closing", "id=%s peer=%s",
+				     rx->c->id, c->peer);
+			gw_agent_conn_close(c);
+			goto next;
+		}
+		if (rx->shutting_down && now - rx->shutdown_started_ms > SHUTDOWN_GRACE_MS) {
+			gw_agent_conn_close(c);
+			goto next;
+		}
+		for (struct h2stream *s = c->streams, *sn; s; s = sn) {
+			sn = s->next;
+			if (!s->responded && !s->processing &&
+			    now - s->started_ms > cfg->request_timeout_ns / SR_NSEC_PER_MSEC)
+				gw_agent_respond_error(s, 408, 0, "request not complete within request_timeout");
+		}
+		if (c->n_streams == 0 && cfg->idle_timeout_ns &&
+		    now - c->last_request_ms > cfg->idle_timeout_ns / SR_NSEC_PER_MSEC && c->got_headers) {
+			rx->st.idle_closes++;
+			gw_agent_conn_goaway(c);
+			goto next;
+		}
+		if (cfg->keepalive.interval_ns && !c->ping_outstanding && c->got_headers &&
+		    now - c->last_recv_ms > cfg->keepalive.interval_ns / SR_NSEC_PER_MSEC) {
+			if (nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL) == 0) {
+				c->ping_outstanding = true;
+				c->ping_sent_ms = now;
+			}
+		}
+		gw_agent_conn_flush(c);
+	next:
+		c = next;
+	}
+}
+
+/* The nghttp2 callbacks of every agent connection. */
+void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs)
+{
+	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+}

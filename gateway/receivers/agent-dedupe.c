@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The de-duplication window of the agent receiver (agent-dedupe.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "agent-dedupe.h"
+#include "model.h"
+
+struct dentry {
+	uint64_t h;
+	uint8_t id[GW_ID_MAX];
+	uint8_t id_len;
+	uint64_t seq;
+	uint8_t *resp;
+	size_t len;
+	struct dentry *prev, *next, *hnext; /* LRU (next = older) and bucket chain */
+};
+
+struct gw_dedupe {
+	uint32_t max_entries;
+	uint64_t max_bytes, bytes;
+	uint64_t n;
+	struct dentry **buckets;
+	size_t n_buckets;
+	struct dentry *head, *tail;
+};
+
+struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint64_t max_bytes)
+{
+	struct gw_dedupe *d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->max_entries = max_entries;
+	d->max_bytes = max_bytes;
+	d->n_buckets = 1;
+	while (d->n_buckets < max_entries)
+		d->n_buckets *= 2;
+	d->buckets = calloc(d->n_buckets, sizeof(*d->buckets));
+	if (!d->buckets) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static void dedupe_remove(struct gw_dedupe *d, struct dentry *e)
+{
+	struct dentry **pp = &d->buckets[e->h & (d->n_buckets - 1)];
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		d->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		d->tail = e->prev;
+	d->bytes -= sizeof(*e) + e->len;
+	d->n--;
+	free(e->resp);
+	free(e);
+}
+
+void gw_dedupe_free(struct gw_dedupe *d)
+{
+	if (!d)
+		return;
+	while (d->head)
+		dedupe_remove(d, d->head);
+	free(d->buckets);
+	free(d);
+}
+
+static uint64_t dkey(const uint8_t *id, size_t len, uint64_t seq)
+{
+	return XXH3_64bits_withSeed(id, len, seq);
+}
+
+static struct dentry *dedupe_find(struct gw_dedupe *d, const uint8_t *id, size_t len, uint64_t seq, uint64_t h)
+{
+	for (struct dentry *e = d->buckets[h & (d->n_buckets - 1)]; e; e = e->hnext)
+		if (e->h == h && e->seq == seq && e->id_len == len && memcmp(e->id, id, len) == 0)
+			return e;
+	return NULL;
+}
+
+int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence, uint8_t **ret,
+		      size_t *ret_len)
+{
+	struct dentry *e;
+	if (!d || d->max_entries == 0 || id_len == 0 || id_len > GW_ID_MAX)
+		return -ENOENT;
+	e = dedupe_find(d, instance_id, id_len, sequence, dkey(instance_id, id_len, sequence));
+	if (!e)
+		return -ENOENT;
+	*ret = malloc(e->len ? e->len : 1);
+	if (!*ret)
+		return -ENOMEM;
+	memcpy(*ret, e->resp, e->len);
+	*ret_len = e->len;
+	return 0;
+}
+
+int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence,
+		      const uint8_t *response, size_t len)
+{
+	uint64_t h;
+	struct dentry *e;
+
+	if (!d || d->max_entries == 0 || id_len == 0 || id_len > GW_ID_MAX)
+		return 0;
+	if (sizeof(*e) + len > d->max_bytes)
+		return -EFBIG;
+	h = dkey(instance_id, id_len, sequence);
+	e = dedupe_find(d, instance_id, id_len, sequence, h);
+	if (e)
+		dedupe_remove(d, e);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->resp = malloc(len ? len : 1);
+	if (!e->resp) {
+		free(e);
+		return -ENOMEM;
+	}
+	memcpy(e->resp, response, len);
+	e->len = len;
+	e->h = h;
+	memcpy(e->id, instance_id, id_len);
+	e->id_len = (uint8_t)id_len;
+	e->seq = sequence;
+	e->hnext = d->buckets[h & (d->n_buckets - 1)];
+	d->buckets[h & (d->n_buckets - 1)] = e;
+	e->next = d->head;
+	if (d->head)
+		d->head->prev = e;
+	d->head = e;
+	if (!d->tail)
+		d->tail = e;
+	d->n++;
+	d->bytes += sizeof(*e) + len;
+	while (d->tail && d->tail != e && (d->n > d->max_entries || d->bytes > d->max_bytes))
+		dedupe_remove(d, d->tail);
+	return 0;
+}
+
+uint64_t gw_dedupe__entries(struct gw_dedupe *d)
+{
+	return d ? d->n : 0;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef SR_GW_AGENT_DEDUPE_H
+#define SR_GW_AGENT_DEDUPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * De-duplication of resent requests (same agent instance_id and sequence):
+ * a bounded LRU of the responses given, so a resend after a lost response is
+ * answered the same and not counted twice on this replica.
+ */
+struct gw_dedupe;
+/* max_entries 0: no de-duplication. */
+struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint64_t max_bytes);
+void gw_dedupe_free(struct gw_dedupe *d);
+/* A copy of the stored response (malloc'd) or -ENOENT. */
+int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence, uint8_t **ret,
+		      size_t *ret_len);
+int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence,
+		      const uint8_t *response, size_t len);
+uint64_t gw_dedupe__entries(struct gw_dedupe *d);
+
+#endif

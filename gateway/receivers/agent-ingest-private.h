@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the files of PushRequest processing share, and nothing else includes:
+ * agent-ingest.c (the request, its samples, the response), agent-defs.c (its
+ * definitions) and agent-strings.c (its strings and ID sets).
+ */
+#ifndef SR_GW_AGENT_INGEST_PRIVATE_H
+#define SR_GW_AGENT_INGEST_PRIVATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pbwire.h"
+
+struct gw_stores;
+struct gw_ingest_result;
+
+/*
+ * A malformed request: errbuf says what, and where (the offset of reader rd in
+ * the body; a failed read leaves the reader at the bad item).
+ */
+#define FAIL(rd, fmt, ...)                                                                                             \
+	do {                                                                                                           \
+		snprintf(errbuf, errsize, fmt " (at byte %zu)", ##__VA_ARGS__, sr_pbr__offset(rd));                    \
+		e = -EBADMSG;                                                                                          \
+		goto out;                                                                                              \
+	} while (0)
+
+/*
+ * Copies a string field as valid UTF-8 into dst (room for max + 1 bytes):
+ * other bytes become '?', because OTLP strings must be UTF-8 and backends
+ * reject anything else; cut at max bytes. Returns the length written.
+ */
+size_t gw_utf8_copy(char *dst, const uint8_t *s, size_t n, size_t max);
+/* The same into a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1; returns buf. */
+const char *gw_ingest_cstr(char *buf, struct sr_pb_slice s);
+
+/* A set of byte strings (slices into the body or the batch), open addressing. */
+struct gw_bytes_set {
+	struct gw_bytes_set_entry {
+		uint64_t h;
+		const uint8_t *p;
+		size_t n;
+		const void *value;
+		bool used;
+	} * e;
+	size_t cap, n;
+};
+
+void gw_bytes_set__free(struct gw_bytes_set *s);
+/* Finds or inserts (p, n) with hash h; *ret_found says which; returns the entry or NULL (ENOMEM). */
+struct gw_bytes_set_entry *gw_bytes_set__put(struct gw_bytes_set *s, uint64_t h, const uint8_t *p, size_t n,
+					     bool *ret_found);
+
+/* A list of IDs for the response, de-duplicated. */
+struct gw_idlist {
+	struct gw_bytes_set set;
+	struct sr_pb_slice *v;
+	size_t n, cap;
+};
+
+/* Adds an ID (a slice that must outlive the list) unless it is listed: 0 or -ENOMEM. */
+int gw_idlist__add(struct gw_idlist *l, const uint8_t *p, size_t n);
+void gw_idlist__free(struct gw_idlist *l);
+
+/* What decoding a request's definitions reads and adds to. */
+struct gw_ingest_defs {
+	struct gw_stores *stores;
+	struct gw_ingest_result *res; /* symbol tables go to res->tables */
+	/* Executables and kernels a stack refers to that the stores lack (PushResponse.missing_*). */
+	struct gw_idlist missing_exes, missing_kernels;
+	uint64_t symbols; /* symbols in this request's tables so far (GW_AGENT_MAX_SYMBOLS_PER_REQUEST) */
+};
+
+/*
+ * Each decodes one definition (r reads its message) and interns it: 0, or
+ * -EBADMSG with errbuf saying what and where, or -ENOMEM.
+ */
+int gw_ingest_parse_executable(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize);
+int gw_ingest_parse_kernel(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize);
+/* A stack whose executable or kernel is missing is not stored; the IDs go to defs->missing_*. */
+int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize);
+/* The table goes to defs->res->tables, unless its executable or kernel was evicted meanwhile. */
+int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize);
+
+#endif

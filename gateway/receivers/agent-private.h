@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the files of the `agent` receiver share, and nothing else includes:
+ * agent.c (the component: config, token, metrics, lifecycle), agent-conn.c
+ * (connections, HTTP/2 and TLS, responses, timers) and agent-request.c
+ * (a complete request: decoding, on the loop or the decode thread, and its
+ * answer).
+ */
+#ifndef SR_GW_AGENT_PRIVATE_H
+#define SR_GW_AGENT_PRIVATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include "agent-ingest.h"
+#include "macro.h"
+
+#define COMPONENT "receiver/agent"
+#define PUSH_PATH "/stackrelay.v1.Ingest/Push"
+/* Bytes queued for writing on one connection before we stop reading from it. */
+#define MAX_WRITE_PENDING (4u << 20)
+/* After shutdown started, connections get this long to finish their streams. */
+#define SHUTDOWN_GRACE_MS 5000
+/* The bearer token file is re-read when it changed, checked at most this often. */
+#define TOKEN_RECHECK_MS 10000
+#define MAX_TOKEN_BYTES	 16384
+/*
+ * Request bodies up to this many bytes (as received) are decoded on the loop
+ * (a few milliseconds at most); larger ones, e.g. symbol-table uploads of
+ * many MiB, go to the receiver's decode thread so they never stall the
+ * network I/O of other agents. (Not libuv's pool: symbolization fills it.)
+ */
+#define GW_AGENT_INLINE_MAX_BYTES (256u * 1024u)
+
+/* ---- configuration ---- */
+
+struct agent_tls_config {
+	char *cert_file;
+	char *key_file;
+	char *client_ca_file;
+};
+
+struct agent_auth_config {
+	char *bearer_token_file;
+};
+
+struct agent_keepalive_config {
+	uint64_t interval_ns;
+	uint64_t timeout_ns;
+};
+
+struct agent_dedupe_config {
+	uint64_t max_entries;
+	uint64_t max_bytes;
+};
+
+struct agent_stores_config {
+	uint64_t executables;
+	uint64_t kernels;
+	uint64_t locations;
+	uint64_t stacks;
+};
+
+struct agent_config {
+	char *endpoint;
+	struct agent_tls_config tls;
+	struct agent_auth_config auth;
+	uint64_t max_connections;
+	uint64_t max_concurrent_streams;
+	uint64_t max_request_bytes;
+	uint64_t max_inflight_bytes;
+	uint64_t header_timeout_ns;
+	uint64_t request_timeout_ns;
+	uint64_t idle_timeout_ns;
+	struct agent_keepalive_config keepalive;
+	struct agent_dedupe_config dedupe;
+	struct agent_stores_config stores;
+};
+
+/* ---- state ---- */
+
+struct conn;
+
+struct h2stream {
+	int32_t id;
+	struct conn *conn;
+	struct h2stream *prev, *next;
+	uint8_t *body;
+	size_t len, cap;
+	uint64_t started_ms;
+	int error_status; /* found while reading headers: answered at end of headers */
+	const char *error_msg;
+	bool gzip, auth_ok, responded, have_ctype;
+	bool processing; /* complete and being decoded: request_timeout no longer applies */
+	uint64_t content_length;
+	/* response */
+	uint8_t *resp;
+	size_t resp_len, resp_off;
+	char status_s[4], len_s[24], retry_s[24];
+};
+
+struct conn {
+	uv_tcp_t tcp;
+	struct agent_rx *rx;
+	struct conn *prev, *next;
+	nghttp2_session *h2;
+	SSL *ssl;
+	BIO *rbio, *wbio;
+	bool tls_done, got_headers, closing, reading_paused, goaway;
+	uint64_t accepted_ms, last_recv_ms, ping_sent_ms;
+	uint64_t last_request_ms; /* last stream opened or closed: idle_timeout counts from here */
+	bool ping_outstanding;
+	size_t write_pending;
+	unsigned n_streams;
+	struct h2stream *streams;
+	unsigned jobs;	    /* requests being decoded on the decode thread (they point here) */
+	bool handle_closed; /* the socket is closed; freed when jobs reaches 0 */
+	char peer[64];
+};
+
+struct wreq {
+	uv_write_t req;
+	struct conn *c;
+	size_t len;
+	uint8_t data[];
+};
+
+struct agent_stats {
+	uint64_t connections_accepted, connections_refused, tls_failures, header_timeouts, keepalive_timeouts,
+		idle_closes, protocol_errors;
+	uint64_t requests[8]; /* by status class below */
+	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
+	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;
+	uint64_t probes, probes_pending;
+	struct gw_ingest_agent_drops agent_drops;
+};
+
+enum { ST_200, ST_400, ST_401, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_503, ST_500 };
+static const int status_codes[] = { 200, 400, 401, 404, 405, 408, 413, 415, 429, 503, 500 };
+
+struct agent_rx {
+	struct gw_component *c;
+	const struct agent_config *cfg;
+	uv_loop_t *loop;
+	uv_tcp_t listener;
+	uv_timer_t tick;
+	bool listening, tick_init, shutting_down, destroyed;
+	int handles; /* open handles (listener, tick, connections): freed at 0 after destroy */
+	SSL_CTX *ssl_ctx;
+	nghttp2_session_callbacks *cbs;
+	struct gw_dedupe *dedupe;
+	struct conn *conns;
+	unsigned n_conns;
+	uint64_t inflight_bytes;
+	char address[64];
+	/* bearer token */
+	char *token;
+	size_t token_len;
+	struct timespec token_mtime;
+	uint64_t token_checked_ms;
+	uint64_t shutdown_started_ms;
+	uint64_t last_warn_ms, last_tls_warn_ms;
+	void (*done)(struct gw_component *c);
+	struct agent_stats st;
+	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];
+	/* The decode thread: large requests are decoded off the loop (see gw_agent_process_request). */
+	struct {
+		pthread_t thread;
+		bool started, stop;
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		struct work *todo, *todo_tail, *done;
+		uv_async_t async;
+		bool async_init;
+		unsigned jobs; /* queued or running or done-not-finished */
+	} dec;
+	uint8_t readbuf[64 * 1024];
+};
+
+/*
+ * One request's body and what decoding it produced. Made on the loop; the
+ * CPU-heavy part (work_run: gunzip, decoding, definitions, building the batch)
+ * runs on the loop for small bodies and on the decode thread for large ones;
+ * work_finish (accounting, de-duplication, admission, the answer, emitting)
+ * always runs on the loop.
+ */
+struct work {
+	struct work *next;
+	struct agent_rx *rx;
+	struct conn *conn;
+	struct h2stream *s; /* still the stream's only if nghttp2 says so at finish */
+	int32_t stream_id;
+	uint8_t *body;
+	size_t len, cap;
+	bool gzip;
+	uint64_t epoch;
+	uint64_t max_request_bytes;
+	struct gw_stores *stores;
+	/* results */
+	int status; /* 0: processed into res; otherwise answer status with msg */
+	uint32_t retry_after_ms;
+	char msg[512];
+	uint8_t *plain;
+	size_t plain_len;
+	struct gw_ingest_header h;
+	struct gw_ingest_result res;
+};
+
+static inline uint64_t gw_agent_now_ms(struct agent_rx *rx)
+{
+	return uv_now(rx->loop);
+}
+
+/* agent.c: the component's life and its bearer token. */
+void gw_agent_rx_maybe_free(struct agent_rx *rx);
+void gw_agent_rx_maybe_done(struct agent_rx *rx);
+void gw_agent_token_recheck(struct agent_rx *rx);
+bool gw_agent_token_ok(struct agent_rx *rx, const uint8_t *value, size_t len);
+
+/* agent-conn.c: connections, HTTP/2 and TLS, responses, timers. */
+void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs);
+void gw_agent_on_connection(uv_stream_t *server, int status);
+void gw_agent_on_tick(uv_timer_t *t);
+void gw_agent_conn_flush(struct conn *c);
+void gw_agent_conn_close(struct conn *c);
+void gw_agent_conn_free(struct conn *c);
+void gw_agent_conn_goaway(struct conn *c);
+/* Answers a stream; takes body (malloc'd). */
+void gw_agent_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms);
+void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
+	SR_PRINTF(4, 5);
+
+/* agent-request.c: a complete request, decoded on the loop or the decode thread. */
+void gw_agent_process_request(struct h2stream *s);
+void *gw_agent_decode_thread(void *arg);
+void gw_agent_on_decoded(uv_async_t *a);
+/* A job back from the decode thread; discard: the receiver is going away. */
+void gw_agent_job_returned(struct work *w, bool discard);
+
+#endif

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `agent` receiver's requests (agent-private.h): a complete body is
+ * gunzipped and processed by agent-ingest.c, on the loop when small and on
+ * the receiver's decode thread when large; the loop then decides
+ * de-duplication and admission, answers, accounts and emits the batch.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include "accounting.h"
+#include "agent-dedupe.h"
+#include "agent-ingest.h"
+#include "agent-private.h"
+#include "agent.h"
+#include "gzip.h"
+#include "log.h"
+#include "macro.h"
+#include "model.h"
+#include "netaddr.h"
+#include "runtime.h"
+#include "units.h"
+
+/* Shared by every receiver instance: per-request scratch epochs on shared stacks (loop thread). */
+static uint64_t ingest_epoch;
+
+/* ---- request processing ---- */
+
+static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
+{
+	for (size_t i = 0; i < res->n_tables; i++) {
+		rx->st.symbol_tables++;
+		gw_runtime__symbol_table(rx->c->runtime, res->tables[i]);
+		res->tables[i] = NULL;
+	}
+}
+
+static void work_free(struct work *w)
+{
+	w->rx->inflight_bytes -= w->cap;
+	free(w->body);
+	free(w->plain);
+	gw_ingest_result_free(&w->res);
+	free(w);
+}
+
+static void work_fail(struct work *w, int status, uint32_t retry_after_ms, const char *fmt, ...) SR_PRINTF(4, 5);
+
+static void work_fail(struct work *w, int status, uint32_t retry_after_ms, const char *fmt, ...)
+{
+	va_list ap;
+
+	w->status = status;
+	w->retry_after_ms = retry_after_ms;
+	va_start(ap, fmt);
+	vsnprintf(w->msg, sizeof(w->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* The CPU-heavy part; touches nothing but w and the (thread-safe) stores. Any thread. */
+static void work_run(struct work *w)
+{
+	char err[512];
+	int e;
+
+	if (w->gzip) {
+		e = sr_gunzip(w->body, w->len, w->max_request_bytes, &w->plain, &w->plain_len);
+		if (e == -EFBIG)
+			return work_fail(w, 413, 0, "request body decompresses to more than max_request_bytes (%llu)",
+					 (unsigned long long)w->max_request_bytes);
+		if (e < 0)
+			return work_fail(w, 400, 0, "request body is not valid gzip: %s", strerror(-e));
+	}
+	const uint8_t *body = w->plain ? w->plain : w->body ? w->body : (const uint8_t *)"";
+	size_t len = w->plain ? w->plain_len : w->len;
+
+	if (gw_ingest_header(body, len, &w->h, err, sizeof(err)) < 0)
+		return work_fail(w, 400, 0, "cannot decode PushRequest: %s", err);
+	if (w->h.protocol_version != GW_AGENT_PROTOCOL_VERSION) {
+		if (w->h.protocol_version == 0)
+			return work_fail(w, 400, 0,
+					 "PushRequest.protocol_version is missing; this gateway speaks version %d",
+					 GW_AGENT_PROTOCOL_VERSION);
+		return work_fail(w, 400, 0,
+				 "PushRequest.protocol_version %u is not supported; this gateway speaks version %d "
+				 "(upgrade the older of agent and gateway)",
+				 w->h.protocol_version, GW_AGENT_PROTOCOL_VERSION);
+	}
+	/*
+	 * Processed before de-duplication and admission are decided (on the loop,
+	 * in work_finish): definitions are content-addressed, so interning them is
+	 * harmless either way, and the samples only count if work_finish says so.
+	 */
+	e = gw_ingest_process(w->stores, body, len, w->epoch, &w->res, err, sizeof(err));
+	if (e == -ENOMEM)
+		return work_fail(w, 503, 1000, "the gateway is out of memory; retry later");
+	if (e < 0)
+		return work_fail(w, 400, 0, "invalid PushRequest: %s", err);
+}
+
+/* The loop part: what the request means for the pipeline and the agent. */
+static void work_finish(struct work *w)
+{
+	struct agent_rx *rx = w->rx;
+	struct gw_component *comp = rx->c;
+	struct conn *c = w->conn;
+	struct h2stream *s = NULL;
+	uint32_t retry_ms;
+
+	rx->st.bytes_wire += w->len;
+	rx->st.bytes_plain += w->plain ? w->plain_len : w->len;
+	/* The stream may be gone (the agent reset it, the connection died) while decoding. */
+	if (!c->handle_closed && !c->closing && nghttp2_session_get_stream_user_data(c->h2, w->stream_id) == w->s)
+		s = w->s;
+	if (w->status) {
+		if (w->status == 400)
+			rx->st.protocol_errors++;
+		if (s)
+			gw_agent_respond_error(s, w->status, w->retry_after_ms, "%s", w->msg);
+		goto out;
+	}
+	/*
+	 * An agent that got no answer resends the same request; so a request
+	 * whose stream is gone is not counted (and not remembered): its resend
+	 * will be, once. Its symbol tables and definitions are kept.
+	 */
+	if (!s) {
+		gw_ingest_result_release_asks(&w->res);
+		hand_over_tables(rx, &w->res);
+		goto out;
+	}
+	/* A resend of a request this replica answered: the same answer, counted once. */
+	if (w->h.instance_id_len) {
+		uint8_t *cached;
+		size_t clen;
+		if (gw_dedupe__lookup(rx->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence, &cached,
+				      &clen) == 0) {
+			rx->st.duplicates++;
+			rx->st.duplicate_samples += w->res.received;
+			/* Its definitions were taken; a symbol table in it goes to the symbolizer. The
+			 * first answer is what the agent gets: what this processing asked for is not. */
+			gw_ingest_result_release_asks(&w->res);
+			hand_over_tables(rx, &w->res);
+			gw_agent_respond(s, 200, cached, clen, 0);
+			goto out;
+		}
+	}
+	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
+		gw_component_received(comp, w->res.received);
+		gw_component_refused(comp, GW_REASON_RETRY_LATER, w->res.received);
+		/* Its wanted_symbols are not delivered either: the next request (this resend, or another agent's) asks. */
+		gw_ingest_result_release_asks(&w->res);
+		gw_agent_respond_error(s, 429, retry_ms, "the gateway is over its memory limit; retry after %u ms",
+				       retry_ms);
+		goto out;
+	}
+	gw_component_received(comp, w->res.received);
+	if (w->res.refused_missing)
+		gw_component_refused(comp, GW_REASON_MISSING_DEFINITION, w->res.refused_missing);
+	rx->st.missing_stacks += w->res.missing_stacks;
+	rx->st.missing_executables += w->res.missing_executables;
+	rx->st.missing_kernels += w->res.missing_kernels;
+	rx->st.wanted += w->res.wanted;
+	rx->st.probes += w->res.probes;
+	rx->st.probes_pending += w->res.symbols_pending;
+	rx->st.agent_drops.ring_buffer_full += w->res.drops.ring_buffer_full;
+	rx->st.agent_drops.stack_errors += w->res.drops.stack_errors;
+	rx->st.agent_drops.buffer_overflow += w->res.drops.buffer_overflow;
+	rx->st.agent_drops.process_unknown += w->res.drops.process_unknown;
+	hand_over_tables(rx, &w->res);
+	if (w->h.instance_id_len)
+		gw_dedupe__insert(rx->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence, w->res.response,
+				  w->res.response_len);
+	/* Answer before the pipeline runs: the response is final either way. */
+	gw_agent_respond(s, 200, w->res.response, w->res.response_len, 0);
+	w->res.response = NULL;
+	if (w->res.batch) {
+		struct gw_profiles *b = w->res.batch;
+		w->res.batch = NULL;
+		gw_component_emit(comp, b);
+	}
+out:
+	work_free(w);
+}
+
+/* ---- the decode thread ---- */
+
+void *gw_agent_decode_thread(void *arg)
+{
+	struct agent_rx *rx = arg;
+
+	pthread_mutex_lock(&rx->dec.lock);
+	for (;;) {
+		while (!rx->dec.stop && !rx->dec.todo)
+			pthread_cond_wait(&rx->dec.cond, &rx->dec.lock);
+		if (rx->dec.stop)
+			break;
+		struct work *w = rx->dec.todo;
+		rx->dec.todo = w->next;
+		if (!rx->dec.todo)
+			rx->dec.todo_tail = NULL;
+		pthread_mutex_unlock(&rx->dec.lock);
+		work_run(w);
+		pthread_mutex_lock(&rx->dec.lock);
+		w->next = rx->dec.done;
+		rx->dec.done = w;
+		uv_async_send(&rx->dec.async);
+	}
+	pthread_mutex_unlock(&rx->dec.lock);
+	return NULL;
+}
+
+/* Finishes (or, when discard, just frees) a job that came back from the decode thread. */
+void gw_agent_job_returned(struct work *w, bool discard)
+{
+	struct agent_rx *rx = w->rx;
+	struct conn *c = w->conn;
+
+	if (discard)
+		work_free(w);
+	else
+		work_finish(w);
+	rx->dec.jobs--;
+	if (--c->jobs == 0 && c->handle_closed)
+		gw_agent_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
+	else {
+		if (!c->closing && !rx->destroyed)
+			gw_agent_conn_flush(c);
+		gw_agent_rx_maybe_done(rx);
+	}
+}
+
+void gw_agent_on_decoded(uv_async_t *a)
+{
+	struct agent_rx *rx = a->data;
+	struct work *list, *rev = NULL;
+
+	pthread_mutex_lock(&rx->dec.lock);
+	list = rx->dec.done;
+	rx->dec.done = NULL;
+	pthread_mutex_unlock(&rx->dec.lock);
+	while (list) { /* oldest first */
+		struct work *next = list->next;
+		list->next = rev;
+		rev = list;
+		list = next;
+	}
+	while (rev) {
+		struct work *next = rev->next;
+		gw_agent_job_returned(rev, false);
+		rev = next;
+	}
+}
+
+void gw_agent_process_request(struct h2stream *s)
+{
+	struct conn *c = s->conn;
+	struct agent_rx *rx = c->rx;
+	struct work *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		return;
+	}
+	w->rx = rx;
+	w->conn = c;
+	w->s = s;
+	w->stream_id = s->id;
+	w->gzip = s->gzip;
+	w->epoch = ++ingest_epoch;
+	w->max_request_bytes = rx->cfg->max_request_bytes;
+	w->stores = gw_runtime__stores(rx->c->runtime);
+	/* The body moves to the work (still counted in inflight_bytes until it is freed). */
+	w->body = s->body;
+	w->len = s->len;
+	w->cap = s->cap;
+	s->body = NULL;
+	s->len = s->cap = 0;
+	s->processing = true;
+	if (w->len <= GW_AGENT_INLINE_MAX_BYTES || !rx->dec.started) {
+		work_run(w);
+		work_finish(w);
+		return;
+	}
+	rx->dec.jobs++;
+	c->jobs++;
+	pthread_mutex_lock(&rx->dec.lock);
+	if (rx->dec.todo_tail)
+		rx->dec.todo_tail->next = w;
+	else
+		rx->dec.todo = w;
+	rx->dec.todo_tail = w;
+	pthread_cond_signal(&rx->dec.cond);
+	pthread_mutex_unlock(&rx->dec.lock);
+}
