@@ -36,7 +36,7 @@
  * falls behind loses samples, never the mappings later samples need.
  */
 #define AGENT_RINGBUF_RECORD_RESERVE_FRACTION 8
-#define AGENT_POLL_INTERVAL_MS	      1000
+#define AGENT_POLL_INTERVAL_MS		      1000
 /* Entries of the pid and cgroup allowlists (BPF hash maps). */
 #define AGENT_MAX_PID_FILTERS	 4096
 #define AGENT_MAX_CGROUP_FILTERS 1024

@@ -598,7 +598,7 @@ static __always_inline void report_vma(__u64 addr)
  * trampolines are locked down, and uprobe_mmap/perf_event_mmap are not
  * always traceable.)
  */
-#define SR_PROT_EXEC 0x4
+#define SR_PROT_EXEC	 0x4
 #define SR_MAP_ANONYMOUS 0x20
 
 /*
