@@ -17,7 +17,9 @@ A request that fails a check gets 400 with the reason in the body.
 It can be scripted (--script, comma-separated, one entry per request, then
 200 for ever): 200, 400, 401, 413, 429, 500, 502, 503, 504 (an optional
 ":SECONDS" adds Retry-After SECONDS; "503:date:SECONDS" gives it as an HTTP
-date), "slow:SECONDS" (answer 200 that late), "reset" (close the connection
+date), "slow:SECONDS" (answer 200 that late), "hold" (answer 200 once a
+POST /release arrives, or after 120 s: for tests that need a request in
+flight until they say so, whatever the load), "reset" (close the connection
 with a TCP RST, no response), "partial:N" (200 with partial_success
 rejected_profiles=N). --max-body-bytes answers 413 to bigger bodies, as
 Pyroscope's body limit does.
@@ -30,6 +32,7 @@ the decoded shapes of the last request (for tests of the encoding).
 
 Usage: fake_pyroscope.py --port-file FILE [--port 0] [--script ...]
 Stops on SIGTERM/SIGINT, on POST /quit, or after --lifetime seconds.
+POST /release lets every held request ("hold") go.
 """
 
 import argparse
@@ -335,6 +338,7 @@ def validate_and_flatten(req):
 class State:
     def __init__(self, args):
         self.lock = threading.Lock()
+        self.released = threading.Event()
         self.script = [e for e in args.script.split(",") if e] if args.script else []
         self.args = args
         self.requests = 0
@@ -398,6 +402,10 @@ class Handler(BaseHTTPRequestHandler):
         st = self.server.state
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        if self.path == "/release":
+            st.released.set()
+            self.reply(200, b"released\n")
+            return
         if self.path == "/quit":
             self.reply(200, b"bye\n")
             threading.Thread(target=self.server.shutdown, daemon=True).start()
@@ -417,6 +425,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if code == "slow":
             time.sleep(float(rest or "1"))
+            code, rest = "200", ""
+        elif code == "hold":
+            st.released.wait(120)
             code, rest = "200", ""
         ctype = self.headers.get("Content-Type", "")
         with st.lock:

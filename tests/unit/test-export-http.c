@@ -128,6 +128,28 @@ static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+static size_t collect_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	(void)ptr;
+	(void)userdata;
+	return size * nmemb;
+}
+
+/* POST /release: the fake answers the requests it holds ("hold" in its script). */
+static void fake_release(const struct fake *f)
+{
+	char url[128];
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/release", f->port);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect_discard);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_cleanup(c);
+}
+
 /* GET /stats; the caller puts the result. */
 static struct json_object *fake_stats(const struct fake *f)
 {
@@ -139,7 +161,8 @@ static struct json_object *fake_stats(const struct fake *f)
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+	/* A bound, not a speed: the fake decodes every request in Python, and lags on a loaded machine. */
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
 	assert_int_equal(curl_easy_perform(c), CURLE_OK);
 	curl_easy_cleanup(c);
 	j = json_tokener_parse(body);
@@ -938,28 +961,34 @@ static int64_t fake_rss(void)
 	return 64 << 20;
 }
 
-static bool shed_armed;
+static bool shed_armed, shed_released;
+static const struct fake *shed_fake;
 
 static void shed_hook(struct run *r)
 {
-	/* Once every batch is queued (the first in flight, held by a slow backend): two readings over the limit. */
+	/* Once every batch is queued (the first in flight, held by the backend): two readings over the limit. */
 	if (!shed_armed && the_source->next >= the_source->n_batches &&
 	    gw_exporter_queued_requests(cur_exporter) == the_source->n_batches) {
 		shed_armed = true;
 		shed_high_reads = 2;
 	}
+	/* Both read: the backend may answer the request it held, and the rest flow. */
+	if (shed_armed && !shed_released && shed_high_reads == 0) {
+		shed_released = true;
+		fake_release(shed_fake);
+	}
 }
 
 /*
- * Six batches queued behind a request the backend answers after 2 s; the
- * limiter then reads an RSS just over its hard limit twice. Each check sheds
+ * Six batches queued behind a request the backend holds until the test
+ * releases it; the limiter then reads an RSS just over its hard limit twice. Each check sheds
  * just enough (rss - limit + 1 byte: one request) of the oldest waiting
  * requests: batches 2 and 3 are dropped, counted as memory_limit; batch 1
  * (in flight) and 4-6 are delivered.
  */
 static void test_memory_limiter_sheds_oldest(void **state)
 {
-	static const char *const args[] = { "--script", "slow:2", NULL };
+	static const char *const args[] = { "--script", "hold", NULL };
 	enum { FIRST_TAG = 170, N = 6 };
 	struct fake f;
 	struct source src = { .n_batches = N, .n_resources = 1, .n_samples = 10, .first_tag = FIRST_TAG };
@@ -981,6 +1010,8 @@ static void test_memory_limiter_sheds_oldest(void **state)
 	limiter_yaml = lyaml;
 	gw_mem_rss_reader = fake_rss;
 	check_hook = shed_hook;
+	shed_fake = &f;
+	shed_released = false;
 	shed_armed = false;
 	shed_high_reads = 0;
 	run_pipeline(config(&f, "compression: none\nsending_queue: {num_consumers: 1}\n"), &src, 0, TEST_DEADLINE_MS,
