@@ -609,6 +609,17 @@ static int copy_attr(struct gw_profiles *p, struct gw_attr *dst, const struct gw
 struct gw_resource *gw_profiles__add_resource(struct gw_profiles *p, const struct gw_attr *attrs, uint32_t n,
 					      uint32_t frequency_hz)
 {
+	return gw_profiles__add_typed_resource(p, attrs, n, frequency_hz, GW_PROFILE_CPU);
+}
+
+const char *gw_profile_type_name(enum gw_profile_type type)
+{
+	return type == GW_PROFILE_OFF_CPU ? "off_cpu" : "cpu";
+}
+
+struct gw_resource *gw_profiles__add_typed_resource(struct gw_profiles *p, const struct gw_attr *attrs, uint32_t n,
+						    uint32_t frequency_hz, enum gw_profile_type type)
+{
 	struct gw_resource *r;
 	int e;
 
@@ -616,7 +627,7 @@ struct gw_resource *gw_profiles__add_resource(struct gw_profiles *p, const struc
 	if (e < 0)
 		goto fail;
 	r = &p->resources[p->n_resources];
-	*r = (struct gw_resource){ .frequency_hz = frequency_hz };
+	*r = (struct gw_resource){ .frequency_hz = frequency_hz, .profile_type = type };
 	if (n) {
 		e = grow(p, (void **)&r->attrs, &r->cap_attrs, n, sizeof(*r->attrs));
 		if (e < 0)
@@ -787,7 +798,7 @@ static uint64_t attr_hash(const struct gw_attr *a)
 static uint64_t resource_hash(struct gw_resource *r)
 {
 	if (!r->attrs_hash) {
-		uint64_t h = 0x9e3779b97f4a7c15ULL ^ r->frequency_hz;
+		uint64_t h = 0x9e3779b97f4a7c15ULL ^ r->frequency_hz ^ ((uint64_t)r->profile_type << 32);
 		for (uint32_t i = 0; i < r->n_attrs; i++)
 			h += attr_hash(&r->attrs[i]);
 		r->attrs_hash = h ? h : 1;
@@ -814,7 +825,8 @@ static bool attr_equal(const struct gw_attr *a, const struct gw_attr *b)
 
 static bool resource_equal(struct gw_resource *a, struct gw_resource *b)
 {
-	if (a->frequency_hz != b->frequency_hz || a->n_attrs != b->n_attrs || resource_hash(a) != resource_hash(b))
+	if (a->frequency_hz != b->frequency_hz || a->profile_type != b->profile_type || a->n_attrs != b->n_attrs ||
+	    resource_hash(a) != resource_hash(b))
 		return false;
 	for (uint32_t i = 0; i < a->n_attrs; i++) {
 		const struct gw_attr *o = gw_resource__attr(b, a->attrs[i].key);
@@ -980,7 +992,8 @@ struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p)
 	c->created_ns = p->created_ns;
 	for (uint32_t i = 0; i < p->n_resources; i++) {
 		const struct gw_resource *r = &p->resources[i];
-		struct gw_resource *nr = gw_profiles__add_resource(c, r->attrs, r->n_attrs, r->frequency_hz);
+		struct gw_resource *nr =
+			gw_profiles__add_typed_resource(c, r->attrs, r->n_attrs, r->frequency_hz, r->profile_type);
 		if (!nr) {
 			e = -errno;
 			goto fail;
