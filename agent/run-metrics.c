@@ -153,6 +153,7 @@ static void render_off_cpu(FILE *f, const struct agent_run_metrics *m)
 		[PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY] = "probability",
 		[PROFILE_CNT_OFF_CPU_SKIP_SHORT] = "min_block",
 		[PROFILE_CNT_OFF_CPU_SKIP_RATE] = "rate",
+		[PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE] = "no_storage",
 	};
 
 	fprintf(f,
@@ -170,7 +171,7 @@ static void render_off_cpu(FILE *f, const struct agent_run_metrics *m)
 	fprintf(f, "# HELP stackrelay_agent_off_cpu_skipped_total Context switches or waits skipped in BPF, by "
 		   "reason.\n"
 		   "# TYPE stackrelay_agent_off_cpu_skipped_total counter\n");
-	for (int i = PROFILE_CNT_OFF_CPU_SKIP_IDLE; i <= PROFILE_CNT_OFF_CPU_SKIP_RATE; i++)
+	for (int i = PROFILE_CNT_OFF_CPU_SKIP_IDLE; i <= PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE; i++)
 		fprintf(f, "stackrelay_agent_off_cpu_skipped_total{reason=\"%s\"} %" PRIu64 "\n", skipped[i],
 			m->bpf[i]);
 }

@@ -364,7 +364,6 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_ret, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
-	s->skel->rodata->off_cpu = o->off_cpu;
 	s->skel->rodata->off_cpu_min_block_ns = o->off_cpu_min_block_ns;
 	s->skel->rodata->off_cpu_threshold =
 		o->off_cpu_probability >= 1.0 ? 1ULL << 32 : (uint64_t)(o->off_cpu_probability * 4294967296.0);
@@ -398,8 +397,8 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 			o->table_unwinding ? (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 1024u * 1024) : 1);
 	if (!r)
 		r = bpf_map__set_max_entries(s->skel->maps.known_files, AGENT_KNOWN_FILES_MAX);
-	if (!r)
-		r = bpf_map__set_max_entries(s->skel->maps.off_cpu_start, o->off_cpu ? AGENT_OFF_CPU_MAX_THREADS : 1);
+	/* Task storage (off_cpu_start) needs 5.11; it is only made when off_cpu is on. */
+	bpf_map__set_autocreate(s->skel->maps.off_cpu_start, o->off_cpu);
 	if (r)
 		goto fail;
 

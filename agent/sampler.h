@@ -34,12 +34,6 @@
 /* Entries of the pid and cgroup allowlists (BPF hash maps). */
 #define AGENT_MAX_PID_FILTERS	 4096
 #define AGENT_MAX_CGROUP_FILTERS 1024
-/*
- * Threads waiting at once whose off-CPU time is tracked (bpf/offcpu.bpf.h):
- * beyond it the least recently switched out are forgotten, their waits not
- * reported. 64 bytes or so of kernel memory each.
- */
-#define AGENT_OFF_CPU_MAX_THREADS 65536
 /* Files the BPF side remembers as identified (mappings of others wake the agent). */
 #define AGENT_KNOWN_FILES_MAX 16384
 

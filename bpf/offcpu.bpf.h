@@ -6,14 +6,14 @@
  *
  * Two hooks. At sched_switch the thread going off CPU is still current:
  * the filters run (idle, kernel threads, pids, cgroups, then the sampling
- * draw) and, if it is kept, only the time is stored by thread ID. When the
- * thread runs again, the end of __schedule() runs in its context before it
- * leaves the scheduler, so its kernel and user stacks are still exactly
- * what they were when it went off CPU: there the blocked time is known, and
- * only a thread blocked at least off_cpu.min_block, within the per-CPU rate
- * cap, has its stacks taken, through the same code as a CPU sample
- * (bpf_get_stack() for the kernel, the table unwinder or frame pointers
- * for the user). Every switch skipped is counted by reason.
+ * draw) and, if it is kept, only the time is stored, in the thread's task
+ * storage. When the thread runs again, the end of __schedule() runs in its
+ * context before it leaves the scheduler, so its kernel and user stacks are
+ * still exactly what they were when it went off CPU: there the blocked time
+ * is known, and only a thread blocked at least off_cpu.min_block, within the
+ * per-CPU rate cap, has its stacks taken, through the same code as a CPU
+ * sample (bpf_get_stack() for the kernel, the table unwinder or frame
+ * pointers for the user). Every switch skipped is counted by reason.
  *
  * The end of __schedule() is the sched_exit_tp tracepoint (6.17+, no trace
  * event: reached through tp_btf only); older kernels are hooked with an
@@ -28,8 +28,7 @@
 #ifndef SR_BPF_OFFCPU_BPF_H
 #define SR_BPF_OFFCPU_BPF_H
 
-/* Set by the agent between open and load (off_cpu.*). */
-const volatile bool off_cpu = false;
+/* Set by the agent between open and load (off_cpu.*); the programs are loaded only when off_cpu.enabled. */
 const volatile __u64 off_cpu_min_block_ns = 1000000;
 /* A switch is kept when bpf_get_prandom_u32() < this: probability * 2^32 (2^32 keeps every one). */
 const volatile __u64 off_cpu_threshold = 1ULL << 32;
@@ -37,16 +36,15 @@ const volatile __u64 off_cpu_threshold = 1ULL << 32;
 const volatile __u64 off_cpu_max_per_sec = 1000;
 
 /*
- * Threads off CPU that were kept: thread ID -> when they went off
- * (bpf_ktime_get_ns). Sized by the agent (AGENT_OFF_CPU_MAX_THREADS); a
- * thread that waits while more than that many others wait is forgotten
- * (least recently used) and its wait not reported. Entries go when the
- * thread runs again or exits.
+ * When a kept thread went off CPU (bpf_ktime_get_ns; 0: not kept), in the
+ * thread's own task storage: no lookup by ID, no bound to size, nothing
+ * left behind by a thread that exits (its storage goes with it), and no
+ * stale entry for a new thread that reuses an ID.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, __u64);
 } off_cpu_start SEC(".maps");
 
@@ -88,8 +86,8 @@ int unwind_user_fentry(u64 *ctx)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	__u64 id = bpf_get_current_pid_tgid(), now;
-	__u32 tid = (__u32)id, tgid = id >> 32;
+	__u64 id = bpf_get_current_pid_tgid(), *start;
+	__u32 tgid = id >> 32;
 
 	/* prev is current here: the filters' helpers see the thread going off CPU. */
 	if (tgid == 0) {
@@ -112,8 +110,12 @@ int BPF_PROG(off_cpu_switch, bool preempt, struct task_struct *prev, struct task
 		count(PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY);
 		return 0;
 	}
-	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&off_cpu_start, &tid, &now, BPF_ANY);
+	start = bpf_task_storage_get(&off_cpu_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!start) {
+		count(PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE);
+		return 0;
+	}
+	*start = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -145,15 +147,15 @@ static __always_inline int off_cpu_resume_run(void *ctx, void *progs)
 	__u64 id = bpf_get_current_pid_tgid(), now, blocked, *start;
 	struct unwind_scratch_state *st;
 	struct profile_sample *e;
-	__u32 tid = (__u32)id;
 	bool user = true;
 
-	start = bpf_map_lookup_elem(&off_cpu_start, &tid);
-	if (!start)
+	/* No storage made here: only threads kept at switch-out have one. */
+	start = bpf_task_storage_get(&off_cpu_start, bpf_get_current_task_btf(), 0, 0);
+	if (!start || !*start)
 		return 0;
 	now = bpf_ktime_get_ns();
 	blocked = now - *start;
-	bpf_map_delete_elem(&off_cpu_start, &tid);
+	*start = 0;
 	if (blocked < off_cpu_min_block_ns) {
 		count(PROFILE_CNT_OFF_CPU_SKIP_SHORT);
 		return 0;
@@ -201,13 +203,6 @@ SEC("fentry/finish_task_switch")
 int off_cpu_resume_fentry(u64 *ctx)
 {
 	return off_cpu_resume_run(ctx, &unwind_progs_fentry);
-}
-
-/* A thread that exits never runs again: its entry would wait for eviction, or meet a new thread with its ID. */
-static __always_inline void off_cpu_forget(__u32 tid)
-{
-	if (off_cpu)
-		bpf_map_delete_elem(&off_cpu_start, &tid);
 }
 
 #endif

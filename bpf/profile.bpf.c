@@ -477,10 +477,8 @@ int handle_exit(u64 *ctx)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	off_cpu_forget((__u32)id);
 	/* Only the last thread of a process retires it. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;

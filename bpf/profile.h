@@ -65,6 +65,7 @@ enum profile_counter {
 	PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY, /* not drawn (off_cpu.probability) */
 	PROFILE_CNT_OFF_CPU_SKIP_SHORT,	      /* back on CPU before off_cpu.min_block */
 	PROFILE_CNT_OFF_CPU_SKIP_RATE,	      /* over off_cpu.max_events_per_second on this CPU */
+	PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE,  /* the thread's task storage could not be made (out of memory) */
 	PROFILE_CNT_OFF_CPU_EVENTS,	      /* blocked long enough: stack taken */
 	PROFILE_CNT_OFF_CPU_LOST_RINGBUF,     /* an off-CPU event dropped: ring buffer full */
 	PROFILE_CNT__MAX,
