@@ -315,8 +315,13 @@ static int64_t pprof_encode(const struct gw_profiles *p, enum gw_profile_type ty
 	struct pbw samples = { 0 };
 	uint64_t t_min = UINT64_MAX, t_max = 0;
 	int64_t period = 0;
+	bool any = false;
 	int r;
 
+	/* No file for a type the batch has no samples of. */
+	gw_profiles_foreach_resource(p, res) any |= res->profile_type == type && res->n_samples > 0;
+	if (!any)
+		return 0;
 	r = gw_strtab_init(&e.st);
 	if (r < 0)
 		return r;
