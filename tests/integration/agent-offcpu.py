@@ -18,7 +18,10 @@ flamegraph exporters) and writes --output as well. Checked:
     (the waiting threads' system calls take a little CPU);
   - accounting: CPU samples and off-CPU waits taken in BPF = exported +
     dropped (the agent's exit log);
-  - the gateway: the OTLP file holds an off_cpu/nanoseconds profile with no
+  - the gateway: tests/fakes/fake_pyroscope.py (Pyroscope's OTLP rules)
+    stores the off-CPU profile as off_cpu with exactly the agent's
+    nanoseconds and the CPU one as process_cpu, refusing nothing;
+    the OTLP file holds an off_cpu/nanoseconds profile with no
     period type (the shape Pyroscope names off_cpu) whose values sum to the
     agent's off_cpu_nanos, next to the CPU profile (samples/count,
     cpu/nanoseconds); the pprof exporter wrote off_cpu-*.pb.gz apart from
@@ -66,7 +69,21 @@ def wait_log(proc, path, what, timeout=60):
     return False
 
 
-def start_gateway(env, work):
+def start_fake_pyroscope(env, work):
+    """tests/fakes/fake_pyroscope.py (Pyroscope's OTLP rules, its own reader); (process, port or None)."""
+    port_file = os.path.join(work, "pyroscope.port")
+    p = subprocess.Popen([sys.executable, os.path.join(env.src, "tests", "fakes", "fake_pyroscope.py"),
+                          "--port-file", port_file, "--lifetime", "300"],
+                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "pyroscope.log"), "w"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and p.poll() is None:
+        if os.path.exists(port_file) and open(port_file).read().strip():
+            return p, int(open(port_file).read())
+        time.sleep(0.05)
+    return p, None
+
+
+def start_gateway(env, work, pyroscope_port):
     port = free_port()
     cfg = os.path.join(work, "gateway.yaml")
     with open(cfg, "w") as f:
@@ -79,11 +96,14 @@ exporters:
   file: {path: %s/otlp.jsonl, format: json}
   pprof: {directory: %s/pprof}
   flamegraph: {path: %s/flame.svg}
+  otlp_http:
+    endpoint: http://127.0.0.1:%d
+    retry_on_failure: {initial_interval: 100ms}
 service:
   pipelines:
-    profiles: {receivers: [agent], processors: [symbolize, batch], exporters: [file, pprof, flamegraph]}
+    profiles: {receivers: [agent], processors: [symbolize, batch], exporters: [file, pprof, flamegraph, otlp_http]}
   shutdown_timeout: 20s
-""" % (port, work, work, work, work))
+""" % (port, work, work, work, work, pyroscope_port))
     gw = subprocess.Popen([env.gateway, "--config", cfg], stderr=open(os.path.join(work, "gateway.log"), "w"))
     # Connect until the receiver answers (bounded).
     deadline = time.monotonic() + 30
@@ -152,6 +172,18 @@ def otlp_profiles(path):
     return found
 
 
+def check_pyroscope(c, port, off_ns, cpu_count):
+    import urllib.request
+    st = json.load(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=10))
+    c.check(not st["errors"], "fake Pyroscope: no request refused by its rules (%s)" % st["errors"][:1])
+    c.check(st["off_cpu_nanoseconds"] == off_ns,
+            "fake Pyroscope: stored as off_cpu, %d ns = the agent's %d" % (st["off_cpu_nanoseconds"], off_ns))
+    c.check(st["accepted_samples"] == cpu_count,
+            "fake Pyroscope: process_cpu samples %d = the agent's %d" % (st["accepted_samples"], cpu_count))
+    types = {p.get("profile_type") for r in (st.get("last_shapes") or {}).get("resources", []) for p in r["profiles"]}
+    print("# fake Pyroscope: profile types in the last request: %s" % sorted(t for t in types if t))
+
+
 def check_gateway(c, work, off_ns):
     profs = otlp_profiles(os.path.join(work, "otlp.jsonl"))
     off = [p for p in profs if p[0] == "off_cpu"]
@@ -183,9 +215,12 @@ def main():
         agentlib.skip("run through meson test (SR_GATEWAY unset)")
     c = agentlib.Checks()
     work = env.tmp
-    gw = agent = w = None
+    gw = agent = w = pyro = None
     try:
-        gw, port = start_gateway(env, work)
+        pyro, pyro_port = start_fake_pyroscope(env, work)
+        if not c.check(pyro_port is not None, "fake Pyroscope listening"):
+            return c.finish()
+        gw, port = start_gateway(env, work, pyro_port)
         if not c.check(port is not None, "gateway listening"):
             return c.finish()
         w = subprocess.Popen([env.workload("offcpu"), str(SECONDS)], stdin=subprocess.PIPE,
@@ -242,11 +277,13 @@ def main():
         c.check(gw_rc == 0, "gateway stops cleanly (rc=%d)" % gw_rc)
         # The agent's --output and its requests to the gateway carry the same samples.
         all_off = sum(s.off_cpu_nanos for s in out.samples if s.profile_type == OFF_CPU)
+        all_cpu = sum(s.count for s in out.samples if s.profile_type != OFF_CPU)
         check_gateway(c, work, all_off)
+        check_pyroscope(c, pyro_port, all_off, all_cpu)
         print("# off-CPU: %.3f s of the workload's waits, %.3f s in all" % (off_ns / 1e9, all_off / 1e9))
         return c.finish()
     finally:
-        for p in (w, agent, gw):
+        for p in (w, agent, gw, pyro):
             if p and p.poll() is None:
                 p.kill()
                 p.wait()
