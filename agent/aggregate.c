@@ -13,6 +13,7 @@
 struct agg_entry {
 	struct agent_agg_key key;
 	uint64_t count;
+	uint64_t off_cpu_ns;
 	bool kernel;
 	char thread_name[17];
 	char process_name[17];
@@ -67,12 +68,14 @@ size_t agent_agg__size(const struct agent_agg *a)
 	return a->entries.n;
 }
 
-int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const struct agent_agg_labels *l)
+int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const struct agent_agg_labels *l,
+		   uint64_t off_cpu_ns)
 {
 	struct agg_entry *e = agent_htab__get(&a->entries, k, sizeof(*k));
 
 	if (e) {
 		e->count++;
+		e->off_cpu_ns += off_cpu_ns;
 		return 0;
 	}
 	if (a->entries.n >= a->max_entries)
@@ -82,6 +85,7 @@ int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const str
 		return -ENOMEM;
 	e->key = *k;
 	e->count = 1;
+	e->off_cpu_ns = off_cpu_ns;
 	e->kernel = l->kernel;
 	snprintf(e->thread_name, sizeof(e->thread_name), "%s", l->thread_name ? l->thread_name : "");
 	snprintf(e->process_name, sizeof(e->process_name), "%s", l->process_name ? l->process_name : "");
@@ -128,6 +132,16 @@ static int fill_sample(stackrelay_v1_Sample *s, const struct agg_entry *e, uint6
 	s->process_start_ticks = agent_pb_u64(e->key.start_ns / (1000000000ULL / (uint64_t)clk_tck));
 	if (e->kernel && kernel_id)
 		s->kernel_id = agent_pb_bytes(kernel_id, kernel_id_len);
+	/* CPU samples leave both unset, as before the fields existed. */
+	if (e->key.profile_type == stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU) {
+		s->profile_type = malloc(sizeof(*s->profile_type));
+		if (!s->profile_type)
+			return -ENOMEM;
+		*s->profile_type = stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU;
+		s->off_cpu_nanos = agent_pb_u64(e->off_cpu_ns);
+		if (!s->off_cpu_nanos)
+			return -ENOMEM;
+	}
 	if (!s->stack_id || !s->pid || !s->tid || !s->thread_name || !s->process_name || !s->count ||
 	    !s->start_time_unix_nano || !s->end_time_unix_nano || !s->process_start_ticks ||
 	    (e->exe_path && !s->executable_path) || (e->container_id[0] && !s->container_id) ||

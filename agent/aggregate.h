@@ -23,6 +23,8 @@ struct agent_agg_key {
 	uint32_t pid;
 	uint32_t tid;
 	uint64_t start_ns;
+	uint32_t profile_type; /* stackrelay_v1_ProfileType: CPU samples and off-CPU waits stay apart */
+	uint32_t pad;	       /* zero: keys are hashed as bytes */
 };
 
 struct agent_agg_labels {
@@ -37,8 +39,12 @@ struct agent_agg;
 
 struct agent_agg *agent_agg_new(size_t max_entries);
 void agent_agg_free(struct agent_agg *a);
-/* Counts one sample. Returns 0, -ENOSPC (window full), -ENOMEM. */
-int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const struct agent_agg_labels *labels);
+/*
+ * Counts one sample, or one off-CPU wait of off_cpu_ns nanoseconds (0 for CPU
+ * samples). Returns 0, -ENOSPC (window full), -ENOMEM.
+ */
+int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const struct agent_agg_labels *labels,
+		   uint64_t off_cpu_ns);
 size_t agent_agg__size(const struct agent_agg *a);
 /*
  * Moves the window into ret (samples sorted by count, largest first) and

@@ -99,6 +99,24 @@ static const struct sr_field profiling_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field off_cpu_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_off_cpu_config, enabled, .def = "false",
+			 .doc = "Record where threads wait as well as where they run: a second profile, off-CPU time "
+				"in nanoseconds, with the stack each thread left the CPU from (the same filters and "
+				"unwinding as CPU samples)."),
+	SR_FIELD_DUR("min_block", struct agent_off_cpu_config, min_block_ns, .def = "1ms", .min = 0,
+		     .max = 3600 * 1000000000LL,
+		     .doc = "Waits shorter than this are counted and skipped before any stack is taken."),
+	SR_FIELD_DBL("probability", struct agent_off_cpu_config, probability, .def = "1", .min = 0, .max = 1,
+		     .doc = "Share of context switches whose wait is measured (above 0, at most 1), drawn when "
+			    "the thread leaves the CPU; the times recorded are scaled by 1/probability."),
+	SR_FIELD_U64("max_events_per_second", struct agent_off_cpu_config, max_events_per_second, .def = "500",
+		     .min = 1, .max = 1000000,
+		     .doc = "Waits whose stacks are taken per second on each CPU at most; more are counted and "
+			    "skipped."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field metrics_fields[] = {
 	SR_FIELD_STR("address", struct agent_telemetry_config, metrics_address,
 		     .doc = "host:port to serve Prometheus metrics on; empty: no metrics endpoint."),
@@ -139,6 +157,8 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "Where and how samples are sent."),
 	SR_FIELD_MAP("profiling", struct agent_config, profiling, struct agent_profiling_config, profiling_fields,
 		     .doc = "What is sampled and how often."),
+	SR_FIELD_MAP("off_cpu", struct agent_config, off_cpu, struct agent_off_cpu_config, off_cpu_fields,
+		     .doc = "Off-CPU profiling: how long threads wait, and where."),
 	SR_FIELD_STR("output", struct agent_config, output,
 		     .doc = "Also write every request as varint-delimited stackrelay.v1.PushRequest to this file."),
 	SR_FIELD_MAP("telemetry", struct agent_config, telemetry, struct agent_telemetry_config, telemetry_fields,

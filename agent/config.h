@@ -57,6 +57,14 @@ enum agent_mapping_hook {
 	AGENT_HOOK_NONE,
 };
 
+/* off_cpu: where threads wait (docs/agent.md, "Off-CPU profiling"). */
+struct agent_off_cpu_config {
+	bool enabled;
+	uint64_t min_block_ns;
+	double probability;
+	uint64_t max_events_per_second; /* per CPU */
+};
+
 struct agent_telemetry_config {
 	char *metrics_address;
 	int log_level; /* enum sr_log_level */
@@ -66,6 +74,7 @@ struct agent_config {
 	char *node_name;
 	struct agent_gateway_config gateway;
 	struct agent_profiling_config profiling;
+	struct agent_off_cpu_config off_cpu;
 	char *output;
 	struct agent_telemetry_config telemetry;
 };

@@ -26,7 +26,8 @@ int agent_event_decode(const void *data, size_t len, struct agent_event *ret)
 	if (len < sizeof(*h))
 		return -EBADMSG;
 	switch (h->type) {
-	case PROFILE_EVENT_SAMPLE: {
+	case PROFILE_EVENT_SAMPLE:
+	case PROFILE_EVENT_OFF_CPU: {
 		const struct profile_sample *s = data;
 		if (len < sizeof(*s))
 			return -EBADMSG;

@@ -16,7 +16,7 @@
 struct agent_event {
 	uint32_t type; /* enum profile_event_type */
 	const struct profile_header *hdr;
-	const struct profile_sample *sample;   /* PROFILE_EVENT_SAMPLE only */
+	const struct profile_sample *sample;   /* PROFILE_EVENT_SAMPLE and _OFF_CPU only */
 	const struct profile_mmap_event *mmap; /* PROFILE_EVENT_MMAP only */
 	const struct profile_fork_event *fork; /* PROFILE_EVENT_FORK only */
 	uint64_t mm;			       /* PROFILE_EVENT_EXEC, _EXIT, _MMAP: the address space */

@@ -142,6 +142,40 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			agent_unwind_no_table_names[i], m->unwinder->no_table[i]);
 }
 
+/* Off-CPU waits (bpf/offcpu.bpf.h): recorded, skipped by reason, lost, and their time. */
+static void render_off_cpu(FILE *f, const struct agent_run_metrics *m)
+{
+	static const char *const skipped[] = {
+		[PROFILE_CNT_OFF_CPU_SKIP_IDLE] = "idle",
+		[PROFILE_CNT_OFF_CPU_SKIP_KTHREAD] = "kernel_thread",
+		[PROFILE_CNT_OFF_CPU_SKIP_PID] = "pid",
+		[PROFILE_CNT_OFF_CPU_SKIP_CGROUP] = "cgroup",
+		[PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY] = "probability",
+		[PROFILE_CNT_OFF_CPU_SKIP_SHORT] = "min_block",
+		[PROFILE_CNT_OFF_CPU_SKIP_RATE] = "rate",
+		[PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE] = "no_storage",
+	};
+
+	fprintf(f,
+		"# HELP stackrelay_agent_off_cpu_events_total Off-CPU waits whose stacks BPF took (off_cpu).\n"
+		"# TYPE stackrelay_agent_off_cpu_events_total counter\n"
+		"stackrelay_agent_off_cpu_events_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_off_cpu_lost_total Off-CPU waits lost because the ring buffer was full.\n"
+		"# TYPE stackrelay_agent_off_cpu_lost_total counter\n"
+		"stackrelay_agent_off_cpu_lost_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_off_cpu_seconds_total Off-CPU time aggregated (scaled by 1/probability).\n"
+		"# TYPE stackrelay_agent_off_cpu_seconds_total counter\n"
+		"stackrelay_agent_off_cpu_seconds_total %.9f\n",
+		m->bpf[PROFILE_CNT_OFF_CPU_EVENTS], m->bpf[PROFILE_CNT_OFF_CPU_LOST_RINGBUF],
+		(double)m->run->off_cpu_ns / 1e9);
+	fprintf(f, "# HELP stackrelay_agent_off_cpu_skipped_total Context switches or waits skipped in BPF, by "
+		   "reason.\n"
+		   "# TYPE stackrelay_agent_off_cpu_skipped_total counter\n");
+	for (int i = PROFILE_CNT_OFF_CPU_SKIP_IDLE; i <= PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE; i++)
+		fprintf(f, "stackrelay_agent_off_cpu_skipped_total{reason=\"%s\"} %" PRIu64 "\n", skipped[i],
+			m->bpf[i]);
+}
+
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 {
 	static const char *const filtered[] = {
@@ -183,6 +217,7 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 		"# TYPE stackrelay_agent_task_events_lost_total counter\n"
 		"stackrelay_agent_task_events_lost_total %" PRIu64 "\n",
 		m->bpf[PROFILE_CNT_TASK_EVENTS_LOST]);
+	render_off_cpu(f, m);
 	fprintf(f,
 		"# HELP stackrelay_agent_samples_exported_total Sample counts handed to output/sender.\n"
 		"# TYPE stackrelay_agent_samples_exported_total counter\n"

@@ -65,6 +65,7 @@ struct run_ctx {
 	bool have_kernel;
 	uint8_t kernel_id[AGENT_KERNEL_ID_LEN];
 	long clk_tck;
+	double off_cpu_scale; /* 1 / off_cpu.probability */
 	uint64_t window;
 	uint64_t window_start_unix;
 	uint64_t now_mono;
@@ -186,6 +187,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	struct agent_agg_key key = { 0 };
 	struct agent_agg_labels labels = { 0 };
 	struct agent_proc *proc = NULL;
+	uint64_t off_cpu_ns = 0;
 	bool kthread = (s->flags & PROFILE_SAMPLE_KTHREAD) || s->hdr.pid == 0, same_image;
 	size_t n = 0;
 	int r;
@@ -240,12 +242,18 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	key.pid = s->hdr.pid;
 	key.tid = s->hdr.tid;
 	key.start_ns = s->hdr.start_boottime_ns;
+	if (ev->type == PROFILE_EVENT_OFF_CPU) {
+		key.profile_type = stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU;
+		/* Waits were drawn with off_cpu.probability: each stands for 1/probability of them. */
+		off_cpu_ns = (uint64_t)((double)s->off_cpu_ns * c->off_cpu_scale + 0.5);
+		c->stats.off_cpu_ns += off_cpu_ns;
+	}
 	labels.thread_name = ev->comm;
 	labels.process_name = ev->pcomm;
 	labels.exe_path = proc ? proc->exe_path : NULL;
 	labels.cg = proc ? &proc->cg : NULL;
 	labels.kernel = ev->n_kstack > 0;
-	r = agent_agg__add(c->agg, &key, &labels);
+	r = agent_agg__add(c->agg, &key, &labels, off_cpu_ns);
 	if (r < 0) {
 		c->win_overflow++;
 		c->stats.dropped_overflow++;
@@ -265,6 +273,7 @@ static int on_record(void *ctx, const void *data, size_t len)
 	}
 	switch (ev.type) {
 	case PROFILE_EVENT_SAMPLE:
+	case PROFILE_EVENT_OFF_CPU:
 		handle_sample(c, &ev);
 		break;
 	case PROFILE_EVENT_EXEC:
@@ -314,7 +323,8 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 
 	if (c->sampler)
 		agent_sampler__counters(c->sampler, bpf, NULL);
-	lost = bpf[PROFILE_CNT_LOST_RINGBUF] - c->bpf_lost_reported;
+	/* Off-CPU waits lost in the ring buffer are samples lost like any other. */
+	lost = bpf[PROFILE_CNT_LOST_RINGBUF] + bpf[PROFILE_CNT_OFF_CPU_LOST_RINGBUF] - c->bpf_lost_reported;
 	r = agent_agg__flush(c->agg, c->window_start_unix, end_unix, c->have_kernel ? c->kernel_id : NULL,
 			     AGENT_KERNEL_ID_LEN, (uint32_t)c->cfg->profiling.frequency_hz, c->clk_tck, &b);
 	if (r < 0)
@@ -443,7 +453,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		sr_log_error("agent", "profiling.frequency must be 1-1000", "value=%" PRIu64, pc->frequency_hz);
 		return -EINVAL;
 	}
+	if (!(cfg->off_cpu.probability > 0 && cfg->off_cpu.probability <= 1)) {
+		sr_log_error("agent", "off_cpu.probability must be above 0 and at most 1", "value=%g",
+			     cfg->off_cpu.probability);
+		return -EINVAL;
+	}
 	c.cfg = cfg;
+	c.off_cpu_scale = 1.0 / cfg->off_cpu.probability;
 	pthread_mutex_init(&c.lock, NULL);
 	c.clk_tck = sysconf(_SC_CLK_TCK);
 	agent_info_init(&c.info, cfg->node_name && cfg->node_name[0] ? cfg->node_name : NULL);
@@ -504,6 +520,10 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.table_unwinding = pc->unwinding == AGENT_UNWIND_AUTO,
 		.track_mmaps = pc->mapping_hook != AGENT_HOOK_NONE,
 		.mapping_hook = pc->mapping_hook,
+		.off_cpu = cfg->off_cpu.enabled,
+		.off_cpu_min_block_ns = cfg->off_cpu.min_block_ns,
+		.off_cpu_probability = cfg->off_cpu.probability,
+		.off_cpu_max_per_sec = cfg->off_cpu.max_events_per_second,
 	};
 	c.sampler = agent_sampler_new(&so, on_record, &c, &what);
 	/* A mapping hook the operator named and the kernel refuses is theirs to change, not ours to work around. */
@@ -585,6 +605,12 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		    c.n_cpus, agent_sampler__n_events(c.sampler), pc->frequency_hz,
 		    agent_sampler__ringbuf_bytes(c.sampler), (uint64_t)(interval / SR_NSEC_PER_MSEC), pc->n_pids,
 		    pc->n_cgroups, agent_sampler__mmap_hook(c.sampler) ? agent_sampler__mmap_hook(c.sampler) : "none");
+	if (cfg->off_cpu.enabled)
+		sr_log_info("agent", "off-CPU profiling",
+			    "hook=%s min_block_us=%" PRIu64 " probability=%g max_events_per_second_per_cpu=%" PRIu64,
+			    agent_sampler__off_cpu_hook(c.sampler) ? agent_sampler__off_cpu_hook(c.sampler) : "none",
+			    cfg->off_cpu.min_block_ns / 1000, cfg->off_cpu.probability,
+			    cfg->off_cpu.max_events_per_second);
 	if (pc->mapping_hook == AGENT_HOOK_AUTO && agent_sampler__mmap_hook(c.sampler) &&
 	    !strcmp(agent_sampler__mmap_hook(c.sampler), "tp_btf/sys_exit"))
 		sr_log_warn("agent",
@@ -646,8 +672,12 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		    " dropped_stack_errors=%" PRIu64 " dropped_overflow=%" PRIu64 " filtered=%" PRIu64
 		    " maps_reads=%" PRIu64 " windows=%" PRIu64 " unattributed_no_mapping=%" PRIu64
 		    " unattributed_process_gone=%" PRIu64 " unattributed_file_unreadable=%" PRIu64
-		    " unattributed_not_elf=%" PRIu64 " unattributed_other_image=%" PRIu64,
-		    c.bpf[PROFILE_CNT_SAMPLES], c.stats.samples_exported, c.bpf[PROFILE_CNT_LOST_RINGBUF],
+		    " unattributed_not_elf=%" PRIu64 " unattributed_other_image=%" PRIu64 " off_cpu_events=%" PRIu64
+		    " off_cpu_ns=%" PRIu64 " off_cpu_skipped_short=%" PRIu64 " off_cpu_skipped_probability=%" PRIu64
+		    " off_cpu_skipped_rate=%" PRIu64,
+		    /* Off-CPU waits are samples too: taken = exported + dropped holds for both. */
+		    c.bpf[PROFILE_CNT_SAMPLES] + c.bpf[PROFILE_CNT_OFF_CPU_EVENTS], c.stats.samples_exported,
+		    c.bpf[PROFILE_CNT_LOST_RINGBUF] + c.bpf[PROFILE_CNT_OFF_CPU_LOST_RINGBUF],
 		    c.stats.dropped_stack_errors, c.stats.dropped_overflow,
 		    c.bpf[PROFILE_CNT_FILTERED_IDLE] + c.bpf[PROFILE_CNT_FILTERED_KTHREAD] +
 			    c.bpf[PROFILE_CNT_FILTERED_PID] + c.bpf[PROFILE_CNT_FILTERED_CGROUP],
@@ -655,7 +685,9 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		    c.procs_stats.unattributed[AGENT_UNATTR_PROC_GONE],
 		    c.procs_stats.unattributed[AGENT_UNATTR_FILE_GONE],
 		    c.procs_stats.unattributed[AGENT_UNATTR_NOT_ELF],
-		    c.procs_stats.unattributed[AGENT_UNATTR_OTHER_IMAGE]);
+		    c.procs_stats.unattributed[AGENT_UNATTR_OTHER_IMAGE], c.bpf[PROFILE_CNT_OFF_CPU_EVENTS],
+		    c.stats.off_cpu_ns, c.bpf[PROFILE_CNT_OFF_CPU_SKIP_SHORT],
+		    c.bpf[PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY], c.bpf[PROFILE_CNT_OFF_CPU_SKIP_RATE]);
 	/* The same counters as /metrics' stackrelay_agent_unwind_*: a --duration run has no scrape. */
 	if (c.unwinder)
 		sr_log_info("agent", "unwinding stopped",

@@ -9,6 +9,7 @@
 struct agent_run_stats {
 	uint64_t samples_received;
 	uint64_t samples_aggregated;
+	uint64_t off_cpu_ns; /* nanoseconds off CPU aggregated (scaled by 1 / off_cpu.probability) */
 	uint64_t samples_exported;
 	uint64_t dropped_stack_errors;
 	uint64_t dropped_overflow;

@@ -36,7 +36,9 @@ struct agent_sampler {
 	struct bpf_link **links; /* one per perf event */
 	int n_links;
 	struct bpf_link *exec_link, *exit_link, *mmap_link, *fork_link;
-	const char *mmap_hook; /* what mmap_link is attached to, or NULL */
+	struct bpf_link *off_cpu_switch_link, *off_cpu_resume_link;
+	const char *off_cpu_hook; /* where off_cpu_resume_link is attached, or NULL */
+	const char *mmap_hook;	  /* what mmap_link is attached to, or NULL */
 	int n_cpus;
 	uint64_t rb_bytes;
 	agent_record_fn fn;
@@ -187,12 +189,12 @@ int agent_cgroup_id(const char *spec, uint64_t *ret_id)
  * long before it fills, and the 1 MiB floor leaves room for bursts of exec
  * and mmap records.
  */
-static uint64_t ringbuf_size(uint64_t want, uint32_t frequency_hz, int n_cpus)
+static uint64_t ringbuf_size(uint64_t want, uint64_t events_per_sec, int n_cpus)
 {
 	uint64_t sz = AGENT_RINGBUF_MIN_BYTES;
 
 	if (!want) {
-		want = (uint64_t)frequency_hz * (uint64_t)SR_MAX(n_cpus, 1) * sizeof(struct profile_sample) *
+		want = events_per_sec * (uint64_t)SR_MAX(n_cpus, 1) * sizeof(struct profile_sample) *
 		       AGENT_RINGBUF_AUTO_MS / 1000;
 		want = SR_MIN(SR_MAX(want, AGENT_RINGBUF_AUTO_MIN_BYTES), AGENT_RINGBUF_AUTO_MAX_BYTES);
 	}
@@ -266,10 +268,56 @@ static int open_perf_events(struct agent_sampler *s, uint32_t hz, const char **r
 	return 0;
 }
 
+/* Whether the running kernel's BTF has a type of this name and kind. */
+static bool kernel_has_btf(const char *name, int kind)
+{
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	bool found;
+
+	if (!vmlinux)
+		return false;
+	found = btf__find_by_name_kind(vmlinux, name, kind) >= 0;
+	btf__free(vmlinux);
+	return found;
+}
+
+/* A function (an fexit target). */
+static bool kernel_has_func(const char *name)
+{
+	return kernel_has_btf(name, BTF_KIND_FUNC);
+}
+
+/* A tracepoint's btf_trace_* typedef: tp_btf can attach to it. */
+static bool kernel_has_typedef(const char *name)
+{
+	return kernel_has_btf(name, BTF_KIND_TYPEDEF);
+}
+
+/*
+ * The resume side first, so no wait is stored that nothing would end, then
+ * the switch side (bpf/offcpu.bpf.h).
+ */
+static int attach_off_cpu(struct agent_sampler *s, bool exit_tp, const char **ret_what)
+{
+	*ret_what = exit_tp ? "attach tp_btf/sched_exit_tp (off_cpu)"
+			    : "attach fentry/finish_task_switch (off_cpu; BPF trampolines refused?)";
+	s->off_cpu_resume_link = bpf_program__attach(exit_tp ? s->skel->progs.off_cpu_resume_exit_tp
+							     : s->skel->progs.off_cpu_resume_fentry);
+	if (!s->off_cpu_resume_link)
+		return -errno;
+	s->off_cpu_hook = exit_tp ? "tp_btf/sched_exit_tp" : "fentry/finish_task_switch";
+	*ret_what = "attach tp_btf/sched_switch (off_cpu)";
+	s->off_cpu_switch_link = bpf_program__attach(s->skel->progs.off_cpu_switch);
+	if (!s->off_cpu_switch_link)
+		return -errno;
+	return 0;
+}
+
 static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, bool mmap_fexit, agent_record_fn fn,
 					 void *ctx, const char **ret_what)
 {
 	struct agent_sampler *s;
+	bool off_cpu_exit_tp;
 	uint8_t one = 1;
 	int r;
 
@@ -316,7 +364,22 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_ret, o->track_mmaps);
 	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
-	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes, o->frequency_hz, s->n_cpus);
+	s->skel->rodata->off_cpu_min_block_ns = o->off_cpu_min_block_ns;
+	s->skel->rodata->off_cpu_threshold =
+		o->off_cpu_probability >= 1.0 ? 1ULL << 32 : (uint64_t)(o->off_cpu_probability * 4294967296.0);
+	s->skel->rodata->off_cpu_max_per_sec = o->off_cpu_max_per_sec;
+	/* Where waits end: the end of __schedule() where the kernel has that tracepoint (6.17+). */
+	off_cpu_exit_tp = o->off_cpu && kernel_has_typedef("btf_trace_sched_exit_tp");
+	bpf_program__set_autoload(s->skel->progs.off_cpu_switch, o->off_cpu);
+	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_exit_tp, off_cpu_exit_tp);
+	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_fentry, o->off_cpu && !off_cpu_exit_tp);
+	bpf_program__set_autoload(s->skel->progs.unwind_user_exit_tp, off_cpu_exit_tp && o->table_unwinding);
+	bpf_program__set_autoload(s->skel->progs.unwind_user_fentry,
+				  o->off_cpu && !off_cpu_exit_tp && o->table_unwinding);
+	/* Off-CPU waits share the ring buffer: "auto" makes room for their cap too. */
+	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes,
+				   o->frequency_hz + (o->off_cpu ? SR_MIN(o->off_cpu_max_per_sec, 100000) : 0),
+				   s->n_cpus);
 	s->skel->rodata->wakeup_bytes = s->rb_bytes / AGENT_RINGBUF_WAKEUP_FRACTION;
 	s->skel->rodata->sample_limit_bytes = s->rb_bytes - s->rb_bytes / AGENT_RINGBUF_RECORD_RESERVE_FRACTION;
 	*ret_what = "size BPF maps";
@@ -335,6 +398,8 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 			o->table_unwinding ? (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 1024u * 1024) : 1);
 	if (!r)
 		r = bpf_map__set_max_entries(s->skel->maps.known_files, AGENT_KNOWN_FILES_MAX);
+	/* Task storage (off_cpu_start) needs 5.11; it is only made when off_cpu is on. */
+	bpf_map__set_autocreate(s->skel->maps.off_cpu_start, o->off_cpu);
 	if (r)
 		goto fail;
 
@@ -350,6 +415,15 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 		r = bpf_map__update_elem(s->skel->maps.unwind_progs, &zero, sizeof(zero), &fd, sizeof(fd), BPF_ANY);
 		if (r)
 			goto fail;
+		if (o->off_cpu) {
+			fd = bpf_program__fd(off_cpu_exit_tp ? s->skel->progs.unwind_user_exit_tp
+							     : s->skel->progs.unwind_user_fentry);
+			r = bpf_map__update_elem(off_cpu_exit_tp ? s->skel->maps.unwind_progs_exit_tp
+								 : s->skel->maps.unwind_progs_fentry,
+						 &zero, sizeof(zero), &fd, sizeof(fd), BPF_ANY);
+			if (r)
+				goto fail;
+		}
 	}
 	*ret_what = "fill BPF allowlists";
 	for (size_t i = 0; i < o->n_pids; i++) {
@@ -431,6 +505,11 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 				    "may go unattributed",
 				    "error=\"%s\"", strerror(errno));
 	}
+	if (o->off_cpu) {
+		r = attach_off_cpu(s, off_cpu_exit_tp, ret_what);
+		if (r < 0)
+			goto fail;
+	}
 	r = open_perf_events(s, o->frequency_hz, ret_what);
 	if (r < 0)
 		goto fail;
@@ -440,19 +519,6 @@ fail:
 	agent_sampler_free(s);
 	errno = r < 0 ? -r : (r ? r : EINVAL);
 	return NULL;
-}
-
-/* Whether the running kernel's BTF has a function (an fexit target). */
-static bool kernel_has_func(const char *name)
-{
-	struct btf *vmlinux = btf__load_vmlinux_btf();
-	bool found;
-
-	if (!vmlinux)
-		return false;
-	found = btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC) >= 0;
-	btf__free(vmlinux);
-	return found;
 }
 
 struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
@@ -567,6 +633,11 @@ void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_map
 	ret->known_files = bpf_map__fd(s->skel->maps.known_files);
 }
 
+const char *agent_sampler__off_cpu_hook(const struct agent_sampler *s)
+{
+	return s->off_cpu_hook;
+}
+
 bool agent_sampler__tracks_mmaps(const struct agent_sampler *s)
 {
 	return s->mmap_link != NULL;
@@ -582,7 +653,10 @@ void agent_sampler__stop(struct agent_sampler *s)
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->mmap_link);
 	bpf_link__destroy(s->fork_link);
+	bpf_link__destroy(s->off_cpu_switch_link);
+	bpf_link__destroy(s->off_cpu_resume_link);
 	s->exec_link = s->exit_link = s->mmap_link = s->fork_link = NULL;
+	s->off_cpu_switch_link = s->off_cpu_resume_link = NULL;
 }
 
 void agent_sampler_free(struct agent_sampler *s)
@@ -597,6 +671,8 @@ void agent_sampler_free(struct agent_sampler *s)
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->mmap_link);
 	bpf_link__destroy(s->fork_link);
+	bpf_link__destroy(s->off_cpu_switch_link);
+	bpf_link__destroy(s->off_cpu_resume_link);
 	ring_buffer__free(s->rb);
 	profile_bpf__destroy(s->skel);
 	free(s);

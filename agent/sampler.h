@@ -57,6 +57,10 @@ struct agent_sampler_opts {
 	bool table_unwinding;	/* profiling.unwinding: auto (agent/unwinder.c fills the tables) */
 	bool track_mmaps;	/* report executable mappings as they are made (PROFILE_EVENT_MMAP) */
 	int mapping_hook;	/* enum agent_mapping_hook (config.h): where, when track_mmaps */
+	bool off_cpu;		/* off_cpu.enabled: the scheduler hooks of bpf/offcpu.bpf.h */
+	uint64_t off_cpu_min_block_ns;
+	double off_cpu_probability;   /* (0, 1] */
+	uint64_t off_cpu_max_per_sec; /* per CPU */
 };
 
 /* The maps agent/unwinder.c and the mapping tracker write (bpf/unwind.h, profile.bpf.c). */
@@ -85,6 +89,8 @@ int agent_sampler__n_cpus(const struct agent_sampler *s);   /* possible CPUs (pe
 int agent_sampler__n_events(const struct agent_sampler *s); /* perf events opened */
 uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s);
 void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_maps *ret);
+/* Where off-CPU waits end ("fentry/finish_task_switch"), or NULL when off_cpu is off. */
+const char *agent_sampler__off_cpu_hook(const struct agent_sampler *s);
 /* Whether the running kernel let the mapping tracker attach (fentry on uprobe_mmap). */
 bool agent_sampler__tracks_mmaps(const struct agent_sampler *s);
 /* The hook that reports mappings ("fexit/vm_mmap_pgoff", a tracepoint), or NULL. */

@@ -247,6 +247,10 @@ uint64_t agent_sender_sample_bytes(const stackrelay_v1_Sample *sample)
 		size += 1 + varint_size(*sample->tid);
 	if (sample->count)
 		size += 1 + varint_size(*sample->count);
+	if (sample->profile_type)
+		size += 1 + varint_size((uint64_t)*sample->profile_type);
+	if (sample->off_cpu_nanos)
+		size += 1 + varint_size(*sample->off_cpu_nanos);
 	if (sample->process_start_ticks)
 		size += 1 + varint_size(*sample->process_start_ticks);
 	if (sample->start_time_unix_nano)

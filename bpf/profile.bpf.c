@@ -8,7 +8,9 @@
  * at most. User stacks come from the table unwinder (unwind.bpf.h) for
  * processes whose mappings the agent has given it, else from the frame
  * pointers. Stacks leave as raw addresses through one ring buffer
- * (docs/agent.md says why not in-kernel aggregation).
+ * (docs/agent.md says why not in-kernel aggregation). Off-CPU time is
+ * measured on the scheduler's hooks in offcpu.bpf.h, with the same filters,
+ * unwinder and ring buffer.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -186,25 +188,39 @@ static __always_inline __u64 sample_wakeup(const struct profile_sample *e)
 	return wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-/* Everything but the user stack. */
-static __always_inline void fill_sample(struct profile_sample *e, struct bpf_perf_event_data *ctx, __u64 id,
+/* Kernel frames above the scheduler in an off-CPU stack: the BPF program and bpf_trace_run1 (or the trampoline). */
+#define OFF_CPU_KSTACK_SKIP 2
+
+/*
+ * Everything but the user stack. ctx is the calling program's (a perf event's
+ * or a kprobe's): bpf_get_stack() takes either.
+ */
+static __always_inline void fill_sample(struct profile_sample *e, void *ctx, __u32 type, __u64 id,
 					struct task_struct *task, bool kthread)
 {
-	fill_header(&e->hdr, PROFILE_EVENT_SAMPLE, id, task);
+	fill_header(&e->hdr, type, id, task);
+	e->off_cpu_ns = 0;
 	e->cgroup_id = bpf_get_current_cgroup_id();
 	e->mm = (__u64)BPF_CORE_READ(task, mm);
 	e->flags = kthread ? PROFILE_SAMPLE_KTHREAD : 0;
 	e->pad = 0;
 	e->kstack_len = 0;
 	if (kernel_stacks) {
-		e->kstack_len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+		/*
+		 * An off-CPU stack is taken from a tracing program: its first
+		 * frames are the program's and the tracepoint's (or trampoline's)
+		 * glue, not the thread's.
+		 */
+		__u64 skip = type == PROFILE_EVENT_OFF_CPU ? OFF_CPU_KSTACK_SKIP : 0;
+
+		e->kstack_len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), skip & BPF_F_SKIP_FIELD_MASK);
 		if (e->kstack_len < 0)
 			count(PROFILE_CNT_KSTACK_ERR);
 	}
 	e->ustack_len = 0;
 }
 
-static __always_inline void fp_user_stack(struct profile_sample *e, struct bpf_perf_event_data *ctx)
+static __always_inline void fp_user_stack(struct profile_sample *e, void *ctx)
 {
 	e->ustack_len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
 	if (e->ustack_len < 0)
@@ -213,35 +229,36 @@ static __always_inline void fp_user_stack(struct profile_sample *e, struct bpf_p
 
 /*
  * The table unwinder's start: the sample goes into the per-CPU scratch entry
- * with the user registers, and unwind_user() takes it from there. Returns
- * false when the process has no mappings in unwind_procs (yet).
+ * with the user registers, ready for unwind_user() (or unwind_user_kprobe()).
+ * Returns NULL when the process has no mappings in unwind_procs (yet). ip,
+ * sp, bp: the registers the program was handed; when they are a kernel's
+ * (its addresses have the top bit set), the user's are the ones the task
+ * saved at kernel entry.
  */
-static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, __u64 id, struct task_struct *task)
+static __always_inline struct unwind_scratch_state *
+table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_struct *task, __u64 ip, __u64 sp, __u64 bp)
 {
-	__u32 tgid = id >> 32, zero = 0;
+	struct pt_regs *regs;
+	__u32 tgid = id >> 32;
 	struct unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	struct unwind_scratch_state *st;
-	struct pt_regs *regs;
 
 	if (!proc || proc->start_boottime_ns != BPF_CORE_READ(task, group_leader, start_boottime))
-		return false;
-	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+		return NULL;
+	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
-		return false;
-	fill_sample(&st->sample, ctx, id, task, false);
-	/*
-	 * Interrupted in the kernel (its addresses have the top bit set): the
-	 * user registers are the ones saved at kernel entry.
-	 */
-	if ((__s64)ctx->regs.ip < 0) {
+		return NULL;
+	st->slot = slot;
+	fill_sample(&st->sample, ctx, type, id, task, false);
+	if ((__s64)ip < 0) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		st->rip = BPF_CORE_READ(regs, ip);
 		st->rsp = BPF_CORE_READ(regs, sp);
 		st->rbp = BPF_CORE_READ(regs, bp);
 	} else {
-		st->rip = ctx->regs.ip;
-		st->rsp = ctx->regs.sp;
-		st->rbp = ctx->regs.bp;
+		st->rip = ip;
+		st->rsp = sp;
+		st->rbp = bp;
 	}
 	st->n = 0;
 	st->table_frames = 0;
@@ -251,8 +268,16 @@ static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, 
 	st->rbp_valid = 1;
 	st->return_address = 0;
 	count(PROFILE_CNT_UNWIND_STACKS);
+	return st;
+}
+
+/* Returns false when the process has no tables or the tail call failed: the caller falls back to frame pointers. */
+static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, __u64 id, struct task_struct *task)
+{
+	if (!table_unwind_begin(ctx, UNWIND_SCRATCH_CPU, PROFILE_EVENT_SAMPLE, id, task, ctx->regs.ip, ctx->regs.sp,
+				ctx->regs.bp))
+		return false;
 	bpf_tail_call(ctx, &unwind_progs, 0);
-	/* Not reached unless the tail call failed: the caller falls back to frame pointers. */
 	return false;
 }
 
@@ -266,7 +291,8 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
 	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
 	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
 	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), sample_wakeup(&st->sample)))
-		count(PROFILE_CNT_LOST_RINGBUF);
+		count(st->sample.hdr.type == PROFILE_EVENT_OFF_CPU ? PROFILE_CNT_OFF_CPU_LOST_RINGBUF
+								   : PROFILE_CNT_LOST_RINGBUF);
 }
 
 /*
@@ -275,10 +301,10 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
  * static one is re-verified per call site and iteration, past the
  * verifier's limits). Returns 0 to go on, or the PROFILE_CNT_UNWIND_END_*.
  */
-__noinline int unwind_frame(void)
+__noinline int unwind_frame(__u32 slot)
 {
-	__u32 zero = 0, n;
-	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
+	__u32 n;
 
 	if (!st)
 		return PROFILE_CNT_UNWIND_END_READ_FAULT;
@@ -290,26 +316,36 @@ __noinline int unwind_frame(void)
 	return unwind_step(st);
 }
 
-/* Tail-called from do_sample and from itself: UNWIND_FRAMES_PER_PROG frames per run. */
-SEC("perf_event")
-int unwind_user(struct bpf_perf_event_data *ctx)
+/*
+ * UNWIND_FRAMES_PER_PROG frames, then a tail call to the same program for
+ * the next ones, or the finished stack into the ring buffer. slot: the
+ * scratch state (UNWIND_SCRATCH_*); progs: the prog array of the caller's
+ * program type (a tail call keeps the type).
+ */
+static __always_inline int unwind_user_run(void *ctx, __u32 slot, void *progs)
 {
-	__u32 zero = 0;
 	struct unwind_scratch_state *st;
 	int why = 0;
 
 	for (int f = 0; f < UNWIND_FRAMES_PER_PROG && !why; f++)
-		why = unwind_frame();
-	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+		why = unwind_frame(slot);
+	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return 0;
 	if (!why) {
-		bpf_tail_call(ctx, &unwind_progs, 0);
+		bpf_tail_call(ctx, progs, 0);
 		/* Out of tail calls: what was unwound so far is the stack. */
 		why = PROFILE_CNT_UNWIND_END_DEPTH;
 	}
 	submit_unwound(st, why);
 	return 0;
+}
+
+/* Tail-called from do_sample and from itself. */
+SEC("perf_event")
+int unwind_user(struct bpf_perf_event_data *ctx)
+{
+	return unwind_user_run(ctx, UNWIND_SCRATCH_CPU, &unwind_progs);
 }
 
 SEC("perf_event")
@@ -349,7 +385,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		count(PROFILE_CNT_LOST_RINGBUF);
 		return 0;
 	}
-	fill_sample(e, ctx, id, task, kthread);
+	fill_sample(e, ctx, PROFILE_EVENT_SAMPLE, id, task, kthread);
 	if (!kthread && user) {
 		fp_user_stack(e, ctx);
 		if (table_unwinding)
@@ -358,6 +394,8 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	bpf_ringbuf_submit(e, sample_wakeup(e));
 	return 0;
 }
+
+#include "offcpu.bpf.h"
 
 static __always_inline int task_event(__u32 type)
 {

@@ -23,6 +23,8 @@ enum profile_event_type {
 	PROFILE_EVENT_EXIT = 3,
 	PROFILE_EVENT_MMAP = 4,
 	PROFILE_EVENT_FORK = 5,
+	/* A thread back on CPU after blocking: struct profile_sample, off_cpu_ns set (offcpu.bpf.h). */
+	PROFILE_EVENT_OFF_CPU = 6,
 };
 
 /* Per-CPU counters (the `counters` map, one __u64 per index). */
@@ -51,6 +53,21 @@ enum profile_counter {
 	PROFILE_CNT_UNWIND_END_NO_RULE,	   /* no row for the pc, or a rule the unwinder cannot follow */
 	PROFILE_CNT_UNWIND_END_READ_FAULT, /* the stack could not be read */
 	PROFILE_CNT_UNWIND_END_DEPTH,	   /* PROFILE_MAX_STACK_DEPTH frames */
+	/*
+	 * Off-CPU (offcpu.bpf.h). Switches out skipped before anything is
+	 * recorded, in the order of the CPU filters above (same offsets from
+	 * their first), then the cost controls, then what was recorded.
+	 */
+	PROFILE_CNT_OFF_CPU_SKIP_IDLE,	      /* the idle task switched out */
+	PROFILE_CNT_OFF_CPU_SKIP_KTHREAD,     /* a kernel thread switched out (its waiting is its idle state) */
+	PROFILE_CNT_OFF_CPU_SKIP_PID,	      /* not in the pid allowlist */
+	PROFILE_CNT_OFF_CPU_SKIP_CGROUP,      /* not under an allowed cgroup */
+	PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY, /* not drawn (off_cpu.probability) */
+	PROFILE_CNT_OFF_CPU_SKIP_SHORT,	      /* back on CPU before off_cpu.min_block */
+	PROFILE_CNT_OFF_CPU_SKIP_RATE,	      /* over off_cpu.max_events_per_second on this CPU */
+	PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE,  /* the thread's task storage could not be made (out of memory) */
+	PROFILE_CNT_OFF_CPU_EVENTS,	      /* blocked long enough: stack taken */
+	PROFILE_CNT_OFF_CPU_LOST_RINGBUF,     /* an off-CPU event dropped: ring buffer full */
 	PROFILE_CNT__MAX,
 };
 
@@ -80,6 +97,8 @@ struct profile_sample {
 	__s32 kstack_len;
 	__s32 ustack_len;
 	__u32 pad;
+	/* PROFILE_EVENT_OFF_CPU: how long the thread was off CPU before this stack ran again. */
+	__u64 off_cpu_ns;
 	__u64 kstack[PROFILE_MAX_STACK_DEPTH];
 	__u64 ustack[PROFILE_MAX_STACK_DEPTH];
 };

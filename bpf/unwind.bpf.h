@@ -72,6 +72,8 @@ struct unwind_scratch_state {
 	__u32 table_frames;
 	__u32 fp_frames;
 	__u32 cur_valid; /* cur holds the mapping of the last frame looked up */
+	__u32 slot;	 /* this state's key in unwind_scratch (UNWIND_SCRATCH_*) */
+	__u32 pad2;
 	/*
 	 * Consecutive frames mostly lie in one file (a program's own call
 	 * chain, a library's): they reuse its mapping without looking up the
@@ -80,9 +82,20 @@ struct unwind_scratch_state {
 	struct unwind_mapping cur;
 };
 
+/*
+ * One state per CPU for each kind of stack: a CPU sample's perf_event
+ * program runs in NMI context and can interrupt the off-CPU program
+ * (offcpu.bpf.h) in the middle of its stack on the same CPU.
+ */
+enum unwind_scratch_slot {
+	UNWIND_SCRATCH_CPU = 0,
+	UNWIND_SCRATCH_OFF_CPU = 1,
+	UNWIND_SCRATCH__MAX,
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, UNWIND_SCRATCH__MAX);
 	__type(key, __u32);
 	__type(value, struct unwind_scratch_state);
 } unwind_scratch SEC(".maps");
@@ -97,13 +110,13 @@ static __always_inline void count(__u32 which);
 
 /*
  * Finds the current process's mapping that holds addr and copies it into the
- * scratch state's cur. Returns 0, or 1 when no mapping holds it.
+ * cur of scratch state slot. Returns 0, or 1 when no mapping holds it.
  */
-__noinline int unwind_find_mapping(__u64 addr)
+__noinline int unwind_find_mapping(__u64 addr, __u32 slot)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, lo = 0, hi, idx, zero = 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, lo = 0, hi, idx;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
-	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 
 	if (!st)
 		return 1;
@@ -255,7 +268,8 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	union unwind_row_word found;
 	__u32 table_id;
 
-	if (!(st->cur_valid && st->rip >= st->cur.start && st->rip < st->cur.end) && unwind_find_mapping(st->rip))
+	if (!(st->cur_valid && st->rip >= st->cur.start && st->rip < st->cur.end) &&
+	    unwind_find_mapping(st->rip, st->slot))
 		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_MAPPING);
 	m = &st->cur;
 	table_id = m->table_id;

@@ -385,7 +385,8 @@ struct gw_attr {
 
 struct gw_sample {
 	struct gw_stack *stack;	   /* a reference owned by the batch */
-	uint64_t count;		   /* CPU samples taken */
+	uint64_t count;		   /* CPU samples taken, or off-CPU waits recorded (GW_PROFILE_OFF_CPU) */
+	uint64_t off_cpu_ns;	   /* GW_PROFILE_OFF_CPU: nanoseconds off CPU over the count waits; else 0 */
 	uint64_t start_ns, end_ns; /* window, Unix nanoseconds */
 	uint32_t pid, tid;
 	const char *thread_name; /* in the batch, or NULL */
@@ -394,10 +395,21 @@ struct gw_sample {
 	uint32_t n_attrs;
 };
 
+/*
+ * What a resource's samples measure. Each type is exported as its own
+ * profile (docs/exporters.md, "Profile types"); resources of different types
+ * never merge.
+ */
+enum gw_profile_type {
+	GW_PROFILE_CPU = 0,	/* count CPU samples at frequency_hz */
+	GW_PROFILE_OFF_CPU = 1, /* count waits, off_cpu_ns their length */
+};
+
 struct gw_resource {
 	struct gw_attr *attrs;
 	uint32_t n_attrs, cap_attrs;
-	uint32_t frequency_hz; /* sampling frequency: period = 1e9 / frequency_hz */
+	uint32_t frequency_hz;		   /* sampling frequency: period = 1e9 / frequency_hz */
+	enum gw_profile_type profile_type; /* set when created (gw_profiles__add_typed_resource) */
 	struct gw_sample *samples;
 	uint32_t n_samples, cap_samples;
 	uint64_t total_count; /* sum of samples[].count */
@@ -464,6 +476,11 @@ void *gw_profiles__alloc(struct gw_profiles *p, size_t size); /* zeroed, 8-align
  */
 struct gw_resource *gw_profiles__add_resource(struct gw_profiles *p, const struct gw_attr *attrs, uint32_t n,
 					      uint32_t frequency_hz);
+/* The same for samples of another type than CPU. */
+struct gw_resource *gw_profiles__add_typed_resource(struct gw_profiles *p, const struct gw_attr *attrs, uint32_t n,
+						    uint32_t frequency_hz, enum gw_profile_type type);
+/* "cpu", "off_cpu": for logs, file names and metrics. */
+const char *gw_profile_type_name(enum gw_profile_type type);
 /* Sets (replaces or appends) one attribute, copying key and value. */
 int gw_resource__set_attr(struct gw_profiles *p, struct gw_resource *r, const struct gw_attr *a);
 int gw_resource__set_string(struct gw_profiles *p, struct gw_resource *r, const char *key, const char *value);
@@ -495,7 +512,7 @@ uint64_t gw_profiles__filter(struct gw_profiles *p,
 
 /*
  * Moves every sample of src into dst, coalescing resources with equal
- * attributes and frequency; consumes src (one reference). Both must be
+ * attributes, frequency and profile type; consumes src (one reference). Both must be
  * writable by the caller and on the same route (-EXDEV otherwise, src
  * untouched). Returns 0 or -errno (src untouched on error).
  */

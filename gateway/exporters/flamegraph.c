@@ -47,7 +47,8 @@ struct fg_config {
 
 static const struct sr_field fg_fields[] = {
 	SR_FIELD_STR("path", struct fg_config, path, .required = true,
-		     .doc = "The SVG file, rewritten (atomically) after every batch."),
+		     .doc = "The SVG file, rewritten (atomically) after every batch. Off-CPU samples get their own "
+			    "graph, weighed in time waited, next to it: flame.svg -> flame.off_cpu.svg."),
 	SR_FIELD_STR("title", struct fg_config, title, .def = "stackrelay CPU flame graph",
 		     .doc = "Heading of the graph."),
 	SR_FIELD_U64("width", struct fg_config, width, .def = "1200", .doc = "Width in pixels.", .min = 200,
@@ -81,6 +82,14 @@ struct flamegraph {
 	uint32_t slot_cap;
 	uint64_t truncated;
 	uint64_t renders;
+	/*
+	 * Off-CPU samples get a graph of their own, weighed in nanoseconds
+	 * waited instead of samples: a second tree, made at the first of them,
+	 * drawn next to the first file (flame.svg -> flame.off_cpu.svg).
+	 */
+	bool off_cpu; /* this tree is the off-CPU one */
+	struct flamegraph *off_cpu_tree;
+	char *path, *title; /* where and under what heading this tree is drawn */
 };
 
 static uint64_t key_hash(uint32_t parent, uint32_t name)
@@ -158,11 +167,12 @@ static void add_sample(struct flamegraph *g, uint32_t group, const struct gw_sam
 {
 	const struct gw_stack *st = s->stack;
 	uint32_t node = group, depth = 0;
+	uint64_t w = g->off_cpu ? s->off_cpu_ns : s->count;
 	char buf[160];
 
-	g->nodes[0].total += s->count;
+	g->nodes[0].total += w;
 	if (group)
-		g->nodes[group].total += s->count;
+		g->nodes[group].total += w;
 	/* Root first: the stack is leaf first, and a location's lines innermost first. */
 	for (uint32_t i = st->n_locations; i-- > 0 && depth < FG_MAX_DEPTH;) {
 		const struct gw_location *l = st->locations[i];
@@ -187,14 +197,14 @@ static void add_sample(struct flamegraph *g, uint32_t group, const struct gw_sam
 				/* Full: count the rest of this stack in "[truncated]" under the last frame we have. */
 				int64_t ti = gw_strtab__intern(&g->names, "[truncated]");
 
-				g->truncated += s->count;
+				g->truncated += w;
 				next = ti < 0 ? 0 : child(g, node, (uint32_t)ti, 3);
 				if (next)
-					g->nodes[next].total += s->count;
+					g->nodes[next].total += w;
 				return;
 			}
 			node = next;
-			g->nodes[node].total += s->count;
+			g->nodes[node].total += w;
 			depth++;
 		}
 	}
@@ -443,7 +453,7 @@ static int render(struct flamegraph *g, struct out *o)
 		    FG_FONT_SIZE);
 		put(o, "%s", fg_script);
 		put(o, "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f8\"/>\n");
-		snprintf(title, sizeof(title), "%s", g->cfg->title ? g->cfg->title : "");
+		snprintf(title, sizeof(title), "%s", g->title ? g->title : "");
 		put(o, "<text id=\"title\" x=\"%u\" y=\"24\">", (unsigned)width / 2);
 		put_escaped(o, title);
 		put(o,
@@ -470,12 +480,15 @@ static int render(struct flamegraph *g, struct out *o)
 			put_escaped(o, name);
 			put(o, "\"><title>");
 			put_escaped(o, name);
+			if (g->off_cpu)
+				put(o, " (%.3f ms off CPU", (double)nd->total / 1e6);
+			else
+				put(o, " (%" PRIu64 " samples", nd->total);
 			put(o,
-			    " (%" PRIu64
-			    " samples, %.2f%%)</title><rect x=\"%.1f\" y=\"%u\" width=\"%.1f\" height=\"%u\" "
+			    ", %.2f%%)</title><rect x=\"%.1f\" y=\"%u\" width=\"%.1f\" height=\"%u\" "
 			    "fill=\"%s\" rx=\"2\"/><text x=\"%.1f\" y=\"%u\"></text></g>\n",
-			    nd->total, total ? 100.0 * (double)nd->total / (double)total : 0.0, px, y,
-			    pw > 1 ? pw - 1 : pw, FG_FRAME_HEIGHT - 1, fill, px + 3, y + FG_FRAME_HEIGHT - 4);
+			    total ? 100.0 * (double)nd->total / (double)total : 0.0, px, y, pw > 1 ? pw - 1 : pw,
+			    FG_FRAME_HEIGHT - 1, fill, px + 3, y + FG_FRAME_HEIGHT - 4);
 		}
 		put(o, "</svg>\n");
 	}
@@ -490,55 +503,130 @@ out:
 	return r;
 }
 
-static int fg_consume(struct gw_component *c, struct gw_profiles *p)
+static void tree_free(struct flamegraph *g)
 {
-	struct flamegraph *g = c->state;
-	uint64_t total = p->total_count;
-	struct out o = { 0 };
-	int r;
-
-	gw_profiles_foreach_resource(p, res)
-	{
-		uint32_t group = group_node(g, res);
-
-		gw_resource_foreach_sample(res, s) add_sample(g, group, s);
-	}
-	gw_profiles__unref(p);
-	r = render(g, &o);
-	if (r == 0)
-		r = gw_write_file_atomic(g->cfg->path, o.buf, o.len);
-	free(o.buf);
-	if (r < 0) {
-		/* The samples are in the tree: the next successful write shows them. */
-		sr_log_error(c->id, "could not write the flame graph", "path=%s error=%s", g->cfg->path, strerror(-r));
-	}
-	g->renders++;
-	gw_component_exported(c, total);
-	return 0;
+	if (!g)
+		return;
+	tree_free(g->off_cpu_tree);
+	gw_strtab_free(&g->names);
+	free(g->nodes);
+	free(g->slots);
+	free(g->path);
+	free(g->title);
+	free(g);
 }
 
-static int fg_create(struct gw_component *c)
+/* An empty tree drawn into path under title (both copied); NULL on ENOMEM. */
+static struct flamegraph *tree_new(struct gw_component *c, const char *path, const char *title, bool off_cpu)
 {
 	struct flamegraph *g = calloc(1, sizeof(*g));
 	int r;
 
 	if (!g)
-		return -ENOMEM;
+		return NULL;
 	g->c = c;
 	g->cfg = c->config;
+	g->off_cpu = off_cpu;
 	r = gw_strtab_init(&g->names);
 	g->cap_nodes = 1024;
 	g->nodes = calloc(g->cap_nodes, sizeof(*g->nodes));
-	if (r < 0 || !g->nodes || grow(g) < 0) {
-		gw_strtab_free(&g->names);
+	g->path = strdup(path);
+	g->title = strdup(title ? title : "");
+	if (r < 0 || !g->nodes || !g->path || !g->title || grow(g) < 0) {
+		if (r == 0)
+			gw_strtab_free(&g->names);
 		free(g->nodes);
+		free(g->slots);
+		free(g->path);
+		free(g->title);
 		free(g);
-		return -ENOMEM;
+		return NULL;
 	}
 	g->n_nodes = 1; /* the root, "all" */
 	g->nodes[0].kind = 3;
-	c->state = g;
+	return g;
+}
+
+/* The off-CPU tree, made at its first sample: flame.svg -> flame.off_cpu.svg, "<title> (off-CPU time)". */
+static struct flamegraph *off_cpu_tree(struct flamegraph *g)
+{
+	size_t n = strlen(g->path);
+	char *path, *title;
+
+	if (g->off_cpu_tree)
+		return g->off_cpu_tree;
+	if (n >= 4 && strcmp(g->path + n - 4, ".svg") == 0)
+		n -= 4;
+	if (asprintf(&path, "%.*s.off_cpu.svg", (int)n, g->path) < 0)
+		return NULL;
+	if (asprintf(&title, "%s (off-CPU time)", g->title) < 0) {
+		free(path);
+		return NULL;
+	}
+	g->off_cpu_tree = tree_new(g->c, path, title, true);
+	free(path);
+	free(title);
+	return g->off_cpu_tree;
+}
+
+static int write_tree(struct flamegraph *g)
+{
+	struct out o = { 0 };
+	int r = render(g, &o);
+
+	if (r == 0)
+		r = gw_write_file_atomic(g->path, o.buf, o.len);
+	free(o.buf);
+	if (r < 0) {
+		/* The samples are in the tree: the next successful write shows them. */
+		sr_log_error(g->c->id, "could not write the flame graph", "path=%s error=%s", g->path, strerror(-r));
+	}
+	g->renders++;
+	return r;
+}
+
+static int fg_consume(struct gw_component *c, struct gw_profiles *p)
+{
+	struct flamegraph *g = c->state, *t;
+	uint64_t total = p->total_count, lost = 0;
+	bool cpu = false, off = false;
+
+	gw_profiles_foreach_resource(p, res)
+	{
+		bool is_off = res->profile_type == GW_PROFILE_OFF_CPU;
+		uint32_t group;
+
+		t = is_off ? off_cpu_tree(g) : g;
+		if (!t) {
+			lost += res->total_count;
+			continue;
+		}
+		group = group_node(t, res);
+		gw_resource_foreach_sample(res, s) add_sample(t, group, s);
+		off |= is_off;
+		cpu |= !is_off;
+	}
+	gw_profiles__unref(p);
+	/* A graph is drawn once it has had samples: a CPU-only pipeline writes no empty off-CPU file. */
+	if (cpu || !off)
+		write_tree(g);
+	if (off)
+		write_tree(g->off_cpu_tree);
+	if (lost) {
+		sr_log_error(c->id, "out of memory for the off-CPU flame graph; its samples dropped",
+			     "samples=%" PRIu64, lost);
+		gw_component_drop_samples(c, "out_of_memory", lost);
+	}
+	gw_component_exported(c, total - lost);
 	return 0;
+}
+
+static int fg_create(struct gw_component *c)
+{
+	const struct fg_config *cfg = c->config;
+
+	c->state = tree_new(c, cfg->path, cfg->title, false);
+	return c->state ? 0 : -ENOMEM;
 }
 
 static void fg_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
@@ -548,14 +636,7 @@ static void fg_shutdown(struct gw_component *c, void (*done)(struct gw_component
 
 static void fg_destroy(struct gw_component *c)
 {
-	struct flamegraph *g = c->state;
-
-	if (!g)
-		return;
-	gw_strtab_free(&g->names);
-	free(g->nodes);
-	free(g->slots);
-	free(g);
+	tree_free(c->state);
 	c->state = NULL;
 }
 

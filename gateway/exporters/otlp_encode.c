@@ -637,6 +637,7 @@ struct pending_sample {
 	int32_t stack;
 	uint32_t first_attr, n_attrs; /* into enc.sample_attrs */
 	uint64_t count;
+	uint64_t off_cpu_ns; /* GW_PROFILE_OFF_CPU: the value exported */
 };
 
 struct enc {
@@ -694,6 +695,7 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	bool v19 = o->version == GW_OTLP_V1_9;
 	uint64_t t_min = UINT64_MAX, t_max = 0;
 	bool merge = o->process_attrs == GW_OTLP_PROCESS_ATTRS_NONE;
+	bool off_cpu = r->profile_type == GW_PROFILE_OFF_CPU;
 	size_t rm, resm, sm, pm, scm;
 	int ret;
 
@@ -725,6 +727,7 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 				  slot);
 			if (e->merge.slots[slot]) {
 				e->samples.v[e->merge.slots[slot] - 1].count += s->count;
+				e->samples.v[e->merge.slots[slot] - 1].off_cpu_ns += s->off_cpu_ns;
 				continue;
 			}
 			ret = VEC_PUSH(e->samples, ps);
@@ -738,7 +741,8 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 		}
 		*ps = (struct pending_sample){ .stack = (int32_t)stack,
 					       .first_attr = e->sample_attrs.n,
-					       .count = s->count };
+					       .count = s->count,
+					       .off_cpu_ns = s->off_cpu_ns };
 		if (o->process_attrs == GW_OTLP_PROCESS_ATTRS_SAMPLE) {
 			struct gw_attr a = { .key = "process.pid", .type = GW_ATTR_INT, .v.i = s->pid };
 
@@ -789,16 +793,30 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	sr_pbw__string(w, C(InstrumentationScope, version), o->scope_version);
 	sr_pbw__end(w, scm);
 	pm = sr_pbw__begin(w, P(ScopeProfiles, profiles));
-	write_value_type(w, P(Profile, sample_type), e->str_samples, e->str_count);
+	/*
+	 * Off-CPU: one value, nanoseconds, and no period: Pyroscope's OTLP
+	 * conversion names exactly that shape (off_cpu/nanoseconds, no period
+	 * type) its off_cpu profile type; see docs/exporters.md.
+	 */
+	if (off_cpu) {
+		int64_t t = dict_string(&e->d, "off_cpu");
+
+		if (t < 0)
+			return (int)t;
+		write_value_type(w, P(Profile, sample_type), (int32_t)t, e->str_nanoseconds);
+	} else {
+		write_value_type(w, P(Profile, sample_type), e->str_samples, e->str_count);
+	}
 	for (uint32_t i = 0; i < e->samples.n; i++) {
 		const struct pending_sample *ps = &e->samples.v[i];
 		size_t m = sr_pbw__begin(w, P(Profile, samples));
+		uint64_t value = off_cpu ? ps->off_cpu_ns : ps->count;
 		size_t vm;
 
 		sr_pbw__int(w, v19 ? S9(stack_index) : S10(stack_index), ps->stack);
 		if (v19) {
 			vm = sr_pbw__begin(w, S9(values));
-			sr_pbw__varint(w, ps->count);
+			sr_pbw__varint(w, value);
 			sr_pbw__end(w, vm);
 			if (ps->n_attrs)
 				sr_pbw__packed_i32(w, S9(attribute_indices), e->sample_attrs.v + ps->first_attr,
@@ -806,9 +824,9 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 		} else {
 			if (ps->n_attrs)
 				sr_pbw__packed_i32(w, S10(attribute_indices), e->sample_attrs.v + ps->first_attr,
-						   ps->n_attrs);
+					       ps->n_attrs);
 			vm = sr_pbw__begin(w, S10(values));
-			sr_pbw__varint(w, ps->count);
+			sr_pbw__varint(w, value);
 			sr_pbw__end(w, vm);
 		}
 		sr_pbw__end(w, m);
@@ -817,8 +835,10 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	}
 	sr_pbw__fixed64(w, P(Profile, time_unix_nano), t_min);
 	sr_pbw__uint(w, P(Profile, duration_nano), t_max > t_min ? t_max - t_min : 0);
-	write_value_type(w, P(Profile, period_type), e->str_cpu, e->str_nanoseconds);
-	sr_pbw__int(w, P(Profile, period), r->frequency_hz ? (int64_t)(1000000000ULL / r->frequency_hz) : 0);
+	if (!off_cpu) {
+		write_value_type(w, P(Profile, period_type), e->str_cpu, e->str_nanoseconds);
+		sr_pbw__int(w, P(Profile, period), r->frequency_hz ? (int64_t)(1000000000ULL / r->frequency_hz) : 0);
+	}
 	sr_pbw__end(w, pm);
 	sr_pbw__end(w, sm);
 	sr_pbw__end(w, rm);

@@ -6,7 +6,9 @@
  *
  * Sample types samples/count and cpu/nanoseconds (as Go's CPU profiles);
  * resource attributes (service.name, k8s.*, ...) and pid/thread become
- * sample labels, since pprof has no resources.
+ * sample labels, since pprof has no resources. Off-CPU samples go to files
+ * of their own (off_cpu-*.pb.gz), with sample types waits/count and
+ * off_cpu/nanoseconds: one profile per file is what pprof tools expect.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -306,25 +308,34 @@ static void value_type(struct pprof_enc *e, struct sr_pbw *w, uint32_t field, co
 	sr_pbw__end(w, m);
 }
 
-/* Encodes p as an uncompressed pprof Profile into out. Exposed for tests through the exporter only. */
-static int pprof_encode(const struct gw_profiles *p, struct sr_pbw *out)
+/* Encodes p's resources of one type as an uncompressed pprof Profile into out. Returns the sample count written. */
+static int64_t pprof_encode(const struct gw_profiles *p, enum gw_profile_type type, struct sr_pbw *out)
 {
+	bool off_cpu = type == GW_PROFILE_OFF_CPU;
+	uint64_t total = 0;
 	struct pprof_enc e = { 0 };
 	struct sr_pbw samples = { 0 };
 	uint64_t t_min = UINT64_MAX, t_max = 0;
 	int64_t period = 0;
+	bool any = false;
 	int r;
 
+	/* No file for a type the batch has no samples of. */
+	gw_profiles_foreach_resource(p, res) any |= res->profile_type == type && res->n_samples > 0;
+	if (!any)
+		return 0;
 	r = gw_strtab_init(&e.st);
 	if (r < 0)
 		return r;
-	value_type(&e, out, PPROF_PROFILE_SAMPLE_TYPE, "samples", "count");
-	value_type(&e, out, PPROF_PROFILE_SAMPLE_TYPE, "cpu", "nanoseconds");
+	value_type(&e, out, PPROF_PROFILE_SAMPLE_TYPE, off_cpu ? "waits" : "samples", "count");
+	value_type(&e, out, PPROF_PROFILE_SAMPLE_TYPE, off_cpu ? "off_cpu" : "cpu", "nanoseconds");
 	gw_profiles_foreach_resource(p, res)
 	{
 		int64_t res_period = res->frequency_hz ? (int64_t)(1000000000ULL / res->frequency_hz) : 0;
 
-		if (!period)
+		if (res->profile_type != type)
+			continue;
+		if (!period && !off_cpu)
 			period = res_period;
 		gw_resource_foreach_sample(res, s)
 		{
@@ -340,7 +351,8 @@ static int pprof_encode(const struct gw_profiles *p, struct sr_pbw *out)
 			sr_pbw__end(&samples, pm);
 			pm = sr_pbw__begin(&samples, PPROF_SAMPLE_VALUE);
 			sr_pbw__varint(&samples, s->count);
-			sr_pbw__varint(&samples, (uint64_t)((int64_t)s->count * res_period));
+			sr_pbw__varint(&samples, off_cpu ? s->off_cpu_ns : (uint64_t)((int64_t)s->count * res_period));
+			total += s->count;
 			sr_pbw__end(&samples, pm);
 			for (uint32_t i = 0; i < res->n_attrs; i++) {
 				const struct gw_attr *a = &res->attrs[i];
@@ -368,15 +380,19 @@ static int pprof_encode(const struct gw_profiles *p, struct sr_pbw *out)
 	memcpy(out->buf + out->len, e.body.buf, e.body.len);
 	out->len += e.body.len;
 	sr_pbw__int(out, PPROF_PROFILE_TIME_NANOS, t_min == UINT64_MAX ? 0 : (int64_t)t_min);
-	sr_pbw__int(out, PPROF_PROFILE_DURATION_NANOS,
-		    t_max > t_min && t_min != UINT64_MAX ? (int64_t)(t_max - t_min) : 0);
-	value_type(&e, out, PPROF_PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
-	sr_pbw__int(out, PPROF_PROFILE_PERIOD, period);
-	sr_pbw__int(out, PPROF_PROFILE_DEFAULT_SAMPLE_TYPE, S(&e, "cpu"));
+	sr_pbw__int(out, PPROF_PROFILE_DURATION_NANOS, t_max > t_min && t_min != UINT64_MAX ? (int64_t)(t_max - t_min) : 0);
+	/* A wait has no sampling period. */
+	if (!off_cpu) {
+		value_type(&e, out, PPROF_PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
+		sr_pbw__int(out, PPROF_PROFILE_PERIOD, period);
+	}
+	sr_pbw__int(out, PPROF_PROFILE_DEFAULT_SAMPLE_TYPE, S(&e, off_cpu ? "off_cpu" : "cpu"));
 	/* The string table last: every string is known by now. */
 	for (uint32_t i = 0; i < e.st.n; i++)
 		sr_pbw__bytes_always(out, PPROF_PROFILE_STRING_TABLE, e.st.s[i], e.st.len[i]);
 	r = e.err ?: sr_pbw__error(out) ?: sr_pbw__error(&samples) ?: sr_pbw__error(&e.body);
+	if (r == 0 && total > INT64_MAX)
+		r = -EOVERFLOW;
 out:
 	sr_pbw__free(&samples);
 	sr_pbw__free(&e.body);
@@ -384,7 +400,7 @@ out:
 	idmap_free(&e.maps);
 	idmap_free(&e.funcs);
 	gw_strtab_free(&e.st);
-	return r;
+	return r < 0 ? r : (int64_t)total;
 }
 
 struct pprof_exporter {
@@ -399,9 +415,11 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Deletes the oldest profile-*.pb.gz beyond max_files (names sort by time). */
-static void prune(struct pprof_exporter *x)
+/* Deletes the oldest <prefix>-*.pb.gz beyond max_files (names sort by time): each profile type keeps its own. */
+static void prune(struct pprof_exporter *x, const char *prefix)
 {
+	size_t plen = strlen(prefix);
+
 	DIR *d;
 	struct dirent *de;
 	char **names = NULL;
@@ -415,7 +433,7 @@ static void prune(struct pprof_exporter *x)
 	while ((de = readdir(d))) {
 		size_t l = strlen(de->d_name);
 
-		if (strncmp(de->d_name, "profile-", 8) != 0 || l < 6 || strcmp(de->d_name + l - 6, ".pb.gz") != 0)
+		if (strncmp(de->d_name, prefix, plen) != 0 || l < 6 || strcmp(de->d_name + l - 6, ".pb.gz") != 0)
 			continue;
 		if (n == cap) {
 			char **nn = realloc(names, (cap = cap ? cap * 2 : 128) * sizeof(*nn));
@@ -441,44 +459,69 @@ static void prune(struct pprof_exporter *x)
 	free(names);
 }
 
-static int pprof_consume(struct gw_component *c, struct gw_profiles *p)
+/* Writes p's samples of one type into one file; returns the samples written (0: none of that type) or -errno. */
+static int64_t write_type(struct pprof_exporter *x, const struct gw_profiles *p, enum gw_profile_type type)
 {
-	struct pprof_exporter *x = c->state;
+	/* "profile-" for CPU, as before off-CPU profiles existed. */
+	const char *prefix = type == GW_PROFILE_OFF_CPU ? "off_cpu-" : "profile-";
 	struct sr_pbw w = { 0 };
 	uint8_t *gz = NULL;
 	size_t gz_len = 0;
 	char path[4096], stamp[32];
 	struct tm tm;
 	time_t now = time(NULL);
-	uint64_t total = p->total_count;
+	int64_t n;
 	int r;
+
+	n = pprof_encode(p, type, &w);
+	if (n <= 0) {
+		sr_pbw__free(&w);
+		return n;
+	}
+	r = gw_gzip(w.buf, w.len, 6, &gz, &gz_len);
+	sr_pbw__free(&w);
+	if (r == 0) {
+		gmtime_r(&now, &tm);
+		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+		snprintf(path, sizeof(path), "%s/%s%s-%06" PRIu64 ".pb.gz", x->cfg->directory, prefix, stamp, ++x->seq);
+		r = gw_write_file_atomic(path, gz, gz_len);
+	}
+	free(gz);
+	if (r < 0)
+		return r;
+	x->files_written++;
+	x->bytes_written += gz_len;
+	prune(x, prefix);
+	return n;
+}
+
+static int pprof_consume(struct gw_component *c, struct gw_profiles *p)
+{
+	static const enum gw_profile_type types[] = { GW_PROFILE_CPU, GW_PROFILE_OFF_CPU };
+	struct pprof_exporter *x = c->state;
+	uint64_t done = 0;
 
 	if (p->n_samples == 0) {
 		gw_profiles__unref(p);
 		return 0;
 	}
-	r = pprof_encode(p, &w);
-	if (r == 0)
-		r = gw_gzip(w.buf, w.len, 6, &gz, &gz_len);
-	sr_pbw__free(&w);
-	if (r == 0) {
-		gmtime_r(&now, &tm);
-		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-		snprintf(path, sizeof(path), "%s/profile-%s-%06" PRIu64 ".pb.gz", x->cfg->directory, stamp, ++x->seq);
-		r = gw_write_file_atomic(path, gz, gz_len);
+	for (size_t i = 0; i < SR_ARRAY_SIZE(types); i++) {
+		int64_t n = write_type(x, p, types[i]);
+
+		if (n < 0) {
+			sr_log_error(c->id, "could not write a pprof file; samples dropped",
+				     "directory=%s type=%s error=%s", x->cfg->directory, gw_profile_type_name(types[i]),
+				     strerror((int)-n));
+			/* What the other type's file holds is exported; the rest of the batch is not. */
+			gw_component_exported(c, done);
+			gw_component_drop_samples(c, "write_error", p->total_count - done);
+			gw_profiles__unref(p);
+			return 0;
+		}
+		done += (uint64_t)n;
 	}
-	free(gz);
-	if (r < 0) {
-		sr_log_error(c->id, "could not write a pprof file; samples dropped", "directory=%s error=%s",
-			     x->cfg->directory, strerror(-r));
-		gw_component_drop(c, p, "write_error");
-		return 0;
-	}
-	x->files_written++;
-	x->bytes_written += gz_len;
-	gw_component_exported(c, total);
+	gw_component_exported(c, p->total_count);
 	gw_profiles__unref(p);
-	prune(x);
 	return 0;
 }
 

@@ -90,6 +90,7 @@ out:
 /* Resource identity of a sample: process, executable, container, pod (slices into the body). */
 struct rkey {
 	struct sr_pb_slice process_name, exe_path, container_id, pod_uid;
+	enum gw_profile_type type;
 };
 
 struct rslot {
@@ -159,6 +160,7 @@ out:
 struct sample_in {
 	struct sr_pb_slice stack_id, thread_name, process_name, exe_path, container_id, pod_uid, kernel_id;
 	uint64_t pid, tid, count, start, end, start_ticks;
+	uint64_t profile_type, off_cpu_nanos; /* stackrelay_v1_ProfileType */
 };
 
 static int parse_sample(struct sr_pbr r, struct sample_in *in, char *errbuf, size_t errsize)
@@ -212,6 +214,12 @@ static int parse_sample(struct sr_pbr r, struct sample_in *in, char *errbuf, siz
 			if (e == 0 && in->kernel_id.n > GW_ID_MAX)
 				e = -EBADMSG;
 			break;
+		case stackrelay_v1_Sample_profile_type_tag:
+			e = sr_pbr__field_varint(&r, wt, &in->profile_type);
+			break;
+		case stackrelay_v1_Sample_off_cpu_nanos_tag:
+			e = sr_pbr__field_varint(&r, wt, &in->off_cpu_nanos);
+			break;
 		default:
 			e = sr_pbr__skip(&r, wt);
 		}
@@ -220,6 +228,10 @@ static int parse_sample(struct sr_pbr r, struct sample_in *in, char *errbuf, siz
 	}
 	if (in->stack_id.n == 0 || in->stack_id.n > GW_ID_MAX)
 		FAIL(&r, "Sample.stack_id: empty or longer than %d bytes", GW_ID_MAX);
+	/* A type this gateway cannot export is refused, not exported as something else. */
+	if (in->profile_type > stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU)
+		FAIL(&r, "Sample.profile_type: %llu is not a type this gateway knows (0-2)",
+		     (unsigned long long)in->profile_type);
 out:
 	return e;
 }
@@ -236,7 +248,7 @@ static bool slice_eq(struct sr_pb_slice a, struct sr_pb_slice b)
 
 static bool rkey_eq(const struct rkey *a, const struct rkey *b)
 {
-	return slice_eq(a->process_name, b->process_name) && slice_eq(a->exe_path, b->exe_path) &&
+	return a->type == b->type && slice_eq(a->process_name, b->process_name) && slice_eq(a->exe_path, b->exe_path) &&
 	       slice_eq(a->container_id, b->container_id) && slice_eq(a->pod_uid, b->pod_uid);
 }
 
@@ -272,7 +284,10 @@ static int add_str_attr(struct gw_profiles *p, struct gw_resource *r, const char
 static int resource_for(struct ctx *c, const struct sample_in *in, uint32_t *ret)
 {
 	struct gw_profiles *p = c->res->batch;
-	struct rkey k = { in->process_name, in->exe_path, in->container_id, in->pod_uid };
+	enum gw_profile_type type = in->profile_type == stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU
+					    ? GW_PROFILE_OFF_CPU
+					    : GW_PROFILE_CPU;
+	struct rkey k = { in->process_name, in->exe_path, in->container_id, in->pod_uid, type };
 	struct rtable *t = &c->resources;
 	uint64_t h;
 	size_t j;
@@ -281,7 +296,7 @@ static int resource_for(struct ctx *c, const struct sample_in *in, uint32_t *ret
 	h = slice_hash(in->process_name, 1);
 	h = slice_hash(in->exe_path, h);
 	h = slice_hash(in->container_id, h);
-	h = slice_hash(in->pod_uid, h);
+	h = slice_hash(in->pod_uid, h) ^ (uint64_t)type;
 	if ((t->n + 1) * 2 > t->cap && (e = rtable_grow(t)) < 0)
 		return e;
 	for (j = h & (t->cap - 1); t->s[j].used; j = (j + 1) & (t->cap - 1)) {
@@ -290,7 +305,7 @@ static int resource_for(struct ctx *c, const struct sample_in *in, uint32_t *ret
 			return 0;
 		}
 	}
-	struct gw_resource *r = gw_profiles__add_resource(p, NULL, 0, c->frequency_hz);
+	struct gw_resource *r = gw_profiles__add_typed_resource(p, NULL, 0, c->frequency_hz, type);
 	if (!r)
 		return -ENOMEM;
 	if ((e = add_str_attr(p, r, "host.name", c->host_name)) < 0 ||
@@ -434,6 +449,8 @@ static int add_sample(struct ctx *c, const struct sample_in *in)
 		.tid = (uint32_t)in->tid,
 		.thread_name = thread_name(c, in->thread_name),
 		.process_start_ticks = in->start_ticks,
+		.off_cpu_ns = in->profile_type == stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU ? in->off_cpu_nanos
+												 : 0,
 	};
 	e = gw_resource__add_sample_owned(c->res->batch, &c->res->batch->resources[ri], &s);
 	if (e < 0) {

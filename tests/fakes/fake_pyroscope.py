@@ -11,7 +11,11 @@ the checks of Pyroscope's OTLP handler:
   - Content-Type exactly application/x-protobuf, else 415;
   - Content-Encoding gzip allowed;
   - the dictionary present, mapping_table[0] present, every index in bounds;
-  - sample type samples/count, period type cpu/nanoseconds, period > 0.
+  - each profile one of the two types stackrelay sends, as Pyroscope's OTLP
+    conversion names them (pkg/ingester/otlp/convert.go): process_cpu
+    (sample type samples/count, period type cpu/nanoseconds, period > 0) or
+    off_cpu (the single sample type off_cpu/nanoseconds, no period type or
+    period 0; values are nanoseconds).
 A request that fails a check gets 400 with the reason in the body.
 
 It can be scripted (--script, comma-separated, one entry per request, then
@@ -27,8 +31,9 @@ Pyroscope's body limit does.
 What was delivered is recorded per sample: the key is the sample's stack as
 function names (or addresses) joined with ";" plus its sample attributes,
 and the resource's service.name. GET /stats returns JSON: requests, statuses,
-accepted samples (sum of values), per-key sums, every validation error, and
-the decoded shapes of the last request (for tests of the encoding).
+accepted samples (sum of CPU values), per-key sums, off-CPU nanoseconds
+(total and per key), every validation error, and the decoded shapes of the
+last request (for tests of the encoding).
 
 Usage: fake_pyroscope.py --port-file FILE [--port 0] [--script ...]
 Stops on SIGTERM/SIGINT, on POST /quit, or after --lifetime seconds.
@@ -233,7 +238,7 @@ def any_value(v):
 
 
 def validate_and_flatten(req):
-    """Applies Pyroscope's rules; returns (records, shapes). records: list of (key, value)."""
+    """Applies Pyroscope's rules; returns (records, shapes). records: list of (key, value, profile type)."""
     d = req.get("dictionary")
     if d is None:
         raise Invalid("missing dictionary")
@@ -303,19 +308,28 @@ def validate_and_flatten(req):
             for p in sp["profiles"]:
                 st = p.get("sample_type")
                 pt = p.get("period_type")
-                if st is None or pt is None:
-                    raise Invalid("sample_type and period_type are required")
+                if st is None:
+                    raise Invalid("sample_type is required")
                 stype = (s(st.get("type_strindex", 0), "sample_type"), s(st.get("unit_strindex", 0), "sample_type"))
-                ptype = (s(pt.get("type_strindex", 0), "period_type"), s(pt.get("unit_strindex", 0), "period_type"))
-                if stype != ("samples", "count"):
-                    raise Invalid("sample type %s/%s, want samples/count" % stype)
-                if ptype != ("cpu", "nanoseconds"):
-                    raise Invalid("period type %s/%s, want cpu/nanoseconds" % ptype)
-                if p.get("period", 0) <= 0:
-                    raise Invalid("period must be > 0")
+                ptype = None
+                if pt is not None:
+                    ptype = (s(pt.get("type_strindex", 0), "period_type"),
+                             s(pt.get("unit_strindex", 0), "period_type"))
+                # Pyroscope ignores a period type without a period.
+                if stype == ("off_cpu", "nanoseconds") and (ptype is None or p.get("period", 0) == 0):
+                    ptname = "off_cpu"
+                elif stype == ("samples", "count"):
+                    if ptype != ("cpu", "nanoseconds"):
+                        raise Invalid("period type %s, want cpu/nanoseconds" % ("/".join(ptype) if ptype else "none"))
+                    if p.get("period", 0) <= 0:
+                        raise Invalid("period must be > 0")
+                    ptname = "process_cpu"
+                else:
+                    raise Invalid("sample type %s/%s, want samples/count (CPU) or off_cpu/nanoseconds "
+                                  "without a period (off-CPU)" % stype)
                 pshape = {"period": p.get("period", 0), "time_unix_nano": p.get("time_unix_nano", 0),
                           "duration_nano": p.get("duration_nano", 0), "samples": len(p["samples"]),
-                          "scope": sp.get("scope", {}).get("name", "")}
+                          "scope": sp.get("scope", {}).get("name", ""), "profile_type": ptname}
                 rshape["profiles"].append(pshape)
                 for smp in p["samples"]:
                     names = frame_names(smp.get("stack_index", 0))
@@ -328,7 +342,7 @@ def validate_and_flatten(req):
                         check(smp["link_index"], "link_table", "sample link")
                     value = sum(smp["values"]) if smp["values"] else len(smp["timestamps_unix_nano"])
                     key = "%s|%s|%s" % (service, ";".join(names), ",".join(sorted(attrs)))
-                    records.append((key, value))
+                    records.append((key, value, ptname))
     return records, shapes
 
 
@@ -346,6 +360,8 @@ class State:
         self.accepted_samples = 0
         self.accepted_requests = 0
         self.by_key = {}
+        self.off_cpu_nanoseconds = 0
+        self.off_cpu_by_key = {}
         self.errors = []
         self.last_shapes = None
         self.content_types = []
@@ -387,6 +403,7 @@ class Handler(BaseHTTPRequestHandler):
                 body = json.dumps({
                     "requests": st.requests, "statuses": st.statuses, "accepted_requests": st.accepted_requests,
                     "accepted_samples": st.accepted_samples, "by_key": st.by_key, "errors": st.errors,
+                    "off_cpu_nanoseconds": st.off_cpu_nanoseconds, "off_cpu_by_key": st.off_cpu_by_key,
                     "last_shapes": st.last_shapes, "content_types": st.content_types, "encodings": st.encodings,
                     "versions": st.versions, "script_left": st.script,
                 }, sort_keys=True).encode()
@@ -461,7 +478,11 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             st.accepted_requests += 1
             st.versions.append(st.args.proto_version)
-            for key, value in records:
+            for key, value, ptname in records:
+                if ptname == "off_cpu":
+                    st.off_cpu_by_key[key] = st.off_cpu_by_key.get(key, 0) + value
+                    st.off_cpu_nanoseconds += value
+                    continue
                 st.by_key[key] = st.by_key.get(key, 0) + value
                 st.accepted_samples += value
             st.last_shapes = shapes

@@ -41,6 +41,15 @@ static void test_event_decode(void **state)
 	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), 0);
 	assert_int_equal(ev.n_kstack, 0);
 	assert_int_equal(ev.kstack_err, -EBADMSG);
+	/* An off-CPU wait is a sample record with its time. */
+	s->hdr.type = PROFILE_EVENT_OFF_CPU;
+	s->kstack_len = 2 * 8;
+	s->off_cpu_ns = 12345678;
+	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), 0);
+	assert_int_equal(ev.type, PROFILE_EVENT_OFF_CPU);
+	assert_ptr_equal(ev.sample, s);
+	assert_int_equal(ev.n_kstack, 2);
+	assert_int_equal(agent_event_decode(s, sizeof(*s) - 1, &ev), -EBADMSG);
 	s->hdr.type = 99;
 	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), -EBADMSG);
 	t.hdr.type = PROFILE_EVENT_EXIT;

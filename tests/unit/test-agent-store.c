@@ -195,13 +195,13 @@ static void test_aggregate(void **state)
 	(void)state;
 	assert_non_null(agg);
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+		assert_int_equal(agent_agg__add(agg, &k, &l, 0), 0);
 	k.tid = 12;
-	assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+	assert_int_equal(agent_agg__add(agg, &k, &l, 0), 0);
 	k.stack_id[0] = 1;
-	assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+	assert_int_equal(agent_agg__add(agg, &k, &l, 0), 0);
 	k.stack_id[0] = 2;
-	assert_int_equal(agent_agg__add(agg, &k, &l), -ENOSPC); /* max_entries 3 */
+	assert_int_equal(agent_agg__add(agg, &k, &l, 0), -ENOSPC); /* max_entries 3 */
 	assert_int_equal(agent_agg__flush(agg, 1000, 2000, kid, 16, 19, 100, &b), 0);
 	assert_int_equal(b.n_samples, 3);
 	assert_int_equal(b.total_count, 7);
@@ -216,6 +216,33 @@ static void test_aggregate(void **state)
 	assert_int_equal(agent_agg__size(agg), 0);
 	assert_int_equal(agent_agg__flush(agg, 2000, 3000, NULL, 0, 19, 100, &b), 0);
 	assert_int_equal(b.n_samples, 0);
+	agent_batch_free(&b);
+	agent_agg_free(agg);
+}
+
+/* Off-CPU waits of a stack add up apart from its CPU samples; CPU samples leave the new fields unset. */
+static void test_aggregate_off_cpu(void **state)
+{
+	struct agent_agg *agg = agent_agg_new(0);
+	struct agent_agg_key k = { .pid = 10, .tid = 11, .start_ns = 1 };
+	struct agent_agg_labels l = { .thread_name = "t", .process_name = "p" };
+	struct agent_batch b;
+
+	(void)state;
+	assert_int_equal(agent_agg__add(agg, &k, &l, 0), 0);
+	k.profile_type = stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU;
+	assert_int_equal(agent_agg__add(agg, &k, &l, 10000000), 0);
+	assert_int_equal(agent_agg__add(agg, &k, &l, 20000000), 0);
+	assert_int_equal(agent_agg__add(agg, &k, &l, 30000000), 0);
+	assert_int_equal(agent_agg__flush(agg, 1000, 2000, NULL, 0, 19, 100, &b), 0);
+	assert_int_equal(b.n_samples, 2);
+	assert_int_equal(b.total_count, 4);
+	assert_int_equal(*b.samples[0].count, 3); /* largest first: the waits */
+	assert_non_null(b.samples[0].profile_type);
+	assert_int_equal(*b.samples[0].profile_type, stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU);
+	assert_int_equal(*b.samples[0].off_cpu_nanos, 60000000);
+	assert_null(b.samples[1].profile_type);
+	assert_null(b.samples[1].off_cpu_nanos);
 	agent_batch_free(&b);
 	agent_agg_free(agg);
 }
@@ -260,7 +287,7 @@ static void test_output_roundtrip(void **state)
 	/* Two windows using the same stack: its definition is written once. */
 	for (int w = 0; w < 2; w++) {
 		assert_int_equal(agent_store__intern_stack(s, f, 3, false, (uint64_t)w, k.stack_id), 0);
-		assert_int_equal(agent_agg__add(agg, &k, &l), 0);
+		assert_int_equal(agent_agg__add(agg, &k, &l, 0), 0);
 		assert_int_equal(agent_agg__flush(agg, 1, 2, kid, 16, 19, 100, &batch), 0);
 		assert_int_equal(agent_output__write(o, s, &batch), 0);
 		agent_batch_free(&batch);
@@ -301,9 +328,10 @@ static void test_output_roundtrip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stack_ids), cmocka_unit_test(test_defs),
-		cmocka_unit_test(test_open_vdso), cmocka_unit_test(test_eviction),
-		cmocka_unit_test(test_aggregate), cmocka_unit_test(test_output_roundtrip),
+		cmocka_unit_test(test_stack_ids),	 cmocka_unit_test(test_defs),
+		cmocka_unit_test(test_open_vdso),	 cmocka_unit_test(test_eviction),
+		cmocka_unit_test(test_aggregate),	 cmocka_unit_test(test_aggregate_off_cpu),
+		cmocka_unit_test(test_output_roundtrip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

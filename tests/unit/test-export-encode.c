@@ -221,6 +221,72 @@ static void test_v1_10(void **state)
 	gw_profiles__unref(p);
 }
 
+/*
+ * Off-CPU resources become profiles of their own, in the shape Pyroscope's
+ * OTLP conversion names off_cpu: one sample type off_cpu/nanoseconds, no
+ * period type, values the nanoseconds (summed when samples of one stack merge).
+ */
+static void test_off_cpu(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total;
+	struct gw_profiles *p = xt_batch(f->stores, 1, 1, 10, &total);
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10, .scope_version = "test" };
+	struct gw_otlp_stats st;
+	struct gw_resource *r;
+	struct sr_pbw w = { 0 };
+	uint64_t ns = 0, cpu = 0;
+	int off = 0;
+	req10_t req;
+
+	assert_non_null(p);
+	struct gw_stack *stack = p->resources[0].samples[0].stack;
+	r = gw_profiles__add_typed_resource(p, NULL, 0, 99, GW_PROFILE_OFF_CPU);
+	assert_non_null(r);
+	assert_int_equal(gw_resource__set_string(p, r, "service.name", "svc-off"), 0);
+	for (int i = 0; i < 3; i++) {
+		struct gw_sample s = { .stack = stack,
+				       .count = 2,
+				       .off_cpu_ns = 10000000ULL * (uint64_t)(i + 1),
+				       .start_ns = 1700000000000000000ULL,
+				       .end_ns = 1700000010000000000ULL,
+				       .pid = 7,
+				       .tid = 7 };
+		assert_int_equal(gw_resource__add_sample(p, r, &s), 0);
+	}
+	assert_int_equal(gw_otlp_encode(p, &o, &w, &st), 0);
+	assert_int_equal(st.total_count, total + 6);
+	decode10(&w, &req);
+	check_dictionary(&req.dictionary);
+	assert_int_equal(req.resource_profiles_count, 2);
+	for (pb_size_t i = 0; i < req.resource_profiles_count; i++) {
+		const opentelemetry_proto_profiles_v1development_Profile *prof =
+			&req.resource_profiles[i].scope_profiles[0].profiles[0];
+
+		assert_true(prof->has_sample_type);
+		if (strcmp(str(&req.dictionary, prof->sample_type.type_strindex), "off_cpu") == 0) {
+			off++;
+			assert_string_equal(str(&req.dictionary, prof->sample_type.unit_strindex), "nanoseconds");
+			assert_false(prof->has_period_type);
+			assert_int_equal(prof->period, 0);
+			/* One stack: the three samples merged into one value. */
+			assert_int_equal(prof->samples_count, 1);
+			assert_int_equal(prof->samples[0].values_count, 1);
+			ns += (uint64_t)prof->samples[0].values[0];
+		} else {
+			CHECK_PROFILE(&req.dictionary, prof);
+			for (pb_size_t k = 0; k < prof->samples_count; k++)
+				cpu += (uint64_t)prof->samples[k].values[0];
+		}
+	}
+	assert_int_equal(off, 1);
+	assert_int_equal(ns, 60000000);
+	assert_int_equal(cpu, total);
+	pb_release(REQ10_FIELDS, &req);
+	sr_pbw__free(&w);
+	gw_profiles__unref(p);
+}
+
 static void test_v1_9(void **state)
 {
 	struct fixture *f = *state;
@@ -482,6 +548,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_v1_10, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_v1_9, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_off_cpu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_process_attrs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_unsymbolized, setup, teardown),

@@ -340,6 +340,53 @@ static void test_kernel_and_resources(void **state)
 	gw_stores_free(st);
 }
 
+/* Off-CPU samples (Sample.profile_type 2) land in resources of their own with their nanoseconds. */
+static void test_off_cpu(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 }, s = { 0 };
+	char err[256];
+
+	add_header(&w, NULL, 0);
+	add_exe(&w, EXE_A, "a");
+	add_stack(&w, STACK_1, EXE_A);
+	add_sample(&w, STACK_1, 5, "app", "t1", NULL);
+	f_bytes(&s, 1, STACK_1, 16);
+	f_str(&s, 5, "app");
+	f_str(&s, 6, "/usr/bin/proc");
+	f_varint(&s, 8, 3);
+	f_varint(&s, 14, stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU);
+	f_varint(&s, 15, 30000000);
+	f_msg(&w, 5, &s);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 8);
+	assert_int_equal(res.batch->n_resources, 2);
+	assert_int_equal(gw_profiles__check(res.batch), 0);
+	const struct gw_resource *cpu = &res.batch->resources[0], *off = &res.batch->resources[1];
+	assert_int_equal(cpu->profile_type, GW_PROFILE_CPU);
+	assert_int_equal(cpu->samples[0].off_cpu_ns, 0);
+	assert_int_equal(off->profile_type, GW_PROFILE_OFF_CPU);
+	assert_int_equal(off->samples[0].count, 3);
+	assert_int_equal(off->samples[0].off_cpu_ns, 30000000);
+	assert_string_equal(gw_resource__string(off, "process.executable.name"), "app");
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+
+	/* A type this gateway does not know is refused, not exported as CPU. */
+	s = (struct pbw){ 0 };
+	f_bytes(&s, 1, STACK_1, 16);
+	f_varint(&s, 8, 1);
+	f_varint(&s, 14, 7);
+	f_msg(&w, 5, &s);
+	assert_true(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "profile_type"));
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_stores_free(st);
+}
+
 static void test_symbols(void **state)
 {
 	struct gw_stores *st = gw_stores_new(NULL);
@@ -1005,6 +1052,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing_negotiation),
 		cmocka_unit_test(test_kernel_and_resources),
+		cmocka_unit_test(test_off_cpu),
 		cmocka_unit_test(test_symbols),
 		cmocka_unit_test(test_kernel_symbols),
 		cmocka_unit_test(test_probes),
