@@ -824,7 +824,7 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 		} else {
 			if (ps->n_attrs)
 				sr_pbw__packed_i32(w, S10(attribute_indices), e->sample_attrs.v + ps->first_attr,
-					       ps->n_attrs);
+						   ps->n_attrs);
 			vm = sr_pbw__begin(w, S10(values));
 			sr_pbw__varint(w, value);
 			sr_pbw__end(w, vm);

@@ -380,7 +380,8 @@ static int64_t pprof_encode(const struct gw_profiles *p, enum gw_profile_type ty
 	memcpy(out->buf + out->len, e.body.buf, e.body.len);
 	out->len += e.body.len;
 	sr_pbw__int(out, PPROF_PROFILE_TIME_NANOS, t_min == UINT64_MAX ? 0 : (int64_t)t_min);
-	sr_pbw__int(out, PPROF_PROFILE_DURATION_NANOS, t_max > t_min && t_min != UINT64_MAX ? (int64_t)(t_max - t_min) : 0);
+	sr_pbw__int(out, PPROF_PROFILE_DURATION_NANOS,
+		    t_max > t_min && t_min != UINT64_MAX ? (int64_t)(t_max - t_min) : 0);
 	/* A wait has no sampling period. */
 	if (!off_cpu) {
 		value_type(&e, out, PPROF_PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
