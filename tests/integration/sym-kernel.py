@@ -66,6 +66,10 @@ def resolve(resolver, args, addrs):
     return names
 
 
+def unversioned(name):
+    return name.split("@")[0] if "@" in name and not name.startswith("@") else name
+
+
 def aliases_from(lines):
     """name -> address and address -> names, from "ADDR TYPE NAME [module]" (kallsyms) lines."""
     by_name, by_addr = {}, {}
@@ -77,8 +81,8 @@ def aliases_from(lines):
             a = int(f[0], 16)
         except ValueError:
             continue
-        by_name.setdefault(f[2], a)
-        by_addr.setdefault(a, set()).add(f[2])
+        by_name.setdefault(unversioned(f[2]), a)
+        by_addr.setdefault(a, set()).add(unversioned(f[2]))
     return by_name, by_addr
 
 
@@ -96,6 +100,10 @@ def compare(what, frames, names, aliases, need):
     diffs = []
     for ip, sym in uniq.items():
         ours = names.get(ip, "??").split(" [")[0]  # kallsyms module suffix: "name [module]"
+        # A symbol version ("pthread_rwlock_wrlock@@GLIBC_2.34", as perf and nm
+        # print .symtab names) is not part of the function's name.
+        sym = unversioned(sym)
+        ours = unversioned(ours)
         if ours == sym:
             same += 1
         elif sym in by_name and ours in by_addr.get(by_name[sym], ()):
