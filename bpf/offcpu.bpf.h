@@ -165,6 +165,11 @@ static __always_inline int off_cpu_resume_run(void *ctx, void *progs)
 		return 0;
 	}
 	count(PROFILE_CNT_OFF_CPU_EVENTS);
+	/* As CPU samples do, waits give way to process and mapping records (sample_limit_bytes). */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= sample_limit_bytes) {
+		count(PROFILE_CNT_OFF_CPU_LOST_RINGBUF);
+		return 0;
+	}
 	/* As for CPU samples: inside execve the user side belongs to the image being replaced. */
 	if (BPF_CORE_READ_BITFIELD_PROBED(task, in_execve))
 		user = false;
