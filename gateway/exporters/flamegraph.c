@@ -533,13 +533,8 @@ static struct flamegraph *tree_new(struct gw_component *c, const char *path, con
 	g->path = strdup(path);
 	g->title = strdup(title ? title : "");
 	if (r < 0 || !g->nodes || !g->path || !g->title || grow(g) < 0) {
-		if (r == 0)
-			gw_strtab_free(&g->names);
-		free(g->nodes);
-		free(g->slots);
-		free(g->path);
-		free(g->title);
-		free(g);
+		/* tree_free() takes a half-built tree (the string table included: a failed init leaves it freeable). */
+		tree_free(g);
 		return NULL;
 	}
 	g->n_nodes = 1; /* the root, "all" */
