@@ -272,6 +272,15 @@ int gw_resource__set_int(struct gw_profiles *p, struct gw_resource *r, const cha
 	return gw_resource__set_attr(p, r, &(struct gw_attr){ .key = key, .type = GW_ATTR_INT, .v.i = value });
 }
 
+int gw_resource__set_peer(struct gw_profiles *p, struct gw_resource *r, const char *addr)
+{
+	const char *copy = NULL;
+	if (addr && !(copy = gw_profiles__strdup(p, addr)))
+		return -ENOMEM;
+	r->peer_addr = copy;
+	return 0;
+}
+
 int gw_resource__remove_attr(struct gw_resource *r, const char *key)
 {
 	for (uint32_t i = 0; i < r->n_attrs; i++) {
@@ -576,6 +585,8 @@ struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p)
 			e = -errno;
 			goto fail;
 		}
+		if ((e = gw_resource__set_peer(c, nr, r->peer_addr)) < 0)
+			goto fail;
 		e = grow(c, (void **)&nr->samples, &nr->cap_samples, r->n_samples, sizeof(*nr->samples));
 		if (e < 0)
 			goto fail;

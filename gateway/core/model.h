@@ -413,6 +413,14 @@ struct gw_resource {
 	struct gw_sample *samples;
 	uint32_t n_samples, cap_samples;
 	uint64_t total_count; /* sum of samples[].count */
+	/*
+	 * The address (IP, no port) of the peer that sent this resource, when
+	 * the receiver knows it and no agent named its node (NULL: unknown).
+	 * Not an attribute, so it is never exported; k8s_attributes'
+	 * `from: connection` association reads it. Set with
+	 * gw_resource__set_peer(); batches merge resources regardless of it.
+	 */
+	const char *peer_addr;
 	/* private: attribute hash for merging (0 = recompute) */
 	uint64_t attrs_hash;
 };
@@ -490,6 +498,8 @@ const struct gw_attr *gw_resource__attr(const struct gw_resource *r, const char 
 const char *gw_resource__string(const struct gw_resource *r, const char *key);
 /* Removes key if present; returns 1 when removed, 0 when absent. */
 int gw_resource__remove_attr(struct gw_resource *r, const char *key);
+/* Records the peer address (copied into the batch); NULL clears it. Returns 0 or -ENOMEM. */
+int gw_resource__set_peer(struct gw_profiles *p, struct gw_resource *r, const char *addr);
 
 /*
  * Appends a sample to r (a resource of p). Takes a new reference on s->stack
