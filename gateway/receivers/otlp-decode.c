@@ -308,6 +308,8 @@ static bool sample_in_bounds(const struct otlp_dec *d, const struct sample_in *i
 
 struct probe {
 	bool ok9, ok10, differ;
+	/* Fields only one version has length-delimited: packed field 3 (v1.9), packed field 4 (v1.10). */
+	uint64_t ev9, ev10;
 	uint64_t samples;
 	const struct sample_buf *buf;
 	int e; /* a hard error (too large, out of memory) */
@@ -320,9 +322,14 @@ static void probe_sample(struct otlp_dec *d, struct sr_pb_slice s, struct probe 
 	struct sr_pb_field f;
 
 	/* Fields 2-4 mean different things in each version; a sample without them reads the same. */
-	while (!pr->differ && sr_pbr__next(&r, &f) == 0)
+	while (sr_pbr__next(&r, &f) == 0) {
 		if (f.number >= 2 && f.number <= 4)
 			pr->differ = true;
+		if (f.number == 3 && f.wt == SR_PB_LEN)
+			pr->ev9++;
+		else if (f.number == 4 && f.wt == SR_PB_LEN)
+			pr->ev10++;
+	}
 	for (int v = 0; v < 2; v++) {
 		bool *ok = v ? &pr->ok9 : &pr->ok10;
 		int e;
@@ -330,6 +337,7 @@ static void probe_sample(struct otlp_dec *d, struct sr_pb_slice s, struct probe 
 		if (!*ok)
 			continue;
 		e = read_sample(d, s, v == 1, pr->buf, &in);
+		d->field = NULL;
 		if (e == -E2BIG || e == -ENOMEM) {
 			pr->e = e;
 			return;
@@ -387,8 +395,13 @@ static int detect_version(struct otlp_dec *d, const struct sample_buf *buf, bool
 	d->rp = d->sp = d->pr = d->sa = -1;
 	if (e < 0)
 		return e;
-	if (!pr.differ || (pr.ok10 && !pr.ok9) || (!pr.ok9 && !pr.ok10)) {
-		/* Same meaning either way, only v1.10 fits, or neither (the v1.10 read names the problem). */
+	if (!pr.ok9 && !pr.ok10) {
+		/* Neither fits: the read in the version the sample fields point to names the problem. */
+		*ret_v19 = pr.ev9 > pr.ev10;
+		return 0;
+	}
+	if (!pr.differ || (pr.ok10 && !pr.ok9)) {
+		/* Same meaning either way, or only v1.10 fits. */
 		*ret_v19 = false;
 		return 0;
 	}
@@ -751,6 +764,9 @@ static int walk_profile(struct otlp_dec *d, struct walk *w, struct sr_pb_slice s
 	struct prof_in pi;
 	struct sample_in in;
 	uint64_t refused_before = d->res->refused;
+	/* A process.pid among the profile's attributes is the profile's, not its resource's. */
+	const bool had_pid = w->ri.has_pid;
+	const uint32_t pid = w->ri.pid;
 	int e;
 
 	if (++w->profiles > d->lim.max_profiles)
@@ -792,6 +808,8 @@ static int walk_profile(struct otlp_dec *d, struct walk *w, struct sr_pb_slice s
 	}
 out:
 	d->sa = -1;
+	w->ri.has_pid = had_pid;
+	w->ri.pid = pid;
 	w->pattrs.n = (uint32_t)base_attrs; /* the next profile starts from the resource's attributes */
 	return e;
 }

@@ -532,10 +532,15 @@ static void test_out_of_range_indices(void **state)
 	x.function1_name = 0;
 	x.location1_mapping = 3;
 	expect_invalid(f, &x, &o, GW_OTLP_DECODE_INVALID, "dictionary.location_table[1]: mapping_table index 3");
-	/* The same out of range index under auto detection is still named. */
+	/* The same out of range index under auto detection is still named, in the version the sample points to. */
 	x.location1_mapping = 0;
 	x.samples[0].stack = 9;
-	expect_invalid(f, &x, NULL, GW_OTLP_DECODE_INVALID, "stack_table index 9");
+	expect_invalid(f, &x, NULL, GW_OTLP_DECODE_INVALID, "samples[0].stack_index: stack_table index 9");
+	assert_int_equal(f->res.version, GW_OTLP_DECODE_V1_10);
+	x.v19 = true;
+	x.samples[0].attrs[0] = 50;
+	expect_invalid(f, &x, NULL, GW_OTLP_DECODE_INVALID, "samples[0].stack_index: stack_table index 9");
+	assert_int_equal(f->res.version, GW_OTLP_DECODE_V1_9);
 }
 
 static void test_sample_shapes(void **state)
