@@ -15,9 +15,9 @@
  *   - a Location with lines keeps them as they are (a preset location, see
  *     gw_stores__intern_location_lines); interpreter frames
  *     (profile.frame.type other than native, go, kernel) are kept as they
- *     came, with or without lines; native frames without a build ID and
- *     kernel frames without lines, which nothing can name later, get one
- *     line "<file>+0x<address>" / "[kernel]+0x<address>";
+ *     came; frames without lines that nothing can name later (native
+ *     without a build ID, kernel, interpreter) get one line saying what they
+ *     are: "<file>+0x<address>", "[kernel]+0x<address>", "[cpython]+0x<address>";
  *   - a Stack becomes a gw_stack whose ID is a content hash of its
  *     locations (OTLP has no stack IDs), so equal stacks share one object.
  */
@@ -781,11 +781,18 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 	/* A native frame on a mapping with a build ID is the symbolize processor's; anything else is preset. */
 	exe = fc == FC_NATIVE && m ? m->exe : NULL;
 	preset = !(exe && n_lines == 0);
-	if (preset && n_lines == 0 && fc != FC_INTERPRETED) {
-		/* Nothing can name it later: a native frame without a build ID, a kernel frame without a name. */
+	if (preset && n_lines == 0) {
+		/*
+		 * Nothing can name it later: a native frame without a build ID, a
+		 * kernel frame without a name, an interpreter frame its sender could
+		 * not name. A line saying what it is keeps it visible in every export
+		 * (a location without lines would vanish from flame graphs).
+		 */
 		const char *base = m ? strrchr(m->filename, '/') : NULL;
 		const char *file = base ? base + 1 : m ? m->filename : "";
-		if (fc == FC_KERNEL)
+		if (fc == FC_INTERPRETED)
+			snprintf(fallback, sizeof(fallback), "[%.64s]+0x%" PRIx64, frame_type, address);
+		else if (fc == FC_KERNEL)
 			snprintf(fallback, sizeof(fallback), "[%.64s]+0x%" PRIx64, *file ? file : "kernel", address);
 		else
 			snprintf(fallback, sizeof(fallback), "%.128s+0x%" PRIx64, *file ? file : "[unknown]", address);
