@@ -28,13 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct sr_pbw;
+#include "exporters/otlp_encode.h" /* enum gw_otlp_version: the gateway's one list of OTLP versions */
 
-/* The proto versions of ExportProfilesServiceRequest this transcoder knows. */
-enum gw_otlp_version {
-	GW_OTLP_V1_9 = 9,   /* proto/.../profiles_v1_9.proto */
-	GW_OTLP_V1_10 = 10, /* proto/.../profiles.proto */
-};
+struct sr_pbw;
 
 /*
  * The resources one request may use. A zero member takes its default below;
@@ -56,7 +52,8 @@ struct gw_otlp_json_limits {
 
 /*
  * Transcodes json[0, len), a JSON ExportProfilesServiceRequest of proto
- * version `version`, appending its protobuf encoding to out (an empty or
+ * version `version` (GW_OTLP_V1_9: profiles_v1_9.proto, GW_OTLP_V1_10:
+ * profiles.proto), appending its protobuf encoding to out (an empty or
  * partly written sr_pbw; on failure out->len is back where it was, its
  * buffer is kept for the caller to free). limits may be NULL (all defaults).
  *
