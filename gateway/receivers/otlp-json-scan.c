@@ -38,6 +38,37 @@ const char *gw_oj_what_is(const struct gw_oj_ctx *c, const uint8_t *p)
 	}
 }
 
+/*
+ * The number of bytes of the well-formed UTF-8 sequence at p (at most n
+ * bytes long), or 0: no overlong forms, surrogates or code points past U+10FFFF.
+ */
+static size_t utf8_len(const uint8_t *p, size_t n)
+{
+	uint32_t cp;
+	size_t k;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		k = 2, cp = p[0] & 0x1f;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		k = 3, cp = p[0] & 0x0f;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		k = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	if (n < k)
+		return 0;
+	for (size_t i = 1; i < k; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return k;
+}
+
 /* Writes "<path> (byte N): <message>" into errbuf and returns rc. */
 int gw_oj_fail(struct gw_oj_ctx *c, int rc, const uint8_t *at, const char *fmt, ...)
 {
@@ -72,6 +103,19 @@ int gw_oj_fail(struct gw_oj_ctx *c, int rc, const uint8_t *at, const char *fmt, 
 		vsnprintf(c->errbuf + n, c->errsize - n, fmt, ap);
 		va_end(ap);
 	}
+	/*
+	 * The message quotes the input (names, values), maybe cut mid-character:
+	 * it goes into HTTP bodies and gRPC statuses, which must be UTF-8 text.
+	 */
+	for (uint8_t *p = (uint8_t *)c->errbuf; *p;) {
+		size_t len = utf8_len(p, strlen((char *)p));
+
+		if (len == 0 || *p < 0x20 || *p == 0x7f) {
+			*p++ = '?';
+			continue;
+		}
+		p += len;
+	}
 	return rc;
 }
 
@@ -99,37 +143,6 @@ int gw_oj_out_check(struct gw_oj_ctx *c, const uint8_t *at)
 	if (c->w->len - c->out_start > c->lim.max_output_bytes)
 		return gw_oj_fail(c, -EMSGSIZE, at, "the protobuf output exceeds %zu bytes", c->lim.max_output_bytes);
 	return 0;
-}
-
-/*
- * The number of bytes of the well-formed UTF-8 sequence at p (at most n
- * bytes long), or 0: no overlong forms, surrogates or code points past U+10FFFF.
- */
-static size_t utf8_len(const uint8_t *p, size_t n)
-{
-	uint32_t cp;
-	size_t k;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		k = 2, cp = p[0] & 0x1f;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		k = 3, cp = p[0] & 0x0f;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		k = 4, cp = p[0] & 0x07;
-	else
-		return 0;
-	if (n < k)
-		return 0;
-	for (size_t i = 1; i < k; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return k;
 }
 
 static int hex4(const uint8_t *p, uint32_t *ret)

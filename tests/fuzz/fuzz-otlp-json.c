@@ -3,7 +3,7 @@
  * OTLP/JSON bodies (gateway/receivers/otlp-json.c), transcoded as both proto
  * versions under small limits. Checked: nothing reads out of bounds or
  * overflows the stack; the only errors are the documented ones, each with a
- * message naming a byte of the input; a failure leaves the writer as it
+ * message naming a byte of the input, in printable text; a failure leaves the writer as it
  * was; a success is a protobuf message of the request's two fields, within
  * the output limit, and the same bytes every time.
  */
@@ -64,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r < 0) {
 			check(a.len == 1);
 			check(strstr(err, " (byte ") != NULL);
+			for (const char *q = err; *q; q++)
+				check((uint8_t)*q >= 0x20 && *q != 0x7f);
 		} else {
 			check(err[0] == '\0');
 			check(a.len - 1 <= lim.max_output_bytes);

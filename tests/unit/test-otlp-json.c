@@ -367,6 +367,11 @@ static void test_errors(void **state)
 	check_error(V, "{\"dictionary\":{\"future\":{\"a\":[1,}}}", B,
 		    "dictionary.future (byte 32): expected a value, got a character");
 	check_error(V, "{\"dictionary\":{\"future\":[\"\xff\"]}}", B, "dictionary.future (byte 26): invalid UTF-8");
+	/* Messages are printable UTF-8 whatever the input they quote. */
+	check_error(V, "{\"dictionary\":{\"stackTable\":[{\"locationIndices\":[\"\xff\xc3\"]}]}}", B,
+		    "locationIndices[0] (byte 49): \"??\" is not a number");
+	check_error(V, "{\"dictionary\":{\"attributeTable\":[{\"value\":{\"bytesValue\":\"\\u00e9\\u0001\"}}]}}", B,
+		    "bytesValue (byte 56): \"\xc3\xa9?\" is not base64");
 	check_error(V, "{\"x\":nul}", B, "x (byte 5): invalid literal (expected null)");
 	/* No such version. */
 	assert_int_equal(tj("{}", (enum gw_otlp_version)11), -EINVAL);
