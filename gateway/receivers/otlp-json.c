@@ -298,7 +298,8 @@ static int message(struct gw_oj_ctx *c, const struct gw_oj_msg *m)
 		if ((r = gw_oj_string(c, &at)) < 0)
 			return r;
 		n = c->w->len - at;
-		f = lookup(m, c->w->buf + at, n);
+		/* The writer's buffer is NULL until its first byte. */
+		f = lookup(m, c->w->buf ? c->w->buf + at : (const uint8_t *)"", n);
 		c->w->len = at;
 		/* Unknown names appear in paths as written (escapes and all). */
 		push(c, f ? f->json : (const char *)key_at + 1, f ? strlen(f->json) : (size_t)(c->p - key_at - 2));
@@ -350,12 +351,7 @@ static int message(struct gw_oj_ctx *c, const struct gw_oj_msg *m)
 int gw_otlp_json_transcode(const void *json, size_t len, enum gw_otlp_version version,
 			   const struct gw_otlp_json_limits *limits, struct sr_pbw *out, char *errbuf, size_t errsize)
 {
-	struct gw_oj_ctx c = { .start = json,
-			       .p = json,
-			       .end = (const uint8_t *)json + len,
-			       .w = out,
-			       .errbuf = errbuf,
-			       .errsize = errsize };
+	struct gw_oj_ctx c = { .w = out, .errbuf = errbuf, .errsize = errsize };
 	const struct gw_oj_msg *root;
 	size_t mark0 = out->len;
 	int r;
@@ -363,7 +359,9 @@ int gw_otlp_json_transcode(const void *json, size_t len, enum gw_otlp_version ve
 	if (errbuf && errsize)
 		errbuf[0] = '\0';
 	if (!json)
-		c.start = c.p = c.end = (const uint8_t *)"";
+		json = "", len = 0;
+	c.start = c.p = json;
+	c.end = c.start + len;
 	if (limits)
 		c.lim = *limits;
 	if (!c.lim.max_input_bytes)

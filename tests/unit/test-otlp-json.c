@@ -109,6 +109,9 @@ static void test_empty(void **state)
 	assert_int_equal(tj(" \t\r\n{ \n}\n", GW_OTLP_V1_9), 0);
 	assert_string_equal(hex, "");
 	assert_int_equal(tj("\xef\xbb\xbf{}", GW_OTLP_V1_10), 0);
+	/* An empty member name, first thing in an empty writer. */
+	assert_int_equal(tj("{\"\":1}", GW_OTLP_V1_10), 0);
+	assert_string_equal(hex, "");
 	/* Empty messages are written: a present resource is not an absent one, and indices count elements. */
 	assert_int_equal(tj("{\"resourceProfiles\":[{},{\"resource\":{}}],\"dictionary\":{}}", GW_OTLP_V1_10), 0);
 	assert_string_equal(hex, "0a000a020a001200");
