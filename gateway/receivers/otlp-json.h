@@ -63,8 +63,9 @@ struct gw_otlp_json_limits {
  *              OTLP/HTTP's 413, gRPC's RESOURCE_EXHAUSTED;
  *   -EINVAL    version is not one of the above;
  *   -ENOMEM    out could not grow.
- * On failure errbuf (when errsize > 0) holds one line naming the JSON path
- * of the problem, its byte offset and what was wrong, e.g.
+ * On failure errbuf (when errsize > 0) holds one line of printable UTF-8
+ * (cut to errsize) naming the JSON path of the problem, its byte offset and
+ * what was wrong, e.g.
  *   resourceProfiles[0].scopeProfiles[1].profiles[0].samples[3].stackIndex
  *   (byte 1234): 4294967296 is out of range for int32
  */
