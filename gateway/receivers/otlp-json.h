@@ -10,7 +10,9 @@
  * goes (no tree is built): memory is the output buffer plus a stack as deep
  * as the nesting limit. The messages of each proto version (v1.9, v1.10) are
  * field tables (JSON name, proto name, number, type), so the versions differ
- * in data only.
+ * in data only. Both versions name every field alike, so JSON needs no
+ * version detection: the version only picks the field numbers written (a
+ * receiver that detects versions can transcode and decode as v1.10).
  *
  * The rules are the OTLP specification's "JSON Protobuf Encoding" on top of
  * proto3's JSON mapping: field names in lowerCamelCase or as in the .proto
