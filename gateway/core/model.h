@@ -212,6 +212,8 @@ struct gw_location {
 	struct gw_executable *exe;		/* USER: a reference; else NULL */
 	struct gw_kernel *kernel;		/* KERNEL: a reference; else NULL */
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized */
+	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
+	bool preset;
 };
 
 /* NULL while unsymbolized; safe from any thread. */
@@ -359,6 +361,16 @@ struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_
 /* exe for USER frames, kernel for KERNEL frames, neither for UNKNOWN. */
 struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
 					       struct gw_executable *exe, struct gw_kernel *kernel);
+/*
+ * A location whose lines came with it (a frame its sender symbolized, an
+ * interpreter frame): the lines (copied) are part of its identity, so the
+ * same address with other lines, or without lines, is another location. It
+ * is created with its lines set, so the symbolize processor leaves it as it
+ * is. n may be 0: a frame kept without lines (never symbolized either).
+ */
+struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
+						     struct gw_executable *exe, struct gw_kernel *kernel,
+						     const struct gw_line *lines, uint32_t n);
 /* Takes the locations' references in every case (also on failure). */
 struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,
 					 struct gw_location **locations, uint32_t n);

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "model.h"
+#include "macro.h"
 #include "model-private.h"
 
 struct gw_store {
@@ -194,6 +195,10 @@ struct key {
 	enum gw_frame_kind kind;
 	uint64_t address;
 	const void *owner;
+	/* preset locations: their lines are part of the key */
+	bool preset;
+	const struct gw_line *lines;
+	uint32_t n_lines;
 };
 
 static const struct gw_id *obj_id(const struct gw_obj *o)
@@ -210,6 +215,25 @@ static const struct gw_id *obj_id(const struct gw_obj *o)
 	}
 }
 
+static bool str_equal(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static bool lines_equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n)
+{
+	if (!have || have->n != n)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct gw_line *a = &have->lines[i], *b = &want[i];
+		if (a->line != b->line || a->column != b->column || a->start_line != b->start_line ||
+		    !str_equal(a->function, b->function) || !str_equal(a->system_name, b->system_name) ||
+		    !str_equal(a->file, b->file))
+			return false;
+	}
+	return true;
+}
+
 static bool key_match(const struct key *k, const struct gw_obj *o)
 {
 	if (o->hash != k->hash)
@@ -217,7 +241,9 @@ static bool key_match(const struct key *k, const struct gw_obj *o)
 	if (k->type == GW_OBJ_LOCATION) {
 		const struct gw_location *l = (const struct gw_location *)o;
 		const void *owner = l->exe ? (const void *)l->exe : (const void *)l->kernel;
-		return l->kind == k->kind && l->address == k->address && owner == k->owner;
+		if (l->kind != k->kind || l->address != k->address || owner != k->owner || l->preset != k->preset)
+			return false;
+		return !k->preset || lines_equal(gw_location__lines(l), k->lines, k->n_lines);
 	}
 	const struct gw_id *id = obj_id(o);
 	return id->len == k->id_len && memcmp(id->bytes, k->id, k->id_len) == 0;
@@ -425,6 +451,57 @@ struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_fram
 	l = gw_location_new(kind, address, exe, kernel);
 	if (!l)
 		return NULL;
+	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
+}
+
+/* Chains s into h, with its terminator, so ("ab", "") and ("a", "b") differ. */
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	return XXH3_64bits_withSeed(s ? s : "", s ? strlen(s) + 1 : 1, h);
+}
+
+struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
+						     struct gw_executable *exe, struct gw_kernel *kernel,
+						     const struct gw_line *lines, uint32_t n)
+{
+	struct gw_location *l;
+	struct gw_lines *gl;
+	struct key k;
+	uint64_t h;
+
+	if ((kind == GW_FRAME_USER && (!exe || kernel)) || (kind == GW_FRAME_KERNEL && (!kernel || exe)) ||
+	    (kind == GW_FRAME_UNKNOWN && (exe || kernel)) || (unsigned)kind > GW_FRAME_KERNEL || (n && !lines)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	key_for_location(&k, kind, address, exe ? (const void *)exe : (const void *)kernel);
+	k.preset = true;
+	k.lines = lines;
+	k.n_lines = n;
+	h = k.hash ^ 0x9e3779b97f4a7c15ULL; /* never a plain location's hash by construction */
+	for (uint32_t i = 0; i < n; i++) {
+		const uint64_t nums[3] = { lines[i].line, lines[i].column, lines[i].start_line };
+		h = XXH3_64bits_withSeed(nums, sizeof(nums), h);
+		h = hash_str(h, lines[i].function);
+		h = hash_str(h, lines[i].system_name);
+		h = hash_str(h, lines[i].file);
+	}
+	k.hash = h;
+	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
+	if (l)
+		return l;
+	gl = gw_lines_new(lines, n);
+	if (!gl)
+		return NULL;
+	l = gw_location_new(kind, address, exe, kernel);
+	if (!l) {
+		gw_lines_free(gl);
+		return NULL;
+	}
+	l->preset = true;
+	/* Not shared yet: no other thread can race this. */
+	gw_location__set_lines(l, gl);
+	l->obj.bytes = (uint32_t)SR_MIN((uint64_t)l->obj.bytes + sizeof(*gl) + (uint64_t)n * 96, UINT32_MAX);
 	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
 }
 
