@@ -424,7 +424,9 @@ void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *n
 		buf[n] = '\0';
 		s->content_length = strtoull(buf, NULL, 10);
 		if (s->content_length > c->rx->cfg->max_request_bytes)
-			gw_agent_stream_error(s, 413, "content-length exceeds max_request_bytes");
+			gw_agent_stream_error(s, 413,
+					      c->rx->ops ? c->rx->ops->too_large_msg
+							 : "content-length exceeds max_request_bytes");
 	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.bearer_token_file) {
 		gw_agent_token_recheck(c->rx);
 		s->auth_ok = gw_agent_token_ok(c->rx, value, valuelen);
@@ -514,7 +516,8 @@ void gw_agent_stream_data(struct conn *c, struct h2stream *s, const uint8_t *dat
 	struct agent_rx *rx = c->rx;
 
 	if (s->len + len > rx->cfg->max_request_bytes) {
-		gw_agent_respond_error(s, 413, 0, "request body exceeds max_request_bytes (%llu)",
+		gw_agent_respond_error(s, 413, 0, "%s (%llu bytes)",
+				       rx->ops ? rx->ops->too_large_msg : "request body exceeds max_request_bytes",
 				       (unsigned long long)rx->cfg->max_request_bytes);
 		return;
 	}

@@ -170,6 +170,8 @@ struct gw_conn_ops {
 	bool http1;
 	/* Log prefix of the receiver ("receiver/otlp"). */
 	const char *component;
+	/* What a body over cfg->max_request_bytes is told, naming the receiver's key. */
+	const char *too_large_msg;
 };
 
 struct agent_rx {
