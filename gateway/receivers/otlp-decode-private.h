@@ -59,8 +59,9 @@ struct otlp_function {
 };
 
 struct otlp_location {
-	struct gw_location *l; /* a reference, NULL until decoded */
-	uint64_t content_hash; /* what it is, independent of pointers: stack IDs are made of these */
+	struct gw_location *l; /* a reference, NULL until interned */
+	bool hashed;
+	uint64_t hash[2]; /* what it is, independent of pointers (128 bits): stack IDs are made of these */
 };
 
 struct otlp_dec {
@@ -75,6 +76,9 @@ struct otlp_dec {
 	/* Where the walk is, for messages: indices (-1: not inside) and the sample field being read. */
 	int64_t rp, sp, pr, sa;
 	const char *field;
+	/* Or the dictionary entry being read (ctx_table < 0: none), which takes precedence. */
+	int ctx_table;
+	uint64_t ctx_index;
 	char path[160];
 
 	struct gw_profiles *batch;
@@ -102,12 +106,19 @@ struct otlp_dec {
  */
 int otlp_fail(struct otlp_dec *d, enum gw_otlp_decode_status st, const uint8_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* what, or (NULL) the path of the sample field being read: "resource_profiles[0]...samples[7].stack_index". */
+/*
+ * what, or (NULL) where the decoder is: the dictionary entry being read
+ * ("dictionary.location_table[12]") or else the sample field
+ * ("resource_profiles[0]...samples[7].stack_index"). Formatted only when asked,
+ * that is when a message is written.
+ */
 const char *otlp_what(struct otlp_dec *d, const char *what);
 /* -ENOMEM through otlp_fail, naming what could not be allocated. */
 int otlp_nomem(struct otlp_dec *d, const char *what);
 /* Charges n bytes of working memory; -E2BIG past max_work_bytes. */
 int otlp_charge(struct otlp_dec *d, uint64_t n, const uint8_t *at);
+
+const char *otlp_table_name(enum otlp_table t);
 
 /* Reads the dictionary message (dict, from the request) into the tables; 0 or -errno. */
 int otlp_dict_scan(struct otlp_dec *d, struct sr_pb_slice dict);

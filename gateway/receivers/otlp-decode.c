@@ -158,6 +158,11 @@ const char *otlp_what(struct otlp_dec *d, const char *what)
 
 	if (what)
 		return what;
+	if (d->ctx_table >= 0) {
+		snprintf(d->path, sizeof(d->path), "dictionary.%s[%" PRIu64 "]",
+			 otlp_table_name((enum otlp_table)d->ctx_table), d->ctx_index);
+		return d->path;
+	}
 	n = snprintf(d->path, sizeof(d->path), "resource_profiles[%" PRId64 "]", d->rp);
 	if (d->sp >= 0 && n > 0 && (size_t)n < sizeof(d->path))
 		n += snprintf(d->path + n, sizeof(d->path) - (size_t)n, ".scope_profiles[%" PRId64 "]", d->sp);
@@ -919,7 +924,9 @@ out:
 enum gw_otlp_decode_status gw_otlp_decode(struct gw_stores *stores, const uint8_t *buf, size_t len,
 					  const struct gw_otlp_decode_options *opts, struct gw_otlp_decode_result *res)
 {
-	struct otlp_dec d = { .stores = stores, .res = res, .base = buf ? buf : (const uint8_t *)"", .len = len };
+	struct otlp_dec d = {
+		.stores = stores, .res = res, .ctx_table = -1, .base = buf ? buf : (const uint8_t *)"", .len = len
+	};
 	int e;
 
 	*res = (struct gw_otlp_decode_result){ .status = GW_OTLP_DECODE_OK };

@@ -70,6 +70,11 @@ static const size_t entry_bytes[_OT_MAX] = {
 	[OT_STACK] = sizeof(struct sr_pb_slice) + sizeof(struct gw_stack *) + sizeof(bool),
 };
 
+const char *otlp_table_name(enum otlp_table t)
+{
+	return (unsigned)t < _OT_MAX ? table_names[t] : "?";
+}
+
 int otlp_fail(struct otlp_dec *d, enum gw_otlp_decode_status st, const uint8_t *at, const char *fmt, ...)
 {
 	struct gw_otlp_decode_result *res = d->res;
@@ -141,6 +146,8 @@ int otlp_dict_scan(struct otlp_dec *d, struct sr_pb_slice dict)
 	struct sr_pb_field f;
 	int e;
 
+	if (!dict.p) /* no dictionary: every table empty */
+		dict = (struct sr_pb_slice){ d->base, 0 };
 	d->dict_at = dict.p;
 	/* First count (every table bounded before anything is allocated), then record. */
 	q = sr_pbr__sub(&r, dict);
@@ -625,9 +632,16 @@ static uint64_t hash_str(uint64_t h, const char *s)
 	return XXH3_64bits_withSeed(s, strlen(s) + 1, h);
 }
 
-static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, const uint8_t *at,
+/*
+ * Reads location i: its content hash, and (intern) the gw_location. Stacks
+ * first ask only for hashes: a stack already in the store is found by its ID
+ * without interning its locations.
+ */
+static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, const uint8_t *at, bool intern,
 			   const struct otlp_location **ret)
 {
+	const int saved_table = d->ctx_table;
+	const uint64_t saved_index = d->ctx_index;
 	struct gw_line lines[GW_OTLP_DEFAULT_MAX_LINES];
 	struct gw_line *lv = lines;
 	uint32_t n_lines = 0, n_attrs = 0;
@@ -638,8 +652,10 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 	struct gw_location *l = NULL;
 	struct sr_pbr r;
 	struct sr_pb_field f;
-	char path[64], fallback[160];
-	uint64_t h;
+	char fallback[160];
+	uint64_t h[2];
+	bool preset;
+	struct gw_executable *exe;
 	enum frame_class fc;
 	int e;
 
@@ -647,28 +663,30 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 		return e;
 	loc = &d->locations[i];
 	*ret = loc;
-	if (loc->l)
+	if (intern ? loc->l != NULL : loc->hashed)
 		return 0;
 	if (d->lim.max_lines > SR_ARRAY_SIZE(lines)) {
 		lv = malloc(d->lim.max_lines * sizeof(*lv));
 		if (!lv)
 			return otlp_nomem(d, "a location");
 	}
-	snprintf(path, sizeof(path), "dictionary.location_table[%" PRIu64 "]", i);
+	d->ctx_table = OT_LOCATION;
+	d->ctx_index = i;
 	r = entry_reader(d, OT_LOCATION, (uint32_t)i);
 	while ((e = sr_pbr__next(&r, &f)) == 0) {
 		if (f.number == P(Location, mapping_index)) {
 			if (f.wt != SR_PB_VARINT) {
 				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.mapping_index: not a varint",
-					      path);
+					      otlp_what(d, NULL));
 				goto out;
 			}
-			if ((e = check_index(d, OT_MAPPING, f.value, path, f.start)) < 0 ||
+			if ((e = check_index(d, OT_MAPPING, f.value, NULL, f.start)) < 0 ||
 			    (e = decode_mapping(d, (uint32_t)f.value, &m)) < 0)
 				goto out;
 		} else if (f.number == P(Location, address)) {
 			if (f.wt != SR_PB_VARINT) {
-				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.address: not a varint", path);
+				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.address: not a varint",
+					      otlp_what(d, NULL));
 				goto out;
 			}
 			address = f.value;
@@ -679,13 +697,14 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 			int64_t line = 0, column = 0;
 
 			if (f.wt != SR_PB_LEN) {
-				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.lines[%u]: not a message", path,
-					      n_lines);
+				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.lines[%u]: not a message",
+					      otlp_what(d, NULL), n_lines);
 				goto out;
 			}
 			if (n_lines >= d->lim.max_lines) {
 				e = otlp_fail(d, GW_OTLP_DECODE_TOO_LARGE, f.start,
-					      "%s: more than %u lines (max_lines)", path, d->lim.max_lines);
+					      "%s: more than %u lines (max_lines)", otlp_what(d, NULL),
+					      d->lim.max_lines);
 				goto out;
 			}
 			lr = sr_pbr__sub(&r, (struct sr_pb_slice){ f.data, f.len });
@@ -695,12 +714,12 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 					continue;
 				if (g.wt != SR_PB_VARINT) {
 					e = otlp_fail(d, GW_OTLP_DECODE_INVALID, g.start,
-						      "%s.lines[%u]: field %u is not a varint", path, n_lines,
-						      g.number);
+						      "%s.lines[%u]: field %u is not a varint", otlp_what(d, NULL),
+						      n_lines, g.number);
 					goto out;
 				}
 				if (g.number == P(Line, function_index))
-					e = decode_function(d, g.value, path, g.start, &fn);
+					e = decode_function(d, g.value, NULL, g.start, &fn);
 				else if (g.number == P(Line, line))
 					line = (int64_t)g.value;
 				else
@@ -709,11 +728,11 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 					goto out;
 			}
 			if (e < 0) {
-				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, lr.p, "%s.lines[%u]: malformed field", path,
-					      n_lines);
+				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, lr.p, "%s.lines[%u]: malformed field",
+					      otlp_what(d, NULL), n_lines);
 				goto out;
 			}
-			if (!fn && (e = decode_function(d, 0, path, f.start, &fn)) < 0)
+			if (!fn && (e = decode_function(d, 0, NULL, f.start, &fn)) < 0)
 				goto out;
 			lv[n_lines++] = (struct gw_line){
 				.function = fn->name,
@@ -729,7 +748,7 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 			uint64_t v;
 			if (sr_pbr__elements(&r, &f, SR_PB_VARINT, &el) < 0) {
 				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.attribute_indices: malformed",
-					      path);
+					      otlp_what(d, NULL));
 				goto out;
 			}
 			while (sr_pbr__more(&el)) {
@@ -737,16 +756,16 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 				const uint8_t *vat = el.p;
 				if (sr_pbr__varint(&el, &v) < 0) {
 					e = otlp_fail(d, GW_OTLP_DECODE_INVALID, vat,
-						      "%s.attribute_indices: malformed varint", path);
+						      "%s.attribute_indices: malformed varint", otlp_what(d, NULL));
 					goto out;
 				}
 				if (++n_attrs > d->lim.max_attrs) {
 					e = otlp_fail(d, GW_OTLP_DECODE_TOO_LARGE, vat,
-						      "%s: more than %u attributes (max_attrs)", path,
+						      "%s: more than %u attributes (max_attrs)", otlp_what(d, NULL),
 						      d->lim.max_attrs);
 					goto out;
 				}
-				if ((e = otlp_dict_attr(d, v, path, vat, &a)) < 0)
+				if ((e = otlp_dict_attr(d, v, NULL, vat, &a)) < 0)
 					goto out;
 				if (a->usable && a->role == OA_FRAME_TYPE && a->a.type == GW_ATTR_STRING)
 					frame_type = a->a.v.s;
@@ -754,62 +773,114 @@ static int decode_location(struct otlp_dec *d, uint64_t i, const char *what, con
 		}
 	}
 	if (e < 0) {
-		e = otlp_fail(d, GW_OTLP_DECODE_INVALID, r.p, "%s: malformed field", path);
+		e = otlp_fail(d, GW_OTLP_DECODE_INVALID, r.p, "%s: malformed field", otlp_what(d, NULL));
 		goto out;
 	}
 	e = 0;
 	fc = frame_class_of(frame_type);
-	if (fc == FC_NATIVE && m && m->exe && n_lines == 0) {
-		l = gw_stores__intern_location(d->stores, GW_FRAME_USER, address, m->exe, NULL);
-	} else {
-		/* Preset: its lines as they came, or a name for what nothing could name later. */
-		struct gw_executable *exe = fc == FC_NATIVE && m ? m->exe : NULL;
-		if (n_lines == 0 && fc != FC_INTERPRETED && !exe) {
-			const char *base = m ? strrchr(m->filename, '/') : NULL;
-			const char *file = base ? base + 1 : m ? m->filename : "";
-			if (fc == FC_KERNEL)
-				snprintf(fallback, sizeof(fallback), "[%.64s]+0x%" PRIx64, *file ? file : "kernel",
-					 address);
-			else
-				snprintf(fallback, sizeof(fallback), "%.128s+0x%" PRIx64, *file ? file : "[unknown]",
-					 address);
-			lv[n_lines++] = (struct gw_line){ .function = fallback, .system_name = "", .file = "" };
+	/* A native frame on a mapping with a build ID is the symbolize processor's; anything else is preset. */
+	exe = fc == FC_NATIVE && m ? m->exe : NULL;
+	preset = !(exe && n_lines == 0);
+	if (preset && n_lines == 0 && fc != FC_INTERPRETED) {
+		/* Nothing can name it later: a native frame without a build ID, a kernel frame without a name. */
+		const char *base = m ? strrchr(m->filename, '/') : NULL;
+		const char *file = base ? base + 1 : m ? m->filename : "";
+		if (fc == FC_KERNEL)
+			snprintf(fallback, sizeof(fallback), "[%.64s]+0x%" PRIx64, *file ? file : "kernel", address);
+		else
+			snprintf(fallback, sizeof(fallback), "%.128s+0x%" PRIx64, *file ? file : "[unknown]", address);
+		lv[n_lines++] = (struct gw_line){ .function = fallback, .system_name = "", .file = "" };
+	}
+	if (!loc->hashed) {
+		/* Kind, address, executable ID, and the lines when they are part of its identity; two seeds: 128 bits. */
+		for (int k = 0; k < 2; k++) {
+			const uint64_t head[3] = { exe ? GW_FRAME_USER : GW_FRAME_UNKNOWN, address, preset };
+			h[k] = XXH3_64bits_withSeed(head, sizeof(head), 0x6f746c70u + (uint64_t)k);
+			if (exe)
+				h[k] = XXH3_64bits_withSeed(exe->id.bytes, exe->id.len, h[k]);
+			for (uint32_t j = 0; preset && j < n_lines; j++) {
+				const uint64_t nums[3] = { lv[j].line, lv[j].column, lv[j].start_line };
+				h[k] = XXH3_64bits_withSeed(nums, sizeof(nums), h[k]);
+				h[k] = hash_str(h[k], lv[j].function);
+				h[k] = hash_str(h[k], lv[j].system_name ? lv[j].system_name : "");
+				h[k] = hash_str(h[k], lv[j].file ? lv[j].file : "");
+			}
+			loc->hash[k] = h[k];
 		}
+		loc->hashed = true;
+	}
+	if (!intern)
+		goto out;
+	if (preset)
 		l = gw_stores__intern_location_lines(d->stores, exe ? GW_FRAME_USER : GW_FRAME_UNKNOWN, address, exe,
 						     NULL, lv, n_lines);
-	}
+	else
+		l = gw_stores__intern_location(d->stores, GW_FRAME_USER, address, exe, NULL);
 	if (!l) {
-		e = otlp_nomem(d, path);
+		e = otlp_nomem(d, "a location");
 		goto out;
 	}
-	/* Content hash: kind, address, executable ID, and the lines when they are part of its identity. */
-	h = XXH3_64bits(&(uint64_t[3]){ l->kind, l->address, l->preset }, 3 * sizeof(uint64_t));
-	if (l->exe)
-		h = XXH3_64bits_withSeed(l->exe->id.bytes, l->exe->id.len, h);
-	for (uint32_t k = 0; l->preset && k < n_lines; k++) {
-		h = XXH3_64bits_withSeed(&(uint64_t[3]){ lv[k].line, lv[k].column, lv[k].start_line },
-					 3 * sizeof(uint64_t), h);
-		h = hash_str(h, lv[k].function);
-		h = hash_str(h, lv[k].system_name ? lv[k].system_name : "");
-		h = hash_str(h, lv[k].file ? lv[k].file : "");
-	}
-	loc->content_hash = h;
 	loc->l = l;
 out:
+	d->ctx_table = saved_table;
+	d->ctx_index = saved_index;
 	if (lv != lines)
 		free(lv);
 	return e;
 }
 
+/* Calls fn on each location index of stack entry r (validated, bounded by max_stack_depth). */
+static int stack_walk(struct otlp_dec *d, struct sr_pbr r, bool intern, struct gw_location **locs, uint64_t *hashes,
+		      uint32_t *ret_n)
+{
+	struct sr_pb_field f;
+	uint32_t n = 0;
+	int e = 0;
+
+	while (r.p && (e = sr_pbr__next(&r, &f)) == 0) {
+		struct sr_pbr el;
+		uint64_t v;
+		if (f.number != P(Stack, location_indices))
+			continue;
+		if (sr_pbr__elements(&r, &f, SR_PB_VARINT, &el) < 0)
+			return otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.location_indices: malformed",
+					 otlp_what(d, NULL));
+		while (sr_pbr__more(&el)) {
+			const struct otlp_location *loc;
+			const uint8_t *vat = el.p;
+			if (sr_pbr__varint(&el, &v) < 0)
+				return otlp_fail(d, GW_OTLP_DECODE_INVALID, vat,
+						 "%s.location_indices: malformed varint", otlp_what(d, NULL));
+			if (n >= d->lim.max_stack_depth)
+				return otlp_fail(d, GW_OTLP_DECODE_TOO_LARGE, vat,
+						 "%s: more than %u locations (max_stack_depth)", otlp_what(d, NULL),
+						 d->lim.max_stack_depth);
+			if ((e = decode_location(d, v, NULL, vat, intern, &loc)) < 0)
+				return e;
+			if (intern) {
+				locs[n++] = gw_location__ref(loc->l);
+			} else {
+				hashes[2 * n] = loc->hash[0];
+				hashes[2 * n + 1] = loc->hash[1];
+				n++;
+			}
+		}
+	}
+	if (e < 0)
+		return otlp_fail(d, GW_OTLP_DECODE_INVALID, r.p, "%s: malformed field", otlp_what(d, NULL));
+	*ret_n = n;
+	return 0;
+}
+
 int otlp_dict_stack(struct otlp_dec *d, uint64_t i, const char *what, const uint8_t *at, struct gw_stack **ret)
 {
+	const int saved_table = d->ctx_table;
+	const uint64_t saved_index = d->ctx_index;
 	struct gw_location **locs = NULL;
 	uint64_t *hashes = NULL;
-	uint32_t n = 0, cap = 0;
+	uint32_t n = 0, n_locs = 0;
 	uint8_t id[OTLP_STACK_ID_LEN];
 	struct sr_pbr r = { 0 };
-	struct sr_pb_field f;
-	char path[64];
 	int e = 0;
 
 	if (i != 0 || d->n[OT_STACK]) {
@@ -821,69 +892,44 @@ int otlp_dict_stack(struct otlp_dec *d, uint64_t i, const char *what, const uint
 		*ret = gw_stack__ref(d->stacks[i]);
 		return 0;
 	}
-	snprintf(path, sizeof(path), "dictionary.stack_table[%" PRIu64 "]", i);
-	while (r.p && (e = sr_pbr__next(&r, &f)) == 0) {
-		struct sr_pbr el;
-		uint64_t v;
-		if (f.number != P(Stack, location_indices))
-			continue;
-		if (sr_pbr__elements(&r, &f, SR_PB_VARINT, &el) < 0) {
-			e = otlp_fail(d, GW_OTLP_DECODE_INVALID, f.start, "%s.location_indices: malformed", path);
-			goto out;
-		}
-		while (sr_pbr__more(&el)) {
-			const struct otlp_location *loc;
-			const uint8_t *vat = el.p;
-			if (sr_pbr__varint(&el, &v) < 0) {
-				e = otlp_fail(d, GW_OTLP_DECODE_INVALID, vat, "%s.location_indices: malformed varint",
-					      path);
-				goto out;
-			}
-			if (n >= d->lim.max_stack_depth) {
-				e = otlp_fail(d, GW_OTLP_DECODE_TOO_LARGE, vat,
-					      "%s: more than %u locations (max_stack_depth)", path,
-					      d->lim.max_stack_depth);
-				goto out;
-			}
-			if ((e = decode_location(d, v, path, vat, &loc)) < 0)
-				goto out;
-			if (n == cap) {
-				uint32_t nc = cap ? cap * 2 : 64;
-				struct gw_location **nl = realloc(locs, nc * sizeof(*nl));
-				uint64_t *nh = nl ? realloc(hashes, nc * sizeof(*nh)) : NULL;
-				if (nl)
-					locs = nl;
-				if (!nl || !nh) {
-					e = otlp_nomem(d, path);
-					goto out;
-				}
-				hashes = nh;
-				cap = nc;
-			}
-			locs[n] = gw_location__ref(loc->l);
-			hashes[n++] = loc->content_hash;
-		}
-	}
-	if (e < 0) {
-		e = otlp_fail(d, GW_OTLP_DECODE_INVALID, r.p, "%s: malformed field", path);
+	d->ctx_table = OT_STACK;
+	d->ctx_index = i;
+	hashes = malloc(2 * sizeof(*hashes) * d->lim.max_stack_depth);
+	if (!hashes) {
+		e = otlp_nomem(d, "a stack");
 		goto out;
 	}
-	XXH128_hash_t h = XXH3_128bits(hashes ? (const void *)hashes : (const void *)"", n * sizeof(uint64_t));
+	/* The ID from the locations' content; a stack already stored needs nothing interned. */
+	if ((e = stack_walk(d, r, false, NULL, hashes, &n)) < 0)
+		goto out;
+	XXH128_hash_t h = XXH3_128bits(hashes, n * 2 * sizeof(uint64_t));
 	id[0] = OTLP_STACK_ID_TAG;
 	memcpy(id + 1, &h.low64, 8);
 	memcpy(id + 9, &h.high64, 8);
-	/* intern_stack takes the location references, also on failure. */
-	d->stacks[i] = gw_stores__intern_stack(d->stores, id, sizeof(id), false, locs, n);
-	n = 0;
+	d->stacks[i] = gw_stores__stack(d->stores, id, sizeof(id));
 	if (!d->stacks[i]) {
-		e = otlp_nomem(d, path);
-		goto out;
+		locs = malloc(sizeof(*locs) * (n ? n : 1));
+		if (!locs) {
+			e = otlp_nomem(d, "a stack");
+			goto out;
+		}
+		if ((e = stack_walk(d, r, true, locs, NULL, &n_locs)) < 0)
+			goto out;
+		/* intern_stack takes the location references, also on failure. */
+		d->stacks[i] = gw_stores__intern_stack(d->stores, id, sizeof(id), false, locs, n_locs);
+		n_locs = 0;
+		if (!d->stacks[i]) {
+			e = otlp_nomem(d, "a stack");
+			goto out;
+		}
 	}
 	d->stack_done[i] = true;
 	*ret = gw_stack__ref(d->stacks[i]);
 	e = 0;
 out:
-	for (uint32_t k = 0; k < n; k++)
+	d->ctx_table = saved_table;
+	d->ctx_index = saved_index;
+	for (uint32_t k = 0; k < n_locs; k++)
 		gw_location__unref(locs[k]);
 	free(locs);
 	free(hashes);
