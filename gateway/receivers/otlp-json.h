@@ -10,7 +10,9 @@
  * goes (no tree is built): memory is the output buffer plus a stack as deep
  * as the nesting limit. The messages of each proto version (v1.9, v1.10) are
  * field tables (JSON name, proto name, number, type), so the versions differ
- * in data only.
+ * in data only. Both versions name every field alike, so JSON needs no
+ * version detection: the version only picks the field numbers written (a
+ * receiver that detects versions can transcode and decode as v1.10).
  *
  * The rules are the OTLP specification's "JSON Protobuf Encoding" on top of
  * proto3's JSON mapping: field names in lowerCamelCase or as in the .proto
@@ -28,13 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct sr_pbw;
+#include "exporters/otlp_encode.h" /* enum gw_otlp_version: the gateway's one list of OTLP versions */
 
-/* The proto versions of ExportProfilesServiceRequest this transcoder knows. */
-enum gw_otlp_version {
-	GW_OTLP_V1_9 = 9,   /* proto/.../profiles_v1_9.proto */
-	GW_OTLP_V1_10 = 10, /* proto/.../profiles.proto */
-};
+struct sr_pbw;
 
 /*
  * The resources one request may use. A zero member takes its default below;
@@ -56,7 +54,8 @@ struct gw_otlp_json_limits {
 
 /*
  * Transcodes json[0, len), a JSON ExportProfilesServiceRequest of proto
- * version `version`, appending its protobuf encoding to out (an empty or
+ * version `version` (GW_OTLP_V1_9: profiles_v1_9.proto, GW_OTLP_V1_10:
+ * profiles.proto), appending its protobuf encoding to out (an empty or
  * partly written sr_pbw; on failure out->len is back where it was, its
  * buffer is kept for the caller to free). limits may be NULL (all defaults).
  *
@@ -66,8 +65,9 @@ struct gw_otlp_json_limits {
  *              OTLP/HTTP's 413, gRPC's RESOURCE_EXHAUSTED;
  *   -EINVAL    version is not one of the above;
  *   -ENOMEM    out could not grow.
- * On failure errbuf (when errsize > 0) holds one line naming the JSON path
- * of the problem, its byte offset and what was wrong, e.g.
+ * On failure errbuf (when errsize > 0) holds one line of printable UTF-8
+ * (cut to errsize) naming the JSON path of the problem, its byte offset and
+ * what was wrong, e.g.
  *   resourceProfiles[0].scopeProfiles[1].profiles[0].samples[3].stackIndex
  *   (byte 1234): 4294967296 is out of range for int32
  */

@@ -24,11 +24,10 @@ int main(int argc, char **argv)
 	char *in = malloc(cap), err[512];
 	int r;
 
-	if (argc != 2 || (strcmp(argv[1], "1.9") && strcmp(argv[1], "1.10"))) {
+	if (argc != 2 || gw_otlp_version_from_string(argv[1], &version) < 0) {
 		fprintf(stderr, "usage: %s 1.9|1.10 < request.json > request.pb\n", argv[0]);
 		return 2;
 	}
-	version = strcmp(argv[1], "1.9") ? GW_OTLP_V1_10 : GW_OTLP_V1_9;
 	for (;;) {
 		size_t n;
 

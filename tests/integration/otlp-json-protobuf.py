@@ -14,7 +14,8 @@ Python and compared with the original message.
 
 Needs /usr/bin/python3 with python3-protobuf and protoc (scripts/install-deps);
 skips (77) without them. SR_OTLP_JSON_SEED replays a run; SR_OTLP_JSON_COUNT sets
-the messages per version (default 300).
+the messages per version (default 300); SR_OTLP_JSON_DUMP=DIR saves the JSON of
+each (how the seed corpus of tests/fuzz/corpus/otlp-json was made).
 """
 import base64
 import json
@@ -63,6 +64,7 @@ INT64_TYPES = {FD.TYPE_INT64, FD.TYPE_UINT64, FD.TYPE_FIXED64, FD.TYPE_SINT64, F
 
 seed = int(os.environ.get("SR_OTLP_JSON_SEED", random.randrange(1 << 32)))
 count = int(os.environ.get("SR_OTLP_JSON_COUNT", "300"))
+dump_dir = os.environ.get("SR_OTLP_JSON_DUMP")
 rng = random.Random(seed)
 print("seed %d (SR_OTLP_JSON_SEED replays it), %d messages per version" % (seed, count))
 
@@ -168,6 +170,9 @@ def run(version, cls):
         fill(msg, 0)
         js = json_format.MessageToJson(msg, preserving_proto_field_name=rng.random() < 0.2)
         text = dump(otlp_style(json.loads(js), cls.DESCRIPTOR))
+        if dump_dir:
+            with open(os.path.join(dump_dir, "random-v%s-%d" % (version, i)), "w") as f:
+                f.write(text)
         p = subprocess.run([driver, version], input=text.encode(), capture_output=True)
         if p.returncode != 0:
             print("FAIL v%s #%d: transcoder refused it: %s\n%s" % (version, i, p.stderr.decode(), text[:4000]))
