@@ -473,7 +473,7 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			}
 			break;
 		case H1_WAIT:
-			/* Pipelining is not supported: this answer is the last on this connection. */
+			/* More bytes while the request is still processed: its answer is the last on this connection. */
 			h->close_after = true;
 			h->st = H1_CLOSED;
 			return 0;

@@ -4,8 +4,10 @@
  * gw_conn_ops.http1 is set: a small, strict request reader (request line,
  * headers up to GW_H1_MAX_HEAD_BYTES, a body framed by Content-Length or
  * chunked) that hands a request's parts to the same stream functions HTTP/2
- * uses, and writes the answer. One request at a time per connection: a
- * client that pipelines gets its first answer and the connection closed.
+ * uses, and writes the answer. One request at a time per connection:
+ * pipelined requests are read once the one before is answered (requests are
+ * answered as they are read); bytes that arrive while a request is still
+ * being processed end the connection after its answer.
  */
 #ifndef SR_GW_AGENT_H1_H
 #define SR_GW_AGENT_H1_H

@@ -236,7 +236,11 @@ def h2_call(port, path, headers, body):
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
     conn.initiate_connection()
-    sock.sendall(conn.data_to_send())
+    # The preface in two pieces: the server must wait to tell HTTP/2 from HTTP/1.1.
+    first = conn.data_to_send()
+    sock.sendall(first[:2])
+    time.sleep(0.05)
+    sock.sendall(first[2:])
     sid = conn.get_next_available_stream_id()
     conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", "127.0.0.1:%d" % port),
                             (":path", path)] + headers, end_stream=not body)
@@ -280,6 +284,114 @@ def grpc(port, msg, token="s3cret", compress=False, ctype="application/grpc"):
     status = trl.get("grpc-status", hd.get("grpc-status"))
     message = trl.get("grpc-message", hd.get("grpc-message", ""))
     return int(status) if status is not None else None, message, body
+
+
+class Raw:
+    """A hand-driven HTTP/1.1 connection, for what http.client will not send."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.buf = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self):
+        d = self.sock.recv(65536)
+        if not d:
+            raise EOFError
+        self.buf += d
+
+    def response(self):
+        """(status, headers, body) of the next response."""
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        hd = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+        n = int(hd.get("content-length", "0"))
+        while len(self.buf) < n:
+            self._fill()
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return status, hd, body
+
+    def closed(self):
+        """True when the server closes the connection (after what it sent)."""
+        try:
+            while True:
+                self._fill()
+        except EOFError:
+            return True
+        except ConnectionResetError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+def post_head(n, extra=""):
+    return ("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n%s\r\n"
+            % (HTTP_PATH, n, extra)).encode()
+
+
+def http1_edges(hport, raw_ok):
+    """The HTTP/1.1 reader's framing rules, with requests http.client would not write."""
+    # Keep-alive: two requests on one connection.
+    c = Raw(hport)
+    for _ in range(2):
+        c.send(post_head(len(raw_ok)) + raw_ok)
+        st, hd, _ = c.response()
+        assert st == 200 and "connection" not in hd, (st, hd)
+    c.close()
+    # HTTP/1.0: answered, then closed.
+    c = Raw(hport)
+    c.send(post_head(len(raw_ok)).replace(b"HTTP/1.1", b"HTTP/1.0") + raw_ok)
+    st, hd, _ = c.response()
+    assert st == 200 and hd.get("connection") == "close" and c.closed(), (st, hd)
+    # Expect: 100-continue: the interim answer, then the body, then 200.
+    c = Raw(hport)
+    c.send(post_head(len(raw_ok), "Expect: 100-continue\r\n"))
+    st, _, _ = c.response()
+    assert st == 100, st
+    c.send(raw_ok)
+    st, _, _ = c.response()
+    assert st == 200, st
+    c.close()
+    # Chunked with extensions and a trailer.
+    c = Raw(hport)
+    half = len(raw_ok) // 2
+    c.send(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n" % HTTP_PATH).encode() +
+           b"%x;ext=1\r\n" % half + raw_ok[:half] + b"\r\n" + b"%x\r\n" % (len(raw_ok) - half) + raw_ok[half:] +
+           b"\r\n0\r\nX-Trailer: 1\r\n\r\n")
+    st, _, _ = c.response()
+    assert st == 200, st
+    c.close()
+    bad = [
+        ("headers over 16 KiB", post_head(0, "X-Big: %s\r\n" % ("a" * 17000))),
+        ("malformed chunk size", ("POST %s HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\nzz\r\n" % HTTP_PATH).encode()),
+        ("Content-Length and chunked", post_head(4, "Transfer-Encoding: chunked\r\n") + b"0\r\n\r\n"),
+        ("conflicting Content-Lengths", post_head(4, "Content-Length: 5\r\n") + b"abcd"),
+        ("folded header", post_head(0, "X-A: 1\r\n  folded\r\n")),
+        ("HTTP/2.0 over HTTP/1", b"POST / HTTP/2.0\r\n\r\n"),
+    ]
+    for what, data in bad:
+        c = Raw(hport)
+        c.send(data)
+        st, hd, body = c.response()
+        assert st == 400 and hd.get("connection") == "close" and c.closed(), (what, st, hd, body)
+        c.close()
+        log("HTTP/1.1 %s -> 400, closed" % what)
+    # Pipelining: both requests in one write, answered in order.
+    c = Raw(hport)
+    c.send(post_head(len(raw_ok)) + raw_ok + post_head(len(raw_ok)) + raw_ok)
+    for _ in range(2):
+        st, hd, _ = c.response()
+        assert st == 200, (st, hd)
+    c.close()
+    log("HTTP/1.1 keep-alive, HTTP/1.0, 100-continue, chunked, pipelining as documented")
 
 
 # ---- the run ----
@@ -483,6 +595,7 @@ service:
     assert ready()
     assert metric("stackrelay_gateway_samples_received_total", 'component="otlp"') == total
     assert metric("stackrelay_gateway_otlp_too_large_requests_total") >= 4
+    http1_edges(hport, build_request("1.10", "edges", leaf, middle, bid, (1, 1)).SerializeToString())
     send_ok("after-bad-input", "1.10", "http1")
     log("still serving after bad input")
     gw.send_signal(signal.SIGTERM)
