@@ -10,6 +10,7 @@
 
 /* Receivers */
 extern const struct gw_component_type gw_receiver_agent;
+extern const struct gw_component_type gw_receiver_otlp;
 
 /* Processors */
 extern const struct gw_component_type gw_processor_symbolize;
@@ -29,6 +30,7 @@ extern const struct gw_component_type gw_exporter_flamegraph;
 /* clang-format off */
 const struct gw_component_type *const gw_component_types[] = {
 	&gw_receiver_agent,
+	&gw_receiver_otlp,
 	&gw_processor_symbolize,
 	&gw_processor_k8s_attributes,
 	&gw_processor_relabel,

@@ -6,6 +6,7 @@
  * and the timers that bound a client's time (headers, requests, idleness,
  * unanswered PINGs, shutdown grace).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "accounting.h"
 #include "agent-dedupe.h"
 #include "agent-ingest.h"
+#include "agent-h1.h"
 #include "agent-private.h"
 #include "agent.h"
 #include "gzip.h"
@@ -31,7 +33,7 @@
 
 /* ---- connections ---- */
 
-static void stream_free(struct h2stream *s)
+void gw_agent_stream_free(struct h2stream *s)
 {
 	struct conn *c = s->conn;
 	if (s->prev)
@@ -44,6 +46,7 @@ static void stream_free(struct h2stream *s)
 	c->rx->inflight_bytes -= s->cap;
 	free(s->body);
 	free(s->resp);
+	free(s->grpc_message);
 	free(s);
 }
 
@@ -52,7 +55,8 @@ void gw_agent_conn_free(struct conn *c)
 	struct agent_rx *rx = c->rx;
 
 	while (c->streams)
-		stream_free(c->streams);
+		gw_agent_stream_free(c->streams);
+	gw_h1_free(c->h1);
 	nghttp2_session_del(c->h2);
 	SSL_free(c->ssl); /* frees the BIOs too */
 	free(c);
@@ -145,10 +149,10 @@ void gw_agent_conn_flush(struct conn *c)
 
 	if (c->closing)
 		return;
-	/* During the TLS handshake only the handshake's own bytes go out. */
-	while ((!c->ssl || c->tls_done) && c->write_pending + o.len < MAX_WRITE_PENDING) {
+	/* During the TLS handshake only the handshake's own bytes go out; nothing before the protocol is known. */
+	while ((!c->ssl || c->tls_done) && !c->sniffing && c->write_pending + o.len < MAX_WRITE_PENDING) {
 		const uint8_t *data;
-		ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+		ssize_t n = c->h1 ? gw_h1_pull(c, &data) : nghttp2_session_mem_send(c->h2, &data);
 		if (n < 0) {
 			free(o.p);
 			gw_agent_conn_close(c);
@@ -192,7 +196,9 @@ void gw_agent_conn_flush(struct conn *c)
 		c->reading_paused = false;
 		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 	}
-	if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->write_pending == 0)
+	if (c->write_pending == 0 &&
+	    (c->h1 ? gw_h1_finished(c)
+		   : !c->sniffing && !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)))
 		gw_agent_conn_close(c);
 	return;
 fail:
@@ -219,8 +225,19 @@ static ssize_t resp_read(nghttp2_session *session, int32_t stream_id, uint8_t *b
 	size_t n = SR_MIN(length, s->resp_len - s->resp_off);
 	memcpy(buf, s->resp + s->resp_off, n);
 	s->resp_off += n;
-	if (s->resp_off == s->resp_len)
+	if (s->resp_off == s->resp_len) {
 		*data_flags |= NGHTTP2_DATA_FLAG_EOF;
+		if (s->grpc_status[0]) {
+			nghttp2_nv trl[2] = {
+				{ (uint8_t *)"grpc-status", (uint8_t *)s->grpc_status, 11, strlen(s->grpc_status),
+				  NGHTTP2_NV_FLAG_NONE },
+				{ (uint8_t *)"grpc-message", (uint8_t *)(s->grpc_message ? s->grpc_message : ""), 12,
+				  s->grpc_message ? strlen(s->grpc_message) : 0, NGHTTP2_NV_FLAG_NONE },
+			};
+			if (nghttp2_submit_trailer(session, stream_id, trl, s->grpc_message ? 2 : 1) == 0)
+				*data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+		}
+	}
 	return (ssize_t)n;
 }
 
@@ -232,9 +249,15 @@ static ssize_t resp_read(nghttp2_session *session, int32_t stream_id, uint8_t *b
 /* Answers s with status and an encoded PushResponse (taken). */
 void gw_agent_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms)
 {
+	gw_agent_respond_ex(s, status, "application/x-protobuf", body, len, retry_after_ms, NULL, NULL);
+}
+
+void gw_agent_respond_ex(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
+			 uint32_t retry_after_ms, const char *grpc_status, const char *grpc_message)
+{
 	struct conn *c = s->conn;
 	nghttp2_data_provider prd = { .source.ptr = s, .read_callback = resp_read };
-	nghttp2_nv nva[4];
+	nghttp2_nv nva[6];
 	size_t n = 0;
 
 	if (s->responded) {
@@ -248,19 +271,33 @@ void gw_agent_respond(struct h2stream *s, int status, uint8_t *body, size_t len,
 	free(s->body);
 	s->body = NULL;
 	s->len = s->cap = 0;
+	if (c->h1) {
+		gw_h1_respond(s, status, content_type, body, len, retry_after_ms);
+		return;
+	}
 	s->resp = body;
 	s->resp_len = len;
 	snprintf(s->status_s, sizeof(s->status_s), "%d", status);
 	snprintf(s->len_s, sizeof(s->len_s), "%zu", len);
 	nva[n++] = (nghttp2_nv)NV(":status", s->status_s);
-	nva[n++] = (nghttp2_nv)NV("content-type", "application/x-protobuf");
-	nva[n++] = (nghttp2_nv)NV("content-length", s->len_s);
+	nva[n++] = (nghttp2_nv)NV("content-type", content_type);
+	if (!grpc_status)
+		nva[n++] = (nghttp2_nv)NV("content-length", s->len_s);
 	if (retry_after_ms) {
 		/* Retry-After has whole seconds; the body has the exact milliseconds. */
 		snprintf(s->retry_s, sizeof(s->retry_s), "%u", (retry_after_ms + 999) / 1000);
 		nva[n++] = (nghttp2_nv)NV("retry-after", s->retry_s);
 	}
-	if (nghttp2_submit_response(c->h2, s->id, nva, n, &prd) != 0)
+	if (grpc_status) {
+		snprintf(s->grpc_status, sizeof(s->grpc_status), "%s", grpc_status);
+		s->grpc_message = grpc_message && *grpc_message ? strdup(grpc_message) : NULL;
+		if (!body) { /* trailers-only */
+			nva[n++] = (nghttp2_nv)NV("grpc-status", s->grpc_status);
+			if (s->grpc_message)
+				nva[n++] = (nghttp2_nv)NV("grpc-message", s->grpc_message);
+		}
+	}
+	if (nghttp2_submit_response(c->h2, s->id, nva, n, grpc_status && !body ? NULL : &prd) != 0)
 		nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -276,14 +313,20 @@ void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after
 	va_end(ap);
 	/* Bad requests mean an incompatible or broken agent: worth a warning, at most once a minute. */
 	struct agent_rx *rx = s->conn->rx;
+	const char *comp = rx->ops ? rx->ops->component : COMPONENT;
+	if (s->responded)
+		return;
 	if (status == 400 && (rx->last_warn_ms == 0 || gw_agent_now_ms(rx) - rx->last_warn_ms >= 60000)) {
 		rx->last_warn_ms = gw_agent_now_ms(rx);
-		sr_log_warn(COMPONENT,
-			    "refusing an invalid agent request (further ones are logged at debug for a minute)",
+		sr_log_warn(comp, "refusing an invalid request (further ones are logged at debug for a minute)",
 			    "id=%s peer=%s status=%d error=\"%s\"", rx->c->id, s->conn->peer, status, msg);
 	} else
-		sr_log_debug(COMPONENT, "request refused", "id=%s peer=%s status=%d error=\"%s\"", rx->c->id,
-			     s->conn->peer, status, msg);
+		sr_log_debug(comp, "request refused", "id=%s peer=%s status=%d error=\"%s\"", rx->c->id, s->conn->peer,
+			     status, msg);
+	if (rx->ops) {
+		rx->ops->error(s, status, retry_after_ms, msg);
+		return;
+	}
 	if (gw_ingest_encode_error(retry_after_ms, msg, &body, &len) < 0)
 		len = 0;
 	gw_agent_respond(s, status, body, len, retry_after_ms);
@@ -291,17 +334,12 @@ void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after
 
 /* ---- nghttp2 callbacks ---- */
 
-static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+struct h2stream *gw_agent_stream_new(struct conn *c, int32_t id)
 {
-	struct conn *c = user_data;
-	struct h2stream *s;
-
-	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0;
-	s = calloc(1, sizeof(*s));
+	struct h2stream *s = calloc(1, sizeof(*s));
 	if (!s)
-		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-	s->id = frame->hd.stream_id;
+		return NULL;
+	s->id = id;
 	s->conn = c;
 	s->started_ms = gw_agent_now_ms(c->rx);
 	c->last_request_ms = s->started_ms;
@@ -311,8 +349,29 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 		c->streams->prev = s;
 	c->streams = s;
 	c->n_streams++;
+	return s;
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	struct h2stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = gw_agent_stream_new(user_data, frame->hd.stream_id);
+	if (!s)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	nghttp2_session_set_stream_user_data(session, s->id, s);
 	return 0;
+}
+
+bool gw_agent_stream_alive(struct conn *c, int32_t id, const struct h2stream *s)
+{
+	if (c->handle_closed || c->closing)
+		return false;
+	if (c->h1)
+		return gw_h1_current(c) == s;
+	return nghttp2_session_get_stream_user_data(c->h2, id) == s;
 }
 
 static bool hdr_is(const uint8_t *name, size_t namelen, const char *want)
@@ -325,7 +384,7 @@ static bool val_is(const uint8_t *v, size_t len, const char *want)
 	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
 }
 
-static void set_error(struct h2stream *s, int status, const char *msg)
+void gw_agent_stream_error(struct h2stream *s, int status, const char *msg)
 {
 	if (!s->error_status) {
 		s->error_status = status;
@@ -333,23 +392,17 @@ static void set_error(struct h2stream *s, int status, const char *msg)
 	}
 }
 
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
-		     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *name, size_t namelen,
+			    const uint8_t *value, size_t valuelen)
 {
-	struct conn *c = user_data;
-	struct h2stream *s;
-
-	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0;
-	s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-	if (!s)
-		return 0;
-	if (hdr_is(name, namelen, ":method")) {
+	if (c->rx->ops && !hdr_is(name, namelen, "content-length") && !hdr_is(name, namelen, "authorization"))
+		c->rx->ops->header(s, name, namelen, value, valuelen);
+	else if (hdr_is(name, namelen, ":method")) {
 		if (!val_is(value, valuelen, "POST"))
-			set_error(s, 405, "only POST " PUSH_PATH " is served");
+			gw_agent_stream_error(s, 405, "only POST " PUSH_PATH " is served");
 	} else if (hdr_is(name, namelen, ":path")) {
 		if (!(valuelen == sizeof(PUSH_PATH) - 1 && memcmp(value, PUSH_PATH, valuelen) == 0))
-			set_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
+			gw_agent_stream_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
 	} else if (hdr_is(name, namelen, "content-type")) {
 		/* Media type without parameters, case-insensitive. */
 		size_t n = 0;
@@ -358,12 +411,12 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		if (val_is(value, n, "application/x-protobuf") || val_is(value, n, "application/protobuf"))
 			s->have_ctype = true;
 		else
-			set_error(s, 415, "content-type must be application/x-protobuf");
+			gw_agent_stream_error(s, 415, "content-type must be application/x-protobuf");
 	} else if (hdr_is(name, namelen, "content-encoding")) {
 		if (val_is(value, valuelen, "gzip"))
 			s->gzip = true;
 		else if (!val_is(value, valuelen, "identity"))
-			set_error(s, 415, "content-encoding must be gzip or identity");
+			gw_agent_stream_error(s, 415, "content-encoding must be gzip or identity");
 	} else if (hdr_is(name, namelen, "content-length")) {
 		char buf[24];
 		size_t n = SR_MIN(valuelen, sizeof(buf) - 1);
@@ -371,25 +424,53 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		buf[n] = '\0';
 		s->content_length = strtoull(buf, NULL, 10);
 		if (s->content_length > c->rx->cfg->max_request_bytes)
-			set_error(s, 413, "content-length exceeds max_request_bytes");
+			gw_agent_stream_error(s, 413,
+					      c->rx->ops ? c->rx->ops->too_large_msg
+							 : "content-length exceeds max_request_bytes");
 	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.bearer_token_file) {
 		gw_agent_token_recheck(c->rx);
 		s->auth_ok = gw_agent_token_ok(c->rx, value, valuelen);
 	}
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+		     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+	struct h2stream *s;
+
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+	if (s)
+		gw_agent_stream_header(user_data, s, name, namelen, value, valuelen);
 	return 0;
 }
 
-static void headers_done(struct conn *c, struct h2stream *s, bool end_stream)
+static void request_complete(struct h2stream *s)
+{
+	if (s->conn->rx->ops)
+		s->conn->rx->ops->request(s);
+	else
+		gw_agent_process_request(s);
+}
+
+void gw_agent_stream_end(struct h2stream *s)
+{
+	if (!s->responded)
+		request_complete(s);
+}
+
+void gw_agent_stream_headers_done(struct conn *c, struct h2stream *s, bool end_stream)
 {
 	struct agent_rx *rx = c->rx;
 
 	c->got_headers = true;
 	if (!s->auth_ok && !s->error_status) {
 		rx->st.auth_failures++;
-		set_error(s, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
+		gw_agent_stream_error(s, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
 	}
 	if (!s->have_ctype && !s->error_status)
-		set_error(s, 415, "content-type must be application/x-protobuf");
+		gw_agent_stream_error(s, 415, "content-type must be application/x-protobuf");
 	if (s->error_status) {
 		gw_agent_respond_error(s, s->error_status, 0, "%s", s->error_msg);
 		return;
@@ -399,7 +480,7 @@ static void headers_done(struct conn *c, struct h2stream *s, bool end_stream)
 		return;
 	}
 	if (end_stream)
-		gw_agent_process_request(s);
+		request_complete(s);
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
@@ -413,12 +494,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 			break;
 		s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 		if (s)
-			headers_done(c, s, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+			gw_agent_stream_headers_done(c, s, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		break;
 	case NGHTTP2_DATA:
 		s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 		if (s && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !s->responded)
-			gw_agent_process_request(s);
+			request_complete(s);
 		break;
 	case NGHTTP2_PING:
 		if (frame->hd.flags & NGHTTP2_FLAG_ACK)
@@ -430,19 +511,15 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 	return 0;
 }
 
-static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
-			 void *user_data)
+void gw_agent_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data, size_t len)
 {
-	struct conn *c = user_data;
 	struct agent_rx *rx = c->rx;
-	struct h2stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
 
-	if (!s || s->responded)
-		return 0;
 	if (s->len + len > rx->cfg->max_request_bytes) {
-		gw_agent_respond_error(s, 413, 0, "request body exceeds max_request_bytes (%llu)",
+		gw_agent_respond_error(s, 413, 0, "%s (%llu bytes)",
+				       rx->ops ? rx->ops->too_large_msg : "request body exceeds max_request_bytes",
 				       (unsigned long long)rx->cfg->max_request_bytes);
-		return 0;
+		return;
 	}
 	if (s->len + len > s->cap) {
 		size_t cap = SR_MAX(s->cap * 2, s->len + len);
@@ -453,12 +530,12 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 			gw_agent_respond_error(
 				s, 503, 1000, "the receiver buffers max_inflight_bytes (%llu) of requests; retry later",
 				(unsigned long long)rx->cfg->max_inflight_bytes);
-			return 0;
+			return;
 		}
 		uint8_t *nb = realloc(s->body, cap);
 		if (!nb) {
 			gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
-			return 0;
+			return;
 		}
 		rx->inflight_bytes += cap - s->cap;
 		s->body = nb;
@@ -466,6 +543,15 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 	}
 	memcpy(s->body + s->len, data, len);
 	s->len += len;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
+			 void *user_data)
+{
+	struct h2stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+
+	if (s && !s->responded)
+		gw_agent_stream_data(user_data, s, data, len);
 	return 0;
 }
 
@@ -475,7 +561,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 	if (s) {
 		nghttp2_session_set_stream_user_data(session, stream_id, NULL);
 		s->conn->last_request_ms = gw_agent_now_ms(s->conn->rx);
-		stream_free(s);
+		gw_agent_stream_free(s);
 	}
 	return 0;
 }
@@ -491,6 +577,25 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static int feed_h2(struct conn *c, const uint8_t *data, size_t len)
 {
+	if (c->sniffing) {
+		/* HTTP/2 starts with its client preface ("PRI * HTTP/2.0"), HTTP/1.1 with a method. */
+		size_t k = SR_MIN(len, sizeof(c->sniff) - c->sniff_len);
+		memcpy(c->sniff + c->sniff_len, data, k);
+		c->sniff_len += k;
+		data += k;
+		len -= k;
+		if (c->sniff_len < sizeof(c->sniff) && memcmp(c->sniff, "PRI ", c->sniff_len) == 0)
+			return 0;
+		c->sniffing = false;
+		if (memcmp(c->sniff, "PRI ", c->sniff_len) != 0 && gw_h1_start(c) < 0)
+			return -ENOMEM;
+		if (feed_h2(c, c->sniff, c->sniff_len) < 0)
+			return -EPROTO;
+		if (len == 0 || c->closing)
+			return 0;
+	}
+	if (c->h1)
+		return gw_h1_feed(c, data, len);
 	ssize_t r = nghttp2_session_mem_recv(c->h2, data, len);
 	if (r < 0) {
 		c->rx->st.protocol_errors++;
@@ -608,8 +713,15 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		gw_agent_conn_close(c);
 		return;
 	}
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0)
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0) {
 		gw_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+		const struct sockaddr *sa = (const struct sockaddr *)&ss;
+		const void *ip = sa->sa_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr
+							   : (const void *)&((struct sockaddr_in *)sa)->sin_addr;
+		if (!inet_ntop(sa->sa_family, ip, c->peer_ip, sizeof(c->peer_ip)))
+			c->peer_ip[0] = '\0';
+	}
+	c->sniffing = rx->ops && rx->ops->http1;
 	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {
 		rx->st.connections_refused++;
 		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",
@@ -658,6 +770,10 @@ void gw_agent_conn_goaway(struct conn *c)
 	if (c->goaway || c->closing)
 		return;
 	c->goaway = true;
+	if (c->h1 || c->sniffing) {
+		gw_h1_goaway(c);
+		return;
+	}
 	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
 			      NGHTTP2_NO_ERROR, NULL, 0);
 	gw_agent_conn_flush(c);
@@ -702,7 +818,7 @@ void gw_agent_on_tick(uv_timer_t *t)
 			gw_agent_conn_goaway(c);
 			goto next;
 		}
-		if (cfg->keepalive.interval_ns && !c->ping_outstanding && c->got_headers &&
+		if (cfg->keepalive.interval_ns && !c->ping_outstanding && c->got_headers && !c->h1 &&
 		    now - c->last_recv_ms > cfg->keepalive.interval_ns / SR_NSEC_PER_MSEC) {
 			if (nghttp2_submit_ping(c->h2, NGHTTP2_FLAG_NONE, NULL) == 0) {
 				c->ping_outstanding = true;

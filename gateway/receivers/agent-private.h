@@ -100,10 +100,13 @@ struct h2stream {
 	bool gzip, auth_ok, responded, have_ctype;
 	bool processing; /* complete and being decoded: request_timeout no longer applies */
 	uint64_t content_length;
+	uint32_t proto_flags; /* what the receiver's ops->header found (its own bits) */
 	/* response */
 	uint8_t *resp;
 	size_t resp_len, resp_off;
 	char status_s[4], len_s[24], retry_s[24];
+	char grpc_status[4]; /* gRPC: sent as trailers after the body */
+	char *grpc_message;
 };
 
 struct conn {
@@ -123,6 +126,12 @@ struct conn {
 	unsigned jobs;	    /* requests being decoded on the decode thread (they point here) */
 	bool handle_closed; /* the socket is closed; freed when jobs reaches 0 */
 	char peer[64];
+	char peer_ip[64]; /* without the port */
+	/* ops->http1: the first bytes tell HTTP/2 (its preface) from HTTP/1.1 */
+	bool sniffing;
+	uint8_t sniff[4];
+	size_t sniff_len;
+	struct gw_h1 *h1; /* HTTP/1.1 connection (gw-h1.c), NULL for HTTP/2 */
 };
 
 struct wreq {
@@ -145,8 +154,30 @@ struct agent_stats {
 enum { ST_200, ST_400, ST_401, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_503, ST_500 };
 static const int status_codes[] = { 200, 400, 401, 404, 405, 408, 413, 415, 429, 503, 500 };
 
+/*
+ * Another protocol served by these connections (the `otlp` receiver): set in
+ * agent_rx.ops; NULL is the agent protocol. The receiver's cfg supplies the
+ * limits, TLS and token; owner is the other receiver's state.
+ */
+struct gw_conn_ops {
+	/* Every request header but content-length and authorization (:method and :path included). */
+	void (*header)(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen);
+	/* A complete request: s->body[0..s->len). */
+	void (*request)(struct h2stream *s);
+	/* Answers s with an error (already logged). */
+	void (*error)(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg);
+	/* HTTP/1.1 is served too, on the same port (told apart by the HTTP/2 client preface). */
+	bool http1;
+	/* Log prefix of the receiver ("receiver/otlp"). */
+	const char *component;
+	/* What a body over cfg->max_request_bytes is told, naming the receiver's key. */
+	const char *too_large_msg;
+};
+
 struct agent_rx {
 	struct gw_component *c;
+	const struct gw_conn_ops *ops;
+	void *owner;
 	const struct agent_config *cfg;
 	uv_loop_t *loop;
 	uv_tcp_t listener;
@@ -224,6 +255,13 @@ void gw_agent_rx_maybe_done(struct agent_rx *rx);
 void gw_agent_token_recheck(struct agent_rx *rx);
 bool gw_agent_token_ok(struct agent_rx *rx, const uint8_t *value, size_t len);
 
+/* agent.c: what another receiver using these connections sets up and tears down (see gw_conn_ops). */
+int gw_agent_rx_tls_setup(struct agent_rx *rx);
+int gw_agent_rx_token_load(struct agent_rx *rx, char *err, size_t errsize);
+int gw_agent_rx_listen(struct agent_rx *rx);
+void gw_agent_rx_shutdown(struct agent_rx *rx);
+void gw_agent_rx_destroy(struct agent_rx *rx);
+
 /* agent-conn.c: connections, HTTP/2 and TLS, responses, timers. */
 void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs);
 void gw_agent_on_connection(uv_stream_t *server, int status);
@@ -236,6 +274,26 @@ void gw_agent_conn_goaway(struct conn *c);
 void gw_agent_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms);
 void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
 	SR_PRINTF(4, 5);
+/*
+ * The general answer: content_type; grpc_status (non-NULL: gRPC, with
+ * grpc-status/grpc-message trailers after the body, or in the headers when
+ * body is NULL: a trailers-only answer). Takes body.
+ */
+void gw_agent_respond_ex(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
+			 uint32_t retry_after_ms, const char *grpc_status, const char *grpc_message);
+/* A request's parts as any protocol (HTTP/2 callbacks, gw-h1.c) delivers them. */
+struct h2stream *gw_agent_stream_new(struct conn *c, int32_t id);
+void gw_agent_stream_free(struct h2stream *s);
+void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *name, size_t namelen,
+			    const uint8_t *value, size_t valuelen);
+void gw_agent_stream_headers_done(struct conn *c, struct h2stream *s, bool end_stream);
+void gw_agent_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data, size_t len);
+/* The request body is complete. */
+void gw_agent_stream_end(struct h2stream *s);
+/* The stream s of id is still open (its client still waits for the answer). */
+bool gw_agent_stream_alive(struct conn *c, int32_t id, const struct h2stream *s);
+/* Records a request error found while reading headers (answered when they are complete). */
+void gw_agent_stream_error(struct h2stream *s, int status, const char *msg);
 
 /* agent-request.c: a complete request, decoded on the loop or the decode thread. */
 void gw_agent_process_request(struct h2stream *s);

@@ -128,7 +128,7 @@ static const struct sr_field agent_fields[] = {
 
 /* ---- token ---- */
 
-static int token_load(struct agent_rx *rx, char *err, size_t errsize)
+int gw_agent_rx_token_load(struct agent_rx *rx, char *err, size_t errsize)
 {
 	const char *path = rx->cfg->auth.bearer_token_file;
 	struct stat stt;
@@ -185,7 +185,7 @@ void gw_agent_token_recheck(struct agent_rx *rx)
 		return; /* keep the last good token */
 	if (stt.st_mtim.tv_sec == rx->token_mtime.tv_sec && stt.st_mtim.tv_nsec == rx->token_mtime.tv_nsec)
 		return;
-	if (token_load(rx, err, sizeof(err)) < 0)
+	if (gw_agent_rx_token_load(rx, err, sizeof(err)) < 0)
 		sr_log_warn(COMPONENT, "cannot re-read the bearer token; keeping the previous one",
 			    "id=%s error=\"%s\"", rx->c->id, err);
 }
@@ -350,13 +350,15 @@ static int agent_validate(const void *config, const char *path, struct sr_diag *
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 		       unsigned int inlen, void *arg)
 {
-	/* HTTP/2 only: an agent that does not offer h2 cannot talk to us. */
-	if (nghttp2_select_next_protocol((unsigned char **)out, outlen, in, inlen) != 1)
-		return SSL_TLSEXT_ERR_ALERT_FATAL;
-	return SSL_TLSEXT_ERR_OK;
+	struct agent_rx *rx = arg;
+	/* HTTP/2 only (an agent that does not offer h2 cannot talk to us), unless HTTP/1.1 is served too. */
+	int r = nghttp2_select_next_protocol((unsigned char **)out, outlen, in, inlen);
+	if (r == 1 || (r == 0 && rx->ops && rx->ops->http1))
+		return SSL_TLSEXT_ERR_OK;
+	return rx->ops && rx->ops->http1 ? SSL_TLSEXT_ERR_NOACK : SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-static int tls_setup(struct agent_rx *rx)
+int gw_agent_rx_tls_setup(struct agent_rx *rx)
 {
 	const struct agent_tls_config *t = &rx->cfg->tls;
 	char err[256] = "";
@@ -383,12 +385,13 @@ static int tls_setup(struct agent_rx *rx)
 			SSL_CTX_set_client_CA_list(rx->ssl_ctx, names);
 		SSL_CTX_set_verify(rx->ssl_ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	}
-	SSL_CTX_set_alpn_select_cb(rx->ssl_ctx, alpn_select, NULL);
+	SSL_CTX_set_alpn_select_cb(rx->ssl_ctx, alpn_select, rx);
 	return 0;
 fail:
 	ERR_error_string_n(ERR_get_error(), err, sizeof(err));
 	ERR_clear_error();
-	sr_log_error(COMPONENT, "cannot load TLS files", "id=%s key=tls.%s error=\"%s\"", rx->c->id, what, err);
+	sr_log_error(rx->ops ? rx->ops->component : COMPONENT, "cannot load TLS files", "id=%s key=tls.%s error=\"%s\"",
+		     rx->c->id, what, err);
 	return -EINVAL;
 }
 
@@ -407,9 +410,7 @@ static int agent_start(struct gw_component *c)
 {
 	struct agent_rx *rx = c->state;
 	const struct agent_config *cfg = rx->cfg;
-	struct sockaddr_storage ss;
 	char err[256];
-	int namelen = sizeof(ss);
 	int r;
 
 	rx->loop = gw_runtime__loop(c->runtime);
@@ -420,23 +421,16 @@ static int agent_start(struct gw_component *c)
 		gw_stores__set_limit(st, GW_STORE_LOCATIONS, cfg->stores.locations);
 		gw_stores__set_limit(st, GW_STORE_STACKS, cfg->stores.stacks);
 	}
-	if (cfg->tls.cert_file && (r = tls_setup(rx)) < 0)
+	if (cfg->tls.cert_file && (r = gw_agent_rx_tls_setup(rx)) < 0)
 		return r;
-	if (cfg->auth.bearer_token_file && (r = token_load(rx, err, sizeof(err))) < 0) {
+	if (cfg->auth.bearer_token_file && (r = gw_agent_rx_token_load(rx, err, sizeof(err))) < 0) {
 		sr_log_error(COMPONENT, "cannot load the bearer token", "id=%s error=\"%s\"", c->id, err);
 		return r;
 	}
 	rx->token_checked_ms = uv_now(rx->loop);
 	rx->dedupe = gw_dedupe_new((uint32_t)cfg->dedupe.max_entries, cfg->dedupe.max_bytes);
-	if (!rx->dedupe || nghttp2_session_callbacks_new(&rx->cbs) != 0)
+	if (!rx->dedupe)
 		return -ENOMEM;
-	gw_agent_h2_callbacks(rx->cbs);
-
-	r = gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
-	if (r < 0) {
-		sr_log_error(COMPONENT, "bad endpoint", "id=%s error=\"%s\"", c->id, err);
-		return r;
-	}
 	/* The decode thread for large requests. */
 	pthread_mutex_init(&rx->dec.lock, NULL);
 	pthread_cond_init(&rx->dec.cond, NULL);
@@ -452,13 +446,40 @@ static int agent_start(struct gw_component *c)
 		return -r;
 	}
 	rx->dec.started = true;
+	if ((r = gw_agent_rx_listen(rx)) < 0)
+		return r;
+	gw_runtime__add_metrics(c->runtime, write_metrics, rx);
+	sr_log_info(COMPONENT, "listening for agents", "id=%s address=%s tls=%s mtls=%s auth=%s", c->id, rx->address,
+		    rx->ssl_ctx ? "yes" : "no", cfg->tls.client_ca_file ? "yes" : "no",
+		    cfg->auth.bearer_token_file ? "bearer" : "none");
+	return 0;
+}
+
+/* The listener and the tick of rx (TLS and token already loaded). */
+int gw_agent_rx_listen(struct agent_rx *rx)
+{
+	const struct agent_config *cfg = rx->cfg;
+	const char *comp = rx->ops ? rx->ops->component : COMPONENT;
+	struct sockaddr_storage ss;
+	char err[256];
+	int namelen = sizeof(ss);
+	int r;
+
+	if (nghttp2_session_callbacks_new(&rx->cbs) != 0)
+		return -ENOMEM;
+	gw_agent_h2_callbacks(rx->cbs);
+	r = gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
+	if (r < 0) {
+		sr_log_error(comp, "bad endpoint", "id=%s error=\"%s\"", rx->c->id, err);
+		return r;
+	}
 	uv_tcp_init(rx->loop, &rx->listener);
 	rx->listener.data = rx;
 	rx->handles++;
 	rx->listening = true;
 	if ((r = uv_tcp_bind(&rx->listener, (struct sockaddr *)&ss, 0)) < 0 ||
 	    (r = uv_listen((uv_stream_t *)&rx->listener, 511, gw_agent_on_connection)) < 0) {
-		sr_log_error(COMPONENT, "cannot listen", "id=%s endpoint=%s error=\"%s\"", c->id, cfg->endpoint,
+		sr_log_error(comp, "cannot listen", "id=%s endpoint=%s error=\"%s\"", rx->c->id, cfg->endpoint,
 			     uv_strerror(r));
 		return r;
 	}
@@ -479,10 +500,6 @@ static int agent_start(struct gw_component *c)
 	rx->tick_init = true;
 	uv_timer_start(&rx->tick, gw_agent_on_tick, tick, tick);
 	/* (The tick is stopped when shutdown is done, so it does not keep the loop alive.) */
-	gw_runtime__add_metrics(c->runtime, write_metrics, rx);
-	sr_log_info(COMPONENT, "listening for agents", "id=%s address=%s tls=%s mtls=%s auth=%s", c->id, rx->address,
-		    rx->ssl_ctx ? "yes" : "no", cfg->tls.client_ca_file ? "yes" : "no",
-		    cfg->auth.bearer_token_file ? "bearer" : "none");
 	return 0;
 }
 
@@ -507,6 +524,12 @@ static void agent_shutdown(struct gw_component *c, void (*done)(struct gw_compon
 	struct agent_rx *rx = c->state;
 
 	rx->done = done;
+	gw_agent_rx_shutdown(rx);
+}
+
+/* Stops listening and lets connections finish; rx->done is called when they have. */
+void gw_agent_rx_shutdown(struct agent_rx *rx)
+{
 	rx->shutting_down = true;
 	rx->shutdown_started_ms = gw_agent_now_ms(rx);
 	if (rx->listening && !uv_is_closing((uv_handle_t *)&rx->listener))
@@ -528,6 +551,12 @@ static void agent_destroy(struct gw_component *c)
 	c->state = NULL;
 	if (c->runtime)
 		gw_runtime__remove_metrics(c->runtime, write_metrics, rx);
+	gw_agent_rx_destroy(rx);
+}
+
+/* Closes everything of rx; it is freed when its last handle is closed. */
+void gw_agent_rx_destroy(struct agent_rx *rx)
+{
 	rx->destroyed = true;
 	rx->done = NULL;
 	if (rx->dec.started) {

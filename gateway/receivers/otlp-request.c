@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The `otlp` receiver's requests (otlp-private.h): the headers of OTLP/gRPC
+ * and OTLP/HTTP calls, a complete body unframed (gRPC length prefix) and
+ * gunzipped within the protocol's size limit, decoded (otlp-decode.h),
+ * admitted, accounted, answered (ExportProfilesServiceResponse with
+ * partial_success, or an error: google.rpc.Status over HTTP, grpc-status and
+ * grpc-message over gRPC) and emitted.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accounting.h"
+#include "gzip.h"
+#include "log.h"
+#include "macro.h"
+#include "model.h"
+#include "otlp-json.h"
+#include "otlp-private.h"
+#include "pbwire.h"
+#include "runtime.h"
+
+static struct otlp_listener *listener_of(struct h2stream *s)
+{
+	return (struct otlp_listener *)s->conn->rx; /* rx is its first member */
+}
+
+static bool name_is(const uint8_t *name, size_t namelen, const char *want)
+{
+	return namelen == strlen(want) && memcmp(name, want, namelen) == 0;
+}
+
+static bool value_is(const uint8_t *v, size_t len, const char *want)
+{
+	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
+}
+
+/* The media type of a content-type value, without parameters. */
+static size_t media_type_len(const uint8_t *v, size_t len)
+{
+	size_t n = 0;
+	while (n < len && v[n] != ';' && v[n] != ' ')
+		n++;
+	return n;
+}
+
+/* ---- headers ---- */
+
+static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
+{
+	if (name_is(name, namelen, ":method")) {
+		if (!value_is(value, valuelen, "POST"))
+			gw_agent_stream_error(s, 405, "gRPC calls are POST");
+	} else if (name_is(name, namelen, ":path")) {
+		if (!(valuelen == sizeof(OTLP_GRPC_PATH) - 1 && memcmp(value, OTLP_GRPC_PATH, valuelen) == 0))
+			gw_agent_stream_error(s, 404, "unknown method; this server implements " OTLP_GRPC_PATH);
+	} else if (name_is(name, namelen, "content-type")) {
+		size_t n = media_type_len(value, valuelen);
+		if (value_is(value, n, "application/grpc") || value_is(value, n, "application/grpc+proto"))
+			s->have_ctype = true;
+		else
+			gw_agent_stream_error(s, 415, "content-type must be application/grpc (protobuf)");
+	} else if (name_is(name, namelen, "grpc-encoding")) {
+		if (value_is(value, valuelen, "gzip"))
+			s->proto_flags |= OTLP_F_GRPC_ENCODING;
+		else if (!value_is(value, valuelen, "identity"))
+			gw_agent_stream_error(s, 415, "grpc-encoding must be gzip or identity");
+	}
+}
+
+static void http_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
+{
+	if (name_is(name, namelen, ":method")) {
+		if (!value_is(value, valuelen, "POST"))
+			gw_agent_stream_error(s, 405, "only POST " OTLP_HTTP_PATH " is served");
+	} else if (name_is(name, namelen, ":path")) {
+		if (!(valuelen == sizeof(OTLP_HTTP_PATH) - 1 && memcmp(value, OTLP_HTTP_PATH, valuelen) == 0))
+			gw_agent_stream_error(s, 404, "unknown path; OTLP profiles are POST " OTLP_HTTP_PATH);
+	} else if (name_is(name, namelen, "content-type")) {
+		size_t n = media_type_len(value, valuelen);
+		if (value_is(value, n, "application/x-protobuf") || value_is(value, n, "application/protobuf"))
+			s->have_ctype = true;
+		else if (value_is(value, n, "application/json")) {
+			s->have_ctype = true;
+			s->proto_flags |= OTLP_F_JSON;
+		} else
+			gw_agent_stream_error(s, 415,
+					      "content-type must be application/x-protobuf or application/json");
+	} else if (name_is(name, namelen, "content-encoding")) {
+		if (value_is(value, valuelen, "gzip"))
+			s->gzip = true;
+		else if (!value_is(value, valuelen, "identity"))
+			gw_agent_stream_error(s, 415, "content-encoding must be gzip or identity");
+	}
+}
+
+/* ---- answers ---- */
+
+/* The gRPC status code an HTTP status of ours stands for. */
+static int grpc_code(int status)
+{
+	switch (status) {
+	case 200:
+		return 0; /* OK */
+	case 400:
+		return 3; /* INVALID_ARGUMENT */
+	case 401:
+		return 16; /* UNAUTHENTICATED */
+	case 404:
+	case 405:
+	case 415:
+		return 12; /* UNIMPLEMENTED */
+	case 408:
+		return 4; /* DEADLINE_EXCEEDED */
+	case 413:
+		return 8; /* RESOURCE_EXHAUSTED */
+	case 429:
+	case 503:
+		return 14; /* UNAVAILABLE: retryable */
+	default:
+		return 13; /* INTERNAL */
+	}
+}
+
+/* grpc-message is percent-encoded (gRPC over HTTP/2: printable ASCII but '%' as is). */
+static void percent_encode(const char *in, char *out, size_t size)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (; *in && o + 4 < size; in++) {
+		unsigned char ch = (unsigned char)*in;
+		if (ch >= 0x20 && ch <= 0x7e && ch != '%')
+			out[o++] = (char)ch;
+		else {
+			out[o++] = '%';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* A JSON string's contents (no quotes), cut to fit. */
+static void json_escape(const char *in, char *out, size_t size)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	for (; *in && o + 7 < size; in++) {
+		unsigned char ch = (unsigned char)*in;
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)ch;
+		} else if (ch < 0x20) {
+			memcpy(out + o, "\\u00", 4);
+			o += 4;
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		} else
+			out[o++] = (char)ch;
+	}
+	out[o] = '\0';
+}
+
+static void respond_json(struct h2stream *s, int status, const char *json, uint32_t retry_after_ms)
+{
+	char *body = strdup(json);
+	gw_agent_respond_ex(s, status, "application/json", (uint8_t *)body, body ? strlen(body) : 0, retry_after_ms,
+			    NULL, NULL);
+}
+
+static void otlp_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg)
+{
+	struct otlp_listener *l = listener_of(s);
+	struct sr_pbw w = { 0 };
+
+	if (status == 400)
+		l->st.invalid++;
+	else if (status == 413)
+		l->st.too_large++;
+
+	if (l->proto == OTLP_GRPC) {
+		char code[8], enc[1024];
+		snprintf(code, sizeof(code), "%d", grpc_code(status));
+		percent_encode(msg, enc, sizeof(enc));
+		/* gRPC errors are trailers-only answers with HTTP status 200. */
+		gw_agent_respond_ex(s, 200, "application/grpc", NULL, 0, 0, code, enc);
+		s->conn->rx->statuses[ST_200]--; /* counted by what it means, below */
+		for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++)
+			if (status_codes[i] == status)
+				s->conn->rx->statuses[i]++;
+		return;
+	}
+	if (s->proto_flags & OTLP_F_JSON) {
+		char buf[1200];
+		int n = snprintf(buf, sizeof(buf), "{\"code\":%d,\"message\":\"", grpc_code(status));
+		json_escape(msg, buf + n, sizeof(buf) - (size_t)n - 2);
+		strcat(buf, "\"}");
+		respond_json(s, status, buf, retry_after_ms);
+		return;
+	}
+	/* OTLP/HTTP: a google.rpc.Status (code, message). */
+	sr_pbw__uint(&w, 1, (uint64_t)grpc_code(status));
+	sr_pbw__string(&w, 2, msg);
+	if (sr_pbw__error(&w)) {
+		sr_pbw__free(&w);
+		w.buf = NULL;
+		w.len = 0;
+	}
+	gw_agent_respond_ex(s, status, "application/x-protobuf", w.buf, w.len, retry_after_ms, NULL, NULL);
+}
+
+/* ExportProfilesServiceResponse { partial_success = 1 { rejected_profiles = 1; error_message = 2 } } */
+static int encode_response(const struct gw_otlp_decode_result *res, bool grpc, uint8_t **ret, size_t *ret_len)
+{
+	struct sr_pbw w = { 0 };
+	if (grpc)
+		sr_pbw__raw(&w, "\0\0\0\0\0", 5); /* uncompressed, length filled in below */
+	if (res->rejected_profiles || res->message[0]) {
+		size_t m = sr_pbw__begin(&w, 1);
+		sr_pbw__int(&w, 1, (int64_t)res->rejected_profiles);
+		sr_pbw__string(&w, 2, res->message);
+		sr_pbw__end(&w, m);
+	}
+	if (sr_pbw__error(&w)) {
+		sr_pbw__free(&w);
+		return -ENOMEM;
+	}
+	if (grpc) {
+		if (!w.buf && !sr_pbw__reserve(&w, 5))
+			return -ENOMEM;
+		uint32_t n = (uint32_t)(w.len - 5);
+		w.buf[1] = (uint8_t)(n >> 24);
+		w.buf[2] = (uint8_t)(n >> 16);
+		w.buf[3] = (uint8_t)(n >> 8);
+		w.buf[4] = (uint8_t)n;
+	}
+	*ret = w.buf;
+	*ret_len = w.len;
+	return 0;
+}
+
+/* ---- requests ---- */
+
+/*
+ * The plain ExportProfilesServiceRequest bytes of s's body into *plain (set
+ * to the body or to a malloc'd *owned): gRPC framing removed, gzip undone
+ * within the protocol's limit. 0, or the HTTP status to answer with msg.
+ */
+static int unwrap(struct h2stream *s, const uint8_t **plain, size_t *plain_len, uint8_t **owned, char *msg,
+		  size_t msgsize)
+{
+	struct otlp_listener *l = listener_of(s);
+	const uint8_t *body = s->body ? s->body : (const uint8_t *)"";
+	size_t len = s->len;
+	bool gz = s->gzip;
+	int e;
+
+	if (l->proto == OTLP_GRPC) {
+		if (len < 5) {
+			snprintf(msg, msgsize, "gRPC message prefix truncated (%zu of 5 bytes)", len);
+			return 400;
+		}
+		uint32_t n = (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 | (uint32_t)body[3] << 8 | body[4];
+		if (body[0] > 1) {
+			snprintf(msg, msgsize, "gRPC message flag %u is not 0 or 1", body[0]);
+			return 400;
+		}
+		if ((size_t)n != len - 5) {
+			snprintf(msg, msgsize,
+				 "gRPC message length %u does not match the %zu bytes sent (one message per call)", n,
+				 len - 5);
+			return 400;
+		}
+		if (body[0] == 1 && !(s->proto_flags & OTLP_F_GRPC_ENCODING)) {
+			snprintf(msg, msgsize, "gRPC message compressed without grpc-encoding");
+			return 400;
+		}
+		gz = body[0] == 1;
+		body += 5;
+		len -= 5;
+	}
+	*plain = body;
+	*plain_len = len;
+	if (!gz)
+		return 0;
+	e = sr_gunzip(body, len, l->max_body, owned, plain_len);
+	if (e == -EFBIG) {
+		snprintf(msg, msgsize, "request decompresses to more than %s (%llu bytes)",
+			 l->proto == OTLP_GRPC ? "max_recv_msg_size_mib" : "max_request_body_size",
+			 (unsigned long long)l->max_body);
+		return 413;
+	}
+	if (e == -ENOMEM) {
+		snprintf(msg, msgsize, "out of memory; retry later");
+		return 503;
+	}
+	if (e < 0) {
+		snprintf(msg, msgsize, "request is not valid gzip (%s)",
+			 e == -EBADMSG ? "corrupt or truncated" : strerror(-e));
+		return 400;
+	}
+	*plain = *owned;
+	return 0;
+}
+
+static void otlp_request(struct h2stream *s)
+{
+	struct otlp_listener *l = listener_of(s);
+	struct otlp_rx *o = l->o;
+	struct gw_component *comp = o->c;
+	struct gw_otlp_decode_result res = { 0 };
+	const uint8_t *plain = NULL;
+	uint8_t *owned = NULL, *resp = NULL;
+	size_t plain_len = 0, resp_len = 0;
+	uint32_t retry_ms;
+	char msg[512];
+	int status;
+
+	s->processing = true;
+	l->st.bytes_wire += s->len;
+	status = unwrap(s, &plain, &plain_len, &owned, msg, sizeof(msg));
+	if (status) {
+		gw_agent_respond_error(s, status, status == 503 ? 1000 : 0, "%s", msg);
+		goto out;
+	}
+	l->st.bytes_plain += plain_len;
+	struct gw_otlp_decode_options dopts = o->dopts;
+	if (s->proto_flags & OTLP_F_JSON) {
+		/* JSON names the same fields alike in both versions: read as the configured one (auto: v1.10). */
+		struct gw_otlp_json_limits jl = { .max_input_bytes = l->max_body, .max_output_bytes = l->max_body };
+		struct sr_pbw pb = { 0 };
+		dopts.version = o->dopts.version == GW_OTLP_DECODE_V1_9 ? GW_OTLP_DECODE_V1_9 : GW_OTLP_DECODE_V1_10;
+		int e = gw_otlp_json_transcode(plain, plain_len,
+					       dopts.version == GW_OTLP_DECODE_V1_9 ? GW_OTLP_V1_9 : GW_OTLP_V1_10, &jl,
+					       &pb, msg, sizeof(msg));
+		if (e < 0) {
+			sr_pbw__free(&pb);
+			gw_agent_respond_error(s,
+					       e == -EMSGSIZE ? 413
+					       : e == -ENOMEM ? 503
+							      : 400,
+					       e == -ENOMEM ? 1000 : 0, "invalid OTLP/JSON: %s", msg);
+			goto out;
+		}
+		free(owned);
+		owned = pb.buf;
+		plain = pb.buf ? pb.buf : (const uint8_t *)"";
+		plain_len = pb.len;
+	}
+	switch (gw_otlp_decode(gw_runtime__stores(comp->runtime), plain, plain_len, &dopts, &res)) {
+	case GW_OTLP_DECODE_OK:
+		break;
+	case GW_OTLP_DECODE_TOO_LARGE:
+		gw_agent_respond_error(s, 413, 0, "%s", res.message);
+		goto out;
+	case GW_OTLP_DECODE_NO_MEMORY:
+		gw_agent_respond_error(s, 503, 1000, "the gateway is out of memory; retry later");
+		goto out;
+	default: /* INVALID, AMBIGUOUS */
+		gw_agent_respond_error(s, 400, 0, "%s", res.message);
+		goto out;
+	}
+	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
+		gw_component_received(comp, res.received);
+		gw_component_refused(comp, GW_REASON_RETRY_LATER, res.received);
+		gw_agent_respond_error(s, l->proto == OTLP_GRPC ? 503 : 429, retry_ms,
+				       "the gateway is over its memory limit; retry after %u ms", retry_ms);
+		goto out;
+	}
+	gw_component_received(comp, res.received);
+	if (res.refused)
+		gw_component_refused(comp, GW_REASON_BAD_REQUEST, res.refused);
+	l->st.rejected_profiles += res.rejected_profiles;
+	l->st.links_dropped += res.links_dropped;
+	l->st.attrs_dropped += res.attrs_dropped;
+	if (res.batch) {
+		gw_profiles_foreach_resource(res.batch, r)
+		{
+			if (s->conn->peer_ip[0] && gw_resource__set_peer(res.batch, r, s->conn->peer_ip) < 0)
+				break; /* out of memory: k8s_attributes then cannot match by peer */
+		}
+	}
+	if (encode_response(&res, l->proto == OTLP_GRPC, &resp, &resp_len) < 0) {
+		/* Too little memory to answer: not taken, the client resends. */
+		gw_component_refused(comp, GW_REASON_RETRY_LATER, res.accepted);
+		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		goto out;
+	}
+	/* Answer before the pipeline runs: the answer is final either way. */
+	if (l->proto == OTLP_GRPC)
+		gw_agent_respond_ex(s, 200, "application/grpc", resp, resp_len, 0, "0", NULL);
+	else if (s->proto_flags & OTLP_F_JSON) {
+		char buf[700], esc[600];
+		free(resp);
+		json_escape(res.message, esc, sizeof(esc));
+		if (res.rejected_profiles || res.message[0])
+			snprintf(buf, sizeof(buf),
+				 "{\"partialSuccess\":{\"rejectedProfiles\":\"%llu\",\"errorMessage\":\"%s\"}}",
+				 (unsigned long long)res.rejected_profiles, esc);
+		else
+			snprintf(buf, sizeof(buf), "{}");
+		respond_json(s, 200, buf, 0);
+	} else
+		gw_agent_respond_ex(s, 200, "application/x-protobuf", resp, resp_len, 0, NULL, NULL);
+	if (res.batch) {
+		struct gw_profiles *b = res.batch;
+		res.batch = NULL;
+		gw_component_emit(comp, b);
+	}
+out:
+	free(owned);
+	gw_otlp_decode_result_fini(&res);
+}
+
+const struct gw_conn_ops gw_otlp_grpc_ops = {
+	.header = grpc_header,
+	.request = otlp_request,
+	.error = otlp_error,
+	.http1 = false,
+	.component = OTLP_COMPONENT,
+	.too_large_msg = "request exceeds max_recv_msg_size_mib",
+};
+
+const struct gw_conn_ops gw_otlp_http_ops = {
+	.header = http_header,
+	.request = otlp_request,
+	.error = otlp_error,
+	.http1 = true,
+	.component = OTLP_COMPONENT,
+	.too_large_msg = "request body exceeds max_request_body_size",
+};
