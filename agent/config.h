@@ -65,6 +65,14 @@ struct agent_off_cpu_config {
 	uint64_t max_events_per_second; /* per CPU */
 };
 
+/* perf_maps: names of JIT code from /tmp/perf-PID.map (docs/agent.md, "JIT code: perf maps"). */
+struct agent_perf_maps_config {
+	bool enabled;
+	uint64_t max_bytes_per_process;
+	uint64_t max_entries_per_process;
+	uint64_t max_processes;
+};
+
 struct agent_telemetry_config {
 	char *metrics_address;
 	int log_level; /* enum sr_log_level */
@@ -75,6 +83,7 @@ struct agent_config {
 	struct agent_gateway_config gateway;
 	struct agent_profiling_config profiling;
 	struct agent_off_cpu_config off_cpu;
+	struct agent_perf_maps_config perf_maps;
 	char *output;
 	struct agent_telemetry_config telemetry;
 };

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "output.h"
+#include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
 #include "run.h"
@@ -56,6 +57,8 @@ struct run_ctx {
 	const struct agent_config *cfg;
 	struct agent_store *store;
 	struct agent_procs *procs;
+	struct agent_perfmaps *perfmaps; /* NULL: perf_maps.enabled false */
+	struct agent_perfmaps_stats perfmaps_stats;
 	struct agent_agg *agg;
 	struct agent_sampler *sampler;
 	struct agent_output *out;
@@ -180,6 +183,42 @@ static void file_known(void *ctx, uint64_t dev, uint64_t ino)
 		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
 }
 
+/*
+ * A frame in anonymous executable memory: JIT code, named from the process's
+ * perf map when it has one that covers the address (a JIT frame of a
+ * "perf-map" function), else left UNKNOWN ([jit]); counted by result.
+ */
+static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
+{
+	enum agent_jit_result why = AGENT_JIT_DISABLED;
+	const char *name;
+	size_t len = 0;
+
+	if (c->perfmaps) {
+		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
+					      &len, &why);
+		if (name) {
+			char buf[AGENT_FUNCTION_NAME_MAX + 1];
+			struct agent_function_def d = { .runtime = "perf-map", .name = buf };
+			int64_t idx;
+
+			len = SR_MIN(len, sizeof(buf) - 1);
+			memcpy(buf, name, len);
+			buf[len] = '\0';
+			idx = agent_store__add_function(c->store, &d, c->window);
+			if (idx >= 0) {
+				f->kind = stackrelay_v1_FrameKind_FRAME_KIND_JIT;
+				f->exe = (uint32_t)idx;
+				f->line = 0;
+				f->address = addr;
+			} else {
+				why = AGENT_JIT_LIMIT;
+			}
+		}
+	}
+	c->stats.jit_frames[why]++;
+}
+
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 {
 	const struct profile_sample *s = ev->sample;
@@ -207,6 +246,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	for (size_t i = 0; i < ev->n_kstack; i++) {
 		frames[n].address = s->kstack[i] - (i > 0 ? 1 : 0);
 		frames[n].exe = c->have_kernel ? AGENT_EXE_KERNEL : AGENT_EXE_NONE;
+		frames[n].line = 0;
 		frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
 		n++;
 	}
@@ -217,10 +257,12 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
 			if (same_image) {
-				agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]);
+				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
+					resolve_jit(c, s, addr, &frames[n]);
 			} else {
 				frames[n].address = addr;
 				frames[n].exe = AGENT_EXE_NONE;
+				frames[n].line = 0;
 				frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 			}
 			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER)
@@ -289,6 +331,8 @@ static int on_record(void *ctx, const void *data, size_t len)
 	case PROFILE_EVENT_EXIT:
 		c->stats.exits++;
 		agent_procs__exit(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns);
+		if (c->perfmaps)
+			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		break;
 	}
 	return 0;
@@ -310,6 +354,8 @@ static void update_stats(struct run_ctx *c)
 	c->stats_snap = c->stats;
 	agent_store__stats(c->store, &c->store_stats);
 	agent_procs__stats(c->procs, &c->procs_stats);
+	if (c->perfmaps)
+		agent_perfmaps__stats(c->perfmaps, &c->perfmaps_stats);
 	if (c->unwinder)
 		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
 	pthread_mutex_unlock(&c->lock);
@@ -372,6 +418,7 @@ static void render_metrics(void *ctx, FILE *f)
 	m.procs = &c->procs_stats;
 	m.store = &c->store_stats;
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
+	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;
@@ -477,6 +524,19 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	c.store = agent_store_new(pc->max_stacks);
 	c.procs = c.store ? agent_procs_new(c.store, pc->max_processes) : NULL;
 	c.agg = agent_agg_new(0);
+	if (cfg->perf_maps.enabled) {
+		struct agent_perfmaps_limits pl = {
+			.max_bytes_per_process = cfg->perf_maps.max_bytes_per_process,
+			.max_entries_per_process = cfg->perf_maps.max_entries_per_process,
+			.max_processes = cfg->perf_maps.max_processes,
+		};
+
+		c.perfmaps = agent_perfmaps_new(&pl, NULL);
+		if (!c.perfmaps) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
 	if (!c.store || !c.procs || !c.agg) {
 		r = -ENOMEM;
 		goto out;
@@ -718,6 +778,7 @@ out:
 	}
 	agent_agg_free(c.agg);
 	agent_procs_free(c.procs);
+	agent_perfmaps_free(c.perfmaps);
 	agent_store_free(c.store);
 	free(c.bpf_lost_per_cpu);
 	free(pids);
