@@ -117,6 +117,19 @@ static const struct sr_field off_cpu_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field runtimes_fields[] = {
+	SR_FIELD_BOOLEAN("python", struct agent_runtimes_config, python, .def = "true",
+			 .doc = "Name the Python frames of CPython 3.8-3.12 processes (function, file, line), "
+				"between the native frames around them. Needs table unwinding "
+				"(profiling.unwinding: auto)."),
+	SR_FIELD_U64("python_max_code_objects", struct agent_runtimes_config, python_max_code_objects, .def = "65536",
+		     .min = 1024, .max = 16 * 1024 * 1024,
+		     .doc = "Python code objects whose names and line tables are kept (about 300 bytes each "
+			    "plus the line table); the cache is emptied when full and refilled as samples "
+			    "need."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field metrics_fields[] = {
 	SR_FIELD_STR("address", struct agent_telemetry_config, metrics_address,
 		     .doc = "host:port to serve Prometheus metrics on; empty: no metrics endpoint."),
@@ -159,6 +172,8 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "What is sampled and how often."),
 	SR_FIELD_MAP("off_cpu", struct agent_config, off_cpu, struct agent_off_cpu_config, off_cpu_fields,
 		     .doc = "Off-CPU profiling: how long threads wait, and where."),
+	SR_FIELD_MAP("runtimes", struct agent_config, runtimes, struct agent_runtimes_config, runtimes_fields,
+		     .doc = "Interpreted code by name."),
 	SR_FIELD_STR("output", struct agent_config, output,
 		     .doc = "Also write every request as varint-delimited stackrelay.v1.PushRequest to this file."),
 	SR_FIELD_MAP("telemetry", struct agent_config, telemetry, struct agent_telemetry_config, telemetry_fields,

@@ -65,6 +65,12 @@ struct agent_off_cpu_config {
 	uint64_t max_events_per_second; /* per CPU */
 };
 
+/* runtimes: frames of interpreted code by name (docs/agent.md, "Runtimes"). */
+struct agent_runtimes_config {
+	bool python;
+	uint64_t python_max_code_objects;
+};
+
 struct agent_telemetry_config {
 	char *metrics_address;
 	int log_level; /* enum sr_log_level */
@@ -75,6 +81,7 @@ struct agent_config {
 	struct agent_gateway_config gateway;
 	struct agent_profiling_config profiling;
 	struct agent_off_cpu_config off_cpu;
+	struct agent_runtimes_config runtimes;
 	char *output;
 	struct agent_telemetry_config telemetry;
 };

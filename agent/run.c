@@ -35,6 +35,8 @@
 #include "output.h"
 #include "proc.h"
 #include "profile.h"
+#include "pyframe.h"
+#include "python.h"
 #include "run.h"
 #include "sampler.h"
 #include "store.h"
@@ -83,6 +85,8 @@ struct run_ctx {
 	struct agent_procs_stats procs_stats;
 	struct agent_unwinder *unwinder; /* NULL: profiling.unwinding fp, or the kernel cannot */
 	struct agent_unwinder_stats unwinder_stats;
+	struct agent_python *python; /* NULL: runtimes.python off, or no table unwinding */
+	struct agent_python_stats python_stats;
 	int known_files_fd;
 	/* Processes whose mappings the unwinder has not seen yet (FIFO; see queue_unwinder()). */
 	struct agent_proc **unwind_queue;
@@ -145,6 +149,12 @@ static void sync_queued(struct run_ctx *c)
 					     "cannot give a process's mappings to the unwinder; its stacks use frame "
 					     "pointers",
 					     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+			if (c->python) {
+				r = agent_python__sync(c->python, proc);
+				if (r < 0 && r != -ENOENT && r != -ENOTSUP)
+					sr_log_debug("agent", "cannot give a Python process to the frame walker",
+						     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+			}
 		}
 		if (agent_sampler__consume(c->sampler) < 0)
 			break;
@@ -167,6 +177,8 @@ static void forget_proc(void *ctx, struct agent_proc *proc)
 
 	if (c->unwinder)
 		agent_unwinder__forget(c->unwinder, proc);
+	if (c->python)
+		agent_python__forget(c->python, proc);
 }
 
 /* A file the agent identified: its mappings stop waking the agent. */
@@ -178,6 +190,20 @@ static void file_known(void *ctx, uint64_t dev, uint64_t ino)
 
 	if (c->known_files_fd >= 0)
 		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
+}
+
+/* A Python frame of the BPF walker (bpf/pyframe.h). */
+static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
+{
+	struct agent_py_frame pf;
+
+	ret->address = value;
+	ret->exe = AGENT_EXE_NONE;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+	if (!c->python || !proc || agent_python__frame(c->python, proc, value, &pf) < 0)
+		return;
+	sr_log_trace("agent", "python frame", "pid=%u name=\"%s\" file=\"%s\" line=%d first_line=%d", proc->pid,
+		     pf.name, pf.file, pf.line, pf.first_line);
 }
 
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
@@ -216,7 +242,9 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
-			if (same_image) {
+			if (s->ustack[i] & PY_FRAME_FLAG) {
+				python_frame(c, proc, s->ustack[i], &frames[n]);
+			} else if (same_image) {
 				agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]);
 			} else {
 				frames[n].address = addr;
@@ -520,6 +548,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.table_unwinding = pc->unwinding == AGENT_UNWIND_AUTO,
 		.track_mmaps = pc->mapping_hook != AGENT_HOOK_NONE,
 		.mapping_hook = pc->mapping_hook,
+		.python = cfg->runtimes.python,
 		.off_cpu = cfg->off_cpu.enabled,
 		.off_cpu_min_block_ns = cfg->off_cpu.min_block_ns,
 		.off_cpu_probability = cfg->off_cpu.probability,
@@ -558,6 +587,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			if (!c.unwinder) {
 				r = -errno;
 				goto out;
+			}
+			if (so.python) {
+				c.python = agent_python_new(sm.py_procs, cfg->runtimes.python_max_code_objects);
+				if (!c.python) {
+					r = -errno;
+					goto out;
+				}
 			}
 		}
 	}
@@ -705,6 +741,7 @@ out:
 	agent_metrics_server_free(c.metrics);
 	agent_sampler_free(c.sampler);
 	agent_unwinder_free(c.unwinder);
+	agent_python_free(c.python);
 	free(c.unwind_queue);
 	if (c.sender)
 		agent_sender_free(c.sender);
