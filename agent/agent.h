@@ -47,6 +47,7 @@ struct agent_store;
 int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_StackDef *ret);
 int agent_store__executable(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_ExecutableDef *ret);
 int agent_store__kernel(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_KernelDef *ret);
+int agent_store__function(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_FunctionDef *ret);
 /*
  * An fd open for reading on the executable with this ID (through
  * /proc/PID/map_files or /proc/PID/root while a process maps it, or a kept

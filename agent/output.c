@@ -113,6 +113,8 @@ struct defs {
 	size_t n_exes, cap_exes;
 	stackrelay_v1_KernelDef *kernels;
 	size_t n_kernels;
+	stackrelay_v1_FunctionDef *funcs;
+	size_t n_funcs, cap_funcs;
 };
 
 static void defs_release(struct defs *d)
@@ -123,6 +125,9 @@ static void defs_release(struct defs *d)
 		pb_release(stackrelay_v1_ExecutableDef_fields, &d->exes[i]);
 	for (size_t i = 0; i < d->n_kernels; i++)
 		pb_release(stackrelay_v1_KernelDef_fields, &d->kernels[i]);
+	for (size_t i = 0; i < d->n_funcs; i++)
+		pb_release(stackrelay_v1_FunctionDef_fields, &d->funcs[i]);
+	free(d->funcs);
 	free(d->stacks);
 	free(d->exes);
 	free(d->kernels);
@@ -161,6 +166,21 @@ static int add_exe(struct agent_output *o, struct agent_store *s, struct defs *d
 	return r == -ENOENT ? 0 : r;
 }
 
+static int add_func(struct agent_output *o, struct agent_store *s, struct defs *d, const pb_bytes_array_t *id)
+{
+	int r;
+
+	if (!id || !first_use(o, 'f', id->bytes, id->size))
+		return 0;
+	r = grow((void **)&d->funcs, &d->cap_funcs, d->n_funcs, sizeof(*d->funcs));
+	if (r < 0)
+		return r;
+	r = agent_store__function(s, id->bytes, id->size, &d->funcs[d->n_funcs]);
+	if (r == 0)
+		d->n_funcs++;
+	return r == -ENOENT ? 0 : r;
+}
+
 static int add_sample_defs(struct agent_output *o, struct agent_store *s, struct defs *d,
 			   const stackrelay_v1_Sample *smp)
 {
@@ -193,6 +213,11 @@ static int add_sample_defs(struct agent_output *o, struct agent_store *s, struct
 		const stackrelay_v1_Frame *f = &st->frames[i];
 		if (f->kind && *f->kind == stackrelay_v1_FrameKind_FRAME_KIND_USER) {
 			r = add_exe(o, s, d, f->executable_id);
+			if (r < 0)
+				return r;
+		}
+		if (f->function_id) {
+			r = add_func(o, s, d, f->function_id);
 			if (r < 0)
 				return r;
 		}
@@ -235,9 +260,11 @@ static int write_request(struct agent_output *o, struct agent_store *s, const st
 	req.executables = d.exes;
 	req.kernels_count = (pb_size_t)d.n_kernels;
 	req.kernels = d.kernels;
+	req.functions_count = (pb_size_t)d.n_funcs;
+	req.functions = d.funcs;
 	if (with_drops)
 		req.drops = (stackrelay_v1_DropCounters *)&b->drops;
-	if (d.n_stacks > UINT16_MAX || d.n_exes > UINT16_MAX) {
+	if (d.n_stacks > UINT16_MAX || d.n_exes > UINT16_MAX || d.n_funcs > UINT16_MAX) {
 		r = -E2BIG;
 		goto out;
 	}

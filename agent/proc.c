@@ -619,6 +619,7 @@ void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 
 	ret->address = addr;
 	ret->exe = AGENT_EXE_NONE;
+	ret->line = 0;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if ((m = agent_proc__find_map(proc, addr)))

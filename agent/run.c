@@ -233,6 +233,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	for (size_t i = 0; i < ev->n_kstack; i++) {
 		frames[n].address = s->kstack[i] - (i > 0 ? 1 : 0);
 		frames[n].exe = c->have_kernel ? AGENT_EXE_KERNEL : AGENT_EXE_NONE;
+		frames[n].line = 0;
 		frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
 		n++;
 	}
@@ -249,6 +250,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 			} else {
 				frames[n].address = addr;
 				frames[n].exe = AGENT_EXE_NONE;
+				frames[n].line = 0;
 				frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 			}
 			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER)

@@ -59,6 +59,77 @@ struct agent_gateway_config;
 #define AGENT_PROTOCOL_VERSION 1
 #define AGENT_PUSH_PATH	       "/stackrelay.v1.Ingest/Push"
 
+/* Key domains of the ID sets: equal bytes of different kinds are different keys. */
+enum agent_id_kind {
+	AGENT_ID_STACK = 1,
+	AGENT_ID_EXECUTABLE = 2,
+	AGENT_ID_KERNEL = 3,
+	AGENT_ID_SYMBOLS = 4,
+	AGENT_ID_FUNCTION = 5,
+};
+
+/*
+ * A set of IDs by their 128-bit hash (open addressing). A false "present"
+ * would only make the agent skip a definition the gateway then reports
+ * missing, so hashes are enough.
+ */
+struct agent_idkey {
+	uint64_t hi, lo; /* hi has its top bit set; {0,0} empty, {0,1} deleted */
+};
+
+struct agent_idset {
+	struct agent_idkey *keys;
+	size_t cap, used, live, max;
+};
+
+/* sender-idset.c */
+struct agent_idkey agent_idkey_of(enum agent_id_kind kind, const uint8_t *id, size_t len);
+void agent_idset_clear(struct agent_idset *set);
+void agent_idset_done(struct agent_idset *set);
+bool agent_idset_has_key(const struct agent_idset *set, struct agent_idkey k);
+bool agent_idset_has(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
+/* Returns 1 when added, 0 when present, -ENOMEM. A set at its maximum starts over (see agent_idset.max). */
+int agent_idset_add_key(struct agent_idset *set, struct agent_idkey k);
+int agent_idset_add(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
+void agent_idset_del(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
+
+/* sender-defs.c: the definitions one request carries. */
+struct agent_defs {
+	stackrelay_v1_StackDef *stacks;
+	size_t n_stacks, cap_stacks;
+	stackrelay_v1_ExecutableDef *executables;
+	size_t n_executables, cap_executables;
+	stackrelay_v1_KernelDef *kernels;
+	size_t n_kernels, cap_kernels;
+	stackrelay_v1_FunctionDef *functions;
+	size_t n_functions, cap_functions;
+	struct agent_idset local; /* IDs defined in this request */
+	/*
+	 * Resends after "missing" carry every definition their samples need: a
+	 * gateway that lost a stack most likely lost its executables too (restart,
+	 * another replica), and one round trip is cheaper than three.
+	 */
+	bool all;
+};
+
+void agent_defs_free(struct agent_defs *d);
+/* Grows *arr (of *cap elements of elem bytes, zeroed when new) to hold more than n. Returns 0 or -ENOMEM. */
+int agent_sender_grow(void **arr, size_t *cap, size_t n, size_t elem);
+/*
+ * Adds the definitions one sample needs that sent (the connection) has not
+ * seen: its stack, the stack's executables, functions and kernel, the
+ * sample's kernel. -ENOENT (or another error) when the store cannot provide
+ * one: the sample is dropped, and d is as before.
+ */
+int agent_defs_add_sample(const struct agent_idset *sent, struct agent_store *store, struct agent_defs *d,
+			  const stackrelay_v1_Sample *sample);
+/*
+ * Does a sample reference one of the missing IDs? check_frames: look at the
+ * stack's frames too (missing executables, kernels, functions). 1, 0 or -errno.
+ */
+int agent_defs_sample_missing(struct agent_store *store, const stackrelay_v1_Sample *sample,
+			      const struct agent_idset *missing, bool check_frames);
+
 struct agent_sender_http_request {
 	const uint8_t *body;
 	size_t len;

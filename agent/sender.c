@@ -50,28 +50,6 @@ enum drop_reason {
 	DROP_REJECTED,
 };
 
-/* Key domains of the ID sets: equal bytes of different kinds are different keys. */
-enum id_kind {
-	ID_STACK = 1,
-	ID_EXECUTABLE = 2,
-	ID_KERNEL = 3,
-	ID_SYMBOLS = 4,
-};
-
-/*
- * A set of IDs by their 128-bit hash (open addressing). A false "present"
- * would only make the agent skip a definition the gateway then reports
- * missing, so hashes are enough.
- */
-struct idkey {
-	uint64_t hi, lo; /* hi has its top bit set; {0,0} empty, {0,1} deleted */
-};
-
-struct idset {
-	struct idkey *keys;
-	size_t cap, used, live, max;
-};
-
 struct chunk {
 	TAILQ_ENTRY(chunk) link;
 	stackrelay_v1_Sample *samples;
@@ -145,15 +123,15 @@ struct agent_sender {
 	atomic_bool abort_transfer;
 
 	/* Thread-owned. */
-	struct idset sent;	   /* definitions the current connection has seen */
-	struct idset symdone;	   /* executables (and kernels) uploaded or being uploaded */
-	const char *kallsyms_path; /* AGENT_SYMUPLOAD_KALLSYMS_PATH; tests point it at a fixture */
+	struct agent_idset sent;    /* definitions the current connection has seen */
+	struct agent_idset symdone; /* executables (and kernels) uploaded or being uploaded */
+	const char *kallsyms_path;  /* AGENT_SYMUPLOAD_KALLSYMS_PATH; tests point it at a fixture */
 	struct symjob *symjobs;
 	size_t symjobs_cap;
 	/* IDs for the exit probes: a ring of the most recent distinct ones, and their set. */
 	struct probe_id *probe_ids;
 	size_t probe_n, probe_next;
-	struct idset probe_set;
+	struct agent_idset probe_set;
 	uint64_t probe_wait_ns;		       /* current wait between rounds */
 	uint64_t probe_first_ns, probe_max_ns; /* AGENT_SENDER_PROBE_*_WAIT_NS; tests shorten them */
 	uint64_t seq;
@@ -274,124 +252,6 @@ uint64_t agent_sender_sample_bytes(const stackrelay_v1_Sample *sample)
 static uint64_t sample_count(const stackrelay_v1_Sample *sample)
 {
 	return sample->count ? *sample->count : 0;
-}
-
-/* ---- ID sets ---- */
-
-static struct idkey idkey_of(enum id_kind kind, const uint8_t *id, size_t len)
-{
-	XXH128_hash_t h = XXH3_128bits_withSeed(id, len, (XXH64_hash_t)kind);
-
-	return (struct idkey){ .hi = h.high64 | (1ULL << 63), .lo = h.low64 };
-}
-
-static void idset_clear(struct idset *set)
-{
-	if (set->keys)
-		memset(set->keys, 0, set->cap * sizeof(*set->keys));
-	set->used = set->live = 0;
-}
-
-static void idset_done(struct idset *set)
-{
-	SR_FREE(set->keys);
-	set->cap = set->used = set->live = 0;
-}
-
-static struct idkey *idset_slot(const struct idset *set, struct idkey k, bool for_insert)
-{
-	size_t mask = set->cap - 1, i = (size_t)k.lo & mask;
-	struct idkey *tomb = NULL;
-
-	for (;;) {
-		struct idkey *e = &set->keys[i];
-
-		if (e->hi == 0 && e->lo == 0)
-			return for_insert ? (tomb ? tomb : e) : NULL;
-		if (e->hi == 0 && e->lo == 1) {
-			if (!tomb)
-				tomb = e;
-		} else if (e->hi == k.hi && e->lo == k.lo) {
-			return e;
-		}
-		i = (i + 1) & mask;
-	}
-}
-
-static bool idset_has_key(const struct idset *set, struct idkey k)
-{
-	return set->cap && idset_slot(set, k, false) != NULL;
-}
-
-static bool idset_has(const struct idset *set, enum id_kind kind, const uint8_t *id, size_t len)
-{
-	return idset_has_key(set, idkey_of(kind, id, len));
-}
-
-static int idset_add_key(struct idset *set, struct idkey k);
-
-static int idset_rehash(struct idset *set, size_t cap)
-{
-	struct idkey *old = set->keys;
-	size_t old_cap = set->cap;
-
-	set->keys = calloc(cap, sizeof(*set->keys));
-	if (!set->keys) {
-		set->keys = old;
-		return -ENOMEM;
-	}
-	set->cap = cap;
-	set->used = set->live = 0;
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].hi)
-			(void)idset_add_key(set, old[i]);
-	free(old);
-	return 0;
-}
-
-/* Returns 1 when added, 0 when present, -ENOMEM. A set at its maximum starts over (see idset.max). */
-static int idset_add_key(struct idset *set, struct idkey k)
-{
-	struct idkey *e;
-	int r;
-
-	if (set->cap && idset_slot(set, k, false))
-		return 0;
-	if (set->max && set->live >= set->max)
-		idset_clear(set);
-	if ((set->used + 1) * 10 >= set->cap * 7) {
-		size_t cap = set->cap ? set->cap : 64;
-
-		while ((set->live + 1) * 10 >= cap * 5)
-			cap *= 2;
-		r = idset_rehash(set, cap);
-		if (r < 0)
-			return r;
-	}
-	e = idset_slot(set, k, true);
-	if (e->hi == 0 && e->lo == 0)
-		set->used++;
-	*e = k;
-	set->live++;
-	return 1;
-}
-
-static int idset_add(struct idset *set, enum id_kind kind, const uint8_t *id, size_t len)
-{
-	return idset_add_key(set, idkey_of(kind, id, len));
-}
-
-static void idset_del(struct idset *set, enum id_kind kind, const uint8_t *id, size_t len)
-{
-	struct idkey *e;
-
-	if (!set->cap)
-		return;
-	e = idset_slot(set, idkey_of(kind, id, len), false);
-	if (e) {
-		*e = (struct idkey){ .hi = 0, .lo = 1 };
-		set->live--;
-	}
 }
 
 /* ---- chunks ---- */
@@ -566,161 +426,6 @@ int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
 }
 
 /* ---- requests ---- */
-
-struct defs {
-	stackrelay_v1_StackDef *stacks;
-	size_t n_stacks, cap_stacks;
-	stackrelay_v1_ExecutableDef *executables;
-	size_t n_executables, cap_executables;
-	stackrelay_v1_KernelDef *kernels;
-	size_t n_kernels, cap_kernels;
-	struct idset local; /* IDs defined in this request */
-	/*
-	 * Resends after "missing" carry every definition their samples need: a
-	 * gateway that lost a stack most likely lost its executables too (restart,
-	 * another replica), and one round trip is cheaper than three.
-	 */
-	bool all;
-};
-
-static void defs_free(struct defs *d)
-{
-	for (size_t i = 0; i < d->n_stacks; i++)
-		pb_release(stackrelay_v1_StackDef_fields, &d->stacks[i]);
-	for (size_t i = 0; i < d->n_executables; i++)
-		pb_release(stackrelay_v1_ExecutableDef_fields, &d->executables[i]);
-	for (size_t i = 0; i < d->n_kernels; i++)
-		pb_release(stackrelay_v1_KernelDef_fields, &d->kernels[i]);
-	free(d->stacks);
-	free(d->executables);
-	free(d->kernels);
-	idset_done(&d->local);
-	memset(d, 0, sizeof(*d));
-}
-
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	void *p;
-	size_t c;
-
-	if (n < *cap)
-		return 0;
-	c = *cap ? *cap * 2 : 16;
-	p = realloc(*arr, c * elem);
-	if (!p)
-		return -ENOMEM;
-	memset((char *)p + *cap * elem, 0, (c - *cap) * elem);
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
-static bool need_def(struct agent_sender *s, struct defs *d, enum id_kind kind, const pb_bytes_array_t *id)
-{
-	return id && id->size && (d->all || !idset_has(&s->sent, kind, id->bytes, id->size)) &&
-	       !idset_has(&d->local, kind, id->bytes, id->size);
-}
-
-static int add_kernel_def(struct agent_sender *s, struct defs *d, const pb_bytes_array_t *id)
-{
-	int r;
-
-	if (!need_def(s, d, ID_KERNEL, id))
-		return 0;
-	r = grow((void **)&d->kernels, &d->cap_kernels, d->n_kernels, sizeof(*d->kernels));
-	if (r < 0)
-		return r;
-	r = agent_store__kernel(s->store, id->bytes, id->size, &d->kernels[d->n_kernels]);
-	if (r < 0)
-		return r;
-	d->n_kernels++;
-	r = idset_add(&d->local, ID_KERNEL, id->bytes, id->size);
-	return r < 0 ? r : 0;
-}
-
-static int add_executable_def(struct agent_sender *s, struct defs *d, const pb_bytes_array_t *id)
-{
-	int r;
-
-	if (!need_def(s, d, ID_EXECUTABLE, id))
-		return 0;
-	r = grow((void **)&d->executables, &d->cap_executables, d->n_executables, sizeof(*d->executables));
-	if (r < 0)
-		return r;
-	r = agent_store__executable(s->store, id->bytes, id->size, &d->executables[d->n_executables]);
-	if (r < 0)
-		return r;
-	d->n_executables++;
-	r = idset_add(&d->local, ID_EXECUTABLE, id->bytes, id->size);
-	return r < 0 ? r : 0;
-}
-
-static bool frame_is_kernel(const stackrelay_v1_Frame *f)
-{
-	return f->kind && *f->kind == stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
-}
-
-/*
- * The definitions one sample needs that the connection has not seen: its
- * stack, the stack's executables and kernel, the sample's kernel. -ENOENT
- * (or another error) when the store cannot provide one: the sample is dropped.
- */
-static int add_sample_defs(struct agent_sender *s, struct defs *d, const stackrelay_v1_Sample *sample)
-{
-	const pb_bytes_array_t *sid = sample->stack_id;
-	stackrelay_v1_StackDef *def;
-	size_t mark_exec = d->n_executables, mark_kern = d->n_kernels;
-	int r;
-
-	if (!sid || !sid->size)
-		return -EINVAL;
-	r = add_kernel_def(s, d, sample->kernel_id);
-	if (r < 0)
-		return r;
-	if (!need_def(s, d, ID_STACK, sid))
-		return 0;
-	r = grow((void **)&d->stacks, &d->cap_stacks, d->n_stacks, sizeof(*d->stacks));
-	if (r < 0)
-		return r;
-	def = &d->stacks[d->n_stacks];
-	r = agent_store__stack(s->store, sid->bytes, sid->size, def);
-	if (r < 0)
-		return r;
-	for (pb_size_t i = 0; i < def->frames_count; i++) {
-		const stackrelay_v1_Frame *f = &def->frames[i];
-
-		if (!f->executable_id || !f->executable_id->size)
-			continue;
-		r = frame_is_kernel(f) ? add_kernel_def(s, d, f->executable_id)
-				       : add_executable_def(s, d, f->executable_id);
-		if (r < 0)
-			goto fail;
-	}
-	d->n_stacks++;
-	r = idset_add(&d->local, ID_STACK, sid->bytes, sid->size);
-	return r < 0 ? r : 0;
-fail:
-	/* Roll back the definitions this sample added: its stack will not be sent. */
-	pb_release(stackrelay_v1_StackDef_fields, def);
-	memset(def, 0, sizeof(*def));
-	while (d->n_executables > mark_exec) {
-		stackrelay_v1_ExecutableDef *e = &d->executables[--d->n_executables];
-
-		if (e->id)
-			idset_del(&d->local, ID_EXECUTABLE, e->id->bytes, e->id->size);
-		pb_release(stackrelay_v1_ExecutableDef_fields, e);
-		memset(e, 0, sizeof(*e));
-	}
-	while (d->n_kernels > mark_kern) {
-		stackrelay_v1_KernelDef *k = &d->kernels[--d->n_kernels];
-
-		if (k->id)
-			idset_del(&d->local, ID_KERNEL, k->id->bytes, k->id->size);
-		pb_release(stackrelay_v1_KernelDef_fields, k);
-		memset(k, 0, sizeof(*k));
-	}
-	return r;
-}
 
 struct encoded {
 	uint8_t *buf;
@@ -968,7 +673,8 @@ static void probe_remember(struct agent_sender *s, const pb_bytes_array_t *id)
 {
 	struct probe_id *p;
 
-	if (!id || !id->size || id->size > sizeof(p->id) || idset_has(&s->probe_set, ID_SYMBOLS, id->bytes, id->size))
+	if (!id || !id->size || id->size > sizeof(p->id) ||
+	    agent_idset_has(&s->probe_set, AGENT_ID_SYMBOLS, id->bytes, id->size))
 		return;
 	if (!s->probe_ids) {
 		s->probe_ids = calloc(AGENT_SENDER_PROBE_IDS_MAX, sizeof(*s->probe_ids));
@@ -977,10 +683,10 @@ static void probe_remember(struct agent_sender *s, const pb_bytes_array_t *id)
 	}
 	p = &s->probe_ids[s->probe_next];
 	/* One key domain for both kinds: the probe names the ID, the gateway knows what it is. */
-	if (idset_add(&s->probe_set, ID_SYMBOLS, id->bytes, id->size) < 0)
+	if (agent_idset_add(&s->probe_set, AGENT_ID_SYMBOLS, id->bytes, id->size) < 0)
 		return;
 	if (s->probe_n == AGENT_SENDER_PROBE_IDS_MAX)
-		idset_del(&s->probe_set, ID_SYMBOLS, p->id, p->len); /* the oldest, overwritten below */
+		agent_idset_del(&s->probe_set, AGENT_ID_SYMBOLS, p->id, p->len); /* the oldest, overwritten below */
 	memcpy(p->id, id->bytes, id->size);
 	p->len = (uint8_t)id->size;
 	s->probe_next = (s->probe_next + 1) % AGENT_SENDER_PROBE_IDS_MAX;
@@ -993,13 +699,13 @@ static void probe_remember(struct agent_sender *s, const pb_bytes_array_t *id)
  * defined. The executables and kernels defined are remembered for the exit
  * probes: their samples are at the gateway now, which may want their symbols.
  */
-static void commit_defs(struct agent_sender *s, struct defs *d, bool new_connection)
+static void commit_defs(struct agent_sender *s, struct agent_defs *d, bool new_connection)
 {
 	if (new_connection)
-		idset_clear(&s->sent);
+		agent_idset_clear(&s->sent);
 	for (size_t i = 0; i < d->local.cap; i++)
 		if (d->local.keys[i].hi)
-			(void)idset_add_key(&s->sent, d->local.keys[i]);
+			(void)agent_idset_add_key(&s->sent, d->local.keys[i]);
 	for (size_t i = 0; i < d->n_executables; i++)
 		probe_remember(s, d->executables[i].id);
 	for (size_t i = 0; i < d->n_kernels; i++)
@@ -1058,13 +764,13 @@ static size_t want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_si
 		if (!id || !id->size || id->size > sizeof(j->id))
 			continue;
 		/* Once per executable per agent lifetime (unless it failed): the set remembers. */
-		if (idset_has(&s->symdone, ID_SYMBOLS, id->bytes, id->size))
+		if (agent_idset_has(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size))
 			continue;
 		if (s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
 			continue;
-		if (grow((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs, sizeof(*s->symjobs)) < 0)
+		if (agent_sender_grow((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs, sizeof(*s->symjobs)) < 0)
 			continue;
-		if (idset_add(&s->symdone, ID_SYMBOLS, id->bytes, id->size) < 0)
+		if (agent_idset_add(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size) < 0)
 			continue;
 		j = &s->symjobs[s->n_symjobs++];
 		memcpy(j->id, id->bytes, id->size);
@@ -1077,42 +783,13 @@ static size_t want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_si
 	return added;
 }
 
-/* Does a sample reference one of the missing IDs? Needs the stack's frames for missing executables. */
-static int sample_missing(struct agent_sender *s, const stackrelay_v1_Sample *sample, const struct idset *missing,
-			  bool check_frames)
-{
-	stackrelay_v1_StackDef def = stackrelay_v1_StackDef_init_zero;
-	bool hit = false;
-	int r;
-
-	if (sample->stack_id && idset_has(missing, ID_STACK, sample->stack_id->bytes, sample->stack_id->size))
-		return 1;
-	if (sample->kernel_id && sample->kernel_id->size &&
-	    idset_has(missing, ID_KERNEL, sample->kernel_id->bytes, sample->kernel_id->size))
-		return 1;
-	if (!check_frames || !sample->stack_id)
-		return 0;
-	r = agent_store__stack(s->store, sample->stack_id->bytes, sample->stack_id->size, &def);
-	if (r < 0)
-		return r;
-	for (pb_size_t i = 0; i < def.frames_count && !hit; i++) {
-		const stackrelay_v1_Frame *f = &def.frames[i];
-
-		if (f->executable_id && f->executable_id->size)
-			hit = idset_has(missing, frame_is_kernel(f) ? ID_KERNEL : ID_EXECUTABLE,
-					f->executable_id->bytes, f->executable_id->size);
-	}
-	pb_release(stackrelay_v1_StackDef_fields, &def);
-	return hit;
-}
-
 /*
  * A final answer for the head: count what was accepted, requeue what the
  * gateway lacked definitions for, forget those IDs as "sent".
  */
 static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1_PushResponse *resp)
 {
-	struct idset missing = { 0 };
+	struct agent_idset missing = { 0 };
 	bool check_frames;
 	struct chunk *again = NULL;
 	uint64_t acc = 0, acc_bytes = 0, lost = 0, lost_bytes = 0;
@@ -1120,25 +797,33 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 
 	for (pb_size_t i = 0; i < resp->missing_stacks_count; i++)
 		if (resp->missing_stacks[i]) {
-			(void)idset_add(&missing, ID_STACK, resp->missing_stacks[i]->bytes,
+			(void)agent_idset_add(&missing, AGENT_ID_STACK, resp->missing_stacks[i]->bytes,
+					      resp->missing_stacks[i]->size);
+			agent_idset_del(&s->sent, AGENT_ID_STACK, resp->missing_stacks[i]->bytes,
 					resp->missing_stacks[i]->size);
-			idset_del(&s->sent, ID_STACK, resp->missing_stacks[i]->bytes, resp->missing_stacks[i]->size);
 		}
 	for (pb_size_t i = 0; i < resp->missing_executables_count; i++)
 		if (resp->missing_executables[i]) {
 			const pb_bytes_array_t *id = resp->missing_executables[i];
 
-			(void)idset_add(&missing, ID_EXECUTABLE, id->bytes, id->size);
-			idset_del(&s->sent, ID_EXECUTABLE, id->bytes, id->size);
+			(void)agent_idset_add(&missing, AGENT_ID_EXECUTABLE, id->bytes, id->size);
+			agent_idset_del(&s->sent, AGENT_ID_EXECUTABLE, id->bytes, id->size);
 		}
 	for (pb_size_t i = 0; i < resp->missing_kernels_count; i++)
 		if (resp->missing_kernels[i]) {
 			const pb_bytes_array_t *id = resp->missing_kernels[i];
 
-			(void)idset_add(&missing, ID_KERNEL, id->bytes, id->size);
-			idset_del(&s->sent, ID_KERNEL, id->bytes, id->size);
+			(void)agent_idset_add(&missing, AGENT_ID_KERNEL, id->bytes, id->size);
+			agent_idset_del(&s->sent, AGENT_ID_KERNEL, id->bytes, id->size);
 		}
-	check_frames = resp->missing_executables_count || resp->missing_kernels_count;
+	for (pb_size_t i = 0; i < resp->missing_functions_count; i++)
+		if (resp->missing_functions[i]) {
+			const pb_bytes_array_t *id = resp->missing_functions[i];
+
+			(void)agent_idset_add(&missing, AGENT_ID_FUNCTION, id->bytes, id->size);
+			agent_idset_del(&s->sent, AGENT_ID_FUNCTION, id->bytes, id->size);
+		}
+	check_frames = resp->missing_executables_count || resp->missing_kernels_count || resp->missing_functions_count;
 
 	if (missing.live) {
 		again = calloc(1, sizeof(*again));
@@ -1150,7 +835,7 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 	for (size_t i = 0; i < head->n; i++) {
 		stackrelay_v1_Sample *sm = &head->samples[i];
 		uint64_t c = sample_count(sm), b = agent_sender_sample_bytes(sm);
-		int m = missing.live ? sample_missing(s, sm, &missing, check_frames) : 0;
+		int m = missing.live ? agent_defs_sample_missing(s->store, sm, &missing, check_frames) : 0;
 
 		if (m == 0) {
 			acc += c;
@@ -1161,7 +846,7 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 			 * executables and kernel it references, which is what was missing.
 			 */
 			if (sm->stack_id)
-				idset_del(&s->sent, ID_STACK, sm->stack_id->bytes, sm->stack_id->size);
+				agent_idset_del(&s->sent, AGENT_ID_STACK, sm->stack_id->bytes, sm->stack_id->size);
 			again->samples[n_again++] = *sm;
 			again->count += c;
 			again->bytes += b;
@@ -1209,7 +894,7 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 	}
 	s->head = NULL;
 	pthread_mutex_unlock(&s->mu);
-	idset_done(&missing);
+	agent_idset_done(&missing);
 	chunk_free(head);
 }
 
@@ -1304,7 +989,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 {
 	stackrelay_v1_PushRequest req;
 	struct req_common st;
-	struct defs d = { 0 };
+	struct agent_defs d = { 0 };
 	struct encoded enc = { 0 };
 	struct attempt a = { 0 };
 	uint64_t lost = 0, lost_bytes = 0;
@@ -1318,12 +1003,12 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		(s->cfg->gateway.max_connection_age_ns &&
 		 now_ns() - s->conn_started_ns >= s->cfg->gateway.max_connection_age_ns);
 	if (fresh)
-		idset_clear(&s->sent);
+		agent_idset_clear(&s->sent);
 	d.all = h->rounds > 0;
 
 	/* Definitions first; a sample whose definitions the store lost cannot be resolved by anyone. */
 	for (size_t i = 0; i < h->n; i++) {
-		r = add_sample_defs(s, &d, &h->samples[i]);
+		r = agent_defs_add_sample(&s->sent, s->store, &d, &h->samples[i]);
 		if (r < 0) {
 			lost += sample_count(&h->samples[i]);
 			lost_bytes += agent_sender_sample_bytes(&h->samples[i]);
@@ -1347,7 +1032,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		s->head = NULL;
 		pthread_mutex_unlock(&s->mu);
 		chunk_free(h);
-		defs_free(&d);
+		agent_defs_free(&d);
 		return;
 	}
 
@@ -1363,6 +1048,8 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 	req.executables_count = (pb_size_t)d.n_executables;
 	req.kernels = d.kernels;
 	req.kernels_count = (pb_size_t)d.n_kernels;
+	req.functions = d.functions;
+	req.functions_count = (pb_size_t)d.n_functions;
 	if (h->has_drops) {
 		memcpy(st.drops, h->drops, sizeof(st.drops));
 		memset(&st.dc, 0, sizeof(st.dc));
@@ -1381,7 +1068,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		s->head = NULL;
 		drop_chunk_locked(s, h, DROP_REJECTED);
 		pthread_mutex_unlock(&s->mu);
-		defs_free(&d);
+		agent_defs_free(&d);
 		return;
 	}
 	{
@@ -1394,9 +1081,9 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		if (a.outcome == OUT_DONE)
 			commit_defs(s, &d, fresh || !was_conn || s->conn_started_ns != started);
 		else if (a.status == 0)
-			idset_clear(&s->sent);
+			agent_idset_clear(&s->sent);
 	}
-	defs_free(&d);
+	agent_defs_free(&d);
 
 	switch (a.outcome) {
 	case OUT_DONE:
@@ -1599,7 +1286,7 @@ static void probe_round(struct agent_sender *s)
 		for (; i < s->probe_n && n < AGENT_SENDER_PROBES_PER_REQUEST; i++) {
 			const struct probe_id *p = &s->probe_ids[i];
 
-			if (idset_has(&s->symdone, ID_SYMBOLS, p->id, p->len))
+			if (agent_idset_has(&s->symdone, AGENT_ID_SYMBOLS, p->id, p->len))
 				continue;
 			ptrs[n] = (pb_bytes_array_t *)(bufs + n * slot);
 			ptrs[n]->size = p->len;
@@ -1623,7 +1310,7 @@ static void probe_round(struct agent_sender *s)
 			post(s, &enc, &a);
 			/* A new connection (max_connection_age, or none before) has seen no definitions yet. */
 			if (a.status == 0 || !was_conn || s->conn_started_ns != started)
-				idset_clear(&s->sent);
+				agent_idset_clear(&s->sent);
 		}
 		free(enc.buf);
 		asked += n;
@@ -1723,7 +1410,7 @@ static void drop_all_locked(struct agent_sender *s)
 	probe_done_locked(s);
 	/* Not uploaded after all: if the gateway asks again, try again. */
 	for (size_t i = 0; i < s->n_symjobs; i++)
-		idset_del(&s->symdone, ID_SYMBOLS, s->symjobs[i].id, s->symjobs[i].len);
+		agent_idset_del(&s->symdone, AGENT_ID_SYMBOLS, s->symjobs[i].id, s->symjobs[i].len);
 	s->n_symjobs = 0;
 }
 
@@ -2019,9 +1706,9 @@ void agent_sender_free(struct agent_sender *s)
 		sr_log_warn(LOG_COMPONENT, "sender stopped with unsent samples; dropped", "samples=%" PRIu64, left);
 	if (s->transport.free)
 		s->transport.free(s->transport.userdata);
-	idset_done(&s->sent);
-	idset_done(&s->symdone);
-	idset_done(&s->probe_set);
+	agent_idset_done(&s->sent);
+	agent_idset_done(&s->symdone);
+	agent_idset_done(&s->probe_set);
 	free(s->probe_ids);
 	free(s->symjobs);
 	free(s->token);

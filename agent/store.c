@@ -57,6 +57,7 @@ struct agent_store {
 	size_t n_exes, cap_exes;
 	bool have_kernel;
 	struct agent_kernel kernel;
+	struct agent_functions funcs;
 	uint64_t bytes;
 };
 
@@ -83,6 +84,7 @@ struct agent_store *agent_store_new(uint64_t max_stacks)
 	pthread_mutex_init(&s->lock, NULL);
 	agent_htab_init(&s->stacks, stack_key);
 	agent_htab_init(&s->exes_by_id, exe_key);
+	agent_functions_init(&s->funcs);
 	s->max_stacks = max_stacks ? max_stacks : AGENT_STORE_DEFAULT_MAX_STACKS;
 	return s;
 }
@@ -113,6 +115,7 @@ void agent_store_free(struct agent_store *s)
 	free(s->exes);
 	agent_htab_done(&s->exes_by_id);
 	agent_kernel_done(&s->kernel);
+	agent_functions_done(&s->funcs);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -256,10 +259,42 @@ int agent_store__exe_id(struct agent_store *s, uint32_t exe, uint8_t *ret_id)
 	return r;
 }
 
+int64_t agent_store__add_function(struct agent_store *s, const struct agent_function_def *def, uint64_t window)
+{
+	int64_t r;
+
+	pthread_mutex_lock(&s->lock);
+	r = agent_functions__add(&s->funcs, def, window);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static int function_id_locked(struct agent_store *s, uint32_t fn, uint8_t *ret_id)
+{
+	const struct agent_function *f = agent_functions__at(&s->funcs, fn);
+
+	if (!f)
+		return -ENOENT;
+	memcpy(ret_id, f->id, AGENT_FUNCTION_ID_LEN);
+	return AGENT_FUNCTION_ID_LEN;
+}
+
+int agent_store__function_id(struct agent_store *s, uint32_t fn, uint8_t ret_id[AGENT_FUNCTION_ID_LEN])
+{
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = function_id_locked(s, fn, ret_id);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 /*
  * The stack ID covers what a frame means, not how this agent stores it:
- * per frame its kind, the executable ID's length and bytes, and the address
- * as 8 little-endian bytes. Equal stacks on different nodes hash equal.
+ * per frame its kind, the executable ID's length and bytes (for INTERPRETED
+ * and JIT frames: the function ID's), the address as 8 little-endian bytes,
+ * and for INTERPRETED and JIT frames the line as 4 little-endian bytes.
+ * Equal stacks on different nodes hash equal.
  */
 static void stack_id_locked(struct agent_store *s, const struct agent_frame *frames, size_t n,
 			    uint8_t ret_id[AGENT_STACK_ID_LEN])
@@ -270,15 +305,24 @@ static void stack_id_locked(struct agent_store *s, const struct agent_frame *fra
 	XXH3_INITSTATE(&st);
 	XXH3_128bits_reset(&st);
 	for (size_t i = 0; i < n; i++) {
-		uint8_t buf[2 + AGENT_BUILD_ID_MAX + 8];
-		int idlen = exe_id_locked(s, frames[i].exe, buf + 2);
+		uint8_t buf[2 + AGENT_BUILD_ID_MAX + 8 + 4];
+		bool fn = agent_frame_kind_has_function(frames[i].kind);
+		int idlen = fn ? function_id_locked(s, frames[i].exe, buf + 2)
+			       : exe_id_locked(s, frames[i].exe, buf + 2);
+		size_t len;
 		if (idlen < 0)
 			idlen = 0;
 		buf[0] = frames[i].kind;
 		buf[1] = (uint8_t)idlen;
 		for (int b = 0; b < 8; b++)
 			buf[2 + idlen + b] = (uint8_t)(frames[i].address >> (8 * b));
-		XXH3_128bits_update(&st, buf, (size_t)(2 + idlen + 8));
+		len = (size_t)(2 + idlen + 8);
+		if (fn) {
+			for (int b = 0; b < 4; b++)
+				buf[len + b] = (uint8_t)(frames[i].line >> (8 * b));
+			len += 4;
+		}
+		XXH3_128bits_update(&st, buf, len);
 	}
 	XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(&st));
 	memcpy(ret_id, canon.digest, AGENT_STACK_ID_LEN);
@@ -319,6 +363,9 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 		}
 		sr_list__unlink(&s->lru, &victim->lru);
 		agent_htab__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
+		for (size_t i = 0; i < victim->n; i++)
+			if (agent_frame_kind_has_function(victim->frames[i].kind))
+				agent_functions__unref(&s->funcs, victim->frames[i].exe);
 		s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
 		free(victim);
 		s->evicted++;
@@ -340,6 +387,9 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	}
 	sr_list__push_front(&s->lru, &e->lru);
 	s->bytes += sizeof(*e) + n * sizeof(e->frames[0]);
+	for (size_t i = 0; i < n; i++)
+		if (agent_frame_kind_has_function(frames[i].kind))
+			agent_functions__ref(&s->funcs, frames[i].exe);
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -351,7 +401,9 @@ void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret)
 	ret->stacks = s->stacks.n;
 	ret->stacks_evicted = s->evicted;
 	ret->executables = s->n_exes;
-	ret->bytes = s->bytes + s->stacks.cap * sizeof(struct agent_htab_slot) +
+	ret->functions = s->funcs.n;
+	ret->functions_evicted = s->funcs.evicted;
+	ret->bytes = s->bytes + s->funcs.bytes + s->stacks.cap * sizeof(struct agent_htab_slot) +
 		     s->exes_by_id.cap * sizeof(struct agent_htab_slot);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -384,14 +436,31 @@ int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, sta
 	}
 	for (size_t i = 0; i < e->n; i++) {
 		uint8_t eid[AGENT_BUILD_ID_MAX];
-		int idlen = exe_id_locked(s, e->frames[i].exe, eid);
 		stackrelay_v1_Frame *f = &ret->frames[i];
-		if (idlen > 0)
-			f->executable_id = agent_pb_bytes(eid, (size_t)idlen);
 		f->address = agent_pb_u64(e->frames[i].address);
 		f->kind = (stackrelay_v1_FrameKind *)agent_pb_enum(e->frames[i].kind);
-		if ((idlen > 0 && !f->executable_id) || !f->address || !f->kind)
+		if (!f->address || !f->kind)
 			r = -ENOMEM;
+		if (agent_frame_kind_has_function(e->frames[i].kind)) {
+			int idlen = function_id_locked(s, e->frames[i].exe, eid);
+			if (idlen > 0) {
+				f->function_id = agent_pb_bytes(eid, (size_t)idlen);
+				if (!f->function_id)
+					r = -ENOMEM;
+			}
+			if (e->frames[i].line) {
+				f->line = agent_pb_u32(e->frames[i].line);
+				if (!f->line)
+					r = -ENOMEM;
+			}
+		} else {
+			int idlen = exe_id_locked(s, e->frames[i].exe, eid);
+			if (idlen > 0) {
+				f->executable_id = agent_pb_bytes(eid, (size_t)idlen);
+				if (!f->executable_id)
+					r = -ENOMEM;
+			}
+		}
 	}
 	if (!ret->id)
 		r = -ENOMEM;
@@ -480,6 +549,35 @@ out:
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0)
 		pb_release(stackrelay_v1_KernelDef_fields, ret);
+	return r;
+}
+
+int agent_store__function(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_FunctionDef *ret)
+{
+	const struct agent_function *f;
+	int r = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&s->lock);
+	f = agent_functions__get(&s->funcs, id, len);
+	if (!f) {
+		r = -ENOENT;
+		goto out;
+	}
+	ret->id = agent_pb_bytes(f->id, AGENT_FUNCTION_ID_LEN);
+	ret->runtime = strdup(f->runtime);
+	ret->name = strdup(f->name);
+	if (f->file_name[0])
+		ret->file_name = strdup(f->file_name);
+	if (f->start_line)
+		ret->start_line = agent_pb_u32(f->start_line);
+	if (!ret->id || !ret->runtime || !ret->name || (f->file_name[0] && !ret->file_name) ||
+	    (f->start_line && !ret->start_line))
+		r = -ENOMEM;
+out:
+	pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		pb_release(stackrelay_v1_FunctionDef_fields, ret);
 	return r;
 }
 

@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "elfinfo.h"
+#include "functions.h"
 #include "kernel.h"
 
 #define AGENT_STACK_ID_LEN	       16
@@ -27,11 +28,23 @@
 #define AGENT_EXE_NONE	 UINT32_MAX
 #define AGENT_EXE_KERNEL (UINT32_MAX - 1)
 
+/*
+ * A frame. For kinds INTERPRETED and JIT, exe is the function's index in the
+ * store (agent_store__add_function) and line its source line (0: unknown);
+ * address is what the kind says (bytecode offset, runtime address).
+ */
 struct agent_frame {
 	uint64_t address;
 	uint32_t exe;
+	uint32_t line;
 	uint8_t kind; /* stackrelay_v1_FrameKind */
 };
+
+/* The frame names a function (FunctionDef) rather than an executable. */
+static inline bool agent_frame_kind_has_function(uint8_t kind)
+{
+	return kind == stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED || kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT;
+}
 
 struct agent_exe_def {
 	uint8_t id[AGENT_BUILD_ID_MAX];
@@ -52,6 +65,8 @@ struct agent_store_stats {
 	uint64_t stacks;
 	uint64_t stacks_evicted;
 	uint64_t executables;
+	uint64_t functions;
+	uint64_t functions_evicted;
 	uint64_t bytes; /* approximate heap bytes held */
 };
 
@@ -68,7 +83,18 @@ void agent_store__exe_seen(struct agent_store *s, uint32_t exe, uint32_t pid, ui
 int agent_store__exe_id(struct agent_store *s, uint32_t exe, uint8_t *ret_id);
 
 /*
- * Computes the stack's ID (XXH3-128 over the frames) and adds it unless
+ * Adds a function (functions.h: content-addressed, bounded) or finds it, and
+ * marks it used in window: a function used in the current window is not
+ * evicted before a stack refers to it. Returns the index for agent_frame.exe,
+ * or -EINVAL, -ENOSPC, -ENOMEM (see functions.h).
+ */
+int64_t agent_store__add_function(struct agent_store *s, const struct agent_function_def *def, uint64_t window);
+/* The ID of a function by index; returns AGENT_FUNCTION_ID_LEN or -ENOENT. */
+int agent_store__function_id(struct agent_store *s, uint32_t fn, uint8_t ret_id[AGENT_FUNCTION_ID_LEN]);
+
+/*
+ * Computes the stack's ID (XXH3-128 over the frames, with the function ID
+ * and line of INTERPRETED and JIT frames) and adds it unless
  * present; marks it used in window. Returns 0, -ENOSPC (store full of stacks
  * used in this window), -ENOMEM.
  */

@@ -10,6 +10,7 @@ enum gw_obj_type {
 	GW_OBJ_KERNEL,
 	GW_OBJ_LOCATION,
 	GW_OBJ_STACK,
+	GW_OBJ_FUNCTION,
 };
 
 void gw_obj_unref(struct gw_obj *o);
@@ -19,6 +20,10 @@ struct gw_executable *gw_executable_new(const struct gw_executable_def *def);
 struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def);
 struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, struct gw_executable *exe,
 				    struct gw_kernel *kernel);
+struct gw_function *gw_function_new(const struct gw_function_def *def);
+/* An INTERPRETED or JIT location with its line set from function. */
+struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t address, struct gw_function *function,
+					     uint32_t line);
 /* Takes the locations' references, also on failure. */
 struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, struct gw_location **locations,
 			      uint32_t n);

@@ -161,6 +161,57 @@ struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, s
 	return l;
 }
 
+struct gw_function *gw_function_new(const struct gw_function_def *def)
+{
+	size_t extra = slen(def->runtime) + slen(def->name) + slen(def->file_name);
+	struct gw_function *f;
+	char *pos;
+
+	if (def->id_len == 0 || def->id_len > GW_ID_MAX || !def->name || !def->name[0]) {
+		errno = EINVAL;
+		return NULL;
+	}
+	f = calloc(1, sizeof(*f) + extra);
+	if (!f)
+		return NULL;
+	atomic_init(&f->obj.refs, 1);
+	f->obj.type = GW_OBJ_FUNCTION;
+	f->obj.bytes = (uint32_t)SR_MIN(sizeof(*f) + extra + 64, UINT32_MAX);
+	gw_id_set(&f->id, def->id, def->id_len);
+	pos = (char *)(f + 1);
+	f->runtime = scopy(&pos, def->runtime);
+	f->name = scopy(&pos, def->name);
+	f->file_name = scopy(&pos, def->file_name);
+	f->start_line = def->start_line;
+	return f;
+}
+
+struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t address, struct gw_function *function,
+					     uint32_t line)
+{
+	struct gw_line ln = { .function = function->name,
+			      .file = function->file_name,
+			      .line = line,
+			      .start_line = function->start_line };
+	struct gw_lines *lines = gw_lines_new(&ln, 1);
+	struct gw_location *l;
+
+	if (!lines)
+		return NULL;
+	l = gw_location_new(kind, address, NULL, NULL);
+	if (!l) {
+		gw_lines_free(lines);
+		return NULL;
+	}
+	l->function = gw_function__ref(function);
+	l->line = line;
+	l->obj.bytes += (uint32_t)SR_MIN(sizeof(*lines) + sizeof(lines->lines[0]) + strlen(function->name) +
+						 strlen(function->file_name) + 4,
+					 UINT32_MAX / 2);
+	atomic_store_explicit(&l->lines, lines, memory_order_release);
+	return l;
+}
+
 struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, struct gw_location **locations, uint32_t n)
 {
 	struct gw_stack *s;
@@ -195,6 +246,7 @@ static void obj_free(struct gw_obj *o)
 		struct gw_location *l = (struct gw_location *)o;
 		gw_executable__unref(l->exe);
 		gw_kernel__unref(l->kernel);
+		gw_function__unref(l->function);
 		gw_lines_free((struct gw_lines *)atomic_load(&l->lines));
 		break;
 	}
@@ -247,6 +299,17 @@ void gw_kernel__unref(struct gw_kernel *k)
 {
 	if (k)
 		gw_obj_unref(&k->obj);
+}
+
+struct gw_function *gw_function__ref(struct gw_function *f)
+{
+	return f ? (obj_ref(&f->obj), f) : NULL;
+}
+
+void gw_function__unref(struct gw_function *f)
+{
+	if (f)
+		gw_obj_unref(&f->obj);
 }
 
 struct gw_location *gw_location__ref(struct gw_location *l)

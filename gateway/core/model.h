@@ -14,6 +14,10 @@
  *   struct gw_location   (executable or kernel, address, kind). The symbolize
  *                        processor later gives it lines: several per location
  *                        for inlined frames, innermost first (as OTLP wants).
+ *                        Interpreted and JIT frames name a gw_function instead
+ *                        and get their one line when created.
+ *   struct gw_function   a function the agent named (runtime, name, file,
+ *                        first line): CPython code, perf-map JIT code.
  *   struct gw_executable build ID etc.; struct gw_kernel the running kernel.
  *
  * MEMORY: two kinds of storage.
@@ -178,13 +182,39 @@ struct gw_kernel_def {
 	uint32_t n_modules;
 };
 
+/* ---- functions named by agents (interpreted and JIT code) ---- */
+
+struct gw_function {
+	struct gw_obj obj;
+	struct gw_id id;
+	const char *runtime;   /* "cpython", "perf-map", ... */
+	const char *name;      /* never "" */
+	const char *file_name; /* "" when unknown */
+	uint32_t start_line;   /* 0 when unknown */
+};
+
+struct gw_function_def {
+	const void *id;
+	size_t id_len;
+	const char *runtime, *name, *file_name; /* NULL = "" */
+	uint32_t start_line;
+};
+
 /* ---- locations, lines, stacks ---- */
 
 enum gw_frame_kind {
-	GW_FRAME_UNKNOWN = 0, /* JIT / anonymous memory: raw runtime address, no executable */
-	GW_FRAME_USER = 1,    /* ELF virtual address inside exe */
-	GW_FRAME_KERNEL = 2,  /* runtime kernel address; kernel names the kernel */
+	GW_FRAME_UNKNOWN = 0,	  /* JIT / anonymous memory: raw runtime address, no executable */
+	GW_FRAME_USER = 1,	  /* ELF virtual address inside exe */
+	GW_FRAME_KERNEL = 2,	  /* runtime kernel address; kernel names the kernel */
+	GW_FRAME_INTERPRETED = 3, /* interpreted code: function, line; address is the bytecode offset */
+	GW_FRAME_JIT = 4,	  /* JIT code named from a perf map: function; address is the runtime address */
 };
+
+/* The frame's location names a gw_function (its lines are set when it is created). */
+static inline bool gw_frame_kind_has_function(enum gw_frame_kind k)
+{
+	return k == GW_FRAME_INTERPRETED || k == GW_FRAME_JIT;
+}
 
 struct gw_line {
 	const char *function;	 /* demangled/display name, "" when unknown */
@@ -211,7 +241,9 @@ struct gw_location {
 	uint64_t address;
 	struct gw_executable *exe;		/* USER: a reference; else NULL */
 	struct gw_kernel *kernel;		/* KERNEL: a reference; else NULL */
-	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized */
+	struct gw_function *function;		/* INTERPRETED, JIT: a reference; else NULL */
+	uint32_t line;				/* INTERPRETED: the source line (0: unknown); else 0 */
+	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
 };
 
 /* NULL while unsymbolized; safe from any thread. */
@@ -252,6 +284,8 @@ struct gw_location *gw_location__ref(struct gw_location *l);
 void gw_location__unref(struct gw_location *l);
 struct gw_stack *gw_stack__ref(struct gw_stack *s);
 void gw_stack__unref(struct gw_stack *s);
+struct gw_function *gw_function__ref(struct gw_function *f);
+void gw_function__unref(struct gw_function *f);
 
 static inline bool gw_executable__wants_symbols(const struct gw_executable *e)
 {
@@ -311,18 +345,21 @@ struct gw_store_limits {
 	uint64_t kernel_bytes;	   /* default GW_STORE_DEFAULT_KERNEL_BYTES */
 	uint64_t location_bytes;   /* default GW_STORE_DEFAULT_LOCATION_BYTES */
 	uint64_t stack_bytes;	   /* default GW_STORE_DEFAULT_STACK_BYTES */
+	uint64_t function_bytes;   /* default GW_STORE_DEFAULT_FUNCTION_BYTES */
 };
 
 #define GW_STORE_DEFAULT_EXECUTABLE_BYTES (16ULL << 20)
 #define GW_STORE_DEFAULT_KERNEL_BYTES	  (4ULL << 20)
 #define GW_STORE_DEFAULT_LOCATION_BYTES	  (256ULL << 20)
 #define GW_STORE_DEFAULT_STACK_BYTES	  (256ULL << 20)
+#define GW_STORE_DEFAULT_FUNCTION_BYTES	  (64ULL << 20)
 
 enum gw_store_kind {
 	GW_STORE_EXECUTABLES,
 	GW_STORE_KERNELS,
 	GW_STORE_LOCATIONS,
 	GW_STORE_STACKS,
+	GW_STORE_FUNCTIONS,
 	_GW_STORE_MAX,
 };
 
@@ -348,6 +385,7 @@ void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t by
 struct gw_executable *gw_stores__executable(struct gw_stores *s, const void *id, size_t id_len);
 struct gw_kernel *gw_stores__kernel(struct gw_stores *s, const void *id, size_t id_len);
 struct gw_stack *gw_stores__stack(struct gw_stores *s, const void *id, size_t id_len);
+struct gw_function *gw_stores__function(struct gw_stores *s, const void *id, size_t id_len);
 
 /*
  * Interning: returns a reference to the stored object with that ID, creating
@@ -356,9 +394,18 @@ struct gw_stack *gw_stores__stack(struct gw_stores *s, const void *id, size_t id
  */
 struct gw_executable *gw_stores__intern_executable(struct gw_stores *s, const struct gw_executable_def *def);
 struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_kernel_def *def);
+/* NULL + errno (EINVAL: bad ID or no name, ENOMEM). */
+struct gw_function *gw_stores__intern_function(struct gw_stores *s, const struct gw_function_def *def);
 /* exe for USER frames, kernel for KERNEL frames, neither for UNKNOWN. */
 struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
 					       struct gw_executable *exe, struct gw_kernel *kernel);
+/*
+ * An INTERPRETED or JIT frame's location: keyed by (kind, address, function,
+ * line), with one line preset from the function (function = name, file =
+ * file_name, start_line, line), so the symbolize processor leaves it alone.
+ */
+struct gw_location *gw_stores__intern_function_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
+							struct gw_function *function, uint32_t line);
 /* Takes the locations' references in every case (also on failure). */
 struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,
 					 struct gw_location **locations, uint32_t n);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The gateway-wide content-addressed stores of definitions (model.h):
- * executables, kernels, locations and stacks. Each store is a chained hash
+ * executables, kernels, locations, stacks and functions. Each store is a chained hash
  * table plus an LRU list under one mutex, bounded in bytes: inserting past the
  * bound evicts from the cold end. The index holds one reference per object;
  * eviction drops it, so objects in use by batches stay valid.
@@ -30,10 +30,8 @@ struct gw_stores {
 };
 
 static const char *const store_names[_GW_STORE_MAX] = {
-	[GW_STORE_EXECUTABLES] = "executables",
-	[GW_STORE_KERNELS] = "kernels",
-	[GW_STORE_LOCATIONS] = "locations",
-	[GW_STORE_STACKS] = "stacks",
+	[GW_STORE_EXECUTABLES] = "executables", [GW_STORE_KERNELS] = "kernels",	    [GW_STORE_LOCATIONS] = "locations",
+	[GW_STORE_STACKS] = "stacks",		[GW_STORE_FUNCTIONS] = "functions",
 };
 
 const char *gw_store_kind_to_string(enum gw_store_kind k)
@@ -100,6 +98,7 @@ struct gw_stores *gw_stores_new(const struct gw_store_limits *limits)
 		.kernel_bytes = GW_STORE_DEFAULT_KERNEL_BYTES,
 		.location_bytes = GW_STORE_DEFAULT_LOCATION_BYTES,
 		.stack_bytes = GW_STORE_DEFAULT_STACK_BYTES,
+		.function_bytes = GW_STORE_DEFAULT_FUNCTION_BYTES,
 	};
 	struct gw_stores *s;
 	int r;
@@ -113,6 +112,8 @@ struct gw_stores *gw_stores_new(const struct gw_store_limits *limits)
 			l.location_bytes = limits->location_bytes;
 		if (limits->stack_bytes)
 			l.stack_bytes = limits->stack_bytes;
+		if (limits->function_bytes)
+			l.function_bytes = limits->function_bytes;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -120,7 +121,8 @@ struct gw_stores *gw_stores_new(const struct gw_store_limits *limits)
 	if ((r = store_init(&s->s[GW_STORE_EXECUTABLES], l.executable_bytes)) < 0 ||
 	    (r = store_init(&s->s[GW_STORE_KERNELS], l.kernel_bytes)) < 0 ||
 	    (r = store_init(&s->s[GW_STORE_LOCATIONS], l.location_bytes)) < 0 ||
-	    (r = store_init(&s->s[GW_STORE_STACKS], l.stack_bytes)) < 0) {
+	    (r = store_init(&s->s[GW_STORE_STACKS], l.stack_bytes)) < 0 ||
+	    (r = store_init(&s->s[GW_STORE_FUNCTIONS], l.function_bytes)) < 0) {
 		gw_stores_free(s);
 		errno = -r;
 		return NULL;
@@ -135,6 +137,7 @@ void gw_stores_free(struct gw_stores *s)
 	/* Stacks first: they hold locations, which hold executables and kernels. */
 	store_fini(&s->s[GW_STORE_STACKS]);
 	store_fini(&s->s[GW_STORE_LOCATIONS]);
+	store_fini(&s->s[GW_STORE_FUNCTIONS]);
 	store_fini(&s->s[GW_STORE_KERNELS]);
 	store_fini(&s->s[GW_STORE_EXECUTABLES]);
 	free(s);
@@ -149,10 +152,9 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 }
 
 static const uint64_t default_limits[_GW_STORE_MAX] = {
-	[GW_STORE_EXECUTABLES] = GW_STORE_DEFAULT_EXECUTABLE_BYTES,
-	[GW_STORE_KERNELS] = GW_STORE_DEFAULT_KERNEL_BYTES,
-	[GW_STORE_LOCATIONS] = GW_STORE_DEFAULT_LOCATION_BYTES,
-	[GW_STORE_STACKS] = GW_STORE_DEFAULT_STACK_BYTES,
+	[GW_STORE_EXECUTABLES] = GW_STORE_DEFAULT_EXECUTABLE_BYTES, [GW_STORE_KERNELS] = GW_STORE_DEFAULT_KERNEL_BYTES,
+	[GW_STORE_LOCATIONS] = GW_STORE_DEFAULT_LOCATION_BYTES,	    [GW_STORE_STACKS] = GW_STORE_DEFAULT_STACK_BYTES,
+	[GW_STORE_FUNCTIONS] = GW_STORE_DEFAULT_FUNCTION_BYTES,
 };
 
 static void unindex_locked(struct gw_store *st, struct gw_obj *o);
@@ -194,6 +196,7 @@ struct key {
 	enum gw_frame_kind kind;
 	uint64_t address;
 	const void *owner;
+	uint32_t line;
 };
 
 static const struct gw_id *obj_id(const struct gw_obj *o)
@@ -205,6 +208,8 @@ static const struct gw_id *obj_id(const struct gw_obj *o)
 		return &((const struct gw_kernel *)o)->id;
 	case GW_OBJ_STACK:
 		return &((const struct gw_stack *)o)->id;
+	case GW_OBJ_FUNCTION:
+		return &((const struct gw_function *)o)->id;
 	default:
 		return NULL;
 	}
@@ -216,8 +221,10 @@ static bool key_match(const struct key *k, const struct gw_obj *o)
 		return false;
 	if (k->type == GW_OBJ_LOCATION) {
 		const struct gw_location *l = (const struct gw_location *)o;
-		const void *owner = l->exe ? (const void *)l->exe : (const void *)l->kernel;
-		return l->kind == k->kind && l->address == k->address && owner == k->owner;
+		const void *owner = l->exe	? (const void *)l->exe
+				    : l->kernel ? (const void *)l->kernel
+						: (const void *)l->function;
+		return l->kind == k->kind && l->address == k->address && owner == k->owner && l->line == k->line;
 	}
 	const struct gw_id *id = obj_id(o);
 	return id->len == k->id_len && memcmp(id->bytes, k->id, k->id_len) == 0;
@@ -229,11 +236,11 @@ static void key_for_id(struct key *k, enum gw_obj_type type, const void *id, siz
 	k->hash = XXH3_64bits_withSeed(id, len, type);
 }
 
-static void key_for_location(struct key *k, enum gw_frame_kind kind, uint64_t address, const void *owner)
+static void key_for_location(struct key *k, enum gw_frame_kind kind, uint64_t address, const void *owner, uint32_t line)
 {
 	/* All 64-bit members: no padding bytes to hash. */
-	const uint64_t raw[3] = { address, (uint64_t)(uintptr_t)owner, (uint64_t)kind };
-	*k = (struct key){ .type = GW_OBJ_LOCATION, .kind = kind, .address = address, .owner = owner };
+	const uint64_t raw[3] = { address, (uint64_t)(uintptr_t)owner, (uint64_t)kind | (uint64_t)line << 32 };
+	*k = (struct key){ .type = GW_OBJ_LOCATION, .kind = kind, .address = address, .owner = owner, .line = line };
 	k->hash = XXH3_64bits(&raw, sizeof(raw));
 }
 
@@ -418,11 +425,59 @@ struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_fram
 		return NULL;
 	}
 	owner = exe ? (const void *)exe : (const void *)kernel;
-	key_for_location(&k, kind, address, owner);
+	key_for_location(&k, kind, address, owner, 0);
 	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
 	if (l)
 		return l;
 	l = gw_location_new(kind, address, exe, kernel);
+	if (!l)
+		return NULL;
+	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
+}
+
+struct gw_function *gw_stores__function(struct gw_stores *s, const void *id, size_t id_len)
+{
+	struct key k;
+	if (id_len == 0 || id_len > GW_ID_MAX)
+		return NULL;
+	key_for_id(&k, GW_OBJ_FUNCTION, id, id_len);
+	return (struct gw_function *)lookup(&s->s[GW_STORE_FUNCTIONS], &k);
+}
+
+struct gw_function *gw_stores__intern_function(struct gw_stores *s, const struct gw_function_def *def)
+{
+	struct gw_function *f;
+	struct key k;
+
+	if (def->id_len == 0 || def->id_len > GW_ID_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	key_for_id(&k, GW_OBJ_FUNCTION, def->id, def->id_len);
+	f = (struct gw_function *)lookup(&s->s[GW_STORE_FUNCTIONS], &k);
+	if (f)
+		return f;
+	f = gw_function_new(def);
+	if (!f)
+		return NULL;
+	return (struct gw_function *)insert(&s->s[GW_STORE_FUNCTIONS], &k, &f->obj);
+}
+
+struct gw_location *gw_stores__intern_function_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
+							struct gw_function *function, uint32_t line)
+{
+	struct gw_location *l;
+	struct key k;
+
+	if (!gw_frame_kind_has_function(kind) || !function) {
+		errno = EINVAL;
+		return NULL;
+	}
+	key_for_location(&k, kind, address, function, line);
+	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
+	if (l)
+		return l;
+	l = gw_function_location_new(kind, address, function, line);
 	if (!l)
 		return NULL;
 	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);

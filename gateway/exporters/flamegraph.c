@@ -177,7 +177,7 @@ static void add_sample(struct flamegraph *g, uint32_t group, const struct gw_sam
 	for (uint32_t i = st->n_locations; i-- > 0 && depth < FG_MAX_DEPTH;) {
 		const struct gw_location *l = st->locations[i];
 		const struct gw_lines *lines = gw_location__lines(l);
-		uint32_t kind = l->kind == GW_FRAME_KERNEL ? 1 : 0;
+		uint32_t kind = l->kind == GW_FRAME_KERNEL ? 1 : gw_frame_kind_has_function(l->kind) ? 4 : 0;
 
 		for (uint32_t k = lines ? lines->n : 1; k-- > 0 && depth < FG_MAX_DEPTH;) {
 			const char *name;
@@ -297,6 +297,11 @@ static void color(const char *name, uint32_t kind, char *buf, size_t size)
 	case 3:
 		r = gr = 220;
 		b = 220;
+		break;
+	case 4: /* interpreted and JIT code the agent named: aqua */
+		r = 50 + h % 60;
+		gr = 190 + (h >> 8) % 55;
+		b = 190 + (h >> 16) % 55;
 		break;
 	default: /* user: the classic warm palette */
 		r = 205 + h % 50;

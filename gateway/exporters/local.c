@@ -144,6 +144,10 @@ void gw_location_fallback_name(const struct gw_location *l, char *buf, size_t si
 	case GW_FRAME_KERNEL:
 		snprintf(buf, size, "[kernel] 0x%" PRIx64, l->address);
 		break;
+	case GW_FRAME_INTERPRETED:
+	case GW_FRAME_JIT:
+		snprintf(buf, size, "%s", l->function ? l->function->name : "[unknown]");
+		break;
 	default:
 		snprintf(buf, size, "[unknown] 0x%" PRIx64, l->address);
 		break;

@@ -183,6 +183,7 @@ struct d_line {
 struct d_location {
 	const struct gw_location *key;
 	int32_t mapping;
+	int32_t frame_type_attr; /* profile.frame.type of interpreted and JIT frames; 0: none */
 	uint64_t address;
 	uint32_t first_line, n_lines;
 };
@@ -418,7 +419,37 @@ static int64_t dict_mapping(struct dict *d, const void *key, const char *filenam
 	return d->mappings.n - 1;
 }
 
-static int64_t dict_location(struct dict *d, const struct gw_location *l)
+/*
+ * profile.frame.type (OpenTelemetry semantic conventions) of a frame the
+ * agent named: the interpreter's runtime ("cpython"), or for JIT code from a
+ * perf map the runtime the process runs (jit_type), else the function's
+ * runtime ("perf-map").
+ */
+static const char *frame_type(const struct gw_location *l, const char *jit_type)
+{
+	if (l->kind == GW_FRAME_JIT && jit_type)
+		return jit_type;
+	return l->function->runtime[0] ? l->function->runtime : "unknown";
+}
+
+/* The JIT runtime a resource's process runs, from its executable's name (NULL: not known). */
+static const char *jit_frame_type(const struct gw_resource *r)
+{
+	static const struct {
+		const char *exe, *type;
+	} known[] = {
+		{ "node", "v8js" }, { "nodejs", "v8js" },   { "deno", "v8js" },	    { "bun", "jsc" },
+		{ "java", "jvm" },  { "dotnet", "dotnet" }, { "beam.smp", "beam" }, { "luajit", "luajit" },
+	};
+	const char *exe = gw_resource__string(r, "process.executable.name");
+
+	for (size_t i = 0; exe && i < SR_ARRAY_SIZE(known); i++)
+		if (strcmp(exe, known[i].exe) == 0)
+			return known[i].type;
+	return NULL;
+}
+
+static int64_t dict_location(struct dict *d, const struct gw_location *l, const char *jit_type)
 {
 	uint64_t h = hash_ptr(l);
 	uint32_t slot;
@@ -444,6 +475,16 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l)
 	if (m < 0)
 		return m;
 	loc.mapping = (int32_t)m;
+	if (gw_frame_kind_has_function(l->kind) && l->function) {
+		struct gw_attr a = { .key = "profile.frame.type",
+				     .type = GW_ATTR_STRING,
+				     .v.s = frame_type(l, jit_type) };
+		int64_t ai = dict_attr(d, &a);
+
+		if (ai < 0)
+			return ai;
+		loc.frame_type_attr = (int32_t)ai;
+	}
 	lines = gw_location__lines(l);
 	loc.first_line = d->lines.n;
 	for (uint32_t i = 0; lines && i < lines->n; i++) {
@@ -466,7 +507,7 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l)
 	return d->locations.n - 1;
 }
 
-static int64_t dict_stack(struct dict *d, const struct gw_stack *s)
+static int64_t dict_stack(struct dict *d, const struct gw_stack *s, const char *jit_type)
 {
 	uint64_t h = hash_ptr(s);
 	uint32_t slot;
@@ -485,7 +526,7 @@ static int64_t dict_stack(struct dict *d, const struct gw_stack *s)
 		return r;
 	first = d->stack_locs.n;
 	for (uint32_t i = 0; i < s->n_locations; i++) {
-		int64_t li = dict_location(d, s->locations[i]);
+		int64_t li = dict_location(d, s->locations[i], jit_type);
 
 		if (li < 0)
 			return li;
@@ -594,6 +635,8 @@ static void write_dictionary(struct sr_pbw *w, const struct dict *d)
 			sr_pbw__int(w, P(Line, column), l->column);
 			sr_pbw__end(w, lm);
 		}
+		if (e->frame_type_attr)
+			sr_pbw__packed_i32(w, P(Location, attribute_indices), &e->frame_type_attr, 1);
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->functions.n; i++) {
@@ -696,6 +739,7 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	uint64_t t_min = UINT64_MAX, t_max = 0;
 	bool merge = o->process_attrs == GW_OTLP_PROCESS_ATTRS_NONE;
 	bool off_cpu = r->profile_type == GW_PROFILE_OFF_CPU;
+	const char *jit_type = jit_frame_type(r);
 	size_t rm, resm, sm, pm, scm;
 	int ret;
 
@@ -708,7 +752,7 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	}
 	for (uint32_t k = from; k < to; k++) {
 		const struct gw_sample *s = &r->samples[e->order.v[k]];
-		int64_t stack = dict_stack(&e->d, s->stack);
+		int64_t stack = dict_stack(&e->d, s->stack, jit_type);
 		struct pending_sample *ps;
 		bool has_attrs = s->n_attrs > 0;
 

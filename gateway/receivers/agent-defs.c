@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The definitions a PushRequest carries (agent-ingest-private.h):
- * executables, kernels with their modules, stacks with their frames, and
+ * executables, kernels with their modules, functions the agent named,
+ * stacks with their frames, and
  * symbol-table uploads, decoded with the wire layer and interned into the
  * gateway-wide stores. Untrusted input, like all of the request: every count
  * is bounded, nothing recurses on input.
@@ -214,11 +215,72 @@ out:
 	return e;
 }
 
+int gw_ingest_parse_function(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize)
+{
+	char rt[GW_AGENT_MAX_STRING_BYTES + 1], name[GW_AGENT_MAX_STRING_BYTES + 1],
+		file[GW_AGENT_MAX_STRING_BYTES + 1];
+	struct gw_function_def d = { 0 };
+	struct sr_pb_slice t = { 0 };
+	uint32_t f, wt;
+	uint64_t v;
+	int e = 0;
+
+	while (r.p < r.end) {
+		if ((e = sr_pbr__tag(&r, &f, &wt)) < 0)
+			FAIL(&r, "FunctionDef: bad field key");
+		switch (f) {
+		case stackrelay_v1_FunctionDef_id_tag:
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0 || t.n == 0 || t.n > GW_ID_MAX)
+				FAIL(&r, "FunctionDef.id: empty, malformed or longer than %d bytes", GW_ID_MAX);
+			d.id = t.p;
+			d.id_len = t.n;
+			break;
+		case stackrelay_v1_FunctionDef_runtime_tag:
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "FunctionDef.runtime: malformed");
+			d.runtime = gw_ingest_cstr(rt, t);
+			break;
+		case stackrelay_v1_FunctionDef_name_tag:
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "FunctionDef.name: malformed");
+			d.name = gw_ingest_cstr(name, t);
+			break;
+		case stackrelay_v1_FunctionDef_file_name_tag:
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "FunctionDef.file_name: malformed");
+			d.file_name = gw_ingest_cstr(file, t);
+			break;
+		case stackrelay_v1_FunctionDef_start_line_tag:
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0 || v > UINT32_MAX)
+				FAIL(&r, "FunctionDef.start_line: malformed");
+			d.start_line = (uint32_t)v;
+			break;
+		default:
+			if ((e = sr_pbr__skip(&r, wt)) < 0)
+				FAIL(&r, "FunctionDef: malformed field %u", f);
+		}
+	}
+	if (!d.id)
+		FAIL(&r, "FunctionDef without id");
+	if (!d.name || !d.name[0])
+		FAIL(&r, "FunctionDef without name");
+	struct gw_function *fn = gw_stores__intern_function(stores, &d);
+	if (!fn) {
+		e = -errno;
+		snprintf(errbuf, errsize, "cannot store function: %s", strerror(errno));
+		goto out;
+	}
+	gw_function__unref(fn);
+out:
+	return e;
+}
+
 int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize)
 {
 	struct gw_location *locs[GW_AGENT_MAX_FRAMES_PER_STACK];
 	struct gw_executable *last_exe = NULL;
 	struct gw_kernel *last_kernel = NULL;
+	struct gw_function *last_fn = NULL;
 	struct sr_pb_slice id = { 0 };
 	uint32_t n = 0, f, wt;
 	bool truncated = false, missing = false;
@@ -240,8 +302,8 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 			truncated = v != 0;
 			break;
 		case stackrelay_v1_StackDef_frames_tag: {
-			struct sr_pb_slice exe_id = { 0 };
-			uint64_t address = 0, kind = 0;
+			struct sr_pb_slice exe_id = { 0 }, fn_id = { 0 };
+			uint64_t address = 0, kind = 0, line = 0;
 			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
 				FAIL(&r, "StackDef.frames: malformed");
 			if (n == GW_AGENT_MAX_FRAMES_PER_STACK)
@@ -260,6 +322,13 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 				} else if (f == stackrelay_v1_Frame_kind_tag) {
 					if ((e = sr_pbr__field_varint(&fr, wt, &kind)) < 0)
 						FAIL(&fr, "Frame.kind: malformed");
+				} else if (f == stackrelay_v1_Frame_function_id_tag) {
+					if ((e = sr_pbr__field_bytes(&fr, wt, &fn_id)) < 0 || fn_id.n > GW_ID_MAX)
+						FAIL(&fr, "Frame.function_id: malformed or longer than %d bytes",
+						     GW_ID_MAX);
+				} else if (f == stackrelay_v1_Frame_line_tag) {
+					if ((e = sr_pbr__field_varint(&fr, wt, &line)) < 0 || line > UINT32_MAX)
+						FAIL(&fr, "Frame.line: malformed");
 				} else if ((e = sr_pbr__skip(&fr, wt)) < 0)
 					FAIL(&fr, "Frame: malformed field %u", f);
 			}
@@ -303,6 +372,27 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 							       last_kernel);
 			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN) {
 				l = gw_stores__intern_location(defs->stores, GW_FRAME_UNKNOWN, address, NULL, NULL);
+			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED ||
+				   kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT) {
+				if (!fn_id.n)
+					FAIL(&fr, "Frame: %s frame without function_id",
+					     kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT ? "JIT" : "interpreted");
+				if (!last_fn || last_fn->id.len != fn_id.n ||
+				    memcmp(last_fn->id.bytes, fn_id.p, fn_id.n) != 0) {
+					gw_function__unref(last_fn);
+					last_fn = gw_stores__function(defs->stores, fn_id.p, fn_id.n);
+				}
+				if (!last_fn) {
+					if ((e = gw_idlist__add(&defs->missing_functions, fn_id.p, fn_id.n)) < 0)
+						goto out;
+					missing = true;
+					break;
+				}
+				l = gw_stores__intern_function_location(defs->stores,
+									kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT
+										? GW_FRAME_JIT
+										: GW_FRAME_INTERPRETED,
+									address, last_fn, (uint32_t)line);
 			} else
 				FAIL(&fr, "Frame.kind %llu is not a FrameKind", (unsigned long long)kind);
 			if (!l) {
@@ -334,6 +424,7 @@ out:
 		gw_location__unref(locs[i]);
 	gw_executable__unref(last_exe);
 	gw_kernel__unref(last_kernel);
+	gw_function__unref(last_fn);
 	return e;
 }
 

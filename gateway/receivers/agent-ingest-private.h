@@ -69,8 +69,8 @@ void gw_idlist__free(struct gw_idlist *l);
 struct gw_ingest_defs {
 	struct gw_stores *stores;
 	struct gw_ingest_result *res; /* symbol tables go to res->tables */
-	/* Executables and kernels a stack refers to that the stores lack (PushResponse.missing_*). */
-	struct gw_idlist missing_exes, missing_kernels;
+	/* Executables, kernels and functions a stack refers to that the stores lack (PushResponse.missing_*). */
+	struct gw_idlist missing_exes, missing_kernels, missing_functions;
 	uint64_t symbols; /* symbols in this request's tables so far (GW_AGENT_MAX_SYMBOLS_PER_REQUEST) */
 };
 
@@ -80,6 +80,7 @@ struct gw_ingest_defs {
  */
 int gw_ingest_parse_executable(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize);
 int gw_ingest_parse_kernel(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize);
+int gw_ingest_parse_function(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize);
 /* A stack whose executable or kernel is missing is not stored; the IDs go to defs->missing_*. */
 int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize);
 /* The table goes to defs->res->tables, unless its executable or kernel was evicted meanwhile. */

@@ -481,7 +481,7 @@ struct resp {
 	uint32_t retry_after_ms;
 	uint32_t symbols_pending;
 	const char *error;
-	const struct gw_idlist *stacks, *exes, *kernels, *wanted;
+	const struct gw_idlist *stacks, *exes, *kernels, *functions, *wanted;
 };
 
 static bool enc_response(pb_ostream_t *os, const struct resp *r)
@@ -492,6 +492,7 @@ static bool enc_response(pb_ostream_t *os, const struct resp *r)
 	if ((r->stacks && !enc_ids(os, stackrelay_v1_PushResponse_missing_stacks_tag, r->stacks)) ||
 	    (r->exes && !enc_ids(os, stackrelay_v1_PushResponse_missing_executables_tag, r->exes)) ||
 	    (r->kernels && !enc_ids(os, stackrelay_v1_PushResponse_missing_kernels_tag, r->kernels)) ||
+	    (r->functions && !enc_ids(os, stackrelay_v1_PushResponse_missing_functions_tag, r->functions)) ||
 	    (r->wanted && !enc_ids(os, stackrelay_v1_PushResponse_wanted_symbols_tag, r->wanted)))
 		return false;
 	if (!enc_varint(os, stackrelay_v1_PushResponse_retry_after_ms_tag, r->retry_after_ms) ||
@@ -576,6 +577,12 @@ static int do_kernel(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsiz
 {
 	c->res->defined_kernels++;
 	return gw_ingest_parse_kernel(c->stores, m, errbuf, errsize);
+}
+
+static int do_function(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
+{
+	c->res->defined_functions++;
+	return gw_ingest_parse_function(c->stores, m, errbuf, errsize);
 }
 
 static int do_stack(struct ctx *c, struct sr_pbr m, char *errbuf, size_t errsize)
@@ -710,6 +717,7 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 	if ((e = each_field(r, stackrelay_v1_PushRequest_agent_tag, do_agent, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_executables_tag, do_executable, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_kernels_tag, do_kernel, &c, errbuf, errsize)) < 0 ||
+	    (e = each_field(r, stackrelay_v1_PushRequest_functions_tag, do_function, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_stacks_tag, do_stack, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_symbol_tables_tag, do_symbol_table, &c, errbuf, errsize)) <
 		    0 ||
@@ -723,6 +731,7 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 	res->missing_stacks = c.missing_stacks.n;
 	res->missing_executables = c.defs.missing_exes.n;
 	res->missing_kernels = c.defs.missing_kernels.n;
+	res->missing_functions = c.defs.missing_functions.n;
 	res->wanted = c.wanted.n;
 	{
 		struct resp rs = {
@@ -731,6 +740,7 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 			.stacks = &c.missing_stacks,
 			.exes = &c.defs.missing_exes,
 			.kernels = &c.defs.missing_kernels,
+			.functions = &c.defs.missing_functions,
 			.wanted = &c.wanted,
 		};
 		if ((e = encode_response(&rs, &res->response, &res->response_len)) < 0)
@@ -751,6 +761,7 @@ out:
 	gw_idlist__free(&c.missing_stacks);
 	gw_idlist__free(&c.defs.missing_exes);
 	gw_idlist__free(&c.defs.missing_kernels);
+	gw_idlist__free(&c.defs.missing_functions);
 	gw_idlist__free(&c.wanted);
 	gw_idlist__free(&c.probed);
 	free(c.resources.s);

@@ -80,10 +80,10 @@ struct gw_ingest_result {
 	struct gw_profiles *batch; /* NULL when no sample was accepted */
 	struct gw_symbol_table **tables;
 	size_t n_tables;
-	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;
+	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
 	/* Distinct IDs probed (PushRequest.probe_symbols), and how many of them were answered pending. */
 	uint64_t probes, symbols_pending;
-	uint64_t defined_stacks, defined_executables, defined_kernels;
+	uint64_t defined_stacks, defined_executables, defined_kernels, defined_functions;
 	struct gw_ingest_agent_drops drops;
 	/* The executables and kernels this response asks for (claimed, referenced): gw_ingest_result_release_asks. */
 	struct gw_executable **asked_exes;

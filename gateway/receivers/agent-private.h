@@ -66,6 +66,7 @@ struct agent_stores_config {
 	uint64_t kernels;
 	uint64_t locations;
 	uint64_t stacks;
+	uint64_t functions;
 };
 
 struct agent_config {
@@ -137,7 +138,7 @@ struct agent_stats {
 		idle_closes, protocol_errors;
 	uint64_t requests[8]; /* by status class below */
 	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
-	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;
+	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
 	uint64_t probes, probes_pending;
 	struct gw_ingest_agent_drops agent_drops;
 };

@@ -167,6 +167,7 @@ static void work_finish(struct work *w)
 	rx->st.missing_stacks += w->res.missing_stacks;
 	rx->st.missing_executables += w->res.missing_executables;
 	rx->st.missing_kernels += w->res.missing_kernels;
+	rx->st.missing_functions += w->res.missing_functions;
 	rx->st.wanted += w->res.wanted;
 	rx->st.probes += w->res.probes;
 	rx->st.probes_pending += w->res.symbols_pending;

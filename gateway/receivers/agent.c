@@ -89,6 +89,8 @@ static const struct sr_field stores_fields[] = {
 		       .doc = "Bytes of locations (executable + address, with their symbolized lines) kept."),
 	SR_FIELD_BYTES("stacks", struct agent_stores_config, stacks, .def = "256MiB", .min = 65536,
 		       .doc = "Bytes of stack definitions kept."),
+	SR_FIELD_BYTES("functions", struct agent_stores_config, functions, .def = "64MiB", .min = 65536,
+		       .doc = "Bytes of function definitions (interpreted and JIT code the agents named) kept."),
 	SR_FIELD_END,
 };
 
@@ -270,6 +272,7 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		{ "stack", rx->st.missing_stacks },
 		{ "executable", rx->st.missing_executables },
 		{ "kernel", rx->st.missing_kernels },
+		{ "function", rx->st.missing_functions },
 	};
 	for (size_t i = 0; i < SR_ARRAY_SIZE(missing); i++) {
 		snprintf(l2, sizeof(l2), "%s", lbl);
@@ -419,6 +422,7 @@ static int agent_start(struct gw_component *c)
 		gw_stores__set_limit(st, GW_STORE_KERNELS, cfg->stores.kernels);
 		gw_stores__set_limit(st, GW_STORE_LOCATIONS, cfg->stores.locations);
 		gw_stores__set_limit(st, GW_STORE_STACKS, cfg->stores.stacks);
+		gw_stores__set_limit(st, GW_STORE_FUNCTIONS, cfg->stores.functions);
 	}
 	if (cfg->tls.cert_file && (r = tls_setup(rx)) < 0)
 		return r;

@@ -3,7 +3,8 @@
  * The agent receiver's request path on arbitrary bytes, as the gateway runs
  * it after HTTP/2: gunzip (when the input looks like gzip) bounded by a
  * limit, the PushRequest header walk, then the full processing: definitions
- * (executables, kernels with modules, stacks with frames), symbol-table
+ * (executables, kernels with modules, functions, stacks with native,
+ * interpreted and JIT frames), symbol-table
  * uploads, samples into a batch, the encoded PushResponse, and the
  * de-duplication window. Symbol probes (probe_symbols) are answered twice:
  * once as received, once after the executables and kernels of the accepted
@@ -74,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			.kernel_bytes = 64 * 1024,
 			.location_bytes = 256 * 1024,
 			.stack_bytes = 256 * 1024,
+			.function_bytes = 64 * 1024,
 		};
 		stores = gw_stores_new(&lim);
 		dedupe = gw_dedupe_new(64, 64 * 1024);

@@ -16,7 +16,7 @@ struct agent_store {
 	unsigned n_stacks, n_execs;
 	bool *evicted;
 	char **paths;
-	unsigned stack_lookups, exec_lookups, kernel_lookups, opens;
+	unsigned stack_lookups, exec_lookups, kernel_lookups, func_lookups, opens;
 };
 
 static void fill_id(uint8_t *out, size_t len, uint8_t tag, unsigned idx)
@@ -45,6 +45,11 @@ void fake_kernel_id(uint8_t out[FAKE_KERNEL_ID_BYTES])
 	fill_id(out, FAKE_KERNEL_ID_BYTES, 0x4b, 0);
 }
 
+void fake_func_id(unsigned idx, uint8_t out[FAKE_FUNC_ID_BYTES])
+{
+	fill_id(out, FAKE_FUNC_ID_BYTES, 0xf7, idx);
+}
+
 static int index_of(const uint8_t *id, size_t len, size_t want_len, uint8_t tag)
 {
 	uint8_t ref[32];
@@ -65,6 +70,11 @@ int fake_stack_index(const uint8_t *id, size_t len)
 int fake_exec_index(const uint8_t *id, size_t len)
 {
 	return index_of(id, len, FAKE_EXEC_ID_BYTES, 0xe1);
+}
+
+int fake_func_index(const uint8_t *id, size_t len)
+{
+	return index_of(id, len, FAKE_FUNC_ID_BYTES, 0xf7);
 }
 
 static void *dup_mem(const void *p, size_t n)
@@ -145,6 +155,7 @@ unsigned fake_store_lookups(struct agent_store *st, const char *kind)
 	n = !strcmp(kind, "stack")	  ? st->stack_lookups
 	    : !strcmp(kind, "executable") ? st->exec_lookups
 	    : !strcmp(kind, "kernel")	  ? st->kernel_lookups
+	    : !strcmp(kind, "function")	  ? st->func_lookups
 					  : st->opens;
 	pthread_mutex_unlock(&st->mu);
 	return n;
@@ -163,7 +174,7 @@ int agent_store__stack(struct agent_store *st, const uint8_t *id, size_t len, st
 	pthread_mutex_unlock(&st->mu);
 	if (evicted)
 		return -ENOENT;
-	nf = idx % 2 ? 3 : 2;
+	nf = 3;
 	memset(ret, 0, sizeof(*ret));
 	ret->id = bytes_of(id, len);
 	ret->frames = calloc(nf, sizeof(*ret->frames));
@@ -176,14 +187,43 @@ int agent_store__stack(struct agent_store *st, const uint8_t *id, size_t len, st
 		ret->frames[i].address = u64(0x401000 + 0x10 * (uint64_t)idx + i);
 		ret->frames[i].kind = dup_mem(&k, sizeof(k));
 	}
-	if (nf == 3) {
+	if (idx % 2) {
 		stackrelay_v1_FrameKind k = stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
 
 		fake_kernel_id(kid);
 		ret->frames[2].executable_id = bytes_of(kid, sizeof(kid));
 		ret->frames[2].address = u64(0xffffffff81000000ULL + (uint64_t)idx);
 		ret->frames[2].kind = dup_mem(&k, sizeof(k));
+	} else {
+		stackrelay_v1_FrameKind k = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
+		uint8_t fid[FAKE_FUNC_ID_BYTES];
+
+		fake_func_id(((unsigned)idx / 2) % FAKE_N_FUNCS, fid);
+		ret->frames[2].function_id = bytes_of(fid, sizeof(fid));
+		ret->frames[2].line = u32(10 + (uint32_t)idx);
+		ret->frames[2].address = u64(2 * (uint64_t)idx);
+		ret->frames[2].kind = dup_mem(&k, sizeof(k));
 	}
+	return 0;
+}
+
+int agent_store__function(struct agent_store *st, const uint8_t *id, size_t len, stackrelay_v1_FunctionDef *ret)
+{
+	int idx = fake_func_index(id, len);
+	char name[64];
+
+	pthread_mutex_lock(&st->mu);
+	st->func_lookups++;
+	pthread_mutex_unlock(&st->mu);
+	if (idx < 0 || idx >= FAKE_N_FUNCS)
+		return -ENOENT;
+	memset(ret, 0, sizeof(*ret));
+	ret->id = bytes_of(id, len);
+	ret->runtime = strdup("cpython");
+	snprintf(name, sizeof(name), "func%d", idx);
+	ret->name = strdup(name);
+	ret->file_name = strdup("/app/main.py");
+	ret->start_line = u32(1 + (uint32_t)idx);
 	return 0;
 }
 

@@ -61,7 +61,8 @@ struct fakegw {
 	uint8_t *replies[MAX_SEQS];
 	size_t reply_len[MAX_SEQS];
 	unsigned n_seqs, duplicates;
-	unsigned stack_defs, exec_defs, kernel_defs;
+	unsigned stack_defs, exec_defs, kernel_defs, func_defs;
+	bool funcs[FAKE_N_FUNCS];
 	unsigned symbol_tables, symbols_in_last;
 	char last_table_error[256];
 	bool sym_received[N_EXECS];
@@ -137,7 +138,15 @@ static void process(struct fakegw *g, stackrelay_v1_PushRequest *req, stackrelay
 		}
 		if (req->kernels_count)
 			g->kernel = true;
+		for (pb_size_t i = 0; i < req->functions_count; i++) {
+			int idx = fake_func_index(req->functions[i].id->bytes, req->functions[i].id->size);
+
+			assert_true(idx >= 0 && idx < FAKE_N_FUNCS);
+			assert_non_null(req->functions[i].name);
+			g->funcs[idx] = true;
+		}
 	}
+	g->func_defs += req->functions_count;
 	g->stack_defs += req->stacks_count;
 	g->exec_defs += req->executables_count;
 	g->kernel_defs += req->kernels_count;
@@ -167,6 +176,11 @@ static void process(struct fakegw *g, stackrelay_v1_PushRequest *req, stackrelay
 					ok = false;
 				}
 			}
+		}
+		if (!(idx % 2) && !g->funcs[((unsigned)idx / 2) % FAKE_N_FUNCS]) {
+			fake_func_id(((unsigned)idx / 2) % FAKE_N_FUNCS, id);
+			push_id(&resp->missing_functions, &resp->missing_functions_count, id, FAKE_FUNC_ID_BYTES);
+			ok = false;
 		}
 		if ((idx % 2) && !g->kernel) {
 			fake_kernel_id(id);
@@ -500,11 +514,13 @@ static void test_send_and_definitions_once(void **state)
 	assert_int_equal(e->g.stack_defs, 32);
 	assert_int_equal(e->g.exec_defs, N_EXECS);
 	assert_int_equal(e->g.kernel_defs, 1);
+	assert_int_equal(e->g.func_defs, FAKE_N_FUNCS);
 	/* Same stacks again on the same connection: no definitions repeated. */
 	submit(e, 0, 32, 200);
 	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
 	assert_int_equal(e->g.stack_defs, 32);
 	assert_int_equal(e->g.exec_defs, N_EXECS);
+	assert_int_equal(e->g.func_defs, FAKE_N_FUNCS);
 	assert_int_equal(e->g.accepted, e->submitted);
 	agent_sender__stats(e->s, &st);
 	assert_int_equal(st.samples_accepted, e->submitted);
@@ -557,6 +573,20 @@ static void test_missing_resend(void **state)
 	assert_int_equal(e->g.accepted, e->submitted);
 	for (unsigned i = 0; i < 16; i++)
 		assert_int_equal(e->g.per_pid[300 + i], i + 1);
+	assert_conserved(e);
+
+	/* Only functions missing: the samples of stacks with interpreted frames come back with them. */
+	memset(e->g.funcs, 0, sizeof(e->g.funcs));
+	{
+		unsigned before = e->g.func_defs;
+
+		submit(e, 0, 16, 500);
+		assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+		assert_int_equal(e->g.accepted, e->submitted);
+		assert_int_equal(e->g.func_defs - before, FAKE_N_FUNCS);
+	}
+	for (unsigned i = 0; i < 16; i++)
+		assert_int_equal(e->g.per_pid[500 + i], i + 1);
 	assert_conserved(e);
 	env_free(e);
 }

@@ -181,6 +181,132 @@ static void test_eviction(void **state)
 	agent_store_free(s);
 }
 
+/* Functions: content-addressed, in stack IDs with their line, copied out by lookups, bounded. */
+static void test_functions(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(2, &a, &b);
+	struct agent_function_def fa = {
+		.runtime = "cpython", .name = "alpha", .file_name = "/app/x.py", .start_line = 3
+	};
+	struct agent_function_def fb = { .runtime = "perf-map", .name = "LazyCompile:*hot" };
+	/* Fields cannot run into each other: "ab" + "c" differs from "a" + "bc". */
+	struct agent_function_def r1 = { .runtime = "cpython", .name = "ab", .file_name = "c" };
+	struct agent_function_def r2 = { .runtime = "cpython", .name = "a", .file_name = "bc" };
+	uint8_t id1[16], id2[16], fid[16];
+	stackrelay_v1_StackDef sd;
+	stackrelay_v1_FunctionDef fd;
+	struct agent_store_stats st;
+	int64_t ia, ib;
+
+	agent_function_id(&r1, id1);
+	agent_function_id(&r2, id2);
+	assert_memory_not_equal(id1, id2, 16);
+
+	ia = agent_store__add_function(s, &fa, 1);
+	ib = agent_store__add_function(s, &fb, 1);
+	assert_true(ia >= 0 && ib >= 0 && ia != ib);
+	assert_int_equal(agent_store__add_function(s, &fa, 1), ia);
+	assert_int_equal(agent_store__add_function(s, &(struct agent_function_def){ .runtime = "cpython" }, 1),
+			 -EINVAL);
+	assert_int_equal(agent_store__function_id(s, (uint32_t)ia, fid), 16);
+	agent_function_id(&fa, id1);
+	assert_memory_equal(fid, id1, 16);
+
+	{
+		struct agent_frame f[] = {
+			{ .address = 12,
+			  .exe = (uint32_t)ia,
+			  .line = 7,
+			  .kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED },
+			{ .address = 0x1234, .exe = a, .kind = 1 },
+		};
+		uint8_t s1[16], s2[16];
+
+		assert_int_equal(agent_store__intern_stack(s, f, 2, false, 1, s1), 0);
+		f[0].line = 8; /* another line is another stack */
+		agent_stack_id(s, f, 2, s2);
+		assert_memory_not_equal(s1, s2, 16);
+		f[0].line = 7;
+		f[0].exe = (uint32_t)ib; /* another function too */
+		f[0].kind = stackrelay_v1_FrameKind_FRAME_KIND_JIT;
+		agent_stack_id(s, f, 2, s2);
+		assert_memory_not_equal(s1, s2, 16);
+
+		assert_int_equal(agent_store__stack(s, s1, 16, &sd), 0);
+		assert_int_equal(sd.frames_count, 2);
+		assert_null(sd.frames[0].executable_id);
+		assert_non_null(sd.frames[0].function_id);
+		assert_memory_equal(sd.frames[0].function_id->bytes, id1, 16);
+		assert_int_equal(*sd.frames[0].line, 7);
+		assert_int_equal(*sd.frames[0].address, 12);
+		assert_int_equal(*sd.frames[0].kind, stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED);
+		assert_null(sd.frames[1].function_id);
+		assert_non_null(sd.frames[1].executable_id);
+		pb_release(stackrelay_v1_StackDef_fields, &sd);
+	}
+	assert_int_equal(agent_store__function(s, id1, 16, &fd), 0);
+	assert_string_equal(fd.runtime, "cpython");
+	assert_string_equal(fd.name, "alpha");
+	assert_string_equal(fd.file_name, "/app/x.py");
+	assert_int_equal(*fd.start_line, 3);
+	pb_release(stackrelay_v1_FunctionDef_fields, &fd);
+	agent_function_id(&fb, id2);
+	assert_int_equal(agent_store__function(s, id2, 16, &fd), 0);
+	assert_null(fd.file_name);
+	assert_null(fd.start_line);
+	pb_release(stackrelay_v1_FunctionDef_fields, &fd);
+	assert_int_equal(agent_store__function(s, id2, 15, &fd), -ENOENT);
+	agent_store__stats(s, &st);
+	assert_int_equal(st.functions, 2);
+	agent_store_free(s);
+}
+
+/* The function table's bound: unreferenced, not recently used functions go first; in-use ones never. */
+static void test_function_limit(void **state)
+{
+	struct agent_functions f;
+	char name[32];
+	int64_t first, i0;
+
+	agent_functions_init(&f);
+	f.max_n = 4;
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		i0 = agent_functions__add(&f, &(struct agent_function_def){ .runtime = "perf-map", .name = name }, 1);
+		assert_true(i0 >= 0);
+	}
+	/* Full of functions used in window 1: a fifth in window 1 is refused. */
+	assert_int_equal(agent_functions__add(&f, &(struct agent_function_def){ .runtime = "perf-map", .name = "x" },
+					      1),
+			 -ENOSPC);
+	first = agent_functions__add(&f, &(struct agent_function_def){ .runtime = "perf-map", .name = "f0" }, 1);
+	agent_functions__ref(&f, (uint32_t)first); /* a stack holds f0 */
+	/* Window 2: the least recently used unreferenced one (f1) goes, and its index is reused. */
+	i0 = agent_functions__add(&f, &(struct agent_function_def){ .runtime = "perf-map", .name = "x" }, 2);
+	assert_true(i0 >= 0 && i0 < 4);
+	assert_non_null(agent_functions__at(&f, (uint32_t)first));
+	assert_string_equal(agent_functions__at(&f, (uint32_t)first)->name, "f0");
+	assert_int_equal(f.n, 4);
+	assert_int_equal(f.evicted, 1);
+	/* The name is cut before hashing: longer names equal in their first AGENT_FUNCTION_NAME_MAX bytes are one. */
+	{
+		char *l1 = malloc(AGENT_FUNCTION_NAME_MAX + 10), *l2 = malloc(AGENT_FUNCTION_NAME_MAX + 20);
+		uint8_t a[16], b[16];
+
+		memset(l1, 'a', AGENT_FUNCTION_NAME_MAX + 9);
+		l1[AGENT_FUNCTION_NAME_MAX + 9] = '\0';
+		memset(l2, 'a', AGENT_FUNCTION_NAME_MAX + 19);
+		l2[AGENT_FUNCTION_NAME_MAX + 19] = '\0';
+		agent_function_id(&(struct agent_function_def){ .runtime = "perf-map", .name = l1 }, a);
+		agent_function_id(&(struct agent_function_def){ .runtime = "perf-map", .name = l2 }, b);
+		assert_memory_equal(a, b, 16);
+		free(l1);
+		free(l2);
+	}
+	agent_functions_done(&f);
+}
+
 static void test_aggregate(void **state)
 {
 	struct agent_agg *agg = agent_agg_new(3);
@@ -331,7 +457,8 @@ int main(void)
 		cmocka_unit_test(test_stack_ids),	 cmocka_unit_test(test_defs),
 		cmocka_unit_test(test_open_vdso),	 cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_aggregate),	 cmocka_unit_test(test_aggregate_off_cpu),
-		cmocka_unit_test(test_output_roundtrip),
+		cmocka_unit_test(test_output_roundtrip), cmocka_unit_test(test_functions),
+		cmocka_unit_test(test_function_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

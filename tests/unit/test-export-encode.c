@@ -18,6 +18,7 @@
 
 #include "core/model.h"
 #include "exporters/otlp_encode.h"
+#include "macro.h"
 #include "pbwire.h"
 #include "test-export-util.h"
 
@@ -531,6 +532,144 @@ static void test_empty_and_unsymbolized(void **state)
 	gw_profiles__unref(p);
 }
 
+/* The frame type attribute of a location, or NULL. */
+static const char *frame_type_of(const dict_t *d, const opentelemetry_proto_profiles_v1development_Location *l)
+{
+	for (pb_size_t i = 0; i < l->attribute_indices_count; i++) {
+		const opentelemetry_proto_profiles_v1development_KeyValueAndUnit *a =
+			&d->attribute_table[l->attribute_indices[i]];
+
+		if (!strcmp(str(d, a->key_strindex), "profile.frame.type"))
+			return a->value.value.string_value;
+	}
+	return NULL;
+}
+
+/* A batch of one sample whose stack is [JIT hot, INTERPRETED alpha:12, native] in a process named exe_name. */
+static struct gw_profiles *function_batch(struct gw_stores *s, const char *exe_name)
+{
+	static const uint8_t fa[16] = { 0xf1 }, fj[16] = { 0xf2 }, eid[20] = { 0xee }, sid[16] = { 0x51 };
+	struct gw_function_def da = { .id = fa,
+				      .id_len = 16,
+				      .runtime = "cpython",
+				      .name = "alpha",
+				      .file_name = "/app/work.py",
+				      .start_line = 10 };
+	struct gw_function_def dj = { .id = fj, .id_len = 16, .runtime = "perf-map", .name = "JS:*hot /app/x.js:3" };
+	struct gw_executable_def de = { .id = eid, .id_len = 20, .id_kind = GW_EXE_ID_GNU_BUILD_ID, .file_name = "app" };
+	struct gw_attr attrs[] = { { .key = "process.executable.name", .type = GW_ATTR_STRING, .v.s = exe_name } };
+	struct gw_function *a = gw_stores__intern_function(s, &da), *j = gw_stores__intern_function(s, &dj);
+	struct gw_executable *e = gw_stores__intern_executable(s, &de);
+	struct gw_location *locs[3];
+	struct gw_profiles *p = gw_profiles_new();
+	struct gw_resource *r;
+	struct gw_stack *st;
+	struct gw_sample smp = { .count = 7, .start_ns = 1, .end_ns = 2, .pid = 9, .tid = 9 };
+
+	assert_non_null(a);
+	assert_non_null(j);
+	assert_non_null(e);
+	locs[0] = gw_stores__intern_function_location(s, GW_FRAME_JIT, 0x7f0000001000ULL, j, 0);
+	locs[1] = gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 24, a, 12);
+	locs[2] = gw_stores__intern_location(s, GW_FRAME_USER, 0x1000, e, NULL);
+	assert_non_null(locs[0]);
+	assert_non_null(locs[1]);
+	assert_non_null(locs[2]);
+	/* The same function at another line is another location. */
+	{
+		struct gw_location *other = gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 24, a, 13);
+
+		assert_ptr_not_equal(other, locs[1]);
+		gw_location__unref(other);
+	}
+	st = gw_stores__intern_stack(s, sid, sizeof(sid), false, locs, 3);
+	assert_non_null(st);
+	r = gw_profiles__add_resource(p, attrs, 1, 99);
+	assert_non_null(r);
+	smp.stack = st;
+	assert_int_equal(gw_resource__add_sample(p, r, &smp), 0);
+	gw_stack__unref(st);
+	gw_function__unref(a);
+	gw_function__unref(j);
+	gw_executable__unref(e);
+	return p;
+}
+
+/* Interpreted and JIT frames: Function + Line from the agent's definition, and profile.frame.type. */
+static void test_functions(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *exe, *jit_type;
+	} cases[] = { { "node", "v8js" }, { "myapp", "perf-map" } };
+
+	for (size_t c = 0; c < SR_ARRAY_SIZE(cases); c++) {
+		struct gw_profiles *p = function_batch(f->stores, cases[c].exe);
+		struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+		struct sr_pbw w = { 0 };
+		const dict_t *d;
+		const opentelemetry_proto_profiles_v1development_Stack *stk;
+		const opentelemetry_proto_profiles_v1development_Location *l;
+		req10_t r;
+
+		assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+		decode10(&w, &r);
+		d = &r.dictionary;
+		check_dictionary(d);
+		stk = &d->stack_table[r.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].stack_index];
+		assert_int_equal(stk->location_indices_count, 3);
+		l = &d->location_table[stk->location_indices[0]];
+		assert_string_equal(frame_type_of(d, l), cases[c].jit_type);
+		assert_int_equal(l->lines_count, 1);
+		assert_string_equal(str(d, d->function_table[l->lines[0].function_index].name_strindex),
+				    "JS:*hot /app/x.js:3");
+		l = &d->location_table[stk->location_indices[1]];
+		assert_string_equal(frame_type_of(d, l), "cpython");
+		assert_int_equal(l->mapping_index, 0);
+		assert_int_equal(l->address, 24);
+		assert_int_equal(l->lines_count, 1);
+		assert_int_equal(l->lines[0].line, 12);
+		{
+			const opentelemetry_proto_profiles_v1development_Function *fn =
+				&d->function_table[l->lines[0].function_index];
+
+			assert_string_equal(str(d, fn->name_strindex), "alpha");
+			assert_string_equal(str(d, fn->filename_strindex), "/app/work.py");
+			assert_int_equal(fn->start_line, 10);
+		}
+		l = &d->location_table[stk->location_indices[2]];
+		assert_null(frame_type_of(d, l)); /* native frames carry none */
+		pb_release(REQ10_FIELDS, &r);
+
+		/* v1.9 carries the same dictionary. */
+		{
+			struct gw_otlp_options o9 = { .version = GW_OTLP_V1_9 };
+			struct sr_pbw w9 = { 0 };
+			req9_t r9 = { 0 };
+			pb_istream_t is;
+
+			assert_int_equal(gw_otlp_encode(p, &o9, &w9, NULL), 0);
+			is = pb_istream_from_buffer(w9.buf, w9.len);
+			assert_true(pb_decode(&is, REQ9_FIELDS, &r9));
+			check_dictionary(&r9.dictionary);
+			{
+				int found = 0;
+
+				for (pb_size_t i = 0; i < r9.dictionary.location_table_count; i++) {
+					const char *t = frame_type_of(&r9.dictionary, &r9.dictionary.location_table[i]);
+
+					found += t && !strcmp(t, "cpython");
+				}
+				assert_int_equal(found, 1);
+			}
+			pb_release(REQ9_FIELDS, &r9);
+			sr_pbw__free(&w9);
+		}
+		sr_pbw__free(&w);
+		gw_profiles__unref(p);
+	}
+}
+
 static void test_version_strings(void **state)
 {
 	enum gw_otlp_version v;
@@ -552,6 +691,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_process_attrs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_unsymbolized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_functions, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
 

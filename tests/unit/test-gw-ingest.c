@@ -285,6 +285,135 @@ static void test_missing_negotiation(void **state)
 	gw_stores_free(st);
 }
 
+/* Interpreted and JIT frames: functions defined on first use, missing_functions, lines preset. */
+static const uint8_t FUNC_A[16] = { 0xf1, 1 }, FUNC_J[16] = { 0xf2, 2 }, STACK_F[16] = { 4 };
+
+static void add_function(struct pbw *w, const uint8_t *id, const char *runtime, const char *name, const char *file,
+			 uint32_t start_line)
+{
+	struct pbw f = { 0 };
+	f_bytes(&f, 1, id, 16);
+	f_str(&f, 2, runtime);
+	f_str(&f, 3, name);
+	if (file)
+		f_str(&f, 4, file);
+	if (start_line)
+		f_varint(&f, 5, start_line);
+	f_msg(w, 12, &f);
+}
+
+static void add_fn_frame(struct pbw *s, const uint8_t *fn, uint64_t addr, uint64_t kind, uint32_t line)
+{
+	struct pbw f = { 0 };
+	f_varint(&f, 2, addr);
+	f_varint(&f, 3, kind);
+	f_bytes(&f, 4, fn, 16);
+	if (line)
+		f_varint(&f, 5, line);
+	f_msg(s, 2, &f);
+}
+
+static void add_fstack(struct pbw *w)
+{
+	struct pbw s = { 0 };
+	f_bytes(&s, 1, STACK_F, 16);
+	add_fn_frame(&s, FUNC_J, 0x7f0000001000ULL, 5, 0);
+	add_fn_frame(&s, FUNC_A, 24, 4, 12);
+	add_frame(&s, EXE_A, 20, 0x1000, 1);
+	f_msg(w, 6, &s);
+}
+
+static void test_functions(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+
+	/* The stack and executable defined, the functions not: both listed, the sample refused. */
+	add_header(&w, "agent-f", 1);
+	add_exe(&w, EXE_A, "a");
+	add_fstack(&w);
+	add_sample(&w, STACK_F, 5, "python3", "main", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 0);
+	/* The first missing part stops the stack (the agent then resends all it needs). */
+	assert_int_equal(m.missing_functions_count, 1);
+	assert_true(has_id(m.missing_functions, 1, FUNC_J, 16));
+	assert_int_equal(res.missing_functions, 1);
+	assert_true(has_id(m.missing_stacks, m.missing_stacks_count, STACK_F, 16));
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* The resend with the functions (after their users on the wire) is accepted. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-f", 2);
+	add_fstack(&w);
+	add_sample(&w, STACK_F, 5, "python3", "main", NULL);
+	add_function(&w, FUNC_A, "cpython", "alpha", "/app/work.py", 10);
+	add_function(&w, FUNC_J, "perf-map", "LazyCompile:*hot /app/x.js:3", NULL, 0);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 5);
+	assert_int_equal(m.missing_functions_count + m.missing_stacks_count, 0);
+	assert_int_equal(res.defined_functions, 2);
+	{
+		struct gw_stack *s = res.batch->resources[0].samples[0].stack;
+		const struct gw_lines *l;
+
+		assert_int_equal(s->n_locations, 3);
+		assert_int_equal(s->locations[0]->kind, GW_FRAME_JIT);
+		assert_int_equal(s->locations[0]->address, 0x7f0000001000ULL);
+		l = gw_location__lines(s->locations[0]);
+		assert_non_null(l);
+		assert_string_equal(l->lines[0].function, "LazyCompile:*hot /app/x.js:3");
+		assert_string_equal(l->lines[0].file, "");
+		assert_int_equal(s->locations[1]->kind, GW_FRAME_INTERPRETED);
+		assert_int_equal(s->locations[1]->address, 24);
+		assert_int_equal(s->locations[1]->line, 12);
+		assert_string_equal(s->locations[1]->function->runtime, "cpython");
+		l = gw_location__lines(s->locations[1]);
+		assert_non_null(l);
+		assert_int_equal(l->n, 1);
+		assert_string_equal(l->lines[0].function, "alpha");
+		assert_string_equal(l->lines[0].file, "/app/work.py");
+		assert_int_equal(l->lines[0].line, 12);
+		assert_int_equal(l->lines[0].start_line, 10);
+		assert_int_equal(s->locations[2]->kind, GW_FRAME_USER);
+		assert_null(gw_location__lines(s->locations[2]));
+	}
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Malformed: an interpreted frame without function_id, a function without name. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-f", 3);
+	{
+		struct pbw s = { 0 }, f = { 0 };
+		f_bytes(&s, 1, STACK_2, 16);
+		f_varint(&f, 3, 4);
+		f_msg(&s, 2, &f);
+		f_msg(&w, 6, &s);
+	}
+	{
+		char err[256] = "";
+		assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+		assert_non_null(strstr(err, "without function_id"));
+	}
+	free(w.p);
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-f", 4);
+	add_function(&w, FUNC_A, "cpython", "", NULL, 0);
+	{
+		char err[256] = "";
+		assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+		assert_non_null(strstr(err, "FunctionDef without name"));
+	}
+	free(w.p);
+	gw_stores_free(st);
+}
+
 static void test_kernel_and_resources(void **state)
 {
 	struct gw_stores *st = gw_stores_new(NULL);
@@ -1052,6 +1181,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing_negotiation),
 		cmocka_unit_test(test_kernel_and_resources),
+		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_off_cpu),
 		cmocka_unit_test(test_symbols),
 		cmocka_unit_test(test_kernel_symbols),

@@ -129,6 +129,68 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	gw_executable__unref(e);
 }
 
+/* Functions: content-addressed, byte-bounded, their locations come with lines. */
+static void test_store_functions(void **state)
+{
+	struct gw_store_limits lim = { .function_bytes = 8192 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_store_stats st;
+	uint8_t id[16] = { 0x77 };
+	struct gw_function_def d = {
+		.id = id, .id_len = 16, .runtime = "cpython", .name = "alpha", .file_name = "/app/a.py", .start_line = 3
+	};
+	struct gw_function *first = gw_stores__intern_function(s, &d), *again;
+	struct gw_location *l;
+	const struct gw_lines *lines;
+
+	assert_non_null(first);
+	/* An existing ID wins: IDs are content addresses. */
+	d.name = "other";
+	again = gw_stores__intern_function(s, &d);
+	assert_ptr_equal(again, first);
+	gw_function__unref(again);
+	assert_string_equal(first->name, "alpha");
+	/* No name, or a frame kind without functions: refused. */
+	d.name = "";
+	id[0] = 0x78;
+	assert_null(gw_stores__intern_function(s, &d));
+	assert_null(gw_stores__intern_function_location(s, GW_FRAME_USER, 1, first, 1));
+
+	l = gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 8, first, 5);
+	assert_non_null(l);
+	assert_ptr_equal(gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 8, first, 5), l);
+	gw_location__unref(l);
+	lines = gw_location__lines(l);
+	assert_non_null(lines);
+	assert_int_equal(lines->n, 1);
+	assert_string_equal(lines->lines[0].function, "alpha");
+	assert_string_equal(lines->lines[0].file, "/app/a.py");
+	assert_int_equal(lines->lines[0].line, 5);
+	assert_int_equal(lines->lines[0].start_line, 3);
+
+	/* Many functions: the store stays under its bound; referenced ones live on. */
+	d.name = "f";
+	for (int i = 0; i < 500; i++) {
+		struct gw_function *f;
+
+		memcpy(id, &i, sizeof(i));
+		id[15] = 1;
+		f = gw_stores__intern_function(s, &d);
+		assert_non_null(f);
+		gw_function__unref(f);
+	}
+	gw_stores__stats(s, GW_STORE_FUNCTIONS, &st);
+	assert_true(st.bytes <= 8192);
+	assert_true(st.evictions > 0);
+	assert_string_equal(gw_store_kind_to_string(GW_STORE_FUNCTIONS), "functions");
+	assert_null(gw_stores__function(s, first->id.bytes, first->id.len));
+	assert_ptr_equal(l->function, first);
+	gw_stores_free(s);
+	assert_string_equal(l->function->name, "alpha");
+	gw_location__unref(l);
+	gw_function__unref(first);
+}
+
 static void test_lines_set_once(void **state)
 {
 	struct gw_stores *s = gw_stores_new(NULL);
@@ -335,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_store_interning),
 		cmocka_unit_test(test_store_eviction_keeps_objects_alive),
+		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
 		cmocka_unit_test(test_batch_merge_filter_clone),
 		cmocka_unit_test(test_resource_attrs),
