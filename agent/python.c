@@ -40,10 +40,9 @@ struct py_proc_entry {
 };
 
 struct py_code {
-	uint8_t key[20]; /* pid (4), start_ns (8), code address (8) */
-	bool ok;	 /* false: not a code object (remembered, so it is not read again) */
-	uint8_t kind;	 /* enum agent_py_linetable_kind */
-	int32_t first_line;
+	uint8_t key[20];	   /* pid (4), start_ns (8), code address (8) */
+	uint8_t kind;		   /* enum agent_py_linetable_kind */
+	struct agent_py_code head; /* what the entry was read from: it stands while the head is the same */
 	char *name;
 	char *file;
 	uint8_t *table;
@@ -196,7 +195,7 @@ static void examine(int fd, const char *path, struct py_file *f)
 			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (!name || name[0] != '_' && name[0] != 'P')
+			if (!name || (name[0] != '_' && name[0] != 'P'))
 				continue;
 			if (!strcmp(name, "_PyRuntime")) {
 				f->runtime = sym.st_value;
@@ -362,24 +361,20 @@ static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t ad
 	return strdup(out);
 }
 
-static void read_code(const struct agent_py_layout *l, uint32_t pid, uint64_t code_type, uint64_t addr,
-		      struct py_code *c)
+/* Fills c (name, file, line table) from a code object's decoded head. false when a string cannot be read. */
+static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struct agent_py_code *pc, struct py_code *c)
 {
-	uint8_t head[AGENT_PY_CODE_HEAD], bhead[AGENT_PY_BYTES_HEAD];
-	struct agent_py_code pc;
+	uint8_t bhead[AGENT_PY_BYTES_HEAD];
 	uint64_t data, size;
 
-	if (peek(pid, addr, head, sizeof(head)) < 0 || agent_py_code_parse(l, head, sizeof(head), &pc) < 0 ||
-	    pc.type != code_type)
-		return;
-	c->name = read_str(l, pid, pc.name);
-	c->file = read_str(l, pid, pc.filename);
+	c->name = read_str(l, pid, pc->name);
+	c->file = read_str(l, pid, pc->filename);
 	if (!c->name || !c->file)
-		return;
-	c->first_line = pc.firstlineno;
+		return false;
+	c->head = *pc;
 	c->kind = l->linetable_kind;
-	if (pc.linetable && peek(pid, pc.linetable, bhead, sizeof(bhead)) == 0 &&
-	    agent_py_bytes_header(pc.linetable, bhead, sizeof(bhead), &data, &size) == 0 && size > 0 &&
+	if (pc->linetable && peek(pid, pc->linetable, bhead, sizeof(bhead)) == 0 &&
+	    agent_py_bytes_header(pc->linetable, bhead, sizeof(bhead), &data, &size) == 0 && size > 0 &&
 	    size <= AGENT_PY_MAX_LINETABLE) {
 		c->table = malloc(size);
 		if (c->table && peek(pid, data, c->table, size) == 0) {
@@ -389,7 +384,14 @@ static void read_code(const struct agent_py_layout *l, uint32_t pid, uint64_t co
 			c->table = NULL;
 		}
 	}
-	c->ok = true;
+	return true;
+}
+
+static void drop_code(struct agent_python *py, struct py_code *c)
+{
+	agent_htab__remove(&py->codes, c->key, sizeof(c->key));
+	code_free(c);
+	py->stats.codes_cached--;
 }
 
 int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, uint64_t value,
@@ -398,7 +400,8 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 	const struct py_proc_entry *e = agent_htab__get(&py->procs, proc->key, sizeof(proc->key));
 	uint64_t addr = value & PY_FRAME_ADDR_MASK;
 	uint32_t offset = (uint32_t)((value >> PY_FRAME_OFFSET_SHIFT) & PY_FRAME_OFFSET_MAX);
-	uint8_t key[20];
+	uint8_t key[20], head[AGENT_PY_CODE_HEAD];
+	struct agent_py_code pc;
 	struct py_code *c;
 
 	memset(ret, 0, sizeof(*ret));
@@ -409,6 +412,27 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 	memcpy(key, proc->key, 12);
 	memcpy(key + 12, &addr, 8);
 	c = agent_htab__get(&py->codes, key, sizeof(key));
+	/*
+	 * The head is read every time: a code object can be freed and another
+	 * made at its address (and a frame being set up can still point at a
+	 * freed one), so a cached entry stands only while the head it was read
+	 * from is still there. Failures are not remembered, for the same reason.
+	 * A process that is gone (its samples are often read after it exited)
+	 * keeps what was read while it lived.
+	 */
+	if (peek(proc->pid, addr, head, sizeof(head)) < 0)
+		goto gone;
+	if (agent_py_code_parse(e->layout, head, sizeof(head), &pc) < 0 || pc.type != e->code_type) {
+		if (c)
+			drop_code(py, c);
+		py->stats.code_read_errors++;
+		return -ENOENT;
+	}
+	if (c && (c->head.name != pc.name || c->head.filename != pc.filename || c->head.linetable != pc.linetable ||
+		  c->head.firstlineno != pc.firstlineno)) {
+		drop_code(py, c);
+		c = NULL;
+	}
 	if (!c) {
 		if (py->stats.codes_cached >= py->max_codes) {
 			clear_codes(py);
@@ -419,12 +443,10 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 			return -ENOMEM;
 		memcpy(c->key, key, sizeof(key));
 		py->stats.code_reads++;
-		read_code(e->layout, proc->pid, e->code_type, addr, c);
-		if (!c->ok) {
+		if (!read_code(e->layout, proc->pid, &pc, c)) {
 			py->stats.code_read_errors++;
-			free(c->name);
-			free(c->file);
-			c->name = c->file = NULL;
+			code_free(c);
+			return -ENOENT;
 		}
 		if (agent_htab__put(&py->codes, c) < 0) {
 			code_free(c);
@@ -432,15 +454,20 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 		}
 		py->stats.codes_cached++;
 	}
-	if (!c->ok)
+	goto found;
+gone:
+	if (!c) {
+		py->stats.code_read_errors++;
 		return -ENOENT;
+	}
+found:
 	ret->name = c->name;
 	ret->file = c->file;
-	ret->first_line = c->first_line;
+	ret->first_line = c->head.firstlineno;
 	/* A clamped offset has no line of its own: the function's first line stands for it. */
 	ret->line = offset == PY_FRAME_OFFSET_MAX
-			    ? c->first_line
-			    : agent_py_line(c->kind, c->first_line, c->table, c->table_len, offset);
+			    ? c->head.firstlineno
+			    : agent_py_line(c->kind, c->head.firstlineno, c->table, c->table_len, offset);
 	return 0;
 }
 

@@ -192,18 +192,35 @@ static void file_known(void *ctx, uint64_t dev, uint64_t ino)
 		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
 }
 
-/* A Python frame of the BPF walker (bpf/pyframe.h). */
+/*
+ * A Python frame of the BPF walker (bpf/pyframe.h): an INTERPRETED frame of a
+ * "cpython" function, its address the instruction offset. A frame that cannot
+ * be named (the process is gone, the address is no code object, the function
+ * table is full) stays UNKNOWN with the walker's value.
+ */
 static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
 {
 	struct agent_py_frame pf;
+	struct agent_function_def def;
+	int64_t fn;
 
 	ret->address = value;
 	ret->exe = AGENT_EXE_NONE;
+	ret->line = 0;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 	if (!c->python || !proc || agent_python__frame(c->python, proc, value, &pf) < 0)
 		return;
-	sr_log_trace("agent", "python frame", "pid=%u name=\"%s\" file=\"%s\" line=%d first_line=%d", proc->pid,
-		     pf.name, pf.file, pf.line, pf.first_line);
+	def.runtime = "cpython";
+	def.name = pf.name;
+	def.file_name = pf.file;
+	def.start_line = pf.first_line > 0 ? (uint32_t)pf.first_line : 0;
+	fn = agent_store__add_function(c->store, &def, c->window);
+	if (fn < 0)
+		return;
+	ret->address = pf.offset;
+	ret->exe = (uint32_t)fn;
+	ret->line = (uint32_t)pf.line;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
 }
 
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
@@ -253,7 +270,8 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 				frames[n].line = 0;
 				frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 			}
-			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER)
+			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER &&
+			    frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED)
 				c->stats.frames_unattributed++;
 			n++;
 		}

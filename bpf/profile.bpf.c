@@ -272,6 +272,7 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	st->return_address = 0;
 	st->py_state = PY_STATE_OFF;
 	st->py_frames = 0;
+	st->py_new = 0;
 	if (python_frames)
 		py_begin(slot);
 	count(PROFILE_CNT_UNWIND_STACKS);
@@ -291,6 +292,7 @@ static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, 
 static __always_inline void submit_unwound(struct unwind_scratch_state *st, int why)
 {
 	__u32 n = st->n;
+	__u64 wake;
 
 	count(why);
 	count_add(PROFILE_CNT_UNWIND_TABLE_FRAMES, st->table_frames);
@@ -299,7 +301,10 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
 		count_add(PROFILE_CNT_PY_FRAMES, st->py_frames);
 	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
 	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
-	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), sample_wakeup(&st->sample)))
+	wake = sample_wakeup(&st->sample);
+	if (st->py_new)
+		wake = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), wake))
 		count(st->sample.hdr.type == PROFILE_EVENT_OFF_CPU ? PROFILE_CNT_OFF_CPU_LOST_RINGBUF
 								   : PROFILE_CNT_LOST_RINGBUF);
 }

@@ -47,6 +47,25 @@ struct {
 	__type(value, __u64);
 } py_threads SEC(".maps");
 
+/*
+ * (tgid, code object) seen lately. A sample with a code object not in it
+ * wakes the agent at once: the agent reads the code object's name from the
+ * process's memory, which a short-lived process takes with it when it exits.
+ */
+#define PY_CODES_SEEN 65536
+struct py_code_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 code;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PY_CODES_SEEN);
+	__type(key, struct py_code_key);
+	__type(value, __u8);
+} py_codes_seen SEC(".maps");
+
 static __always_inline __u64 py_read_ptr(__u64 addr)
 {
 	__u64 v = 0;
@@ -90,6 +109,7 @@ __noinline int py_begin(__u32 slot)
 		return 0;
 	st->py_state = PY_STATE_OFF;
 	st->py_frames = 0;
+	st->py_new = 0;
 	p = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!p || p->start_boottime_ns != st->sample.hdr.start_boottime_ns)
 		return 0;
@@ -167,6 +187,15 @@ __noinline int py_frame_step(__u32 slot)
 	n = st->n;
 	if (n >= PROFILE_MAX_STACK_DEPTH)
 		return PY_STEP_FAIL;
+	if (!st->py_new) {
+		struct py_code_key ck = { .tgid = st->sample.hdr.pid, .code = code };
+		__u8 one = 1;
+
+		if (!bpf_map_lookup_elem(&py_codes_seen, &ck)) {
+			bpf_map_update_elem(&py_codes_seen, &ck, &one, BPF_ANY);
+			st->py_new = 1;
+		}
+	}
 	st->sample.ustack[n] = PY_FRAME_FLAG | (py_instr_offset(&st->py, frame, code) << PY_FRAME_OFFSET_SHIFT) | code;
 	st->n = n + 1;
 	st->py_frames++;

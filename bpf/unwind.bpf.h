@@ -86,6 +86,8 @@ struct unwind_scratch_state {
 	__u64 py_frame;
 	__u32 py_state;
 	__u32 py_frames;
+	__u32 py_new; /* a code object not seen lately: wake the agent to name it while the process lives */
+	__u32 pad3;
 };
 
 /*
