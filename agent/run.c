@@ -360,6 +360,8 @@ static void update_stats(struct run_ctx *c)
 	agent_procs__stats(c->procs, &c->procs_stats);
 	if (c->unwinder)
 		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
+	if (c->python)
+		agent_python__stats(c->python, &c->python_stats);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -420,6 +422,7 @@ static void render_metrics(void *ctx, FILE *f)
 	m.procs = &c->procs_stats;
 	m.store = &c->store_stats;
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
+	m.python = c->python ? &c->python_stats : NULL;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;
@@ -744,6 +747,17 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		    c.procs_stats.unattributed[AGENT_UNATTR_OTHER_IMAGE], c.bpf[PROFILE_CNT_OFF_CPU_EVENTS],
 		    c.stats.off_cpu_ns, c.bpf[PROFILE_CNT_OFF_CPU_SKIP_SHORT],
 		    c.bpf[PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY], c.bpf[PROFILE_CNT_OFF_CPU_SKIP_RATE]);
+	if (c.python) {
+		agent_python__stats(c.python, &c.python_stats);
+		sr_log_info("agent", "python frames",
+			    "stacks_found=%" PRIu64 " no_thread_state=%" PRIu64 " no_frame=%" PRIu64 " frames=%" PRIu64
+			    " processes=%" PRIu64 " unsupported=%" PRIu64 " code_objects=%" PRIu64
+			    " code_reads=%" PRIu64 " unnamed_frames=%" PRIu64,
+			    c.bpf[PROFILE_CNT_PY_STACKS], c.bpf[PROFILE_CNT_PY_NO_THREAD],
+			    c.bpf[PROFILE_CNT_PY_NO_FRAME], c.bpf[PROFILE_CNT_PY_FRAMES], c.python_stats.processes,
+			    c.python_stats.unsupported, c.python_stats.codes_cached, c.python_stats.code_reads,
+			    c.python_stats.code_read_errors);
+	}
 	/* The same counters as /metrics' stackrelay_agent_unwind_*: a --duration run has no scrape. */
 	if (c.unwinder)
 		sr_log_info("agent", "unwinding stopped",
