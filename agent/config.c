@@ -117,16 +117,36 @@ static const struct sr_field off_cpu_fields[] = {
 	SR_FIELD_END,
 };
 
-static const struct sr_field runtimes_fields[] = {
-	SR_FIELD_BOOLEAN("python", struct agent_runtimes_config, python, .def = "true",
+static const struct sr_field python_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_python_config, enabled, .def = "true",
 			 .doc = "Name the Python frames of CPython 3.8-3.12 processes (function, file, line), "
 				"between the native frames around them. Needs table unwinding "
 				"(profiling.unwinding: auto)."),
-	SR_FIELD_U64("python_max_code_objects", struct agent_runtimes_config, python_max_code_objects, .def = "65536",
-		     .min = 1024, .max = 16 * 1024 * 1024,
+	SR_FIELD_U64("max_code_objects", struct agent_python_config, max_code_objects, .def = "65536", .min = 1024,
+		     .max = 16 * 1024 * 1024,
 		     .doc = "Python code objects whose names and line tables are kept (about 300 bytes each "
 			    "plus the line table); the cache is emptied when full and refilled as samples "
 			    "need."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field perf_maps_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_perf_maps_config, enabled, .def = "true",
+			 .doc = "Name frames in anonymous executable memory (JIT code) from the process's "
+				"/tmp/perf-PID.map, read inside its mount namespace: Node.js --perf-basic-prof, JVM "
+				"perf-map agents, .NET DOTNET_PerfMapEnabled=1. Frames the map does not cover stay "
+				"[jit]."),
+	SR_FIELD_BYTES("max_bytes_per_process", struct agent_perf_maps_config, max_bytes_per_process, .def = "8MiB",
+		       .min = 4096, .max = 1LL << 30,
+		       .doc = "Bytes of one process's perf map read at most (maps only grow); past it the process's "
+			      "later JIT code stays [jit]."),
+	SR_FIELD_U64("max_entries_per_process", struct agent_perf_maps_config, max_entries_per_process, .def = "65536",
+		     .min = 16, .max = 16777216,
+		     .doc = "Perf map entries kept per process (24 bytes each plus the name)."),
+	SR_FIELD_U64("max_processes", struct agent_perf_maps_config, max_processes, .def = "64", .min = 1, .max = 65536,
+		     .doc = "Processes whose perf maps are kept at once; the least recently sampled one is "
+			    "forgotten for another. Memory is at most max_processes x (max_bytes_per_process + 24 "
+			    "bytes x max_entries_per_process)."),
 	SR_FIELD_END,
 };
 
@@ -172,8 +192,10 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "What is sampled and how often."),
 	SR_FIELD_MAP("off_cpu", struct agent_config, off_cpu, struct agent_off_cpu_config, off_cpu_fields,
 		     .doc = "Off-CPU profiling: how long threads wait, and where."),
-	SR_FIELD_MAP("runtimes", struct agent_config, runtimes, struct agent_runtimes_config, runtimes_fields,
-		     .doc = "Interpreted code by name."),
+	SR_FIELD_MAP("python", struct agent_config, python, struct agent_python_config, python_fields,
+		     .doc = "CPython frames by name."),
+	SR_FIELD_MAP("perf_maps", struct agent_config, perf_maps, struct agent_perf_maps_config, perf_maps_fields,
+		     .doc = "JIT code named from perf maps."),
 	SR_FIELD_STR("output", struct agent_config, output,
 		     .doc = "Also write every request as varint-delimited stackrelay.v1.PushRequest to this file."),
 	SR_FIELD_MAP("telemetry", struct agent_config, telemetry, struct agent_telemetry_config, telemetry_fields,

@@ -313,6 +313,8 @@ static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t n
 		pm->start = m[i].start;
 		pm->end = m[i].end;
 		pm->offset = m[i].offset;
+		pm->anon = m[i].kind == AGENT_MAP_ANON ||
+			   (m[i].kind == AGENT_MAP_SPECIAL && m[i].path && strncmp(m[i].path, "[anon:", 6) == 0);
 		if (m[i].kind == AGENT_MAP_FILE && m[i].path && m[i].path[0] == '/')
 			pm->exe = resolve_file(p, proc, &m[i]);
 		else if (m[i].kind == AGENT_MAP_VDSO && p->vdso && p->vdso->store_idx >= 0) {
@@ -611,7 +613,7 @@ void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns)
 		proc->exited = true;
 }
 
-void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uint64_t addr, uint64_t now_ns,
+bool agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uint64_t addr, uint64_t now_ns,
 			     struct agent_frame *ret)
 {
 	const struct agent_proc_map *m = NULL;
@@ -628,27 +630,28 @@ void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT) {
 			p->stats.unattributed[proc->exited && !proc->n_maps ? AGENT_UNATTR_PROC_GONE
 									    : AGENT_UNATTR_NO_MAPPING]++;
-			return;
+			return false;
 		}
 		/* Nothing known at all (read mid-exec, or it failed): retry sooner. */
 		if (!proc->refresh_free && now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS
 										       : AGENT_MAPS_RETRY_EMPTY_NS)) {
 			p->stats.unattributed[AGENT_UNATTR_NO_MAPPING]++;
-			return;
+			return false;
 		}
 		read_maps(p, proc, now_ns);
 	}
 	if (!m->exe) {
-		p->stats.unattributed[AGENT_UNATTR_FILE_GONE]++;
-		return;
+		p->stats.unattributed[m->anon ? AGENT_UNATTR_ANONYMOUS : AGENT_UNATTR_FILE_GONE]++;
+		return m->anon;
 	}
 	if (m->exe->store_idx < 0 || agent_elf_offset_to_vaddr(&m->exe->elf, addr - m->start + m->offset, &vaddr) < 0) {
 		p->stats.unattributed[AGENT_UNATTR_NOT_ELF]++;
-		return;
+		return false;
 	}
 	ret->address = vaddr;
 	ret->exe = (uint32_t)m->exe->store_idx;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_USER;
+	return false;
 }
 
 static int cmp_window(const void *a, const void *b)

@@ -61,6 +61,7 @@ struct agent_proc_map {
 	uint64_t end;
 	uint64_t offset;
 	struct agent_exe *exe; /* NULL: anonymous, special, or not identifiable */
+	bool anon;	       /* anonymous memory (no file, or [anon:NAME]): where JIT code lives */
 };
 
 /* Why a user frame could not be attributed (agent_procs_stats.unattributed). */
@@ -70,6 +71,7 @@ enum agent_unattributed {
 	AGENT_UNATTR_FILE_GONE,	     /* the mapping is known but its file could not be opened */
 	AGENT_UNATTR_NOT_ELF,	     /* the file is not an ELF we can read, or has no segment for the offset */
 	AGENT_UNATTR_OTHER_IMAGE,    /* sampled inside execve, before the new image: the old image's frames */
+	AGENT_UNATTR_ANONYMOUS,	     /* anonymous executable memory: JIT code (perf maps may name it) */
 	AGENT_UNATTR__MAX,
 };
 
@@ -135,7 +137,8 @@ void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns);
  * vaddr) when a file-backed mapping holds it, else an UNKNOWN frame with
  * the raw address. Re-reads the maps (rate-limited) on a miss.
  */
-void agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uint64_t addr, uint64_t now_ns,
+/* Returns true when the address is in anonymous executable memory (ret is then an UNKNOWN frame). */
+bool agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uint64_t addr, uint64_t now_ns,
 			     struct agent_frame *ret);
 /*
  * Whether a sample taken in address space mm can be attributed with the

@@ -70,7 +70,7 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 	static const char *const unattributed[AGENT_UNATTR__MAX] = {
 		[AGENT_UNATTR_NO_MAPPING] = "no_mapping",     [AGENT_UNATTR_PROC_GONE] = "process_gone",
 		[AGENT_UNATTR_FILE_GONE] = "file_unreadable", [AGENT_UNATTR_NOT_ELF] = "not_elf",
-		[AGENT_UNATTR_OTHER_IMAGE] = "other_image",
+		[AGENT_UNATTR_OTHER_IMAGE] = "other_image",   [AGENT_UNATTR_ANONYMOUS] = "anonymous",
 	};
 
 	fprintf(f, "# HELP stackrelay_agent_frames_unattributed_by_reason_total User frames not attributed to a file, "
@@ -127,7 +127,7 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			"# TYPE stackrelay_agent_python_unsupported_total counter\n"
 			"stackrelay_agent_python_unsupported_total %" PRIu64 "\n"
 			"# HELP stackrelay_agent_python_code_objects Code objects cached "
-			"(runtimes.python_max_code_objects).\n"
+			"(python.max_code_objects).\n"
 			"# TYPE stackrelay_agent_python_code_objects gauge\n"
 			"stackrelay_agent_python_code_objects %" PRIu64 "\n"
 			"# HELP stackrelay_agent_python_code_reads_total Code objects read into the cache.\n"
@@ -208,6 +208,49 @@ static void render_off_cpu(FILE *f, const struct agent_run_metrics *m)
 	for (int i = PROFILE_CNT_OFF_CPU_SKIP_IDLE; i <= PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE; i++)
 		fprintf(f, "stackrelay_agent_off_cpu_skipped_total{reason=\"%s\"} %" PRIu64 "\n", skipped[i],
 			m->bpf[i]);
+}
+
+static void render_jit(FILE *f, const struct agent_run_metrics *m)
+{
+	static const char *const results[AGENT_JIT__MAX] = {
+		[AGENT_JIT_NAMED] = "named",
+		[AGENT_JIT_NO_PERF_MAP] = "no_perf_map",
+		[AGENT_JIT_NOT_IN_PERF_MAP] = "not_in_perf_map",
+		[AGENT_JIT_LIMIT] = "limit",
+		[AGENT_JIT_DISABLED] = "disabled",
+	};
+	const struct agent_perfmaps_stats *p = m->perfmaps;
+
+	fprintf(f, "# HELP stackrelay_agent_jit_frames_total Frames in anonymous executable memory (JIT code), by "
+		   "whether a perf map named them; the others stay [jit].\n"
+		   "# TYPE stackrelay_agent_jit_frames_total counter\n");
+	for (int i = 0; i < AGENT_JIT__MAX; i++)
+		fprintf(f, "stackrelay_agent_jit_frames_total{result=\"%s\"} %" PRIu64 "\n", results[i],
+			m->run->jit_frames[i]);
+	if (!p)
+		return;
+	fprintf(f,
+		"# HELP stackrelay_agent_perf_map_processes Processes whose perf maps are held (or looked for).\n"
+		"# TYPE stackrelay_agent_perf_map_processes gauge\n"
+		"stackrelay_agent_perf_map_processes %" PRIu64 "\n"
+		"# HELP stackrelay_agent_perf_map_entries Perf map entries held.\n"
+		"# TYPE stackrelay_agent_perf_map_entries gauge\n"
+		"stackrelay_agent_perf_map_entries %" PRIu64 "\n"
+		"# HELP stackrelay_agent_perf_map_memory_bytes Memory the perf maps take.\n"
+		"# TYPE stackrelay_agent_perf_map_memory_bytes gauge\n"
+		"stackrelay_agent_perf_map_memory_bytes %" PRIu64 "\n"
+		"# HELP stackrelay_agent_perf_map_read_bytes_total Bytes of perf maps read.\n"
+		"# TYPE stackrelay_agent_perf_map_read_bytes_total counter\n"
+		"stackrelay_agent_perf_map_read_bytes_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_perf_map_bad_lines_total Perf map lines skipped: not START SIZE NAME, or too "
+		"long.\n"
+		"# TYPE stackrelay_agent_perf_map_bad_lines_total counter\n"
+		"stackrelay_agent_perf_map_bad_lines_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_perf_map_processes_forgotten_total Perf maps dropped for "
+		"perf_maps.max_processes.\n"
+		"# TYPE stackrelay_agent_perf_map_processes_forgotten_total counter\n"
+		"stackrelay_agent_perf_map_processes_forgotten_total %" PRIu64 "\n",
+		p->processes, p->entries, p->memory_bytes, p->bytes_read, p->bad_lines, p->processes_forgotten);
 }
 
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
@@ -324,5 +367,6 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 			m->sender->samples_accepted, m->sender->samples_dropped, m->sender->buffered_bytes);
 	}
 	render_unwinding(f, m);
+	render_jit(f, m);
 	render_memory(f);
 }

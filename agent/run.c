@@ -33,6 +33,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "output.h"
+#include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
 #include "pyframe.h"
@@ -58,6 +59,8 @@ struct run_ctx {
 	const struct agent_config *cfg;
 	struct agent_store *store;
 	struct agent_procs *procs;
+	struct agent_perfmaps *perfmaps; /* NULL: perf_maps.enabled false */
+	struct agent_perfmaps_stats perfmaps_stats;
 	struct agent_agg *agg;
 	struct agent_sampler *sampler;
 	struct agent_output *out;
@@ -85,7 +88,7 @@ struct run_ctx {
 	struct agent_procs_stats procs_stats;
 	struct agent_unwinder *unwinder; /* NULL: profiling.unwinding fp, or the kernel cannot */
 	struct agent_unwinder_stats unwinder_stats;
-	struct agent_python *python; /* NULL: runtimes.python off, or no table unwinding */
+	struct agent_python *python; /* NULL: python.enabled off, or no table unwinding */
 	struct agent_python_stats python_stats;
 	int known_files_fd;
 	/* Processes whose mappings the unwinder has not seen yet (FIFO; see queue_unwinder()). */
@@ -223,6 +226,42 @@ static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t va
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
 }
 
+/*
+ * A frame in anonymous executable memory: JIT code, named from the process's
+ * perf map when it has one that covers the address (a JIT frame of a
+ * "perf-map" function), else left UNKNOWN ([jit]); counted by result.
+ */
+static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
+{
+	enum agent_jit_result why = AGENT_JIT_DISABLED;
+	const char *name;
+	size_t len = 0;
+
+	if (c->perfmaps) {
+		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
+					      &len, &why);
+		if (name) {
+			char buf[AGENT_FUNCTION_NAME_MAX + 1];
+			struct agent_function_def d = { .runtime = "perf-map", .name = buf };
+			int64_t idx;
+
+			len = SR_MIN(len, sizeof(buf) - 1);
+			memcpy(buf, name, len);
+			buf[len] = '\0';
+			idx = agent_store__add_function(c->store, &d, c->window);
+			if (idx >= 0) {
+				f->kind = stackrelay_v1_FrameKind_FRAME_KIND_JIT;
+				f->exe = (uint32_t)idx;
+				f->line = 0;
+				f->address = addr;
+			} else {
+				why = AGENT_JIT_LIMIT;
+			}
+		}
+	}
+	c->stats.jit_frames[why]++;
+}
+
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 {
 	const struct profile_sample *s = ev->sample;
@@ -263,7 +302,8 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 			if (s->ustack[i] & PY_FRAME_FLAG) {
 				python_frame(c, proc, s->ustack[i], &frames[n]);
 			} else if (same_image) {
-				agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]);
+				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
+					resolve_jit(c, s, addr, &frames[n]);
 			} else {
 				frames[n].address = addr;
 				frames[n].exe = AGENT_EXE_NONE;
@@ -337,6 +377,8 @@ static int on_record(void *ctx, const void *data, size_t len)
 	case PROFILE_EVENT_EXIT:
 		c->stats.exits++;
 		agent_procs__exit(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns);
+		if (c->perfmaps)
+			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		break;
 	}
 	return 0;
@@ -358,6 +400,8 @@ static void update_stats(struct run_ctx *c)
 	c->stats_snap = c->stats;
 	agent_store__stats(c->store, &c->store_stats);
 	agent_procs__stats(c->procs, &c->procs_stats);
+	if (c->perfmaps)
+		agent_perfmaps__stats(c->perfmaps, &c->perfmaps_stats);
 	if (c->unwinder)
 		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
 	if (c->python)
@@ -423,6 +467,7 @@ static void render_metrics(void *ctx, FILE *f)
 	m.store = &c->store_stats;
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
 	m.python = c->python ? &c->python_stats : NULL;
+	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;
@@ -528,6 +573,19 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	c.store = agent_store_new(pc->max_stacks);
 	c.procs = c.store ? agent_procs_new(c.store, pc->max_processes) : NULL;
 	c.agg = agent_agg_new(0);
+	if (cfg->perf_maps.enabled) {
+		struct agent_perfmaps_limits pl = {
+			.max_bytes_per_process = cfg->perf_maps.max_bytes_per_process,
+			.max_entries_per_process = cfg->perf_maps.max_entries_per_process,
+			.max_processes = cfg->perf_maps.max_processes,
+		};
+
+		c.perfmaps = agent_perfmaps_new(&pl, NULL);
+		if (!c.perfmaps) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
 	if (!c.store || !c.procs || !c.agg) {
 		r = -ENOMEM;
 		goto out;
@@ -571,7 +629,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.table_unwinding = pc->unwinding == AGENT_UNWIND_AUTO,
 		.track_mmaps = pc->mapping_hook != AGENT_HOOK_NONE,
 		.mapping_hook = pc->mapping_hook,
-		.python = cfg->runtimes.python,
+		.python = cfg->python.enabled,
 		.off_cpu = cfg->off_cpu.enabled,
 		.off_cpu_min_block_ns = cfg->off_cpu.min_block_ns,
 		.off_cpu_probability = cfg->off_cpu.probability,
@@ -612,7 +670,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 				goto out;
 			}
 			if (so.python) {
-				c.python = agent_python_new(sm.py_procs, cfg->runtimes.python_max_code_objects);
+				c.python = agent_python_new(sm.py_procs, cfg->python.max_code_objects);
 				if (!c.python) {
 					r = -errno;
 					goto out;
@@ -789,6 +847,7 @@ out:
 	}
 	agent_agg_free(c.agg);
 	agent_procs_free(c.procs);
+	agent_perfmaps_free(c.perfmaps);
 	agent_store_free(c.store);
 	free(c.bpf_lost_per_cpu);
 	free(pids);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "perfmaps.h"
+
 struct agent_run_stats {
 	uint64_t samples_received;
 	uint64_t samples_aggregated;
@@ -14,6 +16,7 @@ struct agent_run_stats {
 	uint64_t dropped_stack_errors;
 	uint64_t dropped_overflow;
 	uint64_t frames_unattributed;
+	uint64_t jit_frames[AGENT_JIT__MAX]; /* frames in anonymous executable memory, by result */
 	uint64_t bad_records;
 	uint64_t execs;
 	uint64_t exits;
@@ -31,8 +34,9 @@ struct agent_run_metrics {
 	const struct agent_procs_stats *procs;
 	const struct agent_store_stats *store;
 	const struct agent_unwinder_stats *unwinder; /* NULL: table unwinding off */
+	const struct agent_perfmaps_stats *perfmaps; /* NULL: perf_maps.enabled false */
 	const struct agent_sender_stats *sender;     /* NULL: no sender */
-	const struct agent_python_stats *python;     /* NULL: runtimes.python off */
+	const struct agent_python_stats *python;     /* NULL: python.enabled off */
 };
 
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m);

@@ -57,7 +57,7 @@ struct agent_sampler_opts {
 	bool table_unwinding;	/* profiling.unwinding: auto (agent/unwinder.c fills the tables) */
 	bool track_mmaps;	/* report executable mappings as they are made (PROFILE_EVENT_MMAP) */
 	int mapping_hook;	/* enum agent_mapping_hook (config.h): where, when track_mmaps */
-	bool python;		/* runtimes.python: walk Python frames (bpf/pyframe.bpf.h); needs table_unwinding */
+	bool python;		/* python.enabled: walk Python frames (bpf/pyframe.bpf.h); needs table_unwinding */
 	bool off_cpu;		/* off_cpu.enabled: the scheduler hooks of bpf/offcpu.bpf.h */
 	uint64_t off_cpu_min_block_ns;
 	double off_cpu_probability;   /* (0, 1] */

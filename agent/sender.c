@@ -36,119 +36,12 @@
 #include "agent.h"
 #include "config.h"
 #include "log.h"
-#include "sender-internal.h"
+#include "sender-private.h"
 #include "sr-config.h"
 #include "symupload.h"
 #include "units.h"
 
-#define LOG_COMPONENT "sender"
-
-enum drop_reason {
-	DROP_BUFFER_FULL,
-	DROP_FLUSH_TIMEOUT,
-	DROP_DEFINITION_LOST,
-	DROP_REJECTED,
-};
-
-struct chunk {
-	TAILQ_ENTRY(chunk) link;
-	stackrelay_v1_Sample *samples;
-	size_t n;
-	uint64_t count; /* sum of counts */
-	uint64_t bytes; /* buffer accounting */
-	uint32_t frequency_hz;
-	uint64_t seq;	 /* 0 until first sent */
-	unsigned rounds; /* resends for missing definitions */
-	bool has_drops;
-	uint64_t drops[4]; /* DropCounters relayed with this request */
-};
-TAILQ_HEAD(chunkq, chunk);
-
-/* An executable or kernel ID remembered for the exit probes. */
-struct probe_id {
-	uint8_t id[64];
-	uint8_t len;
-};
-
-/* Flush's symbol probe phase (docs/agent-protocol.md, "Symbol probes"). */
-enum probe_state {
-	PROBE_OFF,  /* not started for this flush */
-	PROBE_WAIT, /* next round at probe_at_ns */
-	PROBE_DONE, /* nothing more to ask this flush */
-};
-
-struct symjob {
-	uint8_t id[64];
-	size_t len;
-	unsigned attempts;
-	uint64_t seq; /* kept for retries, like samples: a lost response is not a second upload */
-};
-
-struct agent_sender {
-	const struct agent_config *cfg;
-	struct agent_store *store;
-	struct agent_sender_transport transport;
-	uint8_t instance_id[AGENT_SENDER_INSTANCE_ID_BYTES];
-	char host_name[256];
-	bool gzip;
-	uint64_t buffer_limit;
-	uint64_t backoff_initial_ns, backoff_max_ns;
-
-	pthread_t thread;
-	bool thread_started;
-	pthread_mutex_t mu;
-	pthread_cond_t wake; /* the thread waits here */
-	pthread_cond_t idle; /* flush() waits here */
-
-	/* Guarded by mu. */
-	struct chunkq queue;
-	struct chunk *head;
-	uint64_t buffered_bytes, buffered_samples;
-	uint64_t pending_drops[4];
-	bool has_pending_drops;
-	bool stop;
-	unsigned flushing;
-	uint64_t flush_deadline_ns;
-	enum probe_state probe_state; /* read by flush() for idleness */
-	uint64_t probe_at_ns;
-	bool flush_expired;	/* set by flush(), cleared by the thread once it dropped what remained */
-	uint64_t flush_dropped; /* samples dropped for the current flush's timeout */
-	bool busy;		/* the thread is working on something outside the lock */
-	size_t n_symjobs;	/* mirror of the thread's queue length, for idle checks */
-	uint64_t next_attempt_ns;
-	struct agent_sender_stats stats;
-	struct agent_sender_details details;
-	uint64_t last_full_log_ns;
-
-	atomic_bool abort_transfer;
-
-	/* Thread-owned. */
-	struct agent_idset sent;    /* definitions the current connection has seen */
-	struct agent_idset symdone; /* executables (and kernels) uploaded or being uploaded */
-	const char *kallsyms_path;  /* AGENT_SYMUPLOAD_KALLSYMS_PATH; tests point it at a fixture */
-	struct symjob *symjobs;
-	size_t symjobs_cap;
-	/* IDs for the exit probes: a ring of the most recent distinct ones, and their set. */
-	struct probe_id *probe_ids;
-	size_t probe_n, probe_next;
-	struct agent_idset probe_set;
-	uint64_t probe_wait_ns;		       /* current wait between rounds */
-	uint64_t probe_first_ns, probe_max_ns; /* AGENT_SENDER_PROBE_*_WAIT_NS; tests shorten them */
-	uint64_t seq;
-	unsigned failures;
-	uint64_t conn_started_ns;
-	bool have_conn;
-	bool force_fresh;
-	char *token;
-	uint64_t token_read_ns;
-	double sym_tokens;
-	uint64_t sym_tokens_ns;
-	uint64_t rnd_state;
-	bool failing; /* last attempt failed: logged once until it recovers */
-	bool mismatch_logged;
-};
-
-static uint64_t now_ns(void)
+uint64_t agent_sender_now_ns(void)
 {
 	struct timespec ts;
 
@@ -411,7 +304,7 @@ int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
 		drop_chunk_locked(s, c, DROP_BUFFER_FULL);
 	}
 	if (dropped) {
-		uint64_t now = now_ns();
+		uint64_t now = agent_sender_now_ns();
 
 		if (!s->last_full_log_ns || now - s->last_full_log_ns >= 60 * SR_NSEC_PER_SEC) {
 			s->last_full_log_ns = now;
@@ -427,18 +320,13 @@ int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
 
 /* ---- requests ---- */
 
-struct encoded {
-	uint8_t *buf;
-	size_t len;
-};
-
 /*
  * table (may be NULL) is an encoded SymbolTable appended as one more
  * PushRequest.symbol_tables field: a table too large for nanopb's 16-bit
  * repeated counts is encoded by agent_symtab__encode() instead of through req.
  */
-static int encode_request(struct agent_sender *s, stackrelay_v1_PushRequest *req, const uint8_t *table,
-			  size_t table_len, struct encoded *ret)
+int agent_sender_encode(struct agent_sender *s, stackrelay_v1_PushRequest *req, const uint8_t *table, size_t table_len,
+			struct encoded *ret)
 {
 	size_t size = 0;
 	pb_ostream_t os;
@@ -476,19 +364,8 @@ static int encode_request(struct agent_sender *s, stackrelay_v1_PushRequest *req
 	return 0;
 }
 
-/* Fills the fields every request has. The pointed-to values live in *st. */
-struct req_common {
-	uint32_t protocol_version;
-	uint64_t seq;
-	uint32_t frequency;
-	stackrelay_v1_AgentInfo agent;
-	pb_bytes_array_t *instance;
-	uint8_t instance_buf[PB_BYTES_ARRAY_T_ALLOCSIZE(AGENT_SENDER_INSTANCE_ID_BYTES)];
-	uint64_t drops[4];
-	stackrelay_v1_DropCounters dc;
-};
-
-static void fill_common(struct agent_sender *s, stackrelay_v1_PushRequest *req, struct req_common *st, uint64_t seq)
+void agent_sender_fill_common(struct agent_sender *s, stackrelay_v1_PushRequest *req, struct req_common *st,
+			      uint64_t seq)
 {
 	memset(req, 0, sizeof(*req));
 	st->protocol_version = AGENT_PROTOCOL_VERSION;
@@ -516,7 +393,7 @@ static bool should_abort_cb(void *ctx)
 static void reread_token(struct agent_sender *s, bool force)
 {
 	const char *path = s->cfg->gateway.bearer_token_file;
-	uint64_t now = now_ns();
+	uint64_t now = agent_sender_now_ns();
 	char buf[AGENT_SENDER_MAX_TOKEN_BYTES + 1];
 	ssize_t n;
 	int fd;
@@ -548,23 +425,6 @@ static void reread_token(struct agent_sender *s, bool force)
 	free(s->token);
 	s->token = strdup(buf);
 }
-
-enum outcome {
-	OUT_DONE,      /* a final answer: apply it */
-	OUT_RETRY,     /* keep the data, wait, send again */
-	OUT_REJECT,    /* the gateway refused the data for good */
-	OUT_TOO_LARGE, /* 413: split */
-};
-
-struct attempt {
-	enum outcome outcome;
-	uint64_t wait_ns; /* for OUT_RETRY: at least this long (retry-after) */
-	stackrelay_v1_PushResponse resp;
-	bool have_resp;
-	bool duplicate;
-	char why[320]; /* for logs */
-	long status;
-};
 
 static void classify(struct agent_sender *s, int r, struct agent_sender_http_result *res, struct attempt *a)
 {
@@ -631,7 +491,7 @@ static void classify(struct agent_sender *s, int r, struct agent_sender_http_res
 }
 
 /* Sends one request body and classifies the answer. */
-static void post(struct agent_sender *s, const struct encoded *enc, struct attempt *a)
+void agent_sender_post(struct agent_sender *s, const struct encoded *enc, struct attempt *a)
 {
 	struct agent_sender_http_result res = { 0 };
 	struct agent_sender_http_request req = {
@@ -641,7 +501,7 @@ static void post(struct agent_sender *s, const struct encoded *enc, struct attem
 		.should_abort = should_abort_cb,
 		.abort_ctx = s,
 	};
-	uint64_t now = now_ns(), age = s->cfg->gateway.max_connection_age_ns;
+	uint64_t now = agent_sender_now_ns(), age = s->cfg->gateway.max_connection_age_ns;
 	int r;
 
 	reread_token(s, false);
@@ -668,32 +528,6 @@ static void post(struct agent_sender *s, const struct encoded *enc, struct attem
 	free(res.body);
 }
 
-/* Remembers an ID for the exit probes; the ring forgets the oldest when full. */
-static void probe_remember(struct agent_sender *s, const pb_bytes_array_t *id)
-{
-	struct probe_id *p;
-
-	if (!id || !id->size || id->size > sizeof(p->id) ||
-	    agent_idset_has(&s->probe_set, AGENT_ID_SYMBOLS, id->bytes, id->size))
-		return;
-	if (!s->probe_ids) {
-		s->probe_ids = calloc(AGENT_SENDER_PROBE_IDS_MAX, sizeof(*s->probe_ids));
-		if (!s->probe_ids)
-			return;
-	}
-	p = &s->probe_ids[s->probe_next];
-	/* One key domain for both kinds: the probe names the ID, the gateway knows what it is. */
-	if (agent_idset_add(&s->probe_set, AGENT_ID_SYMBOLS, id->bytes, id->size) < 0)
-		return;
-	if (s->probe_n == AGENT_SENDER_PROBE_IDS_MAX)
-		agent_idset_del(&s->probe_set, AGENT_ID_SYMBOLS, p->id, p->len); /* the oldest, overwritten below */
-	memcpy(p->id, id->bytes, id->size);
-	p->len = (uint8_t)id->size;
-	s->probe_next = (s->probe_next + 1) % AGENT_SENDER_PROBE_IDS_MAX;
-	if (s->probe_n < AGENT_SENDER_PROBE_IDS_MAX)
-		s->probe_n++;
-}
-
 /*
  * The set `sent` after a request: a new connection knew only what this request
  * defined. The executables and kernels defined are remembered for the exit
@@ -707,12 +541,12 @@ static void commit_defs(struct agent_sender *s, struct agent_defs *d, bool new_c
 		if (d->local.keys[i].hi)
 			(void)agent_idset_add_key(&s->sent, d->local.keys[i]);
 	for (size_t i = 0; i < d->n_executables; i++)
-		probe_remember(s, d->executables[i].id);
+		agent_sender_probe_remember(s, d->executables[i].id);
 	for (size_t i = 0; i < d->n_kernels; i++)
-		probe_remember(s, d->kernels[i].id);
+		agent_sender_probe_remember(s, d->kernels[i].id);
 }
 
-static void note_failure(struct agent_sender *s, const struct attempt *a, const char *what)
+void agent_sender_note_failure(struct agent_sender *s, const struct attempt *a, const char *what)
 {
 	pthread_mutex_lock(&s->mu);
 	s->stats.requests_failed++;
@@ -727,7 +561,7 @@ static void note_failure(struct agent_sender *s, const struct attempt *a, const 
 	}
 }
 
-static void note_success(struct agent_sender *s)
+void agent_sender_note_success(struct agent_sender *s)
 {
 	if (s->failing)
 		sr_log_info(LOG_COMPONENT, "push to the gateway recovered", "endpoint=%s failures=%u",
@@ -737,7 +571,7 @@ static void note_success(struct agent_sender *s)
 }
 
 /* Schedules the next attempt after a failure. */
-static void schedule_retry(struct agent_sender *s, uint64_t wait_ns)
+void agent_sender_schedule_retry(struct agent_sender *s, uint64_t wait_ns)
 {
 	uint64_t d;
 
@@ -745,42 +579,9 @@ static void schedule_retry(struct agent_sender *s, uint64_t wait_ns)
 	d = wait_ns ? agent_sender_retry_after_ns(wait_ns, rnd_next(s))
 		    : agent_sender_backoff_ns(s->failures, s->backoff_initial_ns, s->backoff_max_ns, rnd_next(s));
 	pthread_mutex_lock(&s->mu);
-	s->next_attempt_ns = now_ns() + d;
+	s->next_attempt_ns = agent_sender_now_ns() + d;
 	s->details.retries++;
 	pthread_mutex_unlock(&s->mu);
-}
-
-/* Queues uploads for the wanted IDs not uploaded yet; returns how many were queued. */
-static size_t want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_size_t n)
-{
-	size_t added = 0;
-
-	/* The queue is the thread's, but flush() reads its length: change it under the lock. */
-	pthread_mutex_lock(&s->mu);
-	for (pb_size_t i = 0; i < n; i++) {
-		const pb_bytes_array_t *id = ids[i];
-		struct symjob *j;
-
-		if (!id || !id->size || id->size > sizeof(j->id))
-			continue;
-		/* Once per executable per agent lifetime (unless it failed): the set remembers. */
-		if (agent_idset_has(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size))
-			continue;
-		if (s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
-			continue;
-		if (agent_sender_grow((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs, sizeof(*s->symjobs)) < 0)
-			continue;
-		if (agent_idset_add(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size) < 0)
-			continue;
-		j = &s->symjobs[s->n_symjobs++];
-		memcpy(j->id, id->bytes, id->size);
-		j->len = id->size;
-		j->attempts = 0;
-		j->seq = 0;
-		added++;
-	}
-	pthread_mutex_unlock(&s->mu);
-	return added;
 }
 
 /*
@@ -1001,7 +802,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		h->seq = ++s->seq;
 	fresh = s->force_fresh || !s->have_conn ||
 		(s->cfg->gateway.max_connection_age_ns &&
-		 now_ns() - s->conn_started_ns >= s->cfg->gateway.max_connection_age_ns);
+		 agent_sender_now_ns() - s->conn_started_ns >= s->cfg->gateway.max_connection_age_ns);
 	if (fresh)
 		agent_idset_clear(&s->sent);
 	d.all = h->rounds > 0;
@@ -1036,7 +837,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		return;
 	}
 
-	fill_common(s, &req, &st, h->seq);
+	agent_sender_fill_common(s, &req, &st, h->seq);
 	st.frequency = h->frequency_hz;
 	if (st.frequency)
 		req.sampling_frequency_hz = &st.frequency;
@@ -1059,7 +860,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		st.dc.process_unknown = &st.drops[3];
 		req.drops = &st.dc;
 	}
-	r = encode_request(s, &req, NULL, 0, &enc);
+	r = agent_sender_encode(s, &req, NULL, 0, &enc);
 	if (r < 0) {
 		/* Cannot happen with valid samples; if it does, these samples cannot be sent at all. */
 		sr_log_error(LOG_COMPONENT, "cannot encode a PushRequest; dropping its samples", "error=\"%s\"",
@@ -1075,7 +876,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		bool was_conn = s->have_conn;
 		uint64_t started = s->conn_started_ns;
 
-		post(s, &enc, &a);
+		agent_sender_post(s, &enc, &a);
 		free(enc.buf);
 		/* A new connection (fresh, or curl's own reconnect) knew only this request's definitions. */
 		if (a.outcome == OUT_DONE)
@@ -1087,9 +888,9 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 
 	switch (a.outcome) {
 	case OUT_DONE:
-		note_success(s);
+		agent_sender_note_success(s);
 		if (a.have_resp)
-			want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
+			agent_sender_want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
 		{
 			stackrelay_v1_PushResponse empty = stackrelay_v1_PushResponse_init_zero;
 
@@ -1097,11 +898,11 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		}
 		break;
 	case OUT_RETRY:
-		note_failure(s, &a, "samples");
-		schedule_retry(s, a.wait_ns);
+		agent_sender_note_failure(s, &a, "samples");
+		agent_sender_schedule_retry(s, a.wait_ns);
 		break;
 	case OUT_TOO_LARGE:
-		note_failure(s, &a, "samples");
+		agent_sender_note_failure(s, &a, "samples");
 		split_head(s, h);
 		break;
 	case OUT_REJECT:
@@ -1112,279 +913,11 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		s->head = NULL;
 		drop_chunk_locked(s, h, DROP_REJECTED);
 		pthread_mutex_unlock(&s->mu);
-		note_success(s); /* the connection works; the data did not */
+		agent_sender_note_success(s); /* the connection works; the data did not */
 		break;
 	}
 	if (a.have_resp)
 		pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
-}
-
-/* A wanted ID is either an executable's or the kernel's (the store holds one kernel: this boot's). */
-static bool is_kernel(struct agent_sender *s, const struct symjob *j)
-{
-	stackrelay_v1_KernelDef def = stackrelay_v1_KernelDef_init_zero;
-	bool found = agent_store__kernel(s->store, j->id, j->len, &def) == 0;
-
-	pb_release(stackrelay_v1_KernelDef_fields, &def);
-	return found;
-}
-
-/* One symbol table upload, for the first pending job. */
-static void send_symbols(struct agent_sender *s)
-{
-	/* A copy: want_symbols() below may grow (move) the queue. */
-	struct symjob job = s->symjobs[0], *j = &job;
-	struct agent_symtab table = { 0 };
-	uint8_t *tbuf = NULL;
-	size_t tlen = 0;
-	stackrelay_v1_PushRequest req;
-	struct req_common st;
-	struct encoded enc = { 0 };
-	struct attempt a = { 0 };
-	char err[256] = "";
-	bool failed = false, finished = true;
-	int fd, r;
-
-	if (is_kernel(s, j)) {
-		/* The running kernel (the store knows only this boot's): its kallsyms, runtime addresses. */
-		r = agent_symupload_kallsyms(s->kallsyms_path, s->cfg->gateway.max_symbol_upload_bytes, &table);
-		if (r == -EPERM) {
-			snprintf(err, sizeof(err),
-				 "%s shows every address as 0 (kptr_restrict): the agent needs CAP_SYSLOG",
-				 s->kallsyms_path);
-			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
-				    "path=%s error=\"addresses hidden: grant CAP_SYSLOG\"", s->kallsyms_path);
-		} else if (r == -EFBIG) {
-			snprintf(err, sizeof(err), "kernel symbol table exceeds max_symbol_upload_bytes (%" PRIu64 ")",
-				 s->cfg->gateway.max_symbol_upload_bytes);
-			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
-				    "path=%s error=\"%s\"", s->kallsyms_path, err);
-		} else if (r < 0) {
-			snprintf(err, sizeof(err), "cannot read %s: %s", s->kallsyms_path, strerror(-r));
-			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
-				    "path=%s error=\"%s\"", s->kallsyms_path, strerror(-r));
-		}
-	} else if ((fd = agent_store__open_executable(s->store, j->id, j->len)) < 0) {
-		snprintf(err, sizeof(err), "executable not reachable on this node: %s", strerror(-fd));
-	} else {
-		r = agent_symupload_extract_fd(fd, s->cfg->gateway.max_symbol_upload_bytes, &table);
-		close(fd);
-		if (r == -EFBIG)
-			snprintf(err, sizeof(err), "symbol table exceeds max_symbol_upload_bytes (%" PRIu64 ")",
-				 s->cfg->gateway.max_symbol_upload_bytes);
-		else if (r == -ENODATA)
-			snprintf(err, sizeof(err),
-				 "no function symbols (.symtab, .dynsym, .gnu_debugdata, .gopclntab)");
-		else if (r < 0)
-			snprintf(err, sizeof(err), "cannot read symbols: %s", strerror(-r));
-	}
-	if (err[0]) {
-		/* Tell the gateway, so it stops asking this agent (docs/agent-protocol.md). */
-		agent_symtab_release(&table);
-		failed = true;
-	}
-	if (agent_symtab__encode(&table, j->id, j->len, err, &tbuf, &tlen) < 0)
-		tbuf = NULL;
-	agent_symtab_release(&table);
-
-	if (!j->seq)
-		j->seq = ++s->seq;
-	fill_common(s, &req, &st, j->seq);
-	r = tbuf ? encode_request(s, &req, tbuf, tlen, &enc) : -ENOMEM;
-	free(tbuf);
-	if (r < 0) {
-		failed = true;
-	} else {
-		size_t cost = enc.len;
-
-		post(s, &enc, &a);
-		free(enc.buf);
-		s->sym_tokens -= (double)cost;
-		if (a.outcome == OUT_DONE) {
-			note_success(s);
-			pthread_mutex_lock(&s->mu);
-			s->stats.requests_ok++;
-			if (!failed)
-				s->stats.symbol_tables_sent++;
-			pthread_mutex_unlock(&s->mu);
-			if (a.have_resp)
-				want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
-		} else if (a.outcome == OUT_RETRY) {
-			/*
-			 * Kept and retried like samples (after them, same sequence), until it
-			 * goes through or a flush deadline drops it: a short run must still
-			 * leave symbolized profiles behind.
-			 */
-			j->attempts++;
-			note_failure(s, &a, "symbols");
-			schedule_retry(s, a.wait_ns);
-			finished = false;
-		} else {
-			/* Refused (413: larger than the gateway's max_request_bytes, or 4xx): asking again will not help. */
-			note_failure(s, &a, "symbols");
-			failed = true;
-			sr_log_warn(LOG_COMPONENT, "gateway refused a symbol table upload; not retrying it",
-				    "error=\"%s\"", a.why);
-		}
-		if (a.have_resp)
-			pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
-	}
-	if (!finished) {
-		pthread_mutex_lock(&s->mu);
-		s->symjobs[0].attempts = job.attempts;
-		s->symjobs[0].seq = job.seq;
-		pthread_mutex_unlock(&s->mu);
-	} else {
-		if (failed) {
-			pthread_mutex_lock(&s->mu);
-			s->details.symbol_tables_failed++;
-			pthread_mutex_unlock(&s->mu);
-			sr_log_debug(LOG_COMPONENT, "symbol table upload failed", "error=\"%s\"", err[0] ? err : a.why);
-		}
-		pthread_mutex_lock(&s->mu);
-		memmove(&s->symjobs[0], &s->symjobs[1], (s->n_symjobs - 1) * sizeof(*s->symjobs));
-		s->n_symjobs--;
-		pthread_mutex_unlock(&s->mu);
-	}
-}
-
-/* Ends the probe phase of this flush. Called with mu held. */
-static void probe_done_locked(struct agent_sender *s)
-{
-	s->probe_state = PROBE_DONE;
-	s->probe_at_ns = 0;
-}
-
-/*
- * One probe round at flush (docs/agent-protocol.md, "Symbol probes"): asks the
- * gateway about every remembered ID not uploaded yet, in requests of at most
- * AGENT_SENDER_PROBES_PER_REQUEST IDs, queues uploads for the wanted ones
- * (sent by the thread before the next round) and plans the next round while
- * the gateway still looks some up (symbols_pending) or wanted new ones.
- */
-static void probe_round(struct agent_sender *s)
-{
-	const size_t slot = PB_BYTES_ARRAY_T_ALLOCSIZE(sizeof(((struct probe_id *)0)->id));
-	pb_bytes_array_t *ptrs[AGENT_SENDER_PROBES_PER_REQUEST];
-	uint8_t *bufs = malloc(AGENT_SENDER_PROBES_PER_REQUEST * slot);
-	uint64_t pending = 0;
-	size_t queued = 0, asked = 0, i = 0;
-	bool retry = false, give_up = false;
-
-	if (!bufs) {
-		give_up = true;
-		goto decide;
-	}
-	while (i < s->probe_n && !retry && !give_up) {
-		stackrelay_v1_PushRequest req;
-		struct req_common st;
-		struct encoded enc = { 0 };
-		struct attempt a = { 0 };
-		pb_size_t n = 0;
-
-		/* The next batch of IDs not uploaded (or being uploaded) in this run. */
-		for (; i < s->probe_n && n < AGENT_SENDER_PROBES_PER_REQUEST; i++) {
-			const struct probe_id *p = &s->probe_ids[i];
-
-			if (agent_idset_has(&s->symdone, AGENT_ID_SYMBOLS, p->id, p->len))
-				continue;
-			ptrs[n] = (pb_bytes_array_t *)(bufs + n * slot);
-			ptrs[n]->size = p->len;
-			memcpy(ptrs[n]->bytes, p->id, p->len);
-			n++;
-		}
-		if (n == 0)
-			break;
-		/* A new sequence every time: the answer changes as the gateway works, a cached one would be stale. */
-		fill_common(s, &req, &st, ++s->seq);
-		req.probe_symbols = ptrs;
-		req.probe_symbols_count = n;
-		if (encode_request(s, &req, NULL, 0, &enc) < 0) {
-			give_up = true;
-			break;
-		}
-		{
-			bool was_conn = s->have_conn;
-			uint64_t started = s->conn_started_ns;
-
-			post(s, &enc, &a);
-			/* A new connection (max_connection_age, or none before) has seen no definitions yet. */
-			if (a.status == 0 || !was_conn || s->conn_started_ns != started)
-				agent_idset_clear(&s->sent);
-		}
-		free(enc.buf);
-		asked += n;
-		switch (a.outcome) {
-		case OUT_DONE:
-			note_success(s);
-			pthread_mutex_lock(&s->mu);
-			s->stats.requests_ok++;
-			pthread_mutex_unlock(&s->mu);
-			if (a.have_resp) {
-				queued += want_symbols(s, a.resp.wanted_symbols, a.resp.wanted_symbols_count);
-				if (a.resp.symbols_pending)
-					pending += *a.resp.symbols_pending;
-			}
-			break;
-		case OUT_RETRY:
-			note_failure(s, &a, "symbol probe");
-			schedule_retry(s, a.wait_ns);
-			retry = true;
-			break;
-		default:
-			/* Refused for good (an old or strict gateway): the profiles stay as the windows left them. */
-			note_failure(s, &a, "symbol probe");
-			sr_log_warn(LOG_COMPONENT, "gateway refused a symbol probe; not asking again", "error=\"%s\"",
-				    a.why);
-			give_up = true;
-			break;
-		}
-		if (a.have_resp)
-			pb_release(stackrelay_v1_PushResponse_fields, &a.resp);
-	}
-decide:
-	free(bufs);
-	pthread_mutex_lock(&s->mu);
-	if (give_up || s->probe_state != PROBE_WAIT) {
-		probe_done_locked(s);
-	} else if (retry) {
-		/* The same round again once the backoff (next_attempt_ns) is over. */
-		s->probe_at_ns = 0;
-	} else if (pending || queued) {
-		uint64_t now = now_ns();
-
-		/* New uploads: ask right after them; only pending: wait longer each round. */
-		if (pending)
-			s->probe_wait_ns = s->probe_wait_ns * 2 > s->probe_max_ns ? s->probe_max_ns
-										  : s->probe_wait_ns * 2;
-		s->probe_at_ns = now + (pending ? s->probe_wait_ns : s->probe_first_ns);
-		if (s->flush_deadline_ns && s->probe_at_ns >= s->flush_deadline_ns) {
-			sr_log_info(LOG_COMPONENT, "symbols still being looked up by the gateway at exit; not waiting",
-				    "pending=%" PRIu64 " flush_timeout_left_ms=%" PRIu64, pending,
-				    (uint64_t)(s->flush_deadline_ns > now
-						       ? (s->flush_deadline_ns - now) / SR_NSEC_PER_MSEC
-						       : 0));
-			probe_done_locked(s);
-		}
-	} else {
-		probe_done_locked(s);
-	}
-	pthread_mutex_unlock(&s->mu);
-	sr_log_debug(LOG_COMPONENT, "symbol probe round", "asked=%zu wanted_new=%zu pending=%" PRIu64, asked, queued,
-		     pending);
-}
-
-static void refill_symbol_tokens(struct agent_sender *s, uint64_t now)
-{
-	double cap = (double)(s->cfg->gateway.max_symbol_upload_bytes ? s->cfg->gateway.max_symbol_upload_bytes
-								      : AGENT_SENDER_SYMBOL_RATE_BYTES);
-
-	if (cap < AGENT_SENDER_SYMBOL_RATE_BYTES)
-		cap = AGENT_SENDER_SYMBOL_RATE_BYTES;
-	s->sym_tokens += (double)(now - s->sym_tokens_ns) / 1e9 * AGENT_SENDER_SYMBOL_RATE_BYTES;
-	s->sym_tokens_ns = now;
-	if (s->sym_tokens > cap)
-		s->sym_tokens = cap;
 }
 
 static bool idle_locked(const struct agent_sender *s)
@@ -1407,7 +940,7 @@ static void drop_all_locked(struct agent_sender *s)
 		drop_chunk_locked(s, c, DROP_FLUSH_TIMEOUT);
 	}
 	s->details.symbol_tables_dropped += s->n_symjobs;
-	probe_done_locked(s);
+	agent_sender_probe_done_locked(s);
 	/* Not uploaded after all: if the gateway asks again, try again. */
 	for (size_t i = 0; i < s->n_symjobs; i++)
 		agent_idset_del(&s->symdone, AGENT_ID_SYMBOLS, s->symjobs[i].id, s->symjobs[i].len);
@@ -1433,7 +966,7 @@ static void *sender_thread(void *arg)
 
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
-		uint64_t now = now_ns();
+		uint64_t now = agent_sender_now_ns();
 		struct chunk *h;
 
 		if (s->stop)
@@ -1459,7 +992,7 @@ static void *sender_thread(void *arg)
 			continue;
 		}
 		if (s->n_symjobs) {
-			refill_symbol_tokens(s, now);
+			agent_sender_refill_symbol_tokens(s, now);
 			/* Rate limit, except when flushing: then every wanted table goes before exit. */
 			if (s->sym_tokens <= 0 && !s->flushing) {
 				uint64_t wait = (uint64_t)(-s->sym_tokens / AGENT_SENDER_SYMBOL_RATE_BYTES * 1e9) + 1;
@@ -1469,7 +1002,7 @@ static void *sender_thread(void *arg)
 			}
 			s->busy = true;
 			pthread_mutex_unlock(&s->mu);
-			send_symbols(s);
+			agent_sender_send_symbols(s);
 			pthread_mutex_lock(&s->mu);
 			s->busy = false;
 			continue;
@@ -1481,7 +1014,7 @@ static void *sender_thread(void *arg)
 				s->probe_wait_ns = s->probe_first_ns;
 				s->probe_at_ns = now + s->probe_first_ns;
 				if (s->probe_n == 0)
-					probe_done_locked(s);
+					agent_sender_probe_done_locked(s);
 				continue;
 			}
 			if (now < s->probe_at_ns) {
@@ -1490,7 +1023,7 @@ static void *sender_thread(void *arg)
 			}
 			s->busy = true;
 			pthread_mutex_unlock(&s->mu);
-			probe_round(s);
+			agent_sender_probe_round(s);
 			pthread_mutex_lock(&s->mu);
 			s->busy = false;
 			continue;
@@ -1513,7 +1046,7 @@ int agent_sender__flush(struct agent_sender *s, uint64_t timeout_ns)
 	if (!s)
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
-	deadline = now_ns() + timeout_ns;
+	deadline = agent_sender_now_ns() + timeout_ns;
 	s->flushing++;
 	s->flush_dropped = 0;
 	s->flush_deadline_ns = deadline;
@@ -1521,9 +1054,9 @@ int agent_sender__flush(struct agent_sender *s, uint64_t timeout_ns)
 	s->probe_state = PROBE_OFF;
 	/* A flush sends now: pending backoff is cut short, bounded by the deadline anyway. */
 	if (s->next_attempt_ns > deadline)
-		s->next_attempt_ns = now_ns();
+		s->next_attempt_ns = agent_sender_now_ns();
 	pthread_cond_signal(&s->wake);
-	while (!idle_locked(s) && now_ns() < deadline) {
+	while (!idle_locked(s) && agent_sender_now_ns() < deadline) {
 		ts.tv_sec = (time_t)(deadline / SR_NSEC_PER_SEC);
 		ts.tv_nsec = (long)(deadline % SR_NSEC_PER_SEC);
 		pthread_cond_timedwait(&s->idle, &s->mu, &ts);
@@ -1643,7 +1176,7 @@ struct agent_sender *agent_sender_new_with_transport(const struct agent_config *
 	s->rnd_state |= 1;
 	if (gethostname(s->host_name, sizeof(s->host_name) - 1) < 0)
 		s->host_name[0] = '\0';
-	s->sym_tokens_ns = now_ns();
+	s->sym_tokens_ns = agent_sender_now_ns();
 	s->sym_tokens = (double)AGENT_SENDER_SYMBOL_RATE_BYTES;
 	atomic_init(&s->abort_transfer, false);
 	reread_token(s, true);

@@ -98,6 +98,7 @@ class Output:
         self.stacks = {}
         self.exes = {}
         self.kernels = {}
+        self.functions = {}
         self.samples = []
         self.redefined = 0
         for r in self.requests:
@@ -111,6 +112,8 @@ class Output:
                 self.exes[e.id] = e
             for k in r.kernels:
                 self.kernels[k.id] = k
+            for fn in r.functions:
+                self.functions[fn.id] = fn
             self.samples.extend(r.samples)
 
     def drops(self):
