@@ -117,6 +117,19 @@ static const struct sr_field off_cpu_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field python_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_python_config, enabled, .def = "true",
+			 .doc = "Name the Python frames of CPython 3.8-3.12 processes (function, file, line), "
+				"between the native frames around them. Needs table unwinding "
+				"(profiling.unwinding: auto)."),
+	SR_FIELD_U64("max_code_objects", struct agent_python_config, max_code_objects, .def = "65536", .min = 1024,
+		     .max = 16 * 1024 * 1024,
+		     .doc = "Python code objects whose names and line tables are kept (about 300 bytes each "
+			    "plus the line table); the cache is emptied when full and refilled as samples "
+			    "need."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field perf_maps_fields[] = {
 	SR_FIELD_BOOLEAN("enabled", struct agent_perf_maps_config, enabled, .def = "true",
 			 .doc = "Name frames in anonymous executable memory (JIT code) from the process's "
@@ -179,6 +192,8 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "What is sampled and how often."),
 	SR_FIELD_MAP("off_cpu", struct agent_config, off_cpu, struct agent_off_cpu_config, off_cpu_fields,
 		     .doc = "Off-CPU profiling: how long threads wait, and where."),
+	SR_FIELD_MAP("python", struct agent_config, python, struct agent_python_config, python_fields,
+		     .doc = "CPython frames by name."),
 	SR_FIELD_MAP("perf_maps", struct agent_config, perf_maps, struct agent_perf_maps_config, perf_maps_fields,
 		     .doc = "JIT code named from perf maps."),
 	SR_FIELD_STR("output", struct agent_config, output,

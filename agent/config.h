@@ -65,6 +65,12 @@ struct agent_off_cpu_config {
 	uint64_t max_events_per_second; /* per CPU */
 };
 
+/* python: CPython frames by name (docs/agent.md, "Runtimes: Python frames by name"). */
+struct agent_python_config {
+	bool enabled;
+	uint64_t max_code_objects;
+};
+
 /* perf_maps: names of JIT code from /tmp/perf-PID.map (docs/agent.md, "JIT code: perf maps"). */
 struct agent_perf_maps_config {
 	bool enabled;
@@ -83,6 +89,7 @@ struct agent_config {
 	struct agent_gateway_config gateway;
 	struct agent_profiling_config profiling;
 	struct agent_off_cpu_config off_cpu;
+	struct agent_python_config python;
 	struct agent_perf_maps_config perf_maps;
 	char *output;
 	struct agent_telemetry_config telemetry;

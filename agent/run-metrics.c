@@ -9,6 +9,7 @@
 #include "agent.h"
 #include "memstats.h"
 #include "proc.h"
+#include "python.h"
 #include "profile.h"
 #include "run.h"
 #include "store.h"
@@ -108,6 +109,39 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 		   "# TYPE stackrelay_agent_unwind_stops_total counter\n");
 	for (int i = PROFILE_CNT_UNWIND_END_COMPLETE; i <= PROFILE_CNT_UNWIND_END_DEPTH; i++)
 		fprintf(f, "stackrelay_agent_unwind_stops_total{reason=\"%s\"} %" PRIu64 "\n", ends[i], m->bpf[i]);
+	if (m->python)
+		fprintf(f,
+			"# HELP stackrelay_agent_python_stacks_total Table-unwound samples of Python processes, by "
+			"whether the thread's current Python frame was found.\n"
+			"# TYPE stackrelay_agent_python_stacks_total counter\n"
+			"stackrelay_agent_python_stacks_total{result=\"found\"} %" PRIu64 "\n"
+			"stackrelay_agent_python_stacks_total{result=\"no_thread_state\"} %" PRIu64 "\n"
+			"stackrelay_agent_python_stacks_total{result=\"no_frame\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_python_frames_total Python frames recorded in BPF.\n"
+			"# TYPE stackrelay_agent_python_frames_total counter\n"
+			"stackrelay_agent_python_frames_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_python_processes_total Python processes given to the BPF walker.\n"
+			"# TYPE stackrelay_agent_python_processes_total counter\n"
+			"stackrelay_agent_python_processes_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_python_unsupported_total Interpreters of a version without a layout.\n"
+			"# TYPE stackrelay_agent_python_unsupported_total counter\n"
+			"stackrelay_agent_python_unsupported_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_python_code_objects Code objects cached "
+			"(python.max_code_objects).\n"
+			"# TYPE stackrelay_agent_python_code_objects gauge\n"
+			"stackrelay_agent_python_code_objects %" PRIu64 "\n"
+			"# HELP stackrelay_agent_python_code_reads_total Code objects read into the cache.\n"
+			"# TYPE stackrelay_agent_python_code_reads_total counter\n"
+			"stackrelay_agent_python_code_reads_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_python_unnamed_frames_total Python frames that could not be named "
+			"(not "
+			"a code object, or the process was gone before it was read).\n"
+			"# TYPE stackrelay_agent_python_unnamed_frames_total counter\n"
+			"stackrelay_agent_python_unnamed_frames_total %" PRIu64 "\n",
+			m->bpf[PROFILE_CNT_PY_STACKS], m->bpf[PROFILE_CNT_PY_NO_THREAD],
+			m->bpf[PROFILE_CNT_PY_NO_FRAME], m->bpf[PROFILE_CNT_PY_FRAMES], m->python->processes,
+			m->python->unsupported, m->python->codes_cached, m->python->code_reads,
+			m->python->code_read_errors);
 	if (!m->unwinder)
 		return;
 	fprintf(f,

@@ -36,6 +36,8 @@
 #include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
+#include "pyframe.h"
+#include "python.h"
 #include "run.h"
 #include "sampler.h"
 #include "store.h"
@@ -86,6 +88,8 @@ struct run_ctx {
 	struct agent_procs_stats procs_stats;
 	struct agent_unwinder *unwinder; /* NULL: profiling.unwinding fp, or the kernel cannot */
 	struct agent_unwinder_stats unwinder_stats;
+	struct agent_python *python; /* NULL: python.enabled off, or no table unwinding */
+	struct agent_python_stats python_stats;
 	int known_files_fd;
 	/* Processes whose mappings the unwinder has not seen yet (FIFO; see queue_unwinder()). */
 	struct agent_proc **unwind_queue;
@@ -148,6 +152,12 @@ static void sync_queued(struct run_ctx *c)
 					     "cannot give a process's mappings to the unwinder; its stacks use frame "
 					     "pointers",
 					     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+			if (c->python) {
+				r = agent_python__sync(c->python, proc);
+				if (r < 0 && r != -ENOENT && r != -ENOTSUP)
+					sr_log_debug("agent", "cannot give a Python process to the frame walker",
+						     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+			}
 		}
 		if (agent_sampler__consume(c->sampler) < 0)
 			break;
@@ -170,6 +180,8 @@ static void forget_proc(void *ctx, struct agent_proc *proc)
 
 	if (c->unwinder)
 		agent_unwinder__forget(c->unwinder, proc);
+	if (c->python)
+		agent_python__forget(c->python, proc);
 }
 
 /* A file the agent identified: its mappings stop waking the agent. */
@@ -181,6 +193,37 @@ static void file_known(void *ctx, uint64_t dev, uint64_t ino)
 
 	if (c->known_files_fd >= 0)
 		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
+}
+
+/*
+ * A Python frame of the BPF walker (bpf/pyframe.h): an INTERPRETED frame of a
+ * "cpython" function, its address the instruction offset. A frame that cannot
+ * be named (the process is gone, the address is no code object, the function
+ * table is full) stays UNKNOWN with the walker's value.
+ */
+static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
+{
+	struct agent_py_frame pf;
+	struct agent_function_def def;
+	int64_t fn;
+
+	ret->address = value;
+	ret->exe = AGENT_EXE_NONE;
+	ret->line = 0;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+	if (!c->python || !proc || agent_python__frame(c->python, proc, value, &pf) < 0)
+		return;
+	def.runtime = "cpython";
+	def.name = pf.name;
+	def.file_name = pf.file;
+	def.start_line = pf.first_line > 0 ? (uint32_t)pf.first_line : 0;
+	fn = agent_store__add_function(c->store, &def, c->window);
+	if (fn < 0)
+		return;
+	ret->address = pf.offset;
+	ret->exe = (uint32_t)fn;
+	ret->line = (uint32_t)pf.line;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
 }
 
 /*
@@ -256,7 +299,9 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
-			if (same_image) {
+			if (s->ustack[i] & PY_FRAME_FLAG) {
+				python_frame(c, proc, s->ustack[i], &frames[n]);
+			} else if (same_image) {
 				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
 					resolve_jit(c, s, addr, &frames[n]);
 			} else {
@@ -265,7 +310,8 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 				frames[n].line = 0;
 				frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
 			}
-			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER)
+			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER &&
+			    frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED)
 				c->stats.frames_unattributed++;
 			n++;
 		}
@@ -358,6 +404,8 @@ static void update_stats(struct run_ctx *c)
 		agent_perfmaps__stats(c->perfmaps, &c->perfmaps_stats);
 	if (c->unwinder)
 		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
+	if (c->python)
+		agent_python__stats(c->python, &c->python_stats);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -418,6 +466,7 @@ static void render_metrics(void *ctx, FILE *f)
 	m.procs = &c->procs_stats;
 	m.store = &c->store_stats;
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
+	m.python = c->python ? &c->python_stats : NULL;
 	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
@@ -580,6 +629,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.table_unwinding = pc->unwinding == AGENT_UNWIND_AUTO,
 		.track_mmaps = pc->mapping_hook != AGENT_HOOK_NONE,
 		.mapping_hook = pc->mapping_hook,
+		.python = cfg->python.enabled,
 		.off_cpu = cfg->off_cpu.enabled,
 		.off_cpu_min_block_ns = cfg->off_cpu.min_block_ns,
 		.off_cpu_probability = cfg->off_cpu.probability,
@@ -618,6 +668,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			if (!c.unwinder) {
 				r = -errno;
 				goto out;
+			}
+			if (so.python) {
+				c.python = agent_python_new(sm.py_procs, cfg->python.max_code_objects);
+				if (!c.python) {
+					r = -errno;
+					goto out;
+				}
 			}
 		}
 	}
@@ -748,6 +805,17 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		    c.procs_stats.unattributed[AGENT_UNATTR_OTHER_IMAGE], c.bpf[PROFILE_CNT_OFF_CPU_EVENTS],
 		    c.stats.off_cpu_ns, c.bpf[PROFILE_CNT_OFF_CPU_SKIP_SHORT],
 		    c.bpf[PROFILE_CNT_OFF_CPU_SKIP_PROBABILITY], c.bpf[PROFILE_CNT_OFF_CPU_SKIP_RATE]);
+	if (c.python) {
+		agent_python__stats(c.python, &c.python_stats);
+		sr_log_info("agent", "python frames",
+			    "stacks_found=%" PRIu64 " no_thread_state=%" PRIu64 " no_frame=%" PRIu64 " frames=%" PRIu64
+			    " processes=%" PRIu64 " unsupported=%" PRIu64 " code_objects=%" PRIu64
+			    " code_reads=%" PRIu64 " unnamed_frames=%" PRIu64,
+			    c.bpf[PROFILE_CNT_PY_STACKS], c.bpf[PROFILE_CNT_PY_NO_THREAD],
+			    c.bpf[PROFILE_CNT_PY_NO_FRAME], c.bpf[PROFILE_CNT_PY_FRAMES], c.python_stats.processes,
+			    c.python_stats.unsupported, c.python_stats.codes_cached, c.python_stats.code_reads,
+			    c.python_stats.code_read_errors);
+	}
 	/* The same counters as /metrics' stackrelay_agent_unwind_*: a --duration run has no scrape. */
 	if (c.unwinder)
 		sr_log_info("agent", "unwinding stopped",
@@ -765,6 +833,7 @@ out:
 	agent_metrics_server_free(c.metrics);
 	agent_sampler_free(c.sampler);
 	agent_unwinder_free(c.unwinder);
+	agent_python_free(c.python);
 	free(c.unwind_queue);
 	if (c.sender)
 		agent_sender_free(c.sender);

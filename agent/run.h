@@ -24,6 +24,8 @@ struct agent_run_stats {
 };
 
 /* What /metrics shows, taken under the loop's lock (run.c). Pointers may be NULL where noted. */
+struct agent_python_stats;
+
 struct agent_run_metrics {
 	const uint64_t *bpf;		  /* PROFILE_CNT__MAX */
 	const uint64_t *bpf_lost_per_cpu; /* n_cpus, may be NULL */
@@ -34,6 +36,7 @@ struct agent_run_metrics {
 	const struct agent_unwinder_stats *unwinder; /* NULL: table unwinding off */
 	const struct agent_perfmaps_stats *perfmaps; /* NULL: perf_maps.enabled false */
 	const struct agent_sender_stats *sender;     /* NULL: no sender */
+	const struct agent_python_stats *python;     /* NULL: python.enabled off */
 };
 
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m);

@@ -31,6 +31,8 @@ const volatile bool filter_cgroups = false;
 const volatile bool track_mmaps = false;
 /* Unwind user stacks with the agent's tables where it has given them (profiling.unwinding: auto). */
 const volatile bool table_unwinding = false;
+/* Walk the Python frames of processes the agent put in py_procs (python: true). */
+const volatile bool python_frames = false;
 /* Wake the agent for samples only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1024 * 1024;
 /*
@@ -111,6 +113,7 @@ static __always_inline void count(__u32 which)
 }
 
 #include "unwind.bpf.h"
+#include "pyframe.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -267,6 +270,11 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	st->cur_valid = 0;
 	st->rbp_valid = 1;
 	st->return_address = 0;
+	st->py_state = PY_STATE_OFF;
+	st->py_frames = 0;
+	st->py_new = 0;
+	if (python_frames)
+		py_begin(slot);
 	count(PROFILE_CNT_UNWIND_STACKS);
 	return st;
 }
@@ -284,13 +292,19 @@ static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, 
 static __always_inline void submit_unwound(struct unwind_scratch_state *st, int why)
 {
 	__u32 n = st->n;
+	__u64 wake;
 
 	count(why);
 	count_add(PROFILE_CNT_UNWIND_TABLE_FRAMES, st->table_frames);
 	count_add(PROFILE_CNT_UNWIND_FP_FRAMES, st->fp_frames);
+	if (st->py_frames)
+		count_add(PROFILE_CNT_PY_FRAMES, st->py_frames);
 	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
 	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
-	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), sample_wakeup(&st->sample)))
+	wake = sample_wakeup(&st->sample);
+	if (st->py_new)
+		wake = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), wake))
 		count(st->sample.hdr.type == PROFILE_EVENT_OFF_CPU ? PROFILE_CNT_OFF_CPU_LOST_RINGBUF
 								   : PROFILE_CNT_LOST_RINGBUF);
 }
@@ -311,6 +325,19 @@ __noinline int unwind_frame(__u32 slot)
 	n = st->n;
 	if (n >= PROFILE_MAX_STACK_DEPTH)
 		return PROFILE_CNT_UNWIND_END_DEPTH;
+	/* An eval-loop frame of a Python process: its Python frames instead, one a call (pyframe.bpf.h). */
+	if (python_frames &&
+	    (st->py_state == PY_STATE_EMITTING ||
+	     (st->py_state == PY_STATE_READY && st->rip >= st->py.eval_start && st->rip < st->py.eval_end))) {
+		switch (py_frame_step(slot)) {
+		case PY_STEP_FRAME:
+			return 0;
+		case PY_STEP_END:
+			return unwind_step(st);
+		default:
+			break;
+		}
+	}
 	st->sample.ustack[n] = st->rip;
 	st->n = n + 1;
 	return unwind_step(st);

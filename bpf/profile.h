@@ -68,6 +68,11 @@ enum profile_counter {
 	PROFILE_CNT_OFF_CPU_SKIP_NO_STORAGE,  /* the thread's task storage could not be made (out of memory) */
 	PROFILE_CNT_OFF_CPU_EVENTS,	      /* blocked long enough: stack taken */
 	PROFILE_CNT_OFF_CPU_LOST_RINGBUF,     /* an off-CPU event dropped: ring buffer full */
+	/* Python (pyframe.bpf.h): table-unwound samples of processes in py_procs. */
+	PROFILE_CNT_PY_STACKS, /* the thread's current Python frame was found */
+	PROFILE_CNT_PY_NO_THREAD, /* no PyThreadState is the sampled thread's (a thread Python does not know, or > PY_MAX_THREADS) */
+	PROFILE_CNT_PY_NO_FRAME, /* the thread has no Python frame (between calls, or not started) */
+	PROFILE_CNT_PY_FRAMES,	 /* Python frames recorded */
 	PROFILE_CNT__MAX,
 };
 

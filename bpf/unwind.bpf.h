@@ -17,6 +17,7 @@
 #define SR_BPF_UNWIND_BPF_H
 
 #include "profile.h"
+#include "pyframe.h"
 #include "unwind.h"
 
 /* Frames per program run; PROFILE_MAX_STACK_DEPTH / this must stay under the kernel's 33 tail calls. */
@@ -80,6 +81,13 @@ struct unwind_scratch_state {
 	 * process's list again.
 	 */
 	struct unwind_mapping cur;
+	/* Python frames (pyframe.bpf.h): the process's interpreter, the next frame, where the walk stands. */
+	struct py_proc py;
+	__u64 py_frame;
+	__u32 py_state;
+	__u32 py_frames;
+	__u32 py_new; /* a code object not seen lately: wake the agent to name it while the process lives */
+	__u32 pad3;
 };
 
 /*

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Python processes: interpreter recognition, py_procs entries and the code
+ * object cache (python.h). Runs on the sampling thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "htab.h"
+#include "log.h"
+#include "proc.h"
+#include "pycode.h"
+#include "python.h"
+
+/* What a file is to Python, examined once per (dev, inode, mtime, size). */
+struct py_file {
+	uint64_t key[4];
+	const struct agent_py_layout *layout; /* NULL: not a (supported) interpreter */
+	bool interpreter;		      /* has _PyRuntime (even when its version is not supported) */
+	uint64_t runtime;		      /* ELF virtual addresses */
+	uint64_t eval;
+	uint64_t eval_size;
+	uint64_t code_type;
+};
+
+/* A Python process: enough to name its frames. */
+struct py_proc_entry {
+	uint8_t key[12]; /* pid + start_ns, as agent_proc.key */
+	const struct agent_py_layout *layout;
+	uint64_t code_type; /* PyCode_Type's address in the process */
+};
+
+struct py_code {
+	uint8_t key[20];	   /* pid (4), start_ns (8), code address (8) */
+	uint8_t kind;		   /* enum agent_py_linetable_kind */
+	struct agent_py_code head; /* what the entry was read from: it stands while the head is the same */
+	char *name;
+	char *file;
+	uint8_t *table;
+	size_t table_len;
+};
+
+struct agent_python {
+	int procs_fd;
+	uint64_t max_codes;
+	struct agent_htab files;
+	struct agent_htab procs;
+	struct agent_htab codes;
+	size_t n_files;
+	struct agent_python_stats stats;
+};
+
+static const void *file_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct py_file *)0)->key);
+	return ((const struct py_file *)v)->key;
+}
+
+static const void *proc_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct py_proc_entry *)0)->key);
+	return ((const struct py_proc_entry *)v)->key;
+}
+
+static const void *code_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct py_code *)0)->key);
+	return ((const struct py_code *)v)->key;
+}
+
+struct agent_python *agent_python_new(int procs_fd, uint64_t max_codes)
+{
+	struct agent_python *py = calloc(1, sizeof(*py));
+
+	if (!py)
+		return NULL;
+	py->procs_fd = procs_fd;
+	py->max_codes = max_codes ? max_codes : AGENT_PY_DEFAULT_MAX_CODES;
+	agent_htab_init(&py->files, file_key);
+	agent_htab_init(&py->procs, proc_key);
+	agent_htab_init(&py->codes, code_key);
+	elf_version(EV_CURRENT);
+	return py;
+}
+
+static void code_free(struct py_code *c)
+{
+	free(c->name);
+	free(c->file);
+	free(c->table);
+	free(c);
+}
+
+static void clear_codes(struct agent_python *py)
+{
+	void *v;
+
+	for (size_t i = 0; (v = agent_htab__next(&py->codes, &i));)
+		code_free(v);
+	agent_htab_done(&py->codes);
+	agent_htab_init(&py->codes, code_key);
+	py->stats.codes_cached = 0;
+}
+
+void agent_python_free(struct agent_python *py)
+{
+	void *v;
+
+	if (!py)
+		return;
+	clear_codes(py);
+	for (size_t i = 0; (v = agent_htab__next(&py->files, &i));)
+		free(v);
+	for (size_t i = 0; (v = agent_htab__next(&py->procs, &i));)
+		free(v);
+	agent_htab_done(&py->files);
+	agent_htab_done(&py->procs);
+	free(py);
+}
+
+/* The file name's version: python3.X or libpython3.X(.so...), as AGENT_PY_VERSION; 0 when it is not one. */
+static uint16_t version_from_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	unsigned minor = 0;
+	char *end;
+
+	base = base ? base + 1 : path;
+	if (!strncmp(base, "lib", 3))
+		base += 3;
+	if (strncmp(base, "python3.", 8))
+		return 0;
+	minor = (unsigned)strtoul(base + 8, &end, 10);
+	if (end == base + 8 || minor > 255)
+		return 0;
+	return AGENT_PY_VERSION(3, minor);
+}
+
+/* Reads 4 bytes at ELF virtual address vaddr from the section that holds them. */
+static int read_u32_at(Elf *elf, uint64_t vaddr, uint32_t *ret)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || vaddr < sh.sh_addr ||
+		    vaddr + 4 > sh.sh_addr + sh.sh_size)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || vaddr - sh.sh_addr + 4 > d->d_size)
+			return -EINVAL;
+		memcpy(ret, (const uint8_t *)d->d_buf + (vaddr - sh.sh_addr), 4);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Looks up the interpreter's symbols in .symtab and .dynsym; fills f. */
+static void examine(int fd, const char *path, struct py_file *f)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	uint64_t version_addr = 0;
+	Elf_Scn *scn = NULL;
+	uint16_t version = 0;
+	uint32_t hex;
+	GElf_Shdr sh;
+
+	if (!elf)
+		return;
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d)
+			continue;
+		n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; i < n; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name || (name[0] != '_' && name[0] != 'P'))
+				continue;
+			if (!strcmp(name, "_PyRuntime")) {
+				f->runtime = sym.st_value;
+			} else if (!strcmp(name, "_PyEval_EvalFrameDefault")) {
+				f->eval = sym.st_value;
+				f->eval_size = sym.st_size;
+			} else if (!strcmp(name, "PyCode_Type")) {
+				f->code_type = sym.st_value;
+			} else if (!strcmp(name, "Py_Version")) {
+				version_addr = sym.st_value;
+			}
+		}
+	}
+	f->interpreter = f->runtime && f->eval && f->eval_size && f->code_type;
+	/* Py_Version (3.11+) is PY_VERSION_HEX; before it, the file name says the version. */
+	if (f->interpreter && version_addr && read_u32_at(elf, version_addr, &hex) == 0)
+		version = (uint16_t)(hex >> 16);
+	if (f->interpreter && !version)
+		version = version_from_name(path);
+	if (f->interpreter)
+		f->layout = agent_py_layout(version);
+	if (f->interpreter)
+		sr_log_info("agent",
+			    f->layout ? "Python interpreter found" : "Python interpreter of an unsupported version",
+			    "path=\"%s\" version=%u.%u", path, version >> 8, version & 0xff);
+	elf_end(elf);
+}
+
+/* The file behind m, examined on first sight. NULL when it cannot be read now. */
+static struct py_file *file_for(struct agent_python *py, const struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	const uint64_t *key = agent_exe__key(m->exe);
+	struct py_file *f = agent_htab__get(&py->files, key, 4 * sizeof(uint64_t));
+	char link[96], path[512];
+	ssize_t n;
+	int fd;
+
+	if (f || py->n_files >= AGENT_PY_MAX_FILES || agent_exe__is_vdso(m->exe))
+		return f;
+	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return NULL;
+	path[n] = '\0';
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	memcpy(f->key, key, sizeof(f->key));
+	/* Only interpreters are read: a file named python3.X or libpython3.X. */
+	if (version_from_name(path)) {
+		fd = open(link, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			free(f);
+			return NULL;
+		}
+		examine(fd, path, f);
+		close(fd);
+	}
+	if (agent_htab__put(&py->files, f) < 0) {
+		free(f);
+		return NULL;
+	}
+	py->n_files++;
+	return f;
+}
+
+int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
+{
+	struct py_proc_entry *e;
+	struct py_proc v = { 0 };
+	struct py_file *f = NULL;
+	const struct agent_proc_map *m = NULL;
+	uint64_t bias;
+
+	for (size_t i = 0; i < proc->n_maps && !f; i++) {
+		struct py_file *c;
+
+		if (!proc->maps[i].exe)
+			continue;
+		c = file_for(py, proc, &proc->maps[i]);
+		if (c && c->interpreter) {
+			f = c;
+			m = &proc->maps[i];
+		}
+	}
+	if (!f)
+		return -ENOENT;
+	if (!f->layout) {
+		py->stats.unsupported++;
+		return -ENOTSUP;
+	}
+	if (agent_proc_map__bias(m, &bias) < 0)
+		return -ENOENT;
+	e = agent_htab__get(&py->procs, proc->key, sizeof(proc->key));
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		memcpy(e->key, proc->key, sizeof(e->key));
+		if (agent_htab__put(&py->procs, e) < 0) {
+			free(e);
+			return -ENOMEM;
+		}
+		py->stats.processes++;
+	}
+	e->layout = f->layout;
+	e->code_type = f->code_type + bias;
+	v.start_boottime_ns = proc->start_ns;
+	v.runtime = f->runtime + bias;
+	v.eval_start = f->eval + bias;
+	v.eval_end = v.eval_start + f->eval_size;
+	v.off = f->layout->bpf;
+	if (py->procs_fd >= 0 && bpf_map_update_elem(py->procs_fd, &proc->pid, &v, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+void agent_python__forget(struct agent_python *py, const struct agent_proc *proc)
+{
+	struct py_proc_entry *e = agent_htab__remove(&py->procs, proc->key, sizeof(proc->key));
+	struct py_proc v;
+
+	if (!e)
+		return;
+	free(e);
+	/* Unless the PID already names a newer process. */
+	if (py->procs_fd >= 0 && bpf_map_lookup_elem(py->procs_fd, &proc->pid, &v) == 0 &&
+	    v.start_boottime_ns == proc->start_ns)
+		bpf_map_delete_elem(py->procs_fd, &proc->pid);
+	/* Its code objects stay until the cache is emptied: they are few next to the limit. */
+}
+
+/* Reads exactly len bytes of the process's memory. 0 or -errno. */
+static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+/* A str object of the process as UTF-8 (malloc'd), or NULL. */
+static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t addr)
+{
+	uint8_t head[AGENT_PY_STR_HEAD], chars[AGENT_PY_MAX_NAME * 4];
+	struct agent_py_str s;
+	size_t n, bytes;
+	char out[AGENT_PY_MAX_NAME + 4];
+
+	if (!addr || peek(pid, addr, head, sizeof(head)) < 0 ||
+	    agent_py_str_header(l, addr, head, sizeof(head), &s) < 0)
+		return NULL;
+	n = s.length < AGENT_PY_MAX_NAME ? (size_t)s.length : AGENT_PY_MAX_NAME;
+	bytes = n * s.kind;
+	if (bytes && peek(pid, s.data, chars, bytes) < 0)
+		return NULL;
+	agent_py_str_utf8(chars, n, s.kind, out, AGENT_PY_MAX_NAME);
+	if (s.length > n)
+		strcat(out, "...");
+	return strdup(out);
+}
+
+/* Fills c (name, file, line table) from a code object's decoded head. false when a string cannot be read. */
+static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struct agent_py_code *pc, struct py_code *c)
+{
+	uint8_t bhead[AGENT_PY_BYTES_HEAD];
+	uint64_t data, size;
+
+	c->name = read_str(l, pid, pc->name);
+	c->file = read_str(l, pid, pc->filename);
+	if (!c->name || !c->file)
+		return false;
+	c->head = *pc;
+	c->kind = l->linetable_kind;
+	if (pc->linetable && peek(pid, pc->linetable, bhead, sizeof(bhead)) == 0 &&
+	    agent_py_bytes_header(pc->linetable, bhead, sizeof(bhead), &data, &size) == 0 && size > 0 &&
+	    size <= AGENT_PY_MAX_LINETABLE) {
+		c->table = malloc(size);
+		if (c->table && peek(pid, data, c->table, size) == 0) {
+			c->table_len = size;
+		} else {
+			free(c->table);
+			c->table = NULL;
+		}
+	}
+	return true;
+}
+
+static void drop_code(struct agent_python *py, struct py_code *c)
+{
+	agent_htab__remove(&py->codes, c->key, sizeof(c->key));
+	code_free(c);
+	py->stats.codes_cached--;
+}
+
+int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, uint64_t value,
+			struct agent_py_frame *ret)
+{
+	const struct py_proc_entry *e = agent_htab__get(&py->procs, proc->key, sizeof(proc->key));
+	uint64_t addr = value & PY_FRAME_ADDR_MASK;
+	uint32_t offset = (uint32_t)((value >> PY_FRAME_OFFSET_SHIFT) & PY_FRAME_OFFSET_MAX);
+	uint8_t key[20], head[AGENT_PY_CODE_HEAD];
+	struct agent_py_code pc;
+	struct py_code *c;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->code = addr;
+	ret->offset = offset;
+	if (!e || !(value & PY_FRAME_FLAG))
+		return -ENOENT;
+	memcpy(key, proc->key, 12);
+	memcpy(key + 12, &addr, 8);
+	c = agent_htab__get(&py->codes, key, sizeof(key));
+	/*
+	 * The head is read every time: a code object can be freed and another
+	 * made at its address (and a frame being set up can still point at a
+	 * freed one), so a cached entry stands only while the head it was read
+	 * from is still there. Failures are not remembered, for the same reason.
+	 * A process that is gone (its samples are often read after it exited)
+	 * keeps what was read while it lived.
+	 */
+	if (peek(proc->pid, addr, head, sizeof(head)) < 0)
+		goto gone;
+	if (agent_py_code_parse(e->layout, head, sizeof(head), &pc) < 0 || pc.type != e->code_type) {
+		if (c)
+			drop_code(py, c);
+		py->stats.code_read_errors++;
+		return -ENOENT;
+	}
+	if (c && (c->head.name != pc.name || c->head.filename != pc.filename || c->head.linetable != pc.linetable ||
+		  c->head.firstlineno != pc.firstlineno)) {
+		drop_code(py, c);
+		c = NULL;
+	}
+	if (!c) {
+		if (py->stats.codes_cached >= py->max_codes) {
+			clear_codes(py);
+			py->stats.cache_resets++;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		memcpy(c->key, key, sizeof(key));
+		py->stats.code_reads++;
+		if (!read_code(e->layout, proc->pid, &pc, c)) {
+			py->stats.code_read_errors++;
+			code_free(c);
+			return -ENOENT;
+		}
+		if (agent_htab__put(&py->codes, c) < 0) {
+			code_free(c);
+			return -ENOMEM;
+		}
+		py->stats.codes_cached++;
+	}
+	goto found;
+gone:
+	if (!c) {
+		py->stats.code_read_errors++;
+		return -ENOENT;
+	}
+found:
+	ret->name = c->name;
+	ret->file = c->file;
+	ret->first_line = c->head.firstlineno;
+	/* A clamped offset has no line of its own: the function's first line stands for it. */
+	ret->line = offset == PY_FRAME_OFFSET_MAX
+			    ? c->head.firstlineno
+			    : agent_py_line(c->kind, c->head.firstlineno, c->table, c->table_len, offset);
+	return 0;
+}
+
+void agent_python__stats(struct agent_python *py, struct agent_python_stats *ret)
+{
+	*ret = py->stats;
+}

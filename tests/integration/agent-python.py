@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Python frames by name (real eBPF, Debian's /usr/bin/python3.11).
+
+Scripts the test writes run behind gates (a shell blocked on a pipe, which
+then execs python3 under the same PID), so the agent, started first with
+--pid filters for exactly them, sees their whole life. One agent run at
+997 Hz over:
+  - hot.py: main_loop calls alpha (7 parts of work) and beta (3 parts of the
+    same work) until the process has used SECONDS of CPU time (not wall
+    time: the split does not depend on the load). The exported profile names
+    alpha, beta, main_loop and <module> as INTERPRETED frames whose
+    FunctionDef has the script's path, their first lines, and lines inside
+    their bodies; alpha:beta within 5 points of 70:30; main_loop in >= 95 %
+    of the samples that have a Python frame; alpha/beta -> main_loop ->
+    <module> in that order, leaf first, and below them the native frames of
+    the interpreter's start: Py_BytesMain and libc's __libc_start_main
+    (nm -D; Debian's main tail-calls Py_BytesMain, so main itself is never
+    on the stack).
+  - ext.py: a thread (not the main one) compresses a large buffer with zlib
+    in squeeze(), called from worker(): in the samples that hold a frame of
+    libz, the first Python frame below the libz frames is squeeze (the
+    extension's native frames sit above the Python frame that called it).
+  - short.py, SHORT_RUNS times one after another: each uses SHORT_CPU
+    seconds of CPU in brief_work() and exits; brief_work is named in most of
+    each process's samples.
+"""
+import bisect
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agentlib  # noqa: E402
+
+FREQ = 997
+SECONDS = 3
+SHORT_RUNS = 4
+SHORT_CPU = 0.3
+USER = 1
+INTERPRETED = 4
+PYTHON = "/usr/bin/python3.11"
+
+HOT = """\
+import os, sys, time
+
+
+def work(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+
+def alpha():
+    return work(7000)
+
+
+def beta():
+    return work(3000)
+
+
+def main_loop(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        alpha()
+        beta()
+
+
+main_loop(float(sys.argv[1]))
+"""
+
+# The split must come from alpha and beta themselves, not work(): work is called from both.
+HOT_LINES = {"alpha": (11, 12), "beta": (15, 16), "main_loop": (19, 23), "work": (4, 8), "<module>": (1, 26)}
+
+EXT = """\
+import sys, threading, time, zlib
+
+DATA = bytes(range(256)) * 4096 + bytes(i * 7 % 251 for i in range(1 << 20))
+
+
+def squeeze():
+    return len(zlib.compress(DATA, 9))
+
+
+def worker(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        squeeze()
+
+
+t = threading.Thread(target=worker, args=(float(sys.argv[1]),))
+t.start()
+t.join()
+"""
+
+SHORT = """\
+import sys, time
+
+
+def brief_work(seconds):
+    end = time.process_time() + seconds
+    s = 0
+    while time.process_time() < end:
+        for i in range(1000):
+            s += i
+    return s
+
+
+brief_work(float(sys.argv[1]))
+"""
+
+
+class DynSymbols:
+    """Function symbols of an ELF file's .dynsym and .symtab (nm -D, nm): ELF virtual address -> name."""
+
+    def __init__(self, path):
+        syms = []
+        for args in (["nm", "-D", "-S", "--defined-only", path], ["nm", "-S", "--defined-only", path]):
+            r = subprocess.run(args, capture_output=True, text=True)
+            for line in r.stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[2] in ("T", "t", "W", "w"):
+                    syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+        syms = sorted(set(syms))
+        self.starts = [s[0] for s in syms]
+        self.syms = syms
+
+    def lookup(self, addr):
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i < 0:
+            return None
+        start, size, name = self.syms[i]
+        return name if start <= addr < start + size else None
+
+
+class Namer:
+    """Each frame of a sample as (kind, file, name, line, FunctionDef start line), leaf first."""
+
+    def __init__(self, out):
+        self.out = out
+        self.funcs = {}
+        for r in out.requests:
+            for f in r.functions:
+                self.funcs[f.id] = f
+        self.syms = {}
+
+    def frame(self, f):
+        if f.kind == INTERPRETED:
+            fd = self.funcs.get(f.function_id)
+            if fd is None:
+                raise AssertionError("frame names function %s that the file never defined" % f.function_id.hex())
+            return (INTERPRETED, fd.file_name, fd.name, f.line, fd.start_line, fd.runtime)
+        if f.kind == USER:
+            exe = self.out.exes.get(f.executable_id)
+            path = exe.path if exe else None
+            name = None
+            if path and path.startswith("/") and os.path.exists(path):
+                if path not in self.syms:
+                    self.syms[path] = DynSymbols(path)
+                name = self.syms[path].lookup(f.address)
+            return (USER, path, name, 0, 0, None)
+        return (f.kind, None, None, 0, 0, None)
+
+    def stack(self, sample):
+        return [self.frame(f) for f in self.out.frames(sample)]
+
+
+def gate(cmd):
+    """A shell that waits on a pipe, then execs cmd under its own PID: the PID is known before the program runs."""
+    r, w = os.pipe()
+    p = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh"] + cmd, stdin=r)
+    os.close(r)
+    return {"proc": p, "w": w, "pid": p.pid}
+
+
+def release(g):
+    os.write(g["w"], b"go\n")
+    os.close(g["w"])
+
+
+def share(samples, pred):
+    total = sum(s.count for s in samples)
+    hit = sum(s.count for s in samples if pred(s))
+    return (100.0 * hit / total if total else 0.0), total
+
+
+def main():
+    agentlib.require_root_bpf()
+    if not os.access(PYTHON, os.X_OK):
+        agentlib.skip(PYTHON + " not installed (python3 in scripts/install-deps)")
+    env = agentlib.Env()
+    c = agentlib.Checks()
+    try:
+        return run(env, c)
+    finally:
+        env.cleanup()
+
+
+def run(env, c):
+    paths = {}
+    for name, text in (("hot", HOT), ("ext", EXT), ("short", SHORT)):
+        paths[name] = os.path.join(env.tmp, name + ".py")
+        with open(paths[name], "w") as f:
+            f.write(text)
+    gates = {"hot": gate([PYTHON, paths["hot"], str(SECONDS)]), "ext": gate([PYTHON, paths["ext"], str(SECONDS)])}
+    for i in range(SHORT_RUNS):
+        gates["short%d" % i] = gate([PYTHON, paths["short"], str(SHORT_CPU)])
+    out_path = os.path.join(env.tmp, "python.pb")
+    args = ["--duration", "300", "--frequency", str(FREQ), "--output", out_path, "--log-level", os.environ.get("SR_PY_LOG", "info")]
+    for g in gates.values():
+        args += ["--pid", str(g["pid"])]
+    agent, log = agentlib.start_agent(env, args)
+    if agent is None:
+        for g in gates.values():
+            g["proc"].kill()
+        return c.check(False, "agent started") or c.finish()
+    # One at a time on the machine's CPUs: hot and ext together, then the short ones one after another.
+    for k in ("hot", "ext"):
+        release(gates[k])
+    for k in ("hot", "ext"):
+        gates[k]["rc"] = gates[k]["proc"].wait(timeout=300)
+    for i in range(SHORT_RUNS):
+        g = gates["short%d" % i]
+        release(g)
+        g["rc"] = g["proc"].wait(timeout=120)
+    rc, stderr = agentlib.stop_agent(agent, log)
+    c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
+    for k, g in gates.items():
+        c.check(g["rc"] == 0, "%s ran (rc=%s)" % (k, g["rc"]))
+    c.check("Python interpreter found" in stderr and "version=3.11" in stderr,
+            "the agent found the interpreter and its version (3.11) in its log")
+
+    out = agentlib.Output(env.pb, out_path)
+    namer = Namer(out)
+    real = os.path.realpath(PYTHON)
+
+    # hot.py: names, lines, split, order, native frames below.
+    samples = out.for_pid(gates["hot"]["pid"])
+    stacks = {id(s): namer.stack(s) for s in samples}
+    py = [s for s in samples if any(f[0] == INTERPRETED for f in stacks[id(s)])]
+    pct_py, n = share(samples, lambda s: s in py)
+    print("# hot.py: %d samples, %.1f%% with Python frames" % (n, pct_py))
+    c.check(n >= 1000, "hot.py: %d samples (>= 1000)" % n)
+    c.check(pct_py >= 90.0, "hot.py: %.1f%% of samples have Python frames (>= 90%%)" % pct_py)
+    bad = set()
+    seen = {}
+    for s in py:
+        for kind, fname, name, line, start, runtime in stacks[id(s)]:
+            if kind != INTERPRETED or fname != paths["hot"]:
+                continue
+            seen[name] = seen.get(name, 0) + s.count
+            lo, hi = HOT_LINES.get(name, (0, -1))
+            if runtime != "cpython" or start != lo or not (lo <= line <= hi):
+                bad.add((name, line, start, runtime))
+    c.check(all(k in seen for k in ("alpha", "beta", "main_loop", "<module>", "work")),
+            "hot.py: alpha, beta, work, main_loop and <module> named with the script's path (%s)" %
+            ", ".join("%s=%d" % kv for kv in sorted(seen.items())))
+    c.check(not bad, "hot.py: every frame's first line and line lie in its function (bad: %s)" % sorted(bad)[:5])
+    a = sum(s.count for s in py if any(f[2] == "alpha" for f in stacks[id(s)]))
+    b = sum(s.count for s in py if any(f[2] == "beta" for f in stacks[id(s)]))
+    split = 100.0 * a / (a + b) if a + b else 0.0
+    c.check(abs(split - 70.0) <= 5.0, "hot.py: alpha %.1f%% : beta %.1f%% (70:30 within 5 points)" %
+            (split, 100.0 - split if a + b else 0.0))
+    pct_main, _ = share(py, lambda s: any(f[2] == "main_loop" for f in stacks[id(s)]))
+    c.check(pct_main >= 95.0, "hot.py: main_loop in %.1f%% of the samples with Python frames (>= 95%%)" % pct_main)
+
+    def ordered(st):
+        names = [f[2] for f in st if f[0] == INTERPRETED]
+        want = ["main_loop", "<module>"]
+        if not names or names[-2:] != want:
+            return False
+        natives = [i for i, f in enumerate(st) if f[0] == USER and f[1] == real and f[2] == "Py_BytesMain"]
+        last_py = max(i for i, f in enumerate(st) if f[0] == INTERPRETED)
+        libc = [i for i, f in enumerate(st)
+                if f[0] == USER and (f[2] or "").startswith("__libc_start_main")]
+        return bool(natives) and natives[0] > last_py and bool(libc) and libc[0] > natives[0]
+
+    if os.environ.get("SR_PY_DEBUG"):
+        print("# example: %s" % [(f[2], os.path.basename(f[1] or "")) for f in stacks[id(py[0])]])
+        for s in py[:200]:
+            for f in out.frames(s):
+                if f.kind not in (USER, INTERPRETED, 2):
+                    print("# unnamed frame kind %d address 0x%x" % (f.kind, f.address))
+    pct_order, _ = share(py, lambda s: ordered(stacks[id(s)]))
+    c.check(pct_order >= 90.0, "hot.py: %.1f%% of Python stacks read ... -> main_loop -> <module> -> (native) "
+            "Py_BytesMain -> libc's __libc_start_main, leaf first (>= 90%%)" % pct_order)
+
+    # ext.py: libz's frames above the Python frame that called into it.
+    samples = out.for_pid(gates["ext"]["pid"])
+    in_z, above = 0, 0
+    for s in samples:
+        st = namer.stack(s)
+        zi = [i for i, f in enumerate(st) if f[0] == USER and f[1] and os.path.basename(f[1]).startswith("libz.so")]
+        if not zi:
+            continue
+        in_z += s.count
+        after = [f for f in st[zi[-1] + 1:] if f[0] == INTERPRETED]
+        if after and after[0][2] == "squeeze" and after[0][1] == paths["ext"] and \
+                [f[2] for f in after[:2]] == ["squeeze", "worker"]:
+            above += s.count
+    pct_above = 100.0 * above / in_z if in_z else 0.0
+    c.check(in_z >= 300, "ext.py: %d samples in libz (>= 300)" % in_z)
+    c.check(pct_above >= 90.0, "ext.py: in %.1f%% of the samples in libz, the Python frames below libz's are "
+            "squeeze -> worker (>= 90%%)" % pct_above)
+
+    # Short-lived processes.
+    for i in range(SHORT_RUNS):
+        samples = out.for_pid(gates["short%d" % i]["pid"])
+        pct, n = share(samples, lambda s: any(f[0] == INTERPRETED and f[2] == "brief_work" and
+                                              f[1] == paths["short"] for f in namer.stack(s)))
+        c.check(n >= 100 and pct >= 80.0, "short.py run %d (%.1f s of CPU): brief_work named in %.1f%% of %d "
+                "samples (>= 80%% of >= 100)" % (i, SHORT_CPU, pct, n))
+
+    ends = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
+    print("# unwinding: " + " ".join("%s=%s" % kv for kv in sorted(ends.items()) if kv[0] not in ("ts", "level")))
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
