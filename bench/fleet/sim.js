@@ -138,7 +138,7 @@ class SimNode {
     this.n = n;
     this.name = `node-${n}`;
     this.kernel = W.kernelOf(n, 0);
-    this.kernel.hex = this.kernel.hex;
+    this.kernel.hex = this.kernel.id.toString('hex');
     this.kernelDef = P.kernelDef(this.kernel);
     kernelByHex.set(this.kernel.hex, this);
     this.nextPid = 1000 + Math.floor(rnd() * 1000);
@@ -291,6 +291,7 @@ class SimNode {
     }
     const kh = this.kernel.hex;
     if (needKernel && (all || !this.sent.has(kh))) defs.push(this.kernelDef);
+    item.hasKernel = needKernel;
     return Buffer.concat([head, sb.subarray(0, off)].concat(defs));
   }
 
@@ -299,7 +300,7 @@ class SimNode {
       this.sent.add(s.stack.hex);
       for (const e of s.stack.exes) this.sent.add(e);
     }
-    this.sent.add(this.kernel.hex);
+    if (item.hasKernel) this.sent.add(this.kernel.hex);
   }
 
   samplePrefix(s) {
@@ -388,7 +389,12 @@ class SimNode {
     stats.accepted += expected;
     if (refused.length) {
       stats.missingRounds++;
-      if (item.round >= 3) stats.dropped.rejected += refusedCount;
+      if (item.round >= 3) {
+        stats.dropped.rejected += refusedCount;
+        if (process.env.SIM_DEBUG)
+          console.error(`node ${this.n} seq ${this.seq}: still missing after 3 resends: ${JSON.stringify([resp.missingStacks, resp.missingExecutables, resp.missingKernels])}; ` +
+            `refused stacks ${refused.map((x) => x.stack.hex + '/' + x.stack.def.toString('hex')).join(',')}; accepted ${resp.accepted} of ${item.taken}`);
+      }
       else {
         stats.resentMissing += refusedCount;
         this.queue.splice(1, 0, { samples: refused, taken: refusedCount, round: item.round + 1, times: item.times });
