@@ -76,6 +76,7 @@ const kinds = {
 };
 const watchers = new Set(); // {res, resource, match, timer}
 let disconnectNext = false;
+let downUntil = 0; // "down": every request answered 503 until then
 const forbidden = new Set(); // resources answered with 403 (RBAC without them)
 
 // An abrupt disconnect: the socket goes away without the terminating chunk.
@@ -283,7 +284,10 @@ function handle(req, res) {
 	const url = new URL(req.url, 'https://localhost');
 	let code = 404;
 	const tok = acceptedToken();
-	if (tok !== null && req.headers.authorization !== 'Bearer ' + tok) {
+	if (Date.now() < downUntil) {
+		code = 503;
+		status(res, 503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
+	} else if (tok !== null && req.headers.authorization !== 'Bearer ' + tok) {
 		code = 401;
 		status(res, 401, 'Unauthorized', 'Unauthorized');
 	} else {
@@ -321,6 +325,9 @@ function handle(req, res) {
 // {"op":"forbid","resource":"replicasets"} answer 403 for a resource (RBAC without it)
 // {"op":"expire-next-continue"}          the next continue token issued is answered with 410
 // {"op":"accept-token","token":"..."}    rotate the accepted token
+// {"op":"down","seconds":S,"then410":true} answer 503 to everything for S seconds (open watches are cut);
+//                                        with then410 the history is compacted when it ends, so the
+//                                        watches resumed from before get 410 Gone and must list again
 // {"op":"stats"}                         answers "ok stats {...}" (rv, open watches, pods, requests per protocol)
 function handleCommand(line) {
 	if (!line.trim())
@@ -357,6 +364,13 @@ function handleCommand(line) {
 			disconnectNext = true;
 		for (const w of [...watchers])
 			cut(w);
+		break;
+	case 'down':
+		downUntil = Date.now() + c.seconds * 1000;
+		for (const w of [...watchers])
+			cut(w);
+		if (c.then410)
+			setTimeout(() => { compactedRv = rv; }, c.seconds * 1000);
 		break;
 	case 'forbid':
 		forbidden.add(c.resource);

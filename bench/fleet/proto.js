@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// The agent protocol's messages as the fleet simulator sends them
+// (proto/stackrelay/v1/ingest.proto, types.proto), built on the wire helpers
+// of bench/gateway-throughput/wire.js. Definitions and the constant part of a
+// sample are encoded once and kept as bytes: a window only appends counts.
+'use strict';
+
+const { putVarint, fields } = require('../gateway-throughput/wire.js');
+
+const LEN = 2, VARINT = 0, I64 = 1;
+const key = (f, wt) => putVarint(f * 8 + wt);
+
+function lenField(f, buf) {
+  return Buffer.concat([key(f, LEN), putVarint(buf.length), buf]);
+}
+function bigVarint(v) {
+  const out = [];
+  do {
+    let c = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v) c |= 0x80;
+    out.push(c);
+  } while (v);
+  return Buffer.from(out);
+}
+function varField(f, v) {
+  if (!v) return Buffer.alloc(0);
+  return Buffer.concat([key(f, VARINT), typeof v === 'bigint' ? bigVarint(v) : putVarint(v)]);
+}
+function strField(f, s) { return s ? lenField(f, Buffer.from(s, 'utf8')) : Buffer.alloc(0); }
+function fixed64Field(f, v) {
+  const b = Buffer.alloc(9);
+  b[0] = f * 8 + I64;
+  b.writeBigUInt64LE(BigInt(v), 1);
+  return b;
+}
+
+// Writes a varint (a Number below 2^53, or a BigInt) at b[i]; returns the index after it.
+function writeVarint(b, i, v) {
+  if (typeof v === 'bigint') {
+    while (v >= 0x80n) { b[i++] = Number(v & 0x7fn) | 0x80; v >>= 7n; }
+    b[i++] = Number(v);
+    return i;
+  }
+  while (v >= 0x80) { b[i++] = (v % 128) | 0x80; v = Math.floor(v / 128); }
+  b[i++] = v;
+  return i;
+}
+
+// PushRequest field 6 (StackDef) for frames [{exe, address, kind (1 user, 2 kernel)}], in one buffer.
+function stackDef(id, frames) {
+  const b = Buffer.allocUnsafe(8 + id.length + frames.length * 48);
+  let i = 4; // room for the field key and a 3-byte length
+  b[i++] = 0x0a; b[i++] = id.length; id.copy(b, i); i += id.length;
+  for (const fr of frames) {
+    const start = i;
+    i += 2; // key + 1-byte length (a frame is < 128 bytes)
+    b[i++] = 0x0a; b[i++] = fr.exe.length; fr.exe.copy(b, i); i += fr.exe.length;
+    b[i++] = 0x10; i = writeVarint(b, i, fr.address);
+    b[i++] = 0x18; b[i++] = fr.kind;
+    b[start] = 0x12; b[start + 1] = i - start - 2;
+  }
+  const len = i - 4;
+  // Field 6, length as a 3-byte varint (padded: valid protobuf, len < 2^21).
+  b[0] = 0x32; b[1] = (len & 0x7f) | 0x80; b[2] = ((len >> 7) & 0x7f) | 0x80; b[3] = (len >> 14) & 0x7f;
+  return b.subarray(0, i);
+}
+
+function executableDef(e) {
+  return lenField(7, Buffer.concat([lenField(1, e.id), varField(2, 1), strField(3, e.fileName), strField(4, e.path),
+    varField(5, e.fileSize), lenField(6, e.id)]));
+}
+
+function kernelDef(k) {
+  return lenField(8, Buffer.concat([lenField(1, k.id), strField(2, k.release), strField(4, k.bootId)]));
+}
+
+// The constant part of a Sample (everything but count and times).
+function samplePrefix(s) {
+  return Buffer.concat([s.stackId ? lenField(1, s.stackId) : Buffer.alloc(0), varField(2, s.pid), varField(3, s.tid), strField(5, s.processName),
+    strField(6, s.executablePath), strField(7, s.containerId), s.kernelId ? lenField(12, s.kernelId) : Buffer.alloc(0),
+    strField(13, s.podUid)]);
+}
+
+// One Sample field (5) from its prefix, a count and the window's times (18 bytes), written at b[i].
+function writeSample(b, i, prefix, count, timesBuf) {
+  let n = 1; for (let c = count; c >= 0x80; c = Math.floor(c / 128)) n++;
+  const len = prefix.length + 1 + n + timesBuf.length;
+  b[i++] = 0x2a;
+  i = writeVarint(b, i, len);
+  prefix.copy(b, i); i += prefix.length;
+  b[i++] = 0x40; i = writeVarint(b, i, count);
+  timesBuf.copy(b, i);
+  return i + timesBuf.length;
+}
+function windowTimes(startNs, endNs) {
+  return Buffer.concat([fixed64Field(9, startNs), fixed64Field(10, endNs)]);
+}
+
+function symbolTable(exeId, symbols, error) {
+  const parts = [lenField(1, exeId)];
+  for (const s of symbols)
+    parts.push(lenField(2, Buffer.concat([varField(1, s.address), varField(2, s.size), strField(3, s.name)])));
+  if (!error) parts.push(strField(3, 'symtab'));
+  parts.push(strField(4, error));
+  return lenField(9, Buffer.concat(parts));
+}
+
+// The request's head: version, agent, sequence, frequency.
+function requestHead(agent, sequence, hz) {
+  const a = Buffer.concat([lenField(1, agent.instanceId), strField(2, agent.hostName), strField(3, agent.nodeName),
+    strField(4, 'fleet-sim')]);
+  return Buffer.concat([varField(1, 1), lenField(2, a), varField(3, sequence), varField(4, hz)]);
+}
+
+function decodePushResponse(buf) {
+  const r = { accepted: 0, missingStacks: [], missingExecutables: [], missingKernels: [], wantedSymbols: [],
+    retryAfterMs: 0, error: '' };
+  for (const f of fields(buf)) {
+    if (f.f === 2) r.accepted = f.val;
+    else if (f.f === 7) r.retryAfterMs = f.val;
+    else if (f.f === 3) r.missingStacks.push(f.body.toString('hex'));
+    else if (f.f === 4) r.missingExecutables.push(f.body.toString('hex'));
+    else if (f.f === 5) r.missingKernels.push(f.body.toString('hex'));
+    else if (f.f === 6) r.wantedSymbols.push(f.body.toString('hex'));
+    else if (f.f === 8) r.error = f.body.toString('utf8');
+  }
+  return r;
+}
+
+module.exports = { stackDef, executableDef, kernelDef, samplePrefix, writeSample, writeVarint, windowTimes, symbolTable,
+  requestHead, decodePushResponse };

@@ -1,0 +1,526 @@
+#!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
+//
+// Fleet simulator: N simulated nodes, each an agent speaking the real agent
+// protocol (docs/agent-protocol.md) over its own HTTP/2 (h2c) connection to
+// TARGET (a gateway or a balancer in front of replicas):
+//
+//  - every node has its processes (images at their current versions, in pods
+//    from world.js or on the host), its kernel, and a pool of stacks per
+//    process; every window `--stack-churn` of each pool is replaced by new
+//    stacks, processes restart (`--proc-churn`, and when their pod is
+//    replaced), images roll out new executables (`--deploy-every`);
+//  - a window (`--window` s) takes hz × cpus × window CPU samples, aggregated
+//    by (stack, pid, tid) as the agent does, and queues them;
+//  - definitions go on first use per connection; `missing_*` answers are
+//    resent with every definition under a new sequence (3 rounds, then the
+//    samples are dropped as `rejected`); no answer, 408, 429, 5xx and
+//    `retry_after_ms` are retried with the same sequence and bytes
+//    (Retry-After honoured, else 500 ms doubling to 30 s, jitter [d/2, d]);
+//    other 4xx drop the request's samples (`rejected`);
+//  - `wanted_symbols` are answered with an upload (a synthetic table) once per
+//    ID per agent instance;
+//  - agents restart (`--restart-every`: new instance ID and connection, its
+//    queue carried over as a flushed agent would have delivered it) and
+//    reconnect (`--conn-age`, and after every transport error);
+//  - the buffer holds at most `--buffer-windows` windows per node; beyond, the
+//    oldest window after the head is dropped (`buffer_full`).
+//
+// Accounting, per simulator process, at every moment:
+//   taken = accepted + buffered + buffer_full + rejected + flush_timeout
+// It prints `stats {json}` every --stats-every seconds and `final {json}` at
+// the end (after flushing for at most --flush-timeout s). SIGTERM or
+// SIGINT ends the run early (same flush).
+'use strict';
+
+const http2 = require('node:http2');
+const zlib = require('node:zlib');
+const crypto = require('node:crypto');
+const P = require('./proto.js');
+const W = require('./world.js');
+
+function parseArgs(argv) {
+  const o = { target: '127.0.0.1:4317', nodes: 10, firstNode: 0, hz: 19, cpus: 16, window: 10, duration: 60,
+    procs: 12, stacksPerProc: 40, threads: 2, images: 200, templates: 2000, stackChurn: 0.02, procChurn: 0.01,
+    deployEvery: 0, restartEvery: 0, connAge: 600, podsPerNode: 4, podLifetime: 0, epoch: 0, hostProcs: 0.25,
+    kernelStacks: 0.3, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
+  for (let i = 2; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
+    const k = a.slice(2).replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    if (!(k in o)) throw new Error(`unknown option ${a}`);
+    const v = argv[++i];
+    if (v === undefined) throw new Error(`${a} needs a value`);
+    o[k] = typeof o[k] === 'number' ? Number(v) : v;
+    if (typeof o[k] === 'number' && !Number.isFinite(o[k])) throw new Error(`${a}: not a number: ${v}`);
+  }
+  if (!o.epoch) o.epoch = Date.now();
+  return o;
+}
+
+const opt = parseArgs(process.argv);
+
+// Seeded PRNG (mulberry32), so runs are repeatable apart from timing.
+let rs = (opt.seed * 2654435761 + opt.firstNode) >>> 0;
+function rnd() {
+  rs = (rs + 0x6d2b79f5) >>> 0;
+  let t = rs;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+
+const stats = {
+  taken: 0, accepted: 0, dropped: { buffer_full: 0, rejected: 0, flush_timeout: 0 }, requests: 0, statuses: {},
+  transportErrors: 0, retries: 0, missingRounds: 0, resentMissing: 0, acceptedMismatch: 0, uploads: 0,
+  uploadsFailed: 0, restarts: 0, connections: 0, windows: 0, records: 0, bytesSent: 0, errors: {},
+};
+let latencies = [];
+
+// Executables and kernels by hex ID, for `missing_*` and `wanted_symbols`.
+const exeByHex = new Map();
+for (const l of W.libs) exeByHex.set(l.id.toString('hex'), { exe: l, def: P.executableDef(l) });
+function exeEntry(e) {
+  const k = e.id.toString('hex');
+  let x = exeByHex.get(k);
+  if (!x) { x = { exe: e, def: P.executableDef(e) }; exeByHex.set(k, x); }
+  return x;
+}
+
+// Stacks are shared between nodes (same image version, user frames only).
+const stackCache = new Map();
+let stackCacheGen = 0;
+function stackOf(i, v, t, kernel) {
+  const k = kernel ? `${i}/${v}/${t}/${kernel.hex}` : `${i}/${v}/${t}`;
+  let s = stackCache.get(k);
+  if (s) { s.gen = stackCacheGen; return s; }
+  const frames = W.templateFrames(i, v, t);
+  if (kernel) frames.unshift(...W.kernelFrames(kernel, t));
+  const id = Buffer.allocUnsafe(16);
+  id.writeUInt32LE(W.mix(i, v, t, 1), 0);
+  id.writeUInt32LE(W.mix(i, v, t, 2), 4);
+  id.writeUInt32LE(W.mix(i, v, t, 3), 8);
+  id.writeUInt32LE(kernel ? W.mix(kernel.id.readUInt32LE(0), kernel.id.readUInt32LE(4), t, 4) : 0x5a5a5a5a, 12);
+  const exes = new Set();
+  for (const f of frames) if (f.kind === 1) exes.add(f.hex);
+  s = { id, hex: id.toString('hex'), def: P.stackDef(id, frames), exes: [...exes], kernel: kernel || null, gen: stackCacheGen };
+  stackCache.set(k, s);
+  return s;
+}
+// Forget stacks no node used for a while (memory of the simulator itself).
+function sweepStacks() {
+  stackCacheGen++;
+  for (const [k, s] of stackCache) if (stackCacheGen - s.gen > 3) stackCache.delete(k);
+}
+
+const kernelByHex = new Map();
+
+// The share of a window's samples of (process p, stack k, thread th), flattened: processes and stacks are
+// Zipf-like (a few hot, a long tail), threads equal. The same for every node.
+let weightTable = null;
+function weights() {
+  if (weightTable) return weightTable;
+  const w = [];
+  let sumw = 0;
+  for (let p = 0; p < opt.procs; p++)
+    for (let k = 0; k < opt.stacksPerProc; k++)
+      for (let th = 0; th < opt.threads; th++) {
+        const x = 1 / Math.pow(1 + p, 0.8) / (1 + k);
+        w.push(x);
+        sumw += x;
+      }
+  weightTable = Float64Array.from(w, (x) => x / sumw);
+  return weightTable;
+}
+
+class SimNode {
+  constructor(n) {
+    this.n = n;
+    this.name = `node-${n}`;
+    this.kernel = W.kernelOf(n, 0);
+    this.kernel.hex = this.kernel.id.toString('hex');
+    this.kernelDef = P.kernelDef(this.kernel);
+    kernelByHex.set(this.kernel.hex, this);
+    this.nextPid = 1000 + Math.floor(rnd() * 1000);
+    this.queue = [];        // windows (and resends), oldest first
+    this.uploads = [];      // symbol tables to send, after the samples
+    this.session = null;
+    this.sent = new Set();  // IDs defined on the current connection
+    this.newInstance();
+    this.procs = [];
+    for (let p = 0; p < opt.procs; p++) this.procs.push(this.newProc(p, Date.now()));
+    this.busy = false;
+    this.backoffMs = 0;
+  }
+
+  newInstance() {
+    this.instance = { instanceId: crypto.randomBytes(16), hostName: this.name, nodeName: this.name };
+    this.seq = 0;
+    this.uploaded = new Set();
+    this.dropSession();
+    this.restartAt = opt.restartEvery ? Date.now() + (0.5 + rnd()) * opt.restartEvery * 1000 : Infinity;
+  }
+
+  dropSession() {
+    if (this.session) this.session.destroy();
+    this.session = null;
+    this.sent.clear();
+  }
+
+  // Process slot p: in a pod slot (p % podsPerNode) or on the host.
+  newProc(p, now) {
+    const onHost = opt.podsPerNode === 0 || W.frac('host', this.n, p) < opt.hostProcs;
+    let image, pod = null, gen = 0;
+    if (onHost) image = Math.floor(W.frac('hostimage', this.n, p) * opt.images);
+    else {
+      const slot = p % opt.podsPerNode;
+      gen = W.podGeneration(this.n, slot, now, opt.epoch, opt.podLifetime * 1000);
+      pod = W.podOf(this.n, slot, gen, opt.images);
+      image = pod.image;
+    }
+    const version = W.imageVersion(image, now, opt.epoch, opt.deployEvery * 1000);
+    const exe = W.imageExe(image, version);
+    exeEntry(exe);
+    const pid = this.nextPid++;
+    const proc = { p, pid, image, version, pod, gen, exeHex: exe.id.toString('hex'), stacks: [],
+      processName: `svc${image}`, exePath: exe.path };
+    for (let k = 0; k < opt.stacksPerProc; k++) proc.stacks.push(this.pickStack(proc));
+    return proc;
+  }
+
+  pickStack(proc) {
+    // Mostly the image's shared templates; new unique ones at churn.
+    const t = rnd() < 0.5 ? Math.floor(rnd() * opt.templates) : opt.templates + Math.floor(rnd() * 1e9);
+    const withKernel = rnd() < opt.kernelStacks;
+    return stackOf(proc.image, proc.version, t, withKernel ? this.kernel : null);
+  }
+
+  churn(now) {
+    for (let p = 0; p < this.procs.length; p++) {
+      const pr = this.procs[p];
+      const podMoved = pr.pod && W.podGeneration(this.n, p % opt.podsPerNode, now, opt.epoch, opt.podLifetime * 1000) !== pr.gen;
+      if (podMoved || rnd() < opt.procChurn) { this.procs[p] = this.newProc(p, now); continue; }
+      for (let k = 0; k < pr.stacks.length; k++) {
+        if (rnd() >= opt.stackChurn) continue;
+        pr.stacks[k] = this.pickStack(pr);
+        if (pr.prefixes) for (let th = 0; th < opt.threads; th++) pr.prefixes[k * opt.threads + th] = undefined;
+      }
+    }
+  }
+
+  // One window: hz × cpus × window samples, aggregated by (stack, pid, tid).
+  takeWindow(now) {
+    this.churn(now);
+    const total = opt.hz * opt.cpus * opt.window;
+    const wt = weights();
+    const samples = [];
+    let taken = 0, j = 0;
+    for (const pr of this.procs) {
+      pr.prefixes ??= [];
+      for (let k = 0; k < pr.stacks.length; k++)
+        for (let th = 0; th < opt.threads; th++, j++) {
+          const x = total * wt[j];
+          let c = Math.floor(x);
+          if (rnd() < x - c) c++;
+          if (!c) continue;
+          const slot = k * opt.threads + th;
+          const rec = { stack: pr.stacks[k], proc: pr, tid: pr.pid + th, count: c, prefix: pr.prefixes[slot] };
+          if (!rec.prefix) pr.prefixes[slot] = this.samplePrefix(rec);
+          samples.push(rec);
+          taken += c;
+        }
+    }
+    const startNs = BigInt(now - opt.window * 1000) * 1000000n, endNs = BigInt(now) * 1000000n;
+    stats.taken += taken;
+    stats.windows++;
+    stats.records += samples.length;
+    this.queue.push({ samples, taken, round: 0, times: P.windowTimes(startNs, endNs) });
+    // Buffer bound: drop the oldest queued window after the head.
+    while (this.queue.length > opt.bufferWindows) {
+      const [d] = this.queue.splice(1, 1);
+      stats.dropped.buffer_full += d.taken;
+    }
+    this.pump();
+  }
+
+  async conn() {
+    if (this.session && !this.session.closed && !this.session.destroyed) {
+      if (Date.now() - this.sessionStart < opt.connAge * 1000) return this.session;
+      this.dropSession();
+    }
+    const s = http2.connect(`http://${opt.target}`);
+    s.on('error', () => {});
+    s.on('goaway', () => { if (this.session === s) { this.session = null; this.sent.clear(); } });
+    s.on('close', () => { if (this.session === s) { this.session = null; this.sent.clear(); } });
+    await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error('connect timeout')), opt.timeout * 1000);
+      s.once('connect', () => { clearTimeout(t); resolve(); });
+      s.once('error', (e) => { clearTimeout(t); reject(e); });
+      s.once('close', () => { clearTimeout(t); reject(new Error('closed while connecting')); });
+    });
+    this.session = s;
+    this.sessionStart = Date.now();
+    this.sent.clear();
+    stats.connections++;
+    return s;
+  }
+
+  // Encodes a request of samples with the definitions it needs (all of them on a resend).
+  encodeSamples(item) {
+    const head = P.requestHead(this.instance, ++this.seq, opt.hz);
+    let plen = 0;
+    for (const s of item.samples) plen += this.samplePrefix(s).length + 40;
+    const sb = Buffer.allocUnsafe(plen);
+    let off = 0;
+    const defs = [];
+    const all = item.round > 0;
+    const seen = new Set();
+    let needKernel = false;
+    for (const s of item.samples) {
+      const st = s.stack;
+      off = P.writeSample(sb, off, this.samplePrefix(s), s.count, item.times);
+      if (st.kernel) needKernel = true;
+      if ((!all && this.sent.has(st.hex)) || seen.has(st.hex)) continue;
+      seen.add(st.hex);
+      defs.push(st.def);
+      for (const e of st.exes) {
+        if ((!all && this.sent.has(e)) || seen.has(e)) continue;
+        seen.add(e);
+        defs.push(exeByHex.get(e).def);
+      }
+    }
+    const kh = this.kernel.hex;
+    if (needKernel && (all || !this.sent.has(kh))) defs.push(this.kernelDef);
+    item.hasKernel = needKernel;
+    return Buffer.concat([head, sb.subarray(0, off)].concat(defs));
+  }
+
+  markSent(item) {
+    for (const s of item.samples) {
+      this.sent.add(s.stack.hex);
+      for (const e of s.stack.exes) this.sent.add(e);
+    }
+    if (item.hasKernel) this.sent.add(this.kernel.hex);
+  }
+
+  samplePrefix(s) {
+    if (s.prefix) return s.prefix;
+    const pr = s.proc;
+    if (!pr.tail)
+      pr.tail = P.samplePrefix({ processName: pr.processName, executablePath: pr.exePath,
+        containerId: pr.pod ? pr.pod.containerId : '', podUid: pr.pod ? pr.pod.uid : '' }).subarray(0);
+    const b = Buffer.allocUnsafe(18 + 22 + 18 + pr.tail.length);
+    let i = 0;
+    b[i++] = 0x0a; b[i++] = 16; s.stack.id.copy(b, i); i += 16;
+    b[i++] = 0x10; i = P.writeVarint(b, i, pr.pid);
+    b[i++] = 0x18; i = P.writeVarint(b, i, s.tid);
+    if (s.stack.kernel) { b[i++] = 0x62; b[i++] = 16; this.kernel.id.copy(b, i); i += 16; }
+    pr.tail.copy(b, i);
+    return (s.prefix = b.subarray(0, i + pr.tail.length));
+  }
+
+  // Sends body until it has a final answer; returns {status, response} or null when stopped.
+  async sendUntilAnswered(body) {
+    const gz = opt.gzip ? await new Promise((res, rej) => zlib.gzip(body, { level: 1 }, (e, b) => (e ? rej(e) : res(b)))) : body;
+    let attempt = 0, backoff = 500;
+    for (;;) {
+      if (stopping && Date.now() > flushDeadline) return null;
+      let status = 0, resp = null, retryAfterS = 0;
+      const t0 = process.hrtime.bigint();
+      try {
+        const s = await this.conn();
+        const r = await post(s, gz, opt.gzip ? { 'content-encoding': 'gzip' } : {});
+        latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+        status = r.status;
+        stats.requests++;
+        stats.bytesSent += gz.length;
+        stats.statuses[status] = (stats.statuses[status] || 0) + 1;
+        resp = P.decodePushResponse(r.body);
+        retryAfterS = Number(r.headers['retry-after'] || 0);
+      } catch (e) {
+        stats.transportErrors++;
+        const m = String(e.code || e.message).slice(0, 60);
+        stats.errors[m] = (stats.errors[m] || 0) + 1;
+        this.dropSession();
+      }
+      if (status === 200 && !resp.retryAfterMs) return { status, response: resp };
+      if (status && status >= 400 && status < 500 && ![408, 425, 429, 401, 403].includes(status))
+        return { status, response: resp };
+      // Retry: same sequence, same bytes.
+      attempt++;
+      stats.retries++;
+      let waitMs;
+      if (resp && resp.retryAfterMs) waitMs = resp.retryAfterMs * (1 + 0.25 * rnd());
+      else if (retryAfterS) waitMs = Math.min(retryAfterS, 300) * 1000 * (1 + 0.25 * rnd());
+      else { waitMs = backoff * (0.5 + 0.5 * rnd()); backoff = Math.min(backoff * 2, 30000); }
+      if (stopping) waitMs = Math.min(waitMs, Math.max(0, flushDeadline - Date.now()));
+      await sleep(waitMs);
+    }
+  }
+
+  async sendItem(item) {
+    const body = this.encodeSamples(item);
+    const r = await this.sendUntilAnswered(body);
+    if (!r) return false;
+    if (r.status !== 200) {
+      stats.dropped.rejected += item.taken;
+      const m = `HTTP ${r.status}: ${(r.response && r.response.error) || ''}`.slice(0, 100);
+      stats.errors[m] = (stats.errors[m] || 0) + 1;
+      return true;
+    }
+    this.markSent(item);
+    const resp = r.response;
+    const missing = new Set([...resp.missingStacks, ...resp.missingExecutables, ...resp.missingKernels]);
+    const refused = [];
+    let refusedCount = 0;
+    if (missing.size) {
+      const kh = this.kernel.hex;
+      for (const s of item.samples) {
+        const st = s.stack;
+        if (missing.has(st.hex) || st.exes.some((e) => missing.has(e)) || (st.kernel && missing.has(kh))) {
+          refused.push(s);
+          refusedCount += s.count;
+        }
+      }
+      for (const id of missing) this.sent.delete(id);
+    }
+    const expected = item.taken - refusedCount;
+    if (resp.accepted !== expected) stats.acceptedMismatch++;
+    stats.accepted += expected;
+    if (refused.length) {
+      stats.missingRounds++;
+      if (item.round >= 3) {
+        stats.dropped.rejected += refusedCount;
+        if (process.env.SIM_DEBUG)
+          console.error(`node ${this.n} seq ${this.seq}: still missing after 3 resends: ${JSON.stringify([resp.missingStacks, resp.missingExecutables, resp.missingKernels])}; ` +
+            `refused stacks ${refused.map((x) => x.stack.hex + '/' + x.stack.def.toString('hex')).join(',')}; accepted ${resp.accepted} of ${item.taken}`);
+      }
+      else {
+        stats.resentMissing += refusedCount;
+        this.queue.splice(1, 0, { samples: refused, taken: refusedCount, round: item.round + 1, times: item.times });
+      }
+    }
+    for (const w of resp.wantedSymbols) {
+      if (this.uploaded.has(w)) continue;
+      this.uploaded.add(w);
+      this.uploads.push(w);
+    }
+    return true;
+  }
+
+  async sendUpload(hex) {
+    const e = exeByHex.get(hex);
+    let table;
+    if (e) table = P.symbolTable(e.exe.id, W.symbolsFor(e.exe.fileName, false));
+    else if (hex === this.kernel.hex) table = P.symbolTable(this.kernel.id, W.symbolsFor('kernel', true));
+    else table = P.symbolTable(Buffer.from(hex, 'hex'), [], 'executable no longer mapped');
+    const r = await this.sendUntilAnswered(Buffer.concat([P.requestHead(this.instance, ++this.seq, opt.hz), table]));
+    if (r && r.status === 200) stats.uploads++;
+    else stats.uploadsFailed++;
+    return !!r;
+  }
+
+  async pump() {
+    if (this.busy) return;
+    this.busy = true;
+    try {
+      for (;;) {
+        if (Date.now() >= this.restartAt && !stopping) {
+          stats.restarts++;
+          this.newInstance();
+        }
+        if (this.queue.length) {
+          const item = this.queue[0];
+          const done = await this.sendItem(item);
+          if (!done) break;
+          if (this.queue[0] === item) this.queue.shift();
+          else this.queue.splice(this.queue.indexOf(item), 1);
+        } else if (this.uploads.length) {
+          if (!(await this.sendUpload(this.uploads[0]))) break;
+          this.uploads.shift();
+        } else break;
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  buffered() { return this.queue.reduce((a, it) => a + it.taken, 0); }
+}
+
+function post(session, body, headers) {
+  return new Promise((resolve, reject) => {
+    const req = session.request({ ':method': 'POST', ':path': '/stackrelay.v1.Ingest/Push',
+      'content-type': 'application/x-protobuf', ...headers });
+    const chunks = [];
+    let status = 0, hdrs = {};
+    const timer = setTimeout(() => { req.close(http2.constants.NGHTTP2_CANCEL); reject(new Error('timeout')); },
+      opt.timeout * 1000);
+    req.on('response', (h) => { status = h[':status']; hdrs = h; });
+    req.on('data', (d) => chunks.push(d));
+    req.on('end', () => { clearTimeout(timer); if (status) resolve({ status, headers: hdrs, body: Buffer.concat(chunks) }); else reject(new Error('no response')); });
+    req.on('error', (e) => { clearTimeout(timer); reject(e); });
+    req.end(body);
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let stopping = false, flushDeadline = Infinity;
+
+function snapshot(nodes) {
+  const buffered = nodes.reduce((a, n) => a + n.buffered(), 0);
+  const lat = latencies;
+  latencies = [];
+  return { ...stats, buffered, latencies: lat, t: Date.now(), stackCache: stackCache.size,
+    rssBytes: process.memoryUsage().rss };
+}
+
+async function main() {
+  const nodes = [];
+  for (let i = 0; i < opt.nodes; i++) nodes.push(new SimNode(opt.firstNode + i));
+  const start = Date.now();
+  const end = start + opt.duration * 1000;
+  // Windows of the nodes are spread evenly over the window length.
+  const timers = nodes.map((n, i) => {
+    const first = start + ((i + 0.5) / nodes.length) * opt.window * 1000;
+    const tick = () => {
+      if (stopping) return;
+      const now = Date.now();
+      n.takeWindow(now);
+      const next = first + Math.ceil((now - first + 1) / (opt.window * 1000)) * opt.window * 1000;
+      if (next + 0 <= end) n.timer = setTimeout(tick, next - Date.now());
+    };
+    n.timer = setTimeout(tick, first - Date.now());
+    return n;
+  });
+  const statsTimer = setInterval(() => {
+    sweepStacks();
+    process.stdout.write('stats ' + JSON.stringify(snapshot(nodes)) + '\n');
+  }, opt.statsEvery * 1000);
+  const stop = () => {
+    if (stopping) return;
+    stopping = true;
+    flushDeadline = Date.now() + opt.flushTimeout * 1000;
+    for (const n of timers) clearTimeout(n.timer);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  while (!stopping && Date.now() < end) await sleep(Math.min(1000, Math.max(1, end - Date.now())));
+  stop();
+  // Flush: wait until every queue is empty or the deadline.
+  while (Date.now() < flushDeadline) {
+    for (const n of nodes) n.pump();
+    if (nodes.every((n) => !n.queue.length && !n.uploads.length && !n.busy)) break;
+    await sleep(200);
+  }
+  for (const n of nodes) {
+    stats.dropped.flush_timeout += n.buffered();
+    n.queue = [];
+    n.dropSession();
+  }
+  clearInterval(statsTimer);
+  process.stdout.write('final ' + JSON.stringify(snapshot(nodes)) + '\n');
+  process.exit(0);
+}
+
+main().catch((e) => { console.error(e.stack || e); process.exit(2); });

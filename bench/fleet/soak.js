@@ -1,0 +1,528 @@
+#!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
+//
+// Fleet soak: simulated nodes (sim.js) → HAProxy (TCP, round robin) → gateway
+// replicas (receivers.agent → memory_limiter, k8s_attributes, symbolize,
+// batch → otlp_http with a disk queue) → sink.js, with pods churning at the
+// fake Kubernetes API server (tests/fakes/fake-kube-apiserver.js), and
+// faults on a schedule. See bench/fleet/README.md for the options, what is
+// measured and the pass criteria; docs/reliability-fleet.md for figures.
+'use strict';
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const net = require('node:net');
+const http = require('node:http');
+const readline = require('node:readline');
+const { spawn, execFileSync } = require('node:child_process');
+const W = require('./world.js');
+
+const here = __dirname;
+const root = path.resolve(here, '../..');
+
+function parseArgs(argv) {
+  const o = { build: path.join(root, 'build'), minutes: 3, nodes: 1000, hz: 19, cpus: 16, window: 10, replicas: 2,
+    simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
+    stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
+    keep: 0, storesMib: 32 };
+  for (let i = 2; i < argv.length; i++) {
+    const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    if (!(k in o)) throw new Error(`unknown option ${argv[i]}`);
+    const v = argv[++i];
+    o[k] = typeof o[k] === 'number' ? Number(v) : v;
+  }
+  return o;
+}
+const opt = parseArgs(process.argv);
+const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`, ...a);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The fault schedule: name → [start, length] in seconds, as fractions of the run for --minutes < 60
+// (the CI version), else at fixed minutes of a long soak. --scale stretches lengths.
+function schedule(total) {
+  const want = opt.faults ? opt.faults.split(',') : [];
+  const long = total >= 3600;
+  const at = (frac, min) => (long ? min * 60 : frac * total);
+  const len = (s, short) => (long ? s : short) * opt.scale;
+  const all = {
+    kill: { start: at(0.25, 10), length: len(5, 5) },           // SIGKILL replica 0, restart after `length`
+    '503': { start: at(0.45, 20), length: len(120, 20) },      // backend 503 + Retry-After
+    '500': { start: at(0.6, 30), length: len(60, 10) },        // backend 500
+    kube: { start: at(0.35, 40), length: len(60, 15) },        // API server down, then 410 Gone
+    disk: { start: at(0.7, 50), length: len(60, 15) },         // disk queue's filesystem full (with the backend down)
+  };
+  return want.map((w) => {
+    if (!all[w]) throw new Error(`unknown fault ${w} (kill, 503, 500, kube, disk)`);
+    return { name: w, ...all[w] };
+  });
+}
+
+function freePort() {
+  return new Promise((r) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => r(p)); }); });
+}
+
+function get(port, p) {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: p, timeout: 5000 }, (res) => {
+      let b = '';
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body: b }));
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+  });
+}
+function postq(port, p) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST' }, (res) => { res.resume(); res.on('end', resolve); });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function parseMetrics(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) continue;
+    const labels = {};
+    for (const lm of (m[3] || '').matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)) labels[lm[1]] = lm[2];
+    out.push({ name: m[1], labels, value: Number(m[4]) });
+  }
+  return out;
+}
+const sum = (ms, name, want = {}) => ms.filter((s) => s.name === name && Object.entries(want).every(([k, v]) => s.labels[k] === v))
+  .reduce((a, s) => a + s.value, 0);
+
+function rssOf(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch (e) { return 0; }
+}
+function cpuOf(pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100; // clock ticks (USER_HZ is 100 on Linux)
+  } catch (e) { return 0; }
+}
+
+const replicasAll = [];
+const LIMITS = { dedupeEntries: 16384, maxPods: 0, symbolCacheMib: 16 };
+
+function gatewayYaml(r, ports, dirs) {
+  const st = opt.storesMib;
+  const stores = `{executables: ${Math.max(64, st * 32)}KiB, kernels: 1MiB, locations: ${st}MiB, stacks: ${st}MiB}`;
+  return `
+receivers:
+  agent:
+    endpoint: 127.0.0.1:${ports.replicas[r]}
+    stores: ${stores}
+    dedupe: {max_entries: ${LIMITS.dedupeEntries}}
+processors:
+  memory_limiter: {check_interval: 1s, limit_mib: ${opt.limitMib}}
+  k8s_attributes:
+    auth_type: kubeConfig
+    kube_config_path: ${dirs.kubeconfig}
+    cache: {max_pods: ${LIMITS.maxPods}}
+    extract: {metadata: [k8s.namespace.name, k8s.pod.name, k8s.pod.uid, k8s.container.name, service.name]}
+  symbolize: {debug_dirs: [], debuginfod_urls: [], memory_cache_size: ${LIMITS.symbolCacheMib}MiB, wait_for_symbols: 2s}
+  batch: {timeout: 1s}
+exporters:
+  otlp_http:
+    endpoint: http://127.0.0.1:${ports.sink}
+    retry_on_failure: {enabled: true, initial_interval: 1s, max_interval: 10s, max_elapsed_time: 10m}
+    sending_queue: {queue_size_mib: 64, storage: ${dirs.queue[r]}}
+service:
+  pipelines:
+    profiles: {receivers: [agent], processors: [memory_limiter, k8s_attributes, symbolize, batch], exporters: [otlp_http]}
+  telemetry: {metrics: {address: 127.0.0.1:${ports.metrics[r]}}}
+  shutdown_timeout: 10s
+`;
+}
+
+class Replica {
+  constructor(r, ports, dirs) { this.r = r; this.ports = ports; this.dirs = dirs; this.instances = []; this.proc = null; }
+
+  start() {
+    const cfg = path.join(this.dirs.base, `gateway-${this.r}.yaml`);
+    fs.writeFileSync(cfg, gatewayYaml(this.r, this.ports, this.dirs));
+    const logFile = path.join(this.dirs.base, `gateway-${this.r}-${this.instances.length}.log`);
+    const out = fs.openSync(logFile, 'w');
+    const proc = spawn(path.join(opt.build, 'gateway/stackrelay-gateway'), ['--config', cfg], { stdio: ['ignore', out, out] });
+    fs.closeSync(out);
+    const inst = { pid: proc.pid, proc, logFile, last: null, killed: false, exited: null, started: Date.now() };
+    proc.on('exit', (code, sig) => { inst.exited = code ?? sig; });
+    this.instances.push(inst);
+    this.proc = proc;
+    this.cur = inst;
+    return waitUntil(async () => {
+      if (inst.exited !== null) throw new Error(`gateway ${this.r} exited ${inst.exited}:\n${fs.readFileSync(logFile, 'utf8').slice(-3000)}`);
+      try { return (await get(this.ports.metrics[this.r], '/metrics')).status === 200; } catch (e) { return false; }
+    }, 20000, `gateway ${this.r} up`);
+  }
+
+  async scrape() {
+    const inst = this.cur;
+    if (!inst || inst.exited !== null) return null;
+    try {
+      const r = await get(this.ports.metrics[this.r], '/metrics');
+      inst.last = parseMetrics(r.body);
+      inst.lastAt = Date.now();
+      return inst.last;
+    } catch (e) { return null; }
+  }
+}
+
+async function waitUntil(fn, ms, what) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await fn()) return;
+    await sleep(100);
+  }
+  throw new Error(`timed out: ${what}`);
+}
+
+function startChild(cmd, args, name, dirs, onLine) {
+  const p = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const errFile = fs.createWriteStream(path.join(dirs.base, `${name}.err`));
+  p.stderr.pipe(errFile);
+  const rl = readline.createInterface({ input: p.stdout });
+  rl.on('line', (l) => onLine && onLine(l));
+  return p;
+}
+
+function pct(a, q) {
+  if (!a.length) return 0;
+  const s = Float64Array.from(a).sort();
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+}
+
+async function main() {
+  const total = opt.minutes * 60;
+  const faults = schedule(total);
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'sr-fleet-'));
+  const dirs = { base, queue: [], kubeconfig: path.join(base, 'kubeconfig') };
+  const children = [];
+  const mounts = [];
+  const cleanup = () => {
+    for (const c of children) try { c.kill('SIGKILL'); } catch (e) { /* gone */ }
+    for (const r of replicasAll) for (const i of r.instances) if (i.exited === null) try { i.proc.kill('SIGKILL'); } catch (e) { /* gone */ }
+    for (const m of mounts) try { execFileSync('umount', ['-l', m]); } catch (e) { /* not mounted */ }
+    if (!opt.keep) fs.rmSync(base, { recursive: true, force: true });
+  };
+  process.on('exit', cleanup);
+  process.on('SIGINT', () => process.exit(130));
+
+  const wantDisk = faults.some((f) => f.name === 'disk');
+  for (let r = 0; r < opt.replicas; r++) {
+    const q = path.join(base, `queue-${r}`);
+    fs.mkdirSync(q);
+    if (wantDisk) {
+      if (process.getuid() !== 0) throw new Error('the disk fault mounts a tmpfs: run as root');
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', q]);
+      mounts.push(q);
+    }
+    dirs.queue.push(q);
+  }
+  LIMITS.symbolCacheMib = Math.max(1, opt.storesMib >> 1);
+  LIMITS.maxPods = Math.max(64, Math.round(opt.nodes * opt.podsPerNode * 1.1));
+
+  // Sink.
+  const ports = { sink: 0, replicas: [], metrics: [], lb: await freePort() };
+  const sinkProc = startChild(process.execPath, [path.join(here, 'sink.js')], 'sink', dirs);
+  children.push(sinkProc);
+  ports.sink = await new Promise((res) => readline.createInterface({ input: sinkProc.stdout }).once('line', (l) => res(Number(l.split(' ')[1]))));
+
+  // Fake Kubernetes API server with every node's pods of the current generation.
+  const epoch = Date.now();
+  const gens = new Map();
+  const state = { namespaces: [{ metadata: { name: 'kube-system', uid: 'cluster-fleet' } }], pods: [] };
+  for (let t = 0; t < 8; t++) state.namespaces.push({ metadata: { name: `team${t}`, uid: `ns-team${t}` } });
+  for (let n = 0; n < opt.nodes; n++)
+    for (let s = 0; s < opt.podsPerNode; s++) {
+      const g = W.podGeneration(n, s, epoch, epoch, opt.podLifetime * 1000);
+      gens.set(n * 1000 + s, g);
+      state.pods.push(W.podObject(n, s, g, 200));
+    }
+  fs.writeFileSync(path.join(base, 'state.json'), JSON.stringify(state));
+  fs.writeFileSync(path.join(base, 'accepted-token'), 'fleet-token\n');
+  fs.writeFileSync(path.join(base, 'token'), 'fleet-token\n');
+  const kube = spawn(process.execPath, [path.join(root, 'tests/fakes/fake-kube-apiserver.js'), '--dir', base, '--state',
+    path.join(base, 'state.json')], { stdio: ['pipe', 'pipe', 'ignore'] });
+  children.push(kube);
+  const kubePort = await new Promise((res) => readline.createInterface({ input: kube.stdout })
+    .on('line', (l) => { const m = /^ready (\d+)/.exec(l); if (m) res(Number(m[1])); }));
+  fs.writeFileSync(dirs.kubeconfig, `apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: f\n  cluster:\n` +
+    `    server: https://127.0.0.1:${kubePort}\n    certificate-authority: ${base}/ca.crt\ncontexts:\n- name: t\n` +
+    `  context: {cluster: f, user: u}\nusers:\n- name: u\n  user:\n    tokenFile: ${base}/token\n`);
+  const kubeCmd = (o) => kube.stdin.write(JSON.stringify(o) + '\n');
+  let podChanges = 0;
+  const churnPods = () => {
+    const now = Date.now();
+    for (let n = 0; n < opt.nodes; n++)
+      for (let s = 0; s < opt.podsPerNode; s++) {
+        const g = W.podGeneration(n, s, now, epoch, opt.podLifetime * 1000), old = gens.get(n * 1000 + s);
+        if (g === old) continue;
+        kubeCmd({ op: 'delete', resource: 'pods', object: W.podObject(n, s, old, 200) });
+        kubeCmd({ op: 'add', resource: 'pods', object: W.podObject(n, s, g, 200) });
+        gens.set(n * 1000 + s, g);
+        podChanges++;
+      }
+  };
+
+  // Replicas and the balancer.
+  const replicas = [];
+  for (let r = 0; r < opt.replicas; r++) {
+    ports.replicas.push(await freePort());
+    ports.metrics.push(await freePort());
+    replicas.push(new Replica(r, ports, dirs));
+    replicasAll.push(replicas[r]);
+  }
+  await Promise.all(replicas.map((r) => r.start()));
+  const lbCfg = path.join(base, 'haproxy.cfg');
+  fs.writeFileSync(lbCfg, `global\n  maxconn 9000\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 15m\n` +
+    `  timeout server 15m\nfrontend agents\n  bind 127.0.0.1:${ports.lb}\n  default_backend gateways\n` +
+    `backend gateways\n  balance roundrobin\n` +
+    replicas.map((r, i) => `  server r${i} 127.0.0.1:${ports.replicas[i]} check inter 1s fall 2 rise 2\n`).join(''));
+  const lb = spawn('haproxy', ['-db', '-f', lbCfg], { stdio: ['ignore', 'ignore', fs.openSync(path.join(base, 'haproxy.log'), 'w')] });
+  children.push(lb);
+  await waitUntil(() => new Promise((res) => { const s = net.connect(ports.lb, '127.0.0.1', () => { s.destroy(); res(true); }); s.on('error', () => res(false)); }), 10000, 'haproxy up');
+  log(`${opt.replicas} replicas behind haproxy 127.0.0.1:${ports.lb}; sink ${ports.sink}; kube ${kubePort}; dir ${base}`);
+
+  // Simulators.
+  const sims = [];
+  const per = Math.ceil(opt.nodes / opt.simProcs);
+  for (let k = 0; k < opt.simProcs && k * per < opt.nodes; k++) {
+    const n = Math.min(per, opt.nodes - k * per);
+    const s = { last: null, final: null, lat: [] };
+    s.proc = startChild(process.execPath, [path.join(here, 'sim.js'), '--target', `127.0.0.1:${ports.lb}`, '--nodes', String(n),
+      '--first-node', String(k * per), '--hz', String(opt.hz), '--cpus', String(opt.cpus), '--window', String(opt.window),
+      '--duration', String(total), '--pods-per-node', String(opt.podsPerNode), '--pod-lifetime', String(opt.podLifetime),
+      '--epoch', String(epoch), '--deploy-every', String(opt.deployEvery), '--restart-every', String(opt.restartEvery),
+      '--stack-churn', String(opt.stackChurn), '--proc-churn', String(opt.procChurn), '--seed', String(k + 1),
+      '--flush-timeout', '90'], `sim-${k}`, dirs, (l) => {
+      const m = /^(stats|final) (.*)$/.exec(l);
+      if (!m) return;
+      const j = JSON.parse(m[2]);
+      for (const x of j.latencies) s.lat.push(x);
+      j.latencies = undefined;
+      if (m[1] === 'final') s.final = j; else s.last = j;
+    });
+    children.push(s.proc);
+    sims.push(s);
+  }
+
+  // Monitoring: RSS, CPU and metrics of every replica; pod churn; faults.
+  const series = [];
+  const t0 = Date.now();
+  const events = [];
+  const pending = faults.map((f) => ({ ...f, state: 'waiting' }));
+  let monitoring = true;
+  const monitor = (async () => {
+    while (monitoring) {
+      const t = (Date.now() - t0) / 1000;
+      churnPods();
+      const row = { t, replicas: [] };
+      for (const r of replicas) {
+        const ms = await r.scrape();
+        const pid = r.cur && r.cur.exited === null ? r.cur.pid : 0;
+        const rr = { r: r.r, rss: pid ? rssOf(pid) : 0, cpu: pid ? cpuOf(pid) : 0 };
+        if (ms) {
+          rr.stores = {};
+          for (const kind of ['executables', 'kernels', 'locations', 'stacks'])
+            rr.stores[kind] = { bytes: sum(ms, 'stackrelay_gateway_store_bytes', { store: kind }),
+              limit: sum(ms, 'stackrelay_gateway_store_limit_bytes', { store: kind }),
+              evictions: sum(ms, 'stackrelay_gateway_store_evictions_total', { store: kind }) };
+          rr.stores.symbols = { bytes: sum(ms, 'stackrelay_gateway_symbolize_cache_bytes'),
+            limit: LIMITS.symbolCacheMib * 1048576, evictions: sum(ms, 'stackrelay_gateway_symbolize_cache_evictions_total') };
+          rr.stores.pods = { bytes: sum(ms, 'stackrelay_gateway_k8s_pods'), limit: LIMITS.maxPods,
+            evictions: sum(ms, 'stackrelay_gateway_k8s_pods_evicted_total') + sum(ms, 'stackrelay_gateway_k8s_pods_refused_total'),
+            deleted: sum(ms, 'stackrelay_gateway_k8s_pods_deleted') };
+          rr.stores.dedupe = { bytes: sum(ms, 'stackrelay_gateway_agent_dedupe_entries'), limit: LIMITS.dedupeEntries, evictions: 0 };
+          rr.accepted = sum(ms, 'stackrelay_gateway_samples_accepted_total', { component: 'agent' });
+          rr.exported = sum(ms, 'stackrelay_gateway_samples_exported_total');
+          rr.queue = sum(ms, 'stackrelay_gateway_export_queue_samples');
+          rr.memState = sum(ms, 'stackrelay_gateway_memory_limiter_state');
+        }
+        row.replicas.push(rr);
+      }
+      const ss = await get(ports.sink, '/stats').then((x) => JSON.parse(x.body)).catch(() => null);
+      row.sink = ss ? ss.samples : null;
+      row.taken = sims.reduce((a, s) => a + (s.last ? s.last.taken : 0), 0);
+      series.push(row);
+      for (const f of pending) {
+        if (f.state === 'waiting' && t >= f.start) { f.state = 'on'; await faultOn(f); }
+        else if (f.state === 'on' && t >= f.start + f.length) { f.state = 'done'; await faultOff(f); }
+      }
+      if (series.length % 15 === 0) {
+        const rs = row.replicas.map((x) => `r${x.r} ${(x.rss / 1048576).toFixed(0)}MiB`).join(' ');
+        log(`t=${t.toFixed(0)}s taken=${row.taken} delivered=${row.sink} ${rs} pods changed=${podChanges}`);
+      }
+      await sleep(2000);
+    }
+  })();
+
+  async function faultOn(f) {
+    events.push({ t: (Date.now() - t0) / 1000, fault: f.name, on: true });
+    log(`fault ${f.name} on for ${f.length}s`);
+    if (f.name === 'kill') {
+      const r = replicas[0];
+      r.cur.killed = true;
+      r.cur.proc.kill('SIGKILL');
+    } else if (f.name === '503') await postq(ports.sink, `/fault?status=503&retry_after=5&seconds=${f.length}`);
+    else if (f.name === '500') await postq(ports.sink, `/fault?status=500&seconds=${f.length}`);
+    else if (f.name === 'kube') kubeCmd({ op: 'down', seconds: f.length, then410: true });
+    else if (f.name === 'disk') {
+      // The backend is down too, so the queue has to hold what arrives; the ballast leaves ~1 MiB.
+      await postq(ports.sink, `/fault?status=503&retry_after=5&seconds=${f.length}`);
+      for (const q of dirs.queue) {
+        const free = fs.statfsSync(q).bavail * fs.statfsSync(q).bsize;
+        try { execFileSync('fallocate', ['-l', String(Math.max(0, free - 1048576)), path.join(q, 'ballast')]); } catch (e) { log(`ballast: ${e.message}`); }
+      }
+    }
+  }
+  async function faultOff(f) {
+    events.push({ t: (Date.now() - t0) / 1000, fault: f.name, on: false });
+    log(`fault ${f.name} off`);
+    if (f.name === 'kill') await replicas[0].start();
+    else if (f.name === 'disk') for (const q of dirs.queue) fs.rmSync(path.join(q, 'ballast'), { force: true });
+  }
+
+  // Wait for the simulators' final reports (they stop at --minutes and flush).
+  await waitUntil(() => sims.every((s) => s.final), (total + 150) * 1000, 'simulators finished');
+  // Drain: every replica's queue empty and the sink not moving for 5 s.
+  let lastSink = -1, still = 0;
+  await waitUntil(async () => {
+    const ss = JSON.parse((await get(ports.sink, '/stats')).body);
+    let q = 0;
+    for (const r of replicas) { const ms = await r.scrape(); if (ms) q += sum(ms, 'stackrelay_gateway_export_queue_samples') + sum(ms, 'stackrelay_gateway_samples_held'); }
+    still = ss.samples === lastSink && q === 0 ? still + 1 : 0;
+    lastSink = ss.samples;
+    await sleep(1000);
+    return still >= 5;
+  }, 300000, 'gateways drained');
+  monitoring = false;
+  await monitor;
+  for (const r of replicas) await r.scrape();
+  const sinkStats = JSON.parse((await get(ports.sink, '/stats')).body);
+  for (const r of replicas) { r.cur.proc.kill('SIGTERM'); }
+  await sleep(1000);
+
+  report({ series, sims, replicas, sinkStats, events, podChanges, faults, total, base });
+}
+
+function report(x) {
+  const { series, sims, replicas, sinkStats } = x;
+  const agent = { taken: 0, accepted: 0, buffered: 0, dropped: { buffer_full: 0, rejected: 0, flush_timeout: 0 },
+    requests: 0, retries: 0, transportErrors: 0, missingRounds: 0, uploads: 0, restarts: 0, connections: 0, statuses: {} };
+  const lat = [];
+  for (const s of sims) {
+    const f = s.final;
+    for (const k of ['taken', 'accepted', 'buffered', 'requests', 'retries', 'transportErrors', 'missingRounds', 'uploads', 'restarts', 'connections'])
+      agent[k] += f[k];
+    for (const k of Object.keys(agent.dropped)) agent.dropped[k] += f.dropped[k];
+    for (const [k, v] of Object.entries(f.statuses)) agent.statuses[k] = (agent.statuses[k] || 0) + v;
+    for (const l of s.lat) lat.push(l);
+  }
+  // Gateway drops by component and reason, over every instance (a killed one: its last scrape).
+  const gwDrops = {};
+  let dupSamples = 0, acceptedGw = 0, exportedGw = 0, lostKilled = 0;
+  const instances = [];
+  for (const r of replicas)
+    for (const inst of r.instances) {
+      const ms = inst.last || [];
+      for (const s of ms.filter((m) => m.name === 'stackrelay_gateway_samples_dropped_total' && m.value)) {
+        const k = `${s.labels.component}/${s.labels.reason}`;
+        gwDrops[k] = (gwDrops[k] || 0) + s.value;
+      }
+      dupSamples += sum(ms, 'stackrelay_gateway_agent_duplicate_samples_total');
+      const acc = sum(ms, 'stackrelay_gateway_samples_accepted_total', { component: 'agent' });
+      const exp = sum(ms, 'stackrelay_gateway_samples_exported_total');
+      acceptedGw += acc;
+      exportedGw += exp;
+      instances.push({ replica: r.r, pid: inst.pid, killed: inst.killed, accepted: acc, exported: exp });
+      if (inst.killed) lostKilled += acc - exp - ms.filter((m) => m.name === 'stackrelay_gateway_samples_dropped_total').reduce((a, m) => a + m.value, 0);
+    }
+  const gwDropTotal = Object.values(gwDrops).reduce((a, v) => a + v, 0);
+  const agentDropTotal = Object.values(agent.dropped).reduce((a, v) => a + v, 0);
+  const delivered = sinkStats.samples;
+  const unexplained = agent.taken - delivered - agentDropTotal - gwDropTotal - agent.buffered;
+  // RSS: peak per replica; plateau: the last half's peak against the peak at the middle (a 10 % window).
+  const rss = replicas.map((r) => {
+    const pts = series.map((row) => ({ t: row.t, v: row.replicas[r.r].rss })).filter((p) => p.v);
+    const T = series.length ? series[series.length - 1].t : 0;
+    const peak = Math.max(0, ...pts.map((p) => p.v));
+    const mid = Math.max(0, ...pts.filter((p) => p.t >= T * 0.45 && p.t <= T * 0.55).map((p) => p.v));
+    const lastHalf = Math.max(0, ...pts.filter((p) => p.t > T * 0.5).map((p) => p.v));
+    const end = Math.max(0, ...pts.filter((p) => p.t >= T * 0.9).map((p) => p.v));
+    return { replica: r.r, peak, mid, lastHalf, end, growth: mid ? end / mid - 1 : 0 };
+  });
+  const stores = {};
+  for (const row of series)
+    for (const rr of row.replicas)
+      for (const [k, v] of Object.entries(rr.stores || {})) {
+        const s = stores[k] ??= { maxBytes: 0, limit: v.limit, evictions: 0, over: 0 };
+        s.maxBytes = Math.max(s.maxBytes, v.bytes);
+        s.limit = v.limit;
+        if (v.bytes > v.limit) s.over++;
+      }
+  for (const r of replicas) for (const inst of r.instances) for (const k of Object.keys(stores)) {
+    const ms = inst.last || [];
+    if (k === 'symbols') stores[k].evictions += sum(ms, 'stackrelay_gateway_symbolize_cache_evictions_total');
+    else if (k === 'pods') stores[k].evictions += sum(ms, 'stackrelay_gateway_k8s_pods_evicted_total');
+    else if (k !== 'dedupe') stores[k].evictions += sum(ms, 'stackrelay_gateway_store_evictions_total', { store: k });
+  }
+  const secs = x.total;
+  const out = {
+    load: { nodes: opt.nodes, hz: opt.hz, cpus: opt.cpus, minutes: opt.minutes, replicas: opt.replicas,
+      samplesPerSecond: opt.nodes * opt.hz * opt.cpus },
+    faults: x.events, agent, delivered, sink: { requests: sinkStats.requests, statuses: sinkStats.statuses },
+    gateway: { accepted: acceptedGw, exported: exportedGw, drops: gwDrops, duplicateSamplesCaught: dupSamples, instances,
+      lostInKilledAtLastScrape: lostKilled },
+    conservation: { taken: agent.taken, delivered, ratio: agent.taken ? delivered / agent.taken : 0,
+      agentDrops: agent.dropped, gatewayDrops: gwDrops, unexplained },
+    latencyMs: { n: lat.length, p50: pct(lat, 0.5), p90: pct(lat, 0.9), p99: pct(lat, 0.99), max: pct(lat, 1) },
+    rss, stores, podChanges: x.podChanges,
+    rate: { takenPerSecond: agent.taken / secs, deliveredPerSecond: delivered / secs },
+  };
+  const fmt = (n) => (n / 1048576).toFixed(1);
+  console.log(`\n== fleet soak: ${opt.nodes} nodes × ${opt.cpus} CPUs × ${opt.hz} Hz, ${opt.replicas} replicas, ${opt.minutes} min, faults: ${opt.faults || 'none'}`);
+  console.log(`samples taken ${agent.taken}, delivered ${delivered} (${out.conservation.ratio.toFixed(6)}), ` +
+    `${(agent.taken / secs).toFixed(0)}/s in, ${(delivered / secs).toFixed(0)}/s exported`);
+  console.log(`agent drops ${JSON.stringify(agent.dropped)}; gateway drops ${JSON.stringify(gwDrops)}; still buffered ${agent.buffered}; ` +
+    `unexplained ${unexplained} (killed replica had accepted − exported − dropped = ${lostKilled} at its last scrape)`);
+  console.log(`requests ${agent.requests} ${JSON.stringify(agent.statuses)}, retries ${agent.retries}, transport errors ${agent.transportErrors}, ` +
+    `missing-definition rounds ${agent.missingRounds}, symbol uploads ${agent.uploads}, agent restarts ${agent.restarts}, connections ${agent.connections}; ` +
+    `duplicates caught ${dupSamples}; pod changes ${x.podChanges}`);
+  console.log(`latency ms p50 ${out.latencyMs.p50.toFixed(1)} p90 ${out.latencyMs.p90.toFixed(1)} p99 ${out.latencyMs.p99.toFixed(1)} max ${out.latencyMs.max.toFixed(1)} (${lat.length} requests)`);
+  for (const r of rss) console.log(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB (limit ${opt.limitMib}), middle ${fmt(r.mid)}, end ${fmt(r.end)}, growth ${(100 * r.growth).toFixed(1)} %`);
+  for (const [k, s] of Object.entries(stores))
+    console.log(`store ${k}: max ${k === 'pods' || k === 'dedupe' ? s.maxBytes : fmt(s.maxBytes) + ' MiB'} of ${k === 'pods' || k === 'dedupe' ? s.limit : fmt(s.limit) + ' MiB'}, ` +
+      `evictions ${s.evictions}, samples over the limit ${s.over}`);
+  if (opt.json) fs.writeFileSync(opt.json, JSON.stringify({ ...out, series }, null, 1));
+
+  if (opt.check) {
+    const fails = [];
+    const hadFaults = x.faults.length > 0;
+    for (const r of rss) {
+      if (r.peak > opt.limitMib * 1048576) fails.push(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB over ${opt.limitMib} MiB`);
+      if (r.growth > 0.05) fails.push(`replica ${r.replica} RSS grew ${(100 * r.growth).toFixed(1)} % in the last half`);
+    }
+    for (const [k, s] of Object.entries(stores)) {
+      if (s.over) fails.push(`store ${k} over its limit in ${s.over} samples`);
+      if (k !== 'dedupe' && k !== 'kernels' && !s.evictions) fails.push(`store ${k} never evicted (limit too large for the check?)`);
+    }
+    if (agent.buffered) fails.push(`${agent.buffered} samples still buffered at the end`);
+    if (!hadFaults) {
+      if (delivered !== agent.taken) fails.push(`delivered ${delivered} ≠ taken ${agent.taken}`);
+      if (agentDropTotal || gwDropTotal) fails.push('drops without faults');
+    } else if (unexplained < 0 || unexplained > Math.max(0, lostKilled) + dupSamples) {
+      fails.push(`unexplained ${unexplained} samples (killed replica's pipeline held ${lostKilled} at its last scrape)`);
+    }
+    if (fails.length) { console.log('FAIL:\n  ' + fails.join('\n  ')); process.exitCode = 1; } else console.log('PASS');
+  }
+}
+
+main().catch((e) => { console.error(e.stack || e); process.exit(2); });
