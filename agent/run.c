@@ -186,7 +186,7 @@ static void file_known(void *ctx, uint64_t dev, uint64_t ino)
 /*
  * A frame in anonymous executable memory: JIT code, named from the process's
  * perf map when it has one that covers the address (a JIT frame of a
- * "perf-map" function), else left UNKNOWN ([jit]); counted by result.
+ * "perf-map" function), else left UNKNOWN (shown as [unknown] 0x...); counted by result.
  */
 static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
 {
