@@ -321,6 +321,9 @@ static int on_record(void *ctx, const void *data, size_t len)
 	case PROFILE_EVENT_EXEC:
 		c->stats.execs++;
 		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, ev.mm, ev.vdso, c->window);
+		/* A new image: the old one's JIT code is gone (a new runtime starts its map over). */
+		if (c->perfmaps)
+			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		break;
 	case PROFILE_EVENT_FORK:
 		agent_procs__fork(c->procs, ev.fork, c->window);
