@@ -525,6 +525,58 @@ service:
     log("TLS: HTTPS over HTTP/1.1 and HTTP/2 with a bearer token, gRPC with client certificates")
 
 
+def memory_limit_phase(request_bytes, samples_per_request):
+    """A gateway over its memory limit from the start (1 MiB): requests are
+    refused as retryable, 429 with Retry-After over HTTP, Unavailable over
+    gRPC, and their samples accounted as refused (retry_later)."""
+    cfg = os.path.join(tmp, "gateway-memlim.yaml")
+    glog = os.path.join(tmp, "gateway-memlim.log")
+
+    def start_gateway(ports):
+        gport, hport, mport = ports
+        with open(cfg, "w") as f:
+            f.write("""receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: 127.0.0.1:%d}
+      http: {endpoint: 127.0.0.1:%d}
+processors:
+  memory_limiter: {check_interval: 100ms, limit_mib: 1, spike_limit_mib: 0}
+exporters:
+  file: {path: %s}
+service:
+  pipelines:
+    profiles: {receivers: [otlp], processors: [memory_limiter], exporters: [file]}
+  telemetry: {metrics: {address: 127.0.0.1:%d}}
+""" % (gport, hport, os.path.join(tmp, "memlim.jsonl"), mport))
+        return subprocess.Popen([gateway, "--config", cfg], stdout=open(glog, "w"), stderr=subprocess.STDOUT)
+    gw, (gport, hport, mport) = start_on_free_ports(
+        "the memory-limited gateway", 3, start_gateway,
+        lambda ports: http_ok("http://127.0.0.1:%d/readyz" % ports[2]), glog)
+
+    # The first RSS check may come after the first requests: wait for the first refusal.
+    def refused_http():
+        st, hd, body = http1(hport, request_bytes)
+        return (st, hd, body) if st == 429 else None
+    st, hd, body = wait_for("a 429 from the memory-limited gateway", refused_http)
+    assert int(hd.get("retry-after", "0")) >= 1, hd
+    assert body, "no google.rpc.Status in the 429"
+    code, message, _ = grpc(gport, request_bytes, token=None)
+    assert code == 14, (code, message)
+
+    def metric(family, filt=""):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
+            return sum(float(ln.split()[-1]) for ln in r.read().decode().splitlines()
+                       if ln.startswith(family) and ln[len(family)] in "{ " and filt in ln)
+    refused = metric("stackrelay_gateway_samples_refused_total", 'component="otlp"')
+    assert refused >= 2 * samples_per_request and refused % samples_per_request == 0, refused
+    assert metric("stackrelay_gateway_samples_received_total", 'component="otlp"') == \
+        refused + metric("stackrelay_gateway_samples_accepted_total", 'component="otlp"')
+    gw.send_signal(signal.SIGTERM)
+    assert gw.wait(timeout=60) == 0
+    log("over the memory limit: HTTP 429 with Retry-After, gRPC Unavailable, samples refused")
+
+
 # ---- the run ----
 
 def main():
@@ -737,6 +789,7 @@ service:
     rc = gw.wait(timeout=60)
     assert rc == 0, "gateway exit %d: %s" % (rc, open(os.path.join(tmp, "gateway.log")).read()[-3000:])
     tls_phase(build_request("1.10", "tls", leaf, middle, bid, (2, 3)).SerializeToString(), 5)
+    memory_limit_phase(build_request("1.10", "memlim", leaf, middle, bid, (2, 3)).SerializeToString(), 5)
     log("OK")
     return 0
 
@@ -745,7 +798,7 @@ if __name__ == "__main__":
     try:
         rc = main()
     except BaseException:
-        for name in ("gateway.log", "gateway-tls.log", "pyroscope.log", "debuginfod.log"):
+        for name in ("gateway.log", "gateway-tls.log", "gateway-memlim.log", "pyroscope.log", "debuginfod.log"):
             p = os.path.join(tmp, name)
             if os.path.exists(p):
                 print("---- " + name, file=sys.stderr)
