@@ -100,6 +100,7 @@ struct xreq {
 	unsigned extra_strings;	   /* appended to the string table */
 	unsigned resource_nesting; /* an array attribute nested this deep */
 	bool resource_pid;	   /* process.pid 77 on the resource */
+	bool htlhash;		   /* the mapping's build ID attribute is htlhash, not gnu */
 };
 
 static void value_type(struct sr_pbw *w, uint32_t field, int32_t type, int32_t unit)
@@ -190,8 +191,11 @@ static void write_dictionary(struct sr_pbw *w, const struct xreq *x)
 	sr_pbw__bytes(w, 2, "ABCDEFGH", 8);
 	sr_pbw__end(w, m);
 	/* string_table */
-	for (int i = 0; i < S_N; i++)
-		sr_pbw__bytes_always(w, 5, strings[i], strlen(strings[i]));
+	for (int i = 0; i < S_N; i++) {
+		const char *str = i == S_BUILD_ID_KEY && x->htlhash ? "process.executable.build_id.htlhash"
+								    : strings[i];
+		sr_pbw__bytes_always(w, 5, str, strlen(str));
+	}
 	for (unsigned i = 0; i < x->extra_strings; i++)
 		sr_pbw__bytes_always(w, 5, "more", 4);
 	/* attribute_table */
@@ -532,10 +536,15 @@ static void test_out_of_range_indices(void **state)
 	x.function1_name = 0;
 	x.location1_mapping = 3;
 	expect_invalid(f, &x, &o, GW_OTLP_DECODE_INVALID, "dictionary.location_table[1]: mapping_table index 3");
-	/* The same out of range index under auto detection is still named. */
+	/* The same out of range index under auto detection is still named, in the version the sample points to. */
 	x.location1_mapping = 0;
 	x.samples[0].stack = 9;
-	expect_invalid(f, &x, NULL, GW_OTLP_DECODE_INVALID, "stack_table index 9");
+	expect_invalid(f, &x, NULL, GW_OTLP_DECODE_INVALID, "samples[0].stack_index: stack_table index 9");
+	assert_int_equal(f->res.version, GW_OTLP_DECODE_V1_10);
+	x.v19 = true;
+	x.samples[0].attrs[0] = 50;
+	expect_invalid(f, &x, NULL, GW_OTLP_DECODE_INVALID, "samples[0].stack_index: stack_table index 9");
+	assert_int_equal(f->res.version, GW_OTLP_DECODE_V1_9);
 }
 
 static void test_sample_shapes(void **state)
@@ -720,6 +729,100 @@ static void test_definitions_shared(void **state)
 	gw_stack__unref(first);
 }
 
+static void test_frames_without_lines(void **state)
+{
+	struct fixture *f = *state;
+	struct gw_otlp_decode_options o = { .version = GW_OTLP_DECODE_V1_10 };
+	struct sr_pbw w = { 0 };
+	struct gw_stack *st;
+	size_t m, l;
+
+	/*
+	 * A request of one sample over three frames without lines: an interpreter
+	 * frame, a kernel frame, a native frame of a mapping without build ID.
+	 */
+	m = sr_pbw__begin(&w, 1);
+	l = sr_pbw__begin(&w, 2);
+	{
+		size_t p = sr_pbw__begin(&w, 2), s;
+		value_type(&w, 1, 1, 2);
+		/* stack 1, values [3] (v1.10 field 4) */
+		s = sr_pbw__begin(&w, 2);
+		sr_pbw__int(&w, 1, 1);
+		sr_pbw__packed_i32(&w, 4, (int32_t[]){ 3 }, 1);
+		sr_pbw__end(&w, s);
+		sr_pbw__end(&w, p);
+	}
+	sr_pbw__end(&w, l);
+	sr_pbw__end(&w, m);
+	m = sr_pbw__begin(&w, 2);
+	sr_pbw__end(&w, sr_pbw__begin(&w, 1));
+	l = sr_pbw__begin(&w, 1);
+	sr_pbw__int(&w, 4, 5); /* filename "/lib/x.so" */
+	sr_pbw__end(&w, l);
+	sr_pbw__end(&w, sr_pbw__begin(&w, 2));
+	l = sr_pbw__begin(&w, 2);
+	sr_pbw__uint(&w, 2, 0x11);
+	sr_pbw__packed_i32(&w, 4, (int32_t[]){ 1 }, 1);
+	sr_pbw__end(&w, l);
+	l = sr_pbw__begin(&w, 2);
+	sr_pbw__uint(&w, 2, 0x22);
+	sr_pbw__packed_i32(&w, 4, (int32_t[]){ 2 }, 1);
+	sr_pbw__end(&w, l);
+	l = sr_pbw__begin(&w, 2);
+	sr_pbw__int(&w, 1, 1);
+	sr_pbw__uint(&w, 2, 0x33);
+	sr_pbw__end(&w, l);
+	for (const char *const *s = (const char *const[]){ "", "samples", "count", "profile.frame.type", "cpython",
+							   "/lib/x.so", "kernel", NULL };
+	     *s; s++)
+		sr_pbw__bytes_always(&w, 5, *s, strlen(*s));
+	sr_pbw__end(&w, sr_pbw__begin(&w, 6));
+	for (int k = 0; k < 2; k++) {
+		size_t a = sr_pbw__begin(&w, 6), v;
+		sr_pbw__int(&w, 1, 3);
+		v = sr_pbw__begin(&w, 2);
+		sr_pbw__string(&w, 1, k ? "kernel" : "cpython");
+		sr_pbw__end(&w, v);
+		sr_pbw__end(&w, a);
+	}
+	sr_pbw__end(&w, sr_pbw__begin(&w, 7));
+	l = sr_pbw__begin(&w, 7);
+	sr_pbw__packed_i32(&w, 1, (int32_t[]){ 1, 2, 3 }, 3);
+	sr_pbw__end(&w, l);
+	sr_pbw__end(&w, m);
+	if (gw_otlp_decode(f->stores, w.buf, w.len, &o, &f->res) != GW_OTLP_DECODE_OK)
+		fail_msg("%s", f->res.message);
+	st = f->res.batch->resources[0].samples[0].stack;
+	assert_int_equal(st->n_locations, 3);
+	assert_string_equal(gw_location__lines(st->locations[0])->lines[0].function, "[cpython]+0x11");
+	assert_string_equal(gw_location__lines(st->locations[1])->lines[0].function, "[kernel]+0x22");
+	assert_string_equal(gw_location__lines(st->locations[2])->lines[0].function, "x.so+0x33");
+	for (int k = 0; k < 3; k++) {
+		assert_true(st->locations[k]->preset);
+		assert_null(st->locations[k]->exe);
+	}
+	sr_pbw__free(&w);
+}
+
+static void test_htlhash_mapping(void **state)
+{
+	struct fixture *f = *state;
+	struct xreq x = { .n_samples = 1, .htlhash = true };
+	const struct gw_location *l;
+	char hex[2 * GW_ID_MAX + 1];
+
+	x.samples[0] = otel_cpu_sample();
+	assert_int_equal(run(f, &x, NULL), GW_OTLP_DECODE_OK);
+	l = f->res.batch->resources[0].samples[0].stack->locations[0];
+	/* Keyed by the content hash; no GNU build ID to look up in debuginfod. */
+	assert_int_equal(l->kind, GW_FRAME_USER);
+	assert_null(gw_location__lines(l));
+	assert_int_equal(l->exe->id_kind, GW_EXE_ID_CONTENT_HASH);
+	assert_string_equal(gw_id_to_hex(&l->exe->id, hex, sizeof(hex)), "abcdef0123456789");
+	assert_int_equal(l->exe->gnu_build_id.len, 0);
+}
+
 static void test_version_strings(void **state)
 {
 	enum gw_otlp_decode_version v;
@@ -751,6 +854,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_profile_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_definitions_shared, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_frames_without_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_htlhash_mapping, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
 	return cmocka_run_group_tests_name("otlp-decode", tests, NULL, NULL);
