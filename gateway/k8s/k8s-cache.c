@@ -23,6 +23,7 @@ struct k8s_cache {
 	struct k8s_cache_limits limits;
 	struct k8s_map *pods;	     /* uid -> pod_entry */
 	struct k8s_map *containers;  /* container id -> pod_entry */
+	struct k8s_map *ips;	     /* pod IP -> pod_entry (pods on the host network excluded) */
 	struct k8s_map *namespaces;  /* name -> obj_entry(k8s_namespace) */
 	struct k8s_map *replicasets; /* "ns/name" -> obj_entry(k8s_replicaset) */
 	struct k8s_map *nodes;	     /* name -> obj_entry(k8s_node) */
@@ -44,10 +45,11 @@ struct k8s_cache *k8s_cache_new(const struct k8s_cache_limits *limits)
 		c->limits.max_pods = K8S_CACHE_DEFAULT_MAX_PODS;
 	c->pods = k8s_map_new();
 	c->containers = k8s_map_new();
+	c->ips = k8s_map_new();
 	c->namespaces = k8s_map_new();
 	c->replicasets = k8s_map_new();
 	c->nodes = k8s_map_new();
-	if (!c->pods || !c->containers || !c->namespaces || !c->replicasets || !c->nodes) {
+	if (!c->pods || !c->containers || !c->ips || !c->namespaces || !c->replicasets || !c->nodes) {
 		k8s_cache_free(c);
 		errno = ENOMEM;
 		return NULL;
@@ -91,6 +93,7 @@ void k8s_cache_free(struct k8s_cache *c)
 		k8s_map_free(c->pods);
 	}
 	k8s_map_free(c->containers);
+	k8s_map_free(c->ips);
 	free_objs(c->namespaces, K8S_KIND_NAMESPACE);
 	free_objs(c->replicasets, K8S_KIND_REPLICASET);
 	free_objs(c->nodes, K8S_KIND_NODE);
@@ -105,6 +108,25 @@ static void unindex_pod(struct k8s_cache *c, struct pod_entry *e)
 			if (ids[j] && k8s_map__get(c->containers, ids[j]) == e)
 				k8s_map__remove(c->containers, ids[j]);
 	}
+	if (e->pod->ip && k8s_map__get(c->ips, e->pod->ip) == e)
+		k8s_map__remove(c->ips, e->pod->ip);
+}
+
+/*
+ * A pod's IP names it only while it is not on the host network (those share
+ * the node's address). An address is reused once a pod ends: a live pod
+ * takes it from a deleted one, never the other way round.
+ */
+static int index_ip(struct k8s_cache *c, struct pod_entry *e)
+{
+	struct pod_entry *old;
+
+	if (!e->pod->ip || !*e->pod->ip || e->pod->host_network)
+		return 0;
+	old = k8s_map__get(c->ips, e->pod->ip);
+	if (old && old != e && e->deleted_at && !old->deleted_at)
+		return 0;
+	return k8s_map__put(c->ips, e->pod->ip, e, NULL);
 }
 
 static int index_pod(struct k8s_cache *c, struct pod_entry *e)
@@ -123,7 +145,7 @@ static int index_pod(struct k8s_cache *c, struct pod_entry *e)
 				return r;
 		}
 	}
-	return 0;
+	return index_ip(c, e);
 }
 
 static void drop_pod(struct k8s_cache *c, struct pod_entry *e)
@@ -404,6 +426,21 @@ const struct k8s_pod *k8s_cache__pod_by_uid(struct k8s_cache *c, const char *uid
 	return e->pod;
 }
 
+const struct k8s_pod *k8s_cache__pod_by_ip(struct k8s_cache *c, const char *ip)
+{
+	struct pod_entry *e;
+
+	if (!ip || !*ip)
+		return NULL;
+	c->lookups++;
+	e = k8s_map__get(c->ips, ip);
+	if (!e) {
+		c->misses++;
+		return NULL;
+	}
+	return e->pod;
+}
+
 static void *obj_get(struct k8s_map *m, const char *key)
 {
 	struct obj_entry *e = key ? k8s_map__get(m, key) : NULL;
@@ -444,6 +481,7 @@ void k8s_cache__stats(const struct k8s_cache *c, struct k8s_cache_stats *ret)
 	ret->pods = k8s_map__size(c->pods);
 	ret->pods_deleted = c->deleted;
 	ret->containers = k8s_map__size(c->containers);
+	ret->ips = k8s_map__size(c->ips);
 	ret->namespaces = k8s_map__size(c->namespaces);
 	ret->replicasets = k8s_map__size(c->replicasets);
 	ret->nodes = k8s_map__size(c->nodes);

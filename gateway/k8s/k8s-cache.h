@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the gateway knows about the cluster: pods (with an index by every
- * container ID, init containers included, and by pod UID), namespaces,
+ * container ID, init containers included, by pod UID and by pod IP), namespaces,
  * ReplicaSets (for Deployment names) and nodes. Fed by the client's LIST and
  * WATCH events; read by k8s_attributes. Single-threaded (the loop thread).
  *
@@ -32,6 +32,7 @@ struct k8s_cache_stats {
 	uint64_t pods;	       /* held, live + deleted-in-grace */
 	uint64_t pods_deleted; /* of which deleted, kept for the grace period */
 	uint64_t containers;   /* container IDs indexed */
+	uint64_t ips;	       /* pod IPs indexed */
 	uint64_t namespaces, replicasets, nodes;
 	uint64_t bytes;		  /* approximate heap of pod records */
 	uint64_t lookups, misses; /* association attempts and failures */
@@ -68,6 +69,8 @@ void k8s_cache__expire(struct k8s_cache *c, uint64_t now_ns);
 const struct k8s_pod *k8s_cache__pod_by_container(struct k8s_cache *c, const char *container_id,
 						  const struct k8s_container **ret_container);
 const struct k8s_pod *k8s_cache__pod_by_uid(struct k8s_cache *c, const char *uid);
+/* By status.podIP; pods on the host network are not indexed (they share the node's address). */
+const struct k8s_pod *k8s_cache__pod_by_ip(struct k8s_cache *c, const char *ip);
 
 const struct k8s_namespace *k8s_cache__namespace(const struct k8s_cache *c, const char *name);
 const struct k8s_replicaset *k8s_cache__replicaset(const struct k8s_cache *c, const char *ns, const char *name);

@@ -9,7 +9,7 @@
 #include "common/macro.h"
 #include "k8s-cache.h"
 #include "k8s-extract.h"
-#include "relabel-regex.h"
+#include "core/regex.h"
 
 const char *const k8s_meta_names[] = {
 	[K8S_META_NAMESPACE_NAME] = "k8s.namespace.name",

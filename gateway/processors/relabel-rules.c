@@ -10,7 +10,7 @@
 
 #include "common/config.h"
 #include "common/macro.h"
-#include "relabel-regex.h"
+#include "core/regex.h"
 #include "relabel-rules.h"
 
 const char *const gw_relabel_action_names[] = {

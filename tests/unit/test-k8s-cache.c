@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,6 +104,63 @@ static void test_association(void **state)
 	apply(c, K8S_EVENT_MODIFIED, K8S_KIND_POD, make_pod("ns", "a", "uid-a", NULL, NULL, NULL, 3, 2), 2);
 	assert_null(k8s_cache__pod_by_container(c, cid(1), NULL));
 	assert_non_null(k8s_cache__pod_by_container(c, cid(3), NULL));
+	k8s_cache_free(c);
+}
+
+/* A pod with no containers, status.podIP ip and spec.hostNetwork hostnet. */
+static struct k8s_pod *make_ip_pod(const char *uid, const char *ip, bool hostnet)
+{
+	char json[512];
+	struct json_object *o;
+	struct k8s_object obj;
+
+	snprintf(json, sizeof(json),
+		 "{\"metadata\":{\"name\":\"p-%s\",\"namespace\":\"ns\",\"uid\":\"%s\"},"
+		 "\"spec\":{\"nodeName\":\"node-1\",\"hostNetwork\":%s},\"status\":{\"podIP\":\"%s\"}}",
+		 uid, uid, hostnet ? "true" : "false", ip);
+	o = json_tokener_parse(json);
+	assert_non_null(o);
+	assert_int_equal(k8s_object_from_json(K8S_KIND_POD, o, NULL, &obj), 0);
+	json_object_put(o);
+	return obj.pod;
+}
+
+static void test_association_by_ip(void **state)
+{
+	struct k8s_cache_limits l = { .deleted_grace_ns = 60 * SEC };
+	struct k8s_cache *c = k8s_cache_new(&l);
+	struct k8s_cache_stats st;
+	const struct k8s_pod *p;
+
+	apply(c, K8S_EVENT_ADDED, K8S_KIND_POD, make_ip_pod("a", "10.1.0.5", false), 1 * SEC);
+	/* Pods on the host network share the node's address: never indexed. */
+	apply(c, K8S_EVENT_ADDED, K8S_KIND_POD, make_ip_pod("h", "192.168.0.10", true), 1 * SEC);
+	p = k8s_cache__pod_by_ip(c, "10.1.0.5");
+	assert_non_null(p);
+	assert_string_equal(p->uid, "a");
+	assert_null(k8s_cache__pod_by_ip(c, "192.168.0.10"));
+	assert_null(k8s_cache__pod_by_ip(c, ""));
+	assert_null(k8s_cache__pod_by_ip(c, NULL));
+	k8s_cache__stats(c, &st);
+	assert_int_equal(st.ips, 1);
+
+	/* A deleted pod keeps its address for late data until a live pod takes it. */
+	apply(c, K8S_EVENT_DELETED, K8S_KIND_POD, make_ip_pod("a", "10.1.0.5", false), 2 * SEC);
+	assert_string_equal(k8s_cache__pod_by_ip(c, "10.1.0.5")->uid, "a");
+	apply(c, K8S_EVENT_ADDED, K8S_KIND_POD, make_ip_pod("b", "10.1.0.5", false), 3 * SEC);
+	assert_string_equal(k8s_cache__pod_by_ip(c, "10.1.0.5")->uid, "b");
+	/* The deleted pod's final update and expiry leave the live pod's entry alone. */
+	apply(c, K8S_EVENT_DELETED, K8S_KIND_POD, make_ip_pod("a", "10.1.0.5", false), 4 * SEC);
+	assert_string_equal(k8s_cache__pod_by_ip(c, "10.1.0.5")->uid, "b");
+	k8s_cache__expire(c, 100 * SEC);
+	assert_string_equal(k8s_cache__pod_by_ip(c, "10.1.0.5")->uid, "b");
+
+	/* A changed address moves the index. */
+	apply(c, K8S_EVENT_MODIFIED, K8S_KIND_POD, make_ip_pod("b", "10.1.0.6", false), 101 * SEC);
+	assert_null(k8s_cache__pod_by_ip(c, "10.1.0.5"));
+	assert_string_equal(k8s_cache__pod_by_ip(c, "10.1.0.6")->uid, "b");
+	k8s_cache__stats(c, &st);
+	assert_int_equal(st.ips, 1);
 	k8s_cache_free(c);
 }
 
@@ -553,6 +611,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_association),
+		cmocka_unit_test(test_association_by_ip),
 		cmocka_unit_test(test_deleted_grace),
 		cmocka_unit_test(test_resync),
 		cmocka_unit_test(test_max_pods),

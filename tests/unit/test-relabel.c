@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "common/config.h"
-#include "gateway/processors/relabel-regex.h"
+#include "gateway/core/regex.h"
 #include "gateway/processors/relabel-rules.h"
 
 #define MAXR 4

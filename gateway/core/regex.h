@@ -15,8 +15,8 @@
  *     caller's error counter.
  * Subjects and patterns are UTF-8 (PCRE2_UTF, invalid UTF-8 subjects never match).
  */
-#ifndef SR_GW_RELABEL_REGEX_H
-#define SR_GW_RELABEL_REGEX_H
+#ifndef SR_GW_CORE_REGEX_H
+#define SR_GW_CORE_REGEX_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
 #include <pcre2.h>
 
 #include "common/macro.h"
-#include "relabel-regex.h"
+#include "regex.h"
 
 struct gw_regex {
 	pcre2_code *code;
