@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The gateway's agent receiver under load (bench/README.md, "Gateway receiver"):
-#  1. ingest-bench: request decoding + batch building on one core, no network;
+#  1. ingest-bench: request decoding + batch building on one core (CPU time),
+#     no network, for the agent protocol and then for OTLP profiles requests
+#     of the same samples (v1.10 and v1.9) beside it;
 #  2. h2load (Debian nghttp2-client) against the real stackrelay-gateway over
 #     h2c, 100 connections, side by side with the same requests sent to a path
 #     the gateway answers 404 without decoding (the cost of HTTP/2 alone), so
@@ -24,7 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== ingest-bench (one core, no network)"
+echo "== ingest-bench (one core, no network): agent protocol, then OTLP decoding"
 "$build/bench/gateway-receiver/ingest-bench"
 
 node -e '

@@ -223,7 +223,8 @@ static ssize_t resp_read(nghttp2_session *session, int32_t stream_id, uint8_t *b
 {
 	struct h2stream *s = source->ptr;
 	size_t n = SR_MIN(length, s->resp_len - s->resp_off);
-	memcpy(buf, s->resp + s->resp_off, n);
+	if (n)
+		memcpy(buf, s->resp + s->resp_off, n);
 	s->resp_off += n;
 	if (s->resp_off == s->resp_len) {
 		*data_flags |= NGHTTP2_DATA_FLAG_EOF;

@@ -71,7 +71,8 @@ static int out_add(struct gw_h1 *h, const void *d, size_t n)
 		h->out = p;
 		h->out_cap = cap;
 	}
-	memcpy(h->out + h->out_len, d, n);
+	if (n)
+		memcpy(h->out + h->out_len, d, n);
 	h->out_len += n;
 	return 0;
 }

@@ -257,6 +257,8 @@ void gw_agent_token_recheck(struct agent_rx *rx);
 bool gw_agent_token_ok(struct agent_rx *rx, const uint8_t *value, size_t len);
 
 /* agent.c: what another receiver using these connections sets up and tears down (see gw_conn_ops). */
+int gw_agent_config_defaults(struct agent_config *ret);
+void gw_agent_config_free(struct agent_config *cfg);
 int gw_agent_rx_tls_setup(struct agent_rx *rx);
 int gw_agent_rx_token_load(struct agent_rx *rx, char *err, size_t errsize);
 int gw_agent_rx_listen(struct agent_rx *rx);

@@ -128,6 +128,29 @@ static const struct sr_field agent_fields[] = {
 	SR_FIELD_END,
 };
 
+/*
+ * The agent receiver's settings with every default, the base of another
+ * receiver's connections (gw_conn_ops): limits it does not set itself keep
+ * the agent receiver's defaults. Release with gw_agent_config_free().
+ */
+int gw_agent_config_defaults(struct agent_config *ret)
+{
+	struct sr_diag *d = sr_diag_new();
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	memset(ret, 0, sizeof(*ret));
+	r = sr_config_load(NULL, NULL, "receivers.agent", agent_fields, ret, d);
+	sr_diag_free(d);
+	return r;
+}
+
+void gw_agent_config_free(struct agent_config *cfg)
+{
+	sr_config_free(agent_fields, cfg);
+}
+
 /* ---- token ---- */
 
 int gw_agent_rx_token_load(struct agent_rx *rx, char *err, size_t errsize)

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the files of the OTLP profiles decoder share, and nothing else
- * includes: otlp-decode.c (the request, its version, profiles and samples)
- * and otlp-dict.c (the ProfilesDictionary: tables, strings, attributes,
- * mappings, locations and stacks, decoded lazily and once per entry).
+ * includes: otlp-decode.c (the request, its resources, profiles and
+ * samples), otlp-version.c (reading a sample in one version; which version),
+ * otlp-dict.c (the ProfilesDictionary's tables, strings, attributes, links)
+ * and otlp-frames.c (its mappings, functions, locations and stacks), entries
+ * decoded lazily and once per request.
  */
 #ifndef SR_GW_OTLP_DECODE_PRIVATE_H
 #define SR_GW_OTLP_DECODE_PRIVATE_H
@@ -120,9 +122,41 @@ int otlp_charge(struct otlp_dec *d, uint64_t n, const uint8_t *at);
 
 const char *otlp_table_name(enum otlp_table t);
 
+struct sample_in {
+	uint64_t stack;
+	uint64_t link;
+	const uint8_t *stack_at, *link_at, *start;
+	uint64_t *attrs; /* d's buffer of lim.max_attrs */
+	const uint8_t **attrs_at;
+	uint32_t n_attrs;
+	uint64_t n_values, values_sum;
+	uint64_t n_ts, ts_min, ts_max;
+	bool link_len; /* link_index arrived length-delimited (impossible for a single int32) */
+};
+
+/* Per-request buffers for one sample's attribute indices. */
+struct sample_buf {
+	uint64_t *attrs;
+	const uint8_t **attrs_at;
+};
+
+/*
+ * Reads one Sample (s, from the request) as version v19 or not, into *in
+ * (its attribute indices into buf): 0 or -errno through otlp_fail.
+ */
+int otlp_read_sample(struct otlp_dec *d, struct sr_pb_slice s, bool v19, const struct sample_buf *buf,
+		     struct sample_in *in);
+/* version: auto: reads every sample both ways and picks the version (*ret_v19), or fails AMBIGUOUS. */
+int otlp_detect_version(struct otlp_dec *d, const struct sample_buf *buf, bool *ret_v19);
+
 /* Reads the dictionary message (dict, from the request) into the tables; 0 or -errno. */
 int otlp_dict_scan(struct otlp_dec *d, struct sr_pb_slice dict);
 void otlp_dict_free(struct otlp_dec *d);
+
+/* Index i of table t, checked; 0 or -EBADMSG naming `what` (otlp_what). */
+int otlp_check_index(struct otlp_dec *d, enum otlp_table t, uint64_t i, const char *what, const uint8_t *at);
+/* A reader of entry i of table t. */
+struct sr_pbr otlp_entry_reader(const struct otlp_dec *d, enum otlp_table t, uint32_t i);
 
 /*
  * Each checks index i of a table (`what` names the referring field for the

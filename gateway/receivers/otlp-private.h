@@ -8,6 +8,7 @@
 #ifndef SR_GW_OTLP_PRIVATE_H
 #define SR_GW_OTLP_PRIVATE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -74,16 +75,37 @@ struct otlp_listener {
 	struct otlp_stats st;
 };
 
+struct otlp_job;
+
 struct otlp_rx {
 	struct gw_component *c;
 	const struct otlp_config *cfg;
 	struct gw_otlp_decode_options dopts;
 	struct otlp_listener *l[OTLP_N_PROTOS];
+	/* The agent receiver's defaults: what the listeners' connections do not set stays as for agents. */
+	struct agent_config defaults;
+	bool defaults_loaded;
 	unsigned pending_done;
 	void (*done)(struct gw_component *c);
+	/*
+	 * The decode thread: bodies over GW_AGENT_INLINE_MAX_BYTES are decoded
+	 * off the loop (as the agent receiver's), so a large request does not
+	 * stall other connections. (Not libuv's pool: symbolization fills it.)
+	 */
+	struct {
+		pthread_t thread;
+		bool started, stop, lock_init, async_init;
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		struct otlp_job *todo, *todo_tail, *done;
+		uv_async_t async;
+	} dec;
 };
 
 /* otlp-request.c */
 extern const struct gw_conn_ops gw_otlp_grpc_ops, gw_otlp_http_ops;
+int gw_otlp_decoder_start(struct otlp_rx *o, uv_loop_t *loop);
+/* Joins the thread and gives back the jobs not finished (their connections may be freed). */
+void gw_otlp_decoder_stop(struct otlp_rx *o);
 
 #endif

@@ -8,6 +8,8 @@
  * grpc-message over gRPC) and emitted.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,38 +246,76 @@ static int encode_response(const struct gw_otlp_decode_result *res, bool grpc, u
 /* ---- requests ---- */
 
 /*
- * The plain ExportProfilesServiceRequest bytes of s's body into *plain (set
- * to the body or to a malloc'd *owned): gRPC framing removed, gzip undone
- * within the protocol's limit. 0, or the HTTP status to answer with msg.
+ * One request's body and what decoding it produced. Made on the loop; the
+ * CPU-heavy part (job_run: gRPC framing, gunzip, JSON, decoding) runs on the
+ * loop for small bodies and on the receiver's decode thread for large ones;
+ * job_finish (admission, accounting, the answer, emitting) on the loop.
  */
-static int unwrap(struct h2stream *s, const uint8_t **plain, size_t *plain_len, uint8_t **owned, char *msg,
-		  size_t msgsize)
+struct otlp_job {
+	struct otlp_job *next;
+	struct otlp_listener *l;
+	struct conn *conn;
+	struct h2stream *s; /* still the stream's only if gw_agent_stream_alive() says so at finish */
+	int32_t stream_id;
+	uint8_t *body;
+	size_t len, cap;
+	bool gzip;
+	uint32_t proto_flags;
+	struct gw_stores *stores;
+	struct gw_otlp_decode_options dopts;
+	/* results */
+	int status; /* 0: decoded into res; otherwise answer status with msg */
+	uint32_t retry_after_ms;
+	size_t plain_len;
+	char msg[512];
+	struct gw_otlp_decode_result res;
+};
+
+static void job_fail(struct otlp_job *j, int status, const char *fmt, ...) SR_PRINTF(3, 4);
+
+static void job_fail(struct otlp_job *j, int status, const char *fmt, ...)
 {
-	struct otlp_listener *l = listener_of(s);
-	const uint8_t *body = s->body ? s->body : (const uint8_t *)"";
-	size_t len = s->len;
-	bool gz = s->gzip;
+	va_list ap;
+
+	j->status = status;
+	j->retry_after_ms = status == 503 ? 1000 : 0;
+	va_start(ap, fmt);
+	vsnprintf(j->msg, sizeof(j->msg), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The plain ExportProfilesServiceRequest bytes of the body into *plain (the
+ * body itself or a malloc'd *owned): gRPC framing removed, gzip undone
+ * within the protocol's limit. 0, or -1 with the job failed.
+ */
+static int unwrap(struct otlp_job *j, const uint8_t **plain, size_t *plain_len, uint8_t **owned)
+{
+	struct otlp_listener *l = j->l;
+	const uint8_t *body = j->body ? j->body : (const uint8_t *)"";
+	size_t len = j->len;
+	bool gz = j->gzip;
 	int e;
 
 	if (l->proto == OTLP_GRPC) {
 		if (len < 5) {
-			snprintf(msg, msgsize, "gRPC message prefix truncated (%zu of 5 bytes)", len);
-			return 400;
+			job_fail(j, 400, "gRPC message prefix truncated (%zu of 5 bytes)", len);
+			return -1;
 		}
 		uint32_t n = (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 | (uint32_t)body[3] << 8 | body[4];
 		if (body[0] > 1) {
-			snprintf(msg, msgsize, "gRPC message flag %u is not 0 or 1", body[0]);
-			return 400;
+			job_fail(j, 400, "gRPC message flag %u is not 0 or 1", body[0]);
+			return -1;
 		}
 		if ((size_t)n != len - 5) {
-			snprintf(msg, msgsize,
+			job_fail(j, 400,
 				 "gRPC message length %u does not match the %zu bytes sent (one message per call)", n,
 				 len - 5);
-			return 400;
+			return -1;
 		}
-		if (body[0] == 1 && !(s->proto_flags & OTLP_F_GRPC_ENCODING)) {
-			snprintf(msg, msgsize, "gRPC message compressed without grpc-encoding");
-			return 400;
+		if (body[0] == 1 && !(j->proto_flags & OTLP_F_GRPC_ENCODING)) {
+			job_fail(j, 400, "gRPC message compressed without grpc-encoding");
+			return -1;
 		}
 		gz = body[0] == 1;
 		body += 5;
@@ -286,62 +326,43 @@ static int unwrap(struct h2stream *s, const uint8_t **plain, size_t *plain_len, 
 	if (!gz)
 		return 0;
 	e = sr_gunzip(body, len, l->max_body, owned, plain_len);
-	if (e == -EFBIG) {
-		snprintf(msg, msgsize, "request decompresses to more than %s (%llu bytes)",
+	if (e == -EFBIG)
+		job_fail(j, 413, "request decompresses to more than %s (%llu bytes)",
 			 l->proto == OTLP_GRPC ? "max_recv_msg_size_mib" : "max_request_body_size",
 			 (unsigned long long)l->max_body);
-		return 413;
-	}
-	if (e == -ENOMEM) {
-		snprintf(msg, msgsize, "out of memory; retry later");
-		return 503;
-	}
-	if (e < 0) {
-		snprintf(msg, msgsize, "request is not valid gzip (%s)",
+	else if (e == -ENOMEM)
+		job_fail(j, 503, "out of memory; retry later");
+	else if (e < 0)
+		job_fail(j, 400, "request is not valid gzip (%s)",
 			 e == -EBADMSG ? "corrupt or truncated" : strerror(-e));
-		return 400;
-	}
-	*plain = *owned;
-	return 0;
+	else
+		*plain = *owned;
+	return e < 0 ? -1 : 0;
 }
 
-static void otlp_request(struct h2stream *s)
+/* The CPU-heavy part; touches nothing but j and the (thread-safe) stores. Any thread. */
+static void job_run(struct otlp_job *j)
 {
-	struct otlp_listener *l = listener_of(s);
-	struct otlp_rx *o = l->o;
-	struct gw_component *comp = o->c;
-	struct gw_otlp_decode_result res = { 0 };
 	const uint8_t *plain = NULL;
-	uint8_t *owned = NULL, *resp = NULL;
-	size_t plain_len = 0, resp_len = 0;
-	uint32_t retry_ms;
-	char msg[512];
-	int status;
+	uint8_t *owned = NULL;
+	size_t plain_len = 0;
 
-	s->processing = true;
-	l->st.bytes_wire += s->len;
-	status = unwrap(s, &plain, &plain_len, &owned, msg, sizeof(msg));
-	if (status) {
-		gw_agent_respond_error(s, status, status == 503 ? 1000 : 0, "%s", msg);
+	if (unwrap(j, &plain, &plain_len, &owned) < 0)
 		goto out;
-	}
-	l->st.bytes_plain += plain_len;
-	struct gw_otlp_decode_options dopts = o->dopts;
-	if (s->proto_flags & OTLP_F_JSON) {
+	j->plain_len = plain_len;
+	if (j->proto_flags & OTLP_F_JSON) {
 		/* JSON names the same fields alike in both versions: read as the configured one (auto: v1.10). */
-		struct gw_otlp_json_limits jl = { .max_input_bytes = l->max_body, .max_output_bytes = l->max_body };
+		struct gw_otlp_json_limits jl = { .max_input_bytes = j->l->max_body,
+						  .max_output_bytes = j->l->max_body };
 		struct sr_pbw pb = { 0 };
-		dopts.version = o->dopts.version == GW_OTLP_DECODE_V1_9 ? GW_OTLP_DECODE_V1_9 : GW_OTLP_DECODE_V1_10;
+		char err[400];
+		j->dopts.version = j->dopts.version == GW_OTLP_DECODE_V1_9 ? GW_OTLP_DECODE_V1_9 : GW_OTLP_DECODE_V1_10;
 		int e = gw_otlp_json_transcode(plain, plain_len,
-					       dopts.version == GW_OTLP_DECODE_V1_9 ? GW_OTLP_V1_9 : GW_OTLP_V1_10, &jl,
-					       &pb, msg, sizeof(msg));
+					       j->dopts.version == GW_OTLP_DECODE_V1_9 ? GW_OTLP_V1_9 : GW_OTLP_V1_10,
+					       &jl, &pb, err, sizeof(err));
 		if (e < 0) {
 			sr_pbw__free(&pb);
-			gw_agent_respond_error(s,
-					       e == -EMSGSIZE ? 413
-					       : e == -ENOMEM ? 503
-							      : 400,
-					       e == -ENOMEM ? 1000 : 0, "invalid OTLP/JSON: %s", msg);
+			job_fail(j, e == -EMSGSIZE ? 413 : e == -ENOMEM ? 503 : 400, "invalid OTLP/JSON: %s", err);
 			goto out;
 		}
 		free(owned);
@@ -349,69 +370,255 @@ static void otlp_request(struct h2stream *s)
 		plain = pb.buf ? pb.buf : (const uint8_t *)"";
 		plain_len = pb.len;
 	}
-	switch (gw_otlp_decode(gw_runtime__stores(comp->runtime), plain, plain_len, &dopts, &res)) {
+	switch (gw_otlp_decode(j->stores, plain, plain_len, &j->dopts, &j->res)) {
 	case GW_OTLP_DECODE_OK:
 		break;
 	case GW_OTLP_DECODE_TOO_LARGE:
-		gw_agent_respond_error(s, 413, 0, "%s", res.message);
-		goto out;
+		job_fail(j, 413, "%s", j->res.message);
+		break;
 	case GW_OTLP_DECODE_NO_MEMORY:
-		gw_agent_respond_error(s, 503, 1000, "the gateway is out of memory; retry later");
-		goto out;
+		job_fail(j, 503, "the gateway is out of memory; retry later");
+		break;
 	default: /* INVALID, AMBIGUOUS */
-		gw_agent_respond_error(s, 400, 0, "%s", res.message);
-		goto out;
+		job_fail(j, 400, "%s", j->res.message);
+		break;
 	}
+out:
+	free(owned);
+}
+
+static void job_free(struct otlp_job *j)
+{
+	j->l->rx.inflight_bytes -= j->cap;
+	free(j->body);
+	gw_otlp_decode_result_fini(&j->res);
+	free(j);
+}
+
+/* The loop part: what the request means for the pipeline and the sender. */
+static void job_finish(struct otlp_job *j)
+{
+	struct otlp_listener *l = j->l;
+	struct gw_component *comp = l->o->c;
+	struct gw_otlp_decode_result *res = &j->res;
+	struct h2stream *s = NULL;
+	uint8_t *resp = NULL;
+	size_t resp_len = 0;
+	uint32_t retry_ms;
+
+	l->st.bytes_wire += j->len;
+	l->st.bytes_plain += j->plain_len;
+	/* The stream may be gone (the client reset it, the connection died) while decoding. */
+	if (gw_agent_stream_alive(j->conn, j->stream_id, j->s))
+		s = j->s;
+	if (j->status) {
+		if (s)
+			gw_agent_respond_error(s, j->status, j->retry_after_ms, "%s", j->msg);
+		return;
+	}
+	/* Nobody waits for the answer: not taken (the sender resends), its definitions stay. */
+	if (!s)
+		return;
 	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
-		gw_component_received(comp, res.received);
-		gw_component_refused(comp, GW_REASON_RETRY_LATER, res.received);
+		gw_component_received(comp, res->received);
+		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->received);
 		gw_agent_respond_error(s, l->proto == OTLP_GRPC ? 503 : 429, retry_ms,
 				       "the gateway is over its memory limit; retry after %u ms", retry_ms);
-		goto out;
+		return;
 	}
-	gw_component_received(comp, res.received);
-	if (res.refused)
-		gw_component_refused(comp, GW_REASON_BAD_REQUEST, res.refused);
-	l->st.rejected_profiles += res.rejected_profiles;
-	l->st.links_dropped += res.links_dropped;
-	l->st.attrs_dropped += res.attrs_dropped;
-	if (res.batch) {
-		gw_profiles_foreach_resource(res.batch, r)
+	gw_component_received(comp, res->received);
+	if (res->refused)
+		gw_component_refused(comp, GW_REASON_BAD_REQUEST, res->refused);
+	l->st.rejected_profiles += res->rejected_profiles;
+	l->st.links_dropped += res->links_dropped;
+	l->st.attrs_dropped += res->attrs_dropped;
+	if (res->batch) {
+		gw_profiles_foreach_resource(res->batch, r)
 		{
-			if (s->conn->peer_ip[0] && gw_resource__set_peer(res.batch, r, s->conn->peer_ip) < 0)
+			if (j->conn->peer_ip[0] && gw_resource__set_peer(res->batch, r, j->conn->peer_ip) < 0)
 				break; /* out of memory: k8s_attributes then cannot match by peer */
 		}
 	}
-	if (encode_response(&res, l->proto == OTLP_GRPC, &resp, &resp_len) < 0) {
+	if (encode_response(res, l->proto == OTLP_GRPC, &resp, &resp_len) < 0) {
 		/* Too little memory to answer: not taken, the client resends. */
-		gw_component_refused(comp, GW_REASON_RETRY_LATER, res.accepted);
+		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->accepted);
 		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
-		goto out;
+		return;
 	}
 	/* Answer before the pipeline runs: the answer is final either way. */
 	if (l->proto == OTLP_GRPC)
 		gw_agent_respond_ex(s, 200, "application/grpc", resp, resp_len, 0, "0", NULL);
-	else if (s->proto_flags & OTLP_F_JSON) {
+	else if (j->proto_flags & OTLP_F_JSON) {
 		char buf[700], esc[600];
 		free(resp);
-		json_escape(res.message, esc, sizeof(esc));
-		if (res.rejected_profiles || res.message[0])
+		json_escape(res->message, esc, sizeof(esc));
+		if (res->rejected_profiles || res->message[0])
 			snprintf(buf, sizeof(buf),
 				 "{\"partialSuccess\":{\"rejectedProfiles\":\"%llu\",\"errorMessage\":\"%s\"}}",
-				 (unsigned long long)res.rejected_profiles, esc);
+				 (unsigned long long)res->rejected_profiles, esc);
 		else
 			snprintf(buf, sizeof(buf), "{}");
 		respond_json(s, 200, buf, 0);
 	} else
 		gw_agent_respond_ex(s, 200, "application/x-protobuf", resp, resp_len, 0, NULL, NULL);
-	if (res.batch) {
-		struct gw_profiles *b = res.batch;
-		res.batch = NULL;
+	if (res->batch) {
+		struct gw_profiles *b = res->batch;
+		res->batch = NULL;
 		gw_component_emit(comp, b);
 	}
-out:
-	free(owned);
-	gw_otlp_decode_result_fini(&res);
+}
+
+/* ---- the decode thread ---- */
+
+static void *decode_thread(void *arg)
+{
+	struct otlp_rx *o = arg;
+
+	pthread_mutex_lock(&o->dec.lock);
+	for (;;) {
+		while (!o->dec.stop && !o->dec.todo)
+			pthread_cond_wait(&o->dec.cond, &o->dec.lock);
+		if (o->dec.stop)
+			break;
+		struct otlp_job *j = o->dec.todo;
+		o->dec.todo = j->next;
+		if (!o->dec.todo)
+			o->dec.todo_tail = NULL;
+		pthread_mutex_unlock(&o->dec.lock);
+		job_run(j);
+		pthread_mutex_lock(&o->dec.lock);
+		j->next = o->dec.done;
+		o->dec.done = j;
+		uv_async_send(&o->dec.async);
+	}
+	pthread_mutex_unlock(&o->dec.lock);
+	return NULL;
+}
+
+/* A job back from the decode thread: finished, or (discard: the receiver is going away) just freed. */
+static void job_returned(struct otlp_job *j, bool discard)
+{
+	struct agent_rx *rx = &j->l->rx;
+	struct conn *c = j->conn;
+
+	if (!discard)
+		job_finish(j);
+	job_free(j);
+	rx->dec.jobs--;
+	if (--c->jobs == 0 && c->handle_closed)
+		gw_agent_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
+	else {
+		if (!discard && !c->closing && !rx->destroyed)
+			gw_agent_conn_flush(c);
+		gw_agent_rx_maybe_done(rx);
+	}
+}
+
+static void on_decoded(uv_async_t *a)
+{
+	struct otlp_rx *o = a->data;
+	struct otlp_job *list, *rev = NULL;
+
+	pthread_mutex_lock(&o->dec.lock);
+	list = o->dec.done;
+	o->dec.done = NULL;
+	pthread_mutex_unlock(&o->dec.lock);
+	while (list) { /* oldest first */
+		struct otlp_job *next = list->next;
+		list->next = rev;
+		rev = list;
+		list = next;
+	}
+	while (rev) {
+		struct otlp_job *next = rev->next;
+		job_returned(rev, false);
+		rev = next;
+	}
+}
+
+int gw_otlp_decoder_start(struct otlp_rx *o, uv_loop_t *loop)
+{
+	int r;
+
+	pthread_mutex_init(&o->dec.lock, NULL);
+	pthread_cond_init(&o->dec.cond, NULL);
+	o->dec.lock_init = true;
+	if ((r = uv_async_init(loop, &o->dec.async, on_decoded)) < 0)
+		return r;
+	o->dec.async.data = o;
+	o->dec.async_init = true;
+	/* It must not keep the loop alive by itself (shutdown waits for jobs explicitly). */
+	uv_unref((uv_handle_t *)&o->dec.async);
+	if ((r = pthread_create(&o->dec.thread, NULL, decode_thread, o)) != 0)
+		return -r;
+	o->dec.started = true;
+	return 0;
+}
+
+void gw_otlp_decoder_stop(struct otlp_rx *o)
+{
+	if (o->dec.started) {
+		pthread_mutex_lock(&o->dec.lock);
+		o->dec.stop = true;
+		pthread_cond_broadcast(&o->dec.cond);
+		pthread_mutex_unlock(&o->dec.lock);
+		/* Waits for the request being decoded, if any (bounded by the size limits). */
+		pthread_join(o->dec.thread, NULL);
+		o->dec.started = false;
+	}
+	for (struct otlp_job *j = o->dec.todo, *next; j; j = next) {
+		next = j->next;
+		job_returned(j, true);
+	}
+	for (struct otlp_job *j = o->dec.done, *next; j; j = next) {
+		next = j->next;
+		job_returned(j, true);
+	}
+	o->dec.todo = o->dec.todo_tail = o->dec.done = NULL;
+}
+
+static void otlp_request(struct h2stream *s)
+{
+	struct otlp_listener *l = listener_of(s);
+	struct otlp_rx *o = l->o;
+	struct conn *c = s->conn;
+	struct otlp_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		return;
+	}
+	j->l = l;
+	j->conn = c;
+	j->s = s;
+	j->stream_id = s->id;
+	j->gzip = s->gzip;
+	j->proto_flags = s->proto_flags;
+	j->stores = gw_runtime__stores(o->c->runtime);
+	j->dopts = o->dopts;
+	/* The body moves to the job (still counted in inflight_bytes until it is freed). */
+	j->body = s->body;
+	j->len = s->len;
+	j->cap = s->cap;
+	s->body = NULL;
+	s->len = s->cap = 0;
+	s->processing = true;
+	if (j->len <= GW_AGENT_INLINE_MAX_BYTES || !o->dec.started) {
+		job_run(j);
+		job_finish(j);
+		job_free(j);
+		return;
+	}
+	l->rx.dec.jobs++;
+	c->jobs++;
+	pthread_mutex_lock(&o->dec.lock);
+	if (o->dec.todo_tail)
+		o->dec.todo_tail->next = j;
+	else
+		o->dec.todo = j;
+	o->dec.todo_tail = j;
+	pthread_cond_signal(&o->dec.cond);
+	pthread_mutex_unlock(&o->dec.lock);
 }
 
 const struct gw_conn_ops gw_otlp_grpc_ops = {

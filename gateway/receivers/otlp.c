@@ -248,6 +248,7 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	o->l[proto] = l;
 	l->o = o;
 	l->proto = proto;
+	l->cfg = o->defaults;
 	l->cfg.endpoint = (char *)endpoint;
 	if (proto == OTLP_GRPC) {
 		l->cfg.tls = cfg->protocols.grpc.tls;
@@ -268,8 +269,6 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	l->cfg.header_timeout_ns = cfg->header_timeout_ns;
 	l->cfg.request_timeout_ns = cfg->request_timeout_ns;
 	l->cfg.idle_timeout_ns = cfg->idle_timeout_ns;
-	l->cfg.keepalive.interval_ns = 30 * SR_NSEC_PER_SEC;
-	l->cfg.keepalive.timeout_ns = 10 * SR_NSEC_PER_SEC;
 	l->rx.c = o->c;
 	l->rx.cfg = &l->cfg;
 	l->rx.ops = proto == OTLP_GRPC ? &gw_otlp_grpc_ops : &gw_otlp_http_ops;
@@ -297,6 +296,14 @@ static int otlp_start(struct gw_component *c)
 	struct otlp_rx *o = c->state;
 	int r;
 
+	if ((r = gw_agent_config_defaults(&o->defaults)) < 0)
+		return r;
+	o->defaults_loaded = true;
+	if ((r = gw_otlp_decoder_start(o, gw_runtime__loop(c->runtime))) < 0) {
+		sr_log_error(OTLP_COMPONENT, "cannot start the decode thread", "id=%s error=\"%s\"", c->id,
+			     strerror(-r));
+		return r;
+	}
 	if ((r = listener_start(o, OTLP_GRPC)) < 0 || (r = listener_start(o, OTLP_HTTP)) < 0)
 		return r;
 	gw_runtime__add_metrics(c->runtime, write_metrics, o);
@@ -328,6 +335,22 @@ static void otlp_shutdown(struct gw_component *c, void (*done)(struct gw_compone
 	one_done(c);
 }
 
+static void rx_free(struct otlp_rx *o)
+{
+	if (o->defaults_loaded)
+		gw_agent_config_free(&o->defaults);
+	if (o->dec.lock_init) {
+		pthread_mutex_destroy(&o->dec.lock);
+		pthread_cond_destroy(&o->dec.cond);
+	}
+	free(o);
+}
+
+static void async_closed(uv_handle_t *h)
+{
+	rx_free(h->data);
+}
+
 static void otlp_destroy(struct gw_component *c)
 {
 	struct otlp_rx *o = c->state;
@@ -336,13 +359,17 @@ static void otlp_destroy(struct gw_component *c)
 		return;
 	if (c->runtime)
 		gw_runtime__remove_metrics(c->runtime, write_metrics, o);
+	gw_otlp_decoder_stop(o);
 	for (int i = 0; i < OTLP_N_PROTOS; i++)
 		if (o->l[i]) {
 			o->l[i]->rx.done = NULL;
 			gw_agent_rx_destroy(&o->l[i]->rx); /* frees the listener once its handles are closed */
 		}
 	c->state = NULL;
-	free(o);
+	if (o->dec.async_init && !uv_is_closing((uv_handle_t *)&o->dec.async))
+		uv_close((uv_handle_t *)&o->dec.async, async_closed); /* frees o */
+	else
+		rx_free(o);
 }
 
 const char *gw_otlp_receiver_address(struct gw_component *c, bool grpc);

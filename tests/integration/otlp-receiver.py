@@ -86,6 +86,35 @@ def free_port():
         return s.getsockname()[1]
 
 
+def start_on_free_ports(what, n_ports, start, is_ready, log_path, attempts=5, timeout=180):
+    """Starts a server on ports found free just before; another process may take
+    one first, and then the server is started again on others."""
+    for _ in range(attempts):
+        ports = [free_port() for _ in range(n_ports)]
+        p = start(ports)
+        procs.append(p)
+        deadline = time.monotonic() + timeout
+        while p.poll() is None:
+            if is_ready(ports):
+                return p, ports
+            if time.monotonic() > deadline:
+                raise SystemExit("FAIL: timed out waiting for " + what)
+            time.sleep(0.2)
+        text = open(log_path).read()
+        if "in use" not in text.lower():
+            raise SystemExit("FAIL: %s exited: %s" % (what, text[-3000:]))
+        log(what, "lost a race for a port; starting it again")
+    raise SystemExit("FAIL: %s: no free ports in %d attempts" % (what, attempts))
+
+
+def http_ok(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
 def wait_for(what, cond, timeout=60):
     deadline = time.monotonic() + timeout
     while True:
@@ -111,7 +140,7 @@ from opentelemetry.proto.collector.profiles.v1development import profiles_servic
 from opentelemetry.proto.profiles.v1development import profiles_v1_9_pb2 as p9  # noqa: E402
 
 
-def build_request(version, service, leaf, middle, build_id, values):
+def build_request(version, service, leaf, middle, build_id, values, extra=0):
     """A request shaped like the OTel eBPF profiler's: CPU samples with a
     symbolized stack (work <- main) and a native stack of a stripped binary
     (build ID + ELF addresses, no lines). values: (symbolized, native)."""
@@ -161,6 +190,11 @@ def build_request(version, service, leaf, middle, build_id, values):
     s.attribute_indices.extend([1, 3])
     s = prof.samples.add(stack_index=2)
     s.values.append(values[1])
+    # extra samples of 1 each on the symbolized stack: a large request (decoded off the loop)
+    for _ in range(extra):
+        s = prof.samples.add(stack_index=1)
+        s.values.append(1)
+        s.attribute_indices.extend([1, 3])
     return req
 
 
@@ -212,9 +246,14 @@ GRPC_PATH = "/opentelemetry.proto.collector.profiles.v1development.ProfilesServi
 
 
 def http1(port, body, ctype="application/x-protobuf", encoding=None, chunked=False, path=HTTP_PATH,
-          method="POST"):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+          method="POST", ctx=None, token=None):
+    if ctx:
+        c = http.client.HTTPSConnection("127.0.0.1", port, timeout=60, context=ctx)
+    else:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Content-Type": ctype}
+    if token:
+        headers["Authorization"] = "Bearer " + token
     if encoding:
         headers["Content-Encoding"] = encoding
     if chunked:
@@ -231,9 +270,12 @@ def http1(port, body, ctype="application/x-protobuf", encoding=None, chunked=Fal
     return out
 
 
-def h2_call(port, path, headers, body):
-    """One request on a fresh h2c connection; returns (headers, body, trailers) as dicts/bytes."""
+def h2_call(port, path, headers, body, ctx=None):
+    """One request on a fresh h2c (or, with ctx, TLS) connection; returns (headers, body, trailers)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    if ctx:
+        sock = ctx.wrap_socket(sock, server_hostname="localhost")
+        assert sock.selected_alpn_protocol() == "h2", sock.selected_alpn_protocol()
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
     conn.initiate_connection()
     # The preface in two pieces: the server must wait to tell HTTP/2 from HTTP/1.1.
@@ -273,14 +315,14 @@ def h2_call(port, path, headers, body):
     return resp_headers, bytes(resp_body), trailers
 
 
-def grpc(port, msg, token="s3cret", compress=False, ctype="application/grpc"):
+def grpc(port, msg, token="s3cret", compress=False, ctype="application/grpc", ctx=None):
     headers = [("content-type", ctype), ("te", "trailers")]
     if token:
         headers.append(("authorization", "Bearer " + token))
     if compress:
         headers.append(("grpc-encoding", "gzip"))
     framed = bytes([1 if compress else 0]) + len(msg).to_bytes(4, "big") + msg
-    hd, body, trl = h2_call(port, GRPC_PATH, headers, framed)
+    hd, body, trl = h2_call(port, GRPC_PATH, headers, framed, ctx)
     status = trl.get("grpc-status", hd.get("grpc-status"))
     message = trl.get("grpc-message", hd.get("grpc-message", ""))
     return int(status) if status is not None else None, message, body
@@ -394,6 +436,147 @@ def http1_edges(hport, raw_ok):
     log("HTTP/1.1 keep-alive, HTTP/1.0, 100-continue, chunked, pipelining as documented")
 
 
+def make_certs(d):
+    """A CA, a server certificate for 127.0.0.1/localhost, a client certificate, and a rogue CA's client."""
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for ca in ("ca", "rogue-ca"):
+        ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca + ".key",
+             "-out", ca + ".crt", "-days", "2", "-subj", "/CN=stackrelay test " + ca)
+    for name, ca, ext in (("server", "ca", True), ("client", "ca", False), ("rogue", "rogue-ca", False)):
+        ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", name + ".key",
+             "-out", name + ".csr", "-subj", "/CN=" + name)
+        ossl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key", "-CAcreateserial",
+             "-out", name + ".crt", "-days", "2", *(["-extfile", "san.ext"] if ext else []))
+    return lambda f: os.path.join(d, f)
+
+
+def tls_phase(request_bytes, samples_per_request):
+    """A second gateway: gRPC with TLS and client certificates, HTTP with TLS and a bearer token."""
+    import ssl
+    d = os.path.join(tmp, "tls")
+    os.makedirs(d)
+    p = make_certs(d)
+    with open(p("token"), "w") as f:
+        f.write("t0ken\n")
+    cfg = p("gateway.yaml")
+    glog = os.path.join(tmp, "gateway-tls.log")
+
+    def start_gateway(ports):
+        gport, hport, mport = ports
+        with open(cfg, "w") as f:
+            f.write("""receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:%d
+        tls: {cert_file: %s, key_file: %s, client_ca_file: %s}
+      http:
+        endpoint: 127.0.0.1:%d
+        tls: {cert_file: %s, key_file: %s}
+        auth: {bearer_token_file: %s}
+exporters:
+  file: {path: %s}
+service:
+  pipelines:
+    profiles: {receivers: [otlp], exporters: [file]}
+  telemetry: {metrics: {address: 127.0.0.1:%d}}
+""" % (gport, p("server.crt"), p("server.key"), p("ca.crt"), hport, p("server.crt"), p("server.key"), p("token"),
+                   p("profiles.jsonl"), mport))
+        return subprocess.Popen([gateway, "--config", cfg], stdout=open(glog, "w"), stderr=subprocess.STDOUT)
+    gw, (gport, hport, mport) = start_on_free_ports(
+        "the TLS gateway", 3, start_gateway, lambda ports: http_ok("http://127.0.0.1:%d/readyz" % ports[2]), glog)
+
+    def ctx(alpn, cert=None):
+        c = ssl.create_default_context(cafile=p("ca.crt"))
+        c.set_alpn_protocols(alpn)
+        if cert:
+            c.load_cert_chain(p(cert + ".crt"), p(cert + ".key"))
+        return c
+    # HTTPS, HTTP/1.1 (ALPN http/1.1) and HTTP/2 (ALPN h2), with the token.
+    st, _, body = http1(hport, request_bytes, ctx=ctx(["http/1.1"]), token="t0ken")
+    assert st == 200, (st, body)
+    st, _, body = http1(hport, request_bytes, ctx=ctx(["http/1.1"]))
+    assert st == 401, (st, body)
+    hd, body, _ = h2_call(hport, HTTP_PATH, [("content-type", "application/x-protobuf"),
+                                             ("authorization", "Bearer t0ken")], request_bytes, ctx(["h2"]))
+    assert hd[":status"] == "200", (hd, body)
+    # gRPC over TLS with a client certificate of the CA; without one, or with a rogue CA's, no handshake.
+    code, message, _ = grpc(gport, request_bytes, token=None, ctx=ctx(["h2"], "client"))
+    assert code == 0, (code, message)
+    for cert in (None, "rogue"):
+        try:
+            grpc(gport, request_bytes, token=None, ctx=ctx(["h2"], cert))
+        except (ssl.SSLError, ConnectionError, EOFError, OSError):
+            continue
+        raise SystemExit("FAIL: gRPC without a valid client certificate got through (%s)" % cert)
+
+    def metric(family, filt=""):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
+            return sum(float(ln.split()[-1]) for ln in r.read().decode().splitlines()
+                       if ln.startswith(family) and ln[len(family)] in "{ " and filt in ln)
+    assert metric("stackrelay_gateway_samples_accepted_total", 'component="otlp"') == 3 * samples_per_request
+    assert metric("stackrelay_gateway_otlp_tls_handshake_failures_total", 'protocol="grpc"') >= 2
+    assert metric("stackrelay_gateway_otlp_auth_failures_total", 'protocol="http"') == 1
+    gw.send_signal(signal.SIGTERM)
+    assert gw.wait(timeout=60) == 0
+    log("TLS: HTTPS over HTTP/1.1 and HTTP/2 with a bearer token, gRPC with client certificates")
+
+
+def memory_limit_phase(request_bytes, samples_per_request):
+    """A gateway over its memory limit from the start (1 MiB): requests are
+    refused as retryable, 429 with Retry-After over HTTP, Unavailable over
+    gRPC, and their samples accounted as refused (retry_later)."""
+    cfg = os.path.join(tmp, "gateway-memlim.yaml")
+    glog = os.path.join(tmp, "gateway-memlim.log")
+
+    def start_gateway(ports):
+        gport, hport, mport = ports
+        with open(cfg, "w") as f:
+            f.write("""receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: 127.0.0.1:%d}
+      http: {endpoint: 127.0.0.1:%d}
+processors:
+  memory_limiter: {check_interval: 100ms, limit_mib: 1, spike_limit_mib: 0}
+exporters:
+  file: {path: %s}
+service:
+  pipelines:
+    profiles: {receivers: [otlp], processors: [memory_limiter], exporters: [file]}
+  telemetry: {metrics: {address: 127.0.0.1:%d}}
+""" % (gport, hport, os.path.join(tmp, "memlim.jsonl"), mport))
+        return subprocess.Popen([gateway, "--config", cfg], stdout=open(glog, "w"), stderr=subprocess.STDOUT)
+    gw, (gport, hport, mport) = start_on_free_ports(
+        "the memory-limited gateway", 3, start_gateway,
+        lambda ports: http_ok("http://127.0.0.1:%d/readyz" % ports[2]), glog)
+
+    # The first RSS check may come after the first requests: wait for the first refusal.
+    def refused_http():
+        st, hd, body = http1(hport, request_bytes)
+        return (st, hd, body) if st == 429 else None
+    st, hd, body = wait_for("a 429 from the memory-limited gateway", refused_http)
+    assert int(hd.get("retry-after", "0")) >= 1, hd
+    assert body, "no google.rpc.Status in the 429"
+    code, message, _ = grpc(gport, request_bytes, token=None)
+    assert code == 14, (code, message)
+
+    def metric(family, filt=""):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
+            return sum(float(ln.split()[-1]) for ln in r.read().decode().splitlines()
+                       if ln.startswith(family) and ln[len(family)] in "{ " and filt in ln)
+    refused = metric("stackrelay_gateway_samples_refused_total", 'component="otlp"')
+    assert refused >= 2 * samples_per_request and refused % samples_per_request == 0, refused
+    assert metric("stackrelay_gateway_samples_received_total", 'component="otlp"') == \
+        refused + metric("stackrelay_gateway_samples_accepted_total", 'component="otlp"')
+    gw.send_signal(signal.SIGTERM)
+    assert gw.wait(timeout=60) == 0
+    log("over the memory limit: HTTP 429 with Retry-After, gRPC Unavailable, samples refused")
+
+
 # ---- the run ----
 
 def main():
@@ -412,19 +595,14 @@ def main():
     bid = next(line.split()[-1] for line in run(["readelf", "-n", os.path.join(tmp, "prog.stripped")]).splitlines()
                if "Build ID:" in line)
     leaf, middle = syms["sr_fixture_leaf"] + 4, syms["sr_fixture_middle"] + 4
-    dport = free_port()
-    procs.append(subprocess.Popen(["debuginfod", "-F", "-p", str(dport), "-d", os.path.join(tmp, "db.sqlite"),
-                                   "-t", "0", "-g", "0", srv],
-                                  stdout=open(os.path.join(tmp, "debuginfod.log"), "w"), stderr=subprocess.STDOUT))
+    dlog = os.path.join(tmp, "debuginfod.log")
+    _, (dport,) = start_on_free_ports(
+        "debuginfod", 1,
+        lambda ports: subprocess.Popen(["debuginfod", "-F", "-p", str(ports[0]), "-d", os.path.join(tmp, "db.sqlite"),
+                                        "-t", "0", "-g", "0", srv],
+                                       stdout=open(dlog, "w"), stderr=subprocess.STDOUT),
+        lambda ports: http_ok("http://127.0.0.1:%d/buildid/%s/debuginfo" % (ports[0], bid)), dlog)
     durl = "http://127.0.0.1:%d" % dport
-
-    def indexed():
-        try:
-            with urllib.request.urlopen("%s/buildid/%s/debuginfo" % (durl, bid), timeout=2) as r:
-                return r.status == 200
-        except Exception:
-            return False
-    wait_for("debuginfod to index the debug file", indexed, timeout=180)
     log("debuginfod serves", bid)
 
     # The fake Pyroscope.
@@ -436,12 +614,20 @@ def main():
     pport = int(open(portfile).read().strip())
 
     # The gateway.
-    gport, hport, mport = free_port(), free_port(), free_port()
     with open(os.path.join(tmp, "token"), "w") as f:
         f.write("s3cret\n")
     cfg = os.path.join(tmp, "gateway.yaml")
-    with open(cfg, "w") as f:
-        f.write("""receivers:
+    env = dict(os.environ, HOME=tmp)
+    env.pop("DEBUGINFOD_URLS", None)
+    # Under ASan: glibc's dprintf buffer inside libdebuginfod is reported as a leak (not ours).
+    supp = os.path.join(fixtures, "sym", "lsan.supp")
+    env["LSAN_OPTIONS"] = (env.get("LSAN_OPTIONS", "") + ":suppressions=" + supp).lstrip(":")
+    glog = os.path.join(tmp, "gateway.log")
+
+    def start_gateway(ports):
+        gport, hport, mport = ports
+        with open(cfg, "w") as f:
+            f.write("""receivers:
   otlp:
     protocols:
       grpc:
@@ -464,21 +650,15 @@ service:
     profiles: {receivers: [otlp], processors: [symbolize, batch], exporters: [otlp_http]}
   telemetry: {metrics: {address: 127.0.0.1:%d}}
 """ % (gport, os.path.join(tmp, "token"), hport, os.path.join(tmp, "cache"), durl, pport, mport))
-    env = dict(os.environ, HOME=tmp)
-    env.pop("DEBUGINFOD_URLS", None)
-    gw = subprocess.Popen([gateway, "--config", cfg], stdout=open(os.path.join(tmp, "gateway.log"), "w"),
-                          stderr=subprocess.STDOUT, env=env)
-    procs.append(gw)
+        return subprocess.Popen([gateway, "--config", cfg], stdout=open(glog, "w"), stderr=subprocess.STDOUT,
+                                env=env)
+    gw, (gport, hport, mport) = start_on_free_ports(
+        "the gateway", 3, start_gateway, lambda ports: http_ok("http://127.0.0.1:%d/readyz" % ports[2]), glog)
 
     def ready():
         if gw.poll() is not None:
-            raise SystemExit("FAIL: the gateway exited: " + open(os.path.join(tmp, "gateway.log")).read())
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % mport, timeout=2) as r:
-                return r.status == 200
-        except Exception:
-            return False
-    wait_for("the gateway", ready)
+            raise SystemExit("FAIL: the gateway exited: " + open(glog).read())
+        return http_ok("http://127.0.0.1:%d/readyz" % mport)
 
     def metric(family, filt=""):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
@@ -492,10 +672,12 @@ service:
     # ---- good requests: every transport, both versions ----
     sent = {}  # service -> (symbolized value, native value)
 
-    def send_ok(name, version, how):
+    def send_ok(name, version, how, extra=0):
         vals = (10 + len(sent) * 3, 5 + len(sent))
-        req = build_request(version, name, leaf, middle, bid, vals)
+        req = build_request(version, name, leaf, middle, bid, vals, extra)
         raw = req.SerializeToString()
+        assert not extra or len(raw) > 256 * 1024, len(raw)
+        vals = (vals[0] + extra, vals[1])
         if how == "http1":
             st, hd, body = http1(hport, raw)
         elif how == "http1-gzip-chunked":
@@ -528,6 +710,11 @@ service:
              ("v9-grpc-gzip", "1.9", "grpc-gzip"), ("v10-json", "1.10", "http1-json")]
     for name, version, how in cases:
         send_ok(name, version, how)
+        log("accepted", name)
+    # Over 256 KiB: decoded on the receiver's decode thread.
+    for name, version, how in [("large-http1", "1.10", "http1"), ("large-grpc", "1.9", "grpc"),
+                               ("large-h2c", "1.10", "h2c")]:
+        send_ok(name, version, how, extra=40000)
         log("accepted", name)
     total = sum(a + b for a, b in sent.values())
 
@@ -601,6 +788,8 @@ service:
     gw.send_signal(signal.SIGTERM)
     rc = gw.wait(timeout=60)
     assert rc == 0, "gateway exit %d: %s" % (rc, open(os.path.join(tmp, "gateway.log")).read()[-3000:])
+    tls_phase(build_request("1.10", "tls", leaf, middle, bid, (2, 3)).SerializeToString(), 5)
+    memory_limit_phase(build_request("1.10", "memlim", leaf, middle, bid, (2, 3)).SerializeToString(), 5)
     log("OK")
     return 0
 
@@ -609,7 +798,7 @@ if __name__ == "__main__":
     try:
         rc = main()
     except BaseException:
-        for name in ("gateway.log", "pyroscope.log", "debuginfod.log"):
+        for name in ("gateway.log", "gateway-tls.log", "gateway-memlim.log", "pyroscope.log", "debuginfod.log"):
             p = os.path.join(tmp, name)
             if os.path.exists(p):
                 print("---- " + name, file=sys.stderr)

@@ -100,6 +100,7 @@ struct xreq {
 	unsigned extra_strings;	   /* appended to the string table */
 	unsigned resource_nesting; /* an array attribute nested this deep */
 	bool resource_pid;	   /* process.pid 77 on the resource */
+	bool htlhash;		   /* the mapping's build ID attribute is htlhash, not gnu */
 };
 
 static void value_type(struct sr_pbw *w, uint32_t field, int32_t type, int32_t unit)
@@ -190,8 +191,11 @@ static void write_dictionary(struct sr_pbw *w, const struct xreq *x)
 	sr_pbw__bytes(w, 2, "ABCDEFGH", 8);
 	sr_pbw__end(w, m);
 	/* string_table */
-	for (int i = 0; i < S_N; i++)
-		sr_pbw__bytes_always(w, 5, strings[i], strlen(strings[i]));
+	for (int i = 0; i < S_N; i++) {
+		const char *str = i == S_BUILD_ID_KEY && x->htlhash ? "process.executable.build_id.htlhash"
+								    : strings[i];
+		sr_pbw__bytes_always(w, 5, str, strlen(str));
+	}
 	for (unsigned i = 0; i < x->extra_strings; i++)
 		sr_pbw__bytes_always(w, 5, "more", 4);
 	/* attribute_table */
@@ -801,6 +805,24 @@ static void test_frames_without_lines(void **state)
 	sr_pbw__free(&w);
 }
 
+static void test_htlhash_mapping(void **state)
+{
+	struct fixture *f = *state;
+	struct xreq x = { .n_samples = 1, .htlhash = true };
+	const struct gw_location *l;
+	char hex[2 * GW_ID_MAX + 1];
+
+	x.samples[0] = otel_cpu_sample();
+	assert_int_equal(run(f, &x, NULL), GW_OTLP_DECODE_OK);
+	l = f->res.batch->resources[0].samples[0].stack->locations[0];
+	/* Keyed by the content hash; no GNU build ID to look up in debuginfod. */
+	assert_int_equal(l->kind, GW_FRAME_USER);
+	assert_null(gw_location__lines(l));
+	assert_int_equal(l->exe->id_kind, GW_EXE_ID_CONTENT_HASH);
+	assert_string_equal(gw_id_to_hex(&l->exe->id, hex, sizeof(hex)), "abcdef0123456789");
+	assert_int_equal(l->exe->gnu_build_id.len, 0);
+}
+
 static void test_version_strings(void **state)
 {
 	enum gw_otlp_decode_version v;
@@ -833,6 +855,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_definitions_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_frames_without_lines, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_htlhash_mapping, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
 	return cmocka_run_group_tests_name("otlp-decode", tests, NULL, NULL);
