@@ -7,6 +7,7 @@
  * unanswered PINGs, shutdown grace).
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,12 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 	s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 	if (!s)
 		return 0;
+	/* The rest of an oversized list is only looked at by nghttp2's decoder (bounded by max_continuations). */
+	s->header_bytes += namelen + valuelen + 32;
+	if (s->header_bytes > c->rx->cfg->max_header_list_bytes) {
+		set_error(s, 431, "request headers exceed max_header_list_bytes");
+		return 0;
+	}
 	if (hdr_is(name, namelen, ":method")) {
 		if (!val_is(value, valuelen, "POST"))
 			set_error(s, 405, "only POST " PUSH_PATH " is served");
@@ -391,6 +398,8 @@ static void headers_done(struct conn *c, struct h2stream *s, bool end_stream)
 	if (!s->have_ctype && !s->error_status)
 		set_error(s, 415, "content-type must be application/x-protobuf");
 	if (s->error_status) {
+		if (s->error_status == 431)
+			rx->st.headers_too_large++;
 		gw_agent_respond_error(s, s->error_status, 0, "%s", s->error_msg);
 		return;
 	}
@@ -424,8 +433,25 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 		if (frame->hd.flags & NGHTTP2_FLAG_ACK)
 			c->ping_outstanding = false;
 		break;
+	case NGHTTP2_RST_STREAM:
+		c->rx->st.streams_reset++;
+		break;
 	default:
 		break;
+	}
+	return 0;
+}
+
+/* A GOAWAY with an error: nghttp2 found the client breaking the protocol or one of its limits. */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	struct conn *c = user_data;
+
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR && !c->protocol_error) {
+		c->protocol_error = true;
+		c->rx->st.protocol_errors++;
+		sr_log_debug(COMPONENT, "closing the connection with GOAWAY", "id=%s peer=%s error=\"%s\"",
+			     c->rx->c->id, c->peer, nghttp2_http2_strerror(frame->goaway.error_code));
 	}
 	return 0;
 }
@@ -493,7 +519,9 @@ static int feed_h2(struct conn *c, const uint8_t *data, size_t len)
 {
 	ssize_t r = nghttp2_session_mem_recv(c->h2, data, len);
 	if (r < 0) {
-		c->rx->st.protocol_errors++;
+		if (!c->protocol_error)
+			c->rx->st.protocol_errors++;
+		c->protocol_error = true;
 		sr_log_debug(COMPONENT, "HTTP/2 protocol error; closing the connection", "id=%s peer=%s error=\"%s\"",
 			     c->rx->c->id, c->peer, nghttp2_strerror((int)r));
 		return -EPROTO;
@@ -582,6 +610,26 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 	gw_agent_conn_flush(c);
 }
 
+static void peer_ip(struct conn *c, const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		memcpy(c->peer_ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		c->peer_ip_len = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(c->peer_ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+		c->peer_ip_len = 16;
+	}
+}
+
+/* Open connections from c's address, c included. */
+static uint64_t peer_connections(const struct conn *c)
+{
+	uint64_t n = 0;
+	for (const struct conn *o = c->rx->conns; o; o = o->next)
+		n += o->peer_ip_len == c->peer_ip_len && memcmp(o->peer_ip, c->peer_ip, c->peer_ip_len) == 0;
+	return n;
+}
+
 void gw_agent_on_connection(uv_stream_t *server, int status)
 {
 	struct agent_rx *rx = server->data;
@@ -608,8 +656,18 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		gw_agent_conn_close(c);
 		return;
 	}
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0)
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0) {
 		gw_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+		peer_ip(c, &ss);
+	}
+	if (rx->cfg->max_connections_per_peer && peer_connections(c) > rx->cfg->max_connections_per_peer) {
+		rx->st.connections_refused_peer++;
+		sr_log_debug(COMPONENT, "connection refused: max_connections_per_peer reached",
+			     "id=%s peer=%s max=%llu", rx->c->id, c->peer,
+			     (unsigned long long)rx->cfg->max_connections_per_peer);
+		gw_agent_conn_close(c);
+		return;
+	}
 	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {
 		rx->st.connections_refused++;
 		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",
@@ -620,13 +678,14 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 	rx->st.connections_accepted++;
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->accepted_ms = c->last_recv_ms = c->last_request_ms = gw_agent_now_ms(rx);
-	if (nghttp2_session_server_new(&c->h2, rx->cbs, c) != 0)
+	if (nghttp2_session_server_new2(&c->h2, rx->cbs, c, rx->h2opt) != 0)
 		goto fail;
 	settings[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
 						(uint32_t)rx->cfg->max_concurrent_streams };
 	/* Windows large enough for big bodies in few round trips; memory is bounded by our own limits. */
 	settings[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 };
-	settings[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 };
+	settings[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+						(uint32_t)rx->cfg->max_header_list_bytes };
 	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, settings, SR_ARRAY_SIZE(settings)) != 0 ||
 	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20) != 0)
 		goto fail;
@@ -723,4 +782,5 @@ void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
 }
