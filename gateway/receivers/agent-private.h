@@ -38,6 +38,12 @@
  * network I/O of other agents. (Not libuv's pool: symbolization fills it.)
  */
 #define GW_AGENT_INLINE_MAX_BYTES (256u * 1024u)
+/*
+ * A gzip body's cost is its decompressed size (up to max_request_bytes, a
+ * thousand times the wire size for a gzip bomb): only small ones are
+ * decoded on the loop.
+ */
+#define GW_AGENT_INLINE_MAX_GZIP_BYTES (16u * 1024u)
 
 /* ---- configuration ---- */
 
