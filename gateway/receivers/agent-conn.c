@@ -630,6 +630,25 @@ static uint64_t peer_connections(const struct conn *c)
 	return n;
 }
 
+/*
+ * When every connection is taken, the oldest one that has not sent a request
+ * yet makes room: agents send theirs right after connecting, so idle
+ * connections (slowloris) cannot lock agents out for header_timeout.
+ */
+static bool evict_silent(struct agent_rx *rx, const struct conn *newest)
+{
+	struct conn *victim = NULL;
+	for (struct conn *o = rx->conns; o; o = o->next)
+		if (o != newest && !o->got_headers)
+			victim = o; /* the list is newest first: the last match is the oldest */
+	if (!victim)
+		return false;
+	sr_log_debug(COMPONENT, "max_connections reached: closing the oldest connection without a request",
+		     "id=%s peer=%s", rx->c->id, victim->peer);
+	gw_agent_conn_close(victim);
+	return true;
+}
+
 void gw_agent_on_connection(uv_stream_t *server, int status)
 {
 	struct agent_rx *rx = server->data;
@@ -668,6 +687,8 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		gw_agent_conn_close(c);
 		return;
 	}
+	if (rx->n_conns > rx->cfg->max_connections && !rx->shutting_down && evict_silent(rx, c))
+		rx->st.connections_evicted++;
 	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {
 		rx->st.connections_refused++;
 		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",

@@ -153,8 +153,8 @@ struct wreq {
 };
 
 struct agent_stats {
-	uint64_t connections_accepted, connections_refused, connections_refused_peer, tls_failures, header_timeouts,
-		keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
+	uint64_t connections_accepted, connections_refused, connections_refused_peer, connections_evicted, tls_failures,
+		header_timeouts, keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
 	uint64_t requests[8]; /* by status class below */
 	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
 	uint64_t missing_stacks, missing_executables, missing_kernels, wanted;

@@ -109,7 +109,8 @@ static const struct sr_field agent_fields[] = {
 	SR_FIELD_MAP("auth", struct agent_config, auth, struct agent_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
 	SR_FIELD_U64("max_connections", struct agent_config, max_connections, .def = "4096", .min = 1, .max = 1000000,
-		     .doc = "Open connections; more are closed at accept."),
+		     .doc = "Open connections. At the limit, the oldest connection that has not sent a request yet "
+			    "is closed to make room; without one, the new connection is closed at accept."),
 	SR_FIELD_U64("max_connections_per_peer", struct agent_config, max_connections_per_peer, .def = "0",
 		     .max = 1000000,
 		     .doc = "Open connections from one IP address; more are closed at accept, so one host cannot "
@@ -243,6 +244,9 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		  rx->st.connections_refused },
 		{ "stackrelay_gateway_agent_connections_refused_peer_total",
 		  "Agent connections closed at accept for max_connections_per_peer.", rx->st.connections_refused_peer },
+		{ "stackrelay_gateway_agent_connections_evicted_total",
+		  "Connections without a request closed to make room for a new one at max_connections.",
+		  rx->st.connections_evicted },
 		{ "stackrelay_gateway_agent_streams_reset_total", "Request streams the client reset (RST_STREAM).",
 		  rx->st.streams_reset },
 		{ "stackrelay_gateway_agent_headers_too_large_total",
