@@ -356,27 +356,27 @@ def mtls(a, i, gw):
 
 CASES = {
     # name: (attack, threads, load (from the attack's counts), counters that must have moved, receiver extra)
-    "rapid-reset": (rapid_reset, 2, "{streams} streams opened and reset over {connections} connections",
+    "rapid-reset": (rapid_reset, 2, "{streams:,} streams opened and reset over {connections:,} connections",
                     [AGENT + "streams_reset_total", AGENT + "protocol_errors_total"], ""),
-    "continuation-flood": (continuation_flood, 2, "{continuations} CONTINUATION frames over {connections} connections",
+    "continuation-flood": (continuation_flood, 2, "{continuations:,} CONTINUATION frames over {connections:,} connections",
                            [AGENT + "protocol_errors_total"], ""),
     "oversized-headers": (oversized_headers, 2,
-                          "{big_lists} header lists of 48 KiB, {huge_field} fields of 70 KB, {connections} connections",
+                          "{big_lists:,} header lists of 48 KiB, {huge_field:,} fields of 70 KB, {connections:,} connections",
                           [AGENT + "headers_too_large_total", AGENT + "protocol_errors_total"], ""),
-    "gzip-bomb": (gzip_bomb, 2, "{bombs} bodies of {bomb_bytes} bytes in all, each 256 MiB gunzipped",
+    "gzip-bomb": (gzip_bomb, 2, "{bombs:,} bodies of {bomb_bytes:,} bytes in all, each 256 MiB gunzipped",
                   [AGENT + 'requests_total{component="agent",status="413"}'], ""),
-    "protobuf-bombs": (protobuf_bombs, 2, "{bodies} bodies with 2^62-byte lengths or 20000-deep nesting",
+    "protobuf-bombs": (protobuf_bombs, 2, "{bodies:,} bodies with 2^62-byte lengths or 20000-deep nesting",
                        [AGENT + 'requests_total{component="agent",status="400"}', AGENT + "protocol_errors_total"], ""),
-    "tiny-requests": (tiny_requests, 1, "{requests} requests over 8 connections x 16 streams (h2load), {2xx} 2xx",
+    "tiny-requests": (tiny_requests, 1, "{requests:,} requests over 8 connections x 16 streams (h2load), {2xx:,} 2xx",
                       [AGENT + "duplicate_requests_total"], ""),
-    "never-reads": (never_reads, 4, "{requests} requests and {pings} PINGs over {connections} connections "
+    "never-reads": (never_reads, 4, "{requests:,} requests and {pings:,} PINGs over {connections:,} connections "
                     "with a zero window, never read",
                     [AGENT + "keepalive_timeouts_total", AGENT + "protocol_errors_total"], ""),
-    "slowloris": (slowloris, 1, "{opened} connections opened from 20 addresses, {held_max} held at once",
+    "slowloris": (slowloris, 1, "{opened:,} connections opened from 20 addresses, {held_max:,} open at once on its side",
                   [AGENT + "connections_refused_peer_total", AGENT + "connections_evicted_total",
                    AGENT + "header_timeouts_total"], ""),
-    "mtls": (mtls, 5, "handshakes: {expired_refused} expired, {foreign_refused} foreign CA, {absent_refused} "
-             "without a certificate; {wrong_token_requests} wrong-token, {no_token_requests} token-less requests",
+    "mtls": (mtls, 5, "handshakes: {expired_refused:,} expired, {foreign_refused:,} foreign CA, {absent_refused:,} "
+             "without a certificate; {wrong_token_requests:,} wrong-token, {no_token_requests:,} token-less requests",
              [AGENT + "tls_handshake_failures_total", AGENT + "auth_failures_total"], ""),
 }
 

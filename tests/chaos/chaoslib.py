@@ -330,7 +330,9 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
     # A family name is summed over its series; a full series key names one.
     seen = {c: m.get(c, 0) for c in counters}
     print("FIGURE " + json.dumps({
-        "case": name, "load": load.format_map(collections.defaultdict(int, during)) if load else "", "attack": during,
+        "case": name, "load": load.format_map(collections.defaultdict(int, attack.stats)) if load else "",
+        "attack": attack.stats, "attack_when_agent_done": during,
+        "agent": {k: res.get(k) for k in ("requests_ok", "retries", "connections", "elapsed_ms")} if res else None,
         "rss_peak_mib": round(peak / 1048576, 1), "limit_mib": LIMIT_MIB, "delivered": delivered, "sent": total,
         "fd_limit": fd_limit, "counted": {k.replace("stackrelay_gateway_agent_", ""): v for k, v in seen.items()},
     }, sort_keys=True))
