@@ -69,7 +69,7 @@ class Pyroscope:
 class Gateway:
     """The real gateway: agent receiver (h2c, or TLS + mTLS + token), memory_limiter, batch, otlp_http."""
 
-    def __init__(self, tmp, pyroscope_port, receiver_extra="", tls=None, token_file=None):
+    def __init__(self, tmp, pyroscope_port, receiver_extra="", tls=None, token_file=None, per_peer=PER_PEER):
         gateway = os.environ.get("SR_GATEWAY")
         if not gateway or not os.access(gateway, os.X_OK):
             skip("SR_GATEWAY not built")
@@ -86,7 +86,7 @@ class Gateway:
             f.write(f"""receivers:
   agent:
     endpoint: 127.0.0.1:{self.port}
-    max_connections_per_peer: {PER_PEER}
+    max_connections_per_peer: {per_peer}
     request_timeout: 5s
     keepalive: {{interval: 2s, timeout: 2s}}
 {sec}{receiver_extra}
