@@ -336,6 +336,8 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
         "case": name, "load": load.format_map(collections.defaultdict(int, attack.stats)) if load else "",
         "attack": attack.stats, "attack_when_agent_done": during,
         "agent": {k: res.get(k) for k in ("requests_ok", "retries", "connections", "elapsed_ms")} if res else None,
+        # Samples the gateway gave back to the agent to resend later (the memory limiter's soft limit).
+        "samples_refused": m.get("stackrelay_gateway_samples_refused_total", 0),
         "rss_peak_mib": round(peak / 1048576, 1), "limit_mib": LIMIT_MIB, "delivered": delivered, "sent": total,
         "fd_limit": fd_limit, "counted": {k.replace("stackrelay_gateway_agent_", ""): v for k, v in seen.items()},
     }, sort_keys=True))
