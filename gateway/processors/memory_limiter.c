@@ -269,9 +269,14 @@ static void measure(struct memlim *m)
 				    "rss_bytes=%" PRId64 " limit_bytes=%" PRIu64 " freed_bytes=%" PRIu64, rss, m->limit,
 				    freed);
 		}
-		/* Give freed batches back to the system so RSS can fall. */
-		malloc_trim(0);
 	}
+	/*
+	 * Give freed memory back to the system so RSS can fall: freed batches,
+	 * and the holes churning connections leave in the heap (thousands of
+	 * connections opened and closed grow the heap though few are open).
+	 */
+	if (s != MEM_OK)
+		malloc_trim(0);
 	if (s != m->state) {
 		if (s > m->state)
 			sr_log_warn(m->c->id,

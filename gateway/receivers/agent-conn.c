@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,6 +397,12 @@ void gw_agent_stream_error(struct h2stream *s, int status, const char *msg)
 void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *name, size_t namelen,
 			    const uint8_t *value, size_t valuelen)
 {
+	/* The rest of an oversized list is only looked at by nghttp2's decoder (bounded by max_continuations). */
+	s->header_bytes += namelen + valuelen + 32;
+	if (s->header_bytes > c->rx->cfg->max_header_list_bytes) {
+		gw_agent_stream_error(s, 431, "request headers exceed max_header_list_bytes");
+		return;
+	}
 	if (c->rx->ops && !hdr_is(name, namelen, "content-length") && !hdr_is(name, namelen, "authorization"))
 		c->rx->ops->header(s, name, namelen, value, valuelen);
 	else if (hdr_is(name, namelen, ":method")) {
@@ -473,6 +480,8 @@ void gw_agent_stream_headers_done(struct conn *c, struct h2stream *s, bool end_s
 	if (!s->have_ctype && !s->error_status)
 		gw_agent_stream_error(s, 415, "content-type must be application/x-protobuf");
 	if (s->error_status) {
+		if (s->error_status == 431)
+			rx->st.headers_too_large++;
 		gw_agent_respond_error(s, s->error_status, 0, "%s", s->error_msg);
 		return;
 	}
@@ -506,8 +515,25 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 		if (frame->hd.flags & NGHTTP2_FLAG_ACK)
 			c->ping_outstanding = false;
 		break;
+	case NGHTTP2_RST_STREAM:
+		c->rx->st.streams_reset++;
+		break;
 	default:
 		break;
+	}
+	return 0;
+}
+
+/* A GOAWAY with an error: nghttp2 found the client breaking the protocol or one of its limits. */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+	struct conn *c = user_data;
+
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR && !c->protocol_error) {
+		c->protocol_error = true;
+		c->rx->st.protocol_errors++;
+		sr_log_debug(COMPONENT, "closing the connection with GOAWAY", "id=%s peer=%s error=\"%s\"",
+			     c->rx->c->id, c->peer, nghttp2_http2_strerror(frame->goaway.error_code));
 	}
 	return 0;
 }
@@ -599,7 +625,9 @@ static int feed_h2(struct conn *c, const uint8_t *data, size_t len)
 		return gw_h1_feed(c, data, len);
 	ssize_t r = nghttp2_session_mem_recv(c->h2, data, len);
 	if (r < 0) {
-		c->rx->st.protocol_errors++;
+		if (!c->protocol_error)
+			c->rx->st.protocol_errors++;
+		c->protocol_error = true;
 		sr_log_debug(COMPONENT, "HTTP/2 protocol error; closing the connection", "id=%s peer=%s error=\"%s\"",
 			     c->rx->c->id, c->peer, nghttp2_strerror((int)r));
 		return -EPROTO;
@@ -688,6 +716,45 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 	gw_agent_conn_flush(c);
 }
 
+static void peer_addr_set(struct conn *c, const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		memcpy(c->peer_addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		c->peer_addr_len = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(c->peer_addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+		c->peer_addr_len = 16;
+	}
+}
+
+/* Open connections from c's address, c included. */
+static uint64_t peer_connections(const struct conn *c)
+{
+	uint64_t n = 0;
+	for (const struct conn *o = c->rx->conns; o; o = o->next)
+		n += o->peer_addr_len == c->peer_addr_len && memcmp(o->peer_addr, c->peer_addr, c->peer_addr_len) == 0;
+	return n;
+}
+
+/*
+ * When every connection is taken, the oldest one that has not sent a request
+ * yet makes room: agents send theirs right after connecting, so idle
+ * connections (slowloris) cannot lock agents out for header_timeout.
+ */
+static bool evict_silent(struct agent_rx *rx, const struct conn *newest)
+{
+	struct conn *victim = NULL;
+	for (struct conn *o = rx->conns; o; o = o->next)
+		if (o != newest && !o->got_headers)
+			victim = o; /* the list is newest first: the last match is the oldest */
+	if (!victim)
+		return false;
+	sr_log_debug(COMPONENT, "max_connections reached: closing the oldest connection without a request",
+		     "id=%s peer=%s", rx->c->id, victim->peer);
+	gw_agent_conn_close(victim);
+	return true;
+}
+
 void gw_agent_on_connection(uv_stream_t *server, int status)
 {
 	struct agent_rx *rx = server->data;
@@ -721,8 +788,19 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 							   : (const void *)&((struct sockaddr_in *)sa)->sin_addr;
 		if (!inet_ntop(sa->sa_family, ip, c->peer_ip, sizeof(c->peer_ip)))
 			c->peer_ip[0] = '\0';
+		peer_addr_set(c, &ss);
 	}
 	c->sniffing = rx->ops && rx->ops->http1;
+	if (rx->cfg->max_connections_per_peer && peer_connections(c) > rx->cfg->max_connections_per_peer) {
+		rx->st.connections_refused_peer++;
+		sr_log_debug(COMPONENT, "connection refused: max_connections_per_peer reached",
+			     "id=%s peer=%s max=%llu", rx->c->id, c->peer,
+			     (unsigned long long)rx->cfg->max_connections_per_peer);
+		gw_agent_conn_close(c);
+		return;
+	}
+	if (rx->n_conns > rx->cfg->max_connections && !rx->shutting_down && evict_silent(rx, c))
+		rx->st.connections_evicted++;
 	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {
 		rx->st.connections_refused++;
 		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",
@@ -733,13 +811,14 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 	rx->st.connections_accepted++;
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->accepted_ms = c->last_recv_ms = c->last_request_ms = gw_agent_now_ms(rx);
-	if (nghttp2_session_server_new(&c->h2, rx->cbs, c) != 0)
+	if (nghttp2_session_server_new2(&c->h2, rx->cbs, c, rx->h2opt) != 0)
 		goto fail;
 	settings[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
 						(uint32_t)rx->cfg->max_concurrent_streams };
 	/* Windows large enough for big bodies in few round trips; memory is bounded by our own limits. */
 	settings[1] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 };
-	settings[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384 };
+	settings[2] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+						(uint32_t)rx->cfg->max_header_list_bytes };
 	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, settings, SR_ARRAY_SIZE(settings)) != 0 ||
 	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20) != 0)
 		goto fail;
@@ -840,4 +919,5 @@ void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
 }

@@ -38,6 +38,12 @@
  * network I/O of other agents. (Not libuv's pool: symbolization fills it.)
  */
 #define GW_AGENT_INLINE_MAX_BYTES (256u * 1024u)
+/*
+ * A gzip body's cost is its decompressed size (up to max_request_bytes, a
+ * thousand times the wire size for a gzip bomb): only small ones are
+ * decoded on the loop.
+ */
+#define GW_AGENT_INLINE_MAX_GZIP_BYTES (16u * 1024u)
 
 /* ---- configuration ---- */
 
@@ -69,12 +75,22 @@ struct agent_stores_config {
 	uint64_t functions;
 };
 
+struct agent_stream_resets_config {
+	uint64_t burst;
+	uint64_t per_second;
+};
+
 struct agent_config {
 	char *endpoint;
 	struct agent_tls_config tls;
 	struct agent_auth_config auth;
 	uint64_t max_connections;
+	uint64_t max_connections_per_peer;
 	uint64_t max_concurrent_streams;
+	uint64_t max_header_list_bytes;
+	uint64_t max_continuations;
+	uint64_t max_pending_acks;
+	struct agent_stream_resets_config stream_resets;
 	uint64_t max_request_bytes;
 	uint64_t max_inflight_bytes;
 	uint64_t header_timeout_ns;
@@ -99,7 +115,8 @@ struct h2stream {
 	int error_status; /* found while reading headers: answered at end of headers */
 	const char *error_msg;
 	bool gzip, auth_ok, responded, have_ctype;
-	bool processing; /* complete and being decoded: request_timeout no longer applies */
+	bool processing;       /* complete and being decoded: request_timeout no longer applies */
+	uint64_t header_bytes; /* of the header list, counted as HTTP/2 does (name + value + 32 each) */
 	uint64_t content_length;
 	uint32_t proto_flags; /* what the receiver's ops->header found (its own bits) */
 	/* response */
@@ -121,6 +138,7 @@ struct conn {
 	uint64_t accepted_ms, last_recv_ms, ping_sent_ms;
 	uint64_t last_request_ms; /* last stream opened or closed: idle_timeout counts from here */
 	bool ping_outstanding;
+	bool protocol_error; /* counted once in protocol_errors */
 	size_t write_pending;
 	unsigned n_streams;
 	struct h2stream *streams;
@@ -132,7 +150,9 @@ struct conn {
 	bool sniffing;
 	uint8_t sniff[4];
 	size_t sniff_len;
-	struct gw_h1 *h1; /* HTTP/1.1 connection (gw-h1.c), NULL for HTTP/2 */
+	struct gw_h1 *h1;      /* HTTP/1.1 connection (gw-h1.c), NULL for HTTP/2 */
+	uint8_t peer_addr[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
+	uint8_t peer_addr_len;
 };
 
 struct wreq {
@@ -143,8 +163,8 @@ struct wreq {
 };
 
 struct agent_stats {
-	uint64_t connections_accepted, connections_refused, tls_failures, header_timeouts, keepalive_timeouts,
-		idle_closes, protocol_errors;
+	uint64_t connections_accepted, connections_refused, connections_refused_peer, connections_evicted, tls_failures,
+		header_timeouts, keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
 	uint64_t requests[8]; /* by status class below */
 	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
 	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
@@ -152,8 +172,8 @@ struct agent_stats {
 	struct gw_ingest_agent_drops agent_drops;
 };
 
-enum { ST_200, ST_400, ST_401, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_503, ST_500 };
-static const int status_codes[] = { 200, 400, 401, 404, 405, 408, 413, 415, 429, 503, 500 };
+enum { ST_200, ST_400, ST_401, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_431, ST_503, ST_500 };
+static const int status_codes[] = { 200, 400, 401, 404, 405, 408, 413, 415, 429, 431, 503, 500 };
 
 /*
  * Another protocol served by these connections (the `otlp` receiver): set in
@@ -187,6 +207,7 @@ struct agent_rx {
 	int handles; /* open handles (listener, tick, connections): freed at 0 after destroy */
 	SSL_CTX *ssl_ctx;
 	nghttp2_session_callbacks *cbs;
+	nghttp2_option *h2opt; /* the limits nghttp2 enforces itself (resets, CONTINUATIONs, ACKs) */
 	struct gw_dedupe *dedupe;
 	struct conn *conns;
 	unsigned n_conns;

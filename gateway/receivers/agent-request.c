@@ -285,7 +285,7 @@ void gw_agent_process_request(struct h2stream *s)
 	s->body = NULL;
 	s->len = s->cap = 0;
 	s->processing = true;
-	if (w->len <= GW_AGENT_INLINE_MAX_BYTES || !rx->dec.started) {
+	if (w->len <= (w->gzip ? GW_AGENT_INLINE_MAX_GZIP_BYTES : GW_AGENT_INLINE_MAX_BYTES) || !rx->dec.started) {
 		work_run(w);
 		work_finish(w);
 		return;

@@ -94,6 +94,15 @@ static const struct sr_field stores_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field stream_resets_fields[] = {
+	SR_FIELD_U64("burst", struct agent_stream_resets_config, burst, .def = "1000", .min = 1, .max = 1000000,
+		     .doc = "Streams a client may reset (RST_STREAM) at once before the rate applies."),
+	SR_FIELD_U64("per_second", struct agent_stream_resets_config, per_second, .def = "33", .min = 1, .max = 1000000,
+		     .doc = "Resets per second a client may sustain after the burst; beyond it the connection is "
+			    "closed with GOAWAY (HTTP/2 rapid reset)."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field agent_fields[] = {
 	SR_FIELD_STR("endpoint", struct agent_config, endpoint, .def = "127.0.0.1:7480",
 		     .doc = "HOST:PORT to listen on (0.0.0.0:7480 for every interface)."),
@@ -102,9 +111,27 @@ static const struct sr_field agent_fields[] = {
 	SR_FIELD_MAP("auth", struct agent_config, auth, struct agent_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
 	SR_FIELD_U64("max_connections", struct agent_config, max_connections, .def = "4096", .min = 1, .max = 1000000,
-		     .doc = "Open connections; more are closed at accept."),
+		     .doc = "Open connections. At the limit, the oldest connection that has not sent a request yet "
+			    "is closed to make room; without one, the new connection is closed at accept."),
+	SR_FIELD_U64("max_connections_per_peer", struct agent_config, max_connections_per_peer, .def = "0",
+		     .max = 1000000,
+		     .doc = "Open connections from one IP address; more are closed at accept, so one host cannot "
+			    "take every connection. 0: no per-address limit (the default, since agents behind a load "
+			    "balancer or NAT share one address)."),
 	SR_FIELD_U64("max_concurrent_streams", struct agent_config, max_concurrent_streams, .def = "32", .min = 1,
 		     .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
+	SR_FIELD_BYTES("max_header_list_bytes", struct agent_config, max_header_list_bytes, .def = "16KiB", .min = 1024,
+		       .max = 1048576,
+		       .doc = "Request header list size (names + values + 32 bytes each, HTTP/2 SETTINGS); larger "
+			      "gets 431."),
+	SR_FIELD_U64("max_continuations", struct agent_config, max_continuations, .def = "8", .min = 1, .max = 1000,
+		     .doc = "CONTINUATION frames after one HEADERS frame; more close the connection (CONTINUATION "
+			    "flood)."),
+	SR_FIELD_U64("max_pending_acks", struct agent_config, max_pending_acks, .def = "1000", .min = 1, .max = 1000000,
+		     .doc = "PING and SETTINGS acknowledgements queued for a client that does not read them; more "
+			    "close the connection."),
+	SR_FIELD_MAP("stream_resets", struct agent_config, stream_resets, struct agent_stream_resets_config,
+		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
 	SR_FIELD_BYTES("max_request_bytes", struct agent_config, max_request_bytes, .def = "32MiB", .min = 1024,
 		       .max = 1073741824,
 		       .doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
@@ -240,6 +267,15 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		{ "stackrelay_gateway_agent_connections_refused_total",
 		  "Agent connections closed at accept (max_connections or shutting down).",
 		  rx->st.connections_refused },
+		{ "stackrelay_gateway_agent_connections_refused_peer_total",
+		  "Agent connections closed at accept for max_connections_per_peer.", rx->st.connections_refused_peer },
+		{ "stackrelay_gateway_agent_connections_evicted_total",
+		  "Connections without a request closed to make room for a new one at max_connections.",
+		  rx->st.connections_evicted },
+		{ "stackrelay_gateway_agent_streams_reset_total", "Request streams the client reset (RST_STREAM).",
+		  rx->st.streams_reset },
+		{ "stackrelay_gateway_agent_headers_too_large_total",
+		  "Requests answered 431 for headers beyond max_header_list_bytes.", rx->st.headers_too_large },
 		{ "stackrelay_gateway_agent_tls_handshake_failures_total",
 		  "TLS handshakes that failed (wrong or missing client certificate, no h2 ALPN, not TLS).",
 		  rx->st.tls_failures },
@@ -250,7 +286,9 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		{ "stackrelay_gateway_agent_idle_closes_total", "Connections closed after idle_timeout.",
 		  rx->st.idle_closes },
 		{ "stackrelay_gateway_agent_protocol_errors_total",
-		  "Malformed HTTP/2 or PushRequests, and unsupported protocol versions.", rx->st.protocol_errors },
+		  "Malformed HTTP/2 or PushRequests, unsupported protocol versions, and connections closed for "
+		  "exceeding an HTTP/2 limit (stream_resets, max_continuations, max_pending_acks).",
+		  rx->st.protocol_errors },
 		{ "stackrelay_gateway_agent_auth_failures_total", "Requests without the right bearer token.",
 		  rx->st.auth_failures },
 		{ "stackrelay_gateway_agent_request_bytes_total", "Request body bytes as received (compressed).",
@@ -333,6 +371,7 @@ void gw_agent_rx_maybe_free(struct agent_rx *rx)
 	}
 	SSL_CTX_free(rx->ssl_ctx);
 	nghttp2_session_callbacks_del(rx->cbs);
+	nghttp2_option_del(rx->h2opt);
 	gw_dedupe_free(rx->dedupe);
 	free(rx->token);
 	free(rx);
@@ -492,9 +531,12 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 	int namelen = sizeof(ss);
 	int r;
 
-	if (nghttp2_session_callbacks_new(&rx->cbs) != 0)
+	if (nghttp2_session_callbacks_new(&rx->cbs) != 0 || nghttp2_option_new(&rx->h2opt) != 0)
 		return -ENOMEM;
 	gw_agent_h2_callbacks(rx->cbs);
+	nghttp2_option_set_stream_reset_rate_limit(rx->h2opt, cfg->stream_resets.burst, cfg->stream_resets.per_second);
+	nghttp2_option_set_max_continuations(rx->h2opt, (size_t)cfg->max_continuations);
+	nghttp2_option_set_max_outbound_ack(rx->h2opt, (size_t)cfg->max_pending_acks);
 	r = gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
 	if (r < 0) {
 		sr_log_error(comp, "bad endpoint", "id=%s error=\"%s\"", rx->c->id, err);

@@ -1,0 +1,352 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The chaos suite's harness: a real stackrelay-gateway (SR_GATEWAY) with its
+`agent` receiver and a memory limit, exporting to the fake Pyroscope
+(tests/fakes/fake_pyroscope.py), a legitimate agent sender
+(tests/integration/sender-driver.c: the agent's real sender and transport)
+delivering while an attack runs in threads, and watchers of the gateway's
+RSS and /healthz. Every process started here is stopped here."""
+import collections
+import importlib.machinery
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_ROOT = os.environ.get("SR_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
+slib = importlib.machinery.SourceFileLoader(
+    "sender_lib", os.path.join(SOURCE_ROOT, "tests", "integration", "sender-lib.py")).load_module()
+
+# memory_limiter.limit_mib of every configuration here. Under AddressSanitizer its shadow memory and
+# quarantine would keep the limiter refusing the legitimate agent: the RSS is not checked there.
+SANITIZED = os.environ.get("SR_SANITIZED") == "1"
+LIMIT_MIB = 4096 if SANITIZED else 256
+PER_PEER = 256   # max_connections_per_peer
+WINDOWS, SAMPLES, INTERVAL_MS = 40, 50, 150  # the legitimate sender: 6 s of windows
+
+
+def skip(why):
+    slib.skip(why)
+
+
+def raise_fd_limit(want=20000):
+    """Raises this process's descriptor limit (the gateway inherits it); returns the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if new > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class Pyroscope:
+    def __init__(self, tmp):
+        self.port_file = os.path.join(tmp, "pyroscope.port")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(SOURCE_ROOT, "tests", "fakes", "fake_pyroscope.py"),
+                                      "--port-file", self.port_file, "--lifetime", "600"],
+                                     stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "pyroscope.log"), "w"))
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(self.port_file) and open(self.port_file).read().strip()):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("fake Pyroscope did not start")
+            time.sleep(0.05)
+        self.port = int(open(self.port_file).read())
+
+    def stats(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=30) as r:
+            return json.load(r)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+class Gateway:
+    """The real gateway: agent receiver (h2c, or TLS + mTLS + token), memory_limiter, batch, otlp_http."""
+
+    def __init__(self, tmp, pyroscope_port, receiver_extra="", tls=None, token_file=None, per_peer=PER_PEER):
+        gateway = os.environ.get("SR_GATEWAY")
+        if not gateway or not os.access(gateway, os.X_OK):
+            skip("SR_GATEWAY not built")
+        self.port, self.mport = slib.free_port(), slib.free_port()
+        self.tls = tls
+        sec = ""
+        if tls:
+            sec += (f"    tls: {{cert_file: {tls['server.pem']}, key_file: {tls['server.key']}, "
+                    f"client_ca_file: {tls['ca.pem']}}}\n")
+        if token_file:
+            sec += f"    auth: {{bearer_token_file: {token_file}}}\n"
+        self.cfg = os.path.join(tmp, "gateway.yaml")
+        with open(self.cfg, "w") as f:
+            f.write(f"""receivers:
+  agent:
+    endpoint: 127.0.0.1:{self.port}
+    max_connections_per_peer: {per_peer}
+    request_timeout: 5s
+    keepalive: {{interval: 2s, timeout: 2s}}
+{sec}{receiver_extra}
+processors:
+  memory_limiter: {{limit_mib: {LIMIT_MIB}, check_interval: 100ms}}
+  batch: {{timeout: 200ms}}
+exporters:
+  otlp_http:
+    endpoint: http://127.0.0.1:{pyroscope_port}
+    retry_on_failure: {{initial_interval: 100ms}}
+service:
+  pipelines:
+    profiles: {{receivers: [agent], processors: [memory_limiter, batch], exporters: [otlp_http]}}
+  telemetry: {{metrics: {{address: 127.0.0.1:{self.mport}}}}}
+  shutdown_timeout: 2s
+""")
+        self.log = open(os.path.join(tmp, "gateway.log"), "w")
+        self.proc = subprocess.Popen([gateway, "--config", self.cfg], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.metrics()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise SystemExit(f"gateway did not start; see {self.log.name}")
+                time.sleep(0.1)
+
+    def metrics(self):
+        """Every series of /metrics: {'family{labels}': value}, and families summed under their names."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            key, v = line.rsplit(" ", 1)
+            out[key] = float(v)
+            fam = key.split("{", 1)[0]
+            if fam != key:
+                out[fam] = out.get(fam, 0) + float(v)
+        return out
+
+    def healthz(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/healthz", timeout=30) as r:
+            return r.status
+
+    def status(self, key):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class Watch(threading.Thread):
+    """Samples the gateway's RSS and asks /healthz until stopped."""
+
+    def __init__(self, gw):
+        super().__init__(daemon=True)
+        self.gw, self.stop_ev = gw, threading.Event()
+        self.rss_peak, self.health_ok, self.health_bad = 0, 0, []
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            try:
+                self.rss_peak = max(self.rss_peak, self.gw.status("VmRSS"))
+            except OSError:
+                pass
+            try:
+                st = self.gw.healthz()
+                if st == 200:
+                    self.health_ok += 1
+                else:
+                    self.health_bad.append(st)
+            except OSError as e:
+                self.health_bad.append(str(e))
+            self.stop_ev.wait(0.25)
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join()
+
+
+def expected_total():
+    return sum(slib.expected_per_pid(WINDOWS, SAMPLES).values())
+
+
+def start_sender(port, tls=None, token_file=None):
+    """The legitimate agent (sender-driver), in the background; returns its Popen."""
+    args = [slib.driver_path(), "--windows", str(WINDOWS), "--samples", str(SAMPLES), "--interval-ms",
+            str(INTERVAL_MS), "--flush-timeout-ms", "90000", "--backoff-ms", "50,500",
+            # A new connection every second: the attack also meets the agent's connects and handshakes.
+            "--max-connection-age-ms", "1000"]
+    if tls:
+        args += ["--endpoint", f"https://127.0.0.1:{port}", "--ca", tls["ca.pem"], "--cert", tls["client.pem"],
+                 "--key", tls["client.key"], "--server-name", "localhost"]
+    else:
+        args += ["--endpoint", f"http://127.0.0.1:{port}"]
+    if token_file:
+        args += ["--token-file", token_file]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Attack:
+    """Runs fn(stop_event, stats, worker_index) in n threads; stats is a shared dict of counts."""
+
+    def __init__(self, fn, n=1):
+        self.stop_ev = threading.Event()
+        self.stats = {}
+        self.lock = threading.Lock()
+        self.errors = []
+        self.threads = [threading.Thread(target=self._run, args=(fn, i), daemon=True) for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def count(self, key, n=1):
+        with self.lock:
+            self.stats[key] = self.stats.get(key, 0) + n
+
+    def _run(self, fn, i):
+        try:
+            fn(self, i)
+        except Exception as e:  # reported by the case: an attack that cannot run is a failure
+            self.errors.append(f"{type(e).__name__}: {e}")
+
+    @property
+    def stopping(self):
+        return self.stop_ev.is_set()
+
+    def stop(self, timeout=120):
+        self.stop_ev.set()
+        for t in self.threads:
+            t.join(timeout)
+
+
+def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra="", load="", counters=(),
+             under_way=lambda stats: True):
+    """One attack against one gateway while the legitimate sender delivers; checks and prints the figures."""
+    fd_limit = raise_fd_limit()
+    tmp = slib.tmpdir()
+    token_file = None
+    if token:
+        token_file = os.path.join(tmp, "token")
+        with open(token_file, "w") as f:
+            f.write(token + "\n")
+    pyro = Pyroscope(tmp)
+    gw = Gateway(tmp, pyro.port, receiver_extra=receiver_extra, tls=tls, token_file=token_file)
+    watch = Watch(gw)
+    watch.start()
+    sender = attack = None
+    total = expected_total()
+    ok = True
+
+    def fail(what):
+        nonlocal ok
+        ok = False
+        print(f"FAIL: {what}")
+
+    try:
+        attack = Attack(lambda a, i: attack_fn(a, i, gw), threads)
+        # The attack is under way before the legitimate agent starts.
+        time.sleep(1.0)
+        deadline = time.monotonic() + 30
+        while not under_way(attack.stats) and time.monotonic() < deadline and not attack.errors:
+            time.sleep(0.1)
+        sender = start_sender(gw.port, tls=tls, token_file=token_file)
+        out, err = sender.communicate(timeout=240)
+        during = dict(attack.stats)
+        # The attack goes on until the gateway counted it (e.g. header_timeout must pass for slowloris).
+        deadline = time.monotonic() + 60
+        while gw.proc.poll() is None and time.monotonic() < deadline and not attack.errors and \
+                not all(gw.metrics().get(c, 0) for c in counters):
+            time.sleep(0.2)
+        attack.stop()
+        try:
+            res = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            res = None
+            print(err[-3000:])
+        # What reached the fake Pyroscope (the batch and the exporter's retries take a moment).
+        deadline = time.monotonic() + 60
+        while pyro.stats()["accepted_samples"] < total and time.monotonic() < deadline:
+            time.sleep(0.2)
+        delivered = pyro.stats()["accepted_samples"]
+        alive = gw.proc.poll() is None
+        m = gw.metrics() if alive else {}
+        health_after = gw.healthz() if alive else None
+        watch.stop()
+        hwm = gw.status("VmHWM") if alive else watch.rss_peak
+    finally:
+        if attack:
+            attack.stop()
+        if sender and sender.poll() is None:
+            sender.kill()
+            sender.wait()
+        watch.stop_ev.set()
+        gw.stop()
+        pyro.stop()
+
+    if attack.errors:
+        fail(f"the attack ran: {attack.errors[:3]}")
+    if not alive:
+        fail(f"the gateway stayed up (exit status {gw.proc.returncode}); see {gw.log.name}")
+    else:
+        print("ok: the gateway stayed up")
+    if watch.health_bad or health_after != 200:
+        fail(f"/healthz answered 200 throughout ({watch.health_ok} ok, bad: {watch.health_bad[:5]})")
+    else:
+        print(f"ok: /healthz answered 200 throughout ({watch.health_ok} times)")
+    peak = max(hwm, watch.rss_peak)
+    if SANITIZED:
+        print(f"# RSS peak {peak / 1048576:.1f} MiB not checked: AddressSanitizer's shadow memory and "
+              "quarantine are not the gateway's")
+    elif peak >= LIMIT_MIB << 20:
+        fail(f"RSS peak {peak >> 20} MiB stayed under memory_limiter.limit_mib {LIMIT_MIB}")
+    else:
+        print(f"ok: RSS peak {peak / 1048576:.1f} MiB < limit {LIMIT_MIB} MiB")
+    sent = res["accepted"] if res else None
+    if sender.returncode != 0 or not res or res["accepted"] != total:
+        fail(f"the legitimate sender flushed all {total} samples accepted (exit {sender.returncode}, {res})")
+    if delivered != total:
+        fail(f"the fake Pyroscope got the legitimate sender's {total} samples ({delivered})")
+    else:
+        print(f"ok: delivered {delivered} = sent {total} (sender: {res['requests_ok']} requests ok, "
+              f"{res['retries']} retries, {res['connections']} connections)")
+    for key in ('stackrelay_gateway_samples_accepted_total{component="agent"}',
+                'stackrelay_gateway_samples_exported_total{component="otlp_http"}'):
+        if m.get(key) != total:
+            fail(f"{key} = {total} ({m.get(key)})")
+    if m.get("stackrelay_gateway_samples_dropped_total", 0):
+        fail(f"no sample dropped in the gateway ({m.get('stackrelay_gateway_samples_dropped_total')})")
+    # A family name is summed over its series; a full series key names one.
+    seen = {c: m.get(c, 0) for c in counters}
+    print("FIGURE " + json.dumps({
+        "case": name, "load": load.format_map(collections.defaultdict(int, attack.stats)) if load else "",
+        "attack": attack.stats, "attack_when_agent_done": during,
+        "agent": {k: res.get(k) for k in ("requests_ok", "retries", "connections", "elapsed_ms")} if res else None,
+        # Samples the gateway gave back to the agent to resend later (the memory limiter's soft limit).
+        "samples_refused": m.get("stackrelay_gateway_samples_refused_total", 0),
+        "rss_peak_mib": round(peak / 1048576, 1), "limit_mib": LIMIT_MIB, "delivered": delivered, "sent": total,
+        "fd_limit": fd_limit, "counted": {k.replace("stackrelay_gateway_agent_", ""): v for k, v in seen.items()},
+    }, sort_keys=True))
+    missing = [c for c, v in seen.items() if not v]
+    if missing:
+        fail(f"the gateway counted the attack in {missing}")
+    if not ok:
+        with open(gw.log.name) as f:
+            print("--- gateway log (tail) ---\n" + f.read()[-4000:])
+        sys.exit(1)
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
