@@ -435,7 +435,7 @@ static void job_finish(struct otlp_job *j)
 	if (res->batch) {
 		gw_profiles_foreach_resource(res->batch, r)
 		{
-			if (j->conn->peer_ip[0] && gw_resource__set_peer(res->batch, r, j->conn->peer_ip) < 0)
+			if (j->conn->peer_addr[0] && gw_resource__set_peer(res->batch, r, j->conn->peer_addr) < 0)
 				break; /* out of memory: k8s_attributes then cannot match by peer */
 		}
 	}
