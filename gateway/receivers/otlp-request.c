@@ -117,7 +117,8 @@ static int grpc_code(int status)
 	case 408:
 		return 4; /* DEADLINE_EXCEEDED */
 	case 413:
-		return 8; /* RESOURCE_EXHAUSTED */
+	case 431:
+		return 8; /* RESOURCE_EXHAUSTED (431: request headers too large) */
 	case 429:
 	case 503:
 		return 14; /* UNAVAILABLE: retryable */
