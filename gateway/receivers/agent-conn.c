@@ -716,14 +716,14 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 	gw_agent_conn_flush(c);
 }
 
-static void peer_addr_set(struct conn *c, const struct sockaddr_storage *ss)
+static void peer_ip_set(struct conn *c, const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET) {
-		memcpy(c->peer_addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-		c->peer_addr_len = 4;
+		memcpy(c->peer_ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		c->peer_ip_len = 4;
 	} else if (ss->ss_family == AF_INET6) {
-		memcpy(c->peer_addr, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
-		c->peer_addr_len = 16;
+		memcpy(c->peer_ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+		c->peer_ip_len = 16;
 	}
 }
 
@@ -732,7 +732,7 @@ static uint64_t peer_connections(const struct conn *c)
 {
 	uint64_t n = 0;
 	for (const struct conn *o = c->rx->conns; o; o = o->next)
-		n += o->peer_addr_len == c->peer_addr_len && memcmp(o->peer_addr, c->peer_addr, c->peer_addr_len) == 0;
+		n += o->peer_ip_len == c->peer_ip_len && memcmp(o->peer_ip, c->peer_ip, c->peer_ip_len) == 0;
 	return n;
 }
 
@@ -786,9 +786,9 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		const struct sockaddr *sa = (const struct sockaddr *)&ss;
 		const void *ip = sa->sa_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr
 							   : (const void *)&((struct sockaddr_in *)sa)->sin_addr;
-		if (!inet_ntop(sa->sa_family, ip, c->peer_ip, sizeof(c->peer_ip)))
-			c->peer_ip[0] = '\0';
-		peer_addr_set(c, &ss);
+		if (!inet_ntop(sa->sa_family, ip, c->peer_addr, sizeof(c->peer_addr)))
+			c->peer_addr[0] = '\0';
+		peer_ip_set(c, &ss);
 	}
 	c->sniffing = rx->ops && rx->ops->http1;
 	if (rx->cfg->max_connections_per_peer && peer_connections(c) > rx->cfg->max_connections_per_peer) {

@@ -145,14 +145,14 @@ struct conn {
 	unsigned jobs;	    /* requests being decoded on the decode thread (they point here) */
 	bool handle_closed; /* the socket is closed; freed when jobs reaches 0 */
 	char peer[64];
-	char peer_ip[64]; /* without the port */
+	char peer_addr[64]; /* the peer's IP address as text, without the port (gw_resource.peer_addr) */
 	/* ops->http1: the first bytes tell HTTP/2 (its preface) from HTTP/1.1 */
 	bool sniffing;
 	uint8_t sniff[4];
 	size_t sniff_len;
-	struct gw_h1 *h1;      /* HTTP/1.1 connection (gw-h1.c), NULL for HTTP/2 */
-	uint8_t peer_addr[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
-	uint8_t peer_addr_len;
+	struct gw_h1 *h1;    /* HTTP/1.1 connection (gw-h1.c), NULL for HTTP/2 */
+	uint8_t peer_ip[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
+	uint8_t peer_ip_len;
 };
 
 struct wreq {
