@@ -135,11 +135,11 @@ static const struct sr_field perf_maps_fields[] = {
 			 .doc = "Name frames in anonymous executable memory (JIT code) from the process's "
 				"/tmp/perf-PID.map, read inside its mount namespace: Node.js --perf-basic-prof, JVM "
 				"perf-map agents, .NET DOTNET_PerfMapEnabled=1. Frames the map does not cover stay "
-				"[jit]."),
+				"unnamed."),
 	SR_FIELD_BYTES("max_bytes_per_process", struct agent_perf_maps_config, max_bytes_per_process, .def = "8MiB",
 		       .min = 4096, .max = 1LL << 30,
 		       .doc = "Bytes of one process's perf map read at most (maps only grow); past it the process's "
-			      "later JIT code stays [jit]."),
+			      "later JIT code stays unnamed."),
 	SR_FIELD_U64("max_entries_per_process", struct agent_perf_maps_config, max_entries_per_process, .def = "65536",
 		     .min = 16, .max = 16777216,
 		     .doc = "Perf map entries kept per process (24 bytes each plus the name)."),

@@ -365,7 +365,7 @@ static void refresh(struct agent_perfmaps *m, struct pm_proc *p, uint64_t now_ns
 	m->st.memory_bytes += proc_memory(p) - before_mem;
 	if (p->exhausted && !m->warned_limit) {
 		m->warned_limit = true;
-		sr_log_warn(LOG_COMPONENT, "stopped reading a perf map at a limit; later JIT code stays [jit]",
+		sr_log_warn(LOG_COMPONENT, "stopped reading a perf map at a limit; later JIT code stays unnamed",
 			    "pid=%u bytes_read=%" PRIu64 " entries=%zu reason=%s", p->pid, p->bytes_read, p->n,
 			    r == -ENOSPC ? "max_entries_per_process"
 			    : r < 0	 ? strerror(-r)

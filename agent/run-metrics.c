@@ -222,7 +222,7 @@ static void render_jit(FILE *f, const struct agent_run_metrics *m)
 	const struct agent_perfmaps_stats *p = m->perfmaps;
 
 	fprintf(f, "# HELP stackrelay_agent_jit_frames_total Frames in anonymous executable memory (JIT code), by "
-		   "whether a perf map named them; the others stay [jit].\n"
+		   "whether a perf map named them; the others stay unnamed.\n"
 		   "# TYPE stackrelay_agent_jit_frames_total counter\n");
 	for (int i = 0; i < AGENT_JIT__MAX; i++)
 		fprintf(f, "stackrelay_agent_jit_frames_total{result=\"%s\"} %" PRIu64 "\n", results[i],

@@ -229,7 +229,7 @@ static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t va
 /*
  * A frame in anonymous executable memory: JIT code, named from the process's
  * perf map when it has one that covers the address (a JIT frame of a
- * "perf-map" function), else left UNKNOWN ([jit]); counted by result.
+ * "perf-map" function), else left UNKNOWN (shown as [unknown] 0x...); counted by result.
  */
 static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
 {
@@ -367,6 +367,9 @@ static int on_record(void *ctx, const void *data, size_t len)
 	case PROFILE_EVENT_EXEC:
 		c->stats.execs++;
 		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, ev.mm, ev.vdso, c->window);
+		/* A new image: the old one's JIT code is gone (a new runtime starts its map over). */
+		if (c->perfmaps)
+			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		break;
 	case PROFILE_EVENT_FORK:
 		agent_procs__fork(c->procs, ev.fork, c->window);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sender's state, shared by sender.c (queue, requests, the thread) and
- * sender-symbols.c (symbol uploads and exit probes), and nothing else.
+ * The sender's state, shared by sender.c (requests, responses, the thread),
+ * sender-queue.c (the bounded queue) and sender-symbols.c (symbol uploads and
+ * exit probes), and nothing else.
  */
 #ifndef SR_AGENT_SENDER_PRIVATE_H
 #define SR_AGENT_SENDER_PRIVATE_H
@@ -175,6 +176,20 @@ void agent_sender_note_failure(struct agent_sender *s, const struct attempt *a, 
 void agent_sender_note_success(struct agent_sender *s);
 /* Schedules the next attempt after a failure. */
 void agent_sender_schedule_retry(struct agent_sender *s, uint64_t wait_ns);
+
+/* sender-queue.c */
+uint64_t agent_sender_sample_count(const stackrelay_v1_Sample *sample);
+void agent_sender_chunk_free(struct chunk *c);
+/* Drops a chunk's samples, counted with why. Called with mu held. */
+void agent_sender_drop_chunk_locked(struct agent_sender *s, struct chunk *c, enum drop_reason why);
+/* Samples that left the buffer: accepted (why < 0) or dropped (enum drop_reason). Called with mu held. */
+void agent_sender_count_gone_locked(struct agent_sender *s, uint64_t count, uint64_t bytes, int why);
+/* Takes the oldest queued chunks (same frequency, never resends) as the next request. Called with mu held. */
+struct chunk *agent_sender_form_head_locked(struct agent_sender *s);
+/* Splits the head in two for a 413; a single sample too large is rejected. */
+void agent_sender_split_head(struct agent_sender *s, struct chunk *h);
+/* Flush ran out of time (or shutdown): everything still here is dropped, counted. Called with mu held. */
+void agent_sender_drop_all_locked(struct agent_sender *s);
 
 /* sender-symbols.c */
 /* Remembers an ID for the exit probes; the ring forgets the oldest when full. */

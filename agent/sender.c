@@ -83,241 +83,6 @@ uint64_t agent_sender_retry_after_ns(uint64_t ra_ns, uint64_t rnd)
 	return d + (d / 4 ? rnd % (d / 4 + 1) : 0);
 }
 
-static uint64_t varint_size(uint64_t v)
-{
-	uint64_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static uint64_t len_field(size_t len)
-{
-	return 1 + varint_size(len) + len;
-}
-
-uint64_t agent_sender_sample_bytes(const stackrelay_v1_Sample *sample)
-{
-	/*
-	 * The encoded size, computed by hand: submit() runs this for every sample
-	 * on the caller's thread, and nanopb's generic field walk costs several
-	 * times more (every field number is below 16, so tags take one byte).
-	 */
-	uint64_t size = 0;
-
-	if (sample->stack_id)
-		size += len_field(sample->stack_id->size);
-	if (sample->kernel_id)
-		size += len_field(sample->kernel_id->size);
-	if (sample->pid)
-		size += 1 + varint_size(*sample->pid);
-	if (sample->tid)
-		size += 1 + varint_size(*sample->tid);
-	if (sample->count)
-		size += 1 + varint_size(*sample->count);
-	if (sample->profile_type)
-		size += 1 + varint_size((uint64_t)*sample->profile_type);
-	if (sample->off_cpu_nanos)
-		size += 1 + varint_size(*sample->off_cpu_nanos);
-	if (sample->process_start_ticks)
-		size += 1 + varint_size(*sample->process_start_ticks);
-	if (sample->start_time_unix_nano)
-		size += 9;
-	if (sample->end_time_unix_nano)
-		size += 9;
-	if (sample->thread_name)
-		size += len_field(strlen(sample->thread_name));
-	if (sample->process_name)
-		size += len_field(strlen(sample->process_name));
-	if (sample->executable_path)
-		size += len_field(strlen(sample->executable_path));
-	if (sample->container_id)
-		size += len_field(strlen(sample->container_id));
-	if (sample->pod_uid)
-		size += len_field(strlen(sample->pod_uid));
-	/* The decoded struct and its per-field allocations cost about as much again. */
-	return sizeof(*sample) + 2 * size;
-}
-
-static uint64_t sample_count(const stackrelay_v1_Sample *sample)
-{
-	return sample->count ? *sample->count : 0;
-}
-
-/* ---- chunks ---- */
-
-static void samples_release(stackrelay_v1_Sample *samples, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		pb_release(stackrelay_v1_Sample_fields, &samples[i]);
-}
-
-static void chunk_free(struct chunk *c)
-{
-	if (!c)
-		return;
-	samples_release(c->samples, c->n);
-	free(c->samples);
-	free(c);
-}
-
-static void add_drops(uint64_t dst[4], const uint64_t src[4])
-{
-	for (int i = 0; i < 4; i++)
-		dst[i] += src[i];
-}
-
-/* Counts and frees a chunk that will never be sent. Called with mu held. */
-static void drop_chunk_locked(struct agent_sender *s, struct chunk *c, enum drop_reason why)
-{
-	uint64_t *counter[] = {
-		[DROP_BUFFER_FULL] = &s->details.dropped_buffer_full,
-		[DROP_FLUSH_TIMEOUT] = &s->details.dropped_flush_timeout,
-		[DROP_DEFINITION_LOST] = &s->details.dropped_definition_lost,
-		[DROP_REJECTED] = &s->details.dropped_rejected,
-	};
-
-	*counter[why] += c->count;
-	s->stats.samples_dropped += c->count;
-	if (why == DROP_FLUSH_TIMEOUT)
-		s->flush_dropped += c->count;
-	s->buffered_bytes -= c->bytes;
-	s->buffered_samples -= c->count;
-	/* The relayed pre-aggregation drop counters are not samples: keep them for the next request. */
-	if (c->has_drops) {
-		add_drops(s->pending_drops, c->drops);
-		s->has_pending_drops = true;
-	}
-	chunk_free(c);
-}
-
-/* Counts samples that leave a chunk some other way than whole. Called with mu held. */
-static void count_gone_locked(struct agent_sender *s, uint64_t count, uint64_t bytes, int why)
-{
-	s->buffered_bytes -= bytes;
-	s->buffered_samples -= count;
-	if (why < 0) {
-		s->stats.samples_accepted += count;
-		return;
-	}
-	s->stats.samples_dropped += count;
-	switch (why) {
-	case DROP_BUFFER_FULL:
-		s->details.dropped_buffer_full += count;
-		break;
-	case DROP_FLUSH_TIMEOUT:
-		s->details.dropped_flush_timeout += count;
-		s->flush_dropped += count;
-		break;
-	case DROP_DEFINITION_LOST:
-		s->details.dropped_definition_lost += count;
-		break;
-	default:
-		s->details.dropped_rejected += count;
-		break;
-	}
-}
-
-/* ---- submit ---- */
-
-int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
-{
-	struct chunkq fresh = TAILQ_HEAD_INITIALIZER(fresh);
-	uint64_t drops[4] = { 0 }, total_count = 0, total_bytes = 0, dropped = 0;
-	bool any_drops = false;
-	size_t i = 0;
-	int r = 0;
-
-	if (!s || !b)
-		return -EINVAL;
-	TAILQ_INIT(&fresh);
-	if (b->drops.ring_buffer_full)
-		drops[0] = *b->drops.ring_buffer_full;
-	if (b->drops.stack_errors)
-		drops[1] = *b->drops.stack_errors;
-	if (b->drops.buffer_overflow)
-		drops[2] = *b->drops.buffer_overflow;
-	if (b->drops.process_unknown)
-		drops[3] = *b->drops.process_unknown;
-	any_drops = drops[0] || drops[1] || drops[2] || drops[3];
-
-	/* Cut into chunks outside the lock: this is the only real work submit does. */
-	while (i < b->n_samples) {
-		struct chunk *c = calloc(1, sizeof(*c));
-		size_t start = i;
-
-		if (!c) {
-			r = -ENOMEM;
-			break;
-		}
-		while (i < b->n_samples && (i == start || c->bytes < AGENT_SENDER_CHUNK_BYTES)) {
-			c->bytes += agent_sender_sample_bytes(&b->samples[i]);
-			c->count += sample_count(&b->samples[i]);
-			i++;
-		}
-		c->samples = malloc((i - start) * sizeof(*c->samples));
-		if (!c->samples) {
-			free(c);
-			i = start;
-			r = -ENOMEM;
-			break;
-		}
-		memcpy(c->samples, &b->samples[start], (i - start) * sizeof(*c->samples));
-		c->n = i - start;
-		c->frequency_hz = b->frequency_hz;
-		total_count += c->count;
-		total_bytes += c->bytes;
-		TAILQ_INSERT_TAIL(&fresh, c, link);
-	}
-	/* Whatever could not be queued (out of memory) is dropped here, counted. */
-	for (size_t j = i; j < b->n_samples; j++) {
-		dropped += sample_count(&b->samples[j]);
-		pb_release(stackrelay_v1_Sample_fields, &b->samples[j]);
-	}
-	free(b->samples);
-	b->samples = NULL;
-	b->n_samples = 0;
-	b->total_count = 0;
-	pb_release(stackrelay_v1_DropCounters_fields, &b->drops);
-	memset(&b->drops, 0, sizeof(b->drops));
-
-	pthread_mutex_lock(&s->mu);
-	s->details.samples_submitted += total_count + dropped;
-	s->stats.samples_dropped += dropped;
-	s->details.dropped_buffer_full += dropped;
-	if (any_drops) {
-		add_drops(s->pending_drops, drops);
-		s->has_pending_drops = true;
-	}
-	s->buffered_bytes += total_bytes;
-	s->buffered_samples += total_count;
-	TAILQ_CONCAT(&s->queue, &fresh, link);
-	/* Drop-oldest: the head (being sent or retried) is kept, see the file comment. */
-	while (s->buffered_bytes > s->buffer_limit && !TAILQ_EMPTY(&s->queue)) {
-		struct chunk *c = TAILQ_FIRST(&s->queue);
-
-		TAILQ_REMOVE(&s->queue, c, link);
-		dropped += c->count;
-		drop_chunk_locked(s, c, DROP_BUFFER_FULL);
-	}
-	if (dropped) {
-		uint64_t now = agent_sender_now_ns();
-
-		if (!s->last_full_log_ns || now - s->last_full_log_ns >= 60 * SR_NSEC_PER_SEC) {
-			s->last_full_log_ns = now;
-			sr_log_warn(LOG_COMPONENT, "send buffer full, dropping the oldest samples",
-				    "dropped_total=%" PRIu64 " buffer_bytes=%" PRIu64, s->details.dropped_buffer_full,
-				    s->buffer_limit);
-		}
-	}
-	pthread_cond_signal(&s->wake);
-	pthread_mutex_unlock(&s->mu);
-	return r;
-}
-
 /* ---- requests ---- */
 
 /*
@@ -635,7 +400,7 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 	}
 	for (size_t i = 0; i < head->n; i++) {
 		stackrelay_v1_Sample *sm = &head->samples[i];
-		uint64_t c = sample_count(sm), b = agent_sender_sample_bytes(sm);
+		uint64_t c = agent_sender_sample_count(sm), b = agent_sender_sample_bytes(sm);
 		int m = missing.live ? agent_defs_sample_missing(s->store, sm, &missing, check_frames) : 0;
 
 		if (m == 0) {
@@ -664,9 +429,9 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 
 	pthread_mutex_lock(&s->mu);
 	s->stats.requests_ok++;
-	count_gone_locked(s, acc, acc_bytes, -1);
+	agent_sender_count_gone_locked(s, acc, acc_bytes, -1);
 	if (lost)
-		count_gone_locked(s, lost, lost_bytes, DROP_DEFINITION_LOST);
+		agent_sender_count_gone_locked(s, lost, lost_bytes, DROP_DEFINITION_LOST);
 	if (resp->accepted_samples && *resp->accepted_samples != acc) {
 		s->details.accepted_mismatch++;
 		if (!s->mismatch_logged) {
@@ -686,103 +451,17 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 		if (again->rounds > AGENT_SENDER_MAX_MISSING_ROUNDS) {
 			sr_log_warn(LOG_COMPONENT, "gateway still lacks definitions after resending them; dropping",
 				    "samples=%" PRIu64 " rounds=%u", again->count, again->rounds);
-			drop_chunk_locked(s, again, DROP_REJECTED);
+			agent_sender_drop_chunk_locked(s, again, DROP_REJECTED);
 		} else {
 			TAILQ_INSERT_HEAD(&s->queue, again, link);
 		}
 	} else {
-		chunk_free(again);
+		agent_sender_chunk_free(again);
 	}
 	s->head = NULL;
 	pthread_mutex_unlock(&s->mu);
 	agent_idset_done(&missing);
-	chunk_free(head);
-}
-
-/* Takes the oldest queued chunks (same frequency, never resends) as the next request. Called with mu held. */
-static struct chunk *form_head_locked(struct agent_sender *s)
-{
-	struct chunk *h = TAILQ_FIRST(&s->queue), *c;
-
-	if (!h) {
-		if (!s->has_pending_drops)
-			return NULL;
-		/* Only drop counters to relay: an empty request carries them. */
-		h = calloc(1, sizeof(*h));
-		if (!h)
-			return NULL;
-	} else {
-		TAILQ_REMOVE(&s->queue, h, link);
-		while (h->rounds == 0 && (c = TAILQ_FIRST(&s->queue)) && c->rounds == 0 &&
-		       c->frequency_hz == h->frequency_hz &&
-		       h->bytes + c->bytes <= AGENT_SENDER_REQUEST_SAMPLE_BYTES * 2) {
-			stackrelay_v1_Sample *p = realloc(h->samples, (h->n + c->n) * sizeof(*p));
-
-			if (!p)
-				break;
-			TAILQ_REMOVE(&s->queue, c, link);
-			memcpy(p + h->n, c->samples, c->n * sizeof(*p));
-			h->samples = p;
-			h->n += c->n;
-			h->count += c->count;
-			h->bytes += c->bytes;
-			free(c->samples);
-			if (c->has_drops) {
-				add_drops(s->pending_drops, c->drops);
-				s->has_pending_drops = true;
-			}
-			free(c);
-		}
-	}
-	if (s->has_pending_drops) {
-		add_drops(h->drops, s->pending_drops);
-		h->has_drops = true;
-		memset(s->pending_drops, 0, sizeof(s->pending_drops));
-		s->has_pending_drops = false;
-	}
-	s->head = h;
-	return h;
-}
-
-/* Splits the head in two for a 413; a single sample too large is rejected. */
-static void split_head(struct agent_sender *s, struct chunk *h)
-{
-	struct chunk *second;
-	size_t half = h->n / 2;
-
-	pthread_mutex_lock(&s->mu);
-	s->head = NULL;
-	if (h->n < 2 || !(second = calloc(1, sizeof(*second)))) {
-		drop_chunk_locked(s, h, DROP_REJECTED);
-		pthread_mutex_unlock(&s->mu);
-		return;
-	}
-	second->samples = malloc((h->n - half) * sizeof(*second->samples));
-	if (!second->samples) {
-		free(second);
-		drop_chunk_locked(s, h, DROP_REJECTED);
-		pthread_mutex_unlock(&s->mu);
-		return;
-	}
-	memcpy(second->samples, h->samples + half, (h->n - half) * sizeof(*second->samples));
-	second->n = h->n - half;
-	h->n = half;
-	second->count = second->bytes = 0;
-	for (size_t i = 0; i < second->n; i++) {
-		second->count += sample_count(&second->samples[i]);
-		second->bytes += agent_sender_sample_bytes(&second->samples[i]);
-	}
-	h->count -= second->count;
-	h->bytes -= second->bytes;
-	second->frequency_hz = h->frequency_hz;
-	second->rounds = h->rounds;
-	/* Split halves must not merge back; rounds > 0 keeps them apart. The 413 was not processed: new sequences. */
-	if (!h->rounds)
-		h->rounds = second->rounds = 1;
-	h->seq = 0;
-	TAILQ_INSERT_HEAD(&s->queue, second, link);
-	TAILQ_INSERT_HEAD(&s->queue, h, link);
-	pthread_mutex_unlock(&s->mu);
+	agent_sender_chunk_free(head);
 }
 
 /* One attempt at the head. */
@@ -811,7 +490,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 	for (size_t i = 0; i < h->n; i++) {
 		r = agent_defs_add_sample(&s->sent, s->store, &d, &h->samples[i]);
 		if (r < 0) {
-			lost += sample_count(&h->samples[i]);
+			lost += agent_sender_sample_count(&h->samples[i]);
 			lost_bytes += agent_sender_sample_bytes(&h->samples[i]);
 			pb_release(stackrelay_v1_Sample_fields, &h->samples[i]);
 			continue;
@@ -823,7 +502,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		h->count -= lost;
 		h->bytes -= lost_bytes;
 		pthread_mutex_lock(&s->mu);
-		count_gone_locked(s, lost, lost_bytes, DROP_DEFINITION_LOST);
+		agent_sender_count_gone_locked(s, lost, lost_bytes, DROP_DEFINITION_LOST);
 		pthread_mutex_unlock(&s->mu);
 		sr_log_debug(LOG_COMPONENT, "dropped samples whose definitions the store no longer has",
 			     "samples=%" PRIu64, lost);
@@ -832,7 +511,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		pthread_mutex_lock(&s->mu);
 		s->head = NULL;
 		pthread_mutex_unlock(&s->mu);
-		chunk_free(h);
+		agent_sender_chunk_free(h);
 		agent_defs_free(&d);
 		return;
 	}
@@ -867,7 +546,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 			     strerror(-r));
 		pthread_mutex_lock(&s->mu);
 		s->head = NULL;
-		drop_chunk_locked(s, h, DROP_REJECTED);
+		agent_sender_drop_chunk_locked(s, h, DROP_REJECTED);
 		pthread_mutex_unlock(&s->mu);
 		agent_defs_free(&d);
 		return;
@@ -903,7 +582,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		break;
 	case OUT_TOO_LARGE:
 		agent_sender_note_failure(s, &a, "samples");
-		split_head(s, h);
+		agent_sender_split_head(s, h);
 		break;
 	case OUT_REJECT:
 		sr_log_error(LOG_COMPONENT, "gateway rejected a push; dropping its samples",
@@ -911,7 +590,7 @@ static void send_head(struct agent_sender *s, struct chunk *h)
 		pthread_mutex_lock(&s->mu);
 		s->stats.requests_failed++;
 		s->head = NULL;
-		drop_chunk_locked(s, h, DROP_REJECTED);
+		agent_sender_drop_chunk_locked(s, h, DROP_REJECTED);
 		pthread_mutex_unlock(&s->mu);
 		agent_sender_note_success(s); /* the connection works; the data did not */
 		break;
@@ -924,27 +603,6 @@ static bool idle_locked(const struct agent_sender *s)
 {
 	return TAILQ_EMPTY(&s->queue) && !s->head && !s->busy && s->n_symjobs == 0 && !s->has_pending_drops &&
 	       (!s->flushing || s->probe_state == PROBE_DONE);
-}
-
-/* Flush ran out of time (or shutdown): everything still here is dropped, counted. Called with mu held. */
-static void drop_all_locked(struct agent_sender *s)
-{
-	struct chunk *c;
-
-	if (s->head) {
-		drop_chunk_locked(s, s->head, DROP_FLUSH_TIMEOUT);
-		s->head = NULL;
-	}
-	while ((c = TAILQ_FIRST(&s->queue))) {
-		TAILQ_REMOVE(&s->queue, c, link);
-		drop_chunk_locked(s, c, DROP_FLUSH_TIMEOUT);
-	}
-	s->details.symbol_tables_dropped += s->n_symjobs;
-	agent_sender_probe_done_locked(s);
-	/* Not uploaded after all: if the gateway asks again, try again. */
-	for (size_t i = 0; i < s->n_symjobs; i++)
-		agent_idset_del(&s->symdone, AGENT_ID_SYMBOLS, s->symjobs[i].id, s->symjobs[i].len);
-	s->n_symjobs = 0;
 }
 
 static void timed_wait(struct agent_sender *s, uint64_t until_ns)
@@ -972,7 +630,7 @@ static void *sender_thread(void *arg)
 		if (s->stop)
 			break;
 		if (s->flush_expired) {
-			drop_all_locked(s);
+			agent_sender_drop_all_locked(s);
 			s->flush_expired = false;
 			atomic_store(&s->abort_transfer, false);
 			pthread_cond_broadcast(&s->idle);
@@ -982,7 +640,7 @@ static void *sender_thread(void *arg)
 			timed_wait(s, s->next_attempt_ns);
 			continue;
 		}
-		h = s->head ? s->head : form_head_locked(s);
+		h = s->head ? s->head : agent_sender_form_head_locked(s);
 		if (h) {
 			s->busy = true;
 			pthread_mutex_unlock(&s->mu);
@@ -1232,7 +890,7 @@ void agent_sender_free(struct agent_sender *s)
 	}
 	pthread_mutex_lock(&s->mu);
 	s->flush_dropped = 0;
-	drop_all_locked(s);
+	agent_sender_drop_all_locked(s);
 	left = s->flush_dropped;
 	pthread_mutex_unlock(&s->mu);
 	if (left)

@@ -545,56 +545,6 @@ static const char *frame_type_of(const dict_t *d, const opentelemetry_proto_prof
 	return NULL;
 }
 
-/* A batch of one sample whose stack is [JIT hot, INTERPRETED alpha:12, native] in a process named exe_name. */
-static struct gw_profiles *function_batch(struct gw_stores *s, const char *exe_name)
-{
-	static const uint8_t fa[16] = { 0xf1 }, fj[16] = { 0xf2 }, eid[20] = { 0xee }, sid[16] = { 0x51 };
-	struct gw_function_def da = { .id = fa,
-				      .id_len = 16,
-				      .runtime = "cpython",
-				      .name = "alpha",
-				      .file_name = "/app/work.py",
-				      .start_line = 10 };
-	struct gw_function_def dj = { .id = fj, .id_len = 16, .runtime = "perf-map", .name = "JS:*hot /app/x.js:3" };
-	struct gw_executable_def de = { .id = eid, .id_len = 20, .id_kind = GW_EXE_ID_GNU_BUILD_ID, .file_name = "app" };
-	struct gw_attr attrs[] = { { .key = "process.executable.name", .type = GW_ATTR_STRING, .v.s = exe_name } };
-	struct gw_function *a = gw_stores__intern_function(s, &da), *j = gw_stores__intern_function(s, &dj);
-	struct gw_executable *e = gw_stores__intern_executable(s, &de);
-	struct gw_location *locs[3];
-	struct gw_profiles *p = gw_profiles_new();
-	struct gw_resource *r;
-	struct gw_stack *st;
-	struct gw_sample smp = { .count = 7, .start_ns = 1, .end_ns = 2, .pid = 9, .tid = 9 };
-
-	assert_non_null(a);
-	assert_non_null(j);
-	assert_non_null(e);
-	locs[0] = gw_stores__intern_function_location(s, GW_FRAME_JIT, 0x7f0000001000ULL, j, 0);
-	locs[1] = gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 24, a, 12);
-	locs[2] = gw_stores__intern_location(s, GW_FRAME_USER, 0x1000, e, NULL);
-	assert_non_null(locs[0]);
-	assert_non_null(locs[1]);
-	assert_non_null(locs[2]);
-	/* The same function at another line is another location. */
-	{
-		struct gw_location *other = gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 24, a, 13);
-
-		assert_ptr_not_equal(other, locs[1]);
-		gw_location__unref(other);
-	}
-	st = gw_stores__intern_stack(s, sid, sizeof(sid), false, locs, 3);
-	assert_non_null(st);
-	r = gw_profiles__add_resource(p, attrs, 1, 99);
-	assert_non_null(r);
-	smp.stack = st;
-	assert_int_equal(gw_resource__add_sample(p, r, &smp), 0);
-	gw_stack__unref(st);
-	gw_function__unref(a);
-	gw_function__unref(j);
-	gw_executable__unref(e);
-	return p;
-}
-
 /* Interpreted and JIT frames: Function + Line from the agent's definition, and profile.frame.type. */
 static void test_functions(void **state)
 {
@@ -604,7 +554,7 @@ static void test_functions(void **state)
 	} cases[] = { { "node", "v8js" }, { "myapp", "perf-map" } };
 
 	for (size_t c = 0; c < SR_ARRAY_SIZE(cases); c++) {
-		struct gw_profiles *p = function_batch(f->stores, cases[c].exe);
+		struct gw_profiles *p = xt_function_batch(f->stores, cases[c].exe, NULL);
 		struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
 		struct sr_pbw w = { 0 };
 		const dict_t *d;

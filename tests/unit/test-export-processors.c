@@ -47,6 +47,7 @@ extern const struct gw_component_type gw_exporter_flamegraph;
 struct source {
 	uv_timer_t timer;
 	unsigned next, n_batches, n_resources, n_samples;
+	bool functions; /* emit xt_function_batch() (interpreted and JIT frames) instead */
 	uint64_t emitted;
 	unsigned refused;
 };
@@ -75,7 +76,9 @@ static void tick(uv_timer_t *t)
 		uv_timer_start(&s->timer, tick, 1, 0);
 		return;
 	}
-	p = xt_batch(gw_runtime__stores(c->runtime), 200 + s->next, s->n_resources, s->n_samples, &total);
+	p = s->functions
+		    ? xt_function_batch(gw_runtime__stores(c->runtime), "node", &total)
+		    : xt_batch(gw_runtime__stores(c->runtime), 200 + s->next, s->n_resources, s->n_samples, &total);
 	assert_non_null(p);
 	s->next++;
 	s->emitted += total;
@@ -574,6 +577,44 @@ static void test_flamegraph(void **state)
 	rm_rf(dir);
 }
 
+/* Frames the agent named (interpreted, JIT) show their names in pprof and the flame graph. */
+static void test_pprof_flamegraph_functions(void **state)
+{
+	char dir[] = "/tmp/sr-fn-XXXXXX", yaml[600], cmd[256], path[512];
+	struct source s = { .n_batches = 1, .functions = true };
+	uint8_t *out = NULL;
+	size_t len, out_len;
+	char *data;
+	FILE *ls;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(yaml, sizeof(yaml), "directory: %s/p\n", dir);
+	assert_int_equal(run(&gw_exporter_pprof, yaml, &s), 0);
+	snprintf(cmd, sizeof(cmd), "ls %s/p", dir);
+	ls = popen(cmd, "r");
+	assert_non_null(fgets(cmd, sizeof(cmd), ls));
+	pclose(ls);
+	cmd[strcspn(cmd, "\n")] = '\0';
+	snprintf(path, sizeof(path), "%s/p/%s", dir, cmd);
+	data = slurp(path, &len);
+	assert_int_equal(sr_gunzip(data, len, 1 << 24, &out, &out_len), 0);
+	assert_non_null(memmem(out, out_len, "alpha", 5));
+	assert_non_null(memmem(out, out_len, "/app/work.py", 12));
+	assert_non_null(memmem(out, out_len, "JS:*hot /app/x.js:3", 19));
+	free(out);
+	free(data);
+
+	s = (struct source){ .n_batches = 1, .functions = true };
+	snprintf(path, sizeof(path), "%s/flame.svg", dir);
+	snprintf(yaml, sizeof(yaml), "path: %s\n", path);
+	assert_int_equal(run(&gw_exporter_flamegraph, yaml, &s), 0);
+	data = slurp(path, &len);
+	assert_non_null(strstr(data, "data-n=\"alpha\""));
+	assert_non_null(strstr(data, "data-n=\"JS:*hot /app/x.js:3\""));
+	free(data);
+	rm_rf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -588,6 +629,7 @@ int main(void)
 		cmocka_unit_test(test_file_json),
 		cmocka_unit_test(test_file_proto_rotation),
 		cmocka_unit_test(test_pprof),
+		cmocka_unit_test(test_pprof_flamegraph_functions),
 		cmocka_unit_test(test_flamegraph),
 	};
 

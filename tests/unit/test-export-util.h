@@ -18,4 +18,12 @@ struct gw_profiles;
 struct gw_profiles *xt_batch(struct gw_stores *s, unsigned tag, unsigned n_resources, unsigned n_samples,
 			     uint64_t *ret_total);
 
+/*
+ * A batch of one resource (process.executable.name exe_name) with one sample
+ * (count 7) whose stack is [JIT "JS:*hot /app/x.js:3" (perf-map), INTERPRETED
+ * "alpha" in /app/work.py line 12 (cpython, first line 10), a native frame].
+ * NULL on failure (test objects leak then).
+ */
+struct gw_profiles *xt_function_batch(struct gw_stores *s, const char *exe_name, uint64_t *ret_total);
+
 #endif

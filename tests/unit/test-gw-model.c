@@ -160,6 +160,14 @@ static void test_store_functions(void **state)
 	assert_non_null(l);
 	assert_ptr_equal(gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 8, first, 5), l);
 	gw_location__unref(l);
+	/* The same function and offset at another line is another location. */
+	{
+		struct gw_location *other = gw_stores__intern_function_location(s, GW_FRAME_INTERPRETED, 8, first, 6);
+
+		assert_ptr_not_equal(other, l);
+		assert_int_equal(gw_location__lines(other)->lines[0].line, 6);
+		gw_location__unref(other);
+	}
 	lines = gw_location__lines(l);
 	assert_non_null(lines);
 	assert_int_equal(lines->n, 1);
