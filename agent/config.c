@@ -119,7 +119,7 @@ static const struct sr_field off_cpu_fields[] = {
 
 static const struct sr_field python_fields[] = {
 	SR_FIELD_BOOLEAN("enabled", struct agent_python_config, enabled, .def = "true",
-			 .doc = "Name the Python frames of CPython 3.8-3.12 processes (function, file, line), "
+			 .doc = "Name the Python frames of CPython 3.8-3.13 processes (function, file, line), "
 				"between the native frames around them. Needs table unwinding "
 				"(profiling.unwinding: auto)."),
 	SR_FIELD_U64("max_code_objects", struct agent_python_config, max_code_objects, .def = "65536", .min = 1024,

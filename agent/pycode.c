@@ -20,9 +20,11 @@
  *   _PyInterpreterFrame Include/internal/pycore_frame.h (3.11+), _PyCFrame Include/cpython/pystate.h
  *   PyCodeObject      Include/code.h (3.8), Include/cpython/code.h (3.9+)
  *   PyASCIIObject, PyCompactUnicodeObject Include/cpython/unicodeobject.h
- * The 3.11 row is also checked against the installed python3.11 headers
- * (tests/unit/test-agent-pycode.c, offsetof) and a live interpreter
- * (tests/integration/agent-python.py). The agent accepts a code object only
+ * Every row was compared with offsetof over that release's own headers
+ * (Py_BUILD_CORE; pyenv's 3.8.18, 3.9.18, 3.10.13, 3.12.1, 3.13.0 and
+ * Debian's 3.11.2), the 3.11 row in every build where the headers are
+ * installed (tests/unit/test-agent-pyoffsets.c), and each version against a
+ * live interpreter (tests/integration/agent-python.py). The agent accepts a code object only
  * when its ob_type is PyCode_Type, so a wrong offset names nothing rather
  * than something wrong.
  */
@@ -163,6 +165,35 @@ static const struct agent_py_layout layouts[] = {
 		.code_linetable = 136,
 		.linetable_kind = AGENT_PY_LOCATIONS,
 		.unicode_ascii_size = 40, /* wstr is gone */
+		.unicode_compact_size = 56,
+	},
+	{
+		/* 3.13 (the default build; the free-threaded one, python3.13t, is refused by name) */
+		.version = AGENT_PY_VERSION(3, 13),
+		.bpf = {
+			/* _Py_DebugOffsets debug_offsets comes first now: interpreters.head at 632 */
+			.runtime_interp_head = 632,
+			/* struct _ceval_state ceval (with its pending calls) comes first: threads.head at 7344 */
+			.interp_threads_head = 7344,
+			.tstate_next = 8,
+			.tstate_thread_id = 152,
+			.tstate_frame = 72, /* _PyInterpreterFrame *current_frame: _PyCFrame is gone */
+			.cframe_current = PY_OFF_NONE,
+			.frame_code = 0, /* f_executable: the code object for Python frames */
+			.frame_previous = 8,
+			.frame_instr = 56, /* instr_ptr */
+			.frame_entry = 70, /* owner */
+			.code_adaptive = 200, /* co_executors 152 moved the rest down by 8 */
+			.entry_kind = PY_ENTRY_SHIM,
+			.instr_kind = PY_INSTR_PTR,
+		},
+		.code_filename = 112,
+		.code_name = 120,
+		.code_qualname = 128,
+		.code_firstlineno = 68,
+		.code_linetable = 136,
+		.linetable_kind = AGENT_PY_LOCATIONS,
+		.unicode_ascii_size = 40,
 		.unicode_compact_size = 56,
 	},
 };

@@ -142,7 +142,20 @@ static uint16_t version_from_name(const char *path)
 	minor = (unsigned)strtoul(base + 8, &end, 10);
 	if (end == base + 8 || minor > 255)
 		return 0;
+	/* A free-threaded build (python3.13t): other layouts, not supported. */
+	if (*end == 't')
+		return AGENT_PY_VERSION(3, 255);
 	return AGENT_PY_VERSION(3, minor);
+}
+
+static const char *version_text(uint16_t version)
+{
+	static char buf[16];
+
+	if ((version & 0xff) == 255)
+		return "free-threaded";
+	snprintf(buf, sizeof(buf), "%u.%u", version >> 8, version & 0xff);
+	return buf;
 }
 
 /* Reads 4 bytes at ELF virtual address vaddr from the section that holds them. */
@@ -213,6 +226,8 @@ static void examine(int fd, const char *path, struct py_file *f)
 	/* Py_Version (3.11+) is PY_VERSION_HEX; before it, the file name says the version. */
 	if (f->interpreter && version_addr && read_u32_at(elf, version_addr, &hex) == 0)
 		version = (uint16_t)(hex >> 16);
+	if (version_from_name(path) == AGENT_PY_VERSION(3, 255))
+		version = AGENT_PY_VERSION(3, 255);
 	if (f->interpreter && !version)
 		version = version_from_name(path);
 	if (f->interpreter)
@@ -220,7 +235,7 @@ static void examine(int fd, const char *path, struct py_file *f)
 	if (f->interpreter)
 		sr_log_info("agent",
 			    f->layout ? "Python interpreter found" : "Python interpreter of an unsupported version",
-			    "path=\"%s\" version=%u.%u", path, version >> 8, version & 0xff);
+			    "path=\"%s\" version=%s", path, version_text(version));
 	elf_end(elf);
 }
 

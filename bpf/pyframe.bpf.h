@@ -80,6 +80,9 @@ static __always_inline __u64 py_find_tstate(const struct py_proc *p, __u32 tid, 
 {
 	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid), ts, interp;
 
+	/* No thread pointer: nothing to match (a thread state not yet bound has thread_id 0). */
+	if (!fsbase)
+		return 0;
 	if (cached && *cached && py_read_ptr(*cached + p->off.tstate_thread_id) == fsbase)
 		return *cached;
 	interp = py_read_ptr(p->runtime + p->off.runtime_interp_head);
@@ -114,7 +117,9 @@ __noinline int py_begin(__u32 slot)
 	if (!p || p->start_boottime_ns != st->sample.hdr.start_boottime_ns)
 		return 0;
 	st->py = *p;
-	ts = py_find_tstate(p, (__u32)id, BPF_CORE_READ(task, thread.fsbase));
+	/* x86-64: pthread_self() is the thread pointer, the FS base. */
+	ts = py_find_tstate(p, (__u32)id,
+			    bpf_core_field_exists(task->thread.fsbase) ? BPF_CORE_READ(task, thread.fsbase) : 0);
 	if (!ts) {
 		count(PROFILE_CNT_PY_NO_THREAD);
 		return 0;

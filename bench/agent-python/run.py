@@ -96,7 +96,7 @@ class Agent:
 
 
 def workers(cmds):
-    return [subprocess.Popen(c) for c in cmds]
+    return [subprocess.Popen(c, stdout=subprocess.DEVNULL) for c in cmds]
 
 
 def wait_all(ps):

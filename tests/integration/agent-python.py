@@ -24,9 +24,17 @@ then execs python3 under the same PID), so the agent, started first with
   - short.py, SHORT_RUNS times one after another: each uses SHORT_CPU
     seconds of CPU in brief_work() and exits; brief_work is named in most of
     each process's samples.
+Then, in a second agent run, hot.py under every other CPython 3.8-3.13 this
+host has (pyenv's under /root/.pyenv/versions, or SR_TEST_PYTHONS, a
+colon-separated list of interpreters; none: that part is skipped with a
+message): each names alpha, beta and main_loop with the script's path and
+lines inside them, the split within 5 points, main_loop in >= 95 % of the
+samples with the script's frames (start-up imports differ between builds).
 """
 import bisect
+import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -314,7 +322,92 @@ def run(env, c):
 
     ends = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
     print("# unwinding: " + " ".join("%s=%s" % kv for kv in sorted(ends.items()) if kv[0] not in ("ts", "level")))
+    other_versions(env, c, paths["hot"])
     return c.finish()
+
+
+def other_interpreters():
+    """{minor: path} of CPython 3.8-3.13 interpreters other than Debian's, one per version."""
+    spec = os.environ.get("SR_TEST_PYTHONS")
+    cands = spec.split(":") if spec else sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3.*"))
+    found = {}
+    for path in cands:
+        m = re.search(r"python3\.(\d+)$", path)
+        if m and 8 <= int(m.group(1)) <= 13 and os.access(path, os.X_OK) and \
+                os.path.realpath(path) != os.path.realpath(PYTHON):
+            found.setdefault(int(m.group(1)), path)
+    return found
+
+
+def other_versions(env, c, hot):
+    found = other_interpreters()
+    if not found:
+        print("# SKIP other CPython versions: none found (pyenv's /root/.pyenv/versions, or SR_TEST_PYTHONS)")
+        return
+    gates = {minor: gate([path, hot, "1.5"]) for minor, path in sorted(found.items())}
+    out_path = os.path.join(env.tmp, "versions.pb")
+    args = ["--duration", "300", "--frequency", str(FREQ), "--output", out_path, "--log-level", "info"]
+    for g in gates.values():
+        args += ["--pid", str(g["pid"])]
+    agent, log = agentlib.start_agent(env, args)
+    if agent is None:
+        for g in gates.values():
+            g["proc"].kill()
+        c.check(False, "agent (other versions) started")
+        return
+    order = sorted(gates)
+    for i in range(0, len(order), 2):
+        for minor in order[i:i + 2]:
+            release(gates[minor])
+        for minor in order[i:i + 2]:
+            gates[minor]["rc"] = gates[minor]["proc"].wait(timeout=300)
+    rc, stderr = agentlib.stop_agent(agent, log)
+    c.check(rc == 0, "agent (other versions) exits 0 on SIGTERM (rc=%d)" % rc)
+    out = agentlib.Output(env.pb, out_path)
+    namer = Namer(out)
+    for minor in order:
+        g = gates[minor]
+        what = "3.%d (%s)" % (minor, found[minor])
+        c.check(g["rc"] == 0, "%s: hot.py ran (rc=%s)" % (what, g["rc"]))
+        c.check("version=3.%d " % minor in stderr or "version=3.%d\n" % minor in stderr,
+                "%s: the agent found the interpreter as 3.%d" % (what, minor))
+        samples = out.for_pid(g["pid"])
+        stacks = {id(s): namer.stack(s) for s in samples}
+        py = [s for s in samples if any(f[0] == INTERPRETED for f in stacks[id(s)])]
+        names, bad = {}, set()
+        for s in py:
+            for kind, fname, name, line, start, _ in stacks[id(s)]:
+                if kind == INTERPRETED and fname == hot:
+                    names[name] = names.get(name, 0) + s.count
+                    lo, hi = HOT_LINES.get(name, (0, -1))
+                    if start != lo or not (lo <= line <= hi):
+                        bad.add((name, line, start))
+        pct_py, n = share(samples, lambda s: s in py)
+        # Interpreter start-up (C, before the agent has the process) is a larger share of a 1.5 s run.
+        c.check(n >= 300 and pct_py >= 80.0, "%s: %.1f%% of %d samples have Python frames (>= 80%% of >= 300)" %
+                (what, pct_py, n))
+        c.check(all(k in names for k in ("alpha", "beta", "main_loop", "work")),
+                "%s: alpha, beta, work, main_loop named with the script's path (%s)" %
+                (what, ", ".join("%s=%d" % kv for kv in sorted(names.items()))))
+        c.check(not bad, "%s: first lines and lines lie in their functions (bad: %s)" % (what, sorted(bad)[:5]))
+        a = sum(s.count for s in py if any(f[2] == "alpha" for f in stacks[id(s)]))
+        b = sum(s.count for s in py if any(f[2] == "beta" for f in stacks[id(s)]))
+        split = 100.0 * a / (a + b) if a + b else 0.0
+        c.check(abs(split - 70.0) <= 5.0, "%s: alpha %.1f%% : beta %.1f%% (70:30 within 5 points)" %
+                (what, split, 100.0 - split if a + b else 0.0))
+        # Start-up imports differ between builds (pyenv's compile their .pyc): the script's own samples count.
+        mine = [s for s in py if any(f[0] == INTERPRETED and f[1] == hot for f in stacks[id(s)])]
+        pct_main, _ = share(mine, lambda s: any(f[2] == "main_loop" for f in stacks[id(s)]))
+        if os.environ.get("SR_PY_DEBUG"):
+            other = {}
+            for s in py:
+                if not any(f[2] == "main_loop" for f in stacks[id(s)]):
+                    k = tuple((f[2], os.path.basename(f[1] or "")) for f in stacks[id(s)] if f[0] == INTERPRETED)
+                    other[k] = other.get(k, 0) + s.count
+            for k, v in sorted(other.items(), key=lambda kv: -kv[1])[:8]:
+                print("# %s without main_loop: %d %s" % (what, v, k))
+        c.check(pct_main >= 95.0, "%s: main_loop in %.1f%% of the samples with frames of hot.py (>= 95%%)" %
+                (what, pct_main))
 
 
 if __name__ == "__main__":

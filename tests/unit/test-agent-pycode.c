@@ -210,7 +210,7 @@ static void test_bytes_and_code(void **state)
 static void test_layouts(void **state)
 {
 	(void)state;
-	for (unsigned minor = 8; minor <= 12; minor++) {
+	for (unsigned minor = 8; minor <= 13; minor++) {
 		const struct agent_py_layout *l = agent_py_layout(AGENT_PY_VERSION(3, minor));
 
 		assert_non_null(l);
@@ -220,7 +220,7 @@ static void test_layouts(void **state)
 		assert_true(l->code_filename + 8 <= AGENT_PY_CODE_HEAD);
 	}
 	assert_null(agent_py_layout(AGENT_PY_VERSION(3, 7)));
-	assert_null(agent_py_layout(AGENT_PY_VERSION(3, 13)));
+	assert_null(agent_py_layout(AGENT_PY_VERSION(3, 14)));
 	assert_null(agent_py_layout(AGENT_PY_VERSION(2, 7)));
 }
 
