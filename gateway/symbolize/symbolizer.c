@@ -440,6 +440,8 @@ static int map_grow(struct gw_symbolizer *s)
 	return 0;
 }
 
+static void evict(struct gw_symbolizer *s, struct entry *keep);
+
 static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size_t len, uint64_t hash)
 {
 	struct entry *e;
@@ -461,6 +463,9 @@ static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size
 	e->bytes = GW_SYM_NEGATIVE_ENTRY_BYTES;
 	s->bytes += e->bytes;
 	sr_list__push_front(&s->lru, &e->lru);
+	/* A stream of new IDs (deployments, short-lived binaries) must not grow the cache past its limit
+	 * while no table becomes ready: older entries make room now. */
+	evict(s, e);
 	return e;
 }
 
