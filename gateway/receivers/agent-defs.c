@@ -20,6 +20,7 @@
 #include "macro.h"
 #include "model.h"
 #include "pbwire.h"
+#include "utf8.h"
 
 int gw_ingest_parse_executable(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize)
 {
@@ -170,7 +171,7 @@ int gw_ingest_parse_kernel(struct gw_stores *stores, struct sr_pbr r, char *errb
 					/* Each module's name slot was counted in the first pass. */
 					m->name = names + names_len;
 					names_len +=
-						gw_utf8_copy(names + names_len, u.p, u.n, GW_AGENT_MAX_STRING_BYTES) +
+						sr_utf8_copy(names + names_len, u.p, u.n, GW_AGENT_MAX_STRING_BYTES) +
 						1;
 					break;
 				case stackrelay_v1_KernelModule_start_tag:
@@ -528,7 +529,7 @@ int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, c
 				if (f == stackrelay_v1_Symbol_name_tag) {
 					sr_pbr__bytes(&sr, &u);
 					sym->name = pos;
-					pos += gw_utf8_copy(pos, u.p, u.n, GW_AGENT_MAX_STRING_BYTES) + 1;
+					pos += sr_utf8_copy(pos, u.p, u.n, GW_AGENT_MAX_STRING_BYTES) + 1;
 				} else if (f == stackrelay_v1_Symbol_address_tag)
 					sr_pbr__varint(&sr, &sym->address);
 				else if (f == stackrelay_v1_Symbol_size_tag)
@@ -539,7 +540,7 @@ int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, c
 		} else if (f == stackrelay_v1_SymbolTable_sources_tag || f == stackrelay_v1_SymbolTable_error_tag) {
 			sr_pbr__bytes(&r, &t);
 			const char *str = pos;
-			pos += gw_utf8_copy(pos, t.p, t.n, GW_AGENT_MAX_STRING_BYTES) + 1;
+			pos += sr_utf8_copy(pos, t.p, t.n, GW_AGENT_MAX_STRING_BYTES) + 1;
 			if (f == stackrelay_v1_SymbolTable_sources_tag)
 				tab->sources[tab->n_sources++] = str;
 			else

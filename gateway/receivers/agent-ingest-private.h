@@ -28,12 +28,6 @@ struct gw_ingest_result;
 		goto out;                                                                                              \
 	} while (0)
 
-/*
- * Copies a string field as valid UTF-8 into dst (room for max + 1 bytes):
- * other bytes become '?', because OTLP strings must be UTF-8 and backends
- * reject anything else; cut at max bytes. Returns the length written.
- */
-size_t gw_utf8_copy(char *dst, const uint8_t *s, size_t n, size_t max);
 /* The same into a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1; returns buf. */
 const char *gw_ingest_cstr(char *buf, struct sr_pb_slice s);
 

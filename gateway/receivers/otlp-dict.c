@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent-ingest-private.h"
 #include "core/model.h"
 #include "macro.h"
 #include "otlp-decode-private.h"
 #include "pbwire.h"
+#include "utf8.h"
 
 #include "opentelemetry/proto/common/v1/common.pb.h"
 #include "opentelemetry/proto/profiles/v1development/profiles.pb.h"
@@ -224,7 +224,7 @@ const char *otlp_batch_string(struct otlp_dec *d, struct sr_pb_slice s)
 		if (!buf)
 			return NULL;
 	}
-	gw_utf8_copy(buf, s.p, s.n, max);
+	sr_utf8_copy(buf, s.p, s.n, max);
 	out = gw_profiles__strdup(d->batch, buf);
 	if (buf != stackbuf)
 		free(buf);
