@@ -253,14 +253,19 @@ def run(env, c):
     c.check(pct_py >= 90.0, "hot.py: %.1f%% of samples have Python frames (>= 90%%)" % pct_py)
     bad = set()
     seen = {}
+    unknown = total = 0
     for s in py:
         for kind, fname, name, line, start, runtime in stacks[id(s)]:
             if kind != INTERPRETED or fname != paths["hot"]:
                 continue
             seen[name] = seen.get(name, 0) + s.count
+            total += s.count
             lo, hi = HOT_LINES.get(name, (0, -1))
-            if runtime != "cpython" or start != lo or not (lo <= line <= hi):
+            if runtime == "cpython" and start == lo and line == 0:
+                unknown += s.count  # an instruction without a line (the protocol's "unknown")
+            elif runtime != "cpython" or start != lo or not (lo <= line <= hi):
                 bad.add((name, line, start, runtime))
+    c.check(unknown * 100 <= total, "hot.py: %d of %d frames without a line (<= 1%%)" % (unknown, total))
     c.check(all(k in seen for k in ("alpha", "beta", "main_loop", "<module>", "work")),
             "hot.py: alpha, beta, work, main_loop and <module> named with the script's path (%s)" %
             ", ".join("%s=%d" % kv for kv in sorted(seen.items())))
@@ -375,13 +380,18 @@ def other_versions(env, c, hot):
         stacks = {id(s): namer.stack(s) for s in samples}
         py = [s for s in samples if any(f[0] == INTERPRETED for f in stacks[id(s)])]
         names, bad = {}, set()
+        unknown = total = 0
         for s in py:
             for kind, fname, name, line, start, _ in stacks[id(s)]:
                 if kind == INTERPRETED and fname == hot:
                     names[name] = names.get(name, 0) + s.count
+                    total += s.count
                     lo, hi = HOT_LINES.get(name, (0, -1))
-                    if start != lo or not (lo <= line <= hi):
+                    if start == lo and line == 0:
+                        unknown += s.count  # an instruction without a line (the protocol's "unknown")
+                    elif start != lo or not (lo <= line <= hi):
                         bad.add((name, line, start))
+        c.check(unknown * 100 <= total, "%s: %d of %d frames without a line (<= 1%%)" % (what, unknown, total))
         pct_py, n = share(samples, lambda s: s in py)
         # Interpreter start-up (C, before the agent has the process) is a larger share of a 1.5 s run.
         c.check(n >= 300 and pct_py >= 80.0, "%s: %.1f%% of %d samples have Python frames (>= 80%% of >= 300)" %
