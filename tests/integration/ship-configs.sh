@@ -69,7 +69,7 @@ done
 if python3 - "$src" <<'PY'
 import re, sys
 src = sys.argv[1]
-c = open(f"{src}/gateway/processors/k8s_attributes.c").read()
+c = open(f"{src}/gateway/processors/k8s_attributes-config.c").read()
 m = re.search(r'SR_FIELD_STRLIST\("metadata".*?\.def = ((?:\s*"[^"]*")+)', c, re.S)
 gw = [x.strip() for x in "".join(re.findall(r'"([^"]*)"', m.group(1))).strip("[]").split(",")] if m else None
 t = open(f"{src}/charts/stackrelay/templates/_helpers.tpl").read()
