@@ -2,18 +2,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/macro.h"
 #include "perfmap.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* A hex number (optional 0x) at *p, at most 16 digits; advances *p. */
 static int hex(const char **p, const char *end, uint64_t *ret)
@@ -24,7 +14,7 @@ static int hex(const char **p, const char *end, uint64_t *ret)
 
 	if (end - s > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
 		s += 2;
-	while (s < end && (d = hexval(*s)) >= 0) {
+	while (s < end && (d = sr_hex_value(*s)) >= 0) {
 		if (++n > 16)
 			return -EINVAL;
 		v = v << 4 | (uint64_t)d;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/macro.h"
 #include "procmaps.h"
 
 struct cursor {
@@ -18,26 +19,15 @@ struct cursor {
 	const char *end;
 };
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int parse_hex(struct cursor *c, uint64_t *ret)
 {
 	uint64_t v = 0;
 	size_t digits = 0;
 
-	while (c->p < c->end && hexval(*c->p) >= 0) {
+	while (c->p < c->end && sr_hex_value(*c->p) >= 0) {
 		if (digits == 16)
 			return -EINVAL;
-		v = (v << 4) | (uint64_t)hexval(*c->p);
+		v = (v << 4) | (uint64_t)sr_hex_value(*c->p);
 		c->p++;
 		digits++;
 	}

@@ -28,6 +28,7 @@
 #include <pb_encode.h>
 
 #include "gateway/symbolize/gopclntab.h"
+#include "common/macro.h"
 #include "symupload.h"
 
 struct sym {
@@ -593,17 +594,6 @@ static size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-static int hexdigit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int agent_symupload_kallsyms_mem(const char *text, size_t len, uint64_t max_bytes, struct agent_symtab *ret)
 {
 	struct syms all = { 0 };
@@ -621,8 +611,8 @@ int agent_symupload_kallsyms_mem(const char *text, size_t len, uint64_t max_byte
 			eol = end;
 		p = eol + 1;
 		/* "ffffffff81000000 T _text" or "ffffffffc0a01000 t fn\t[module]": the gateway's format too. */
-		for (q = line; q < eol && hexdigit(*q) >= 0 && digits <= 16; q++, digits++)
-			addr = addr << 4 | (uint64_t)hexdigit(*q);
+		for (q = line; q < eol && sr_hex_value(*q) >= 0 && digits <= 16; q++, digits++)
+			addr = addr << 4 | (uint64_t)sr_hex_value(*q);
 		if (digits == 0 || digits > 16 || eol - q < 4 || q[0] != ' ' || q[2] != ' ')
 			continue;
 		type = q[1];

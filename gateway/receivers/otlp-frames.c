@@ -41,17 +41,6 @@
 #define OTLP_STACK_ID_TAG 'o'
 #define OTLP_STACK_ID_LEN 17
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* A hex build ID into bytes; false when it is not even-length hex of 1 to GW_ID_MAX bytes. */
 static bool parse_hex_id(const char *s, uint8_t *out, size_t *ret_len)
 {
@@ -60,7 +49,7 @@ static bool parse_hex_id(const char *s, uint8_t *out, size_t *ret_len)
 	if (n == 0 || n % 2 || n / 2 > GW_ID_MAX)
 		return false;
 	for (size_t i = 0; i < n; i += 2) {
-		int hi = hex_value(s[i]), lo = hex_value(s[i + 1]);
+		int hi = sr_hex_value(s[i]), lo = sr_hex_value(s[i + 1]);
 		if (hi < 0 || lo < 0)
 			return false;
 		out[i / 2] = (uint8_t)(hi << 4 | lo);

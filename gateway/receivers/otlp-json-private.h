@@ -86,7 +86,6 @@ int gw_oj_string(struct gw_oj_ctx *c, size_t *ret_at);
 int gw_oj_number_span(struct gw_oj_ctx *c, const uint8_t **ret, size_t *ret_n);
 /* A number or numeric string for an integer or double field, as the 64 bits protobuf writes. */
 int gw_oj_numeric(struct gw_oj_ctx *c, unsigned type, uint64_t *ret);
-int gw_oj_hex_nibble(uint8_t ch);
 /* Decode b[0, n) in place; the bytes, or -1 when it is not hex (base64). */
 long gw_oj_hex_decode(uint8_t *b, size_t n);
 long gw_oj_base64_decode(uint8_t *b, size_t n);

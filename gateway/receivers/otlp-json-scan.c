@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "otlp-json-private.h"
 #include "pbwire.h"
 
@@ -518,21 +519,13 @@ long gw_oj_base64_decode(uint8_t *b, size_t n)
 	return (long)o;
 }
 
-int gw_oj_hex_nibble(uint8_t ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch |= 0x20;
-	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
-
 /* Decodes hex at b[0, n) in place; returns the bytes or -1. */
 long gw_oj_hex_decode(uint8_t *b, size_t n)
 {
 	if (n % 2)
 		return -1;
 	for (size_t i = 0; i < n; i += 2) {
-		int hi = gw_oj_hex_nibble(b[i]), lo = gw_oj_hex_nibble(b[i + 1]);
+		int hi = sr_hex_value(b[i]), lo = sr_hex_value(b[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -1;

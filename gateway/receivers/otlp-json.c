@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "otlp-json-private.h"
 #include "otlp-json.h"
 #include "pbwire.h"
@@ -45,7 +46,7 @@ static int string_field(struct gw_oj_ctx *c, const struct gw_oj_field *f, bool a
 		if (f->type == J_ID) {
 			hex = n == 32;
 			for (size_t i = 0; hex && i < n; i++)
-				hex = gw_oj_hex_nibble(b[i]) >= 0;
+				hex = sr_hex_value(b[i]) >= 0;
 		}
 		m = hex ? gw_oj_hex_decode(b, n) : gw_oj_base64_decode(b, n);
 		if (m < 0)

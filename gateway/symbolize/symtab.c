@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "gopclntab.h"
+#include "macro.h"
 #include "symtab.h"
 
 /* malloc(0) may return NULL; empty tables still get arrays. */
@@ -553,17 +554,6 @@ bad:
 
 /* ---- kallsyms ---- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int gw_kallsyms_parse(const char *text, size_t len, struct gw_symtab_builder *b, size_t *ret_bad)
 {
 	const char *p = text, *end = text + len;
@@ -582,8 +572,8 @@ int gw_kallsyms_parse(const char *text, size_t len, struct gw_symtab_builder *b,
 		p = eol + 1;
 		if (eol == line)
 			continue;
-		for (q = line; q < eol && hexval(*q) >= 0 && digits < 17; q++, digits++)
-			addr = addr << 4 | (uint64_t)hexval(*q);
+		for (q = line; q < eol && sr_hex_value(*q) >= 0 && digits < 17; q++, digits++)
+			addr = addr << 4 | (uint64_t)sr_hex_value(*q);
 		if (digits == 0 || digits > 16 || eol - q < 4 || q[0] != ' ' || q[2] != ' ') {
 			bad++;
 			continue;
