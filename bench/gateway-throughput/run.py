@@ -82,7 +82,8 @@ def metrics(addr):
         name, labels, v = m.group(1), m.group(2) or "", float(m.group(3))
         if name == "stackrelay_gateway_samples_exported_total":
             out["exported"] += v
-        elif name == "stackrelay_gateway_samples_accepted_total" and 'component="agent"' in labels:
+        elif name == "stackrelay_gateway_samples_accepted_total" and \
+                ('component="agent"' in labels or 'component="otlp"' in labels):
             out["accepted_rx"] += v
         elif name == "stackrelay_gateway_samples_dropped_total":
             out["dropped"] += v
@@ -233,9 +234,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_debuginfod(debug_dir, tmp):
-    """A real debuginfod (Debian's) serving debug_dir on loopback; returns (process, url) once it serves
-    the debug file of this host's libc (libc6-dbg), or raises SystemExit saying what is missing."""
+def start_debuginfod(debug_dir, tmp, extra_dirs=(), name="debuginfod"):
+    """A real debuginfod (Debian's) serving debug_dir (and extra_dirs) on loopback; returns (process, url) once
+    it serves the debug file of this host's libc (libc6-dbg), or raises SystemExit saying what is missing."""
     if not shutil.which("debuginfod"):
         raise SystemExit("run.py: debuginfod not installed (scripts/install-deps installs it; or --no-debuginfod)")
     libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
@@ -245,9 +246,10 @@ def start_debuginfod(debug_dir, tmp):
         raise SystemExit("run.py: no debug file for this host's libc (%s, build ID %s) in %s: install libc6-dbg "
                          "(scripts/install-deps), or run with --no-debuginfod" % (libc, bid, debug_dir))
     port = free_port()
-    log = open(os.path.join(tmp, "debuginfod.log"), "w")
-    proc = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", os.path.join(tmp, "debuginfod.sqlite"),
-                             "-t", "0", "-g", "0", debug_dir], stdout=log, stderr=subprocess.STDOUT)
+    log = open(os.path.join(tmp, name + ".log"), "w")
+    proc = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", os.path.join(tmp, name + ".sqlite"),
+                             "-t", "0", "-g", "0", debug_dir] + list(extra_dirs),
+                            stdout=log, stderr=subprocess.STDOUT)
     url = "http://127.0.0.1:%d" % port
     end = time.time() + 120
     while True:
@@ -436,12 +438,17 @@ def kept_frames(path, first, last):
     return acc
 
 
-def replay(args, url, seconds):
+def replay(args, url, seconds, otlp=None):
+    """Agent traffic (replay.js), or with otlp ("http" or "grpc") the same profiles as OTLP (replay-otlp.js)."""
     t0 = time.time()
-    p = subprocess.run(["node", os.path.join(HERE, "replay.js"), "--recording", args.recording, "--url", url,
-                        "--agents", str(args.agents), "--seconds", str(seconds), "--inflight",
-                        str(args.inflight)] + (["--symbols", args.symbols] if args.symbols else []),
-                       capture_output=True, text=True, timeout=seconds + 90)
+    common = ["--url", url, "--agents", str(args.agents), "--seconds", str(seconds), "--inflight", str(args.inflight)]
+    if otlp:
+        cmd = ["node", os.path.join(HERE, "replay-otlp.js"), "--requests", args.otlp_requests,
+               "--protocol", otlp] + common
+    else:
+        cmd = ["node", os.path.join(HERE, "replay.js"), "--recording", args.recording] + common + \
+            (["--symbols", args.symbols] if args.symbols else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 90)
     if p.returncode != 0:
         raise SystemExit("run.py: replay failed: " + p.stderr)
     r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -462,8 +469,11 @@ def wait_drained(maddr, timeout=60.0):
     return metrics(maddr)
 
 
-def run_config(args, name, processors, tmp, cold=False):
-    """One gateway, one configuration. cold: no warm-up, a fresh symbol store, uploads inside the window."""
+def run_config(args, name, processors, tmp, cold=False, otlp=None):
+    """One gateway, one configuration. cold: no warm-up, a fresh symbol store, uploads inside the window.
+    otlp ("http" or "grpc"): the same profiles as OTLP requests to the otlp receiver instead of agent pushes;
+    the symbolize processor asks the OTLP debuginfod (libc6-dbg and the recorded executables' own files), as
+    an OTel profiler uploads nothing."""
     slug = re.sub(r"[^a-z0-9]+", "-", name)
     port_file = os.path.join(tmp, slug + ".sink.port")
     keep = os.path.join(tmp, slug + ".bodies")
@@ -475,7 +485,11 @@ def run_config(args, name, processors, tmp, cold=False):
         port = int(open(port_file).read())
         cfg = os.path.join(tmp, slug + ".yaml")
         with open(cfg, "w") as f:
-            f.write("receivers:\n  agent: {endpoint: 127.0.0.1:0}\n")
+            if otlp:
+                f.write("receivers:\n  otlp: {protocols: {%s: {endpoint: 127.0.0.1:0}, %s: {endpoint: \"\"}}}\n" % (
+                    otlp, "grpc" if otlp == "http" else "http"))
+            else:
+                f.write("receivers:\n  agent: {endpoint: 127.0.0.1:0}\n")
             if processors:
                 f.write("processors:\n")
             if "symbolize" in processors:
@@ -485,13 +499,13 @@ def run_config(args, name, processors, tmp, cold=False):
                 cache = os.path.join(tmp, slug + ".cache")
                 os.makedirs(cache)
                 f.write("  symbolize: {cache_dir: %s, debug_dirs: [], debuginfod_urls: [%s]}\n" % (
-                    cache, args.debuginfod_url or ""))
+                    cache, (args.debuginfod_url_otlp if otlp else args.debuginfod_url) or ""))
             if "batch" in processors:
                 f.write("  batch: {timeout: 1s}\n")
             f.write("exporters:\n  otlp_http: {endpoint: \"http://127.0.0.1:%d\"}\n" % port)
-            f.write("service:\n  pipelines:\n    profiles: {receivers: [agent], %sexporters: [otlp_http]}\n"
+            f.write("service:\n  pipelines:\n    profiles: {receivers: [%s], %sexporters: [otlp_http]}\n"
                     "  telemetry: {metrics: {address: 127.0.0.1:0}}\n"
-                    % ("processors: [%s], " % ", ".join(processors) if processors else ""))
+                    % ("otlp" if otlp else "agent", "processors: [%s], " % ", ".join(processors) if processors else ""))
         log = os.path.join(tmp, slug + ".log")
         env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
         gw = subprocess.Popen([os.path.join(args.build, "gateway/stackrelay-gateway"), "--config", cfg],
@@ -499,7 +513,8 @@ def run_config(args, name, processors, tmp, cold=False):
         addr = maddr = None
         for _ in range(200):
             text = open(log).read()
-            a = re.search(r'listening for agents.* address=(\S+)', text)
+            a = re.search(r'listening for OTLP profiles.* protocol=%s address=(\S+)' % otlp if otlp else
+                          r'listening for agents.* address=(\S+)', text)
             m = re.search(r'telemetry server listening" address=(\S+)', text)
             if a and m and "msg=running" in text:
                 addr, maddr = a.group(1), m.group(1)
@@ -510,22 +525,22 @@ def run_config(args, name, processors, tmp, cold=False):
         url = "http://" + addr
         warm_rounds = 0
         if not cold:
-            w = replay(args, url, args.warmup)
+            w = replay(args, url, args.warmup, otlp)
             # Warm means no table is asked for any more: replay again (fresh agents) until none is.
-            while "symbolize" in processors and w["wanted"] > 0 and warm_rounds < 10:
+            while "symbolize" in processors and not otlp and w["wanted"] > 0 and warm_rounds < 10:
                 wait_drained(maddr)
                 warm_rounds += 1
                 w = replay(args, url, min(args.warmup, 2))
         m0 = wait_drained(maddr)
         c0, s0 = cpu_seconds(gw.pid), cpu_seconds(sink.pid)
         k0 = json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=10).read())
-        r = replay(args, url, args.seconds)
+        r = replay(args, url, args.seconds, otlp)
         m1 = wait_drained(maddr)
         c1, s1 = cpu_seconds(gw.pid), cpu_seconds(sink.pid)
         k1 = json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=10).read())
         exported = m1["exported"] - m0["exported"]
         res = {
-            "config": name,
+            "config": name, "protocol": ("OTLP/" + otlp) if otlp else "agent",
             "sent_samples": r["samples"], "sent_records": r["records"], "requests": r["requests"],
             "statuses": r["statuses"], "sent_frames": r["frames"],
             "exported_samples": exported,
@@ -541,8 +556,9 @@ def run_config(args, name, processors, tmp, cold=False):
             "gateway_peak_rss_mib": peak_rss_mib(gw.pid),
             "replay_wall_s": r["wall"],
             "warmup_extra_rounds": warm_rounds,
-            "symbol_uploads": {k: r[k] for k in ("wanted", "uploads", "upload_ids", "upload_error_tables",
-                                                 "upload_bytes", "upload_statuses")},
+            "symbol_uploads": {k: r.get(k, 0) for k in ("wanted", "uploads", "upload_ids", "upload_error_tables",
+                                                        "upload_bytes", "upload_statuses")},
+            "rejected_profiles": r.get("rejected_profiles", 0),
             # /metrics: named/fallback count locations named for the first time, unsymbolized every frame
             # occurrence exported without lines (so a warm window names nothing new by design).
             "symbolize_metrics": {k: m1[k] - m0[k] for k in ("named", "fallback", "unsymbolized")},
@@ -589,7 +605,7 @@ def main():
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     tmp = tempfile.mkdtemp(prefix="sr-bench-e2e-")
-    dbgd = None
+    dbgd = dbgd_otlp = None
     args.debuginfod_url = None
     try:
         if not args.no_debuginfod:
@@ -623,11 +639,43 @@ def main():
             args.recording, os.path.getsize(args.recording), len(executables(args.recording)),
             "%d in %s" % (ntab, args.symbols) if args.symbols else
             "none (every table asked for is answered 'cannot read')"))
+        # The same profiles as OTLP requests (otlp-encode.js: an encoder of its own, not the gateway's), written
+        # once; an OTel profiler uploads no symbol tables, so kernel frames are named by the encoder (from the
+        # agent's kallsyms upload, as the OTel profiler names them on the host) and the native frames by the
+        # gateway from debuginfod, which here also serves the recorded executables' own files (built with their
+        # debug info), where the agent path gets their tables from the agents' uploads.
+        args.otlp_requests = os.path.join(tmp, "requests.otlp")
+        p = subprocess.run(["node", os.path.join(HERE, "otlp-encode.js"), "--recording", args.recording, "--out",
+                            args.otlp_requests] + (["--symbols", args.symbols] if args.symbols else []),
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise SystemExit("run.py: otlp-encode.js failed: " + p.stderr)
+        enc = json.loads(p.stdout.strip().splitlines()[-1])
+        args.debuginfod_url_otlp = None
+        if args.debuginfod_url:
+            exe_dir = os.path.join(tmp, "otlp-executables")
+            os.makedirs(exe_dir)
+            copied = 0
+            for path, bid in executables(args.recording):
+                if os.path.isfile(path) and gnu_build_id(path) == bid:
+                    shutil.copy(path, os.path.join(exe_dir, "%s-%s" % (bid[:16], os.path.basename(path))))
+                    copied += 1
+            dbgd_otlp, args.debuginfod_url_otlp, _, _ = start_debuginfod(args.debug_dir, tmp, [exe_dir],
+                                                                          "debuginfod-otlp")
+        print("OTLP: %d requests (profiles v1.10, %d bytes before gzip, %d sample records, %d CPU samples; %d off-CPU "
+              "records left out; kernel frames named from %d kernel table(s)); its debuginfod: %s%s" % (
+                  enc["requests"], enc["bytes"], enc["records"], enc["samples"], enc["offcpu_records"],
+                  enc["kernel_tables"], args.debuginfod_url_otlp or "none",
+                  " (also serving %d of the recorded executables found on this host)" % copied
+                  if args.debuginfod_url_otlp else ""))
         results = [run_config(args, "symbolize+batch", ["symbolize", "batch"], tmp),
                    run_config(args, "symbolize+batch, cold", ["symbolize", "batch"], tmp, cold=True),
                    run_config(args, "batch only", ["batch"], tmp),
-                   run_config(args, "reference (no processors)", [], tmp)]
-        full, cold, bonly, ref = results
+                   run_config(args, "reference (no processors)", [], tmp),
+                   run_config(args, "OTLP/HTTP: symbolize+batch", ["symbolize", "batch"], tmp, otlp="http"),
+                   run_config(args, "OTLP/HTTP: batch only", ["batch"], tmp, otlp="http"),
+                   run_config(args, "OTLP/gRPC: symbolize+batch", ["symbolize", "batch"], tmp, otlp="grpc")]
+        full, cold, bonly, ref, ofull, obonly, ogrpc = results
         hdr = ("config", "CPU samples/s per core", "records/s per core", "frames named", "exported", "dropped",
                "gateway CPU s", "in B/sample (gzip)", "out B/sample (OTLP gzip)", "peak RSS MiB", "sink CPU s")
         print("| " + " | ".join(hdr) + " |")
@@ -644,7 +692,12 @@ def main():
                   ref["samples_per_cpu_s"] / max(bonly["samples_per_cpu_s"], 1e-9),
                   bonly["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
                   full["samples_per_cpu_s"] / max(cold["samples_per_cpu_s"], 1e-9)))
-        for r in (full, cold):
+        print("OTLP relative to the agent protocol, CPU samples/s per core of gateway CPU (same profiles, same run): "
+              "symbolize+batch %.2fx (OTLP/HTTP), %.2fx (OTLP/gRPC); batch only %.2fx (OTLP/HTTP)" % (
+                  ofull["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                  ogrpc["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                  obonly["samples_per_cpu_s"] / max(bonly["samples_per_cpu_s"], 1e-9)))
+        for r in (full, cold, ofull, ogrpc):
             fr, mt = r["frames_out"], r["symbolize_metrics"]
             print("%s: frames exported in the window, weighted by CPU samples (%d OTLP requests, %d CPU samples): "
                   "%.2f %% named, %.2f %% fallback <binary>+0x<address>, %.2f %% without lines; /metrics: %d "
@@ -670,6 +723,16 @@ def main():
         for r in results:
             if r["exported_samples"] <= 0 or r["sent_samples"] <= 0:
                 print("run.py: nothing went through (%s)" % r["config"], file=sys.stderr)
+                return 1
+            # Conservation: every CPU sample the gateway acknowledged in the window was exported, none dropped,
+            # every request answered with success (no OTLP partial success).
+            ok = ("200", "grpc-0")
+            bad = {k: v for k, v in r["statuses"].items() if str(k) not in ok}
+            if r["exported_samples"] != r["sent_samples"] or r["dropped_samples"] or r["rejected_profiles"] or bad:
+                print("run.py: FAILED: %s: %d CPU samples acknowledged, %d exported, %d dropped, %d profiles "
+                      "rejected, answers %s" % (r["config"], r["sent_samples"], r["exported_samples"],
+                                                r["dropped_samples"], r["rejected_profiles"], json.dumps(r["statuses"])),
+                      file=sys.stderr)
                 return 1
         for r in (full, cold):
             # The gateway asks one agent at a time for a table (docs/agent-protocol.md): with many agents
@@ -697,13 +760,15 @@ def main():
                 return 1
         return 0
     finally:
-        if dbgd:
-            dbgd.terminate()
+        for d in (dbgd, dbgd_otlp):
+            if not d:
+                continue
+            d.terminate()
             try:
-                dbgd.wait(timeout=10)
+                d.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                dbgd.kill()
-                dbgd.wait()
+                d.kill()
+                d.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 if __name__ == "__main__":
