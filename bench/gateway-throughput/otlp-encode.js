@@ -144,6 +144,7 @@ function kernelName(id, address) {
 }
 
 // ---- one request per window ----
+const kernelLocations = [0, 0]; // named, not (over every request's location_table)
 function encodeWindow(w) {
   const strings = [''], strIdx = new Map([['', 0]]);
   const si = (t) => {
@@ -187,6 +188,7 @@ function encodeWindow(w) {
       const parts = [];
       if (fr.kind === 2) { // kernel: named on the host, like the OTel profiler does
         const name = kernelName(fr.exe, fr.address);
+        kernelLocations[name ? 0 : 1]++;
         parts.push(vbig(2, fr.address));
         if (name) parts.push(msg(3, [vint(1, fn(name))]));
         parts.push(packed(4, [attr('profile.frame.type', 'kernel')]));
@@ -250,7 +252,7 @@ function encodeWindow(w) {
 
 const out = [], meta = [];
 const totals = { requests: 0, records: 0, samples: 0, frames: 0, bytes: 0, offcpu_records: 0,
-  kernel_tables: ksyms.size };
+  kernel_locations_named: 0, kernel_locations_unnamed: 0 };
 for (const w of windows) {
   const r = encodeWindow(w);
   totals.offcpu_records += r.offcpu;
@@ -267,6 +269,7 @@ if (!totals.requests) {
   console.error('otlp-encode.js: no CPU samples in ' + args.recording);
   process.exit(1);
 }
+[totals.kernel_locations_named, totals.kernel_locations_unnamed] = kernelLocations;
 fs.writeFileSync(args.out, Buffer.concat(out));
 fs.writeFileSync(args.out + '.json', JSON.stringify(meta));
 console.log(JSON.stringify(totals));
