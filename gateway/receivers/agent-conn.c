@@ -719,8 +719,8 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		const struct sockaddr *sa = (const struct sockaddr *)&ss;
 		const void *ip = sa->sa_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr
 							   : (const void *)&((struct sockaddr_in *)sa)->sin_addr;
-		if (!inet_ntop(sa->sa_family, ip, c->peer_ip, sizeof(c->peer_ip)))
-			c->peer_ip[0] = '\0';
+		if (!inet_ntop(sa->sa_family, ip, c->peer_addr, sizeof(c->peer_addr)))
+			c->peer_addr[0] = '\0';
 	}
 	c->sniffing = rx->ops && rx->ops->http1;
 	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {

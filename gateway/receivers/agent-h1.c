@@ -127,6 +127,8 @@ static const char *reason(int status)
 		return "Content Too Large";
 	case 415:
 		return "Unsupported Media Type";
+	case 431:
+		return "Request Header Fields Too Large";
 	case 429:
 		return "Too Many Requests";
 	case 503:

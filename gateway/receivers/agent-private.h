@@ -126,7 +126,7 @@ struct conn {
 	unsigned jobs;	    /* requests being decoded on the decode thread (they point here) */
 	bool handle_closed; /* the socket is closed; freed when jobs reaches 0 */
 	char peer[64];
-	char peer_ip[64]; /* without the port */
+	char peer_addr[64]; /* the peer's IP address as text, without the port (gw_resource.peer_addr) */
 	/* ops->http1: the first bytes tell HTTP/2 (its preface) from HTTP/1.1 */
 	bool sniffing;
 	uint8_t sniff[4];

@@ -117,7 +117,8 @@ static int grpc_code(int status)
 	case 408:
 		return 4; /* DEADLINE_EXCEEDED */
 	case 413:
-		return 8; /* RESOURCE_EXHAUSTED */
+	case 431:
+		return 8; /* RESOURCE_EXHAUSTED (431: request headers too large) */
 	case 429:
 	case 503:
 		return 14; /* UNAVAILABLE: retryable */
@@ -435,7 +436,7 @@ static void job_finish(struct otlp_job *j)
 	if (res->batch) {
 		gw_profiles_foreach_resource(res->batch, r)
 		{
-			if (j->conn->peer_ip[0] && gw_resource__set_peer(res->batch, r, j->conn->peer_ip) < 0)
+			if (j->conn->peer_addr[0] && gw_resource__set_peer(res->batch, r, j->conn->peer_addr) < 0)
 				break; /* out of memory: k8s_attributes then cannot match by peer */
 		}
 	}

@@ -577,6 +577,87 @@ service:
     log("over the memory limit: HTTP 429 with Retry-After, gRPC Unavailable, samples refused")
 
 
+def k8s_phase(request_bytes):
+    """k8s_attributes associates an OTLP sender's resources with its pod by
+    the connection's peer address (pod_association from: connection), as
+    the Collector's k8sattributes does: the fake API server's pod has
+    status.podIP 127.0.0.1, where the test's requests come from."""
+    if not shutil.which("node") or not shutil.which("openssl"):
+        log("k8s: SKIPPED (node or openssl missing)")
+        return
+    d = os.path.join(tmp, "k8s")
+    os.makedirs(d)
+    state = {"namespaces": [{"metadata": {"name": "obs", "uid": "ns-obs"}}],
+             "pods": [{"metadata": {"name": "otel-profiler-x7k2p", "namespace": "obs", "uid": "pod-otel"},
+                       "spec": {"nodeName": "node-a", "containers": [{"name": "profiler", "image": "otel/p:1"}]},
+                       "status": {"phase": "Running", "podIP": "127.0.0.1"}}]}
+    with open(os.path.join(d, "state.json"), "w") as f:
+        json.dump(state, f)
+    for name in ("accepted-token", "token"):
+        with open(os.path.join(d, name), "w") as f:
+            f.write("sa-token\n")
+    kube = subprocess.Popen(["node", os.path.join(src, "tests", "fakes", "fake-kube-apiserver.js"), "--dir", d,
+                             "--state", os.path.join(d, "state.json")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "kube.log"), "w"), text=True)
+    procs.append(kube)
+    line = kube.stdout.readline()
+    assert line.startswith("ready "), line
+    kport = int(line.split()[1])
+    with open(os.path.join(d, "kubeconfig"), "w") as f:
+        f.write("""apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: fake
+  cluster: {server: "https://127.0.0.1:%d", certificate-authority: ca.crt}
+contexts:
+- name: test
+  context: {cluster: fake, user: sa}
+users:
+- name: sa
+  user: {tokenFile: token}
+""" % kport)
+    cfg = os.path.join(tmp, "gateway-k8s.yaml")
+    glog = os.path.join(tmp, "gateway-k8s.log")
+    out = os.path.join(tmp, "k8s.jsonl")
+
+    def start_gateway(ports):
+        hport, mport = ports
+        with open(cfg, "w") as f:
+            f.write("""receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: ""}
+      http: {endpoint: 127.0.0.1:%d}
+processors:
+  k8s_attributes:
+    auth_type: kubeConfig
+    kube_config_path: %s
+    wait_for_metadata: true
+    pod_association:
+      - sources: [{from: connection}]
+    extract:
+      metadata: [k8s.namespace.name, k8s.pod.name, k8s.pod.uid]
+exporters:
+  file: {path: %s}
+service:
+  pipelines:
+    profiles: {receivers: [otlp], processors: [k8s_attributes], exporters: [file]}
+  telemetry: {metrics: {address: 127.0.0.1:%d}}
+""" % (hport, os.path.join(d, "kubeconfig"), out, mport))
+        return subprocess.Popen([gateway, "--config", cfg], stdout=open(glog, "w"), stderr=subprocess.STDOUT)
+    gw, (hport, mport) = start_on_free_ports(
+        "the k8s gateway", 2, start_gateway, lambda ports: http_ok("http://127.0.0.1:%d/readyz" % ports[1]), glog)
+    st, _, body = http1(hport, request_bytes)
+    assert st == 200, (st, body)
+    gw.send_signal(signal.SIGTERM)  # flushes the file exporter
+    assert gw.wait(timeout=60) == 0
+    text = open(out).read()
+    assert '"k8s.pod.name"' in text and "otel-profiler-x7k2p" in text and "pod-otel" in text, text[:2000]
+    kube.stdin.close()
+    log("k8s: resources associated with the sender's pod by its address (pod_association from: connection)")
+
+
 # ---- the run ----
 
 def main():
@@ -790,6 +871,7 @@ service:
     assert rc == 0, "gateway exit %d: %s" % (rc, open(os.path.join(tmp, "gateway.log")).read()[-3000:])
     tls_phase(build_request("1.10", "tls", leaf, middle, bid, (2, 3)).SerializeToString(), 5)
     memory_limit_phase(build_request("1.10", "memlim", leaf, middle, bid, (2, 3)).SerializeToString(), 5)
+    k8s_phase(build_request("1.10", "k8s", leaf, middle, bid, (2, 3)).SerializeToString())
     log("OK")
     return 0
 
@@ -798,7 +880,8 @@ if __name__ == "__main__":
     try:
         rc = main()
     except BaseException:
-        for name in ("gateway.log", "gateway-tls.log", "gateway-memlim.log", "pyroscope.log", "debuginfod.log"):
+        for name in ("gateway.log", "gateway-tls.log", "gateway-memlim.log", "gateway-k8s.log", "kube.log",
+                     "pyroscope.log", "debuginfod.log"):
             p = os.path.join(tmp, name)
             if os.path.exists(p):
                 print("---- " + name, file=sys.stderr)
