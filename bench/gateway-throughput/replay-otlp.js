@@ -10,15 +10,18 @@
 // client spends its time sending, not compressing.
 //
 // --protocol http (default): OTLP/HTTP over h2c, POST /v1development/profiles,
-// Content-Encoding: gzip. --protocol grpc: OTLP/gRPC, one length-prefixed
-// message per call with the compressed flag, grpc-encoding: gzip.
+// Content-Encoding: gzip. --protocol http1: the same over HTTP/1.1 keep-alive
+// connections (--agents x --inflight of them, one request at a time each).
+// --protocol grpc: OTLP/gRPC, one length-prefixed message per call with the
+// compressed flag, grpc-encoding: gzip.
 //
 // Usage: replay-otlp.js --requests FILE --url http://HOST:PORT [--agents 16] [--seconds 10] [--inflight 4]
-//                       [--protocol http|grpc]
+//                       [--protocol http|http1|grpc]
 // Prints one JSON line: requests by status (gRPC: "grpc-N"), sample records, CPU samples and frames in the
 // accepted requests (a partial success subtracts nothing: the run checks that none happened), profiles
 // rejected by partial success, body bytes on the wire (gzip) and before compression.
 'use strict';
+const http = require('http');
 const http2 = require('http2');
 const zlib = require('zlib');
 const fs = require('fs');
@@ -26,9 +29,9 @@ const { varint, fields } = require('./wire');
 
 const args = { agents: '16', seconds: '10', inflight: '4', protocol: 'http' };
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
-if (!args.requests || !args.url || !['http', 'grpc'].includes(args.protocol)) {
+if (!args.requests || !args.url || !['http', 'http1', 'grpc'].includes(args.protocol)) {
   console.error('usage: replay-otlp.js --requests FILE --url http://HOST:PORT [--agents N] [--seconds S] ' +
-    '[--inflight N] [--protocol http|grpc]');
+    '[--inflight N] [--protocol http|http1|grpc]');
   process.exit(2);
 }
 const grpc = args.protocol === 'grpc';
@@ -121,7 +124,49 @@ function startSender(k) {
   };
   pump();
 }
-for (let k = 0; k < n; k++) startSender(k);
+// OTLP/HTTP over HTTP/1.1 (what the Collector's otlphttp exporter and the SDKs use): no multiplexing and
+// Node does not pipeline, so --agents x --inflight keep-alive connections, one request at a time on each.
+function startSender1(k) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  let next = k % reqs.length;
+  const one = () => {
+    if (Date.now() >= deadline) {
+      agent.destroy();
+      if (--live === 0) console.log(JSON.stringify(stats));
+      return;
+    }
+    const w = reqs[next];
+    next = (next + 1) % reqs.length;
+    const r = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/v1development/profiles', agent,
+      headers: { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip', 'content-length': w.z.length } },
+    (res) => {
+      const resp = [];
+      res.on('data', (c) => { resp.push(c); });
+      res.on('end', () => {
+        stats.requests++;
+        stats.statuses[res.statusCode] = (stats.statuses[res.statusCode] || 0) + 1;
+        if (res.statusCode === 200) {
+          stats.records += w.records;
+          stats.samples += w.samples;
+          stats.frames += w.frames;
+          stats.rejected_profiles += rejected(Buffer.concat(resp));
+        }
+        stats.wire_bytes += w.z.length;
+        stats.plain_bytes += w.plain;
+        one();
+      });
+    });
+    r.on('error', () => { stats.errors++; one(); });
+    r.end(w.z);
+  };
+  one();
+}
+if (args.protocol === 'http1') {
+  live = n * inflight;
+  for (let k = 0; k < n * inflight; k++) startSender1(k);
+} else {
+  for (let k = 0; k < n; k++) startSender(k);
+}
 // Bounded, like every bench helper.
 setTimeout(() => { console.error('replay-otlp.js: gave up waiting for answers'); process.exit(1); },
   (Number(args.seconds) + 60) * 1000).unref();

@@ -445,7 +445,8 @@ def kept_frames(path, first, last):
 
 
 def replay(args, url, seconds, otlp=None):
-    """Agent traffic (replay.js), or with otlp ("http" or "grpc") the same profiles as OTLP (replay-otlp.js)."""
+    """Agent traffic (replay.js), or with otlp ("http", "http1" or "grpc") the same profiles as OTLP
+    (replay-otlp.js)."""
     t0 = time.time()
     common = ["--url", url, "--agents", str(args.agents), "--seconds", str(seconds), "--inflight", str(args.inflight)]
     if otlp:
@@ -477,10 +478,11 @@ def wait_drained(maddr, timeout=60.0):
 
 def run_config(args, name, processors, tmp, cold=False, otlp=None):
     """One gateway, one configuration. cold: no warm-up, a fresh symbol store, uploads inside the window.
-    otlp ("http" or "grpc"): the same profiles as OTLP requests to the otlp receiver instead of agent pushes;
+    otlp ("http": h2c, "http1", "grpc"): the same profiles as OTLP requests to the otlp receiver instead of agent pushes;
     the symbolize processor asks the OTLP debuginfod (libc6-dbg and the recorded executables' own files), as
     an OTel profiler uploads nothing."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+    rx_proto = "grpc" if otlp == "grpc" else "http"  # http1: the HTTP port, spoken to in HTTP/1.1
     port_file = os.path.join(tmp, slug + ".sink.port")
     keep = os.path.join(tmp, slug + ".bodies")
     sink = subprocess.Popen([sys.executable, os.path.join(HERE, "sink.py"), port_file, "--max-seconds", "900"]
@@ -493,7 +495,7 @@ def run_config(args, name, processors, tmp, cold=False, otlp=None):
         with open(cfg, "w") as f:
             if otlp:
                 f.write("receivers:\n  otlp: {protocols: {%s: {endpoint: 127.0.0.1:0}, %s: {endpoint: \"\"}}}\n" % (
-                    otlp, "grpc" if otlp == "http" else "http"))
+                    rx_proto, "http" if rx_proto == "grpc" else "grpc"))
             else:
                 f.write("receivers:\n  agent: {endpoint: 127.0.0.1:0}\n")
             if processors:
@@ -519,7 +521,7 @@ def run_config(args, name, processors, tmp, cold=False, otlp=None):
         addr = maddr = None
         for _ in range(200):
             text = open(log).read()
-            a = re.search(r'listening for OTLP profiles.* protocol=%s address=(\S+)' % otlp if otlp else
+            a = re.search(r'listening for OTLP profiles.* protocol=%s address=(\S+)' % rx_proto if otlp else
                           r'listening for agents.* address=(\S+)', text)
             m = re.search(r'telemetry server listening" address=(\S+)', text)
             if a and m and "msg=running" in text:
@@ -701,7 +703,9 @@ def main():
         ofull = run_config(args, "OTLP/HTTP: symbolize+batch", ["symbolize", "batch"], tmp, otlp="http")
         obonly = None if args.quick else run_config(args, "OTLP/HTTP: batch only", ["batch"], tmp, otlp="http")
         ogrpc = run_config(args, "OTLP/gRPC: symbolize+batch", ["symbolize", "batch"], tmp, otlp="grpc")
-        results = [r for r in (full, cold, bonly, ref, ofull, obonly, ogrpc) if r]
+        oh1 = None if args.quick else run_config(args, "OTLP/HTTP/1.1: symbolize+batch", ["symbolize", "batch"], tmp,
+                                                 otlp="http1")
+        results = [r for r in (full, cold, bonly, ref, ofull, obonly, ogrpc, oh1) if r]
         hdr = ("config", "CPU samples/s per core", "records/s per core", "frames named", "exported", "dropped",
                "gateway CPU s", "in B/sample (gzip)", "out B/sample (OTLP gzip)", "peak RSS MiB", "sink CPU s")
         print("| " + " | ".join(hdr) + " |")
@@ -723,9 +727,10 @@ def main():
               "symbolize+batch, warm: %.2fx (OTLP/HTTP), %.2fx (OTLP/gRPC)%s" % (
                   ofull["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
                   ogrpc["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
-                  "" if args.quick else "; batch only: %.2fx (OTLP/HTTP)" % (
+                  "" if args.quick else ", %.2fx (OTLP/HTTP over HTTP/1.1); batch only: %.2fx (OTLP/HTTP)" % (
+                      oh1["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
                       obonly["samples_per_cpu_s"] / max(bonly["samples_per_cpu_s"], 1e-9))))
-        for r in (full, cold, ofull, ogrpc):
+        for r in (x for x in (full, cold, ofull, ogrpc, oh1) if x):
             fr, mt = r["frames_out"], r["symbolize_metrics"]
             print("%s: frames exported in the window, weighted by CPU samples (%d OTLP requests, %d CPU samples): "
                   "%.2f %% named, %.2f %% fallback <binary>+0x<address>, %.2f %% without lines; /metrics: %d "
