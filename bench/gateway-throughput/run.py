@@ -31,9 +31,16 @@ gateway's peak RSS (VmHWM), the sink's and the replay client's CPU. The cold
 run does the same on a fresh gateway without warm-up: the first seconds after a
 deploy, tables uploaded and loaded inside the measured window.
 
+The same profiles also go as OTLP ExportProfilesServiceRequests (otlp-encode.js,
+an encoder of its own, written once; replay-otlp.js over OTLP/HTTP h2c,
+OTLP/gRPC and HTTP/1.1) through the gateway's otlp receiver to the same
+processors and sink, so OTLP's samples/s per core shows as a ratio to the
+agent protocol's in the same run. Every configuration must export exactly
+the CPU samples it acknowledged, none dropped.
+
 Usage: run.py --build BUILD_DIR [--recording FILE [--symbols FILE]] [--seconds 10] [--warmup 3]
               [--agents 16] [--inflight 4] [--record-seconds 20] [--save-recording FILE]
-              [--debug-dir /usr/lib/debug | --no-debuginfod] [--smoke]
+              [--debug-dir /usr/lib/debug | --no-debuginfod] [--smoke | --quick]
 Without --recording it records one (as root): stackrelay-agent --duration N
 --gateway CAPTURE --output FILE while the project's own workloads run in a
 cgroup of their own, which is all the agent profiles (profiling.cgroups).
