@@ -31,9 +31,16 @@ gateway's peak RSS (VmHWM), the sink's and the replay client's CPU. The cold
 run does the same on a fresh gateway without warm-up: the first seconds after a
 deploy, tables uploaded and loaded inside the measured window.
 
+The same profiles also go as OTLP ExportProfilesServiceRequests (otlp-encode.js,
+an encoder of its own, written once; replay-otlp.js over OTLP/HTTP h2c,
+OTLP/gRPC and HTTP/1.1) through the gateway's otlp receiver to the same
+processors and sink, so OTLP's samples/s per core shows as a ratio to the
+agent protocol's in the same run. Every configuration must export exactly
+the CPU samples it acknowledged, none dropped.
+
 Usage: run.py --build BUILD_DIR [--recording FILE [--symbols FILE]] [--seconds 10] [--warmup 3]
               [--agents 16] [--inflight 4] [--record-seconds 20] [--save-recording FILE]
-              [--debug-dir /usr/lib/debug | --no-debuginfod] [--smoke]
+              [--debug-dir /usr/lib/debug | --no-debuginfod] [--smoke | --quick]
 Without --recording it records one (as root): stackrelay-agent --duration N
 --gateway CAPTURE --output FILE while the project's own workloads run in a
 cgroup of their own, which is all the agent profiles (profiling.cgroups).
@@ -74,7 +81,7 @@ def peak_rss_mib(pid):
 def metrics(addr):
     text = urllib.request.urlopen("http://%s/metrics" % addr, timeout=10).read().decode()
     out = {"exported": 0.0, "accepted_rx": 0.0, "dropped": 0.0, "named": 0.0, "fallback": 0.0,
-           "unsymbolized": 0.0}
+           "unsymbolized": 0.0, "debuginfod_requests": 0.0, "debuginfod_failures": 0.0, "wait_timeouts": 0.0}
     for line in text.splitlines():
         m = re.match(r'^(\w+)(\{[^}]*\})? ([0-9.e+-]+)$', line)
         if not m:
@@ -82,10 +89,17 @@ def metrics(addr):
         name, labels, v = m.group(1), m.group(2) or "", float(m.group(3))
         if name == "stackrelay_gateway_samples_exported_total":
             out["exported"] += v
-        elif name == "stackrelay_gateway_samples_accepted_total" and 'component="agent"' in labels:
+        elif name == "stackrelay_gateway_samples_accepted_total" and \
+                ('component="agent"' in labels or 'component="otlp"' in labels):
             out["accepted_rx"] += v
         elif name == "stackrelay_gateway_samples_dropped_total":
             out["dropped"] += v
+        elif name == "stackrelay_gateway_symbolize_debuginfod_requests_total":
+            out["debuginfod_requests"] += v
+        elif name == "stackrelay_gateway_symbolize_debuginfod_failures_total":
+            out["debuginfod_failures"] += v
+        elif name == "stackrelay_gateway_symbolize_batches_wait_timeouts_total":
+            out["wait_timeouts"] += v
         elif name == "stackrelay_gateway_symbolize_locations_total":
             for k in ("named", "fallback", "unsymbolized"):
                 if 'outcome="%s"' % k in labels:
@@ -233,9 +247,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_debuginfod(debug_dir, tmp):
-    """A real debuginfod (Debian's) serving debug_dir on loopback; returns (process, url) once it serves
-    the debug file of this host's libc (libc6-dbg), or raises SystemExit saying what is missing."""
+def start_debuginfod(debug_dir, tmp, extra_dirs=(), name="debuginfod"):
+    """A real debuginfod (Debian's) serving debug_dir (and extra_dirs) on loopback; returns (process, url) once
+    it serves the debug file of this host's libc (libc6-dbg), or raises SystemExit saying what is missing."""
     if not shutil.which("debuginfod"):
         raise SystemExit("run.py: debuginfod not installed (scripts/install-deps installs it; or --no-debuginfod)")
     libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
@@ -245,9 +259,10 @@ def start_debuginfod(debug_dir, tmp):
         raise SystemExit("run.py: no debug file for this host's libc (%s, build ID %s) in %s: install libc6-dbg "
                          "(scripts/install-deps), or run with --no-debuginfod" % (libc, bid, debug_dir))
     port = free_port()
-    log = open(os.path.join(tmp, "debuginfod.log"), "w")
-    proc = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", os.path.join(tmp, "debuginfod.sqlite"),
-                             "-t", "0", "-g", "0", debug_dir], stdout=log, stderr=subprocess.STDOUT)
+    log = open(os.path.join(tmp, name + ".log"), "w")
+    proc = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", os.path.join(tmp, name + ".sqlite"),
+                             "-t", "0", "-g", "0", debug_dir] + list(extra_dirs),
+                            stdout=log, stderr=subprocess.STDOUT)
     url = "http://127.0.0.1:%d" % port
     end = time.time() + 120
     while True:
@@ -436,12 +451,18 @@ def kept_frames(path, first, last):
     return acc
 
 
-def replay(args, url, seconds):
+def replay(args, url, seconds, otlp=None):
+    """Agent traffic (replay.js), or with otlp ("http", "http1" or "grpc") the same profiles as OTLP
+    (replay-otlp.js)."""
     t0 = time.time()
-    p = subprocess.run(["node", os.path.join(HERE, "replay.js"), "--recording", args.recording, "--url", url,
-                        "--agents", str(args.agents), "--seconds", str(seconds), "--inflight",
-                        str(args.inflight)] + (["--symbols", args.symbols] if args.symbols else []),
-                       capture_output=True, text=True, timeout=seconds + 90)
+    common = ["--url", url, "--agents", str(args.agents), "--seconds", str(seconds), "--inflight", str(args.inflight)]
+    if otlp:
+        cmd = ["node", os.path.join(HERE, "replay-otlp.js"), "--requests", args.otlp_requests,
+               "--protocol", otlp] + common
+    else:
+        cmd = ["node", os.path.join(HERE, "replay.js"), "--recording", args.recording] + common + \
+            (["--symbols", args.symbols] if args.symbols else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 90)
     if p.returncode != 0:
         raise SystemExit("run.py: replay failed: " + p.stderr)
     r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -462,9 +483,13 @@ def wait_drained(maddr, timeout=60.0):
     return metrics(maddr)
 
 
-def run_config(args, name, processors, tmp, cold=False):
-    """One gateway, one configuration. cold: no warm-up, a fresh symbol store, uploads inside the window."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name)
+def run_config(args, name, processors, tmp, cold=False, otlp=None):
+    """One gateway, one configuration. cold: no warm-up, a fresh symbol store, uploads inside the window.
+    otlp ("http": h2c, "http1", "grpc"): the same profiles as OTLP requests to the otlp receiver instead of agent pushes;
+    the symbolize processor asks the OTLP debuginfod (libc6-dbg and the recorded executables' own files), as
+    an OTel profiler uploads nothing."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+    rx_proto = "grpc" if otlp == "grpc" else "http"  # http1: the HTTP port, spoken to in HTTP/1.1
     port_file = os.path.join(tmp, slug + ".sink.port")
     keep = os.path.join(tmp, slug + ".bodies")
     sink = subprocess.Popen([sys.executable, os.path.join(HERE, "sink.py"), port_file, "--max-seconds", "900"]
@@ -475,7 +500,11 @@ def run_config(args, name, processors, tmp, cold=False):
         port = int(open(port_file).read())
         cfg = os.path.join(tmp, slug + ".yaml")
         with open(cfg, "w") as f:
-            f.write("receivers:\n  agent: {endpoint: 127.0.0.1:0}\n")
+            if otlp:
+                f.write("receivers:\n  otlp: {protocols: {%s: {endpoint: 127.0.0.1:0}, %s: {endpoint: \"\"}}}\n" % (
+                    rx_proto, "http" if rx_proto == "grpc" else "grpc"))
+            else:
+                f.write("receivers:\n  agent: {endpoint: 127.0.0.1:0}\n")
             if processors:
                 f.write("processors:\n")
             if "symbolize" in processors:
@@ -485,13 +514,13 @@ def run_config(args, name, processors, tmp, cold=False):
                 cache = os.path.join(tmp, slug + ".cache")
                 os.makedirs(cache)
                 f.write("  symbolize: {cache_dir: %s, debug_dirs: [], debuginfod_urls: [%s]}\n" % (
-                    cache, args.debuginfod_url or ""))
+                    cache, (args.debuginfod_url_otlp if otlp else args.debuginfod_url) or ""))
             if "batch" in processors:
                 f.write("  batch: {timeout: 1s}\n")
             f.write("exporters:\n  otlp_http: {endpoint: \"http://127.0.0.1:%d\"}\n" % port)
-            f.write("service:\n  pipelines:\n    profiles: {receivers: [agent], %sexporters: [otlp_http]}\n"
+            f.write("service:\n  pipelines:\n    profiles: {receivers: [%s], %sexporters: [otlp_http]}\n"
                     "  telemetry: {metrics: {address: 127.0.0.1:0}}\n"
-                    % ("processors: [%s], " % ", ".join(processors) if processors else ""))
+                    % ("otlp" if otlp else "agent", "processors: [%s], " % ", ".join(processors) if processors else ""))
         log = os.path.join(tmp, slug + ".log")
         env = {k: v for k, v in os.environ.items() if k != "DEBUGINFOD_URLS"}
         gw = subprocess.Popen([os.path.join(args.build, "gateway/stackrelay-gateway"), "--config", cfg],
@@ -499,7 +528,8 @@ def run_config(args, name, processors, tmp, cold=False):
         addr = maddr = None
         for _ in range(200):
             text = open(log).read()
-            a = re.search(r'listening for agents.* address=(\S+)', text)
+            a = re.search(r'listening for OTLP profiles.* protocol=%s address=(\S+)' % rx_proto if otlp else
+                          r'listening for agents.* address=(\S+)', text)
             m = re.search(r'telemetry server listening" address=(\S+)', text)
             if a and m and "msg=running" in text:
                 addr, maddr = a.group(1), m.group(1)
@@ -510,22 +540,35 @@ def run_config(args, name, processors, tmp, cold=False):
         url = "http://" + addr
         warm_rounds = 0
         if not cold:
-            w = replay(args, url, args.warmup)
+            mw = metrics(maddr)
+            w = replay(args, url, args.warmup, otlp)
             # Warm means no table is asked for any more: replay again (fresh agents) until none is.
-            while "symbolize" in processors and w["wanted"] > 0 and warm_rounds < 10:
+            while "symbolize" in processors and not otlp and w["wanted"] > 0 and warm_rounds < 10:
                 wait_drained(maddr)
                 warm_rounds += 1
                 w = replay(args, url, min(args.warmup, 2))
+            # OTLP senders are asked for nothing: warm means the symbols debuginfod has are loaded. Replay
+            # again while a warm-up round left more than 1 % of its frames without lines and fewer than the
+            # round before (some never get lines: e.g. [vdso]'s, which debuginfod does not have).
+            prev = 1.0
+            while "symbolize" in processors and otlp and warm_rounds < 10:
+                m = wait_drained(maddr)
+                frac = (m["unsymbolized"] - mw["unsymbolized"]) / max(w["frames"], 1)
+                if frac <= 0.01 or frac >= 0.9 * prev:
+                    break
+                mw, prev = m, frac
+                warm_rounds += 1
+                w = replay(args, url, min(args.warmup, 2), otlp)
         m0 = wait_drained(maddr)
         c0, s0 = cpu_seconds(gw.pid), cpu_seconds(sink.pid)
         k0 = json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=10).read())
-        r = replay(args, url, args.seconds)
+        r = replay(args, url, args.seconds, otlp)
         m1 = wait_drained(maddr)
         c1, s1 = cpu_seconds(gw.pid), cpu_seconds(sink.pid)
         k1 = json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=10).read())
         exported = m1["exported"] - m0["exported"]
         res = {
-            "config": name,
+            "config": name, "protocol": ("OTLP/" + otlp) if otlp else "agent",
             "sent_samples": r["samples"], "sent_records": r["records"], "requests": r["requests"],
             "statuses": r["statuses"], "sent_frames": r["frames"],
             "exported_samples": exported,
@@ -541,11 +584,14 @@ def run_config(args, name, processors, tmp, cold=False):
             "gateway_peak_rss_mib": peak_rss_mib(gw.pid),
             "replay_wall_s": r["wall"],
             "warmup_extra_rounds": warm_rounds,
-            "symbol_uploads": {k: r[k] for k in ("wanted", "uploads", "upload_ids", "upload_error_tables",
-                                                 "upload_bytes", "upload_statuses")},
+            "symbol_uploads": {k: r.get(k, 0) for k in ("wanted", "uploads", "upload_ids", "upload_error_tables",
+                                                        "upload_bytes", "upload_statuses")},
+            "rejected_profiles": r.get("rejected_profiles", 0),
             # /metrics: named/fallback count locations named for the first time, unsymbolized every frame
             # occurrence exported without lines (so a warm window names nothing new by design).
             "symbolize_metrics": {k: m1[k] - m0[k] for k in ("named", "fallback", "unsymbolized")},
+            # Since the gateway started (warm-up included).
+            "debuginfod": {k: m1[k] for k in ("debuginfod_requests", "debuginfod_failures", "wait_timeouts")},
         }
         if "symbolize" in processors:
             # What the gateway sent, frame by frame, weighted by CPU samples: the fraction that matters.
@@ -585,11 +631,14 @@ def main():
                     "(default /usr/lib/debug: libc6-dbg)")
     ap.add_argument("--no-debuginfod", action="store_true", help="no debuginfod: names from agent uploads only")
     ap.add_argument("--smoke", action="store_true", help="short run, no verdict (for the test suite)")
+    ap.add_argument("--quick", action="store_true", help="only symbolize+batch (warm, cold) over the agent "
+                    "protocol and symbolize+batch over OTLP/HTTP and OTLP/gRPC; implies --smoke")
     ap.add_argument("--json", help="also write the results there")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
+    args.smoke = args.smoke or args.quick
     tmp = tempfile.mkdtemp(prefix="sr-bench-e2e-")
-    dbgd = None
+    dbgd = dbgd_otlp = None
     args.debuginfod_url = None
     try:
         if not args.no_debuginfod:
@@ -623,11 +672,47 @@ def main():
             args.recording, os.path.getsize(args.recording), len(executables(args.recording)),
             "%d in %s" % (ntab, args.symbols) if args.symbols else
             "none (every table asked for is answered 'cannot read')"))
-        results = [run_config(args, "symbolize+batch", ["symbolize", "batch"], tmp),
-                   run_config(args, "symbolize+batch, cold", ["symbolize", "batch"], tmp, cold=True),
-                   run_config(args, "batch only", ["batch"], tmp),
-                   run_config(args, "reference (no processors)", [], tmp)]
-        full, cold, bonly, ref = results
+        # The same profiles as OTLP requests (otlp-encode.js: an encoder of its own, not the gateway's), written
+        # once; an OTel profiler uploads no symbol tables, so kernel frames are named by the encoder (from the
+        # agent's kallsyms upload, as the OTel profiler names them on the host) and the native frames by the
+        # gateway from debuginfod, which here also serves the recorded executables' own files (built with their
+        # debug info), where the agent path gets their tables from the agents' uploads.
+        args.otlp_requests = os.path.join(tmp, "requests.otlp")
+        p = subprocess.run(["node", os.path.join(HERE, "otlp-encode.js"), "--recording", args.recording, "--out",
+                            args.otlp_requests] + (["--symbols", args.symbols] if args.symbols else []),
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise SystemExit("run.py: otlp-encode.js failed: " + p.stderr)
+        enc = json.loads(p.stdout.strip().splitlines()[-1])
+        args.debuginfod_url_otlp = None
+        if args.debuginfod_url:
+            exe_dir = os.path.join(tmp, "otlp-executables")
+            os.makedirs(exe_dir)
+            copied = 0
+            for path, bid in executables(args.recording):
+                if os.path.isfile(path) and gnu_build_id(path) == bid:
+                    shutil.copy(path, os.path.join(exe_dir, "%s-%s" % (bid[:16], os.path.basename(path))))
+                    copied += 1
+            dbgd_otlp, args.debuginfod_url_otlp, _, _ = start_debuginfod(args.debug_dir, tmp, [exe_dir],
+                                                                          "debuginfod-otlp")
+        print("OTLP: %d requests (profiles v1.10, %d bytes before gzip, %d sample records, %d CPU samples; %d off-CPU "
+              "records left out; kernel locations named from the agent's kallsyms upload: %d of %d); its debuginfod: %s%s" % (
+                  enc["requests"], enc["bytes"], enc["records"], enc["samples"], enc["offcpu_records"],
+                  enc["kernel_locations_named"], enc["kernel_locations_named"] + enc["kernel_locations_unnamed"],
+                  args.debuginfod_url_otlp or "none",
+                  " (also serving %d of the recorded executables found on this host)" % copied
+                  if args.debuginfod_url_otlp else ""))
+        # --quick: the configurations the test suite needs to see working (both protocols, warm and cold).
+        full = run_config(args, "symbolize+batch", ["symbolize", "batch"], tmp)
+        cold = run_config(args, "symbolize+batch, cold", ["symbolize", "batch"], tmp, cold=True)
+        bonly = None if args.quick else run_config(args, "batch only", ["batch"], tmp)
+        ref = None if args.quick else run_config(args, "reference (no processors)", [], tmp)
+        ofull = run_config(args, "OTLP/HTTP: symbolize+batch", ["symbolize", "batch"], tmp, otlp="http")
+        obonly = None if args.quick else run_config(args, "OTLP/HTTP: batch only", ["batch"], tmp, otlp="http")
+        ogrpc = run_config(args, "OTLP/gRPC: symbolize+batch", ["symbolize", "batch"], tmp, otlp="grpc")
+        oh1 = None if args.quick else run_config(args, "OTLP/HTTP/1.1: symbolize+batch", ["symbolize", "batch"], tmp,
+                                                 otlp="http1")
+        results = [r for r in (full, cold, bonly, ref, ofull, obonly, ogrpc, oh1) if r]
         hdr = ("config", "CPU samples/s per core", "records/s per core", "frames named", "exported", "dropped",
                "gateway CPU s", "in B/sample (gzip)", "out B/sample (OTLP gzip)", "peak RSS MiB", "sink CPU s")
         print("| " + " | ".join(hdr) + " |")
@@ -638,13 +723,21 @@ def main():
                 r["config"], r["samples_per_cpu_s"], r["records_per_cpu_s"], named, r["exported_samples"],
                 r["dropped_samples"], r["gateway_cpu_s"], r["in_bytes_per_sample"], r["out_bytes_per_sample"],
                 r["gateway_peak_rss_mib"], r["sink_cpu_s"]))
-        print("CPU per sample relative to the reference (no processors): symbolize+batch %.2fx, batch only %.2fx; "
-              "symbolize alone costs %.2fx of batch only; cold costs %.2fx of warm" % (
-                  ref["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
-                  ref["samples_per_cpu_s"] / max(bonly["samples_per_cpu_s"], 1e-9),
-                  bonly["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
-                  full["samples_per_cpu_s"] / max(cold["samples_per_cpu_s"], 1e-9)))
-        for r in (full, cold):
+        if not args.quick:
+            print("CPU per sample relative to the reference (no processors): symbolize+batch %.2fx, batch only %.2fx; "
+                  "symbolize alone costs %.2fx of batch only; cold costs %.2fx of warm" % (
+                      ref["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                      ref["samples_per_cpu_s"] / max(bonly["samples_per_cpu_s"], 1e-9),
+                      bonly["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                      full["samples_per_cpu_s"] / max(cold["samples_per_cpu_s"], 1e-9)))
+        print("OTLP relative to the agent protocol, CPU samples/s per core of gateway CPU (same profiles, same run): "
+              "symbolize+batch, warm: %.2fx (OTLP/HTTP), %.2fx (OTLP/gRPC)%s" % (
+                  ofull["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                  ogrpc["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                  "" if args.quick else ", %.2fx (OTLP/HTTP over HTTP/1.1); batch only: %.2fx (OTLP/HTTP)" % (
+                      oh1["samples_per_cpu_s"] / max(full["samples_per_cpu_s"], 1e-9),
+                      obonly["samples_per_cpu_s"] / max(bonly["samples_per_cpu_s"], 1e-9))))
+        for r in (x for x in (full, cold, ofull, ogrpc, oh1) if x):
             fr, mt = r["frames_out"], r["symbolize_metrics"]
             print("%s: frames exported in the window, weighted by CPU samples (%d OTLP requests, %d CPU samples): "
                   "%.2f %% named, %.2f %% fallback <binary>+0x<address>, %.2f %% without lines; /metrics: %d "
@@ -655,6 +748,10 @@ def main():
                       100 * fr["unsymbolized"] / max(fr["named"] + fr["fallback"] + fr["unsymbolized"], 1),
                       mt["named"], mt["fallback"], mt["unsymbolized"], 100 * r["unsymbolized_occurrence_fraction"],
                       r["sent_frames"], json.dumps(r["symbol_uploads"])))
+            print("  since the gateway started: %d debuginfod lookups, %d of them found nothing or timed out; %d "
+                  "batches passed on with symbols missing; %d extra warm-up rounds" % (
+                      r["debuginfod"]["debuginfod_requests"], r["debuginfod"]["debuginfod_failures"],
+                      r["debuginfod"]["wait_timeouts"], r["warmup_extra_rounds"]))
             total = max(fr["named"] + fr["fallback"] + fr["unsymbolized"], 1)
             top = sorted(fr["fallback_by_binary"].items(), key=lambda kv: -kv[1])[:8]
             if top:
@@ -670,6 +767,16 @@ def main():
         for r in results:
             if r["exported_samples"] <= 0 or r["sent_samples"] <= 0:
                 print("run.py: nothing went through (%s)" % r["config"], file=sys.stderr)
+                return 1
+            # Conservation: every CPU sample the gateway acknowledged in the window was exported, none dropped,
+            # every request answered with success (no OTLP partial success).
+            ok = ("200", "grpc-0")
+            bad = {k: v for k, v in r["statuses"].items() if str(k) not in ok}
+            if r["exported_samples"] != r["sent_samples"] or r["dropped_samples"] or r["rejected_profiles"] or bad:
+                print("run.py: FAILED: %s: %d CPU samples acknowledged, %d exported, %d dropped, %d profiles "
+                      "rejected, answers %s" % (r["config"], r["sent_samples"], r["exported_samples"],
+                                                r["dropped_samples"], r["rejected_profiles"], json.dumps(r["statuses"])),
+                      file=sys.stderr)
                 return 1
         for r in (full, cold):
             # The gateway asks one agent at a time for a table (docs/agent-protocol.md): with many agents
@@ -697,13 +804,15 @@ def main():
                 return 1
         return 0
     finally:
-        if dbgd:
-            dbgd.terminate()
+        for d in (dbgd, dbgd_otlp):
+            if not d:
+                continue
+            d.terminate()
             try:
-                dbgd.wait(timeout=10)
+                d.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                dbgd.kill()
-                dbgd.wait()
+                d.kill()
+                d.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 if __name__ == "__main__":
