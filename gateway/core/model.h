@@ -113,6 +113,10 @@ enum {
 	GW_EXE_SYMBOLS_UPLOADED = 1u << 1,
 	/* The symbolize processor has looked it up at least once (gw_executable__set_lookup). */
 	GW_EXE_SYMBOLS_LOOKED_UP = 1u << 2,
+	/* A stackrelay agent defined it (ExecutableDef): one can be asked to upload
+	 * its symbols. Executables only OTLP senders named never get an upload, so
+	 * batches do not wait for one. */
+	GW_EXE_AGENT_DEFINED = 1u << 3,
 };
 
 struct gw_executable {

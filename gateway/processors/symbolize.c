@@ -336,6 +336,15 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		return;
 	}
 	case GW_SYM_WANTED:
+		/*
+		 * Only stackrelay agents upload symbols: an executable that only
+		 * OTLP senders named will not get them, so its batch does not wait.
+		 */
+		if (l->kind == GW_FRAME_USER &&
+		    !(atomic_load_explicit(&l->exe->flags, memory_order_relaxed) & GW_EXE_AGENT_DEFINED)) {
+			job->unsymbolized++;
+			return;
+		}
 		/* The receiver lists the ID in wanted_symbols; the agent uploads the .symtab or its kallsyms. */
 		if (l->kind == GW_FRAME_KERNEL)
 			gw_kernel__set_want_symbols(l->kernel, true);

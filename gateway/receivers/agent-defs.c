@@ -8,6 +8,7 @@
  * is bounded, nothing recurses on input.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ int gw_ingest_parse_executable(struct gw_stores *stores, struct sr_pbr r, char *
 		snprintf(errbuf, errsize, "cannot store executable: %s", strerror(errno));
 		goto out;
 	}
+	atomic_fetch_or_explicit(&x->flags, GW_EXE_AGENT_DEFINED, memory_order_relaxed);
 	gw_executable__unref(x);
 out:
 	return e;

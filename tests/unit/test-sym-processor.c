@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,6 +107,8 @@ static struct gw_executable *exe(struct gw_stores *stores, const uint8_t *id, si
 		stores, &(struct gw_executable_def){
 				.id = id, .id_len = len, .id_kind = kind, .file_name = name, .path = name });
 	assert_non_null(e);
+	/* Defined by an agent (as the agent receiver marks it), so batches wait for its upload. */
+	atomic_fetch_or(&e->flags, GW_EXE_AGENT_DEFINED);
 	return e;
 }
 
