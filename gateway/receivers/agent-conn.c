@@ -886,6 +886,13 @@ void gw_agent_on_tick(uv_timer_t *t)
 			gw_agent_conn_close(c);
 			goto next;
 		}
+		/* An early answer (413, 408) is followed by its body's rest only as long as a request may take. */
+		if (gw_h1_discarding(c) && now - c->last_request_ms > cfg->request_timeout_ns / SR_NSEC_PER_MSEC) {
+			sr_log_debug(COMPONENT, "body of an answered request not sent within request_timeout; closing",
+				     "id=%s peer=%s", rx->c->id, c->peer);
+			gw_agent_conn_close(c);
+			goto next;
+		}
 		for (struct h2stream *s = c->streams, *sn; s; s = sn) {
 			sn = s->next;
 			if (!s->responded && !s->processing &&

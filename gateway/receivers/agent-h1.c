@@ -96,6 +96,11 @@ bool gw_h1_finished(struct conn *c)
 	return h->close_after && !h->cur && h->st != H1_DISCARD && h->out_off == h->out_len;
 }
 
+bool gw_h1_discarding(struct conn *c)
+{
+	return c->h1 && c->h1->st == H1_DISCARD;
+}
+
 void gw_h1_goaway(struct conn *c)
 {
 	if (!c->h1) {

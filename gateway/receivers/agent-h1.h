@@ -41,5 +41,11 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 		   uint32_t retry_after_ms);
 /* Close after the request being served, or now when there is none. */
 void gw_h1_goaway(struct conn *c);
+/*
+ * Reading and throwing away the body of a request answered early: bounded in
+ * time by the caller (request_timeout from the answer), since a client that
+ * stops sending would otherwise hold the connection for good.
+ */
+bool gw_h1_discarding(struct conn *c);
 
 #endif
