@@ -875,6 +875,14 @@ void gw_agent_on_tick(uv_timer_t *t)
 			gw_agent_conn_close(c);
 			goto next;
 		}
+		uint64_t head_ms = c->got_headers ? gw_h1_head_started_ms(c) : 0;
+		if (head_ms && now - head_ms > cfg->header_timeout_ns / SR_NSEC_PER_MSEC) {
+			rx->st.header_timeouts++;
+			sr_log_debug(COMPONENT, "HTTP/1.1 request head not complete within header_timeout; closing",
+				     "id=%s peer=%s", rx->c->id, c->peer);
+			gw_agent_conn_close(c);
+			goto next;
+		}
 		if (c->ping_outstanding && now - c->ping_sent_ms > cfg->keepalive.timeout_ns / SR_NSEC_PER_MSEC) {
 			rx->st.keepalive_timeouts++;
 			sr_log_debug(COMPONENT, "PING not answered within keepalive.timeout; closing", "id=%s peer=%s",

@@ -32,6 +32,7 @@ struct gw_h1 {
 	size_t line_len;
 	size_t trailer_bytes;
 	uint64_t left, discard_left;
+	uint64_t head_started_ms; /* the first byte of the head being read; 0 when none is */
 	bool keep_alive, expect_continue, close_after;
 	struct h2stream *cur;
 	int32_t next_id;
@@ -94,6 +95,11 @@ bool gw_h1_finished(struct conn *c)
 {
 	struct gw_h1 *h = c->h1;
 	return h->close_after && !h->cur && h->st != H1_DISCARD && h->out_off == h->out_len;
+}
+
+uint64_t gw_h1_head_started_ms(struct conn *c)
+{
+	return c->h1 && c->h1->st == H1_HEAD ? c->h1->head_started_ms : 0;
 }
 
 bool gw_h1_discarding(struct conn *c)
@@ -393,6 +399,9 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 		size_t k;
 		switch (h->st) {
 		case H1_HEAD:
+			/* Empty lines before the request line count as part of its head's time too. */
+			if (!h->head_started_ms)
+				h->head_started_ms = SR_MAX(gw_agent_now_ms(c->rx), 1);
 			for (k = 0; k < n;) {
 				if (h->head_len == sizeof(h->head))
 					break;
@@ -408,6 +417,7 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			if (h->head_len >= 4 && memcmp(h->head + h->head_len - 4, "\r\n\r\n", 4) == 0) {
 				r = head_parse(c);
 				h->head_len = 0;
+				h->head_started_ms = 0;
 				if (r < 0)
 					return r;
 			} else if (h->head_len == sizeof(h->head)) {

@@ -47,5 +47,11 @@ void gw_h1_goaway(struct conn *c);
  * stops sending would otherwise hold the connection for good.
  */
 bool gw_h1_discarding(struct conn *c);
+/*
+ * When the head of a request after the connection's first began to arrive
+ * (0: none is being read): header_timeout bounds it as it bounds the first
+ * (a keep-alive connection is otherwise bounded only by idle_timeout).
+ */
+uint64_t gw_h1_head_started_ms(struct conn *c);
 
 #endif
