@@ -26,8 +26,8 @@ enum h1_state {
 
 struct gw_h1 {
 	enum h1_state st;
-	char head[GW_H1_MAX_HEAD_BYTES];
-	size_t head_len;
+	char *head; /* grows by doubling up to GW_H1_MAX_HEAD_BYTES: most heads are a few hundred bytes */
+	size_t head_len, head_cap;
 	char line[LINE_MAX_BYTES];
 	size_t line_len;
 	size_t trailer_bytes;
@@ -54,6 +54,7 @@ void gw_h1_free(struct gw_h1 *h)
 	if (!h)
 		return;
 	free(h->out);
+	free(h->head);
 	free(h);
 }
 
@@ -403,8 +404,17 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			if (!h->head_started_ms)
 				h->head_started_ms = SR_MAX(gw_agent_now_ms(c->rx), 1);
 			for (k = 0; k < n;) {
-				if (h->head_len == sizeof(h->head))
+				if (h->head_len == GW_H1_MAX_HEAD_BYTES)
 					break;
+				if (h->head_len == h->head_cap) {
+					size_t cap = SR_MIN(SR_MAX(h->head_cap * 2, (size_t)1024),
+							    (size_t)GW_H1_MAX_HEAD_BYTES);
+					char *p = realloc(h->head, cap);
+					if (!p)
+						return -ENOMEM;
+					h->head = p;
+					h->head_cap = cap;
+				}
 				h->head[h->head_len++] = (char)d[k++];
 				/* Empty lines before a request line are ignored (RFC 9112 2.2). */
 				if (h->head_len == 2 && memcmp(h->head, "\r\n", 2) == 0)
@@ -420,7 +430,7 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 				h->head_started_ms = 0;
 				if (r < 0)
 					return r;
-			} else if (h->head_len == sizeof(h->head)) {
+			} else if (h->head_len == GW_H1_MAX_HEAD_BYTES) {
 				struct h2stream *s = gw_agent_stream_new(c, h->next_id);
 				h->head_len = 0;
 				if (!s)
