@@ -71,20 +71,21 @@ class Gateway:
     """The real gateway: agent receiver (h2c, or TLS + mTLS + token), memory_limiter, batch, otlp_http."""
 
     def __init__(self, tmp, pyroscope_port, receiver_extra="", tls=None, token_file=None, per_peer=PER_PEER,
-                 otlp_extra=None):
+                 otlp_extra=None, otlp_proto=""):
         gateway = os.environ.get("SR_GATEWAY")
         if not gateway or not os.access(gateway, os.X_OK):
             skip("SR_GATEWAY not built")
         self.port, self.mport = slib.free_port(), slib.free_port()
-        # otlp_extra (a string, maybe empty): the otlp receiver too, OTLP/HTTP on hport, OTLP/gRPC on gport.
+        # otlp_extra (a string, maybe empty): the otlp receiver too, OTLP/HTTP on hport, OTLP/gRPC on gport;
+        # otlp_proto: more settings of both protocols (", tls: {...}, auth: {...}").
         self.hport = self.gport = None
         otlp = ""
         if otlp_extra is not None:
             self.hport, self.gport = slib.free_port(), slib.free_port()
             otlp = f"""  otlp:
     protocols:
-      grpc: {{endpoint: 127.0.0.1:{self.gport}}}
-      http: {{endpoint: 127.0.0.1:{self.hport}}}
+      grpc: {{endpoint: 127.0.0.1:{self.gport}{otlp_proto}}}
+      http: {{endpoint: 127.0.0.1:{self.hport}{otlp_proto}}}
     header_timeout: 3s
     request_timeout: 5s
     idle_timeout: 10s
@@ -223,8 +224,9 @@ class OtlpSender(threading.Thread):
     keep-alive connection, one every `interval` s, each retried until answered 200 (after 429/503, or a
     connection the gateway closed before answering)."""
 
-    def __init__(self, port, body, samples, requests=40, interval=0.15):
+    def __init__(self, port, body, samples, requests=40, interval=0.15, ctx=None, token=None):
         super().__init__(daemon=True)
+        self.ctx, self.token = ctx, token
         self.port, self.body, self.samples, self.n, self.interval = port, body, samples, requests, interval
         self.res = {"requests_ok": 0, "retries": 0, "connections": 0, "accepted": 0, "statuses": {}}
         self.error = None
@@ -240,10 +242,13 @@ class OtlpSender(threading.Thread):
                         raise RuntimeError(f"no 200 within 120 s ({self.res})")
                     try:
                         if conn is None:
-                            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=60, context=self.ctx) \
+                                if self.ctx else http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
                             self.res["connections"] += 1
-                        conn.request("POST", "/v1development/profiles", body=self.body,
-                                     headers={"Content-Type": "application/x-protobuf"})
+                        headers = {"Content-Type": "application/x-protobuf"}
+                        if self.token:
+                            headers["Authorization"] = "Bearer " + self.token
+                        conn.request("POST", "/v1development/profiles", body=self.body, headers=headers)
                         r = conn.getresponse()
                         data = r.read()
                     except (OSError, http.client.HTTPException):
@@ -322,13 +327,13 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
             f.write(token + "\n")
     pyro = Pyroscope(tmp)
     gw = Gateway(tmp, pyro.port, receiver_extra=receiver_extra, tls=tls, token_file=token_file,
-                 otlp_extra=otlp.get("extra", "") if otlp else None)
+                 otlp_extra=otlp.get("extra", "") if otlp else None, otlp_proto=otlp.get("proto", "") if otlp else "")
     watch = Watch(gw)
     watch.start()
     sender = attack = osender = None
     agent_total = total = expected_total()
     if otlp:
-        osender = OtlpSender(gw.hport, otlp["body"], otlp["samples"])
+        osender = OtlpSender(gw.hport, otlp["body"], otlp["samples"], ctx=otlp.get("ctx"), token=otlp.get("token"))
         total += osender.n * osender.samples
     ok = True
 

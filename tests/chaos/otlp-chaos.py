@@ -15,6 +15,7 @@ needs /usr/bin/python3 with python3-protobuf, and protoc; skips without."""
 import gzip
 import os
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -488,6 +489,62 @@ def bombs(a, i, gw):
         k += 1
 
 
+# ---- case otlp-mtls: bad client certificates and bad tokens on both ports ----
+
+TLS = {}
+
+
+def otlp_tls_ctx(cert=None, alpn="http/1.1"):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(TLS["ca.pem"])
+    ctx.set_alpn_protocols([alpn])
+    if cert:
+        ctx.load_cert_chain(*cert)
+    return ctx
+
+
+def mtls(a, i, gw):
+    """Workers 0-2: expired, foreign-CA and absent client certificates, on the OTLP/HTTP (HTTP/1.1) and the
+    OTLP/gRPC port in turn. Worker 3: a wrong token on OTLP/HTTP; worker 4: no token on OTLP/gRPC."""
+    kind = ["expired", "foreign", "absent", "wrong_token", "no_token"][i]
+    certs = {"expired": (TLS["expired.pem"], TLS["expired.key"]), "foreign": (TLS["rogue.pem"], TLS["rogue.key"]),
+             "absent": None}
+    good = (TLS["client.pem"], TLS["client.key"])
+    body = build_request(samples=1, service="chaos-otlp-attack")
+    grpc_msg = b"\x00" + struct.pack(">I", len(body)) + body
+    n = 0
+    while not a.stopping:
+        n += 1
+        grpc = kind == "no_token" or (kind in certs and n % 2 == 0)
+        ctx = otlp_tls_ctx(certs.get(kind, good), alpn="h2" if grpc else "http/1.1")
+        try:
+            if grpc:
+                c = H.Conn(gw.gport, tls=ctx, timeout=5, src=f"127.0.0.{2 + i}")
+                c.read(0.3)
+                for _ in range(10):
+                    sid = c.stream()
+                    out = H.frame(H.HEADERS, H.END_HEADERS, sid, grpc_block(False))
+                    c.send(out + H.frame(H.DATA, H.END_STREAM, sid, grpc_msg))
+                deadline = time.monotonic() + 5
+                while c.headers < 10 and c.read(0.2) and time.monotonic() < deadline:
+                    pass
+                a.count(f"{kind}_grpc_answers", c.headers)
+                c.close()
+            else:
+                raw = socket.create_connection(("127.0.0.1", gw.hport), timeout=5,
+                                               source_address=(f"127.0.0.{2 + i}", 0))
+                s = ctx.wrap_socket(raw, server_hostname="localhost")
+                auth = "Authorization: Bearer not-the-token\r\n" if kind == "wrong_token" else ""
+                s.sendall(head(extra=f"{auth}Content-Length: {len(body)}\r\n\r\n") + body)
+                got = s.recv(4096)
+                a.count(f"{kind}_http_" + (got[9:12].decode() if got.startswith(b"HTTP/1.1 ") else "refused"))
+                s.close()
+        except (OSError, ssl.SSLError, H.Closed):
+            a.count(f"{kind}_refused")
+            time.sleep(0.02)
+        a.count(f"{kind}_{'grpc' if grpc else 'http'}_attempts")
+
+
 CASES = {
     # name: (attack, threads, load, counters that must have moved)
     "otlp-h1-slow": (h1_slow, 4,
@@ -502,6 +559,10 @@ CASES = {
                      [O + "header_timeouts_total", O + "connections_refused_total",
                       O + 'requests_total{component="otlp",protocol="http",status="413"}',
                       O + 'requests_total{component="otlp",protocol="http",status="408"}']),
+    "otlp-mtls": (mtls, 5, "TLS on both ports: {expired_refused:,} expired, {foreign_refused:,} foreign CA, "
+                  "{absent_refused:,} certificate-less connections refused; {wrong_token_http_401:,} wrong-token "
+                  "HTTP/1.1 requests and {no_token_grpc_answers:,} token-less gRPC calls answered",
+                  [O + "tls_handshake_failures_total", O + "auth_failures_total"]),
     "otlp-h1-framing": (h1_framing, 4,
                         "{framing:,} requests with broken framing (17 kinds), {tiny_chunks:,} 1-byte chunks",
                         [O + 'requests_total{component="otlp",protocol="http",status="400"}',
@@ -525,11 +586,27 @@ def main():
     if name == "otlp-bombs":
         BODIES.extend(bomb_bodies())
     legit = build_request(samples=50)
+    otlp = {"body": legit, "samples": 50, "extra": ""}
+    if name == "otlp-mtls":
+        import shutil
+        if not shutil.which("openssl"):
+            C.skip("openssl not installed")
+        import chaos
+        d = tempfile.mkdtemp(prefix="sr-chaos-otlp-certs-")
+        TLS.update(C.slib.make_certs(d))
+        TLS["expired.pem"], TLS["expired.key"] = chaos.make_expired(d, TLS)
+        with open(os.path.join(d, "otlp-token"), "w") as f:
+            f.write("chaos-otlp-token-0123456789\n")
+        token_file = os.path.join(d, "otlp-token")
+        otlp["proto"] = (f", tls: {{cert_file: {TLS['server.pem']}, key_file: {TLS['server.key']}, "
+                         f"client_ca_file: {TLS['ca.pem']}}}, auth: {{bearer_token_file: {token_file}}}")
+        otlp["ctx"] = otlp_tls_ctx((TLS["client.pem"], TLS["client.key"]))
+        otlp["token"] = "chaos-otlp-token-0123456789"
     under_way = {"otlp-h1-slow": lambda st: st.get("held_max", 0) >= 4000,
                  "otlp-h1-held": lambda st: st.get("held", 0) >= 200}.get(name, lambda st: True)
     extra = "    max_connections: 200\n" if name == "otlp-h1-held" else ""
-    C.run_case(name, fn, threads=threads, load=load, counters=counters, under_way=under_way,
-               otlp={"body": legit, "samples": 50, "extra": extra})
+    otlp["extra"] = extra
+    C.run_case(name, fn, threads=threads, load=load, counters=counters, under_way=under_way, otlp=otlp)
 
 
 if __name__ == "__main__":
