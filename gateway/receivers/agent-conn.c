@@ -748,6 +748,14 @@ void gw_agent_on_tick(uv_timer_t *t)
 			gw_agent_conn_close(c);
 			goto next;
 		}
+		uint64_t head_ms = c->got_headers ? gw_h1_head_started_ms(c) : 0;
+		if (head_ms && now - head_ms > cfg->header_timeout_ns / SR_NSEC_PER_MSEC) {
+			rx->st.header_timeouts++;
+			sr_log_debug(COMPONENT, "HTTP/1.1 request head not complete within header_timeout; closing",
+				     "id=%s peer=%s", rx->c->id, c->peer);
+			gw_agent_conn_close(c);
+			goto next;
+		}
 		if (c->ping_outstanding && now - c->ping_sent_ms > cfg->keepalive.timeout_ns / SR_NSEC_PER_MSEC) {
 			rx->st.keepalive_timeouts++;
 			sr_log_debug(COMPONENT, "PING not answered within keepalive.timeout; closing", "id=%s peer=%s",
@@ -756,6 +764,13 @@ void gw_agent_on_tick(uv_timer_t *t)
 			goto next;
 		}
 		if (rx->shutting_down && now - rx->shutdown_started_ms > SHUTDOWN_GRACE_MS) {
+			gw_agent_conn_close(c);
+			goto next;
+		}
+		/* An early answer (413, 408) is followed by its body's rest only as long as a request may take. */
+		if (gw_h1_discarding(c) && now - c->last_request_ms > cfg->request_timeout_ns / SR_NSEC_PER_MSEC) {
+			sr_log_debug(COMPONENT, "body of an answered request not sent within request_timeout; closing",
+				     "id=%s peer=%s", rx->c->id, c->peer);
 			gw_agent_conn_close(c);
 			goto next;
 		}

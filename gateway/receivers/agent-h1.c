@@ -26,12 +26,13 @@ enum h1_state {
 
 struct gw_h1 {
 	enum h1_state st;
-	char head[GW_H1_MAX_HEAD_BYTES];
-	size_t head_len;
+	char *head; /* grows by doubling up to GW_H1_MAX_HEAD_BYTES: most heads are a few hundred bytes */
+	size_t head_len, head_cap;
 	char line[LINE_MAX_BYTES];
 	size_t line_len;
 	size_t trailer_bytes;
 	uint64_t left, discard_left;
+	uint64_t head_started_ms; /* the first byte of the head being read; 0 when none is */
 	bool keep_alive, expect_continue, close_after;
 	struct h2stream *cur;
 	int32_t next_id;
@@ -53,6 +54,7 @@ void gw_h1_free(struct gw_h1 *h)
 	if (!h)
 		return;
 	free(h->out);
+	free(h->head);
 	free(h);
 }
 
@@ -94,6 +96,16 @@ bool gw_h1_finished(struct conn *c)
 {
 	struct gw_h1 *h = c->h1;
 	return h->close_after && !h->cur && h->st != H1_DISCARD && h->out_off == h->out_len;
+}
+
+uint64_t gw_h1_head_started_ms(struct conn *c)
+{
+	return c->h1 && c->h1->st == H1_HEAD ? c->h1->head_started_ms : 0;
+}
+
+bool gw_h1_discarding(struct conn *c)
+{
+	return c->h1 && c->h1->st == H1_DISCARD;
 }
 
 void gw_h1_goaway(struct conn *c)
@@ -390,9 +402,21 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 		size_t k;
 		switch (h->st) {
 		case H1_HEAD:
+			/* Empty lines before the request line count as part of its head's time too. */
+			if (!h->head_started_ms)
+				h->head_started_ms = SR_MAX(gw_agent_now_ms(c->rx), 1);
 			for (k = 0; k < n;) {
-				if (h->head_len == sizeof(h->head))
+				if (h->head_len == GW_H1_MAX_HEAD_BYTES)
 					break;
+				if (h->head_len == h->head_cap) {
+					size_t cap = SR_MIN(SR_MAX(h->head_cap * 2, (size_t)1024),
+							    (size_t)GW_H1_MAX_HEAD_BYTES);
+					char *p = realloc(h->head, cap);
+					if (!p)
+						return -ENOMEM;
+					h->head = p;
+					h->head_cap = cap;
+				}
 				h->head[h->head_len++] = (char)d[k++];
 				/* Empty lines before a request line are ignored (RFC 9112 2.2). */
 				if (h->head_len == 2 && memcmp(h->head, "\r\n", 2) == 0)
@@ -405,9 +429,10 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			if (h->head_len >= 4 && memcmp(h->head + h->head_len - 4, "\r\n\r\n", 4) == 0) {
 				r = head_parse(c);
 				h->head_len = 0;
+				h->head_started_ms = 0;
 				if (r < 0)
 					return r;
-			} else if (h->head_len == sizeof(h->head)) {
+			} else if (h->head_len == GW_H1_MAX_HEAD_BYTES) {
 				struct h2stream *s = gw_agent_stream_new(c, h->next_id);
 				h->head_len = 0;
 				if (!s)

@@ -41,5 +41,17 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 		   uint32_t retry_after_ms);
 /* Close after the request being served, or now when there is none. */
 void gw_h1_goaway(struct conn *c);
+/*
+ * Reading and throwing away the body of a request answered early: bounded in
+ * time by the caller (request_timeout from the answer), since a client that
+ * stops sending would otherwise hold the connection for good.
+ */
+bool gw_h1_discarding(struct conn *c);
+/*
+ * When the head of a request after the connection's first began to arrive
+ * (0: none is being read): header_timeout bounds it as it bounds the first
+ * (a keep-alive connection is otherwise bounded only by idle_timeout).
+ */
+uint64_t gw_h1_head_started_ms(struct conn *c);
 
 #endif

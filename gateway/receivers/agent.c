@@ -140,9 +140,12 @@ static const struct sr_field agent_fields[] = {
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
 			      "retry_after_ms."),
 	SR_FIELD_DUR("header_timeout", struct agent_config, header_timeout_ns, .def = "10s",
-		     .doc = "Time from accept to the first complete request headers (TLS handshake included)."),
+		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
+			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
 	SR_FIELD_DUR("request_timeout", struct agent_config, request_timeout_ns, .def = "60s",
-		     .doc = "Time a request may take to arrive completely; slower ones get 408."),
+		     .doc = "Time a request may take to arrive completely; slower ones get 408. On HTTP/1.1 the "
+			    "rest of a body answered early (413, 408) is read for as long again, then the "
+			    "connection is closed."),
 	SR_FIELD_DUR("idle_timeout", struct agent_config, idle_timeout_ns, .def = "5m",
 		     .doc = "A connection without requests for this long is closed with GOAWAY."),
 	SR_FIELD_MAP("keepalive", struct agent_config, keepalive, struct agent_keepalive_config, keepalive_fields,

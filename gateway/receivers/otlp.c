@@ -95,9 +95,12 @@ static const struct sr_field otlp_fields[] = {
 		       .doc = "Request bytes buffered per protocol across connections; beyond it requests get "
 			      "503/Unavailable."),
 	SR_FIELD_DUR("header_timeout", struct otlp_config, header_timeout_ns, .def = "10s",
-		     .doc = "Time from accept to the first complete request headers (TLS handshake included)."),
+		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
+			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
 	SR_FIELD_DUR("request_timeout", struct otlp_config, request_timeout_ns, .def = "60s",
-		     .doc = "Time a request may take to arrive completely; slower ones get 408/DeadlineExceeded."),
+		     .doc = "Time a request may take to arrive completely; slower ones get 408/DeadlineExceeded. "
+			    "On HTTP/1.1 the rest of a body answered early (413, 408) is read for as long again, "
+			    "then the connection is closed."),
 	SR_FIELD_DUR("idle_timeout", struct otlp_config, idle_timeout_ns, .def = "5m",
 		     .doc = "A connection without requests for this long is closed."),
 	SR_FIELD_END,
@@ -175,6 +178,15 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 			{ "stackrelay_gateway_otlp_connections_refused_total",
 			  "OTLP connections closed at accept (max_connections or shutting down).",
 			  l->rx.st.connections_refused },
+			{ "stackrelay_gateway_otlp_connections_evicted_total",
+			  "OTLP connections without a request closed to make room past max_connections.",
+			  l->rx.st.connections_evicted },
+			{ "stackrelay_gateway_otlp_header_timeouts_total",
+			  "OTLP connections closed for a request head not complete within header_timeout.",
+			  l->rx.st.header_timeouts },
+			{ "stackrelay_gateway_otlp_headers_too_large_total",
+			  "OTLP requests refused for headers over max_header_list_bytes (431).",
+			  l->rx.st.headers_too_large },
 			{ "stackrelay_gateway_otlp_tls_handshake_failures_total", "TLS handshakes that failed.",
 			  l->rx.st.tls_failures },
 			{ "stackrelay_gateway_otlp_auth_failures_total", "Requests without the right bearer token.",

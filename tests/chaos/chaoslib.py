@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The chaos suite's harness: a real stackrelay-gateway (SR_GATEWAY) with its
-`agent` receiver and a memory limit, exporting to the fake Pyroscope
+`agent` receiver (and, for the otlp cases, its `otlp` receiver) and a memory limit, exporting to the fake Pyroscope
 (tests/fakes/fake_pyroscope.py), a legitimate agent sender
 (tests/integration/sender-driver.c: the agent's real sender and transport)
 delivering while an attack runs in threads, and watchers of the gateway's
 RSS and /healthz. Every process started here is stopped here."""
 import collections
+import http.client
 import importlib.machinery
 import json
 import os
@@ -69,11 +70,26 @@ class Pyroscope:
 class Gateway:
     """The real gateway: agent receiver (h2c, or TLS + mTLS + token), memory_limiter, batch, otlp_http."""
 
-    def __init__(self, tmp, pyroscope_port, receiver_extra="", tls=None, token_file=None, per_peer=PER_PEER):
+    def __init__(self, tmp, pyroscope_port, receiver_extra="", tls=None, token_file=None, per_peer=PER_PEER,
+                 otlp_extra=None, otlp_proto=""):
         gateway = os.environ.get("SR_GATEWAY")
         if not gateway or not os.access(gateway, os.X_OK):
             skip("SR_GATEWAY not built")
         self.port, self.mport = slib.free_port(), slib.free_port()
+        # otlp_extra (a string, maybe empty): the otlp receiver too, OTLP/HTTP on hport, OTLP/gRPC on gport;
+        # otlp_proto: more settings of both protocols (", tls: {...}, auth: {...}").
+        self.hport = self.gport = None
+        otlp = ""
+        if otlp_extra is not None:
+            self.hport, self.gport = slib.free_port(), slib.free_port()
+            otlp = f"""  otlp:
+    protocols:
+      grpc: {{endpoint: 127.0.0.1:{self.gport}{otlp_proto}}}
+      http: {{endpoint: 127.0.0.1:{self.hport}{otlp_proto}}}
+    header_timeout: 3s
+    request_timeout: 5s
+    idle_timeout: 10s
+{otlp_extra}"""
         self.tls = tls
         sec = ""
         if tls:
@@ -81,6 +97,7 @@ class Gateway:
                     f"client_ca_file: {tls['ca.pem']}}}\n")
         if token_file:
             sec += f"    auth: {{bearer_token_file: {token_file}}}\n"
+        receivers = "agent, otlp" if otlp else "agent"
         self.cfg = os.path.join(tmp, "gateway.yaml")
         with open(self.cfg, "w") as f:
             f.write(f"""receivers:
@@ -89,7 +106,7 @@ class Gateway:
     max_connections_per_peer: {per_peer}
     request_timeout: 5s
     keepalive: {{interval: 2s, timeout: 2s}}
-{sec}{receiver_extra}
+{sec}{receiver_extra}{otlp}
 processors:
   memory_limiter: {{limit_mib: {LIMIT_MIB}, check_interval: 100ms}}
   batch: {{timeout: 200ms}}
@@ -99,7 +116,7 @@ exporters:
     retry_on_failure: {{initial_interval: 100ms}}
 service:
   pipelines:
-    profiles: {{receivers: [agent], processors: [memory_limiter, batch], exporters: [otlp_http]}}
+    profiles: {{receivers: [{receivers}], processors: [memory_limiter, batch], exporters: [otlp_http]}}
   telemetry: {{metrics: {{address: 127.0.0.1:{self.mport}}}}}
   shutdown_timeout: 2s
 """)
@@ -202,6 +219,67 @@ def start_sender(port, tls=None, token_file=None):
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+class OtlpSender(threading.Thread):
+    """A legitimate OTel profiler's exporter: `requests` valid OTLP/HTTP protobuf bodies over one HTTP/1.1
+    keep-alive connection, one every `interval` s, each retried until answered 200 (after 429/503, or a
+    connection the gateway closed before answering)."""
+
+    def __init__(self, port, body, samples, requests=40, interval=0.15, ctx=None, token=None):
+        super().__init__(daemon=True)
+        self.ctx, self.token = ctx, token
+        self.port, self.body, self.samples, self.n, self.interval = port, body, samples, requests, interval
+        self.res = {"requests_ok": 0, "retries": 0, "connections": 0, "accepted": 0, "statuses": {}}
+        self.error = None
+
+    def run(self):
+        conn = None
+        start = time.monotonic()
+        try:
+            for _ in range(self.n):
+                deadline = time.monotonic() + 120
+                while True:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"no 200 within 120 s ({self.res})")
+                    try:
+                        if conn is None:
+                            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=60, context=self.ctx) \
+                                if self.ctx else http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                            self.res["connections"] += 1
+                        headers = {"Content-Type": "application/x-protobuf"}
+                        if self.token:
+                            headers["Authorization"] = "Bearer " + self.token
+                        conn.request("POST", "/v1development/profiles", body=self.body, headers=headers)
+                        r = conn.getresponse()
+                        data = r.read()
+                    except (OSError, http.client.HTTPException):
+                        conn.close()
+                        conn = None
+                        self.res["retries"] += 1
+                        time.sleep(0.05)
+                        continue
+                    st = self.res["statuses"]
+                    st[str(r.status)] = st.get(str(r.status), 0) + 1
+                    if r.will_close:
+                        conn.close()
+                        conn = None
+                    if r.status == 200:
+                        if data:  # partial_success: the test's bodies are all valid, none may be refused
+                            raise RuntimeError(f"partial success answered: {data[:200]!r}")
+                        self.res["requests_ok"] += 1
+                        self.res["accepted"] += self.samples
+                        break
+                    if r.status not in (429, 503):
+                        raise RuntimeError(f"a valid request answered {r.status}: {data[:300]!r}")
+                    self.res["retries"] += 1
+                    time.sleep(0.2)
+                time.sleep(self.interval)
+        except Exception as e:  # reported by run_case
+            self.error = f"{type(e).__name__}: {e}"
+        if conn:
+            conn.close()
+        self.res["elapsed_ms"] = int((time.monotonic() - start) * 1000)
+
+
 class Attack:
     """Runs fn(stop_event, stats, worker_index) in n threads; stats is a shared dict of counts."""
 
@@ -235,8 +313,11 @@ class Attack:
 
 
 def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra="", load="", counters=(),
-             under_way=lambda stats: True):
-    """One attack against one gateway while the legitimate sender delivers; checks and prints the figures."""
+             under_way=lambda stats: True, otlp=None):
+    """One attack against one gateway while the legitimate sender delivers; checks and prints the figures.
+    otlp: {"body": a valid OTLP protobuf request, "samples": its samples' values summed, "extra": otlp
+    receiver settings}: the gateway has the otlp receiver too, and a legitimate OTLP/HTTP sender
+    (OtlpSender) delivers beside the agent."""
     fd_limit = raise_fd_limit()
     tmp = slib.tmpdir()
     token_file = None
@@ -245,11 +326,15 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
         with open(token_file, "w") as f:
             f.write(token + "\n")
     pyro = Pyroscope(tmp)
-    gw = Gateway(tmp, pyro.port, receiver_extra=receiver_extra, tls=tls, token_file=token_file)
+    gw = Gateway(tmp, pyro.port, receiver_extra=receiver_extra, tls=tls, token_file=token_file,
+                 otlp_extra=otlp.get("extra", "") if otlp else None, otlp_proto=otlp.get("proto", "") if otlp else "")
     watch = Watch(gw)
     watch.start()
-    sender = attack = None
-    total = expected_total()
+    sender = attack = osender = None
+    agent_total = total = expected_total()
+    if otlp:
+        osender = OtlpSender(gw.hport, otlp["body"], otlp["samples"], ctx=otlp.get("ctx"), token=otlp.get("token"))
+        total += osender.n * osender.samples
     ok = True
 
     def fail(what):
@@ -265,7 +350,11 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
         while not under_way(attack.stats) and time.monotonic() < deadline and not attack.errors:
             time.sleep(0.1)
         sender = start_sender(gw.port, tls=tls, token_file=token_file)
+        if osender:
+            osender.start()
         out, err = sender.communicate(timeout=240)
+        if osender:
+            osender.join(240)
         during = dict(attack.stats)
         # The attack goes on until the gateway counted it (e.g. header_timeout must pass for slowloris).
         deadline = time.monotonic() + 60
@@ -316,18 +405,26 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
         fail(f"RSS peak {peak >> 20} MiB stayed under memory_limiter.limit_mib {LIMIT_MIB}")
     else:
         print(f"ok: RSS peak {peak / 1048576:.1f} MiB < limit {LIMIT_MIB} MiB")
-    sent = res["accepted"] if res else None
-    if sender.returncode != 0 or not res or res["accepted"] != total:
-        fail(f"the legitimate sender flushed all {total} samples accepted (exit {sender.returncode}, {res})")
+    if sender.returncode != 0 or not res or res["accepted"] != agent_total:
+        fail(f"the legitimate sender flushed all {agent_total} samples accepted (exit {sender.returncode}, {res})")
+    if osender:
+        if osender.error or osender.res["accepted"] != total - agent_total:
+            fail(f"the legitimate OTLP sender had all {total - agent_total} samples accepted "
+                 f"({osender.error}, {osender.res})")
+        else:
+            print(f"ok: the OTLP sender had {osender.res['accepted']} samples accepted "
+                  f"({osender.res['requests_ok']} requests, {osender.res['retries']} retries)")
     if delivered != total:
         fail(f"the fake Pyroscope got the legitimate sender's {total} samples ({delivered})")
     else:
-        print(f"ok: delivered {delivered} = sent {total} (sender: {res['requests_ok']} requests ok, "
+        print(f"ok: delivered {delivered} = sent {total} (agent sender: {res['requests_ok']} requests ok, "
               f"{res['retries']} retries, {res['connections']} connections)")
-    for key in ('stackrelay_gateway_samples_accepted_total{component="agent"}',
-                'stackrelay_gateway_samples_exported_total{component="otlp_http"}'):
-        if m.get(key) != total:
-            fail(f"{key} = {total} ({m.get(key)})")
+    for key, want in (('stackrelay_gateway_samples_accepted_total{component="agent"}', agent_total),
+                      ('stackrelay_gateway_samples_accepted_total{component="otlp"}',
+                       total - agent_total if osender else None),
+                      ('stackrelay_gateway_samples_exported_total{component="otlp_http"}', total)):
+        if want is not None and m.get(key) != want:
+            fail(f"{key} = {want} ({m.get(key)})")
     if m.get("stackrelay_gateway_samples_dropped_total", 0):
         fail(f"no sample dropped in the gateway ({m.get('stackrelay_gateway_samples_dropped_total')})")
     # A family name is summed over its series; a full series key names one.
@@ -336,10 +433,13 @@ def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra=""
         "case": name, "load": load.format_map(collections.defaultdict(int, attack.stats)) if load else "",
         "attack": attack.stats, "attack_when_agent_done": during,
         "agent": {k: res.get(k) for k in ("requests_ok", "retries", "connections", "elapsed_ms")} if res else None,
+        "otlp_sender": osender.res if osender else None,
         # Samples the gateway gave back to the agent to resend later (the memory limiter's soft limit).
         "samples_refused": m.get("stackrelay_gateway_samples_refused_total", 0),
         "rss_peak_mib": round(peak / 1048576, 1), "limit_mib": LIMIT_MIB, "delivered": delivered, "sent": total,
-        "fd_limit": fd_limit, "counted": {k.replace("stackrelay_gateway_agent_", ""): v for k, v in seen.items()},
+        "fd_limit": fd_limit,
+        "counted": {k.replace("stackrelay_gateway_agent_", "").replace("stackrelay_gateway_", ""): v
+                    for k, v in seen.items()},
     }, sort_keys=True))
     missing = [c for c, v in seen.items() if not v]
     if missing:
