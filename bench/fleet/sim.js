@@ -74,6 +74,10 @@ const stats = {
   taken: 0, accepted: 0, dropped: { buffer_full: 0, rejected: 0, flush_timeout: 0 }, requests: 0, statuses: {},
   transportErrors: 0, retries: 0, missingRounds: 0, resentMissing: 0, acceptedMismatch: 0, uploads: 0,
   uploadsFailed: 0, restarts: 0, connections: 0, windows: 0, records: 0, bytesSent: 0, errors: {},
+  // Samples whose request had an attempt without an answer (timeout, reset) before it was answered: a
+  // replica may have processed that attempt too (a duplicate no single replica can catch); and samples
+  // dropped at the flush deadline in that state (the gateway may have them).
+  acceptedAfterUnknown: 0, flushInDoubt: 0,
 };
 let latencies = [];
 
@@ -320,7 +324,7 @@ class SimNode {
   }
 
   // Sends body until it has a final answer; returns {status, response} or null when stopped.
-  async sendUntilAnswered(body) {
+  async sendUntilAnswered(body, item) {
     const gz = opt.gzip ? await new Promise((res, rej) => zlib.gzip(body, { level: 1 }, (e, b) => (e ? rej(e) : res(b)))) : body;
     let attempt = 0, backoff = 500;
     for (;;) {
@@ -339,6 +343,7 @@ class SimNode {
         retryAfterS = Number(r.headers['retry-after'] || 0);
       } catch (e) {
         stats.transportErrors++;
+        if (item) item.unknown = true;
         const m = String(e.code || e.message).slice(0, 60);
         stats.errors[m] = (stats.errors[m] || 0) + 1;
         this.dropSession();
@@ -360,7 +365,7 @@ class SimNode {
 
   async sendItem(item) {
     const body = this.encodeSamples(item);
-    const r = await this.sendUntilAnswered(body);
+    const r = await this.sendUntilAnswered(body, item);
     if (!r) return false;
     if (r.status !== 200) {
       stats.dropped.rejected += item.taken;
@@ -385,6 +390,7 @@ class SimNode {
       for (const id of missing) this.sent.delete(id);
     }
     const expected = item.taken - refusedCount;
+    if (item.unknown) stats.acceptedAfterUnknown += expected;
     if (resp.accepted !== expected) stats.acceptedMismatch++;
     stats.accepted += expected;
     if (refused.length) {
@@ -480,6 +486,7 @@ async function main() {
   for (let i = 0; i < opt.nodes; i++) nodes.push(new SimNode(opt.firstNode + i));
   const start = Date.now();
   const end = start + opt.duration * 1000;
+  process.stdout.write('stats ' + JSON.stringify(snapshot(nodes)) + '\n');
   // Windows of the nodes are spread evenly over the window length.
   const timers = nodes.map((n, i) => {
     const first = start + ((i + 0.5) / nodes.length) * opt.window * 1000;
@@ -515,6 +522,7 @@ async function main() {
   }
   for (const n of nodes) {
     stats.dropped.flush_timeout += n.buffered();
+    for (const it of n.queue) if (it.unknown) stats.flushInDoubt += it.taken;
     n.queue = [];
     n.dropSession();
   }

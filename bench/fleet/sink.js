@@ -13,7 +13,7 @@
 // export with that status (and Retry-After seconds when given) for that long;
 // POST /fault?status=200 ends a window. The requests answered with an error
 // are counted, their samples not. GET /stats returns JSON
-// {requests, statuses, samples, bytes, fault}.
+// {requests, statuses, samples, bytes, fault, redelivered, redeliveredSamples}.
 //
 // Usage: sink.js [--port 0] [--port-file FILE]; prints "ready PORT".
 'use strict';
@@ -21,6 +21,7 @@
 const http = require('node:http');
 const zlib = require('node:zlib');
 const fs = require('node:fs');
+const crypto = require('node:crypto');
 const { varint } = require('../gateway-throughput/wire.js');
 
 function arg(name, def) {
@@ -28,7 +29,14 @@ function arg(name, def) {
   return i > 0 ? process.argv[i + 1] : def;
 }
 
-const st = { requests: 0, statuses: {}, samples: 0, bytes: 0, decodeErrors: 0, fault: null };
+const st = { requests: 0, statuses: {}, samples: 0, bytes: 0, decodeErrors: 0, fault: null, redelivered: 0,
+  redeliveredSamples: 0 };
+// Bodies already counted, by SHA-1 (the most recent 1M): an exporter that resends a request whose 200 it
+// did not see (a timeout, a crash before the disk queue forgot it) delivers the same bytes again. Those
+// are counted as redelivered, not as samples. Distinct requests never carry identical bodies: each
+// batch has its own time range.
+const seen = new Set();
+const seenOrder = [];
 let fault = null; // {status, retryAfter, until}
 
 // Sums the values of every Sample: fields by level (1 resource_profiles, 2 scope_profiles, 2 profiles, 2 samples).
@@ -99,7 +107,17 @@ const srv = http.createServer((req, res) => {
     st.bytes += body.length;
     try {
       if (req.headers['content-encoding'] === 'gzip') body = zlib.gunzipSync(body);
-      st.samples += walk(body, 0, body.length, 0);
+      const n = walk(body, 0, body.length, 0);
+      const h = crypto.createHash('sha1').update(body).digest('base64');
+      if (seen.has(h)) {
+        st.redelivered++;
+        st.redeliveredSamples += n;
+      } else {
+        seen.add(h);
+        seenOrder.push(h);
+        if (seenOrder.length > 1000000) seen.delete(seenOrder.shift());
+        st.samples += n;
+      }
     } catch (e) {
       st.decodeErrors++;
       return answer(res, 400);

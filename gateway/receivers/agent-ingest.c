@@ -406,6 +406,37 @@ static int note_wanted(struct ctx *c, struct gw_stack *st)
 	return 0;
 }
 
+/* Does the list hold this ID? Missing lists are short (a linear scan). */
+static bool idlist_has(const struct gw_idlist *l, const struct gw_id *id)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].n == id->len && memcmp(l->v[i].p, id->bytes, id->len) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * A stored stack whose frames name an executable or kernel this response
+ * lists as missing (another stack of the request needed it after it was
+ * evicted): agents resend the samples of such stacks (docs/agent-protocol.md:
+ * samples that reference a missing ID through their stack's frames were not
+ * accepted), so accepting them here too would export them twice.
+ */
+static bool stack_names_missing(const struct ctx *c, const struct gw_stack *st)
+{
+	if (!c->defs.missing_exes.n && !c->defs.missing_kernels.n)
+		return false;
+	for (uint32_t i = 0; i < st->n_locations; i++) {
+		const struct gw_location *l = st->locations[i];
+
+		if (l->exe && idlist_has(&c->defs.missing_exes, &l->exe->id))
+			return true;
+		if (l->kernel && idlist_has(&c->defs.missing_kernels, &l->kernel->id))
+			return true;
+	}
+	return false;
+}
+
 static int add_sample(struct ctx *c, const struct sample_in *in)
 {
 	struct gw_stack *st;
@@ -435,6 +466,11 @@ static int add_sample(struct ctx *c, const struct sample_in *in)
 	if (!st) {
 		c->res->refused_missing += in->count;
 		return gw_idlist__add(&c->missing_stacks, in->stack_id.p, in->stack_id.n);
+	}
+	if (stack_names_missing(c, st)) {
+		gw_stack__unref(st);
+		c->res->refused_missing += in->count;
+		return 0;
 	}
 	if ((e = note_wanted(c, st)) < 0 || (e = resource_for(c, in, &ri)) < 0) {
 		gw_stack__unref(st);
