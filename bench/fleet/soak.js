@@ -6,7 +6,7 @@
 // batch → otlp_http with a disk queue) → sink.js, with pods churning at the
 // fake Kubernetes API server (tests/fakes/fake-kube-apiserver.js), and
 // faults on a schedule. See bench/fleet/README.md for the options, what is
-// measured and the pass criteria; docs/reliability-fleet.md for figures.
+// measured and the pass criteria; docs/reliability.md ("Fleet scale") for figures.
 'use strict';
 
 const fs = require('node:fs');
