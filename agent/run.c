@@ -238,8 +238,14 @@ static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint6
 	size_t len = 0;
 
 	if (c->perfmaps) {
-		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
-					      &len, &why);
+		/*
+		 * The time now, not c->now_mono (taken before the poll that delivered
+		 * this sample, up to a second ago): the map may be read again 200 ms
+		 * after its last read, and a stale clock held that back for a whole
+		 * poll's samples of code compiled just after the last read.
+		 */
+		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr,
+					      clock_ns(CLOCK_MONOTONIC), &len, &why);
 		if (name) {
 			char buf[AGENT_FUNCTION_NAME_MAX + 1];
 			struct agent_function_def d = { .runtime = "perf-map", .name = buf };
