@@ -373,8 +373,9 @@ CASES = {
                     "with a zero window, never read",
                     [AGENT + "keepalive_timeouts_total", AGENT + "protocol_errors_total"], ""),
     "slowloris": (slowloris, 1, "{opened:,} connections opened from 20 addresses, {held_max:,} open at once on its side",
+                  # Evictions can close every idle connection before its header_timeout.
                   [AGENT + "connections_refused_peer_total", AGENT + "connections_evicted_total",
-                   AGENT + "header_timeouts_total"], ""),
+                   "?" + AGENT + "header_timeouts_total"], ""),
     "mtls": (mtls, 5, "handshakes: {expired_refused:,} expired, {foreign_refused:,} foreign CA, {absent_refused:,} "
              "without a certificate; {wrong_token_requests:,} wrong-token, {no_token_requests:,} token-less requests",
              [AGENT + "tls_handshake_failures_total", AGENT + "auth_failures_total"], ""),
