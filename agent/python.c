@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -278,6 +279,23 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 	return f;
 }
 
+/*
+ * Whether the process still maps the file at m: the mappings the agent holds
+ * for a process that predates it can outlive an exec (its new image's
+ * mappings arrive without telling the old ones are gone), and an interpreter
+ * that is no longer there must not be walked.
+ */
+static bool still_mapped(const struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	const uint64_t *key = agent_exe__key(m->exe);
+	char link[96];
+	struct stat st;
+
+	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	return stat(link, &st) == 0 && (uint64_t)st.st_dev == key[0] && (uint64_t)st.st_ino == key[1];
+}
+
 int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 {
 	struct py_proc_entry *e;
@@ -292,11 +310,14 @@ int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 		if (!proc->maps[i].exe)
 			continue;
 		c = file_for(py, proc, &proc->maps[i]);
-		if (c && c->interpreter) {
+		if (c && c->interpreter && still_mapped(proc, &proc->maps[i])) {
 			f = c;
 			m = &proc->maps[i];
 		}
 	}
+	/* An exec may have replaced an interpreter with something else: the old entry goes. */
+	if (!f || !f->layout)
+		agent_python__forget(py, proc);
 	if (!f)
 		return -ENOENT;
 	if (!f->layout) {

@@ -447,6 +447,9 @@ static __always_inline int task_event(__u32 type)
 
 		/* A new image: its first sample must wake the agent again. */
 		bpf_map_delete_elem(&seen, &tgid);
+		/* ... and the old image's interpreter is gone (the agent adds the new one's if it has one). */
+		if (python_frames && bpf_map_lookup_elem(&py_procs, &tgid))
+			bpf_map_delete_elem(&py_procs, &tgid);
 	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;

@@ -21,6 +21,11 @@ then execs python3 under the same PID), so the agent, started first with
     in squeeze(), called from worker(): in the samples that hold a frame of
     libz, the first Python frame below the libz frames is squeeze (the
     extension's native frames sit above the Python frame that called it).
+  - execer.py spins in spin() for 1 s of CPU, then execs qsortdeep (native)
+    under the same PID: its Python samples are named, and none of the new
+    image's samples has a Python frame or was walked as Python (the exec
+    ends the process's interpreter: the agent's exit line counts no sample
+    whose thread state was not found).
   - short.py, SHORT_RUNS times one after another: each uses SHORT_CPU
     seconds of CPU in brief_work() and exits; brief_work is named in most of
     each process's samples.
@@ -100,6 +105,22 @@ def worker(seconds):
 t = threading.Thread(target=worker, args=(float(sys.argv[1]),))
 t.start()
 t.join()
+"""
+
+EXECER = """\
+import os, sys, time
+
+
+def spin(seconds):
+    end = time.process_time() + seconds
+    s = 0
+    while time.process_time() < end:
+        s += 1
+    return s
+
+
+spin(1.0)
+os.execv(sys.argv[1], [sys.argv[1], "2"])
 """
 
 SHORT = """\
@@ -207,13 +228,14 @@ def main():
 
 def run(env, c):
     paths = {}
-    for name, text in (("hot", HOT), ("ext", EXT), ("short", SHORT)):
+    for name, text in (("hot", HOT), ("ext", EXT), ("short", SHORT), ("execer", EXECER)):
         paths[name] = os.path.join(env.tmp, name + ".py")
         with open(paths[name], "w") as f:
             f.write(text)
     gates = {"hot": gate([PYTHON, paths["hot"], str(SECONDS)]), "ext": gate([PYTHON, paths["ext"], str(SECONDS)])}
     for i in range(SHORT_RUNS):
         gates["short%d" % i] = gate([PYTHON, paths["short"], str(SHORT_CPU)])
+    gates["execer"] = gate([PYTHON, paths["execer"], env.workload("qsortdeep")])
     out_path = os.path.join(env.tmp, "python.pb")
     args = ["--duration", "300", "--frequency", str(FREQ), "--output", out_path, "--log-level", os.environ.get("SR_PY_LOG", "info")]
     for g in gates.values():
@@ -232,6 +254,8 @@ def run(env, c):
         g = gates["short%d" % i]
         release(g)
         g["rc"] = g["proc"].wait(timeout=120)
+    release(gates["execer"])
+    gates["execer"]["rc"] = gates["execer"]["proc"].wait(timeout=120)
     rc, stderr = agentlib.stop_agent(agent, log)
     c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
     for k, g in gates.items():
@@ -324,6 +348,28 @@ def run(env, c):
                                               f[1] == paths["short"] for f in namer.stack(s)))
         c.check(n >= 100 and pct >= 80.0, "short.py run %d (%.1f s of CPU): brief_work named in %.1f%% of %d "
                 "samples (>= 80%% of >= 100)" % (i, SHORT_CPU, pct, n))
+
+    # execer.py: Python, then qsortdeep under the same PID.
+    samples = out.for_pid(gates["execer"]["pid"])
+    spin, native, mixed = 0, 0, 0
+    for s in samples:
+        st = namer.stack(s)
+        py_names = [f[2] for f in st if f[0] == INTERPRETED]
+        in_q = any(f[0] == USER and f[1] and os.path.basename(f[1]) == "qsortdeep" for f in st)
+        if in_q:
+            native += s.count
+            if py_names:
+                mixed += s.count
+        elif "spin" in py_names:
+            spin += s.count
+    c.check(spin >= 300, "execer.py: spin named in %d samples before the exec (>= 300)" % spin)
+    c.check(native >= 300 and mixed == 0, "execer.py: %d samples of qsortdeep after the exec, %d of them with "
+            "Python frames (>= 300, 0)" % (native, mixed))
+    pyc = agentlib.logfmt_fields(stderr, "python frames") or {}
+    found, no_ts = int(pyc.get("stacks_found", 0)), int(pyc.get("no_thread_state", -1))
+    c.check(found > 0 and 0 <= no_ts <= found // 100,
+            "the agent's exit line: %d Python stacks found, %d samples of Python processes without a thread "
+            "state (<= 1%%: no image after an exec is walked as Python)" % (found, no_ts))
 
     ends = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
     print("# unwinding: " + " ".join("%s=%s" % kv for kv in sorted(ends.items()) if kv[0] not in ("ts", "level")))
