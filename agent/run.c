@@ -238,14 +238,8 @@ static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint6
 	size_t len = 0;
 
 	if (c->perfmaps) {
-		/*
-		 * The time now, not c->now_mono (taken before the poll that delivered
-		 * this sample, up to a second ago): the map may be read again 200 ms
-		 * after its last read, and a stale clock held that back for a whole
-		 * poll's samples of code compiled just after the last read.
-		 */
-		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr,
-					      clock_ns(CLOCK_MONOTONIC), &len, &why);
+		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
+					      &len, &why);
 		if (name) {
 			char buf[AGENT_FUNCTION_NAME_MAX + 1];
 			struct agent_function_def d = { .runtime = "perf-map", .name = buf };
@@ -300,6 +294,13 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		n++;
 	}
 	if (ev->n_ustack > 0 && !kthread) {
+		/*
+		 * The time now: the loop's c->now_mono was taken before the poll that
+		 * delivered this sample, up to a second ago, and the re-read limits
+		 * of /proc/PID/maps and perf maps (200 ms) compared against it held
+		 * back a whole poll's samples of code that appeared just after a read.
+		 */
+		c->now_mono = clock_ns(CLOCK_MONOTONIC);
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
 		queue_unwinder(c, proc);
 		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
