@@ -117,6 +117,15 @@ struct ctx {
 	struct gw_bytes_set thread_names;
 	struct sr_pb_slice host_name, node_name;
 	struct sr_pb_slice known_kernel; /* a kernel ID found in the store during this request */
+	/*
+	 * What the first lookup of each stack and kernel ID found (stacks: a
+	 * reference held here, or NULL: missing). A request sees
+	 * one answer per ID even while other requests store and evict: the
+	 * response lists an ID as missing only if none of its samples was
+	 * accepted, or the agent's resend would export them twice.
+	 */
+	struct gw_bytes_set stacks_seen;
+	struct gw_bytes_set kernels_seen; /* value non-NULL: found */
 	uint32_t frequency_hz;
 	bool definitions_only;
 };
@@ -437,6 +446,24 @@ static bool stack_names_missing(const struct ctx *c, const struct gw_stack *st)
 	return false;
 }
 
+/*
+ * The stack of this ID as this request first found it (*ret: borrowed, NULL
+ * when missing): later samples of the request get the same answer.
+ */
+static int seen_stack(struct ctx *c, struct sr_pb_slice id, struct gw_stack **ret)
+{
+	bool found;
+	struct gw_bytes_set_entry *e =
+		gw_bytes_set__put(&c->stacks_seen, XXH3_64bits(id.p, id.n), id.p, id.n, &found);
+
+	if (!e)
+		return -ENOMEM;
+	if (!found)
+		e->value = gw_stores__stack(c->stores, id.p, id.n);
+	*ret = (struct gw_stack *)e->value;
+	return 0;
+}
+
 static int add_sample(struct ctx *c, const struct sample_in *in)
 {
 	struct gw_stack *st;
@@ -446,32 +473,44 @@ static int add_sample(struct ctx *c, const struct sample_in *in)
 	/* The sample's kernel must be known too (docs/agent-protocol.md): the
 	 * last one found is remembered, samples of one node share it. */
 	if (in->kernel_id.n && !slice_eq(in->kernel_id, c->known_kernel)) {
-		struct gw_kernel *k = gw_stores__kernel(c->stores, in->kernel_id.p, in->kernel_id.n);
-		if (!k) {
+		bool seen;
+		struct gw_bytes_set_entry *ke = gw_bytes_set__put(
+			&c->kernels_seen, XXH3_64bits(in->kernel_id.p, in->kernel_id.n), in->kernel_id.p,
+			in->kernel_id.n, &seen);
+
+		if (!ke)
+			return -ENOMEM;
+		if (!seen) {
+			struct gw_kernel *k = gw_stores__kernel(c->stores, in->kernel_id.p, in->kernel_id.n);
+
+			ke->value = k ? (const void *)c : NULL; /* non-NULL: found */
+			if (k)
+				gw_kernel__unref(k);
+		}
+		if (!ke->value) {
 			c->res->refused_missing += in->count;
 			if ((e = gw_idlist__add(&c->defs.missing_kernels, in->kernel_id.p, in->kernel_id.n)) < 0)
 				return e;
 			/* Also list the stack when it is unknown, so one resend carries everything. */
-			st = gw_stores__stack(c->stores, in->stack_id.p, in->stack_id.n);
-			if (st) {
-				gw_stack__unref(st);
+			if ((e = seen_stack(c, in->stack_id, &st)) < 0)
+				return e;
+			if (st)
 				return 0;
-			}
 			return gw_idlist__add(&c->missing_stacks, in->stack_id.p, in->stack_id.n);
 		}
-		gw_kernel__unref(k);
 		c->known_kernel = in->kernel_id;
 	}
-	st = gw_stores__stack(c->stores, in->stack_id.p, in->stack_id.n);
+	if ((e = seen_stack(c, in->stack_id, &st)) < 0)
+		return e;
 	if (!st) {
 		c->res->refused_missing += in->count;
 		return gw_idlist__add(&c->missing_stacks, in->stack_id.p, in->stack_id.n);
 	}
 	if (stack_names_missing(c, st)) {
-		gw_stack__unref(st);
 		c->res->refused_missing += in->count;
 		return 0;
 	}
+	gw_stack__ref(st); /* the sample's own */
 	if ((e = note_wanted(c, st)) < 0 || (e = resource_for(c, in, &ri)) < 0) {
 		gw_stack__unref(st);
 		return e;
@@ -802,6 +841,11 @@ out:
 	gw_idlist__free(&c.probed);
 	free(c.resources.s);
 	gw_bytes_set__free(&c.thread_names);
+	for (size_t i = 0; i < c.stacks_seen.cap; i++)
+		if (c.stacks_seen.e[i].used && c.stacks_seen.e[i].value)
+			gw_stack__unref((struct gw_stack *)c.stacks_seen.e[i].value);
+	gw_bytes_set__free(&c.stacks_seen);
+	gw_bytes_set__free(&c.kernels_seen);
 	return e;
 }
 

@@ -5,9 +5,12 @@
  * decoded with nanopb, so both directions are checked against independent code.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1176,6 +1179,77 @@ static void test_error_response(void **state)
 	free(b);
 }
 
+/*
+ * One answer per ID in a request: while other requests store and evict a
+ * stack, the samples of one request that name it are all accepted or all
+ * refused (with the stack listed missing). A partial answer would have the
+ * agent resend samples that were accepted, and export them twice.
+ */
+enum { RACE_SAMPLES = 400, RACE_ROUNDS = 300 };
+
+struct race {
+	struct gw_stores *st;
+	atomic_bool stop;
+	uint64_t partial, listed_but_accepted, both_seen[2];
+};
+
+static void *race_churn(void *arg)
+{
+	struct race *r = arg;
+	struct pbw w = { 0 };
+	char err[256];
+	uint64_t ep = 1u << 30;
+
+	add_header(&w, "churn", 1);
+	add_exe(&w, EXE_A, "a");
+	add_stack(&w, STACK_1, EXE_A);
+	while (!atomic_load(&r->stop)) {
+		struct gw_ingest_result res;
+
+		if (gw_ingest_process_definitions(r->st, w.p, w.len, ++ep, &res, err, sizeof(err)) == 0)
+			gw_ingest_result_free(&res);
+		gw_stores__set_limit(r->st, GW_STORE_STACKS, 1); /* evicts it */
+		gw_stores__set_limit(r->st, GW_STORE_STACKS, 0);
+	}
+	free(w.p);
+	return NULL;
+}
+
+static void test_one_answer_per_id(void **state)
+{
+	struct race r = { .st = gw_stores_new(NULL) };
+	struct pbw w = { 0 };
+	pthread_t th;
+
+	add_header(&w, "agent-r", 1);
+	for (int i = 0; i < RACE_SAMPLES; i++)
+		add_sample(&w, STACK_1, 1, "app", "main", NULL);
+	assert_int_equal(pthread_create(&th, NULL, race_churn, &r), 0);
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		struct gw_ingest_result res;
+		stackrelay_v1_PushResponse m;
+		bool listed;
+
+		assert_int_equal(run(r.st, &w, &res, &m), 0);
+		listed = has_id(m.missing_stacks, m.missing_stacks_count, STACK_1, 16);
+		if (accepted(&m) != 0 && accepted(&m) != RACE_SAMPLES)
+			r.partial++;
+		if (listed && accepted(&m) != 0)
+			r.listed_but_accepted++;
+		r.both_seen[listed]++;
+		pb_release(stackrelay_v1_PushResponse_fields, &m);
+		gw_ingest_result_free(&res);
+	}
+	atomic_store(&r.stop, true);
+	pthread_join(th, NULL);
+	assert_int_equal(r.partial, 0);
+	assert_int_equal(r.listed_but_accepted, 0);
+	print_message("one answer per ID: %" PRIu64 " rounds found the stack, %" PRIu64 " missing\n", r.both_seen[0],
+		      r.both_seen[1]);
+	free(w.p);
+	gw_stores_free(r.st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1194,6 +1268,7 @@ int main(void)
 		cmocka_unit_test(test_gunzip),
 		cmocka_unit_test(test_dedupe),
 		cmocka_unit_test(test_error_response),
+		cmocka_unit_test(test_one_answer_per_id),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
