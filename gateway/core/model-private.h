@@ -15,6 +15,9 @@ enum gw_obj_type {
 
 void gw_obj_unref(struct gw_obj *o);
 
+/* What a location without lines is charged to its store (the object and its index overhead). */
+#define GW_LOCATION_BYTES (sizeof(struct gw_location) + 64)
+
 /* Each returns an object with one reference (the caller's), not indexed. */
 struct gw_executable *gw_executable_new(const struct gw_executable_def *def);
 struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def);

@@ -152,7 +152,7 @@ struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, s
 		return NULL;
 	atomic_init(&l->obj.refs, 1);
 	l->obj.type = GW_OBJ_LOCATION;
-	l->obj.bytes = sizeof(*l) + 64;
+	l->obj.bytes = GW_LOCATION_BYTES;
 	l->kind = kind;
 	l->address = address;
 	l->exe = gw_executable__ref(exe);
@@ -477,6 +477,15 @@ struct gw_lines *gw_lines_new(const struct gw_line *lines, uint32_t n)
 		l->lines[i].file = scopy(&pos, lines[i].file);
 	}
 	return l;
+}
+
+size_t gw_lines__bytes(const struct gw_lines *lines)
+{
+	size_t b = sizeof(*lines) + lines->n * sizeof(lines->lines[0]);
+
+	for (uint32_t i = 0; i < lines->n; i++)
+		b += slen(lines->lines[i].function) + slen(lines->lines[i].system_name) + slen(lines->lines[i].file);
+	return b;
 }
 
 void gw_lines_free(struct gw_lines *l)

@@ -263,6 +263,8 @@ static inline const struct gw_lines *gw_location__lines(const struct gw_location
  * lines and frees them).
  */
 bool gw_location__set_lines(struct gw_location *l, struct gw_lines *lines);
+/* Bytes a gw_lines occupies (the struct, its lines and their strings). */
+size_t gw_lines__bytes(const struct gw_lines *lines);
 
 struct gw_stack {
 	struct gw_obj obj;
@@ -374,9 +376,17 @@ struct gw_store_stats {
 	uint64_t bytes;
 	uint64_t limit_bytes;
 	uint64_t hits, misses, inserts, evictions;
+	uint64_t second_chances; /* cold entries still referenced elsewhere, moved to the hot end instead of evicted */
 };
 
 struct gw_stores;
+
+/*
+ * gw_location__set_lines(), and charges the lines' bytes to the locations store while l is
+ * indexed there (evicting to stay under its bound): what the symbolize
+ * processor uses.
+ */
+bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines);
 
 /* limits may be NULL (defaults); zero members mean the default. NULL + errno. */
 struct gw_stores *gw_stores_new(const struct gw_store_limits *limits);

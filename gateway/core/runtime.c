@@ -2,6 +2,7 @@
 /* The pipeline runtime (runtime.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -201,6 +202,17 @@ static void process_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 					"Virtual memory size in bytes.", NULL, (double)vsize);
 		}
 	}
+	/*
+	 * The allocator's view: bytes in live allocations against freed bytes it
+	 * still holds (RSS above the first is fragmentation or caches, not data).
+	 */
+	struct mallinfo2 mi = mallinfo2();
+	static const char heap_help[] =
+		"Heap bytes by state: in_use (live allocations, mmapped ones included), free (freed, still held).";
+	gw_metrics__add(w, "stackrelay_gateway_heap_bytes", GW_METRIC_GAUGE, heap_help, "state=\"in_use\"",
+			(double)(mi.uordblks + mi.hblkhd));
+	gw_metrics__add(w, "stackrelay_gateway_heap_bytes", GW_METRIC_GAUGE, heap_help, "state=\"free\"",
+			(double)mi.fordblks);
 	gw_metrics__add(w, "process_start_time_seconds", GW_METRIC_GAUGE,
 			"Start time of the process since the Unix epoch in seconds.", NULL, (double)rt->start_time_s);
 	DIR *d = opendir("/proc/self/fd");
@@ -235,6 +247,10 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 		gw_metrics__add(w, "stackrelay_gateway_store_evictions_total", GW_METRIC_COUNTER,
 				"Definitions evicted to stay under the limit (agents resend them when used).", lbl,
 				(double)st.evictions);
+		gw_metrics__add(w, "stackrelay_gateway_store_second_chances_total", GW_METRIC_COUNTER,
+				"Cold definitions kept because something still referenced them (moved to the hot end "
+				"instead of evicted).",
+				lbl, (double)st.second_chances);
 	}
 	gw_metrics__add(w, "stackrelay_gateway_batches_bytes", GW_METRIC_GAUGE,
 			"Estimated heap bytes of every batch alive in the pipelines.", NULL,

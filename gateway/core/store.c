@@ -17,6 +17,9 @@
 #include "macro.h"
 #include "model-private.h"
 
+/* Referenced cold entries moved to the hot end per insert, at most (shrink_locked()). */
+#define GW_STORE_SECOND_CHANCES 8
+
 struct gw_store {
 	pthread_mutex_t lock;
 	struct gw_obj **buckets;
@@ -160,6 +163,53 @@ static const uint64_t default_limits[_GW_STORE_MAX] = {
 
 static void unindex_locked(struct gw_store *st, struct gw_obj *o);
 
+/* Drops the index's references of a list linked through hash_next (outside the lock). */
+static void unref_list(struct gw_obj *evicted)
+{
+	while (evicted) {
+		struct gw_obj *next = evicted->hash_next;
+		evicted->hash_next = NULL;
+		gw_obj_unref(evicted);
+		evicted = next;
+	}
+}
+
+static bool in_use(const struct gw_obj *o)
+{
+	return atomic_load_explicit(&((struct gw_obj *)o)->refs, memory_order_relaxed) > 1; /* more than the index's */
+}
+
+/*
+ * Evicts from the cold end until the store is under its bound, never keep
+ * (the entry just inserted). A cold entry still referenced elsewhere (a
+ * location of a stored stack, the executable of a stored location, a stack in
+ * a batch in flight) gets a second chance at the hot end, up to `chances` of
+ * them: evicting it frees nothing, and the next definition naming it would
+ * make a duplicate that lives beside it, uncounted, and is symbolized again.
+ * After that, entries in use are evicted too, so the bound holds. Evicted
+ * entries are linked on *evicted through hash_next.
+ */
+static void shrink_locked(struct gw_store *st, const struct gw_obj *keep, unsigned chances, struct gw_obj **evicted)
+{
+	unsigned spared = 0;
+
+	while (st->stats.bytes > st->limit_bytes && st->lru.lru_prev != &st->lru && st->lru.lru_prev != keep) {
+		struct gw_obj *victim = st->lru.lru_prev;
+
+		if (spared < chances && in_use(victim)) {
+			lru_unlink(victim);
+			lru_push_front(st, victim);
+			spared++;
+			st->stats.second_chances++;
+			continue;
+		}
+		unindex_locked(st, victim);
+		st->stats.evictions++;
+		victim->hash_next = *evicted;
+		*evicted = victim;
+	}
+}
+
 void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t bytes)
 {
 	struct gw_store *st;
@@ -170,20 +220,9 @@ void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t by
 	st = &s->s[k];
 	pthread_mutex_lock(&st->lock);
 	st->limit_bytes = st->stats.limit_bytes = bytes ? bytes : default_limits[k];
-	while (st->stats.bytes > st->limit_bytes && st->lru.lru_prev != &st->lru) {
-		struct gw_obj *victim = st->lru.lru_prev;
-		unindex_locked(st, victim);
-		st->stats.evictions++;
-		victim->hash_next = evicted;
-		evicted = victim;
-	}
+	shrink_locked(st, NULL, 0, &evicted);
 	pthread_mutex_unlock(&st->lock);
-	while (evicted) {
-		struct gw_obj *next = evicted->hash_next;
-		evicted->hash_next = NULL;
-		gw_obj_unref(evicted);
-		evicted = next;
-	}
+	unref_list(evicted);
 }
 
 /* ---- keys ---- */
@@ -326,8 +365,9 @@ static void grow_locked(struct gw_store *st)
  * object got in first; returns the object to use (a new reference) and
  * evicted objects to unref once the lock is dropped.
  */
-static struct gw_obj *insert(struct gw_store *st, const struct key *k, struct gw_obj *o)
+static struct gw_obj *insert(struct gw_stores *s, enum gw_store_kind kind, const struct key *k, struct gw_obj *o)
 {
+	struct gw_store *st = &s->s[kind];
 	struct gw_obj *evicted = NULL, *existing;
 
 	pthread_mutex_lock(&st->lock);
@@ -348,21 +388,9 @@ static struct gw_obj *insert(struct gw_store *st, const struct key *k, struct gw
 	st->stats.inserts++;
 	if (st->stats.entries > st->n_buckets)
 		grow_locked(st);
-	/* Evict the coldest until under the bound, but never the new entry. */
-	while (st->stats.bytes > st->limit_bytes && st->lru.lru_prev != o) {
-		struct gw_obj *victim = st->lru.lru_prev;
-		unindex_locked(st, victim);
-		st->stats.evictions++;
-		victim->hash_next = evicted; /* reuse the link for the free list */
-		evicted = victim;
-	}
+	shrink_locked(st, o, GW_STORE_SECOND_CHANCES, &evicted);
 	pthread_mutex_unlock(&st->lock);
-	while (evicted) {
-		struct gw_obj *next = evicted->hash_next;
-		evicted->hash_next = NULL;
-		gw_obj_unref(evicted);
-		evicted = next;
-	}
+	unref_list(evicted);
 	return o;
 }
 
@@ -417,7 +445,7 @@ struct gw_executable *gw_stores__intern_executable(struct gw_stores *s, const st
 	e = gw_executable_new(def);
 	if (!e)
 		return NULL;
-	return (struct gw_executable *)insert(&s->s[GW_STORE_EXECUTABLES], &k, &e->obj);
+	return (struct gw_executable *)insert(s, GW_STORE_EXECUTABLES, &k, &e->obj);
 }
 
 struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_kernel_def *def)
@@ -436,7 +464,7 @@ struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_
 	kn = gw_kernel_new(def);
 	if (!kn)
 		return NULL;
-	return (struct gw_kernel *)insert(&s->s[GW_STORE_KERNELS], &k, &kn->obj);
+	return (struct gw_kernel *)insert(s, GW_STORE_KERNELS, &k, &kn->obj);
 }
 
 struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
@@ -459,7 +487,27 @@ struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_fram
 	l = gw_location_new(kind, address, exe, kernel);
 	if (!l)
 		return NULL;
-	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
+	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
+}
+
+bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines)
+{
+	struct gw_store *ls = &s->s[GW_STORE_LOCATIONS];
+	struct gw_obj *evicted = NULL;
+	uint64_t extra;
+
+	if (!gw_location__set_lines(l, lines))
+		return false;
+	extra = SR_MIN(gw_lines__bytes(lines), (uint64_t)UINT32_MAX / 4);
+	pthread_mutex_lock(&ls->lock);
+	if (l->obj.indexed && l->obj.bytes + extra < UINT32_MAX) {
+		l->obj.bytes += (uint32_t)extra;
+		ls->stats.bytes += extra;
+		shrink_locked(ls, &l->obj, GW_STORE_SECOND_CHANCES, &evicted);
+	}
+	pthread_mutex_unlock(&ls->lock);
+	unref_list(evicted);
+	return true;
 }
 
 /* Chains s into h, with its terminator, so ("ab", "") and ("a", "b") differ. */
@@ -510,7 +558,7 @@ struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum g
 	/* Not shared yet: no other thread can race this. */
 	gw_location__set_lines(l, gl);
 	l->obj.bytes = (uint32_t)SR_MIN((uint64_t)l->obj.bytes + sizeof(*gl) + (uint64_t)n * 96, UINT32_MAX);
-	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
+	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
 }
 
 struct gw_function *gw_stores__function(struct gw_stores *s, const void *id, size_t id_len)
@@ -538,7 +586,7 @@ struct gw_function *gw_stores__intern_function(struct gw_stores *s, const struct
 	f = gw_function_new(def);
 	if (!f)
 		return NULL;
-	return (struct gw_function *)insert(&s->s[GW_STORE_FUNCTIONS], &k, &f->obj);
+	return (struct gw_function *)insert(s, GW_STORE_FUNCTIONS, &k, &f->obj);
 }
 
 struct gw_location *gw_stores__intern_function_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
@@ -558,7 +606,7 @@ struct gw_location *gw_stores__intern_function_location(struct gw_stores *s, enu
 	l = gw_function_location_new(kind, address, function, line);
 	if (!l)
 		return NULL;
-	return (struct gw_location *)insert(&s->s[GW_STORE_LOCATIONS], &k, &l->obj);
+	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
 }
 
 struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,
@@ -583,5 +631,5 @@ struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, si
 	st = gw_stack_new(id, id_len, truncated, locations, n);
 	if (!st)
 		return NULL;
-	return (struct gw_stack *)insert(&s->s[GW_STORE_STACKS], &k, &st->obj);
+	return (struct gw_stack *)insert(s, GW_STORE_STACKS, &k, &st->obj);
 }

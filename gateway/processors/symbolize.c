@@ -201,21 +201,21 @@ static void exe_map_free(struct exe_map *m)
 	free(m->slots);
 }
 
-/* Publishes lines on l; returns true when this call set them. */
-static bool publish(struct gw_location *l, const struct gw_line *lines, uint32_t n)
+/* Publishes lines on l (charged to the locations store); returns true when this call set them. */
+static bool publish(struct sp *sp, struct gw_location *l, const struct gw_line *lines, uint32_t n)
 {
 	struct gw_lines *gl = gw_lines_new(lines, n);
 
 	if (!gl)
 		return false;
-	if (!gw_location__set_lines(l, gl)) {
+	if (!gw_stores__set_lines(gw_runtime__stores(sp->c->runtime), l, gl)) {
 		gw_lines_free(gl);
 		return false;
 	}
 	return true;
 }
 
-static bool publish_fallback(struct gw_location *l)
+static bool publish_fallback(struct sp *sp, struct gw_location *l)
 {
 	char name[GW_ID_MAX * 2 + 96];
 
@@ -244,7 +244,7 @@ static bool publish_fallback(struct gw_location *l)
 	} else {
 		snprintf(name, sizeof(name), "[unknown]+0x%" PRIx64, l->address);
 	}
-	return publish(l, &(struct gw_line){ .function = name, .system_name = "" }, 1);
+	return publish(sp, l, &(struct gw_line){ .function = name, .system_name = "" }, 1);
 }
 
 /*
@@ -297,7 +297,7 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		hint.is_kernel = true;
 	} else {
 		/* JIT or anonymous memory: nothing can ever name it. */
-		if (publish_fallback(l))
+		if (publish_fallback(sp, l))
 			job->fallback++;
 		return;
 	}
@@ -315,7 +315,7 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 	case GW_SYM_READY: {
 		int n = gw_sym_handle__resolve(slot->h, l->address, res);
 		if (n <= 0) {
-			if (publish_fallback(l))
+			if (publish_fallback(sp, l))
 				job->fallback++;
 			return;
 		}
@@ -331,7 +331,7 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 				.start_line = sl->start_line,
 			};
 		}
-		if (publish(l, lines, (uint32_t)n))
+		if (publish(sp, l, lines, (uint32_t)n))
 			job->named++;
 		return;
 	}
@@ -366,7 +366,7 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		job->unsymbolized++;
 		return;
 	case GW_SYM_UNAVAILABLE:
-		if (publish_fallback(l))
+		if (publish_fallback(sp, l))
 			job->fallback++;
 		return;
 	}

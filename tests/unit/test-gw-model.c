@@ -95,16 +95,18 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	struct gw_stores *s = gw_stores_new(&lim);
 	struct gw_store_stats st;
 	struct gw_executable *e = exe(s, 1);
-	struct gw_stack *first = stack(s, e, 0, 2);
+	struct gw_stack *held[500];
 
-	/* Many stacks: the store stays under its bound by evicting the coldest. */
-	for (int i = 1; i < 500; i++)
-		gw_stack__unref(stack(s, e, i, 2));
+	/* Many stacks, all still referenced: the store stays under its bound by
+	 * evicting the coldest even when every one of them is in use. */
+	for (int i = 0; i < 500; i++)
+		held[i] = stack(s, e, i, 2);
 	gw_stores__stats(s, GW_STORE_STACKS, &st);
 	assert_true(st.bytes <= 4096);
 	assert_true(st.evictions > 0);
 	assert_true(st.entries < 500);
 	/* The first one is evicted from the index but our reference still works. */
+	struct gw_stack *first = held[0];
 	assert_null(gw_stores__stack(s, first->id.bytes, first->id.len));
 	assert_int_equal(first->n_locations, 2);
 	assert_ptr_equal(first->locations[1]->exe, e);
@@ -115,6 +117,8 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	struct gw_stack *l = gw_stores__stack(s, id, sizeof(id));
 	assert_non_null(l);
 	gw_stack__unref(l);
+	for (int i = 1; i < 500; i++)
+		gw_stack__unref(held[i]);
 	/* Lowering the bound evicts at once. */
 	gw_stores__set_limit(s, GW_STORE_STACKS, 1024);
 	gw_stores__stats(s, GW_STORE_STACKS, &st);
@@ -126,6 +130,49 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	gw_stores_free(s); /* objects referenced outside outlive the stores */
 	assert_int_equal(first->locations[0]->address, 0x1000);
 	gw_stack__unref(first);
+	gw_executable__unref(e);
+}
+
+/*
+ * A cold entry something else still references gets a second chance: the
+ * unreferenced ones go first, so stored stacks keep their locations indexed
+ * and a definition naming them again does not make a duplicate.
+ */
+static void test_store_second_chance(void **state)
+{
+	struct gw_store_limits lim = { .stack_bytes = 4096 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_store_stats st;
+	struct gw_executable *e = exe(s, 1);
+	struct gw_stack *first = stack(s, e, 0, 2), *again;
+
+	for (int i = 1; i < 500; i++)
+		gw_stack__unref(stack(s, e, i, 2));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_true(st.bytes <= 4096);
+	assert_true(st.evictions > 0);
+	assert_true(st.second_chances > 0);
+	again = gw_stores__stack(s, first->id.bytes, first->id.len);
+	assert_ptr_equal(again, first);
+	gw_stack__unref(again);
+	/* Locations: those of stored (referencing) stacks stay; re-interning one finds the same object. */
+	lim = (struct gw_store_limits){ .location_bytes = 8192 };
+	gw_stores_free(s);
+	gw_stack__unref(first);
+	s = gw_stores_new(&lim);
+	struct gw_location *kept = gw_stores__intern_location(s, GW_FRAME_USER, 0x42, e, NULL), *found;
+	for (int i = 0; i < 2000; i++) {
+		struct gw_location *x = gw_stores__intern_location(s, GW_FRAME_USER, 0x10000 + i, e, NULL);
+		gw_location__unref(x);
+	}
+	found = gw_stores__intern_location(s, GW_FRAME_USER, 0x42, e, NULL);
+	assert_ptr_equal(found, kept);
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &st);
+	assert_true(st.bytes <= 8192);
+	assert_true(st.evictions > 1000);
+	gw_location__unref(found);
+	gw_location__unref(kept);
+	gw_stores_free(s);
 	gw_executable__unref(e);
 }
 
@@ -176,7 +223,7 @@ static void test_store_functions(void **state)
 	assert_int_equal(lines->lines[0].line, 5);
 	assert_int_equal(lines->lines[0].start_line, 3);
 
-	/* Many functions: the store stays under its bound; referenced ones live on. */
+	/* Many functions: the store stays under its bound; referenced ones stay indexed. */
 	d.name = "f";
 	for (int i = 0; i < 500; i++) {
 		struct gw_function *f;
@@ -191,7 +238,10 @@ static void test_store_functions(void **state)
 	assert_true(st.bytes <= 8192);
 	assert_true(st.evictions > 0);
 	assert_string_equal(gw_store_kind_to_string(GW_STORE_FUNCTIONS), "functions");
-	assert_null(gw_stores__function(s, first->id.bytes, first->id.len));
+	/* The first one is still referenced (by l): kept over unreferenced ones. */
+	again = gw_stores__function(s, first->id.bytes, first->id.len);
+	assert_ptr_equal(again, first);
+	gw_function__unref(again);
 	assert_ptr_equal(l->function, first);
 	gw_stores_free(s);
 	assert_string_equal(l->function->name, "alpha");
@@ -227,6 +277,21 @@ static void test_lines_set_once(void **state)
 	assert_true(gw_slot__set_once(&e->symbolizer, &x));
 	assert_false(gw_slot__set_once(&e->symbolizer, &y));
 	assert_ptr_equal(gw_slot__get(&e->symbolizer), &x);
+	/* Through the stores: the lines are charged to the locations store, once. */
+	{
+		struct gw_location *l2 = gw_stores__intern_location(s, GW_FRAME_USER, 0x43, e, NULL);
+		struct gw_lines *c = gw_lines_new(in, 2), *d = gw_lines_new(in, 1);
+		struct gw_store_stats before, after;
+
+		gw_stores__stats(s, GW_STORE_LOCATIONS, &before);
+		assert_true(gw_stores__set_lines(s, l2, c));
+		assert_false(gw_stores__set_lines(s, l2, d));
+		gw_lines_free(d);
+		gw_stores__stats(s, GW_STORE_LOCATIONS, &after);
+		assert_int_equal(after.bytes - before.bytes, gw_lines__bytes(c));
+		assert_true(gw_lines__bytes(c) > 2 * sizeof(struct gw_line) + strlen("_Z5outerv"));
+		gw_location__unref(l2);
+	}
 	gw_location__unref(l);
 	gw_executable__unref(e);
 	gw_stores_free(s);
@@ -405,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_store_interning),
 		cmocka_unit_test(test_store_eviction_keeps_objects_alive),
+		cmocka_unit_test(test_store_second_chance),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
 		cmocka_unit_test(test_batch_merge_filter_clone),
