@@ -270,6 +270,8 @@ struct gw_stack {
 	struct gw_obj obj;
 	struct gw_id id;
 	bool truncated;
+	/* Every location has its lines (set once, by the symbolize processor: lines never change after). */
+	atomic_bool symbolized;
 	uint32_t n_locations;
 	atomic_uint_fast64_t scratch_epoch; /* receiver scratch, as in gw_executable */
 	struct gw_location *locations[];    /* leaf first; each a reference */

@@ -18,7 +18,7 @@
 #include "model-private.h"
 
 /* Referenced cold entries moved to the hot end per insert, at most (shrink_locked()). */
-#define GW_STORE_SECOND_CHANCES 8
+#define GW_STORE_SECOND_CHANCES 2
 
 struct gw_store {
 	pthread_mutex_t lock;

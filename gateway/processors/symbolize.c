@@ -386,11 +386,21 @@ static void work_cb(uv_work_t *w)
 		gw_resource_foreach_sample(r, s)
 		{
 			struct gw_stack *st = s->stack;
-			for (uint32_t i = 0; st && i < st->n_locations; i++) {
+			bool all = true;
+
+			/* Most samples' stacks were done in an earlier batch: one flag instead of a
+			 * cache miss per location (a quarter of the gateway's CPU in the fleet soak). */
+			if (!st || atomic_load_explicit(&st->symbolized, memory_order_acquire))
+				continue;
+			for (uint32_t i = 0; i < st->n_locations; i++) {
 				struct gw_location *l = st->locations[i];
-				if (!gw_location__lines(l))
+				if (!gw_location__lines(l)) {
 					symbolize_location(job->sp, job, &m, res, l);
+					all = all && gw_location__lines(l);
+				}
 			}
+			if (all)
+				atomic_store_explicit(&st->symbolized, true, memory_order_release);
 		}
 	}
 	exe_map_free(&m);
