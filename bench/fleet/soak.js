@@ -109,11 +109,14 @@ function cpuOf(pid) {
 }
 
 const replicasAll = [];
-const LIMITS = { dedupeEntries: 16384, maxPods: 0, symbolCacheMib: 16 };
+const LIMITS = { dedupeEntries: 2048, maxPods: 0, symbolCacheMib: 16 };
 
 function gatewayYaml(r, ports, dirs) {
   const st = opt.storesMib;
-  const stores = `{executables: ${Math.max(64, st * 4)}KiB, kernels: 1MiB, locations: ${st}MiB, stacks: ${st}MiB}`;
+  // Locations get twice the stacks' bytes: a stored stack holds its locations, and a location evicted while
+  // held lives on beside the duplicate its next definition makes. Executables: room for every image's current
+  // version (the sim's 200 images and 16 libraries, about 350 bytes each) and some old ones.
+  const stores = `{executables: ${Math.max(128, st * 4)}KiB, kernels: 1MiB, locations: ${2 * st}MiB, stacks: ${st}MiB}`;
   return `
 receivers:
   agent:
@@ -352,6 +355,8 @@ async function main() {
           rr.exported = sum(ms, 'stackrelay_gateway_samples_exported_total');
           rr.queue = sum(ms, 'stackrelay_gateway_export_queue_samples');
           rr.memState = sum(ms, 'stackrelay_gateway_memory_limiter_state');
+          rr.heapInUse = sum(ms, 'stackrelay_gateway_heap_bytes', { state: 'in_use' });
+          rr.heapFree = sum(ms, 'stackrelay_gateway_heap_bytes', { state: 'free' });
         }
         row.replicas.push(rr);
       }
@@ -536,7 +541,8 @@ function report(x) {
     }
     for (const [k, s] of Object.entries(stores)) {
       if (s.over) fails.push(`store ${k} over its limit in ${s.over} samples`);
-      if (k !== 'dedupe' && k !== 'kernels' && !s.evictions) fails.push(`store ${k} never evicted (limit too large for the check?)`);
+      if (k === 'dedupe' ? s.maxBytes < s.limit : k !== 'kernels' && !s.evictions)
+        fails.push(`store ${k} never ${k === 'dedupe' ? 'filled' : 'evicted'} (limit too large for the check?)`);
     }
     if (agent.buffered) fails.push(`${agent.buffered} samples still buffered at the end`);
     if (agent.acceptedMismatch) fails.push(`the gateway's accepted_samples disagreed with the protocol ${agent.acceptedMismatch} times`);
@@ -547,7 +553,15 @@ function report(x) {
       fails.push(`unexplained ${unexplained} samples: outside [-(${agent.acceptedAfterUnknown} accepted after an attempt ` +
         `without answer + ${agent.flushInDoubt} dropped in doubt at the flush), ${lostKilled} held in memory by the killed replica]`);
     }
-    if (fails.length) { console.log('FAIL:\n  ' + fails.join('\n  ')); process.exitCode = 1; } else console.log('PASS');
+    if (fails.length) {
+      console.log('FAIL:\n  ' + fails.join('\n  '));
+      process.exitCode = 1;
+      // What the simulators said (mismatched answers, requests still refused after 3 resends).
+      for (const f of fs.readdirSync(x.base).filter((n) => /^sim-\d+\.err$/.test(n))) {
+        const lines = fs.readFileSync(path.join(x.base, f), 'utf8').split('\n').filter(Boolean);
+        if (lines.length) console.log(`${f} (last ${Math.min(lines.length, 20)} of ${lines.length} lines):\n  ` + lines.slice(-20).join('\n  '));
+      }
+    } else console.log('PASS');
   }
 }
 
