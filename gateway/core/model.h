@@ -250,6 +250,8 @@ struct gw_location {
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
 	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
 	bool preset;
+	/* Stored (indexed) stacks holding it; under the locations store's lock (store.c). */
+	int32_t stack_holds;
 };
 
 /* NULL while unsymbolized; safe from any thread. */
@@ -379,6 +381,7 @@ struct gw_store_stats {
 	uint64_t limit_bytes;
 	uint64_t hits, misses, inserts, evictions;
 	uint64_t second_chances; /* cold entries still referenced elsewhere, moved to the hot end instead of evicted */
+	uint64_t held_bytes; /* locations: bytes of the ones stored stacks hold (charged to the stacks store instead) */
 };
 
 struct gw_stores;

@@ -5,6 +5,13 @@
  * table plus an LRU list under one mutex, bounded in bytes: inserting past the
  * bound evicts from the cold end. The index holds one reference per object;
  * eviction drops it, so objects in use by batches stay valid.
+ *
+ * A location that a stored stack holds is out of the locations' LRU, so it is
+ * never evicted while a stack it belongs to is stored (evicting it would free
+ * nothing, and the next definition naming it would make an uncounted copy);
+ * its bytes count against the stacks store's bound, which evicts stacks (and
+ * so releases their locations) to stay under it. Lock order: stacks, then
+ * locations.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +34,12 @@ struct gw_store {
 	struct gw_obj lru; /* sentinel: lru.lru_next is the most recently used */
 	uint64_t limit_bytes;
 	struct gw_store_stats stats;
+	/*
+	 * Locations: bytes of those that stored stacks hold. Out of the LRU and
+	 * of stats.bytes, charged to the stacks store's bound instead (read there
+	 * without this store's lock, hence atomic).
+	 */
+	atomic_uint_fast64_t held_bytes;
 };
 
 struct gw_stores {
@@ -79,16 +92,20 @@ static void store_fini(struct gw_store *st)
 {
 	if (!st->buckets)
 		return;
-	/* Unindex everything first, then drop the references outside the table
-	 * walk: dropping a stack may drop locations of another store. */
-	struct gw_obj *o = st->lru.lru_next;
-	while (o != &st->lru) {
-		struct gw_obj *next = o->lru_next;
-		o->indexed = false;
-		o->lru_prev = o->lru_next = NULL;
-		o->hash_next = NULL;
-		gw_obj_unref(o);
-		o = next;
+	/* Every indexed object (held locations are out of the LRU): unindex,
+	 * then drop the index's reference; dropping a stack may drop locations
+	 * of another store, never an object of this one's chains. */
+	for (size_t i = 0; i < st->n_buckets; i++) {
+		struct gw_obj *o = st->buckets[i];
+		st->buckets[i] = NULL;
+		while (o) {
+			struct gw_obj *next = o->hash_next;
+			o->indexed = false;
+			o->lru_prev = o->lru_next = NULL;
+			o->hash_next = NULL;
+			gw_obj_unref(o);
+			o = next;
+		}
 	}
 	free(st->buckets);
 	st->buckets = NULL;
@@ -153,6 +170,10 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
 	pthread_mutex_unlock(&st->lock);
+	if (k == GW_STORE_LOCATIONS)
+		ret->held_bytes = atomic_load_explicit(&st->held_bytes, memory_order_relaxed);
+	else if (k == GW_STORE_STACKS) /* the stacks store's bound covers the locations they hold */
+		ret->bytes += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed);
 }
 
 static const uint64_t default_limits[_GW_STORE_MAX] = {
@@ -179,21 +200,74 @@ static bool in_use(const struct gw_obj *o)
 	return atomic_load_explicit(&((struct gw_obj *)o)->refs, memory_order_relaxed) > 1; /* more than the index's */
 }
 
+/* Over its bound? The stacks store's bound covers the locations its stacks hold. */
+static bool over_locked(struct gw_stores *s, struct gw_store *st)
+{
+	uint64_t b = st->stats.bytes;
+
+	if (st == &s->s[GW_STORE_STACKS])
+		b += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed);
+	return b > st->limit_bytes;
+}
+
+/* Locations store's lock held: a stored stack starts or stops holding l. */
+static void hold_locked(struct gw_store *ls, struct gw_location *l)
+{
+	if (l->stack_holds++ != 0 || !l->obj.indexed)
+		return;
+	lru_unlink(&l->obj);
+	ls->stats.bytes -= l->obj.bytes;
+	atomic_fetch_add_explicit(&ls->held_bytes, l->obj.bytes, memory_order_relaxed);
+}
+
+static void release_locked(struct gw_store *ls, struct gw_location *l)
+{
+	if (--l->stack_holds != 0 || !l->obj.indexed)
+		return;
+	lru_push_front(ls, &l->obj);
+	ls->stats.bytes += l->obj.bytes;
+	atomic_fetch_sub_explicit(&ls->held_bytes, l->obj.bytes, memory_order_relaxed);
+}
+
+static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct gw_obj *keep, unsigned chances,
+			  struct gw_obj **evicted);
+
+/*
+ * A stack entered or left the stacks store (its lock held): its locations
+ * are held or released; released ones may push the locations store over its
+ * bound (evicted there, linked on *evicted).
+ */
+static void hold_stack_locked(struct gw_stores *s, struct gw_stack *st, bool hold, struct gw_obj **evicted)
+{
+	struct gw_store *ls = &s->s[GW_STORE_LOCATIONS];
+
+	if (!st->n_locations)
+		return;
+	pthread_mutex_lock(&ls->lock);
+	for (uint32_t i = 0; i < st->n_locations; i++)
+		(hold ? hold_locked : release_locked)(ls, st->locations[i]);
+	if (!hold)
+		shrink_locked(s, ls, NULL, GW_STORE_SECOND_CHANCES, evicted);
+	pthread_mutex_unlock(&ls->lock);
+}
+
 /*
  * Evicts from the cold end until the store is under its bound, never keep
- * (the entry just inserted). A cold entry still referenced elsewhere (a
- * location of a stored stack, the executable of a stored location, a stack in
- * a batch in flight) gets a second chance at the hot end, up to `chances` of
- * them: evicting it frees nothing, and the next definition naming it would
- * make a duplicate that lives beside it, uncounted, and is symbolized again.
- * After that, entries in use are evicted too, so the bound holds. Evicted
- * entries are linked on *evicted through hash_next.
+ * (the entry just inserted). A cold entry still referenced elsewhere (the
+ * executable of a stored location, a stack in a batch in flight) gets a
+ * second chance at the hot end, up to `chances` of them: evicting it frees
+ * nothing, and the next definition naming it would make a duplicate that
+ * lives beside it, uncounted. After that, entries in use are evicted too, so
+ * the bound holds. (Locations that stored stacks hold are not in the LRU.)
+ * Evicted entries are linked on *evicted through hash_next; evicted stacks
+ * release their locations at once.
  */
-static void shrink_locked(struct gw_store *st, const struct gw_obj *keep, unsigned chances, struct gw_obj **evicted)
+static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct gw_obj *keep, unsigned chances,
+			  struct gw_obj **evicted)
 {
 	unsigned spared = 0;
 
-	while (st->stats.bytes > st->limit_bytes && st->lru.lru_prev != &st->lru && st->lru.lru_prev != keep) {
+	while (over_locked(s, st) && st->lru.lru_prev != &st->lru && st->lru.lru_prev != keep) {
 		struct gw_obj *victim = st->lru.lru_prev;
 
 		if (spared < chances && in_use(victim)) {
@@ -207,6 +281,8 @@ static void shrink_locked(struct gw_store *st, const struct gw_obj *keep, unsign
 		st->stats.evictions++;
 		victim->hash_next = *evicted;
 		*evicted = victim;
+		if (st == &s->s[GW_STORE_STACKS])
+			hold_stack_locked(s, (struct gw_stack *)victim, false, evicted);
 	}
 }
 
@@ -220,7 +296,7 @@ void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t by
 	st = &s->s[k];
 	pthread_mutex_lock(&st->lock);
 	st->limit_bytes = st->stats.limit_bytes = bytes ? bytes : default_limits[k];
-	shrink_locked(st, NULL, 0, &evicted);
+	shrink_locked(s, st, NULL, 0, &evicted);
 	pthread_mutex_unlock(&st->lock);
 	unref_list(evicted);
 }
@@ -315,8 +391,10 @@ static struct gw_obj *find_locked(struct gw_store *st, const struct key *k)
 {
 	for (struct gw_obj *o = st->buckets[k->hash & (st->n_buckets - 1)]; o; o = o->hash_next) {
 		if (key_match(k, o)) {
-			lru_unlink(o);
-			lru_push_front(st, o);
+			if (o->lru_next) { /* held locations are out of the LRU */
+				lru_unlink(o);
+				lru_push_front(st, o);
+			}
 			atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 			st->stats.hits++;
 			return o;
@@ -334,10 +412,14 @@ static void unindex_locked(struct gw_store *st, struct gw_obj *o)
 	if (*pp)
 		*pp = o->hash_next;
 	o->hash_next = NULL;
-	lru_unlink(o);
+	if (o->lru_next) {
+		lru_unlink(o);
+		st->stats.bytes -= o->bytes;
+	} else { /* a held location */
+		atomic_fetch_sub_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
+	}
 	o->indexed = false;
 	st->stats.entries--;
-	st->stats.bytes -= o->bytes;
 }
 
 static void grow_locked(struct gw_store *st)
@@ -388,7 +470,9 @@ static struct gw_obj *insert(struct gw_stores *s, enum gw_store_kind kind, const
 	st->stats.inserts++;
 	if (st->stats.entries > st->n_buckets)
 		grow_locked(st);
-	shrink_locked(st, o, GW_STORE_SECOND_CHANCES, &evicted);
+	if (kind == GW_STORE_STACKS)
+		hold_stack_locked(s, (struct gw_stack *)o, true, &evicted);
+	shrink_locked(s, st, o, GW_STORE_SECOND_CHANCES, &evicted);
 	pthread_mutex_unlock(&st->lock);
 	unref_list(evicted);
 	return o;
@@ -492,8 +576,9 @@ struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_fram
 
 bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines)
 {
-	struct gw_store *ls = &s->s[GW_STORE_LOCATIONS];
+	struct gw_store *ls = &s->s[GW_STORE_LOCATIONS], *ss = &s->s[GW_STORE_STACKS];
 	struct gw_obj *evicted = NULL;
+	bool held = false;
 	uint64_t extra;
 
 	if (!gw_location__set_lines(l, lines))
@@ -502,11 +587,24 @@ bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_
 	pthread_mutex_lock(&ls->lock);
 	if (l->obj.indexed && l->obj.bytes + extra < UINT32_MAX) {
 		l->obj.bytes += (uint32_t)extra;
-		ls->stats.bytes += extra;
-		shrink_locked(ls, &l->obj, GW_STORE_SECOND_CHANCES, &evicted);
+		if (l->obj.lru_next) {
+			ls->stats.bytes += extra;
+			shrink_locked(s, ls, &l->obj, GW_STORE_SECOND_CHANCES, &evicted);
+		} else {
+			atomic_fetch_add_explicit(&ls->held_bytes, extra, memory_order_relaxed);
+			held = true;
+		}
 	}
 	pthread_mutex_unlock(&ls->lock);
 	unref_list(evicted);
+	/* Held: the stacks store pays (lock order: stacks, then locations). */
+	if (held) {
+		evicted = NULL;
+		pthread_mutex_lock(&ss->lock);
+		shrink_locked(s, ss, NULL, GW_STORE_SECOND_CHANCES, &evicted);
+		pthread_mutex_unlock(&ss->lock);
+		unref_list(evicted);
+	}
 	return true;
 }
 

@@ -453,8 +453,7 @@ static bool stack_names_missing(const struct ctx *c, const struct gw_stack *st)
 static int seen_stack(struct ctx *c, struct sr_pb_slice id, struct gw_stack **ret)
 {
 	bool found;
-	struct gw_bytes_set_entry *e =
-		gw_bytes_set__put(&c->stacks_seen, XXH3_64bits(id.p, id.n), id.p, id.n, &found);
+	struct gw_bytes_set_entry *e = gw_bytes_set__put(&c->stacks_seen, XXH3_64bits(id.p, id.n), id.p, id.n, &found);
 
 	if (!e)
 		return -ENOMEM;
@@ -474,9 +473,9 @@ static int add_sample(struct ctx *c, const struct sample_in *in)
 	 * last one found is remembered, samples of one node share it. */
 	if (in->kernel_id.n && !slice_eq(in->kernel_id, c->known_kernel)) {
 		bool seen;
-		struct gw_bytes_set_entry *ke = gw_bytes_set__put(
-			&c->kernels_seen, XXH3_64bits(in->kernel_id.p, in->kernel_id.n), in->kernel_id.p,
-			in->kernel_id.n, &seen);
+		struct gw_bytes_set_entry *ke = gw_bytes_set__put(&c->kernels_seen,
+								  XXH3_64bits(in->kernel_id.p, in->kernel_id.n),
+								  in->kernel_id.p, in->kernel_id.n, &seen);
 
 		if (!ke)
 			return -ENOMEM;

@@ -176,6 +176,57 @@ static void test_store_second_chance(void **state)
 	gw_executable__unref(e);
 }
 
+/*
+ * Locations held by stored stacks are never evicted from the locations store
+ * (no uncounted copies); their bytes count against the stacks store's bound,
+ * and evicting a stack releases them.
+ */
+static void test_store_held_locations(void **state)
+{
+	struct gw_store_limits lim = { .location_bytes = 4096, .stack_bytes = 64 * 1024 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_store_stats ls, ss;
+	struct gw_executable *e = exe(s, 1);
+	int kept = 0;
+
+	for (int i = 0; i < 400; i++)
+		gw_stack__unref(stack(s, e, i, 8));
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &ls);
+	gw_stores__stats(s, GW_STORE_STACKS, &ss);
+	assert_true(ls.bytes <= 4096);
+	assert_true(ls.held_bytes > 4096);  /* far more than the locations store's own bound */
+	assert_true(ss.bytes <= 64 * 1024); /* stacks and the locations they hold */
+	assert_true(ss.bytes >= ls.held_bytes);
+	assert_true(ss.evictions > 0);
+	/* Every stored stack's locations are the indexed ones: re-interning finds the same object. */
+	for (int i = 0; i < 400; i++) {
+		uint8_t id[16] = { 0 };
+		struct gw_stack *x;
+
+		memcpy(id, &i, sizeof(i));
+		x = gw_stores__stack(s, id, sizeof(id));
+		if (!x)
+			continue;
+		kept++;
+		for (uint32_t j = 0; j < x->n_locations; j++) {
+			struct gw_location *y =
+				gw_stores__intern_location(s, GW_FRAME_USER, x->locations[j]->address, e, NULL);
+
+			assert_ptr_equal(y, x->locations[j]);
+			gw_location__unref(y);
+		}
+		gw_stack__unref(x);
+	}
+	assert_true(kept > 0 && kept < 400);
+	/* Emptying the stacks store releases them: the locations store evicts down to its bound. */
+	gw_stores__set_limit(s, GW_STORE_STACKS, 1);
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &ls);
+	assert_int_equal(ls.held_bytes, 0);
+	assert_true(ls.bytes <= 4096);
+	gw_stores_free(s);
+	gw_executable__unref(e);
+}
+
 /* Functions: content-addressed, byte-bounded, their locations come with lines. */
 static void test_store_functions(void **state)
 {
@@ -471,6 +522,7 @@ int main(void)
 		cmocka_unit_test(test_store_interning),
 		cmocka_unit_test(test_store_eviction_keeps_objects_alive),
 		cmocka_unit_test(test_store_second_chance),
+		cmocka_unit_test(test_store_held_locations),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
 		cmocka_unit_test(test_batch_merge_filter_clone),
