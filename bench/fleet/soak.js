@@ -113,10 +113,11 @@ const LIMITS = { dedupeEntries: 2048, maxPods: 0, symbolCacheMib: 16 };
 
 function gatewayYaml(r, ports, dirs) {
   const st = opt.storesMib;
-  // Locations get twice the stacks' bytes: a stored stack holds its locations, and a location evicted while
-  // held lives on beside the duplicate its next definition makes. Executables: room for every image's current
-  // version (the sim's 200 images and 16 libraries, about 350 bytes each) and some old ones.
-  const stores = `{executables: ${Math.max(128, st * 4)}KiB, kernels: 1MiB, locations: ${2 * st}MiB, stacks: ${st}MiB}`;
+  // The stacks store holds the stacks with their locations (the sim's working set is about 170 MiB: it must
+  // evict); the locations store only the locations no stored stack holds. Executables: room for every image's
+  // current version (the sim's 200 images and 16 libraries, about 350 bytes each) and some old ones.
+  const stores = `{executables: ${Math.max(128, st * 4)}KiB, kernels: 1MiB, locations: ${Math.max(4, st / 2)}MiB, ` +
+    `stacks: ${4 * st}MiB}`;
   return `
 receivers:
   agent:
