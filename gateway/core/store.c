@@ -11,7 +11,7 @@
  * nothing, and the next definition naming it would make an uncounted copy);
  * its bytes count against the stacks store's bound, which evicts stacks (and
  * so releases their locations) to stay under it. Lock order: stacks, then
- * locations.
+ * locations; held bytes change only with both held.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -169,11 +169,12 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	struct gw_store *st = &s->s[k];
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
-	pthread_mutex_unlock(&st->lock);
+	/* Held bytes change under the stacks store's lock (store.c, top): read there, they add up. */
 	if (k == GW_STORE_LOCATIONS)
 		ret->held_bytes = atomic_load_explicit(&st->held_bytes, memory_order_relaxed);
 	else if (k == GW_STORE_STACKS) /* the stacks store's bound covers the locations they hold */
 		ret->bytes += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed);
+	pthread_mutex_unlock(&st->lock);
 }
 
 static const uint64_t default_limits[_GW_STORE_MAX] = {
@@ -584,6 +585,8 @@ bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_
 	if (!gw_location__set_lines(l, lines))
 		return false;
 	extra = SR_MIN(gw_lines__bytes(lines), (uint64_t)UINT32_MAX / 4);
+	/* Both locks (stacks, then locations): a held location's lines are the stacks store's to pay. */
+	pthread_mutex_lock(&ss->lock);
 	pthread_mutex_lock(&ls->lock);
 	if (l->obj.indexed && l->obj.bytes + extra < UINT32_MAX) {
 		l->obj.bytes += (uint32_t)extra;
@@ -596,15 +599,10 @@ bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_
 		}
 	}
 	pthread_mutex_unlock(&ls->lock);
-	unref_list(evicted);
-	/* Held: the stacks store pays (lock order: stacks, then locations). */
-	if (held) {
-		evicted = NULL;
-		pthread_mutex_lock(&ss->lock);
+	if (held)
 		shrink_locked(s, ss, NULL, GW_STORE_SECOND_CHANCES, &evicted);
-		pthread_mutex_unlock(&ss->lock);
-		unref_list(evicted);
-	}
+	pthread_mutex_unlock(&ss->lock);
+	unref_list(evicted);
 	return true;
 }
 
