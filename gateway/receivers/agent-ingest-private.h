@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "model.h"
 #include "pbwire.h"
 
 struct gw_stores;
@@ -79,5 +80,64 @@ int gw_ingest_parse_function(struct gw_stores *stores, struct sr_pbr r, char *er
 int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize);
 /* The table goes to defs->res->tables, unless its executable or kernel was evicted meanwhile. */
 int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize);
+
+/* ---- one request (agent-ingest.c, agent-samples.c) ---- */
+
+/* Resource identity of a sample: process, executable, container, pod (slices into the body). */
+struct rkey {
+	struct sr_pb_slice process_name, exe_path, container_id, pod_uid;
+	enum gw_profile_type type;
+};
+
+struct rslot {
+	uint64_t h;
+	struct rkey k;
+	uint32_t idx;
+	bool used;
+};
+
+struct rtable {
+	struct rslot *s;
+	size_t cap, n;
+};
+
+struct gw_ingest_ctx {
+	struct gw_stores *stores;
+	struct gw_ingest_defs defs; /* the same stores and res; missing executables and kernels */
+	uint64_t epoch;
+	struct gw_idlist missing_stacks, wanted;
+	struct gw_idlist probed; /* probe_symbols, de-duplicated */
+	struct gw_ingest_result *res;
+	/* resources of the batch by identity */
+	struct rtable resources;
+	struct gw_bytes_set thread_names;
+	struct sr_pb_slice host_name, node_name;
+	struct sr_pb_slice known_kernel; /* a kernel ID found in the store during this request */
+	/*
+	 * What the first lookup of each stack and kernel ID found (stacks: a
+	 * reference held here, or NULL: missing). A request sees
+	 * one answer per ID even while other requests store and evict: the
+	 * response lists an ID as missing only if none of its samples was
+	 * accepted, or the agent's resend would export them twice.
+	 */
+	struct gw_bytes_set stacks_seen;
+	struct gw_bytes_set kernels_seen; /* value non-NULL: found */
+	uint32_t frequency_hz;
+	bool definitions_only;
+};
+
+/* A Sample as decoded (slices into the body). */
+struct gw_ingest_sample {
+	struct sr_pb_slice stack_id, thread_name, process_name, exe_path, container_id, pod_uid, kernel_id;
+	uint64_t pid, tid, count, start, end, start_ticks;
+	uint64_t profile_type, off_cpu_nanos; /* stackrelay_v1_ProfileType */
+};
+
+/* Decodes one Sample: 0, or -EBADMSG with errbuf saying what and where. */
+int gw_ingest_parse_sample(struct sr_pbr r, struct gw_ingest_sample *in, char *errbuf, size_t errsize);
+/* Accepts the sample into c->res->batch or refuses it (listing what is missing): 0 or -ENOMEM. */
+int gw_ingest_add_sample(struct gw_ingest_ctx *c, const struct gw_ingest_sample *in);
+/* Lists x (or k) in wanted_symbols when this agent is the one to ask for its table: 0 or -ENOMEM. */
+int gw_ingest_ask_for(struct gw_ingest_ctx *c, struct gw_executable *x, struct gw_kernel *k);
 
 #endif
