@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The ProfilesDictionary of one OTLP request (otlp_dict.h): strings,
+ * functions, mappings, locations, stacks and attributes, each interned once
+ * per request, and written as the request's dictionary field.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "core/model.h"
+#include "macro.h"
+#include "otlp_dict.h"
+#include "otlp_encode.h"
+#include "pbwire.h"
+
+#include "otlp_fields.h"
+
+#define KERNEL_MAPPING_NAME "[kernel.kallsyms]"
+
+/* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
+
+/* ---- growable arrays ---- */
+
+/* ---- the dictionary ---- */
+
+void gw_otlp_dict_free(struct dict *d)
+{
+	for (uint32_t i = 0; i < d->owned.n; i++)
+		free(d->owned.v[i]);
+	free(d->owned.v);
+	free(d->strings.v);
+	free(d->functions.v);
+	free(d->mappings.v);
+	free(d->lines.v);
+	free(d->locations.v);
+	free(d->stack_locs.v);
+	free(d->stacks.v);
+	free(d->attrs.v);
+	gw_otlp_imap_free(&d->m_strings);
+	gw_otlp_imap_free(&d->m_functions);
+	gw_otlp_imap_free(&d->m_mappings);
+	gw_otlp_imap_free(&d->m_locations);
+	gw_otlp_imap_free(&d->m_stacks);
+	gw_otlp_imap_free(&d->m_attrs);
+}
+
+static uint64_t hash_ptr(const void *p)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* Returns the index of s (interned; s must outlive the encoding) or -errno. */
+int64_t gw_otlp_dict_string(struct dict *d, const char *s)
+{
+	size_t len;
+	uint64_t h;
+	uint32_t slot;
+	struct d_string *e;
+	int r;
+
+	if (!s || !*s)
+		return 0;
+	len = strlen(s);
+	h = XXH3_64bits(s, len);
+	r = gw_otlp_imap_prepare(&d->m_strings);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_strings, h, d->strings.v[idx].len == len && memcmp(d->strings.v[idx].s, s, len) == 0, slot);
+	if (d->m_strings.slots[slot])
+		return d->m_strings.slots[slot] - 1;
+	r = VEC_PUSH(d->strings, e);
+	if (r < 0)
+		return r;
+	e->s = s;
+	e->len = (uint32_t)len;
+	gw_otlp_imap_set(&d->m_strings, slot, h, d->strings.n - 1);
+	return d->strings.n - 1;
+}
+
+/* For strings we make: kept until the dictionary is freed. */
+static int64_t dict_string_owned(struct dict *d, char *s)
+{
+	char **slot;
+	int64_t r;
+
+	if (!s)
+		return -ENOMEM;
+	if (VEC_PUSH(d->owned, slot) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
+	*slot = s;
+	r = gw_otlp_dict_string(d, s);
+	return r;
+}
+
+static int64_t dict_function(struct dict *d, const struct gw_line *l)
+{
+	struct d_function f;
+	int64_t name, sys, file;
+	uint64_t h;
+	uint32_t slot;
+	struct d_function *e;
+	int r;
+
+	name = gw_otlp_dict_string(d, l->function);
+	sys = gw_otlp_dict_string(d, l->system_name && *l->system_name ? l->system_name : l->function);
+	file = gw_otlp_dict_string(d, l->file);
+	if (name < 0 || sys < 0 || file < 0)
+		return -ENOMEM;
+	/* Hashed and compared as bytes: the padding after filename must be zero too. */
+	memset(&f, 0, sizeof(f));
+	f.name = (int32_t)name;
+	f.system_name = (int32_t)sys;
+	f.filename = (int32_t)file;
+	f.start_line = l->start_line;
+	h = XXH3_64bits(&f, sizeof(f));
+	r = gw_otlp_imap_prepare(&d->m_functions);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
+	if (d->m_functions.slots[slot])
+		return d->m_functions.slots[slot] - 1;
+	r = VEC_PUSH(d->functions, e);
+	if (r < 0)
+		return r;
+	*e = f;
+	gw_otlp_imap_set(&d->m_functions, slot, h, d->functions.n - 1);
+	return d->functions.n - 1;
+}
+
+int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a)
+{
+	struct d_attr x;
+	int64_t k, s = 0;
+	uint64_t h;
+	uint32_t slot;
+	struct d_attr *e;
+	int r;
+
+	memset(&x, 0, sizeof(x)); /* padding too: the key is hashed as bytes */
+	k = gw_otlp_dict_string(d, a->key);
+	if (k < 0)
+		return k;
+	x.key = (int32_t)k;
+	x.type = a->type;
+	switch (a->type) {
+	case GW_ATTR_STRING:
+		s = gw_otlp_dict_string(d, a->v.s);
+		if (s < 0)
+			return s;
+		x.str = (int32_t)s;
+		break;
+	case GW_ATTR_INT:
+		x.v.i = a->v.i;
+		break;
+	case GW_ATTR_BOOL:
+		x.v.b = a->v.b;
+		break;
+	case GW_ATTR_DOUBLE:
+		x.v.d = a->v.d;
+		break;
+	}
+	h = XXH3_64bits(&x, sizeof(x));
+	r = gw_otlp_imap_prepare(&d->m_attrs);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_attrs, h, memcmp(&d->attrs.v[idx], &x, sizeof(x)) == 0, slot);
+	if (d->m_attrs.slots[slot])
+		return d->m_attrs.slots[slot] - 1;
+	r = VEC_PUSH(d->attrs, e);
+	if (r < 0)
+		return r;
+	*e = x;
+	gw_otlp_imap_set(&d->m_attrs, slot, h, d->attrs.n - 1);
+	return d->attrs.n - 1;
+}
+
+static char *hex_id(const struct gw_id *id)
+{
+	char *s = malloc(2 * GW_ID_MAX + 1);
+
+	if (s)
+		gw_id_to_hex(id, s, 2 * GW_ID_MAX + 1);
+	return s;
+}
+
+static int64_t dict_mapping(struct dict *d, const void *key, const char *filename, const struct gw_id *build_id)
+{
+	uint64_t h = hash_ptr(key);
+	uint32_t slot;
+	struct d_mapping *e;
+	int64_t fn, attr = 0;
+	int r;
+
+	r = gw_otlp_imap_prepare(&d->m_mappings);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_mappings, h, d->mappings.v[idx].key == key, slot);
+	if (d->m_mappings.slots[slot])
+		return d->m_mappings.slots[slot] - 1;
+	fn = gw_otlp_dict_string(d, filename);
+	if (fn < 0)
+		return fn;
+	if (build_id && build_id->len > 0) {
+		struct gw_attr a = { .key = "process.executable.build_id.gnu", .type = GW_ATTR_STRING };
+		char *hex = hex_id(build_id);
+		int64_t hs = dict_string_owned(d, hex);
+
+		if (hs < 0)
+			return hs;
+		a.v.s = d->strings.v[hs].s;
+		attr = gw_otlp_dict_attr(d, &a);
+		if (attr < 0)
+			return attr;
+	}
+	r = VEC_PUSH(d->mappings, e);
+	if (r < 0)
+		return r;
+	e->key = key;
+	e->filename = (int32_t)fn;
+	e->build_id_attr = (int32_t)attr;
+	gw_otlp_imap_set(&d->m_mappings, slot, h, d->mappings.n - 1);
+	return d->mappings.n - 1;
+}
+
+/*
+ * profile.frame.type (OpenTelemetry semantic conventions) of a frame the
+ * agent named: the interpreter's runtime ("cpython"), or for JIT code from a
+ * perf map the runtime the process runs (jit_type), else the function's
+ * runtime ("perf-map").
+ */
+static const char *frame_type(const struct gw_location *l, const char *jit_type)
+{
+	if (l->kind == GW_FRAME_JIT && jit_type)
+		return jit_type;
+	return l->function->runtime[0] ? l->function->runtime : "unknown";
+}
+
+/* The JIT runtime a resource's process runs, from its executable's name (NULL: not known). */
+const char *gw_otlp_jit_frame_type(const struct gw_resource *r)
+{
+	static const struct {
+		const char *exe, *type;
+	} known[] = {
+		{ "node", "v8js" }, { "nodejs", "v8js" },   { "deno", "v8js" },	    { "bun", "jsc" },
+		{ "java", "jvm" },  { "dotnet", "dotnet" }, { "beam.smp", "beam" }, { "luajit", "luajit" },
+	};
+	const char *exe = gw_resource__string(r, "process.executable.name");
+
+	for (size_t i = 0; exe && i < SR_ARRAY_SIZE(known); i++)
+		if (strcmp(exe, known[i].exe) == 0)
+			return known[i].type;
+	return NULL;
+}
+
+static int64_t dict_location(struct dict *d, const struct gw_location *l, const char *jit_type)
+{
+	uint64_t h = hash_ptr(l);
+	uint32_t slot;
+	struct d_location loc, *e;
+	const struct gw_lines *lines;
+	int64_t m = 0;
+	int r;
+
+	r = gw_otlp_imap_prepare(&d->m_locations);
+	if (r < 0)
+		return r;
+	/* Found by pointer: a location already in the dictionary is not read (a cache miss saved). */
+	IMAP_FIND(&d->m_locations, h, d->locations.v[idx].key == l, slot);
+	if (d->m_locations.slots[slot])
+		return d->m_locations.slots[slot] - 1;
+	loc = (struct d_location){ .key = l, .address = l->address };
+
+	if (l->kind == GW_FRAME_USER && l->exe) {
+		const char *name = l->exe->path && *l->exe->path ? l->exe->path : l->exe->file_name;
+
+		m = dict_mapping(d, l->exe, name, &l->exe->gnu_build_id);
+	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
+		m = dict_mapping(d, l->kernel, KERNEL_MAPPING_NAME, &l->kernel->build_id);
+	}
+	if (m < 0)
+		return m;
+	loc.mapping = (int32_t)m;
+	if (gw_frame_kind_has_function(l->kind) && l->function) {
+		struct gw_attr a = { .key = "profile.frame.type",
+				     .type = GW_ATTR_STRING,
+				     .v.s = frame_type(l, jit_type) };
+		int64_t ai = gw_otlp_dict_attr(d, &a);
+
+		if (ai < 0)
+			return ai;
+		loc.frame_type_attr = (int32_t)ai;
+	}
+	lines = gw_location__lines(l);
+	loc.first_line = d->lines.n;
+	for (uint32_t i = 0; lines && i < lines->n; i++) {
+		int64_t f = dict_function(d, &lines->lines[i]);
+		struct d_line *dl;
+
+		if (f < 0)
+			return f;
+		r = VEC_PUSH(d->lines, dl);
+		if (r < 0)
+			return r;
+		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
+		loc.n_lines++;
+	}
+	r = VEC_PUSH(d->locations, e);
+	if (r < 0)
+		return r;
+	*e = loc;
+	gw_otlp_imap_set(&d->m_locations, slot, h, d->locations.n - 1);
+	return d->locations.n - 1;
+}
+
+int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char *jit_type)
+{
+	uint64_t h = hash_ptr(s);
+	uint32_t slot;
+	struct d_stack *e;
+	uint32_t first;
+	int r;
+
+	r = gw_otlp_imap_prepare(&d->m_stacks);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_stacks, h, d->stacks.v[idx].key == s, slot);
+	if (d->m_stacks.slots[slot])
+		return d->m_stacks.slots[slot] - 1;
+	r = gw_otlp_vec_grow((void **)&d->stack_locs.v, &d->stack_locs.cap, sizeof(int32_t),
+			     d->stack_locs.n + s->n_locations);
+	if (r < 0)
+		return r;
+	first = d->stack_locs.n;
+	for (uint32_t i = 0; i < s->n_locations; i++) {
+		int64_t li;
+
+		/* Locations are scattered over the store: start the next loads early. */
+		if (i + 2 < s->n_locations)
+			__builtin_prefetch(s->locations[i + 2]);
+		li = dict_location(d, s->locations[i], jit_type);
+
+		if (li < 0)
+			return li;
+		d->stack_locs.v[d->stack_locs.n++] = (int32_t)li;
+	}
+	r = VEC_PUSH(d->stacks, e);
+	if (r < 0)
+		return r;
+	*e = (struct d_stack){ s, first, s->n_locations };
+	gw_otlp_imap_set(&d->m_stacks, slot, h, d->stacks.n - 1);
+	return d->stacks.n - 1;
+}
+
+int gw_otlp_dict_init(struct dict *d)
+{
+	struct d_string *s;
+	struct d_function *f;
+	struct d_mapping *m;
+	struct d_location *l;
+	struct d_stack *st;
+	struct d_attr *a;
+
+	/* Element 0 of every table: the zero value, so that index 0 means "unset". */
+	if (VEC_PUSH(d->strings, s) < 0 || VEC_PUSH(d->functions, f) < 0 || VEC_PUSH(d->mappings, m) < 0 ||
+	    VEC_PUSH(d->locations, l) < 0 || VEC_PUSH(d->stacks, st) < 0 || VEC_PUSH(d->attrs, a) < 0)
+		return -ENOMEM;
+	*s = (struct d_string){ "", 0 };
+	*f = (struct d_function){ 0 };
+	*m = (struct d_mapping){ 0 };
+	*l = (struct d_location){ 0 };
+	*st = (struct d_stack){ 0 };
+	memset(a, 0, sizeof(*a));
+	return 0;
+}
+
+/*
+ * The oneof of an AnyValue whose message is already begun. Attributes come
+ * from the dictionary (strings by index) or straight from the model, so the
+ * string is passed in; the other members are the same union either way.
+ */
+void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
+				   bool bv, double dv)
+{
+	switch (type) {
+	case GW_ATTR_STRING:
+		/* A string value is always written, "" included: it says "string". */
+		sr_pbw__bytes_always(w, C(AnyValue, string_value), str, str_len);
+		break;
+	case GW_ATTR_INT:
+		sr_pbw__tag(w, C(AnyValue, int_value), SR_PB_VARINT);
+		sr_pbw__varint(w, (uint64_t)i);
+		break;
+	case GW_ATTR_BOOL:
+		sr_pbw__tag(w, C(AnyValue, bool_value), SR_PB_VARINT);
+		sr_pbw__varint(w, bv);
+		break;
+	case GW_ATTR_DOUBLE: {
+		uint64_t bits;
+
+		/* Written even when 0.0: the member says "double". */
+		memcpy(&bits, &dv, sizeof(bits));
+		sr_pbw__tag(w, C(AnyValue, double_value), SR_PB_I64);
+		sr_pbw__put_fixed64(w, bits);
+		break;
+	}
+	}
+}
+
+static void write_any_value(struct sr_pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
+{
+	size_t m = sr_pbw__begin(w, field);
+	const char *str = a->type == GW_ATTR_STRING ? d->strings.v[a->str].s : "";
+	size_t str_len = a->type == GW_ATTR_STRING ? d->strings.v[a->str].len : 0;
+
+	/* Only the member the type names is read: a bool read from an int's bytes is undefined. */
+	gw_otlp_write_any_value_oneof(w, a->type, str, str_len, a->type == GW_ATTR_INT ? a->v.i : 0,
+				      a->type == GW_ATTR_BOOL && a->v.b, a->type == GW_ATTR_DOUBLE ? a->v.d : 0);
+	sr_pbw__end(w, m);
+}
+
+void gw_otlp_write_dictionary(struct sr_pbw *w, const struct dict *d)
+{
+	size_t dm = sr_pbw__begin(w, REQ(dictionary));
+
+	for (uint32_t i = 0; i < d->mappings.n; i++) {
+		const struct d_mapping *e = &d->mappings.v[i];
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, mapping_table));
+
+		sr_pbw__int(w, P(Mapping, filename_strindex), e->filename);
+		if (e->build_id_attr)
+			sr_pbw__packed_i32(w, P(Mapping, attribute_indices), &e->build_id_attr, 1);
+		sr_pbw__end(w, m);
+	}
+	for (uint32_t i = 0; i < d->locations.n; i++) {
+		const struct d_location *e = &d->locations.v[i];
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, location_table));
+
+		sr_pbw__int(w, P(Location, mapping_index), e->mapping);
+		sr_pbw__uint(w, P(Location, address), e->address);
+		for (uint32_t j = 0; j < e->n_lines; j++) {
+			const struct d_line *l = &d->lines.v[e->first_line + j];
+			size_t lm = sr_pbw__begin(w, P(Location, lines));
+
+			sr_pbw__int(w, P(Line, function_index), l->function);
+			sr_pbw__int(w, P(Line, line), l->line);
+			sr_pbw__int(w, P(Line, column), l->column);
+			sr_pbw__end(w, lm);
+		}
+		if (e->frame_type_attr)
+			sr_pbw__packed_i32(w, P(Location, attribute_indices), &e->frame_type_attr, 1);
+		sr_pbw__end(w, m);
+	}
+	for (uint32_t i = 0; i < d->functions.n; i++) {
+		const struct d_function *e = &d->functions.v[i];
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, function_table));
+
+		sr_pbw__int(w, P(Function, name_strindex), e->name);
+		sr_pbw__int(w, P(Function, system_name_strindex), e->system_name);
+		sr_pbw__int(w, P(Function, filename_strindex), e->filename);
+		sr_pbw__int(w, P(Function, start_line), e->start_line);
+		sr_pbw__end(w, m);
+	}
+	/* link_table: only its zero element; we have no trace links. */
+	sr_pbw__end(w, sr_pbw__begin(w, P(ProfilesDictionary, link_table)));
+	for (uint32_t i = 0; i < d->strings.n; i++)
+		sr_pbw__bytes_always(w, P(ProfilesDictionary, string_table), d->strings.v[i].s, d->strings.v[i].len);
+	for (uint32_t i = 0; i < d->attrs.n; i++) {
+		const struct d_attr *e = &d->attrs.v[i];
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, attribute_table));
+
+		if (i > 0) {
+			sr_pbw__int(w, P(KeyValueAndUnit, key_strindex), e->key);
+			write_any_value(w, P(KeyValueAndUnit, value), d, e);
+		}
+		sr_pbw__end(w, m);
+	}
+	for (uint32_t i = 0; i < d->stacks.n; i++) {
+		const struct d_stack *e = &d->stacks.v[i];
+		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, stack_table));
+
+		if (e->n)
+			sr_pbw__packed_i32(w, P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
+		sr_pbw__end(w, m);
+	}
+	sr_pbw__end(w, dm);
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The ProfilesDictionary of one OTLP request being written (otlp_dict.c), and
+ * the index maps and growable arrays the encoder shares with it. Private to
+ * the exporters (otlp_encode.c).
+ */
+#ifndef SR_GW_OTLP_DICT_H
+#define SR_GW_OTLP_DICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/model.h"
+#include "pbwire.h"
+
+/* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
+
+struct imap {
+	uint64_t *hashes;
+	uint32_t *slots; /* index + 1; 0 empty */
+	uint32_t cap, n;
+};
+
+static inline int gw_otlp_imap_grow(struct imap *m)
+{
+	uint32_t cap = m->cap ? m->cap * 2 : 256;
+	uint64_t *h = calloc(cap, sizeof(*h));
+	uint32_t *s = calloc(cap, sizeof(*s));
+
+	if (!h || !s) {
+		free(h);
+		free(s);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < m->cap; i++) {
+		uint32_t j;
+
+		if (!m->slots[i])
+			continue;
+		for (j = (uint32_t)m->hashes[i] & (cap - 1); s[j]; j = (j + 1) & (cap - 1))
+			;
+		h[j] = m->hashes[i];
+		s[j] = m->slots[i];
+	}
+	free(m->hashes);
+	free(m->slots);
+	m->hashes = h;
+	m->slots = s;
+	m->cap = cap;
+	return 0;
+}
+
+static inline void gw_otlp_imap_free(struct imap *m)
+{
+	free(m->hashes);
+	free(m->slots);
+	*m = (struct imap){ 0 };
+}
+
+/* Finds the slot for hash whose entry eq() accepts, or the empty slot where it belongs. */
+#define IMAP_FIND(m, hash, eq_expr, ret_slot)                                                                          \
+	do {                                                                                                           \
+		uint32_t j_ = (uint32_t)(hash) & ((m)->cap - 1);                                                       \
+		for (;; j_ = (j_ + 1) & ((m)->cap - 1)) {                                                              \
+			if (!(m)->slots[j_])                                                                           \
+				break;                                                                                 \
+			if ((m)->hashes[j_] == (hash)) {                                                               \
+				uint32_t idx = (m)->slots[j_] - 1;                                                     \
+				if (eq_expr)                                                                           \
+					break;                                                                         \
+			}                                                                                              \
+		}                                                                                                      \
+		(ret_slot) = j_;                                                                                       \
+	} while (0)
+
+static inline int gw_otlp_imap_prepare(struct imap *m)
+{
+	/* Keep the load under 1/2 so probes stay short. */
+	if ((m->n + 1) * 2 > m->cap)
+		return gw_otlp_imap_grow(m);
+	return 0;
+}
+
+static inline void gw_otlp_imap_set(struct imap *m, uint32_t slot, uint64_t hash, uint32_t idx)
+{
+	m->hashes[slot] = hash;
+	m->slots[slot] = idx + 1;
+	m->n++;
+}
+
+/* ---- growable arrays ---- */
+
+#define VEC(type)                                                                                                      \
+	struct {                                                                                                       \
+		type *v;                                                                                               \
+		uint32_t n, cap;                                                                                       \
+	}
+
+static inline int gw_otlp_vec_grow(void **v, uint32_t *cap, size_t elem, uint32_t need)
+{
+	uint32_t c = *cap ? *cap : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	if (need > INT32_MAX)
+		return -E2BIG;
+	while (c < need)
+		c = c > UINT32_MAX / 2 ? need : c * 2;
+	nv = realloc(*v, (size_t)c * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+#define VEC_PUSH(vec, ret)                                                                                             \
+	({                                                                                                             \
+		int r_ = gw_otlp_vec_grow((void **)&(vec).v, &(vec).cap, sizeof(*(vec).v), (vec).n + 1);               \
+		if (r_ == 0)                                                                                           \
+			(ret) = &(vec).v[(vec).n++];                                                                   \
+		r_;                                                                                                    \
+	})
+
+/* ---- the dictionary ---- */
+
+struct d_string {
+	const char *s;
+	uint32_t len;
+};
+
+struct d_function {
+	int32_t name, system_name, filename;
+	int64_t start_line;
+};
+
+struct d_mapping {
+	const void *key; /* gw_executable* or gw_kernel* */
+	int32_t filename;
+	int32_t build_id_attr;
+};
+
+struct d_line {
+	int32_t function;
+	int64_t line, column;
+};
+
+struct d_location {
+	const struct gw_location *key;
+	int32_t mapping;
+	int32_t frame_type_attr; /* profile.frame.type of interpreted and JIT frames; 0: none */
+	uint64_t address;
+	uint32_t first_line, n_lines;
+};
+
+struct d_stack {
+	const struct gw_stack *key;
+	uint32_t first, n;
+};
+
+struct d_attr {
+	int32_t key;
+	enum gw_attr_type type;
+	int32_t str; /* GW_ATTR_STRING */
+	union {
+		int64_t i;
+		bool b;
+		double d;
+	} v;
+};
+
+struct dict {
+	VEC(struct d_string) strings;
+	VEC(struct d_function) functions;
+	VEC(struct d_mapping) mappings;
+	VEC(struct d_line) lines;
+	VEC(struct d_location) locations;
+	VEC(int32_t) stack_locs;
+	VEC(struct d_stack) stacks;
+	VEC(struct d_attr) attrs;
+	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs;
+	/* Strings we formatted ourselves (hex build IDs, numbers), freed at the end. */
+	VEC(char *) owned;
+};
+
+/* Element 0 of every table is the zero value. 0 or -ENOMEM. */
+int gw_otlp_dict_init(struct dict *d);
+void gw_otlp_dict_free(struct dict *d);
+/* Each returns the index of its entry (added when new) or -errno; s, a and st must outlive the encoding. */
+int64_t gw_otlp_dict_string(struct dict *d, const char *s);
+int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a);
+int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *st, const char *jit_type);
+/* The profile.frame.type of a resource's JIT frames (from its perf-map runtime), or NULL. */
+const char *gw_otlp_jit_frame_type(const struct gw_resource *r);
+/* An AnyValue's oneof, its message already begun. */
+void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
+				   bool bv, double dv);
+/* The request's dictionary field. */
+void gw_otlp_write_dictionary(struct sr_pbw *w, const struct dict *d);
+
+#endif
