@@ -4,7 +4,8 @@
  * inlined frames) with the symbolizer library (gateway/symbolize,
  * docs/symbolization.md).
  *
- * A batch is symbolized on a libuv worker thread (uv_queue_work): loading a
+ * A batch is symbolized on a libuv worker thread (uv_queue_work, the pass in
+ * symbolize-pass.c): loading a
  * symbol table or walking DWARF takes milliseconds to seconds. Locations are
  * shared definitions: their lines are set once, atomically, for every batch
  * that references them, so a hot location is symbolized once.
@@ -40,30 +41,11 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "log.h"
+#include "symbolize-private.h"
 #include "symbolize.h"
 
 /* Batches held waiting for symbols at once; past it the oldest is passed on as it is. */
 #define SYMBOLIZE_MAX_WAITING_BATCHES 1024
-/* Distinct executables and kernels tracked while symbolizing one batch. */
-#define SYMBOLIZE_BATCH_EXES_INITIAL 64
-
-struct symbolize_config {
-	char *cache_dir;
-	char **debuginfod_urls;
-	uint32_t n_debuginfod_urls;
-	uint64_t debuginfod_timeout;
-	uint64_t debuginfod_max_concurrency;
-	uint64_t negative_cache_ttl;
-	uint64_t memory_cache_size;
-	uint64_t disk_cache_size;
-	int demangle;
-	uint64_t wait_for_symbols;
-	uint64_t max_upload_bytes;
-	uint64_t max_file_size;
-	char **debug_dirs;
-	uint32_t n_debug_dirs;
-	bool lines;
-};
 
 static const struct sr_field symbolize_fields[] = {
 	SR_FIELD_STR(
@@ -108,304 +90,6 @@ static const struct sr_field symbolize_fields[] = {
 				"false gives function names only."),
 	SR_FIELD_END,
 };
-
-struct job {
-	uv_work_t work;
-	struct sp *sp;
-	struct gw_profiles *p;
-	uint64_t deadline_ns;
-	bool final;	  /* last pass: pass the batch on whatever is pending */
-	unsigned pending; /* locations waiting for symbols after the pass */
-	struct job *next; /* waiting list */
-	/* per-pass counts, folded into the totals on the loop thread */
-	uint64_t named, fallback, unsymbolized;
-};
-
-struct upload_job {
-	uv_work_t work;
-	struct sp *sp;
-	struct gw_symbol_table *t;
-	int result;
-};
-
-struct sp {
-	struct gw_component *c;
-	const struct symbolize_config *cfg;
-	struct gw_symbolizer *sym;
-	uv_async_t async;
-	uv_timer_t timer;
-	struct job *wait_head, *wait_tail;
-	size_t n_waiting;
-	size_t n_running; /* jobs and uploads on worker threads */
-	unsigned handles_open;
-	bool stopping;
-	void (*done)(struct gw_component *c);
-	/* totals (loop thread) */
-	uint64_t named, fallback, unsymbolized;
-	uint64_t batches_waited, batches_timed_out, batches_forced;
-	uint64_t uploads_ok, uploads_bad;
-};
-
-static uint64_t mono_ns(void)
-{
-	return uv_hrtime();
-}
-
-/* ---- the per-batch pass (worker thread) ---- */
-
-struct exe_slot {
-	const void *key; /* struct gw_executable * or struct gw_kernel * */
-	enum gw_sym_state state;
-	struct gw_sym_handle *h;
-};
-
-struct exe_map {
-	struct exe_slot *slots;
-	size_t cap, n;
-};
-
-static struct exe_slot *exe_map_get(struct exe_map *m, const void *key, bool *ret_new)
-{
-	if (m->n * 2 >= m->cap) {
-		size_t nc = m->cap ? m->cap * 2 : SYMBOLIZE_BATCH_EXES_INITIAL;
-		struct exe_slot *ns = calloc(nc, sizeof(*ns));
-		if (!ns)
-			return NULL;
-		for (size_t i = 0; i < m->cap; i++) {
-			if (!m->slots[i].key)
-				continue;
-			size_t j = ((uintptr_t)m->slots[i].key >> 4) & (nc - 1);
-			while (ns[j].key)
-				j = (j + 1) & (nc - 1);
-			ns[j] = m->slots[i];
-		}
-		free(m->slots);
-		m->slots = ns;
-		m->cap = nc;
-	}
-	size_t j = ((uintptr_t)key >> 4) & (m->cap - 1);
-	while (m->slots[j].key && m->slots[j].key != key)
-		j = (j + 1) & (m->cap - 1);
-	*ret_new = !m->slots[j].key;
-	if (*ret_new) {
-		m->slots[j].key = key;
-		m->n++;
-	}
-	return &m->slots[j];
-}
-
-static void exe_map_free(struct exe_map *m)
-{
-	for (size_t i = 0; i < m->cap; i++)
-		gw_sym_handle__release(m->slots[i].h);
-	free(m->slots);
-}
-
-/* Publishes lines on l (charged to the locations store); returns true when this call set them. */
-static bool publish(struct sp *sp, struct gw_location *l, const struct gw_line *lines, uint32_t n)
-{
-	struct gw_lines *gl = gw_lines_new(lines, n);
-
-	if (!gl)
-		return false;
-	if (!gw_stores__set_lines(gw_runtime__stores(sp->c->runtime), l, gl)) {
-		gw_lines_free(gl);
-		return false;
-	}
-	return true;
-}
-
-static bool publish_fallback(struct sp *sp, struct gw_location *l)
-{
-	char name[GW_ID_MAX * 2 + 96];
-
-	if (l->kind == GW_FRAME_USER && l->exe) {
-		char hex[2 * GW_ID_MAX + 1];
-		const char *bin = l->exe->file_name && l->exe->file_name[0]
-					  ? l->exe->file_name
-					  : gw_id_to_hex(&l->exe->id, hex, sizeof(hex));
-		snprintf(name, sizeof(name), "%.*s+0x%" PRIx64, 128, bin, l->address);
-	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
-		const struct gw_kernel *k = l->kernel;
-		const char *mod = NULL;
-		uint64_t base = 0;
-		for (uint32_t i = 0; i < k->n_modules; i++) {
-			if (l->address >= k->modules[i].start &&
-			    l->address - k->modules[i].start < k->modules[i].size) {
-				mod = k->modules[i].name;
-				base = k->modules[i].start;
-				break;
-			}
-		}
-		if (mod)
-			snprintf(name, sizeof(name), "[%.64s]+0x%" PRIx64, mod, l->address - base);
-		else
-			snprintf(name, sizeof(name), "[kernel]+0x%" PRIx64, l->address);
-	} else {
-		snprintf(name, sizeof(name), "[unknown]+0x%" PRIx64, l->address);
-	}
-	return publish(sp, l, &(struct gw_line){ .function = name, .system_name = "" }, 1);
-}
-
-/*
- * Tells agents that probe this executable or kernel at exit (PushResponse.symbols_pending,
- * docs/agent-protocol.md "Symbol probes") whether a lookup is still going on: pending while
- * debuginfod (or a load) works and this batch would still wait for it; over once it is
- * resolved, wanted from the agent (listed in wanted_symbols instead) or never resolvable.
- */
-static void note_lookup(const struct job *job, struct gw_location *l, enum gw_sym_state state)
-{
-	uint64_t now = mono_ns(), pending_ns = 0;
-
-	if (state == GW_SYM_PENDING && !job->final && job->deadline_ns > now)
-		pending_ns = job->deadline_ns - now;
-	if (l->kind == GW_FRAME_KERNEL) {
-		gw_kernel__set_lookup(l->kernel, pending_ns);
-		/* Symbols are here (or never will be): an agent asked before they were must not upload again. */
-		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)
-			gw_kernel__set_want_symbols(l->kernel, false);
-	} else {
-		gw_executable__set_lookup(l->exe, pending_ns);
-		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)
-			gw_executable__set_want_symbols(l->exe, false);
-	}
-}
-
-static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m, struct gw_sym_result *res,
-			       struct gw_location *l)
-{
-	const void *key;
-	struct gw_sym_hint hint = { 0 };
-	const struct gw_id *id;
-	bool is_new;
-
-	if (l->kind == GW_FRAME_USER && l->exe) {
-		key = l->exe;
-		id = &l->exe->id;
-		hint.path = l->exe->path;
-		hint.debuglink = l->exe->debuglink;
-		if (l->exe->gnu_build_id.len) {
-			hint.build_id = l->exe->gnu_build_id.bytes;
-			hint.build_id_len = l->exe->gnu_build_id.len;
-		} else if (l->exe->id_kind == GW_EXE_ID_GNU_BUILD_ID) {
-			hint.build_id = l->exe->id.bytes;
-			hint.build_id_len = l->exe->id.len;
-		}
-	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
-		key = l->kernel;
-		id = &l->kernel->id;
-		hint.is_kernel = true;
-	} else {
-		/* JIT or anonymous memory: nothing can ever name it. */
-		if (publish_fallback(sp, l))
-			job->fallback++;
-		return;
-	}
-	struct exe_slot *slot = exe_map_get(m, key, &is_new);
-	if (!slot) {
-		job->unsymbolized++;
-		return;
-	}
-	if (is_new) {
-		slot->state = gw_symbolizer__acquire(sp->sym, id->bytes, id->len, &hint, &slot->h);
-		note_lookup(job, l, slot->state);
-	}
-
-	switch (slot->state) {
-	case GW_SYM_READY: {
-		int n = gw_sym_handle__resolve(slot->h, l->address, res);
-		if (n <= 0) {
-			if (publish_fallback(sp, l))
-				job->fallback++;
-			return;
-		}
-		struct gw_line lines[GW_SYM_MAX_LINES];
-		for (int i = 0; i < n; i++) {
-			const struct gw_sym_line *sl = &res->lines[i];
-			lines[i] = (struct gw_line){
-				.function = sl->function,
-				.system_name = strcmp(sl->system_name, sl->function) == 0 ? "" : sl->system_name,
-				.file = sl->file ? sl->file : "",
-				.line = sl->line,
-				.column = sl->column,
-				.start_line = sl->start_line,
-			};
-		}
-		if (publish(sp, l, lines, (uint32_t)n))
-			job->named++;
-		return;
-	}
-	case GW_SYM_WANTED:
-		/*
-		 * Only stackrelay agents upload symbols: an executable that only
-		 * OTLP senders named will not get them, so its batch does not wait.
-		 */
-		if (l->kind == GW_FRAME_USER &&
-		    !(atomic_load_explicit(&l->exe->flags, memory_order_relaxed) & GW_EXE_AGENT_DEFINED)) {
-			job->unsymbolized++;
-			return;
-		}
-		/* The receiver lists the ID in wanted_symbols; the agent uploads the .symtab or its kallsyms. */
-		if (l->kind == GW_FRAME_KERNEL)
-			gw_kernel__set_want_symbols(l->kernel, true);
-		else
-			gw_executable__set_want_symbols(l->exe, true);
-		/* fallthrough */
-	case GW_SYM_PENDING:
-		if (job->final)
-			job->unsymbolized++;
-		else
-			job->pending++;
-		return;
-	case GW_SYM_MISSING:
-		/* Still asked from agents, but no batch waits for it any more. */
-		if (l->kind == GW_FRAME_USER)
-			gw_executable__set_want_symbols(l->exe, true);
-		else
-			gw_kernel__set_want_symbols(l->kernel, true);
-		job->unsymbolized++;
-		return;
-	case GW_SYM_UNAVAILABLE:
-		if (publish_fallback(sp, l))
-			job->fallback++;
-		return;
-	}
-}
-
-static void work_cb(uv_work_t *w)
-{
-	struct job *job = SR_CONTAINER_OF(w, struct job, work);
-	struct exe_map m = { 0 };
-	struct gw_sym_result *res = malloc(sizeof(*res));
-
-	job->pending = 0;
-	if (!res)
-		return;
-	gw_profiles_foreach_resource(job->p, r)
-	{
-		gw_resource_foreach_sample(r, s)
-		{
-			struct gw_stack *st = s->stack;
-			bool all = true;
-
-			/* Most samples' stacks were done in an earlier batch: one flag instead of a
-			 * cache miss per location (a quarter of the gateway's CPU in the fleet soak). */
-			if (!st || atomic_load_explicit(&st->symbolized, memory_order_acquire))
-				continue;
-			for (uint32_t i = 0; i < st->n_locations; i++) {
-				struct gw_location *l = st->locations[i];
-				if (!gw_location__lines(l)) {
-					symbolize_location(job->sp, job, &m, res, l);
-					all = all && gw_location__lines(l);
-				}
-			}
-			if (all)
-				atomic_store_explicit(&st->symbolized, true, memory_order_release);
-		}
-	}
-	exe_map_free(&m);
-	free(res);
-}
 
 /* ---- the loop side ---- */
 
@@ -459,7 +143,7 @@ static void timer_cb(uv_timer_t *t);
 
 static void rearm(struct sp *sp)
 {
-	uint64_t now = mono_ns(), first = UINT64_MAX;
+	uint64_t now = gw_symbolize_now_ns(), first = UINT64_MAX;
 
 	for (struct job *j = sp->wait_head; j; j = j->next)
 		if (j->deadline_ns < first)
@@ -476,7 +160,7 @@ static void after_work_cb(uv_work_t *w, int status)
 {
 	struct job *job = SR_CONTAINER_OF(w, struct job, work);
 	struct sp *sp = job->sp;
-	uint64_t now = mono_ns();
+	uint64_t now = gw_symbolize_now_ns();
 
 	sp->n_running--;
 	sp->named += job->named;
@@ -512,7 +196,7 @@ static void run_job(struct sp *sp, struct job *job)
 	int r;
 
 	sp->n_running++;
-	r = uv_queue_work(gw_runtime__loop(sp->c->runtime), &job->work, work_cb, after_work_cb);
+	r = uv_queue_work(gw_runtime__loop(sp->c->runtime), &job->work, gw_symbolize_work_cb, after_work_cb);
 	if (r < 0) {
 		/* Cannot happen with valid arguments; pass the batch on unsymbolized rather than lose it. */
 		sp->n_running--;
@@ -534,7 +218,7 @@ static void async_cb(uv_async_t *a)
 static void timer_cb(uv_timer_t *t)
 {
 	struct sp *sp = t->data;
-	uint64_t now = mono_ns();
+	uint64_t now = gw_symbolize_now_ns();
 	struct job *keep_head = NULL, *keep_tail = NULL, *j;
 	size_t kept = 0;
 
@@ -757,7 +441,7 @@ static int symbolize_consume(struct gw_component *c, struct gw_profiles *p)
 	}
 	job->sp = sp;
 	job->p = p;
-	job->deadline_ns = mono_ns() + sp->cfg->wait_for_symbols;
+	job->deadline_ns = gw_symbolize_now_ns() + sp->cfg->wait_for_symbols;
 	job->final = sp->cfg->wait_for_symbols == 0 || sp->stopping;
 	run_job(sp, job);
 	return 0;
