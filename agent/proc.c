@@ -578,7 +578,7 @@ void agent_procs__fork(struct agent_procs *p, const struct profile_fork_event *e
 void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window)
 {
 	struct agent_proc *proc = lookup(p, ev->hdr.pid, ev->hdr.start_boottime_ns);
-	struct agent_proc_map m;
+	struct agent_proc_map m = { 0 }; /* an mmap event names a file: not anonymous */
 
 	p->stats.mmap_events++;
 	if (!proc) {

@@ -257,6 +257,20 @@ static void test_file_gone(void **state)
 	agent_procs__mmap(f->procs, &ev, 0);
 	agent_procs__stats(f->procs, &st);
 	assert_int_equal(st.mmap_files_gone, 1);
+	/* A frame there: a file mapping whose file is gone, never anonymous memory (JIT code). */
+	{
+		struct agent_proc *proc = agent_procs__get(f->procs, ev.hdr.pid, f->start_ns, 0);
+		struct agent_frame fr;
+
+		assert_non_null(proc);
+		assert_int_equal(proc->n_maps, 1);
+		assert_false(proc->maps[0].anon);
+		assert_false(agent_procs__user_frame(f->procs, proc, 0x10800, 0, &fr));
+		assert_int_equal(fr.kind, stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN);
+		agent_procs__stats(f->procs, &st);
+		assert_int_equal(st.unattributed[AGENT_UNATTR_FILE_GONE], 1);
+		assert_int_equal(st.unattributed[AGENT_UNATTR_ANONYMOUS], 0);
+	}
 }
 
 static void test_event_decode_mmap(void **state)
