@@ -244,48 +244,9 @@ def never_reads(a, i, gw):
 
 
 # ---- slowloris: thousands of connections that never finish a request ----
-def slowloris(a, i, gw, target=10000, peers=20):
-    socks = []
-    per_peer = target // peers
-    last_sweep = 0
-    while not a.stopping:
-        # (Re)open up to per_peer connections from each of `peers` addresses; each sends half a preface.
-        for p in range(peers):
-            src = f"127.0.1.{p + 1}"
-            have = sum(1 for s in socks if s[1] == src)
-            for _ in range(per_peer - have):
-                if a.stopping:
-                    break
-                try:
-                    s = socket.create_connection(("127.0.0.1", gw.port), timeout=2, source_address=(src, 0))
-                    s.setblocking(False)
-                    s.send(H.PREFACE[:10])
-                    socks.append((s, src))
-                    a.count("opened")
-                except OSError:
-                    a.count("connect_failed")
-        with a.lock:
-            a.stats["held_max"] = max(a.stats.get("held_max", 0), len(socks))
-        # Trickle one byte per connection per second; drop the ones the gateway closed.
-        now = time.monotonic()
-        if now - last_sweep >= 1:
-            last_sweep = now
-            keep = []
-            for s, src in socks:
-                try:
-                    if s.recv(1024, socket.MSG_DONTWAIT) == b"":
-                        raise OSError("closed")
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    s.close()
-                    a.count("closed_by_gateway")
-                    continue
-                keep.append((s, src))
-            socks = keep
-        a.stop_ev.wait(0.2)
-    for s, _ in socks:
-        s.close()
+def slowloris(a, i, gw):
+    # Half an HTTP/2 preface per connection, nothing after.
+    C.hold_connections(a, gw.port, H.PREFACE[:10], target=10000)
 
 
 # ---- mTLS: expired, foreign-CA and absent client certificates; wrong and absent tokens ----

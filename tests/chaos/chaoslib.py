@@ -12,6 +12,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -310,6 +311,60 @@ class Attack:
         self.stop_ev.set()
         for t in self.threads:
             t.join(timeout)
+
+
+def hold_connections(a, port, first, trickle=None, target=10000, peers=20):
+    """Slowloris: keeps up to target connections open from `peers` source addresses
+    (127.0.1.1...), each sending `first` and then, once a second, `trickle` (if given)
+    without ever finishing a request; reopens the ones the gateway closes. Counts
+    opened, connect_failed, closed_by_gateway and held_max on the attack a."""
+    socks = []
+    per_peer = target // peers
+    last = 0
+    while not a.stopping:
+        for p in range(peers):
+            src = f"127.0.1.{p + 1}"
+            have = sum(1 for s in socks if s[1] == src)
+            for _ in range(per_peer - have):
+                if a.stopping:
+                    break
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=2, source_address=(src, 0))
+                    s.setblocking(False)
+                    s.send(first)
+                    socks.append((s, src))
+                    a.count("opened")
+                except OSError:
+                    a.count("connect_failed")
+        with a.lock:
+            a.stats["held_max"] = max(a.stats.get("held_max", 0), len(socks))
+        # Once a second: drop the connections the gateway closed, trickle on the others.
+        now = time.monotonic()
+        if now - last >= 1:
+            last = now
+            keep = []
+            for s, src in socks:
+                try:
+                    if s.recv(4096, socket.MSG_DONTWAIT) == b"":
+                        raise OSError("closed")
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s.close()
+                    a.count("closed_by_gateway")
+                    continue
+                if trickle:
+                    try:
+                        s.send(trickle)
+                    except OSError:
+                        s.close()
+                        a.count("closed_by_gateway")
+                        continue
+                keep.append((s, src))
+            socks = keep
+        a.stop_ev.wait(0.2)
+    for s, _ in socks:
+        s.close()
 
 
 def run_case(name, attack_fn, threads=1, tls=None, token=None, receiver_extra="", load="", counters=(),

@@ -155,53 +155,9 @@ def h1_slow(a, i, gw):
     return h1_short_body(a, gw)
 
 
-def h1_slowloris(a, gw, target=5000, peers=20):
-    """Connections that trickle a request head one header line at a time, never ending it."""
-    socks = []
-    per_peer = target // peers
-    last = 0
-    while not a.stopping:
-        for p in range(peers):
-            src = f"127.0.1.{p + 1}"
-            have = sum(1 for s in socks if s[1] == src)
-            for _ in range(per_peer - have):
-                if a.stopping:
-                    break
-                try:
-                    s = socket.create_connection(("127.0.0.1", gw.hport), timeout=2, source_address=(src, 0))
-                    s.setblocking(False)
-                    s.send(head())
-                    socks.append((s, src))
-                    a.count("opened")
-                except OSError:
-                    a.count("connect_failed")
-        with a.lock:
-            a.stats["held_max"] = max(a.stats.get("held_max", 0), len(socks))
-        now = time.monotonic()
-        if now - last >= 1:
-            last = now
-            keep = []
-            for s, src in socks:
-                try:
-                    if s.recv(4096, socket.MSG_DONTWAIT) == b"":
-                        raise OSError("closed")
-                    s.send(b"X-Slow: 1\r\n")
-                except BlockingIOError:
-                    try:
-                        s.send(b"X-Slow: 1\r\n")
-                    except OSError:
-                        s.close()
-                        a.count("closed_by_gateway")
-                        continue
-                except OSError:
-                    s.close()
-                    a.count("closed_by_gateway")
-                    continue
-                keep.append((s, src))
-            socks = keep
-        a.stop_ev.wait(0.2)
-    for s, _ in socks:
-        s.close()
+def h1_slowloris(a, gw):
+    """Connections that trickle a request head one header line a second, never ending it."""
+    C.hold_connections(a, gw.hport, head(), trickle=b"X-Slow: 1\r\n", target=5000)
 
 
 def h1_endless_head(a, gw):
