@@ -3,6 +3,8 @@
 #ifndef SR_GW_MODEL_PRIVATE_H
 #define SR_GW_MODEL_PRIVATE_H
 
+#include <string.h>
+
 #include "model.h"
 
 enum gw_obj_type {
@@ -14,6 +16,24 @@ enum gw_obj_type {
 };
 
 void gw_obj_unref(struct gw_obj *o);
+
+/* Bytes of s as copied by gw_scopy() (NULL counts as ""). */
+static inline size_t gw_slen(const char *s)
+{
+	return s ? strlen(s) + 1 : 1;
+}
+
+/* Copies s (NULL as "") to *pos and advances it. */
+static inline const char *gw_scopy(char **pos, const char *s)
+{
+	char *dst = *pos;
+	size_t n = s ? strlen(s) : 0;
+	if (n)
+		memcpy(dst, s, n);
+	dst[n] = '\0';
+	*pos += n + 1;
+	return dst;
+}
 
 /* What a location without lines is charged to its store (the object and its index overhead). */
 #define GW_LOCATION_BYTES (sizeof(struct gw_location) + 64)

@@ -46,26 +46,9 @@ const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size)
 
 /* ---- definitions ---- */
 
-static size_t slen(const char *s)
-{
-	return s ? strlen(s) + 1 : 1;
-}
-
-/* Copies s (NULL as "") to *pos and advances it. */
-static const char *scopy(char **pos, const char *s)
-{
-	char *dst = *pos;
-	size_t n = s ? strlen(s) : 0;
-	if (n)
-		memcpy(dst, s, n);
-	dst[n] = '\0';
-	*pos += n + 1;
-	return dst;
-}
-
 struct gw_executable *gw_executable_new(const struct gw_executable_def *def)
 {
-	size_t extra = slen(def->file_name) + slen(def->path) + slen(def->debuglink);
+	size_t extra = gw_slen(def->file_name) + gw_slen(def->path) + gw_slen(def->debuglink);
 	struct gw_executable *e;
 	char *pos;
 
@@ -82,9 +65,9 @@ struct gw_executable *gw_executable_new(const struct gw_executable_def *def)
 	gw_id_set(&e->id, def->id, def->id_len);
 	e->id_kind = def->id_kind;
 	pos = (char *)(e + 1);
-	e->file_name = scopy(&pos, def->file_name);
-	e->path = scopy(&pos, def->path);
-	e->debuglink = scopy(&pos, def->debuglink);
+	e->file_name = gw_scopy(&pos, def->file_name);
+	e->path = gw_scopy(&pos, def->path);
+	e->debuglink = gw_scopy(&pos, def->debuglink);
 	e->file_size = def->file_size;
 	if (def->gnu_build_id_len)
 		gw_id_set(&e->gnu_build_id, def->gnu_build_id, def->gnu_build_id_len);
@@ -106,7 +89,7 @@ static int module_cmp(const void *a, const void *b)
 
 struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 {
-	size_t extra = slen(def->release) + slen(def->boot_id);
+	size_t extra = gw_slen(def->release) + gw_slen(def->boot_id);
 	struct gw_kernel_module *mods;
 	struct gw_kernel *k;
 	char *pos;
@@ -116,7 +99,7 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 		return NULL;
 	}
 	for (uint32_t i = 0; i < def->n_modules; i++)
-		extra += slen(def->modules[i].name);
+		extra += gw_slen(def->modules[i].name);
 	k = calloc(1, sizeof(*k) + def->n_modules * sizeof(*mods) + extra);
 	if (!k)
 		return NULL;
@@ -126,13 +109,13 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 	gw_id_set(&k->id, def->id, def->id_len);
 	mods = (struct gw_kernel_module *)(k + 1);
 	pos = (char *)(mods + def->n_modules);
-	k->release = scopy(&pos, def->release);
-	k->boot_id = scopy(&pos, def->boot_id);
+	k->release = gw_scopy(&pos, def->release);
+	k->boot_id = gw_scopy(&pos, def->boot_id);
 	if (def->build_id_len)
 		gw_id_set(&k->build_id, def->build_id, def->build_id_len);
 	for (uint32_t i = 0; i < def->n_modules; i++) {
 		mods[i] = def->modules[i];
-		mods[i].name = scopy(&pos, def->modules[i].name);
+		mods[i].name = gw_scopy(&pos, def->modules[i].name);
 	}
 	qsort(mods, def->n_modules, sizeof(*mods), module_cmp);
 	k->modules = mods;
@@ -163,7 +146,7 @@ struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, s
 
 struct gw_function *gw_function_new(const struct gw_function_def *def)
 {
-	size_t extra = slen(def->runtime) + slen(def->name) + slen(def->file_name);
+	size_t extra = gw_slen(def->runtime) + gw_slen(def->name) + gw_slen(def->file_name);
 	struct gw_function *f;
 	char *pos;
 
@@ -179,9 +162,9 @@ struct gw_function *gw_function_new(const struct gw_function_def *def)
 	f->obj.bytes = (uint32_t)SR_MIN(sizeof(*f) + extra + 64, UINT32_MAX);
 	gw_id_set(&f->id, def->id, def->id_len);
 	pos = (char *)(f + 1);
-	f->runtime = scopy(&pos, def->runtime);
-	f->name = scopy(&pos, def->name);
-	f->file_name = scopy(&pos, def->file_name);
+	f->runtime = gw_scopy(&pos, def->runtime);
+	f->name = gw_scopy(&pos, def->name);
+	f->file_name = gw_scopy(&pos, def->file_name);
 	f->start_line = def->start_line;
 	return f;
 }
@@ -453,44 +436,6 @@ bool gw_slot__set_once(_Atomic(void *) *slot, void *v)
 {
 	void *expected = NULL;
 	return atomic_compare_exchange_strong_explicit(slot, &expected, v, memory_order_acq_rel, memory_order_acquire);
-}
-
-/* ---- lines ---- */
-
-struct gw_lines *gw_lines_new(const struct gw_line *lines, uint32_t n)
-{
-	size_t extra = 0;
-	struct gw_lines *l;
-	char *pos;
-
-	for (uint32_t i = 0; i < n; i++)
-		extra += slen(lines[i].function) + slen(lines[i].system_name) + slen(lines[i].file);
-	l = malloc(sizeof(*l) + n * sizeof(l->lines[0]) + extra);
-	if (!l)
-		return NULL;
-	l->n = n;
-	pos = (char *)(l->lines + n);
-	for (uint32_t i = 0; i < n; i++) {
-		l->lines[i] = lines[i];
-		l->lines[i].function = scopy(&pos, lines[i].function);
-		l->lines[i].system_name = scopy(&pos, lines[i].system_name);
-		l->lines[i].file = scopy(&pos, lines[i].file);
-	}
-	return l;
-}
-
-size_t gw_lines__bytes(const struct gw_lines *lines)
-{
-	size_t b = sizeof(*lines) + lines->n * sizeof(lines->lines[0]);
-
-	for (uint32_t i = 0; i < lines->n; i++)
-		b += slen(lines->lines[i].function) + slen(lines->lines[i].system_name) + slen(lines->lines[i].file);
-	return b;
-}
-
-void gw_lines_free(struct gw_lines *l)
-{
-	free(l);
 }
 
 bool gw_location__set_lines(struct gw_location *l, struct gw_lines *lines)

@@ -229,15 +229,38 @@ struct gw_line {
 	uint32_t start_line;	 /* function's first line, 0 when unknown */
 };
 
-/* Immutable; one allocation holding the strings. Innermost (inlined) first. */
+struct gw_lines_table;
+
+/*
+ * Immutable; one allocation holding the strings. Innermost (inlined) first.
+ * Reference counted: lines from a gw_lines_table (lines.c) are shared by
+ * every location with the same lines (all addresses of a function named by
+ * its symbol alone share one), others have one owner.
+ */
 struct gw_lines {
 	uint32_t n;
+	atomic_uint refs;	      /* changed under table's lock while table is set */
+	struct gw_lines_table *table; /* NULL: not shared */
+	struct gw_lines *hash_next;
+	uint64_t hash;
 	struct gw_line lines[];
 };
 
-/* Builds a gw_lines copying every string (NULL becomes ""); NULL + errno. */
+/* Builds a gw_lines copying every string (NULL becomes ""), not shared; NULL + errno. */
 struct gw_lines *gw_lines_new(const struct gw_line *lines, uint32_t n);
+/* Drops a reference (NULL-safe); the last one frees it (and takes it out of its table). */
 void gw_lines_free(struct gw_lines *l);
+
+/* Shared lines: a table of them, bounded by the locations that hold them. */
+struct gw_lines_table *gw_lines_table_new(void);
+/* Every entry must have been dropped (the locations holding them freed). */
+void gw_lines_table_free(struct gw_lines_table *t);
+/* A reference to lines equal to (lines, n): the table's or a new one added to it; NULL + errno. */
+struct gw_lines *gw_lines_table__intern(struct gw_lines_table *t, const struct gw_line *lines, uint32_t n);
+struct gw_lines_table_stats {
+	uint64_t entries, bytes, hits, misses;
+};
+void gw_lines_table__stats(struct gw_lines_table *t, struct gw_lines_table_stats *ret);
 
 struct gw_location {
 	struct gw_obj obj;
@@ -392,6 +415,12 @@ struct gw_stores;
  * processor uses.
  */
 bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines);
+/*
+ * The table of lines its locations share (lines.c). A location is charged
+ * its lines in full even when it shares them, so a store's bytes bound the
+ * memory it holds from above.
+ */
+struct gw_lines_table *gw_stores__lines(struct gw_stores *s);
 
 /* limits may be NULL (defaults); zero members mean the default. NULL + errno. */
 struct gw_stores *gw_stores_new(const struct gw_store_limits *limits);

@@ -258,6 +258,22 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 				"instead of evicted).",
 				lbl, (double)st.second_chances);
 	}
+	{
+		struct gw_lines_table_stats ls;
+
+		gw_lines_table__stats(gw_stores__lines(rt->stores), &ls);
+		gw_metrics__add(w, "stackrelay_gateway_shared_lines", GW_METRIC_GAUGE,
+				"Symbolized lines shared by locations (every address of a function named by its symbol "
+				"shares one copy).",
+				NULL, (double)ls.entries);
+		gw_metrics__add(w, "stackrelay_gateway_shared_lines_bytes", GW_METRIC_GAUGE,
+				"Bytes of the shared lines (each location sharing them is charged them in full to its "
+				"store).",
+				NULL, (double)ls.bytes);
+		gw_metrics__add(w, "stackrelay_gateway_shared_lines_hits_total", GW_METRIC_COUNTER,
+				"Symbolized locations given lines another location already had.", NULL,
+				(double)ls.hits);
+	}
 	gw_metrics__add(w, "stackrelay_gateway_batches_bytes", GW_METRIC_GAUGE,
 			"Estimated heap bytes of every batch alive in the pipelines.", NULL,
 			(double)gw_profiles_live_bytes());

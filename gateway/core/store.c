@@ -44,6 +44,8 @@ struct gw_store {
 
 struct gw_stores {
 	struct gw_store s[_GW_STORE_MAX];
+	/* Symbolized lines shared by locations (lines.c); held by them, so freed after the stores. */
+	struct gw_lines_table *lines;
 };
 
 static const char *const store_names[_GW_STORE_MAX] = {
@@ -139,6 +141,11 @@ struct gw_stores *gw_stores_new(const struct gw_store_limits *limits)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	s->lines = gw_lines_table_new();
+	if (!s->lines) {
+		free(s);
+		return NULL;
+	}
 	if ((r = store_init(&s->s[GW_STORE_EXECUTABLES], l.executable_bytes)) < 0 ||
 	    (r = store_init(&s->s[GW_STORE_KERNELS], l.kernel_bytes)) < 0 ||
 	    (r = store_init(&s->s[GW_STORE_LOCATIONS], l.location_bytes)) < 0 ||
@@ -161,6 +168,7 @@ void gw_stores_free(struct gw_stores *s)
 	store_fini(&s->s[GW_STORE_FUNCTIONS]);
 	store_fini(&s->s[GW_STORE_KERNELS]);
 	store_fini(&s->s[GW_STORE_EXECUTABLES]);
+	gw_lines_table_free(s->lines);
 	free(s);
 }
 
@@ -573,6 +581,11 @@ struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_fram
 	if (!l)
 		return NULL;
 	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
+}
+
+struct gw_lines_table *gw_stores__lines(struct gw_stores *s)
+{
+	return s->lines;
 }
 
 bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines)

@@ -41,6 +41,8 @@ void gw_otlp_dict_free(struct dict *d)
 	free(d->stack_locs.v);
 	free(d->stacks.v);
 	free(d->attrs.v);
+	free(d->line_ranges.v);
+	gw_otlp_imap_free(&d->m_line_ranges);
 	gw_otlp_imap_free(&d->m_strings);
 	gw_otlp_imap_free(&d->m_functions);
 	gw_otlp_imap_free(&d->m_mappings);
@@ -264,6 +266,45 @@ const char *gw_otlp_jit_frame_type(const struct gw_resource *r)
 	return NULL;
 }
 
+/* Where lines are in the dictionary's line table: added once per request, shared lines included. */
+static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *ret_first, uint32_t *ret_n)
+{
+	uint64_t h = hash_ptr(lines);
+	uint32_t slot, first = d->lines.n;
+	struct d_lines *e;
+	int r;
+
+	r = gw_otlp_imap_prepare(&d->m_line_ranges);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_line_ranges, h, d->line_ranges.v[idx].key == lines, slot);
+	if (d->m_line_ranges.slots[slot]) {
+		e = &d->line_ranges.v[d->m_line_ranges.slots[slot] - 1];
+		*ret_first = e->first;
+		*ret_n = e->n;
+		return 0;
+	}
+	for (uint32_t i = 0; i < lines->n; i++) {
+		int64_t f = dict_function(d, &lines->lines[i]);
+		struct d_line *dl;
+
+		if (f < 0)
+			return (int)f;
+		r = VEC_PUSH(d->lines, dl);
+		if (r < 0)
+			return r;
+		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
+	}
+	r = VEC_PUSH(d->line_ranges, e);
+	if (r < 0)
+		return r;
+	*e = (struct d_lines){ lines, first, lines->n };
+	gw_otlp_imap_set(&d->m_line_ranges, slot, h, d->line_ranges.n - 1);
+	*ret_first = first;
+	*ret_n = lines->n;
+	return 0;
+}
+
 static int64_t dict_location(struct dict *d, const struct gw_location *l, const char *jit_type)
 {
 	uint64_t h = hash_ptr(l);
@@ -304,17 +345,10 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 	}
 	lines = gw_location__lines(l);
 	loc.first_line = d->lines.n;
-	for (uint32_t i = 0; lines && i < lines->n; i++) {
-		int64_t f = dict_function(d, &lines->lines[i]);
-		struct d_line *dl;
-
-		if (f < 0)
-			return f;
-		r = VEC_PUSH(d->lines, dl);
+	if (lines) {
+		r = dict_lines(d, lines, &loc.first_line, &loc.n_lines);
 		if (r < 0)
 			return r;
-		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
-		loc.n_lines++;
 	}
 	r = VEC_PUSH(d->locations, e);
 	if (r < 0)

@@ -157,6 +157,12 @@ struct d_location {
 	uint32_t first_line, n_lines;
 };
 
+/* A location's lines already in the dictionary: shared lines are added once (core/lines.c). */
+struct d_lines {
+	const struct gw_lines *key;
+	uint32_t first, n;
+};
+
 struct d_stack {
 	const struct gw_stack *key;
 	uint32_t first, n;
@@ -182,7 +188,8 @@ struct dict {
 	VEC(int32_t) stack_locs;
 	VEC(struct d_stack) stacks;
 	VEC(struct d_attr) attrs;
-	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs;
+	VEC(struct d_lines) line_ranges;
+	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs, m_line_ranges;
 	/* Strings we formatted ourselves (hex build IDs, numbers), freed at the end. */
 	VEC(char *) owned;
 };

@@ -74,11 +74,13 @@ static void exe_map_free(struct exe_map *m)
 /* Publishes lines on l (charged to the locations store); returns true when this call set them. */
 static bool publish(struct sp *sp, struct gw_location *l, const struct gw_line *lines, uint32_t n)
 {
-	struct gw_lines *gl = gw_lines_new(lines, n);
+	struct gw_stores *stores = gw_runtime__stores(sp->c->runtime);
+	/* Shared with every location of the same lines (every address of a function named by its symbol). */
+	struct gw_lines *gl = gw_lines_table__intern(gw_stores__lines(stores), lines, n);
 
 	if (!gl)
 		return false;
-	if (!gw_stores__set_lines(gw_runtime__stores(sp->c->runtime), l, gl)) {
+	if (!gw_stores__set_lines(stores, l, gl)) {
 		gw_lines_free(gl);
 		return false;
 	}

@@ -88,17 +88,21 @@ static void gen_definitions(struct gen *g)
 		assert_non_null(l);
 		if (kind) {
 			struct gw_line lines[3];
-			uint32_t n = 1 + rnd_below(3);
+			/* Shared lines (as the symbolize processor makes them) from a small set, so that
+			 * locations of one request share them; the others each their own. */
+			bool shared = rnd_below(2);
+			uint32_t n = 1 + rnd_below(shared ? 2 : 3);
 			for (uint32_t k = 0; k < n; k++)
 				lines[k] = (struct gw_line){
-					.function = funcs[rnd_below(5)],
-					.system_name = rnd_below(2) ? "" : "_Z3runv",
-					.file = files[rnd_below(4)],
-					.line = rnd_below(1000),
-					.column = rnd_below(3),
-					.start_line = rnd_below(50),
+					.function = funcs[rnd_below(shared ? 2 : 5)],
+					.system_name = shared || rnd_below(2) ? "" : "_Z3runv",
+					.file = files[rnd_below(shared ? 1 : 4)],
+					.line = shared ? rnd_below(2) : rnd_below(1000),
+					.column = shared ? 0 : rnd_below(3),
+					.start_line = shared ? 0 : rnd_below(50),
 				};
-			struct gw_lines *gl = gw_lines_new(lines, n);
+			struct gw_lines *gl = shared ? gw_lines_table__intern(gw_stores__lines(g->stores), lines, n)
+						     : gw_lines_new(lines, n);
 			assert_non_null(gl);
 			if (!gw_location__set_lines(l, gl))
 				gw_lines_free(gl);
