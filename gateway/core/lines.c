@@ -160,9 +160,9 @@ static bool str_eq(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static bool lines_eq(const struct gw_lines *have, const struct gw_line *want, uint32_t n)
+bool gw_lines__equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n)
 {
-	if (have->n != n)
+	if (!have || have->n != n)
 		return false;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct gw_line *a = &have->lines[i], *b = &want[i];
@@ -202,7 +202,7 @@ static void grow_locked(struct gw_lines_table *t)
 static struct gw_lines *find_locked(struct gw_lines_table *t, uint64_t h, const struct gw_line *lines, uint32_t n)
 {
 	for (struct gw_lines *l = t->buckets[h & (t->n_buckets - 1)]; l; l = l->hash_next) {
-		if (l->hash == h && lines_eq(l, lines, n)) {
+		if (l->hash == h && gw_lines__equal(l, lines, n)) {
 			atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
 			t->stats.hits++;
 			return l;

@@ -38,6 +38,9 @@ static inline const char *gw_scopy(char **pos, const char *s)
 /* What a location without lines is charged to its store (the object and its index overhead). */
 #define GW_LOCATION_BYTES (sizeof(struct gw_location) + 64)
 
+/* have (NULL: none) holds the n lines of want, strings compared by content (NULL as ""). */
+bool gw_lines__equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n);
+
 /* Each returns an object with one reference (the caller's), not indexed. */
 struct gw_executable *gw_executable_new(const struct gw_executable_def *def);
 struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def);

@@ -201,17 +201,18 @@ struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, str
 
 	if (id_len == 0 || id_len > GW_ID_MAX)
 		goto fail_einval;
-	s = calloc(1, sizeof(*s) + n * sizeof(s->locations[0]));
+	s = calloc(1, sizeof(*s) + n * sizeof(s->locations[0]) + id_len);
 	if (!s)
 		goto fail;
 	atomic_init(&s->obj.refs, 1);
 	s->obj.type = GW_OBJ_STACK;
-	s->obj.bytes = (uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->locations[0]) + 64, UINT32_MAX);
-	gw_id_set(&s->id, id, id_len);
+	s->obj.bytes = (uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->locations[0]) + id_len + 64, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
 	if (n)
 		memcpy(s->locations, locations, n * sizeof(*locations));
+	s->id_len = (uint8_t)id_len;
+	memcpy(s->locations + n, id, id_len);
 	return s;
 
 fail_einval:

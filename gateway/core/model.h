@@ -293,14 +293,20 @@ size_t gw_lines__bytes(const struct gw_lines *lines);
 
 struct gw_stack {
 	struct gw_obj obj;
-	struct gw_id id;
 	bool truncated;
 	/* Every location has its lines (set once, by the symbolize processor: lines never change after). */
 	atomic_bool symbolized;
+	uint8_t id_len; /* the ID's bytes follow the locations (gw_stack__id()) */
 	uint32_t n_locations;
 	atomic_uint_fast64_t scratch_epoch; /* receiver scratch, as in gw_executable */
 	struct gw_location *locations[];    /* leaf first; each a reference */
 };
+
+/* The stack's ID (id_len bytes): stored at its length, not GW_ID_MAX, as a fleet holds millions of stacks. */
+static inline const uint8_t *gw_stack__id(const struct gw_stack *s)
+{
+	return (const uint8_t *)(s->locations + s->n_locations);
+}
 
 /* Set-once slot helpers for the symbolizer's per-definition data. */
 static inline void *gw_slot__get(_Atomic(void *) *slot)

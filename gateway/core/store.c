@@ -328,39 +328,30 @@ struct key {
 	uint32_t n_lines;
 };
 
-static const struct gw_id *obj_id(const struct gw_obj *o)
+/* The ID bytes of an executable, kernel, stack or function. */
+static const uint8_t *obj_id(const struct gw_obj *o, size_t *ret_len)
 {
+	const struct gw_id *id;
+
 	switch (o->type) {
 	case GW_OBJ_EXECUTABLE:
-		return &((const struct gw_executable *)o)->id;
+		id = &((const struct gw_executable *)o)->id;
+		break;
 	case GW_OBJ_KERNEL:
-		return &((const struct gw_kernel *)o)->id;
+		id = &((const struct gw_kernel *)o)->id;
+		break;
 	case GW_OBJ_STACK:
-		return &((const struct gw_stack *)o)->id;
+		*ret_len = ((const struct gw_stack *)o)->id_len;
+		return gw_stack__id((const struct gw_stack *)o);
 	case GW_OBJ_FUNCTION:
-		return &((const struct gw_function *)o)->id;
+		id = &((const struct gw_function *)o)->id;
+		break;
 	default:
+		*ret_len = 0;
 		return NULL;
 	}
-}
-
-static bool str_equal(const char *a, const char *b)
-{
-	return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
-static bool lines_equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n)
-{
-	if (!have || have->n != n)
-		return false;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct gw_line *a = &have->lines[i], *b = &want[i];
-		if (a->line != b->line || a->column != b->column || a->start_line != b->start_line ||
-		    !str_equal(a->function, b->function) || !str_equal(a->system_name, b->system_name) ||
-		    !str_equal(a->file, b->file))
-			return false;
-	}
-	return true;
+	*ret_len = id->len;
+	return id->bytes;
 }
 
 static bool key_match(const struct key *k, const struct gw_obj *o)
@@ -375,10 +366,11 @@ static bool key_match(const struct key *k, const struct gw_obj *o)
 		if (l->kind != k->kind || l->address != k->address || owner != k->owner || l->line != k->line ||
 		    l->preset != k->preset)
 			return false;
-		return !k->preset || lines_equal(gw_location__lines(l), k->lines, k->n_lines);
+		return !k->preset || gw_lines__equal(gw_location__lines(l), k->lines, k->n_lines);
 	}
-	const struct gw_id *id = obj_id(o);
-	return id->len == k->id_len && memcmp(id->bytes, k->id, k->id_len) == 0;
+	size_t len;
+	const uint8_t *id = obj_id(o, &len);
+	return len == k->id_len && memcmp(id, k->id, len) == 0;
 }
 
 static void key_for_id(struct key *k, enum gw_obj_type type, const void *id, size_t len)

@@ -69,7 +69,7 @@ static void test_store_interning(void **state)
 	assert_int_equal(a->n_locations, 3);
 	assert_ptr_equal(a->locations[0]->exe, e1);
 	/* Lookups by ID */
-	struct gw_stack *c = gw_stores__stack(s, a->id.bytes, a->id.len);
+	struct gw_stack *c = gw_stores__stack(s, gw_stack__id(a), a->id_len);
 	assert_ptr_equal(c, a);
 	assert_null(gw_stores__stack(s, "nope", 4));
 	gw_stores__stats(s, GW_STORE_STACKS, &st);
@@ -107,7 +107,7 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	assert_true(st.entries < 500);
 	/* The first one is evicted from the index but our reference still works. */
 	struct gw_stack *first = held[0];
-	assert_null(gw_stores__stack(s, first->id.bytes, first->id.len));
+	assert_null(gw_stores__stack(s, gw_stack__id(first), first->id_len));
 	assert_int_equal(first->n_locations, 2);
 	assert_ptr_equal(first->locations[1]->exe, e);
 	/* The newest is still there. */
@@ -152,7 +152,7 @@ static void test_store_second_chance(void **state)
 	assert_true(st.bytes <= 4096);
 	assert_true(st.evictions > 0);
 	assert_true(st.second_chances > 0);
-	again = gw_stores__stack(s, first->id.bytes, first->id.len);
+	again = gw_stores__stack(s, gw_stack__id(first), first->id_len);
 	assert_ptr_equal(again, first);
 	gw_stack__unref(again);
 	/* Locations: those of stored (referencing) stacks stay; re-interning one finds the same object. */
@@ -481,7 +481,7 @@ static void *hammer(void *p)
 		int n = (int)(rand_r(&a->seed) % 300);
 		struct gw_executable *e = exe(a->s, n % 5);
 		struct gw_stack *st = stack(a->s, e, n, 1 + (uint32_t)(n % 6));
-		struct gw_stack *again = gw_stores__stack(a->s, st->id.bytes, st->id.len);
+		struct gw_stack *again = gw_stores__stack(a->s, gw_stack__id(st), st->id_len);
 		if (st->locations[0]->exe != e && st->locations[0]->exe->id.bytes[0] != e->id.bytes[0])
 			abort();
 		gw_stack__unref(again);
