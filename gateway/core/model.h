@@ -87,7 +87,7 @@ const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size);
 
 /* Shared header of store objects; private to model.c/store.c. */
 struct gw_obj {
-	atomic_uint_fast32_t refs;
+	atomic_uint refs;
 	uint32_t bytes; /* memory charged to the store */
 	uint64_t hash;
 	struct gw_obj *lru_prev, *lru_next, *hash_next;
@@ -262,19 +262,20 @@ struct gw_lines_table_stats {
 };
 void gw_lines_table__stats(struct gw_lines_table *t, struct gw_lines_table_stats *ret);
 
+/* Members ordered without padding: a fleet's gateway holds millions. */
 struct gw_location {
 	struct gw_obj obj;
-	enum gw_frame_kind kind;
 	uint64_t address;
 	struct gw_executable *exe;		/* USER: a reference; else NULL */
 	struct gw_kernel *kernel;		/* KERNEL: a reference; else NULL */
 	struct gw_function *function;		/* INTERPRETED, JIT: a reference; else NULL */
-	uint32_t line;				/* INTERPRETED: the source line (0: unknown); else 0 */
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
-	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
-	bool preset;
+	enum gw_frame_kind kind;
+	uint32_t line; /* INTERPRETED: the source line (0: unknown); else 0 */
 	/* Stored (indexed) stacks holding it; under the locations store's lock (store.c). */
 	int32_t stack_holds;
+	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
+	bool preset;
 };
 
 /* NULL while unsymbolized; safe from any thread. */

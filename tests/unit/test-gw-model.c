@@ -105,9 +105,16 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	assert_true(st.bytes <= 4096);
 	assert_true(st.evictions > 0);
 	assert_true(st.entries < 500);
-	/* The first one is evicted from the index but our reference still works. */
-	struct gw_stack *first = held[0];
-	assert_null(gw_stores__stack(s, gw_stack__id(first), first->id_len));
+	/* An early one is evicted from the index (which ones depends on second chances) but our reference still
+	 * works. */
+	struct gw_stack *first = NULL;
+	for (int i = 0; i < 500 && !first; i++) {
+		struct gw_stack *again = gw_stores__stack(s, gw_stack__id(held[i]), held[i]->id_len);
+		if (!again)
+			first = held[i];
+		gw_stack__unref(again);
+	}
+	assert_non_null(first);
 	assert_int_equal(first->n_locations, 2);
 	assert_ptr_equal(first->locations[1]->exe, e);
 	/* The newest is still there. */
@@ -117,8 +124,10 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	struct gw_stack *l = gw_stores__stack(s, id, sizeof(id));
 	assert_non_null(l);
 	gw_stack__unref(l);
-	for (int i = 1; i < 500; i++)
-		gw_stack__unref(held[i]);
+	uint64_t first_address = first->locations[0]->address;
+	for (int i = 0; i < 500; i++)
+		if (held[i] != first)
+			gw_stack__unref(held[i]);
 	/* Lowering the bound evicts at once. */
 	gw_stores__set_limit(s, GW_STORE_STACKS, 1024);
 	gw_stores__stats(s, GW_STORE_STACKS, &st);
@@ -128,7 +137,7 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	gw_stores__stats(s, GW_STORE_STACKS, &st);
 	assert_int_equal(st.limit_bytes, GW_STORE_DEFAULT_STACK_BYTES);
 	gw_stores_free(s); /* objects referenced outside outlive the stores */
-	assert_int_equal(first->locations[0]->address, 0x1000);
+	assert_int_equal(first->locations[0]->address, first_address);
 	gw_stack__unref(first);
 	gw_executable__unref(e);
 }
