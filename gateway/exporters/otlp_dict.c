@@ -51,6 +51,7 @@ void gw_otlp_dict_free(struct dict *d)
 	gw_otlp_imap_free(&d->m_attrs);
 }
 
+/* A bijection of the pointer's bits (xor-shifts and an odd multiplier): equal hashes are equal pointers. */
 static uint64_t hash_ptr(const void *p)
 {
 	uint64_t x = (uint64_t)(uintptr_t)p;
@@ -78,8 +79,8 @@ int64_t gw_otlp_dict_string(struct dict *d, const char *s)
 	if (r < 0)
 		return r;
 	IMAP_FIND(&d->m_strings, h, d->strings.v[idx].len == len && memcmp(d->strings.v[idx].s, s, len) == 0, slot);
-	if (d->m_strings.slots[slot])
-		return d->m_strings.slots[slot] - 1;
+	if (gw_otlp_imap_at(&d->m_strings, slot))
+		return gw_otlp_imap_at(&d->m_strings, slot) - 1;
 	r = VEC_PUSH(d->strings, e);
 	if (r < 0)
 		return r;
@@ -131,8 +132,8 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 	if (r < 0)
 		return r;
 	IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
-	if (d->m_functions.slots[slot])
-		return d->m_functions.slots[slot] - 1;
+	if (gw_otlp_imap_at(&d->m_functions, slot))
+		return gw_otlp_imap_at(&d->m_functions, slot) - 1;
 	r = VEC_PUSH(d->functions, e);
 	if (r < 0)
 		return r;
@@ -178,8 +179,8 @@ int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a)
 	if (r < 0)
 		return r;
 	IMAP_FIND(&d->m_attrs, h, memcmp(&d->attrs.v[idx], &x, sizeof(x)) == 0, slot);
-	if (d->m_attrs.slots[slot])
-		return d->m_attrs.slots[slot] - 1;
+	if (gw_otlp_imap_at(&d->m_attrs, slot))
+		return gw_otlp_imap_at(&d->m_attrs, slot) - 1;
 	r = VEC_PUSH(d->attrs, e);
 	if (r < 0)
 		return r;
@@ -208,9 +209,9 @@ static int64_t dict_mapping(struct dict *d, const void *key, const char *filenam
 	r = gw_otlp_imap_prepare(&d->m_mappings);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_mappings, h, d->mappings.v[idx].key == key, slot);
-	if (d->m_mappings.slots[slot])
-		return d->m_mappings.slots[slot] - 1;
+	IMAP_FIND(&d->m_mappings, h, true, slot); /* hash_ptr() is a bijection */
+	if (gw_otlp_imap_at(&d->m_mappings, slot))
+		return gw_otlp_imap_at(&d->m_mappings, slot) - 1;
 	fn = gw_otlp_dict_string(d, filename);
 	if (fn < 0)
 		return fn;
@@ -277,9 +278,9 @@ static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *re
 	r = gw_otlp_imap_prepare(&d->m_line_ranges);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_line_ranges, h, d->line_ranges.v[idx].key == lines, slot);
-	if (d->m_line_ranges.slots[slot]) {
-		e = &d->line_ranges.v[d->m_line_ranges.slots[slot] - 1];
+	IMAP_FIND(&d->m_line_ranges, h, true, slot); /* hash_ptr() is a bijection */
+	if (gw_otlp_imap_at(&d->m_line_ranges, slot)) {
+		e = &d->line_ranges.v[gw_otlp_imap_at(&d->m_line_ranges, slot) - 1];
 		*ret_first = e->first;
 		*ret_n = e->n;
 		return 0;
@@ -318,9 +319,9 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 	if (r < 0)
 		return r;
 	/* Found by pointer: a location already in the dictionary is not read (a cache miss saved). */
-	IMAP_FIND(&d->m_locations, h, d->locations.v[idx].key == l, slot);
-	if (d->m_locations.slots[slot])
-		return d->m_locations.slots[slot] - 1;
+	IMAP_FIND(&d->m_locations, h, true, slot); /* hash_ptr() is a bijection */
+	if (gw_otlp_imap_at(&d->m_locations, slot))
+		return gw_otlp_imap_at(&d->m_locations, slot) - 1;
 	loc = (struct d_location){ .key = l, .address = l->address };
 
 	if (l->kind == GW_FRAME_USER && l->exe) {
@@ -369,9 +370,9 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 	r = gw_otlp_imap_prepare(&d->m_stacks);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_stacks, h, d->stacks.v[idx].key == s, slot);
-	if (d->m_stacks.slots[slot])
-		return d->m_stacks.slots[slot] - 1;
+	IMAP_FIND(&d->m_stacks, h, true, slot); /* hash_ptr() is a bijection */
+	if (gw_otlp_imap_at(&d->m_stacks, slot))
+		return gw_otlp_imap_at(&d->m_stacks, slot) - 1;
 	r = gw_otlp_vec_grow((void **)&d->stack_locs.v, &d->stack_locs.cap, sizeof(int32_t),
 			     d->stack_locs.n + s->n_locations);
 	if (r < 0)

@@ -18,36 +18,39 @@
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 
+/*
+ * A slot keeps its hash beside its index: a probe reads one cache line, and
+ * a map keyed by pointer (whose hash, hash_ptr(), is a bijection) needs no
+ * other read to know it found its key. Maps of a big request's locations
+ * outgrow the caches, so that is one miss a lookup instead of three.
+ */
+struct imap_slot {
+	uint64_t hash;
+	uint32_t idx1; /* index + 1; 0 empty */
+};
+
 struct imap {
-	uint64_t *hashes;
-	uint32_t *slots; /* index + 1; 0 empty */
+	struct imap_slot *slots;
 	uint32_t cap, n;
 };
 
 static inline int gw_otlp_imap_grow(struct imap *m)
 {
 	uint32_t cap = m->cap ? m->cap * 2 : 256;
-	uint64_t *h = calloc(cap, sizeof(*h));
-	uint32_t *s = calloc(cap, sizeof(*s));
+	struct imap_slot *s = calloc(cap, sizeof(*s));
 
-	if (!h || !s) {
-		free(h);
-		free(s);
+	if (!s)
 		return -ENOMEM;
-	}
 	for (uint32_t i = 0; i < m->cap; i++) {
 		uint32_t j;
 
-		if (!m->slots[i])
+		if (!m->slots[i].idx1)
 			continue;
-		for (j = (uint32_t)m->hashes[i] & (cap - 1); s[j]; j = (j + 1) & (cap - 1))
+		for (j = (uint32_t)m->slots[i].hash & (cap - 1); s[j].idx1; j = (j + 1) & (cap - 1))
 			;
-		h[j] = m->hashes[i];
 		s[j] = m->slots[i];
 	}
-	free(m->hashes);
 	free(m->slots);
-	m->hashes = h;
 	m->slots = s;
 	m->cap = cap;
 	return 0;
@@ -55,26 +58,32 @@ static inline int gw_otlp_imap_grow(struct imap *m)
 
 static inline void gw_otlp_imap_free(struct imap *m)
 {
-	free(m->hashes);
 	free(m->slots);
 	*m = (struct imap){ 0 };
 }
 
-/* Finds the slot for hash whose entry eq() accepts, or the empty slot where it belongs. */
-#define IMAP_FIND(m, hash, eq_expr, ret_slot)                                                                          \
+/* Finds the slot for hash whose entry eq() accepts (idx: the entry's index), or the empty slot where it belongs. */
+#define IMAP_FIND(m, hash_, eq_expr, ret_slot)                                                                         \
 	do {                                                                                                           \
-		uint32_t j_ = (uint32_t)(hash) & ((m)->cap - 1);                                                       \
+		uint32_t j_ = (uint32_t)(hash_) & ((m)->cap - 1);                                                      \
 		for (;; j_ = (j_ + 1) & ((m)->cap - 1)) {                                                              \
-			if (!(m)->slots[j_])                                                                           \
+			if (!(m)->slots[j_].idx1)                                                                      \
 				break;                                                                                 \
-			if ((m)->hashes[j_] == (hash)) {                                                               \
-				uint32_t idx = (m)->slots[j_] - 1;                                                     \
+			if ((m)->slots[j_].hash == (hash_)) {                                                          \
+				uint32_t idx = (m)->slots[j_].idx1 - 1;                                                \
+				(void)idx;                                                                             \
 				if (eq_expr)                                                                           \
 					break;                                                                         \
 			}                                                                                              \
 		}                                                                                                      \
 		(ret_slot) = j_;                                                                                       \
 	} while (0)
+
+/* The index + 1 of the entry in slot (from IMAP_FIND), 0 when the slot is empty. */
+static inline uint32_t gw_otlp_imap_at(const struct imap *m, uint32_t slot)
+{
+	return m->slots[slot].idx1;
+}
 
 static inline int gw_otlp_imap_prepare(struct imap *m)
 {
@@ -86,8 +95,7 @@ static inline int gw_otlp_imap_prepare(struct imap *m)
 
 static inline void gw_otlp_imap_set(struct imap *m, uint32_t slot, uint64_t hash, uint32_t idx)
 {
-	m->hashes[slot] = hash;
-	m->slots[slot] = idx + 1;
+	m->slots[slot] = (struct imap_slot){ hash, idx + 1 };
 	m->n++;
 }
 

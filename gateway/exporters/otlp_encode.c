@@ -111,11 +111,8 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 
 	e->samples.n = 0;
 	e->sample_attrs.n = 0;
-	if (merge) {
-		free(e->merge.hashes);
-		free(e->merge.slots);
-		e->merge = (struct imap){ 0 };
-	}
+	if (merge)
+		gw_otlp_imap_free(&e->merge);
 	for (uint32_t k = from; k < to; k++) {
 		const struct gw_sample *s = &r->samples[e->order.v[k]];
 		int64_t stack = gw_otlp_dict_stack(&e->d, s->stack, jit_type);
@@ -135,9 +132,9 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 				return ret;
 			IMAP_FIND(&e->merge, h, e->samples.v[idx].stack == stack && e->samples.v[idx].n_attrs == 0,
 				  slot);
-			if (e->merge.slots[slot]) {
-				e->samples.v[e->merge.slots[slot] - 1].count += s->count;
-				e->samples.v[e->merge.slots[slot] - 1].off_cpu_ns += s->off_cpu_ns;
+			if (gw_otlp_imap_at(&e->merge, slot)) {
+				e->samples.v[gw_otlp_imap_at(&e->merge, slot) - 1].count += s->count;
+				e->samples.v[gw_otlp_imap_at(&e->merge, slot) - 1].off_cpu_ns += s->off_cpu_ns;
 				continue;
 			}
 			ret = VEC_PUSH(e->samples, ps);
