@@ -3,49 +3,47 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include "gzip.h"
 #include "macro.h"
 
+/* zlib's Z_DEFAULT_COMPRESSION means its level 6. */
+#define SR_GZIP_DEFAULT_LEVEL 6
+
+/*
+ * Compression is libdeflate's: one call on a whole buffer, the same gzip
+ * format as zlib's, about 2.5 times faster at level 1 (bench/gzip), where the
+ * gateway's exporters spent a third of their CPU in zlib's deflate().
+ * Decompression (sr_gunzip) stays zlib's, which streams under a size limit.
+ */
 int sr_gzip(const void *in, size_t len, int level, uint8_t **ret, size_t *ret_len)
 {
-	z_stream z = { 0 };
-	uLong bound;
+	struct libdeflate_compressor *c;
+	size_t bound, n;
 	uint8_t *out;
-	int zr;
 
 	if (!ret || !ret_len || (!in && len > 0) || level < Z_DEFAULT_COMPRESSION || level > Z_BEST_COMPRESSION)
 		return -EINVAL;
-	/* One deflate() call: avail_in is a uInt, a larger buffer would be cut silently. */
-	if (len > UINT_MAX)
-		return -EFBIG;
-	/* windowBits 15 + 16: a gzip wrapper, which Content-Encoding: gzip means. */
-	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+	c = libdeflate_alloc_compressor(level == Z_DEFAULT_COMPRESSION ? SR_GZIP_DEFAULT_LEVEL : level);
+	if (!c)
 		return -ENOMEM;
-	/* deflateBound() is enough for Z_FINISH in one call: no output loop. */
-	bound = deflateBound(&z, (uLong)len);
-	if (bound > UINT_MAX) {
-		deflateEnd(&z);
-		return -EFBIG;
-	}
+	bound = libdeflate_gzip_compress_bound(c, len);
 	out = malloc(bound ? bound : 1);
 	if (!out) {
-		deflateEnd(&z);
+		libdeflate_free_compressor(c);
 		return -ENOMEM;
 	}
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)len;
-	z.next_out = out;
-	z.avail_out = (uInt)bound;
-	zr = deflate(&z, Z_FINISH);
-	deflateEnd(&z);
-	if (zr != Z_STREAM_END) {
+	/* The bound is enough: 0 (no room) cannot happen, but is an error rather than an empty body. */
+	n = libdeflate_gzip_compress(c, in ? in : "", len, out, bound);
+	libdeflate_free_compressor(c);
+	if (n == 0) {
 		free(out);
 		return -EIO;
 	}
 	*ret = out;
-	*ret_len = z.total_out;
+	*ret_len = n;
 	return 0;
 }
 

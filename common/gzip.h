@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 /*
- * Compresses in[0..len) at zlib level (0..9, or -1 for zlib's default) into
- * one malloc()ed gzip member. Returns 0 with *ret (free() it) and *ret_len
- * set; -EINVAL for a bad level or a NULL output, -EFBIG when len does not fit
- * zlib's 32-bit counters, -ENOMEM, or -EIO when zlib fails. On error the
- * outputs are untouched.
+ * Compresses in[0..len) at a zlib level (0..9, or -1 for zlib's default, 6)
+ * into one malloc()ed gzip member (libdeflate's compressor). Returns 0 with
+ * *ret (free() it) and *ret_len set; -EINVAL for a bad level or a NULL
+ * output, -ENOMEM, or -EIO when compression fails. On error the outputs are
+ * untouched.
  */
 int sr_gzip(const void *in, size_t len, int level, uint8_t **ret, size_t *ret_len);
 

@@ -398,8 +398,27 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 	return d->stacks.n - 1;
 }
 
-int gw_otlp_dict_init(struct dict *d)
+/*
+ * Locations a record brings to a request's dictionary, for sizing it: most
+ * records of a batch have stacks of their own (agents aggregate per stack
+ * and thread), about half of whose frames are new to the request.
+ */
+#define DICT_LOCATIONS_PER_RECORD 8
+/* Maps sized up front at most this big (16 bytes a slot); past it they grow as needed. */
+#define DICT_RESERVE_MAX (1u << 20)
+
+int gw_otlp_dict_init(struct dict *d, uint32_t records)
 {
+	uint32_t locs = (uint32_t)SR_MIN((uint64_t)records * DICT_LOCATIONS_PER_RECORD, DICT_RESERVE_MAX);
+	int r;
+
+	records = SR_MIN(records, DICT_RESERVE_MAX);
+	if ((r = gw_otlp_imap_reserve(&d->m_stacks, records)) < 0 ||
+	    (r = gw_otlp_imap_reserve(&d->m_locations, locs)) < 0 ||
+	    (r = gw_otlp_vec_grow((void **)&d->locations.v, &d->locations.cap, sizeof(*d->locations.v), locs)) < 0 ||
+	    (r = gw_otlp_vec_grow((void **)&d->stack_locs.v, &d->stack_locs.cap, sizeof(int32_t), 2 * locs)) < 0)
+		return r;
+
 	struct d_string *s;
 	struct d_function *f;
 	struct d_mapping *m;
