@@ -58,9 +58,8 @@ function schedule(total) {
   });
 }
 
-function freePort() {
-  return new Promise((r) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => r(p)); }); });
-}
+// Ports below the kernel's ephemeral range (tests/integration/ports.js says why).
+const { freePort } = require('../../tests/integration/ports.js');
 
 function get(port, p) {
   return new Promise((resolve, reject) => {
@@ -296,7 +295,15 @@ async function main() {
     replicas.map((r, i) => `  server r${i} 127.0.0.1:${ports.replicas[i]} check inter 1s fall 2 rise 2\n`).join(''));
   const lb = spawn('haproxy', ['-db', '-f', lbCfg], { stdio: ['ignore', 'ignore', fs.openSync(path.join(base, 'haproxy.log'), 'w')] });
   children.push(lb);
-  await waitUntil(() => new Promise((res) => { const s = net.connect(ports.lb, '127.0.0.1', () => { s.destroy(); res(true); }); s.on('error', () => res(false)); }), 10000, 'haproxy up');
+  // HAProxy exits at once when it cannot bind: fail then, naming its log, rather than soak with no balancer.
+  let lbExit = null;
+  lb.on('exit', (code, sig) => { lbExit = `haproxy exited (${sig || code}); see ${path.join(base, 'haproxy.log')}`; });
+  await waitUntil(() => {
+    if (lbExit) throw new Error(lbExit);
+    return new Promise((res) => { const s = net.connect(ports.lb, '127.0.0.1', () => { s.destroy(); res(true); }); s.on('error', () => res(false)); });
+  }, 10000, 'haproxy up');
+  await new Promise((r) => setTimeout(r, 200));
+  if (lbExit) throw new Error(lbExit);
   log(`${opt.replicas} replicas behind haproxy 127.0.0.1:${ports.lb}; sink ${ports.sink}; kube ${kubePort}; dir ${base}`);
 
   // Simulators.

@@ -31,6 +31,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402
 import agentlib  # noqa: E402
 
 SECONDS = 3
@@ -39,10 +40,6 @@ JIT = 5  # stackrelay.v1.FrameKind
 HOT = "hotFunction"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(cond, timeout=60):

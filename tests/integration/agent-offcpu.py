@@ -43,6 +43,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402
 import agentlib  # noqa: E402
 
 SECONDS = 4
@@ -51,10 +52,6 @@ USER = 1
 OFF_CPU = 2  # stackrelay.v1.ProfileType
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_log(proc, path, what, timeout=60):

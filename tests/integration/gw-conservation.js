@@ -23,6 +23,7 @@
 
 const assert = require('node:assert/strict');
 const net = require('node:net');
+const { freePort } = require('./ports.js');
 const crypto = require('node:crypto');
 const L = require('./gw-lib.js');
 
@@ -238,7 +239,7 @@ service:
   await step('B: connection cuts, lost answers and a gateway restart: exactly once', async () => {
     const world = L.makeWorld(30, { nExes: 5, salt: 'B' });
     // A fixed port, so the restarted gateway takes over behind the proxy.
-    const port = await new Promise((r) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => r(p)); }); });
+    const port = await freePort();
     let g1 = await L.startGateway(yaml(port), dir, [], harness);
     gws.push(g1);
     const proxy = await startProxy([g1.agentAddress], { p: 0.3 });

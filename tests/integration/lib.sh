@@ -56,8 +56,8 @@ fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 
-# A TCP port free on 127.0.0.1 now (the kernel's pick).
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A TCP port free on 127.0.0.1 now, below the kernel's ephemeral range (ports.py says why).
+free_port() { python3 "$src/tests/integration/ports.py"; }
 
 # sr_start_fake_pyroscope LIFETIME_S [ARGS...]: starts tests/fakes/fake_pyroscope.py
 # (log in $work/pyroscope.log) and sets port_pyroscope once it listens (10 s at most).

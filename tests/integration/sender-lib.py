@@ -15,6 +15,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402
+
 SOURCE_ROOT = os.environ.get("SR_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 FAKE = os.path.join(SOURCE_ROOT, "tests", "fakes", "fake-gateway.js")
 
@@ -136,10 +139,6 @@ def tmpdir():
     return tempfile.mkdtemp(prefix="sr-sender-")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gateway_metrics(port):

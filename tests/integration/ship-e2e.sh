@@ -34,7 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$src/tests/integration/ports.py"; }
 port_agent=$(free_port)
 port_metrics=$(free_port)
 port_agent_metrics=$(free_port)

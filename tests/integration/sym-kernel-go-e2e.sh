@@ -40,7 +40,7 @@ trap cleanup EXIT
 fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$src/tests/integration/ports.py"; }
 
 # The Go workload, stripped; the unstripped build is the reference for its names.
 (
