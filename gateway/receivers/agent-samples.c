@@ -239,6 +239,10 @@ static int note_wanted(struct gw_ingest_ctx *c, struct gw_stack *st)
 	if (atomic_load_explicit(&st->scratch_epoch, memory_order_relaxed) == c->epoch)
 		return 0;
 	atomic_store_explicit(&st->scratch_epoch, c->epoch, memory_order_relaxed);
+	/* Every location named already (symbolize-pass.c): no symbols or lookups are wanted for it, and one flag
+	 * saves a cache miss per location on most samples. */
+	if (atomic_load_explicit(&st->symbolized, memory_order_acquire))
+		return 0;
 	for (uint32_t i = 0; i < st->n_locations; i++) {
 		struct gw_executable *x = st->locations[i]->exe;
 		struct gw_kernel *k = st->locations[i]->kernel;
