@@ -271,15 +271,20 @@ const char *gw_otlp_jit_frame_type(const struct gw_resource *r)
 static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *ret_first, uint32_t *ret_n)
 {
 	uint64_t h = hash_ptr(lines);
-	uint32_t slot, first = d->lines.n;
+	uint32_t slot = 0, first = d->lines.n;
 	struct d_lines *e;
 	int r;
 
-	r = gw_otlp_imap_prepare(&d->m_line_ranges);
-	if (r < 0)
-		return r;
-	IMAP_FIND(&d->m_line_ranges, h, true, slot); /* hash_ptr() is a bijection */
-	if (gw_otlp_imap_at(&d->m_line_ranges, slot)) {
+	/* Lines of one location only (not from the shared table) are added without a lookup. */
+	bool shared = lines->table != NULL;
+
+	if (shared) {
+		r = gw_otlp_imap_prepare(&d->m_line_ranges);
+		if (r < 0)
+			return r;
+		IMAP_FIND(&d->m_line_ranges, h, true, slot); /* hash_ptr() is a bijection */
+	}
+	if (shared && gw_otlp_imap_at(&d->m_line_ranges, slot)) {
 		e = &d->line_ranges.v[gw_otlp_imap_at(&d->m_line_ranges, slot) - 1];
 		*ret_first = e->first;
 		*ret_n = e->n;
@@ -296,11 +301,13 @@ static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *re
 			return r;
 		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
 	}
-	r = VEC_PUSH(d->line_ranges, e);
-	if (r < 0)
-		return r;
-	*e = (struct d_lines){ lines, first, lines->n };
-	gw_otlp_imap_set(&d->m_line_ranges, slot, h, d->line_ranges.n - 1);
+	if (shared) {
+		r = VEC_PUSH(d->line_ranges, e);
+		if (r < 0)
+			return r;
+		*e = (struct d_lines){ lines, first, lines->n };
+		gw_otlp_imap_set(&d->m_line_ranges, slot, h, d->line_ranges.n - 1);
+	}
 	*ret_first = first;
 	*ret_n = lines->n;
 	return 0;
@@ -398,27 +405,8 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 	return d->stacks.n - 1;
 }
 
-/*
- * Locations a record brings to a request's dictionary, for sizing it: most
- * records of a batch have stacks of their own (agents aggregate per stack
- * and thread), about half of whose frames are new to the request.
- */
-#define DICT_LOCATIONS_PER_RECORD 8
-/* Maps sized up front at most this big (16 bytes a slot); past it they grow as needed. */
-#define DICT_RESERVE_MAX (1u << 20)
-
-int gw_otlp_dict_init(struct dict *d, uint32_t records)
+int gw_otlp_dict_init(struct dict *d)
 {
-	uint32_t locs = (uint32_t)SR_MIN((uint64_t)records * DICT_LOCATIONS_PER_RECORD, DICT_RESERVE_MAX);
-	int r;
-
-	records = SR_MIN(records, DICT_RESERVE_MAX);
-	if ((r = gw_otlp_imap_reserve(&d->m_stacks, records)) < 0 ||
-	    (r = gw_otlp_imap_reserve(&d->m_locations, locs)) < 0 ||
-	    (r = gw_otlp_vec_grow((void **)&d->locations.v, &d->locations.cap, sizeof(*d->locations.v), locs)) < 0 ||
-	    (r = gw_otlp_vec_grow((void **)&d->stack_locs.v, &d->stack_locs.cap, sizeof(int32_t), 2 * locs)) < 0)
-		return r;
-
 	struct d_string *s;
 	struct d_function *f;
 	struct d_mapping *m;

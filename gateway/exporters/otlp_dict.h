@@ -85,18 +85,6 @@ static inline uint32_t gw_otlp_imap_at(const struct imap *m, uint32_t slot)
 	return m->slots[slot].idx1;
 }
 
-/* Room for n entries without growing (a request's maps otherwise double, rehashing, from 256 slots). */
-static inline int gw_otlp_imap_reserve(struct imap *m, uint32_t n)
-{
-	while ((uint64_t)(n + 1) * 2 > m->cap) {
-		int r = gw_otlp_imap_grow(m);
-
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 static inline int gw_otlp_imap_prepare(struct imap *m)
 {
 	/* Keep the load under 1/2 so probes stay short. */
@@ -214,11 +202,8 @@ struct dict {
 	VEC(char *) owned;
 };
 
-/*
- * Element 0 of every table is the zero value. records: the sample records
- * to encode, to size the maps of stacks and locations up front. 0 or -ENOMEM.
- */
-int gw_otlp_dict_init(struct dict *d, uint32_t records);
+/* Element 0 of every table is the zero value. 0 or -ENOMEM. */
+int gw_otlp_dict_init(struct dict *d);
 void gw_otlp_dict_free(struct dict *d);
 /* Each returns the index of its entry (added when new) or -errno; s, a and st must outlive the encoding. */
 int64_t gw_otlp_dict_string(struct dict *d, const char *s);

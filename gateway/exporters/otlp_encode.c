@@ -271,11 +271,7 @@ int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *op
 	int64_t s[4];
 	int r;
 
-	uint64_t records = 0;
-
-	for (uint32_t ri = 0; ri < p->n_resources; ri++)
-		records += p->resources[ri].n_samples;
-	r = gw_otlp_dict_init(&e.d, (uint32_t)SR_MIN(records, UINT32_MAX));
+	r = gw_otlp_dict_init(&e.d);
 	if (r < 0)
 		goto out;
 	s[0] = gw_otlp_dict_string(&e.d, "samples");
