@@ -41,8 +41,7 @@ void gw_otlp_dict_free(struct dict *d)
 	free(d->stack_locs.v);
 	free(d->stacks.v);
 	free(d->attrs.v);
-	free(d->line_ranges.v);
-	gw_otlp_imap_free(&d->m_line_ranges);
+	gw_otlp_imap_free(&d->m_shared_lines);
 	gw_otlp_imap_free(&d->m_strings);
 	gw_otlp_imap_free(&d->m_functions);
 	gw_otlp_imap_free(&d->m_mappings);
@@ -230,7 +229,6 @@ static int64_t dict_mapping(struct dict *d, const void *key, const char *filenam
 	r = VEC_PUSH(d->mappings, e);
 	if (r < 0)
 		return r;
-	e->key = key;
 	e->filename = (int32_t)fn;
 	e->build_id_attr = (int32_t)attr;
 	gw_otlp_imap_set(&d->m_mappings, slot, h, d->mappings.n - 1);
@@ -267,28 +265,26 @@ const char *gw_otlp_jit_frame_type(const struct gw_resource *r)
 	return NULL;
 }
 
-/* Where lines are in the dictionary's line table: added once per request, shared lines included. */
-static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *ret_first, uint32_t *ret_n)
+/*
+ * Where lines start in the dictionary's line table. Shared lines (core/lines.c)
+ * are added once per request; a location's own lines each time it is added.
+ */
+static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *ret_first)
 {
 	uint64_t h = hash_ptr(lines);
+	bool shared = lines->table != NULL;
 	uint32_t slot = 0, first = d->lines.n;
-	struct d_lines *e;
 	int r;
 
-	/* Lines of one location only (not from the shared table) are added without a lookup. */
-	bool shared = lines->table != NULL;
-
 	if (shared) {
-		r = gw_otlp_imap_prepare(&d->m_line_ranges);
+		r = gw_otlp_imap_prepare(&d->m_shared_lines);
 		if (r < 0)
 			return r;
-		IMAP_FIND(&d->m_line_ranges, h, true, slot); /* hash_ptr() is a bijection */
-	}
-	if (shared && gw_otlp_imap_at(&d->m_line_ranges, slot)) {
-		e = &d->line_ranges.v[gw_otlp_imap_at(&d->m_line_ranges, slot) - 1];
-		*ret_first = e->first;
-		*ret_n = e->n;
-		return 0;
+		IMAP_FIND(&d->m_shared_lines, h, true, slot); /* hash_ptr() is a bijection */
+		if (gw_otlp_imap_at(&d->m_shared_lines, slot)) {
+			*ret_first = gw_otlp_imap_at(&d->m_shared_lines, slot) - 1;
+			return 0;
+		}
 	}
 	for (uint32_t i = 0; i < lines->n; i++) {
 		int64_t f = dict_function(d, &lines->lines[i]);
@@ -301,15 +297,9 @@ static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *re
 			return r;
 		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
 	}
-	if (shared) {
-		r = VEC_PUSH(d->line_ranges, e);
-		if (r < 0)
-			return r;
-		*e = (struct d_lines){ lines, first, lines->n };
-		gw_otlp_imap_set(&d->m_line_ranges, slot, h, d->line_ranges.n - 1);
-	}
+	if (shared)
+		gw_otlp_imap_set(&d->m_shared_lines, slot, h, first);
 	*ret_first = first;
-	*ret_n = lines->n;
 	return 0;
 }
 
@@ -329,7 +319,7 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 	IMAP_FIND(&d->m_locations, h, true, slot); /* hash_ptr() is a bijection */
 	if (gw_otlp_imap_at(&d->m_locations, slot))
 		return gw_otlp_imap_at(&d->m_locations, slot) - 1;
-	loc = (struct d_location){ .key = l, .address = l->address };
+	loc = (struct d_location){ .address = l->address };
 
 	if (l->kind == GW_FRAME_USER && l->exe) {
 		const char *name = l->exe->path && *l->exe->path ? l->exe->path : l->exe->file_name;
@@ -354,9 +344,10 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 	lines = gw_location__lines(l);
 	loc.first_line = d->lines.n;
 	if (lines) {
-		r = dict_lines(d, lines, &loc.first_line, &loc.n_lines);
+		r = dict_lines(d, lines, &loc.first_line);
 		if (r < 0)
 			return r;
+		loc.n_lines = lines->n;
 	}
 	r = VEC_PUSH(d->locations, e);
 	if (r < 0)
@@ -400,7 +391,7 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 	r = VEC_PUSH(d->stacks, e);
 	if (r < 0)
 		return r;
-	*e = (struct d_stack){ s, first, s->n_locations };
+	*e = (struct d_stack){ first, s->n_locations };
 	gw_otlp_imap_set(&d->m_stacks, slot, h, d->stacks.n - 1);
 	return d->stacks.n - 1;
 }

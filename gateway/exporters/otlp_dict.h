@@ -146,8 +146,8 @@ struct d_function {
 	int64_t start_line;
 };
 
+/* Mappings, locations and stacks are found by pointer (their maps' hash is the key: otlp_dict.c, hash_ptr()). */
 struct d_mapping {
-	const void *key; /* gw_executable* or gw_kernel* */
 	int32_t filename;
 	int32_t build_id_attr;
 };
@@ -158,21 +158,13 @@ struct d_line {
 };
 
 struct d_location {
-	const struct gw_location *key;
 	int32_t mapping;
 	int32_t frame_type_attr; /* profile.frame.type of interpreted and JIT frames; 0: none */
 	uint64_t address;
 	uint32_t first_line, n_lines;
 };
 
-/* A location's lines already in the dictionary: shared lines are added once (core/lines.c). */
-struct d_lines {
-	const struct gw_lines *key;
-	uint32_t first, n;
-};
-
 struct d_stack {
-	const struct gw_stack *key;
 	uint32_t first, n;
 };
 
@@ -196,8 +188,9 @@ struct dict {
 	VEC(int32_t) stack_locs;
 	VEC(struct d_stack) stacks;
 	VEC(struct d_attr) attrs;
-	VEC(struct d_lines) line_ranges;
-	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs, m_line_ranges;
+	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs;
+	/* Shared lines (core/lines.c) already in `lines`: the map's index is where they start. */
+	struct imap m_shared_lines;
 	/* Strings we formatted ourselves (hex build IDs, numbers), freed at the end. */
 	VEC(char *) owned;
 };
