@@ -253,7 +253,7 @@ void gw_lines_free(struct gw_lines *l);
 
 /* Shared lines: a table of them, bounded by the locations that hold them. */
 struct gw_lines_table *gw_lines_table_new(void);
-/* Every entry must have been dropped (the locations holding them freed). */
+/* Entries still held (a batch outliving the stores) stay valid, unshared, freed by their last holder. */
 void gw_lines_table_free(struct gw_lines_table *t);
 /* A reference to lines equal to (lines, n): the table's or a new one added to it; NULL + errno. */
 struct gw_lines *gw_lines_table__intern(struct gw_lines_table *t, const struct gw_line *lines, uint32_t n);
