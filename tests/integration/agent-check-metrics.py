@@ -11,7 +11,6 @@
 """
 import os
 import shutil
-import socket
 import signal
 import subprocess
 import sys

@@ -9,7 +9,6 @@ from its disk store with the server gone. An unknown build ID fails over to
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
