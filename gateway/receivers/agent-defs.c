@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "stackrelay/v1/ingest.pb.h"
 #include "stackrelay/v1/types.pb.h"
 
@@ -418,6 +420,21 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 		if (!st) {
 			e = -ENOMEM;
 			goto out;
+		}
+		if (defs->stacks) {
+			bool found;
+			struct gw_bytes_set_entry *se =
+				gw_bytes_set__put(defs->stacks, XXH3_64bits(id.p, id.n), id.p, id.n, &found);
+
+			if (!se) {
+				gw_stack__unref(st);
+				e = -ENOMEM;
+				goto out;
+			}
+			if (!found) { /* the request keeps this reference (defined twice: the first one) */
+				se->value = st;
+				st = NULL;
+			}
 		}
 		gw_stack__unref(st);
 	}

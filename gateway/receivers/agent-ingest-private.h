@@ -67,6 +67,13 @@ struct gw_ingest_defs {
 	/* Executables, kernels and functions a stack refers to that the stores lack (PushResponse.missing_*). */
 	struct gw_idlist missing_exes, missing_kernels, missing_functions;
 	uint64_t symbols; /* symbols in this request's tables so far (GW_AGENT_MAX_SYMBOLS_PER_REQUEST) */
+	/*
+	 * The request's stacks by ID (the samples' lookups, NULL: none): a stack
+	 * it defines goes in with a reference, so its samples find it even when
+	 * the store evicted it meanwhile (a store smaller than one request's
+	 * stacks would otherwise never accept them).
+	 */
+	struct gw_bytes_set *stacks;
 };
 
 /*

@@ -361,6 +361,7 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 				   .epoch = epoch,
 				   .res = res,
 				   .definitions_only = definitions_only };
+	c.defs.stacks = &c.stacks_seen;
 	struct gw_ingest_header h;
 	int e;
 

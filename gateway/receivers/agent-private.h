@@ -2,7 +2,8 @@
 /*
  * What the files of the `agent` receiver share, and nothing else includes:
  * agent.c (the component: config, token, metrics, lifecycle), agent-conn.c
- * (connections, HTTP/2 and TLS, responses, timers) and agent-request.c
+ * (connections, HTTP/2 and TLS, responses), agent-tick.c (timeouts, store
+ * thrash) and agent-request.c
  * (a complete request: decoding, on the loop or the decode thread, and its
  * answer).
  */
@@ -220,6 +221,10 @@ struct agent_rx {
 	uint64_t token_checked_ms;
 	uint64_t shutdown_started_ms;
 	uint64_t last_warn_ms, last_tls_warn_ms;
+	/* watch_stores() (agent-tick.c): the figures at the start of its window, and its last warning. */
+	struct {
+		uint64_t at_ms, missing_stacks, evictions, warned_ms;
+	} thrash;
 	void (*done)(struct gw_component *c);
 	struct agent_stats st;
 	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];
@@ -286,10 +291,12 @@ int gw_agent_rx_listen(struct agent_rx *rx);
 void gw_agent_rx_shutdown(struct agent_rx *rx);
 void gw_agent_rx_destroy(struct agent_rx *rx);
 
-/* agent-conn.c: connections, HTTP/2 and TLS, responses, timers. */
+/* agent-tick.c: the receiver's periodic checks (timeouts of every connection, store thrash). */
+void gw_agent_on_tick(uv_timer_t *t);
+
+/* agent-conn.c: connections, HTTP/2 and TLS, responses. */
 void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs);
 void gw_agent_on_connection(uv_stream_t *server, int status);
-void gw_agent_on_tick(uv_timer_t *t);
 void gw_agent_conn_flush(struct conn *c);
 void gw_agent_conn_close(struct conn *c);
 void gw_agent_conn_free(struct conn *c);

@@ -288,6 +288,45 @@ static void test_missing_negotiation(void **state)
 	gw_stores_free(st);
 }
 
+/*
+ * A stacks store smaller than one request's stacks evicts the first ones
+ * while the rest are defined: the request's samples still find the stacks
+ * it defined (else a resend could never be accepted).
+ */
+static void test_defined_stacks_outlive_eviction(void **state)
+{
+	struct gw_stores *st = gw_stores_new(&(struct gw_store_limits){ .stack_bytes = 1 });
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+	struct gw_store_stats ss;
+
+	uint8_t ids[8][16] = { { 0 } };
+
+	add_header(&w, "agent-1", 1);
+	add_exe(&w, EXE_A, "a");
+	for (int i = 0; i < 8; i++) {
+		ids[i][0] = 0x51;
+		ids[i][1] = (uint8_t)i;
+		add_stack(&w, ids[i], EXE_A);
+	}
+	add_stack(&w, ids[7], EXE_A); /* defined twice: the first one is used */
+	for (int i = 0; i < 8; i++)
+		add_sample(&w, ids[i], (uint64_t)i + 1, "app", "main", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	gw_stores__stats(st, GW_STORE_STACKS, &ss);
+	assert_true(ss.evictions >= 1); /* stacks in use get two second chances per insert, then go */
+	assert_int_equal(accepted(&m), 36);
+	assert_int_equal(res.refused_missing, 0);
+	assert_int_equal(m.missing_stacks_count, 0);
+	assert_int_equal(res.batch->total_count, 36);
+	assert_int_equal(gw_profiles__check(res.batch), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_stores_free(st);
+}
+
 /* Interpreted and JIT frames: functions defined on first use, missing_functions, lines preset. */
 static const uint8_t FUNC_A[16] = { 0xf1, 1 }, FUNC_J[16] = { 0xf2, 2 }, STACK_F[16] = { 4 };
 
@@ -1254,6 +1293,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing_negotiation),
+		cmocka_unit_test(test_defined_stacks_outlive_eviction),
 		cmocka_unit_test(test_kernel_and_resources),
 		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_off_cpu),
