@@ -504,6 +504,14 @@ function report(x) {
     const pts = series.map((row) => row.replicas[r.r].cpu).filter((v) => v);
     return pts.length ? pts[pts.length - 1] : 0;
   });
+  // Steady state: cores used over the last half, after the start-up burst of definitions (every node
+  // defines all its stacks in its first window). Only a replica whose one instance ran all along is judged.
+  const cpuLastHalf = replicas.map((r) => {
+    const pts = series.filter((row) => row.t >= secs / 2 && row.replicas[r.r].cpu).map((row) => ({ t: row.t, v: row.replicas[r.r].cpu }));
+    if (pts.length < 2 || r.instances.length !== 1) return null;
+    const a = pts[0], b = pts[pts.length - 1];
+    return b.t > a.t ? (b.v - a.v) / (b.t - a.t) : null;
+  });
   const out = {
     load: { nodes: opt.nodes, hz: opt.hz, cpus: opt.cpus, minutes: opt.minutes, replicas: opt.replicas,
       samplesPerSecond: opt.nodes * opt.hz * opt.cpus },
@@ -514,7 +522,7 @@ function report(x) {
     conservation: { taken: agent.taken, delivered, ratio: agent.taken ? delivered / agent.taken : 0,
       agentDrops: agent.dropped, gatewayDrops: gwDrops, unexplained },
     latencyMs: { n: lat.length, p50: pct(lat, 0.5), p90: pct(lat, 0.9), p99: pct(lat, 0.99), max: pct(lat, 1) },
-    rss, stores, podChanges: x.podChanges, gatewayCpuSeconds: cpu,
+    rss, stores, podChanges: x.podChanges, gatewayCpuSeconds: cpu, gatewayCoresLastHalf: cpuLastHalf,
     rate: { takenPerSecond: agent.taken / secs, deliveredPerSecond: delivered / secs },
   };
   const fmt = (n) => (n / 1048576).toFixed(1);
@@ -531,7 +539,8 @@ function report(x) {
     `disagreeing ${agent.acceptedMismatch} times), symbol uploads ${agent.uploads}, agent restarts ${agent.restarts}, connections ${agent.connections}; ` +
     `duplicates caught ${dupSamples}; pod changes ${x.podChanges}`);
   console.log(`latency ms p50 ${out.latencyMs.p50.toFixed(1)} p90 ${out.latencyMs.p90.toFixed(1)} p99 ${out.latencyMs.p99.toFixed(1)} max ${out.latencyMs.max.toFixed(1)} (${lat.length} requests)`);
-  console.log(`gateway CPU seconds (current instance of each replica): ${cpu.map((c) => c.toFixed(1)).join(', ')} over ${secs} s`);
+  console.log(`gateway CPU seconds (current instance of each replica): ${cpu.map((c) => c.toFixed(1)).join(', ')} over ${secs} s; ` +
+    `cores used over the last half: ${cpuLastHalf.map((c) => (c === null ? 'n/a (restarted)' : c.toFixed(2))).join(', ')}`);
   for (const r of rss) console.log(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB (limit ${opt.limitMib}), middle ${fmt(r.mid)}, end ${fmt(r.end)}, growth ${(100 * r.growth).toFixed(1)} %`);
   for (const [k, s] of Object.entries(stores))
     console.log(`store ${k}: max ${k === 'pods' || k === 'dedupe' ? s.maxBytes : fmt(s.maxBytes) + ' MiB'} of ${k === 'pods' || k === 'dedupe' ? s.limit : fmt(s.limit) + ' MiB'}, ` +
