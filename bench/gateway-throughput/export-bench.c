@@ -10,7 +10,16 @@
  *
  * Usage: export-bench [BATCHES] — prints records/s, CPU samples/s, bytes
  * per sample out (protobuf, gzip) and peak RSS.
+ *
+ * export-bench BATCHES --fleet: the dictionary of a fleet's gateway instead
+ * (the fleet soak's shape, bench/fleet): a million symbolized locations in
+ * 250 executables, 200,000 stacks of 6 to 28 frames drawn from them, and
+ * requests of 8,192 records of random stacks over 64 resources. Each request
+ * then names tens of thousands of locations spread over the heap: the
+ * encoder's cache misses and its maps' growth, not its arithmetic, are what
+ * this measures. No references are run beside it.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +52,102 @@ static double now(void)
 }
 
 static struct gw_stack *stacks[N_STACKS];
+
+/* --fleet */
+#define FLEET_EXES	250
+#define FLEET_SYMBOLS	256 /* per executable, 16 addresses each */
+#define FLEET_STACKS	200000
+#define FLEET_RECORDS	8192
+#define FLEET_RESOURCES 64
+static struct gw_stack **fleet_stacks;
+
+static uint32_t rnd(uint32_t *seed)
+{
+	*seed = *seed * 1103515245 + 12345;
+	return *seed >> 8;
+}
+
+static void make_fleet_stacks(struct gw_stores *s)
+{
+	struct gw_executable *exes[FLEET_EXES];
+	uint32_t seed = 7;
+
+	fleet_stacks = calloc(FLEET_STACKS, sizeof(*fleet_stacks));
+	for (int e = 0; e < FLEET_EXES; e++) {
+		uint8_t id[20] = { 0 };
+		char name[32], path[48];
+		struct gw_executable_def def = { .id = id,
+						 .id_len = 20,
+						 .id_kind = GW_EXE_ID_GNU_BUILD_ID,
+						 .file_name = name,
+						 .path = path,
+						 .gnu_build_id = id,
+						 .gnu_build_id_len = 20 };
+
+		memcpy(id, &e, sizeof(e));
+		snprintf(name, sizeof(name), "svc%d", e);
+		snprintf(path, sizeof(path), "/app/svc%d", e);
+		exes[e] = gw_stores__intern_executable(s, &def);
+	}
+	for (int i = 0; i < FLEET_STACKS; i++) {
+		struct gw_location *locs[28];
+		uint32_t depth = 6 + rnd(&seed) % 23, e = rnd(&seed) % FLEET_EXES;
+		uint8_t sid[16] = { 0 };
+
+		for (uint32_t d = 0; d < depth; d++) {
+			uint32_t sym = rnd(&seed) % FLEET_SYMBOLS, off = rnd(&seed) % 16;
+			char fn[48];
+			struct gw_line ln = { .function = fn };
+
+			snprintf(fn, sizeof(fn), "svc%u_fn%u", e, sym);
+			locs[d] = gw_stores__intern_location(s, GW_FRAME_USER, 0x1000 + sym * 0x100 + off * 4, exes[e],
+							     NULL);
+			if (!gw_location__lines(locs[d])) {
+				struct gw_lines *l = gw_lines_table__intern(gw_stores__lines(s), &ln, 1);
+
+				if (!gw_stores__set_lines(s, locs[d], l))
+					gw_lines_free(l);
+			}
+		}
+		memcpy(sid, &i, sizeof(i));
+		fleet_stacks[i] = gw_stores__intern_stack(s, sid, sizeof(sid), false, locs, depth);
+	}
+	for (int e = 0; e < FLEET_EXES; e++)
+		gw_executable__unref(exes[e]);
+}
+
+static struct gw_profiles *make_fleet_batch(unsigned k, uint64_t *ret_total)
+{
+	struct gw_profiles *p = gw_profiles_new();
+	uint32_t seed = 1000 + k;
+	uint64_t total = 0;
+
+	for (int r = 0; r < FLEET_RESOURCES; r++) {
+		char pod[32];
+		struct gw_attr a[] = { { .key = "k8s.pod.name", .type = GW_ATTR_STRING, .v.s = pod },
+				       { .key = "k8s.namespace.name", .type = GW_ATTR_STRING, .v.s = "prod" },
+				       { .key = "host.name", .type = GW_ATTR_STRING, .v.s = "node-17" } };
+		struct gw_resource *res;
+
+		snprintf(pod, sizeof(pod), "pod-%u-%d", k, r);
+		res = gw_profiles__add_resource(p, a, 3, 19);
+		for (int i = 0; i < FLEET_RECORDS / FLEET_RESOURCES; i++) {
+			struct gw_sample smp = { .stack = fleet_stacks[rnd(&seed) % FLEET_STACKS],
+						 .count = 1 + i % 8,
+						 .start_ns = 1,
+						 .end_ns = 10000000001ULL,
+						 .pid = 1000 + (uint32_t)r,
+						 .tid = 2000 + (uint32_t)i % 2,
+						 .thread_name = "worker" };
+
+			gw_resource__add_sample(p, res, &smp);
+			res = &p->resources[r];
+			total += smp.count;
+		}
+	}
+	*ret_total = total;
+	return p;
+}
 
 static void make_stacks(struct gw_stores *s)
 {
@@ -122,23 +227,35 @@ static struct gw_profiles *make_batch(unsigned k, uint64_t *ret_total)
 int main(int argc, char **argv)
 {
 	int batches = argc > 1 ? atoi(argv[1]) : 50;
-	struct gw_stores *s = gw_stores_new(NULL);
+	bool fleet = argc > 2 && strcmp(argv[2], "--fleet") == 0;
+	struct gw_stores *s =
+		gw_stores_new(&(struct gw_store_limits){ .location_bytes = 4ULL << 30, .stack_bytes = 4ULL << 30 });
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
 	double t_enc = 0, t_gz = 0, t_nanopb = 0, t_zlib = 0;
-	uint64_t samples = 0, records = 0, bytes = 0, gz_bytes = 0, zlib_bytes = 0;
+	uint64_t samples = 0, records = 0, bytes = 0, gz_bytes = 0, zlib_bytes = 0, n_locations = 0, n_stacks = 0;
+	struct gw_otlp_stats st;
 	struct rusage ru;
 
-	make_stacks(s);
+	if (argc > 2 && !fleet) {
+		fprintf(stderr, "usage: export-bench [BATCHES [--fleet]]\n");
+		return 2;
+	}
+	if (fleet)
+		make_fleet_stacks(s);
+	else
+		make_stacks(s);
 	for (int b = 0; b < batches; b++) {
 		uint64_t total;
-		struct gw_profiles *p = make_batch((unsigned)b, &total);
+		struct gw_profiles *p = fleet ? make_fleet_batch((unsigned)b, &total) : make_batch((unsigned)b, &total);
 		struct sr_pbw w = { 0 };
 		uint8_t *gz;
 		size_t gz_len;
 		double t0 = now(), t1, t2;
 
-		if (gw_otlp_encode(p, &o, &w, NULL) < 0)
+		if (gw_otlp_encode(p, &o, &w, &st) < 0)
 			return 1;
+		n_locations += st.locations;
+		n_stacks += st.stacks;
 		t1 = now();
 		if (gw_gzip(w.buf, w.len, 1, &gz, &gz_len) < 0)
 			return 1;
@@ -146,7 +263,7 @@ int main(int argc, char **argv)
 		t_enc += t1 - t0;
 		t_gz += t2 - t1;
 		/* The reference for gzip: zlib's deflate at the same level, one call, as sr_gzip() did before. */
-		{
+		if (!fleet) {
 			z_stream z = { 0 };
 			uLong bound;
 			uint8_t *zout;
@@ -172,7 +289,7 @@ int main(int argc, char **argv)
 		bytes += w.len;
 		gz_bytes += gz_len;
 		/* The reference: nanopb's generic encoder on the same message (decoded once, untimed). */
-		{
+		if (!fleet) {
 			opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest r =
 				opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_init_zero;
 			pb_istream_t is = pb_istream_from_buffer(w.buf, w.len);
@@ -202,11 +319,22 @@ int main(int argc, char **argv)
 		gw_profiles__unref(p);
 	}
 	getrusage(RUSAGE_SELF, &ru);
-	printf("batches=%d records/batch=%d stacks=%d depth=%d\n", batches, RECORDS, N_STACKS, DEPTH);
-	printf("encode (model -> OTLP, dictionary included): %.2f M records/s = %.2f M CPU samples/s per core\n",
+	if (fleet)
+		printf("fleet: batches=%d records/batch=%d stacks=%d over %d executables, depth 6-28\n", batches,
+		       FLEET_RECORDS, FLEET_STACKS, FLEET_EXES);
+	else
+		printf("batches=%d records/batch=%d stacks=%d depth=%d\n", batches, RECORDS, N_STACKS, DEPTH);
+	printf("encode (model -> OTLP, dictionary included): %.3f M records/s = %.2f M CPU samples/s per core\n",
 	       (double)records / t_enc / 1e6, (double)samples / t_enc / 1e6);
-	printf("encode + gzip(1):                            %.2f M records/s = %.2f M CPU samples/s per core\n",
+	printf("encode + gzip(1):                            %.3f M records/s = %.2f M CPU samples/s per core\n",
 	       (double)records / (t_enc + t_gz) / 1e6, (double)samples / (t_enc + t_gz) / 1e6);
+	if (fleet) {
+		printf("bytes out per record: %.2f protobuf, %.3f gzip; per request: %.0f locations, %.0f stacks\n",
+		       (double)bytes / (double)records, (double)gz_bytes / (double)records,
+		       (double)n_locations / batches, (double)n_stacks / batches);
+		printf("peak RSS: %.1f MiB\n", (double)ru.ru_maxrss / 1024);
+		return 0;
+	}
 	printf("reference, nanopb pb_encode of the same request (serialization only, no dictionary building): "
 	       "%.2f M records/s; ours is %.2fx its speed while also building the dictionary\n",
 	       (double)records / t_nanopb / 1e6, t_nanopb / t_enc);

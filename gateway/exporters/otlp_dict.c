@@ -50,6 +50,38 @@ void gw_otlp_dict_free(struct dict *d)
 	gw_otlp_imap_free(&d->m_attrs);
 }
 
+void gw_otlp_dict_reset(struct dict *d)
+{
+	for (uint32_t i = 0; i < d->owned.n; i++)
+		free(d->owned.v[i]);
+	d->owned.n = 0;
+	d->strings.n = d->functions.n = d->mappings.n = d->lines.n = d->locations.n = 0;
+	d->stack_locs.n = d->stacks.n = d->attrs.n = 0;
+	gw_otlp_imap_reset(&d->m_shared_lines);
+	gw_otlp_imap_reset(&d->m_strings);
+	gw_otlp_imap_reset(&d->m_functions);
+	gw_otlp_imap_reset(&d->m_mappings);
+	gw_otlp_imap_reset(&d->m_locations);
+	gw_otlp_imap_reset(&d->m_stacks);
+	gw_otlp_imap_reset(&d->m_attrs);
+}
+
+size_t gw_otlp_dict_bytes(const struct dict *d)
+{
+	const struct imap *maps[] = { &d->m_shared_lines, &d->m_strings, &d->m_functions, &d->m_mappings,
+				      &d->m_locations,	  &d->m_stacks,	 &d->m_attrs };
+	size_t b = (size_t)d->owned.cap * sizeof(*d->owned.v) + (size_t)d->strings.cap * sizeof(*d->strings.v) +
+		   (size_t)d->functions.cap * sizeof(*d->functions.v) +
+		   (size_t)d->mappings.cap * sizeof(*d->mappings.v) + (size_t)d->lines.cap * sizeof(*d->lines.v) +
+		   (size_t)d->locations.cap * sizeof(*d->locations.v) +
+		   (size_t)d->stack_locs.cap * sizeof(*d->stack_locs.v) + (size_t)d->stacks.cap * sizeof(*d->stacks.v) +
+		   (size_t)d->attrs.cap * sizeof(*d->attrs.v);
+
+	for (size_t i = 0; i < SR_ARRAY_SIZE(maps); i++)
+		b += (size_t)maps[i]->cap * sizeof(struct imap_slot);
+	return b;
+}
+
 /* A bijection of the pointer's bits (xor-shifts and an odd multiplier): equal hashes are equal pointers. */
 static uint64_t hash_ptr(const void *p)
 {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/model.h"
 #include "pbwire.h"
@@ -60,6 +61,18 @@ static inline void gw_otlp_imap_free(struct imap *m)
 {
 	free(m->slots);
 	*m = (struct imap){ 0 };
+}
+
+/* Empties m for another use, keeping its slots unless its last use filled under an eighth of them. */
+static inline void gw_otlp_imap_reset(struct imap *m)
+{
+	if (m->cap > 4096 && (size_t)m->n * 8 < m->cap) {
+		gw_otlp_imap_free(m);
+		return;
+	}
+	if (m->slots)
+		memset(m->slots, 0, (size_t)m->cap * sizeof(*m->slots));
+	m->n = 0;
 }
 
 /* Finds the slot for hash whose entry eq() accepts (idx: the entry's index), or the empty slot where it belongs. */
@@ -195,9 +208,13 @@ struct dict {
 	VEC(char *) owned;
 };
 
-/* Element 0 of every table is the zero value. 0 or -ENOMEM. */
+/* Element 0 of every table is the zero value. 0 or -ENOMEM. d is zeroed or reset. */
 int gw_otlp_dict_init(struct dict *d);
 void gw_otlp_dict_free(struct dict *d);
+/* Empties d for the next request, keeping its memory (gw_otlp_dict_init() again before use). */
+void gw_otlp_dict_reset(struct dict *d);
+/* The bytes d has allocated (capacities, not use). */
+size_t gw_otlp_dict_bytes(const struct dict *d);
 /* Each returns the index of its entry (added when new) or -errno; s, a and st must outlive the encoding. */
 int64_t gw_otlp_dict_string(struct dict *d, const char *s);
 int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a);
