@@ -411,9 +411,28 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 	for (uint32_t i = 0; i < s->n_locations; i++) {
 		int64_t li;
 
-		/* Locations are scattered over the store: start the next loads early. */
+		/*
+		 * Locations are scattered over the store, and so are their lines and
+		 * their slots in the request's map: start the loads of the next ones
+		 * early, so their cache misses overlap this one's work (a location
+		 * two ahead; the map slots and the lines of the next, whose location
+		 * the previous round fetched).
+		 */
 		if (i + 2 < s->n_locations)
 			__builtin_prefetch(s->locations[i + 2]);
+		if (i + 1 < s->n_locations) {
+			const struct gw_location *next = s->locations[i + 1];
+			const struct gw_lines *nl = gw_location__lines(next);
+
+			if (d->m_locations.cap)
+				__builtin_prefetch(
+					&d->m_locations.slots[(uint32_t)hash_ptr(next) & (d->m_locations.cap - 1)]);
+			if (nl)
+				__builtin_prefetch(nl);
+			if (nl && d->m_shared_lines.cap)
+				__builtin_prefetch(
+					&d->m_shared_lines.slots[(uint32_t)hash_ptr(nl) & (d->m_shared_lines.cap - 1)]);
+		}
 		li = dict_location(d, s->locations[i], jit_type);
 
 		if (li < 0)
