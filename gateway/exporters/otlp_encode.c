@@ -63,19 +63,19 @@ struct enc {
 };
 
 /*
- * The buffers of the last request a thread encoded, kept for its next one.
- * A request's dictionary grows its maps and tables to the request's size;
+ * The buffers of the last request encoded, kept for the next one. A
+ * request's dictionary grows its maps and tables to the request's size;
  * growing them again for every request (rehashing, realloc, page faults on
  * fresh memory) was a fifth of a busy replica's CPU (fleet soak profile).
- * Kept when under ENC_KEEP_BYTES (a thread encodes one request at a time,
- * so this bounds what each encoding thread keeps); freed when the thread
- * exits.
+ * One set is kept for the whole process, whichever thread encodes next takes
+ * it (encodings at the same time build their own), and only under
+ * ENC_KEEP_BYTES: what this keeps beyond the requests being encoded is
+ * bounded by that.
  */
 #define ENC_KEEP_BYTES (48u << 20)
 
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_ok;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct enc *kept;
 
 static void enc_free_buffers(struct enc *e)
 {
@@ -86,55 +86,53 @@ static void enc_free_buffers(struct enc *e)
 	gw_otlp_imap_free(&e->merge);
 }
 
-static void scratch_destroy(void *p)
-{
-	enc_free_buffers(p);
-	free(p);
-}
-
-static void scratch_key_make(void)
-{
-	scratch_ok = pthread_key_create(&scratch_key, scratch_destroy) == 0;
-}
-
-/* This thread's kept buffers (moved into e), or none. */
+/* The kept buffers (moved into e), if no other encoding has them. */
 static void scratch_take(struct enc *e)
 {
-	struct enc *kept;
+	struct enc *k;
 
-	pthread_once(&scratch_once, scratch_key_make);
-	if (!scratch_ok || !(kept = pthread_getspecific(scratch_key)))
+	pthread_mutex_lock(&kept_lock);
+	k = kept;
+	kept = NULL;
+	pthread_mutex_unlock(&kept_lock);
+	if (!k)
 		return;
-	pthread_setspecific(scratch_key, NULL);
-	e->d = kept->d;
-	e->samples = kept->samples;
-	e->sample_attrs = kept->sample_attrs;
-	e->order = kept->order;
-	e->merge = kept->merge;
-	free(kept);
+	e->d = k->d;
+	e->samples = k->samples;
+	e->sample_attrs = k->sample_attrs;
+	e->order = k->order;
+	free(k);
 }
 
-/* Keeps e's buffers, emptied, for this thread's next request, or frees them. */
+/* Keeps e's buffers, emptied, for the next request, or frees them (too big, or a set is kept already). */
 static void scratch_keep(struct enc *e)
 {
 	size_t bytes = gw_otlp_dict_bytes(&e->d) + (size_t)e->samples.cap * sizeof(*e->samples.v) +
 		       (size_t)e->sample_attrs.cap * sizeof(*e->sample_attrs.v) +
 		       (size_t)e->order.cap * sizeof(*e->order.v);
-	struct enc *kept;
+	struct enc *k;
 
-	if (!scratch_ok || bytes > ENC_KEEP_BYTES || !(kept = calloc(1, sizeof(*kept)))) {
+	gw_otlp_imap_free(&e->merge); /* sized per resource */
+	if (bytes > ENC_KEEP_BYTES || !(k = calloc(1, sizeof(*k)))) {
 		enc_free_buffers(e);
 		return;
 	}
 	gw_otlp_dict_reset(&e->d);
-	gw_otlp_imap_free(&e->merge); /* sized per resource */
-	kept->d = e->d;
-	kept->samples = e->samples;
-	kept->sample_attrs = e->sample_attrs;
-	kept->order = e->order;
-	kept->samples.n = kept->sample_attrs.n = kept->order.n = 0;
-	if (pthread_setspecific(scratch_key, kept) != 0)
-		scratch_destroy(kept);
+	k->d = e->d;
+	k->samples = e->samples;
+	k->sample_attrs = e->sample_attrs;
+	k->order = e->order;
+	k->samples.n = k->sample_attrs.n = k->order.n = 0;
+	pthread_mutex_lock(&kept_lock);
+	if (!kept) {
+		kept = k;
+		k = NULL;
+	}
+	pthread_mutex_unlock(&kept_lock);
+	if (k) {
+		enc_free_buffers(k);
+		free(k);
+	}
 }
 
 static void write_key_value(struct sr_pbw *w, uint32_t field, const struct gw_attr *a)
