@@ -9,7 +9,8 @@
  * something on any machine.
  *
  * Usage: export-bench [BATCHES] — prints records/s, CPU samples/s, bytes
- * per sample out (protobuf, gzip) and peak RSS.
+ * per sample out (protobuf, gzip), gzip and gunzip speed against zlib's,
+ * and peak RSS.
  *
  * export-bench BATCHES --fleet: the dictionary of a fleet's gateway instead
  * (the fleet soak's shape, bench/fleet): a million symbolized locations in
@@ -33,6 +34,7 @@
 #include "core/model.h"
 #include "exporters/exporthelper.h"
 #include "exporters/otlp_encode.h"
+#include "gzip.h"
 #include "pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
@@ -231,7 +233,7 @@ int main(int argc, char **argv)
 	struct gw_stores *s =
 		gw_stores_new(&(struct gw_store_limits){ .location_bytes = 4ULL << 30, .stack_bytes = 4ULL << 30 });
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
-	double t_enc = 0, t_gz = 0, t_nanopb = 0, t_zlib = 0;
+	double t_enc = 0, t_gz = 0, t_nanopb = 0, t_zlib = 0, t_gunzip = 0, t_inflate = 0;
 	uint64_t samples = 0, records = 0, bytes = 0, gz_bytes = 0, zlib_bytes = 0, n_locations = 0, n_stacks = 0;
 	struct gw_otlp_stats st;
 	struct rusage ru;
@@ -283,6 +285,30 @@ int main(int argc, char **argv)
 			deflateEnd(&z);
 			free(zout);
 			t_zlib += now() - t3;
+		}
+		/* The receiving side (agent requests are gzip too): sr_gunzip against zlib's inflate. */
+		if (!fleet) {
+			z_stream z = { 0 };
+			uint8_t *back, *zback = malloc(w.len + 1);
+			size_t back_len;
+			double t3 = now(), t4;
+
+			if (sr_gunzip(gz, gz_len, w.len, &back, &back_len) < 0 || back_len != w.len)
+				return 1;
+			t4 = now();
+			t_gunzip += t4 - t3;
+			free(back);
+			if (!zback || inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+				return 1;
+			z.next_in = gz;
+			z.avail_in = (uInt)gz_len;
+			z.next_out = zback;
+			z.avail_out = (uInt)w.len + 1;
+			if (inflate(&z, Z_FINISH) != Z_STREAM_END || z.total_out != w.len)
+				return 1;
+			inflateEnd(&z);
+			free(zback);
+			t_inflate += now() - t4;
 		}
 		samples += total;
 		records += p->n_samples;
@@ -345,6 +371,8 @@ int main(int argc, char **argv)
 	       "%.3f of the input: %.2fx its speed\n",
 	       (double)bytes / t_gz / 1e6, (double)gz_bytes / (double)bytes, (double)bytes / t_zlib / 1e6,
 	       (double)zlib_bytes / (double)bytes, t_zlib / t_gz);
+	printf("gunzip: sr_gunzip %.0f MB/s of output; reference, zlib inflate %.0f MB/s: %.2fx its speed\n",
+	       (double)bytes / t_gunzip / 1e6, (double)bytes / t_inflate / 1e6, t_inflate / t_gunzip);
 	printf("peak RSS: %.1f MiB\n", (double)ru.ru_maxrss / 1024);
 	for (int i = 0; i < N_STACKS; i++)
 		gw_stack__unref(stacks[i]);

@@ -116,12 +116,54 @@ static void test_invalid(void **state)
 	assert_int_equal(gz_len, 7);
 }
 
+/* sr_gunzip: libdeflate on a buffer sized from the trailer, zlib when that does not fit; the same answers. */
+static void test_gunzip_paths(void **state)
+{
+	uint8_t in[8192], *gz, *two, *out;
+	size_t gz_len, out_len;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 7 % 251);
+	assert_int_equal(sr_gzip(in, sizeof(in), 1, &gz, &gz_len), 0);
+	/* the fast path */
+	assert_int_equal(sr_gunzip(gz, gz_len, sizeof(in), &out, &out_len), 0);
+	assert_int_equal(out_len, sizeof(in));
+	assert_memory_equal(out, in, sizeof(in));
+	free(out);
+	/* the limit holds either way */
+	assert_int_equal(sr_gunzip(gz, gz_len, sizeof(in) - 1, &out, &out_len), -EFBIG);
+	/* bytes after the member (another member): the first member, as zlib has always answered */
+	two = malloc(2 * gz_len);
+	assert_non_null(two);
+	memcpy(two, gz, gz_len);
+	memcpy(two + gz_len, gz, gz_len);
+	assert_int_equal(sr_gunzip(two, 2 * gz_len, 2 * sizeof(in), &out, &out_len), 0);
+	assert_int_equal(out_len, sizeof(in));
+	assert_memory_equal(out, in, sizeof(in));
+	free(out);
+	/* a trailer that lies about the length: small (a bomb's way past the fast path), or wrong */
+	memcpy(two, gz, gz_len);
+	two[gz_len - 4] = 16;
+	two[gz_len - 3] = two[gz_len - 2] = two[gz_len - 1] = 0;
+	assert_int_equal(sr_gunzip(two, gz_len, 1 << 20, &out, &out_len), -EBADMSG);
+	assert_int_equal(sr_gunzip(two, gz_len, 100, &out, &out_len), -EFBIG);
+	/* corrupt data: both paths refuse it */
+	memcpy(two, gz, gz_len);
+	two[gz_len / 2] ^= 0x55;
+	assert_int_not_equal(sr_gunzip(two, gz_len, 1 << 20, &out, &out_len), 0);
+	/* truncated */
+	assert_int_equal(sr_gunzip(gz, gz_len - 5, 1 << 20, &out, &out_len), -EBADMSG);
+	free(two);
+	free(gz);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_levels), cmocka_unit_test(test_compresses),
 		cmocka_unit_test(test_incompressible),	 cmocka_unit_test(test_empty),
-		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_invalid),		 cmocka_unit_test(test_gunzip_paths),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
