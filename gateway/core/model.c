@@ -138,8 +138,10 @@ struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, s
 	l->obj.bytes = GW_LOCATION_BYTES;
 	l->kind = kind;
 	l->address = address;
-	l->exe = gw_executable__ref(exe);
-	l->kernel = gw_kernel__ref(kernel);
+	if (kind == GW_FRAME_USER)
+		l->in.exe = gw_executable__ref(exe);
+	else if (kind == GW_FRAME_KERNEL)
+		l->in.kernel = gw_kernel__ref(kernel);
 	atomic_init(&l->lines, NULL);
 	return l;
 }
@@ -186,7 +188,7 @@ struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t a
 		gw_lines_free(lines);
 		return NULL;
 	}
-	l->function = gw_function__ref(function);
+	l->in.function = gw_function__ref(function);
 	l->line = line;
 	l->obj.bytes += (uint32_t)SR_MIN(sizeof(*lines) + sizeof(lines->lines[0]) + strlen(function->name) +
 						 strlen(function->file_name) + 4,
@@ -228,9 +230,9 @@ static void obj_free(struct gw_obj *o)
 	switch (o->type) {
 	case GW_OBJ_LOCATION: {
 		struct gw_location *l = (struct gw_location *)o;
-		gw_executable__unref(l->exe);
-		gw_kernel__unref(l->kernel);
-		gw_function__unref(l->function);
+		gw_executable__unref(gw_location__exe(l));
+		gw_kernel__unref(gw_location__kernel(l));
+		gw_function__unref(gw_location__function(l));
 		gw_lines_free((struct gw_lines *)atomic_load(&l->lines));
 		break;
 	}

@@ -266,9 +266,17 @@ void gw_lines_table__stats(struct gw_lines_table *t, struct gw_lines_table_stats
 struct gw_location {
 	struct gw_obj obj;
 	uint64_t address;
-	struct gw_executable *exe;		/* USER: a reference; else NULL */
-	struct gw_kernel *kernel;		/* KERNEL: a reference; else NULL */
-	struct gw_function *function;		/* INTERPRETED, JIT: a reference; else NULL */
+	/*
+	 * What the address is in, a reference chosen by kind: USER the executable,
+	 * KERNEL the kernel, INTERPRETED and JIT the function (UNKNOWN: none).
+	 * One member for the three: read it with gw_location__exe(),
+	 * gw_location__kernel() and gw_location__function().
+	 */
+	union {
+		struct gw_executable *exe;
+		struct gw_kernel *kernel;
+		struct gw_function *function;
+	} in;
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
 	enum gw_frame_kind kind;
 	uint32_t line; /* INTERPRETED: the source line (0: unknown); else 0 */
@@ -277,6 +285,20 @@ struct gw_location {
 	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
 	bool preset;
 };
+
+/* The location's executable (USER frames), kernel (KERNEL frames) or function (INTERPRETED, JIT); else NULL. */
+static inline struct gw_executable *gw_location__exe(const struct gw_location *l)
+{
+	return l->kind == GW_FRAME_USER ? l->in.exe : NULL;
+}
+static inline struct gw_kernel *gw_location__kernel(const struct gw_location *l)
+{
+	return l->kind == GW_FRAME_KERNEL ? l->in.kernel : NULL;
+}
+static inline struct gw_function *gw_location__function(const struct gw_location *l)
+{
+	return gw_frame_kind_has_function(l->kind) ? l->in.function : NULL;
+}
 
 /* NULL while unsymbolized; safe from any thread. */
 static inline const struct gw_lines *gw_location__lines(const struct gw_location *l)

@@ -360,9 +360,7 @@ static bool key_match(const struct key *k, const struct gw_obj *o)
 		return false;
 	if (k->type == GW_OBJ_LOCATION) {
 		const struct gw_location *l = (const struct gw_location *)o;
-		const void *owner = l->exe	? (const void *)l->exe
-				    : l->kernel ? (const void *)l->kernel
-						: (const void *)l->function;
+		const void *owner = l->in.exe; /* whichever member the kind names: the same pointer */
 		if (l->kind != k->kind || l->address != k->address || owner != k->owner || l->line != k->line ||
 		    l->preset != k->preset)
 			return false;

@@ -137,16 +137,18 @@ int gw_write_file_atomic(const char *path, const void *data, size_t len)
 void gw_location_fallback_name(const struct gw_location *l, char *buf, size_t size)
 {
 	switch (l->kind) {
-	case GW_FRAME_USER:
-		snprintf(buf, size, "%s+0x%" PRIx64, l->exe && *l->exe->file_name ? l->exe->file_name : "[unknown]",
-			 l->address);
+	case GW_FRAME_USER: {
+		const struct gw_executable *exe = gw_location__exe(l);
+
+		snprintf(buf, size, "%s+0x%" PRIx64, exe && *exe->file_name ? exe->file_name : "[unknown]", l->address);
 		break;
+	}
 	case GW_FRAME_KERNEL:
 		snprintf(buf, size, "[kernel] 0x%" PRIx64, l->address);
 		break;
 	case GW_FRAME_INTERPRETED:
 	case GW_FRAME_JIT:
-		snprintf(buf, size, "%s", l->function ? l->function->name : "[unknown]");
+		snprintf(buf, size, "%s", gw_location__function(l) ? gw_location__function(l)->name : "[unknown]");
 		break;
 	default:
 		snprintf(buf, size, "[unknown] 0x%" PRIx64, l->address);

@@ -277,7 +277,9 @@ static const char *frame_type(const struct gw_location *l, const char *jit_type)
 {
 	if (l->kind == GW_FRAME_JIT && jit_type)
 		return jit_type;
-	return l->function->runtime[0] ? l->function->runtime : "unknown";
+	const struct gw_function *f = gw_location__function(l);
+
+	return f->runtime[0] ? f->runtime : "unknown";
 }
 
 /* The JIT runtime a resource's process runs, from its executable's name (NULL: not known). */
@@ -353,17 +355,18 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 		return gw_otlp_imap_at(&d->m_locations, slot) - 1;
 	loc = (struct d_location){ .address = l->address };
 
-	if (l->kind == GW_FRAME_USER && l->exe) {
-		const char *name = l->exe->path && *l->exe->path ? l->exe->path : l->exe->file_name;
+	if (gw_location__exe(l)) {
+		const struct gw_executable *exe = gw_location__exe(l);
+		const char *name = exe->path && *exe->path ? exe->path : exe->file_name;
 
-		m = dict_mapping(d, l->exe, name, &l->exe->gnu_build_id);
-	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
-		m = dict_mapping(d, l->kernel, KERNEL_MAPPING_NAME, &l->kernel->build_id);
+		m = dict_mapping(d, exe, name, &exe->gnu_build_id);
+	} else if (gw_location__kernel(l)) {
+		m = dict_mapping(d, gw_location__kernel(l), KERNEL_MAPPING_NAME, &gw_location__kernel(l)->build_id);
 	}
 	if (m < 0)
 		return m;
 	loc.mapping = (int32_t)m;
-	if (gw_frame_kind_has_function(l->kind) && l->function) {
+	if (gw_location__function(l)) {
 		struct gw_attr a = { .key = "profile.frame.type",
 				     .type = GW_ATTR_STRING,
 				     .v.s = frame_type(l, jit_type) };

@@ -179,7 +179,8 @@ static int64_t S(struct pprof_enc *e, const char *s)
 
 static uint32_t mapping_id(struct pprof_enc *e, const struct gw_location *l)
 {
-	const void *key = l->exe ? (const void *)l->exe : (const void *)l->kernel;
+	const struct gw_executable *exe = gw_location__exe(l);
+	const void *key = exe ? (const void *)exe : (const void *)gw_location__kernel(l);
 	bool fresh;
 	uint32_t id;
 	char hex[2 * GW_ID_MAX + 1];
@@ -196,14 +197,13 @@ static uint32_t mapping_id(struct pprof_enc *e, const struct gw_location *l)
 		return id;
 	m = sr_pbw__begin(&e->body, PPROF_PROFILE_MAPPING);
 	sr_pbw__uint(&e->body, PPROF_MAPPING_ID, id);
-	if (l->exe) {
-		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, *l->exe->path ? l->exe->path : l->exe->file_name));
-		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID,
-			    S(e, gw_id_to_hex(&l->exe->gnu_build_id, hex, sizeof(hex))));
+	if (exe) {
+		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, *exe->path ? exe->path : exe->file_name));
+		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID, S(e, gw_id_to_hex(&exe->gnu_build_id, hex, sizeof(hex))));
 	} else {
 		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, "[kernel.kallsyms]"));
 		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID,
-			    S(e, gw_id_to_hex(&l->kernel->build_id, hex, sizeof(hex))));
+			    S(e, gw_id_to_hex(&gw_location__kernel(l)->build_id, hex, sizeof(hex))));
 	}
 	/* The gateway symbolizes: tell pprof not to try again. */
 	sr_pbw__bool(&e->body, PPROF_MAPPING_HAS_FUNCTIONS, true);

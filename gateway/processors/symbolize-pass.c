@@ -90,15 +90,15 @@ static bool publish(struct sp *sp, struct gw_location *l, const struct gw_line *
 static bool publish_fallback(struct sp *sp, struct gw_location *l)
 {
 	char name[GW_ID_MAX * 2 + 96];
+	const struct gw_executable *exe = gw_location__exe(l);
+	const struct gw_kernel *k = gw_location__kernel(l);
 
-	if (l->kind == GW_FRAME_USER && l->exe) {
+	if (exe) {
 		char hex[2 * GW_ID_MAX + 1];
-		const char *bin = l->exe->file_name && l->exe->file_name[0]
-					  ? l->exe->file_name
-					  : gw_id_to_hex(&l->exe->id, hex, sizeof(hex));
+		const char *bin = exe->file_name && exe->file_name[0] ? exe->file_name
+								      : gw_id_to_hex(&exe->id, hex, sizeof(hex));
 		snprintf(name, sizeof(name), "%.*s+0x%" PRIx64, 128, bin, l->address);
-	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
-		const struct gw_kernel *k = l->kernel;
+	} else if (k) {
 		const char *mod = NULL;
 		uint64_t base = 0;
 		for (uint32_t i = 0; i < k->n_modules; i++) {
@@ -132,14 +132,14 @@ static void note_lookup(const struct job *job, struct gw_location *l, enum gw_sy
 	if (state == GW_SYM_PENDING && !job->final && job->deadline_ns > now)
 		pending_ns = job->deadline_ns - now;
 	if (l->kind == GW_FRAME_KERNEL) {
-		gw_kernel__set_lookup(l->kernel, pending_ns);
+		gw_kernel__set_lookup(gw_location__kernel(l), pending_ns);
 		/* Symbols are here (or never will be): an agent asked before they were must not upload again. */
 		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)
-			gw_kernel__set_want_symbols(l->kernel, false);
+			gw_kernel__set_want_symbols(gw_location__kernel(l), false);
 	} else {
-		gw_executable__set_lookup(l->exe, pending_ns);
+		gw_executable__set_lookup(gw_location__exe(l), pending_ns);
 		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)
-			gw_executable__set_want_symbols(l->exe, false);
+			gw_executable__set_want_symbols(gw_location__exe(l), false);
 	}
 }
 
@@ -149,23 +149,25 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 	const void *key;
 	struct gw_sym_hint hint = { 0 };
 	const struct gw_id *id;
+	struct gw_executable *exe = gw_location__exe(l);
+	struct gw_kernel *kernel = gw_location__kernel(l);
 	bool is_new;
 
-	if (l->kind == GW_FRAME_USER && l->exe) {
-		key = l->exe;
-		id = &l->exe->id;
-		hint.path = l->exe->path;
-		hint.debuglink = l->exe->debuglink;
-		if (l->exe->gnu_build_id.len) {
-			hint.build_id = l->exe->gnu_build_id.bytes;
-			hint.build_id_len = l->exe->gnu_build_id.len;
-		} else if (l->exe->id_kind == GW_EXE_ID_GNU_BUILD_ID) {
-			hint.build_id = l->exe->id.bytes;
-			hint.build_id_len = l->exe->id.len;
+	if (exe) {
+		key = exe;
+		id = &exe->id;
+		hint.path = exe->path;
+		hint.debuglink = exe->debuglink;
+		if (exe->gnu_build_id.len) {
+			hint.build_id = exe->gnu_build_id.bytes;
+			hint.build_id_len = exe->gnu_build_id.len;
+		} else if (exe->id_kind == GW_EXE_ID_GNU_BUILD_ID) {
+			hint.build_id = exe->id.bytes;
+			hint.build_id_len = exe->id.len;
 		}
-	} else if (l->kind == GW_FRAME_KERNEL && l->kernel) {
-		key = l->kernel;
-		id = &l->kernel->id;
+	} else if (kernel) {
+		key = kernel;
+		id = &kernel->id;
 		hint.is_kernel = true;
 	} else {
 		/* JIT or anonymous memory: nothing can ever name it. */
@@ -212,16 +214,15 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		 * Only stackrelay agents upload symbols: an executable that only
 		 * OTLP senders named will not get them, so its batch does not wait.
 		 */
-		if (l->kind == GW_FRAME_USER &&
-		    !(atomic_load_explicit(&l->exe->flags, memory_order_relaxed) & GW_EXE_AGENT_DEFINED)) {
+		if (exe && !(atomic_load_explicit(&exe->flags, memory_order_relaxed) & GW_EXE_AGENT_DEFINED)) {
 			job->unsymbolized++;
 			return;
 		}
 		/* The receiver lists the ID in wanted_symbols; the agent uploads the .symtab or its kallsyms. */
-		if (l->kind == GW_FRAME_KERNEL)
-			gw_kernel__set_want_symbols(l->kernel, true);
+		if (kernel)
+			gw_kernel__set_want_symbols(kernel, true);
 		else
-			gw_executable__set_want_symbols(l->exe, true);
+			gw_executable__set_want_symbols(exe, true);
 		/* fallthrough */
 	case GW_SYM_PENDING:
 		if (job->final)
@@ -231,10 +232,10 @@ static void symbolize_location(struct sp *sp, struct job *job, struct exe_map *m
 		return;
 	case GW_SYM_MISSING:
 		/* Still asked from agents, but no batch waits for it any more. */
-		if (l->kind == GW_FRAME_USER)
-			gw_executable__set_want_symbols(l->exe, true);
+		if (exe)
+			gw_executable__set_want_symbols(exe, true);
 		else
-			gw_kernel__set_want_symbols(l->kernel, true);
+			gw_kernel__set_want_symbols(kernel, true);
 		job->unsymbolized++;
 		return;
 	case GW_SYM_UNAVAILABLE:

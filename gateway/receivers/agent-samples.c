@@ -244,8 +244,8 @@ static int note_wanted(struct gw_ingest_ctx *c, struct gw_stack *st)
 	if (atomic_load_explicit(&st->symbolized, memory_order_acquire))
 		return 0;
 	for (uint32_t i = 0; i < st->n_locations; i++) {
-		struct gw_executable *x = st->locations[i]->exe;
-		struct gw_kernel *k = st->locations[i]->kernel;
+		struct gw_executable *x = gw_location__exe(st->locations[i]);
+		struct gw_kernel *k = gw_location__kernel(st->locations[i]);
 		/* A kernel whose kallsyms the symbolize processor needs (few per request: the list de-duplicates). */
 		if (k && gw_kernel__wants_symbols(k)) {
 			int e = gw_ingest_ask_for(c, NULL, k);
@@ -291,9 +291,9 @@ static bool stack_names_missing(const struct gw_ingest_ctx *c, const struct gw_s
 	for (uint32_t i = 0; i < st->n_locations; i++) {
 		const struct gw_location *l = st->locations[i];
 
-		if (l->exe && idlist_has(&c->defs.missing_exes, &l->exe->id))
+		if (gw_location__exe(l) && idlist_has(&c->defs.missing_exes, &gw_location__exe(l)->id))
 			return true;
-		if (l->kernel && idlist_has(&c->defs.missing_kernels, &l->kernel->id))
+		if (gw_location__kernel(l) && idlist_has(&c->defs.missing_kernels, &gw_location__kernel(l)->id))
 			return true;
 	}
 	return false;

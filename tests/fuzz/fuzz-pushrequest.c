@@ -42,13 +42,15 @@ static void flag_batch(struct gw_profiles *p, uint8_t seed)
 				struct gw_location *l = sm->stack->locations[j];
 				unsigned what = (seed >> (i % 4 * 2)) & 3;
 
-				if (l->exe) {
-					gw_executable__set_want_symbols(l->exe, what == 1);
-					gw_executable__set_lookup(l->exe, what == 2 ? 60ULL * 1000000000ULL : 0);
+				if (gw_location__exe(l)) {
+					gw_executable__set_want_symbols(gw_location__exe(l), what == 1);
+					gw_executable__set_lookup(gw_location__exe(l),
+								  what == 2 ? 60ULL * 1000000000ULL : 0);
 				}
-				if (l->kernel) {
-					gw_kernel__set_want_symbols(l->kernel, what == 1);
-					gw_kernel__set_lookup(l->kernel, what == 2 ? 60ULL * 1000000000ULL : 0);
+				if (gw_location__kernel(l)) {
+					gw_kernel__set_want_symbols(gw_location__kernel(l), what == 1);
+					gw_kernel__set_lookup(gw_location__kernel(l),
+							      what == 2 ? 60ULL * 1000000000ULL : 0);
 				}
 			}
 		}

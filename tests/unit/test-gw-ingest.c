@@ -280,7 +280,7 @@ static void test_missing_negotiation(void **state)
 	assert_int_equal(s2->n_locations, 3);
 	assert_int_equal(s2->locations[0]->kind, GW_FRAME_USER);
 	assert_int_equal(s2->locations[0]->address, 0x1000);
-	assert_string_equal(s2->locations[0]->exe->file_name, "b");
+	assert_string_equal(gw_location__exe(s2->locations[0])->file_name, "b");
 	assert_int_equal(s2->locations[2]->kind, GW_FRAME_UNKNOWN);
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
@@ -413,7 +413,7 @@ static void test_functions(void **state)
 		assert_int_equal(s->locations[1]->kind, GW_FRAME_INTERPRETED);
 		assert_int_equal(s->locations[1]->address, 24);
 		assert_int_equal(s->locations[1]->line, 12);
-		assert_string_equal(s->locations[1]->function->runtime, "cpython");
+		assert_string_equal(gw_location__function(s->locations[1])->runtime, "cpython");
 		l = gw_location__lines(s->locations[1]);
 		assert_non_null(l);
 		assert_int_equal(l->n, 1);
@@ -502,9 +502,9 @@ static void test_kernel_and_resources(void **state)
 	assert_int_equal(r1->samples[0].pid, 100);
 	struct gw_stack *ks = r1->samples[0].stack;
 	assert_int_equal(ks->locations[0]->kind, GW_FRAME_KERNEL);
-	assert_string_equal(ks->locations[0]->kernel->release, "6.1.0");
-	assert_int_equal(ks->locations[0]->kernel->n_modules, 1);
-	assert_string_equal(ks->locations[0]->kernel->modules[0].name, "ext4");
+	assert_string_equal(gw_location__kernel(ks->locations[0])->release, "6.1.0");
+	assert_int_equal(gw_location__kernel(ks->locations[0])->n_modules, 1);
+	assert_string_equal(gw_location__kernel(ks->locations[0])->modules[0].name, "ext4");
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
 	free(w.p);

@@ -67,7 +67,7 @@ static void test_store_interning(void **state)
 	struct gw_stack *a = stack(s, e1, 7, 3), *b = stack(s, e1, 7, 3);
 	assert_ptr_equal(a, b);
 	assert_int_equal(a->n_locations, 3);
-	assert_ptr_equal(a->locations[0]->exe, e1);
+	assert_ptr_equal(gw_location__exe(a->locations[0]), e1);
 	/* Lookups by ID */
 	struct gw_stack *c = gw_stores__stack(s, gw_stack__id(a), a->id_len);
 	assert_ptr_equal(c, a);
@@ -116,7 +116,7 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	}
 	assert_non_null(first);
 	assert_int_equal(first->n_locations, 2);
-	assert_ptr_equal(first->locations[1]->exe, e);
+	assert_ptr_equal(gw_location__exe(first->locations[1]), e);
 	/* The newest is still there. */
 	int last = 499;
 	uint8_t id[16] = { 0 };
@@ -302,9 +302,9 @@ static void test_store_functions(void **state)
 	again = gw_stores__function(s, first->id.bytes, first->id.len);
 	assert_ptr_equal(again, first);
 	gw_function__unref(again);
-	assert_ptr_equal(l->function, first);
+	assert_ptr_equal(gw_location__function(l), first);
 	gw_stores_free(s);
-	assert_string_equal(l->function->name, "alpha");
+	assert_string_equal(gw_location__function(l)->name, "alpha");
 	gw_location__unref(l);
 	gw_function__unref(first);
 }
@@ -491,7 +491,8 @@ static void *hammer(void *p)
 		struct gw_executable *e = exe(a->s, n % 5);
 		struct gw_stack *st = stack(a->s, e, n, 1 + (uint32_t)(n % 6));
 		struct gw_stack *again = gw_stores__stack(a->s, gw_stack__id(st), st->id_len);
-		if (st->locations[0]->exe != e && st->locations[0]->exe->id.bytes[0] != e->id.bytes[0])
+		if (gw_location__exe(st->locations[0]) != e &&
+		    gw_location__exe(st->locations[0])->id.bytes[0] != e->id.bytes[0])
 			abort();
 		gw_stack__unref(again);
 		gw_stack__unref(st);

@@ -380,13 +380,14 @@ static void check_otel_batch(struct fixture *f)
 	assert_int_equal(st->locations[0]->address, 0x1234);
 	assert_false(st->locations[0]->preset);
 	assert_null(gw_location__lines(st->locations[0]));
-	assert_string_equal(gw_id_to_hex(&st->locations[0]->exe->gnu_build_id, hex, sizeof(hex)), "abcdef0123456789");
-	assert_int_equal(st->locations[0]->exe->id_kind, GW_EXE_ID_GNU_BUILD_ID);
-	assert_string_equal(st->locations[0]->exe->path, "/usr/bin/app");
-	assert_string_equal(st->locations[0]->exe->file_name, "app");
+	assert_string_equal(gw_id_to_hex(&gw_location__exe(st->locations[0])->gnu_build_id, hex, sizeof(hex)),
+			    "abcdef0123456789");
+	assert_int_equal(gw_location__exe(st->locations[0])->id_kind, GW_EXE_ID_GNU_BUILD_ID);
+	assert_string_equal(gw_location__exe(st->locations[0])->path, "/usr/bin/app");
+	assert_string_equal(gw_location__exe(st->locations[0])->file_name, "app");
 	/* Native, symbolized by the sender: kept. */
 	assert_true(st->locations[1]->preset);
-	assert_ptr_equal(st->locations[1]->exe, st->locations[0]->exe);
+	assert_ptr_equal(gw_location__exe(st->locations[1]), gw_location__exe(st->locations[0]));
 	ln = gw_location__lines(st->locations[1]);
 	assert_non_null(ln);
 	assert_int_equal(ln->n, 1);
@@ -717,12 +718,12 @@ static void test_definitions_shared(void **state)
 	assert_ptr_equal(f->res.batch->resources[0].samples[0].stack, first);
 	/* Preset lines are part of a location's identity. */
 	preset = first->locations[1];
-	plain = gw_stores__intern_location(f->stores, GW_FRAME_USER, preset->address, preset->exe, NULL);
+	plain = gw_stores__intern_location(f->stores, GW_FRAME_USER, preset->address, gw_location__exe(preset), NULL);
 	assert_ptr_not_equal(plain, preset);
 	assert_null(gw_location__lines(plain));
 	gw_location__unref(plain);
-	plain = gw_stores__intern_location_lines(f->stores, GW_FRAME_USER, preset->address, preset->exe, NULL, &other,
-						 1);
+	plain = gw_stores__intern_location_lines(f->stores, GW_FRAME_USER, preset->address, gw_location__exe(preset),
+						 NULL, &other, 1);
 	assert_ptr_not_equal(plain, preset);
 	assert_string_equal(gw_location__lines(plain)->lines[0].function, "other");
 	gw_location__unref(plain);
@@ -800,7 +801,7 @@ static void test_frames_without_lines(void **state)
 	assert_string_equal(gw_location__lines(st->locations[2])->lines[0].function, "x.so+0x33");
 	for (int k = 0; k < 3; k++) {
 		assert_true(st->locations[k]->preset);
-		assert_null(st->locations[k]->exe);
+		assert_null(gw_location__exe(st->locations[k]));
 	}
 	sr_pbw__free(&w);
 }
@@ -818,9 +819,9 @@ static void test_htlhash_mapping(void **state)
 	/* Keyed by the content hash; no GNU build ID to look up in debuginfod. */
 	assert_int_equal(l->kind, GW_FRAME_USER);
 	assert_null(gw_location__lines(l));
-	assert_int_equal(l->exe->id_kind, GW_EXE_ID_CONTENT_HASH);
-	assert_string_equal(gw_id_to_hex(&l->exe->id, hex, sizeof(hex)), "abcdef0123456789");
-	assert_int_equal(l->exe->gnu_build_id.len, 0);
+	assert_int_equal(gw_location__exe(l)->id_kind, GW_EXE_ID_CONTENT_HASH);
+	assert_string_equal(gw_id_to_hex(&gw_location__exe(l)->id, hex, sizeof(hex)), "abcdef0123456789");
+	assert_int_equal(gw_location__exe(l)->gnu_build_id.len, 0);
 }
 
 static void test_version_strings(void **state)

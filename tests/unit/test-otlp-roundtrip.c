@@ -274,7 +274,7 @@ static void stack_text(struct buf *b, const struct gw_stack *s)
 		const struct gw_location *l = s->locations[i];
 		const struct gw_lines *ln = gw_location__lines(l);
 		bprintf(b, "[%#" PRIx64 " %s", l->address,
-			l->exe ? gw_id_to_hex(&l->exe->gnu_build_id, hex, sizeof(hex)) : "-");
+			gw_location__exe(l) ? gw_id_to_hex(&gw_location__exe(l)->gnu_build_id, hex, sizeof(hex)) : "-");
 		for (uint32_t k = 0; ln && k < ln->n; k++) {
 			const struct gw_line *x = &ln->lines[k];
 			bprintf(b, " %s/%s/%s:%u:%u@%u", x->function, x->system_name, x->file, x->line, x->column,
