@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "common/config.h"
+#include "core/heap.h"
 #include "core/runtime.h"
 #include "log.h"
 #include "pipeline.h"
@@ -30,6 +31,7 @@
 struct gateway {
 	uv_loop_t loop;
 	uv_signal_t sigterm, sigint, sighup;
+	uv_timer_t trim; /* gives free heap pages back (core/heap.h) */
 	struct gw_runtime *rt;
 	struct gw_config *cfg;
 	const char *config_path;
@@ -154,6 +156,7 @@ int main(int argc, char **argv)
 	struct sr_diag *diag;
 	int opt, r, ret = EXIT_USAGE;
 
+	gw_heap_setup(); /* before any thread starts */
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
 		switch (opt) {
 		case OPT_CONFIG:
@@ -236,6 +239,10 @@ int main(int argc, char **argv)
 		sr_log_error("gateway", "start failed; see the errors above", "error=\"%s\"", strerror(-r));
 		goto out_runtime;
 	}
+
+	r = gw_heap_trim_start(&g.loop, &g.trim, GW_HEAP_TRIM_INTERVAL_MS);
+	if (r < 0)
+		sr_log_warn("gateway", "cannot start giving free heap pages back", "error=\"%s\"", uv_strerror(r));
 
 	uv_signal_init(&g.loop, &g.sigterm);
 	uv_signal_init(&g.loop, &g.sigint);

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gateway's heap (heap.h). glibc gives each thread that allocates while
+ * another holds an arena's lock an arena of its own, up to 8 per core, and
+ * keeps the free memory of each: a replica's decode thread, loop and pool
+ * threads (encoding, symbolizing) each grew their own, and in a fleet soak
+ * its heap held 167 MiB free beside 214 MiB in use, all counted in RSS.
+ * Fewer arenas share their free memory; a periodic malloc_trim() returns the
+ * free pages inside them (malloc only returns the top of a heap by itself).
+ */
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "heap.h"
+#include "log.h"
+
+/* A trim slower than this is logged (it holds each arena's lock while it walks it). */
+#define SLOW_TRIM_NS (50 * 1000 * 1000ULL)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void gw_heap_setup(void)
+{
+	const char *tunables = getenv("GLIBC_TUNABLES");
+
+	if (getenv("MALLOC_ARENA_MAX") || (tunables && strstr(tunables, "glibc.malloc.arena_max")))
+		return; /* the operator's choice */
+	mallopt(M_ARENA_MAX, GW_HEAP_ARENAS);
+}
+
+static void on_trim(uv_timer_t *t)
+{
+	uint64_t t0 = now_ns(), took;
+
+	(void)t;
+	malloc_trim(0);
+	took = now_ns() - t0;
+	if (took > SLOW_TRIM_NS)
+		sr_log_debug("gateway", "giving free heap pages back was slow", "took_ms=%llu",
+			     (unsigned long long)(took / 1000000));
+}
+
+int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
+{
+	int r = uv_timer_init(loop, timer);
+
+	if (r < 0)
+		return r;
+	r = uv_timer_start(timer, on_trim, interval_ms, interval_ms);
+	uv_unref((uv_handle_t *)timer);
+	return r;
+}

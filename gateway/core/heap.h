@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gateway's heap (glibc malloc): how many arenas it uses, and giving
+ * its free pages back to the system (docs/gateway.md, "Memory").
+ */
+#ifndef SR_GW_HEAP_H
+#define SR_GW_HEAP_H
+
+#include <stdint.h>
+
+#include <uv.h>
+
+/* How often the gateway gives free heap pages back (gw_heap_trim_start()). */
+#define GW_HEAP_TRIM_INTERVAL_MS 10000
+
+/*
+ * Limits malloc to GW_HEAP_ARENAS arenas unless the environment sets them
+ * (MALLOC_ARENA_MAX, or glibc.malloc.arena_max in GLIBC_TUNABLES). Call
+ * before any thread starts.
+ */
+#define GW_HEAP_ARENAS 2
+void gw_heap_setup(void);
+
+/*
+ * Every interval_ms, malloc_trim(0) on the loop: the pages of free memory
+ * inside the heap go back to the system. timer is initialized here and does
+ * not keep the loop alive; close it at shutdown. 0 or -errno.
+ */
+int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms);
+
+#endif
