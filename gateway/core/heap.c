@@ -4,7 +4,7 @@
  * another holds an arena's lock an arena of its own, up to 8 per core, and
  * keeps the free memory of each: a replica's decode thread, loop and pool
  * threads (encoding, symbolizing) each grew their own, and in a fleet soak
- * its heap held 167 MiB free beside 214 MiB in use, all counted in RSS.
+ * its heap held about 150 MiB free beside 190 MiB in use, all in RSS.
  * Fewer arenas share their free memory; a periodic malloc_trim() returns the
  * free pages inside them (malloc only returns the top of a heap by itself).
  */
