@@ -280,14 +280,46 @@ out:
 	return e;
 }
 
+/*
+ * The stack a StackDef names, when the stacks store already holds it (a new
+ * reference), else NULL: only the definition's top-level fields are read
+ * (frames skipped), for its ID, the last one given. Malformed input is left
+ * to the full parse.
+ */
+static struct gw_stack *stored_stack(struct gw_stores *stores, struct sr_pbr r)
+{
+	struct sr_pb_slice id = { 0 };
+	uint32_t f, wt;
+
+	while (r.p < r.end) {
+		if (sr_pbr__tag(&r, &f, &wt) < 0)
+			return NULL;
+		if (f == stackrelay_v1_StackDef_id_tag) {
+			if (sr_pbr__field_bytes(&r, wt, &id) < 0)
+				return NULL;
+		} else if (sr_pbr__skip(&r, wt) < 0)
+			return NULL;
+	}
+	return id.n && id.n <= GW_ID_MAX ? gw_stores__stack(stores, id.p, id.n) : NULL;
+}
+
+/*
+ * A stack already stored is not built again: most definitions name stacks
+ * the store holds (every agent defines its stacks again on each new
+ * connection, and nodes running one binary share most of theirs), and
+ * building one interns each frame's location, a locked lookup and cache
+ * misses each, only for the store to keep the stack it has. Its frames are
+ * still validated, and it is kept for the request's samples as a new one is.
+ */
 int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *errbuf, size_t errsize)
 {
 	struct gw_location *locs[GW_AGENT_MAX_FRAMES_PER_STACK];
 	struct gw_executable *last_exe = NULL;
 	struct gw_kernel *last_kernel = NULL;
 	struct gw_function *last_fn = NULL;
+	struct gw_stack *stored = stored_stack(defs->stores, r);
 	struct sr_pb_slice id = { 0 };
-	uint32_t n = 0, f, wt;
+	uint32_t n = 0, n_frames = 0, f, wt;
 	bool truncated = false, missing = false;
 	uint64_t v;
 	int e = 0;
@@ -311,7 +343,7 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 			uint64_t address = 0, kind = 0, line = 0;
 			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
 				FAIL(&r, "StackDef.frames: malformed");
-			if (n == GW_AGENT_MAX_FRAMES_PER_STACK)
+			if (n_frames++ == GW_AGENT_MAX_FRAMES_PER_STACK)
 				FAIL(&r, "StackDef: more than %d frames", GW_AGENT_MAX_FRAMES_PER_STACK);
 			struct sr_pbr fr = sr_pbr__sub(&r, t);
 			while (fr.p < fr.end) {
@@ -341,12 +373,24 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 			if (kind == stackrelay_v1_FrameKind_FRAME_KIND_UNSPECIFIED)
 				kind = exe_id.n ? stackrelay_v1_FrameKind_FRAME_KIND_USER
 						: stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-			if (missing)
+			if ((kind == stackrelay_v1_FrameKind_FRAME_KIND_USER ||
+			     kind == stackrelay_v1_FrameKind_FRAME_KIND_KERNEL) &&
+			    !exe_id.n)
+				FAIL(&fr, "Frame: %s",
+				     kind == stackrelay_v1_FrameKind_FRAME_KIND_USER
+					     ? "user frame without executable_id"
+					     : "kernel frame without executable_id (the kernel's ID)");
+			if ((kind == stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED ||
+			     kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT) &&
+			    !fn_id.n)
+				FAIL(&fr, "Frame: %s frame without function_id",
+				     kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT ? "JIT" : "interpreted");
+			if (kind > stackrelay_v1_FrameKind_FRAME_KIND_JIT)
+				FAIL(&fr, "Frame.kind %llu is not a FrameKind", (unsigned long long)kind);
+			if (missing || stored)
 				break; /* keep validating, stop building */
 			struct gw_location *l = NULL;
 			if (kind == stackrelay_v1_FrameKind_FRAME_KIND_USER) {
-				if (!exe_id.n)
-					FAIL(&fr, "Frame: user frame without executable_id");
 				if (!last_exe || last_exe->id.len != exe_id.n ||
 				    memcmp(last_exe->id.bytes, exe_id.p, exe_id.n) != 0) {
 					gw_executable__unref(last_exe);
@@ -360,8 +404,6 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 				}
 				l = gw_stores__intern_location(defs->stores, GW_FRAME_USER, address, last_exe, NULL);
 			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_KERNEL) {
-				if (!exe_id.n)
-					FAIL(&fr, "Frame: kernel frame without executable_id (the kernel's ID)");
 				if (!last_kernel || last_kernel->id.len != exe_id.n ||
 				    memcmp(last_kernel->id.bytes, exe_id.p, exe_id.n) != 0) {
 					gw_kernel__unref(last_kernel);
@@ -377,11 +419,7 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 							       last_kernel);
 			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN) {
 				l = gw_stores__intern_location(defs->stores, GW_FRAME_UNKNOWN, address, NULL, NULL);
-			} else if (kind == stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED ||
-				   kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT) {
-				if (!fn_id.n)
-					FAIL(&fr, "Frame: %s frame without function_id",
-					     kind == stackrelay_v1_FrameKind_FRAME_KIND_JIT ? "JIT" : "interpreted");
+			} else { /* INTERPRETED, JIT: the only kinds left (checked above) */
 				if (!last_fn || last_fn->id.len != fn_id.n ||
 				    memcmp(last_fn->id.bytes, fn_id.p, fn_id.n) != 0) {
 					gw_function__unref(last_fn);
@@ -398,8 +436,7 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 										? GW_FRAME_JIT
 										: GW_FRAME_INTERPRETED,
 									address, last_fn, (uint32_t)line);
-			} else
-				FAIL(&fr, "Frame.kind %llu is not a FrameKind", (unsigned long long)kind);
+			}
 			if (!l) {
 				e = -ENOMEM;
 				goto out;
@@ -414,8 +451,10 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 	}
 	if (!id.p)
 		FAIL(&r, "StackDef without id");
-	if (!missing) {
-		struct gw_stack *st = gw_stores__intern_stack(defs->stores, id.p, id.n, truncated, locs, n);
+	if (stored || !missing) {
+		struct gw_stack *st = stored ? stored
+					     : gw_stores__intern_stack(defs->stores, id.p, id.n, truncated, locs, n);
+		stored = NULL;
 		n = 0; /* taken */
 		if (!st) {
 			e = -ENOMEM;
@@ -442,6 +481,7 @@ int gw_ingest_parse_stack(struct gw_ingest_defs *defs, struct sr_pbr r, char *er
 out:
 	for (uint32_t i = 0; i < n; i++)
 		gw_location__unref(locs[i]);
+	gw_stack__unref(stored);
 	gw_executable__unref(last_exe);
 	gw_kernel__unref(last_kernel);
 	gw_function__unref(last_fn);

@@ -327,6 +327,79 @@ static void test_defined_stacks_outlive_eviction(void **state)
 	gw_stores_free(st);
 }
 
+/*
+ * A definition of a stack the store already holds is not built again: its
+ * frames are validated but no location is interned, and an executable only
+ * its frames name need not be known (the stored stack is used).
+ */
+static void test_stored_stack_not_rebuilt(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct gw_store_stats before, after;
+	struct pbw w = { 0 };
+
+	add_header(&w, "agent-1", 1);
+	add_exe(&w, EXE_A, "a");
+	add_stack(&w, STACK_1, EXE_A);
+	add_sample(&w, STACK_1, 2, "app", "main", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 2);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Another agent defines STACK_1 again, its frames in an executable nobody defined. */
+	gw_stores__stats(st, GW_STORE_LOCATIONS, &before);
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-2", 1);
+	add_stack(&w, STACK_1, EXE_B);
+	add_sample(&w, STACK_1, 5, "app", "main", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 5);
+	assert_int_equal(m.missing_stacks_count + m.missing_executables_count + m.missing_kernels_count, 0);
+	gw_stores__stats(st, GW_STORE_LOCATIONS, &after);
+	assert_int_equal(after.inserts, before.inserts);
+	assert_int_equal(after.hits + after.misses, before.hits + before.misses); /* no location looked up */
+	struct gw_stack *s1 = res.batch->resources[0].samples[0].stack;
+	assert_int_equal(s1->n_locations, 3);
+	assert_string_equal(gw_location__exe(s1->locations[0])->file_name, "a"); /* the stored frames */
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Its frames are still checked: a user frame without an executable fails the request. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-2", 2);
+	struct pbw sd = { 0 };
+	f_bytes(&sd, 1, STACK_1, 16);
+	add_frame(&sd, NULL, 0, 0x1000, 1);
+	f_msg(&w, 6, &sd);
+	assert_int_equal(run(st, &w, &res, NULL), -EBADMSG);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* The ID after the frames (any field order): still found. */
+	gw_stores__stats(st, GW_STORE_LOCATIONS, &before);
+	w = (struct pbw){ 0 };
+	add_header(&w, "agent-2", 3);
+	sd = (struct pbw){ 0 };
+	add_frame(&sd, EXE_B, 20, 0x1000, 1);
+	f_bytes(&sd, 1, STACK_1, 16);
+	f_msg(&w, 6, &sd);
+	add_sample(&w, STACK_1, 1, "app", "main", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 1);
+	assert_int_equal(m.missing_executables_count, 0);
+	gw_stores__stats(st, GW_STORE_LOCATIONS, &after);
+	assert_int_equal(after.hits + after.misses, before.hits + before.misses);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	gw_stores_free(st);
+}
+
 /* Interpreted and JIT frames: functions defined on first use, missing_functions, lines preset. */
 static const uint8_t FUNC_A[16] = { 0xf1, 1 }, FUNC_J[16] = { 0xf2, 2 }, STACK_F[16] = { 4 };
 
@@ -1294,6 +1367,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_missing_negotiation),
 		cmocka_unit_test(test_defined_stacks_outlive_eviction),
+		cmocka_unit_test(test_stored_stack_not_rebuilt),
 		cmocka_unit_test(test_kernel_and_resources),
 		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_off_cpu),
