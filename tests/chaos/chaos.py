@@ -357,7 +357,7 @@ def main():
     if name == "mtls":
         if not shutil.which("openssl"):
             C.skip("openssl not installed")
-        d = tempfile.mkdtemp(prefix="sr-chaos-certs-")
+        d = C.slib.tmpdir("sr-chaos-certs-")
         TLS.update(C.slib.make_certs(d))
         TLS["expired.pem"], TLS["expired.key"] = make_expired(d, TLS)
         tls, token = TLS, "chaos-token-0123456789"

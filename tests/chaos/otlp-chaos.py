@@ -19,7 +19,6 @@ import ssl
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
 
@@ -41,7 +40,7 @@ def compile_protos():
         import google.protobuf  # noqa: F401
     except ImportError:
         C.skip("python3-protobuf not installed")
-    tmp = tempfile.mkdtemp(prefix="sr-chaos-otlp-pb-")
+    tmp = C.slib.tmpdir("sr-chaos-otlp-pb-")
     proto = os.path.join(C.SOURCE_ROOT, "proto")
     subprocess.run(["protoc", "-I", proto, "--python_out=" + tmp,
                     "opentelemetry/proto/common/v1/common.proto",
@@ -548,7 +547,7 @@ def main():
         if not shutil.which("openssl"):
             C.skip("openssl not installed")
         import chaos
-        d = tempfile.mkdtemp(prefix="sr-chaos-otlp-certs-")
+        d = C.slib.tmpdir("sr-chaos-otlp-certs-")
         TLS.update(C.slib.make_certs(d))
         TLS["expired.pem"], TLS["expired.key"] = chaos.make_expired(d, TLS)
         with open(os.path.join(d, "otlp-token"), "w") as f:

@@ -5,6 +5,7 @@ and the truth to check it against (nm, readelf, /proc/kallsyms).
 
 Needs Debian's /usr/bin/python3 with python3-protobuf, protoc, nm, readelf.
 """
+import atexit
 import bisect
 import os
 import shutil
@@ -39,6 +40,7 @@ class Env:
             skip("run through meson test (SR_AGENT, SR_SOURCE_ROOT, SR_BUILD_ROOT unset)")
         self.workloads = os.path.join(self.build, "tests", "workloads")
         self.tmp = tempfile.mkdtemp(prefix="sr-agent-test-")
+        atexit.register(self.cleanup)  # also when a check fails or the test skips
         self.pb = load_proto(self.src, self.tmp)
 
     def workload(self, name):

@@ -3,6 +3,7 @@
 gateway (tests/fakes/fake-gateway.js), the sender driver
 (tests/integration/sender-driver.c), certificates made with the openssl CLI.
 Every process started here is stopped by the test that started it."""
+import atexit
 import json
 import os
 import re
@@ -134,8 +135,11 @@ def make_certs(d, server_names=("localhost",), ips=("127.0.0.1",)):
                                              "client.key", "rogue.pem", "rogue.key")}
 
 
-def tmpdir():
-    return tempfile.mkdtemp(prefix="sr-sender-")
+def tmpdir(prefix="sr-sender-"):
+    """A new temporary directory, removed when the test exits (however it ends, short of a signal)."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d
 
 
 
