@@ -148,7 +148,8 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 	int r;
 
 	name = gw_otlp_dict_string(d, l->function);
-	sys = gw_otlp_dict_string(d, l->system_name && *l->system_name ? l->system_name : l->function);
+	/* Without a linkage name the system name is the name: not hashed and looked up twice. */
+	sys = l->system_name && *l->system_name ? gw_otlp_dict_string(d, l->system_name) : name;
 	file = gw_otlp_dict_string(d, l->file);
 	if (name < 0 || sys < 0 || file < 0)
 		return -ENOMEM;
