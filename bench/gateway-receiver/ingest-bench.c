@@ -215,6 +215,24 @@ static void otlp_request(struct sr_pbw *w, bool v19, unsigned samples, unsigned 
 	*ret_counts = counts;
 }
 
+/* Processes body `iterations` times (sequences from first_seq), each accepting every sample: 0, or -1 said. */
+static int ingest_times(struct gw_stores *st, const struct buf *body, uint64_t first_seq, unsigned iterations,
+			uint64_t counts, const char *what)
+{
+	struct gw_ingest_result res;
+	char err[256] = "";
+
+	for (unsigned it = 0; it < iterations; it++) {
+		if (gw_ingest_process(st, body->p, body->len, first_seq + it, &res, err, sizeof(err)) < 0 ||
+		    res.accepted != counts) {
+			fprintf(stderr, "%s failed: %s\n", what, err);
+			return -1;
+		}
+		gw_ingest_result_free(&res);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned samples = 10000, stacks = 2000, depth = 24, iterations = 200;
@@ -299,14 +317,8 @@ int main(int argc, char **argv)
 	}
 
 	double t0 = now();
-	for (unsigned it = 0; it < iterations; it++) {
-		if (gw_ingest_process(st, req.p, req.len, 2 + it, &res, err, sizeof(err)) < 0 ||
-		    res.accepted != counts) {
-			fprintf(stderr, "ingest failed: %s\n", err);
-			return 1;
-		}
-		gw_ingest_result_free(&res);
-	}
+	if (ingest_times(st, &req, 2, iterations, counts, "ingest") < 0)
+		return 1;
 	double t1 = now();
 	struct gw_profiles *acc = gw_profiles_new();
 	for (unsigned it = 0; it < iterations; it++) {
@@ -325,14 +337,8 @@ int main(int argc, char **argv)
 	struct buf again = { 0 };
 	put(&again, req.p, req.len);
 	put(&again, defs.p, defs.len);
-	for (unsigned it = 0; it < iterations; it++) {
-		if (gw_ingest_process(st, again.p, again.len, 200000 + it, &res, err, sizeof(err)) < 0 ||
-		    res.accepted != counts) {
-			fprintf(stderr, "ingest with definitions failed: %s\n", err);
-			return 1;
-		}
-		gw_ingest_result_free(&res);
-	}
+	if (ingest_times(st, &again, 200000, iterations, counts, "ingest with definitions") < 0)
+		return 1;
 	double t3 = now();
 	double rec = (double)samples * iterations;
 	double agent_rate = (double)counts * iterations / (t1 - t0);
