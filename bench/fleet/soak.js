@@ -39,18 +39,20 @@ const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`,
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // The fault schedule: name → [start, length] in seconds, as fractions of the run for --minutes < 60
-// (the CI version), else at fixed minutes of a long soak. --scale stretches lengths.
+// (the CI version), else at fixed minutes of a long soak: all in its first half, so that the second half shows
+// the replicas back on their plateau (what a fault holds in memory, such as the backlog while the backend and
+// the disk are both down, must be gone by then). --scale stretches lengths.
 function schedule(total) {
   const want = opt.faults ? opt.faults.split(',') : [];
   const long = total >= 3600;
   const at = (frac, min) => (long ? min * 60 : frac * total);
   const len = (s, short) => (long ? s : short) * opt.scale;
   const all = {
-    kill: { start: at(0.25, 10), length: len(5, 5) },           // SIGKILL replica 0, restart after `length`
-    '503': { start: at(0.45, 20), length: len(120, 20) },      // backend 503 + Retry-After
-    '500': { start: at(0.6, 30), length: len(60, 10) },        // backend 500
-    kube: { start: at(0.35, 40), length: len(60, 15) },        // API server down, then 410 Gone
-    disk: { start: at(0.7, 50), length: len(60, 15) },         // disk queue's filesystem full (with the backend down)
+    kill: { start: at(0.25, 5), length: len(5, 5) },            // SIGKILL replica 0, restart after `length`
+    '503': { start: at(0.45, 10), length: len(120, 20) },      // backend 503 + Retry-After
+    '500': { start: at(0.6, 15), length: len(60, 10) },        // backend 500
+    kube: { start: at(0.35, 20), length: len(60, 15) },        // API server down, then 410 Gone
+    disk: { start: at(0.7, 25), length: len(60, 15) },         // disk queue's filesystem full (with the backend down)
   };
   return want.map((w) => {
     if (!all[w]) throw new Error(`unknown fault ${w} (kill, 503, 500, kube, disk)`);
@@ -108,14 +110,15 @@ function cpuOf(pid) {
 }
 
 const replicasAll = [];
-const LIMITS = { dedupeEntries: 2048, maxPods: 0, symbolCacheMib: 16 };
+const LIMITS = { dedupeEntries: 2048, maxPods: 0, symbolCacheMib: 16, executablesKib: 128 };
 
 function gatewayYaml(r, ports, dirs) {
   const st = opt.storesMib;
   // The stacks store holds the stacks with their locations (the sim's working set is about 170 MiB: it must
   // evict); the locations store only the locations no stored stack holds. Executables: room for every image's
-  // current version (the sim's 200 images and 16 libraries, about 350 bytes each) and some old ones.
-  const stores = `{executables: ${Math.max(128, st * 4)}KiB, kernels: 1MiB, locations: ${Math.max(4, st / 2)}MiB, ` +
+  // current version (the sim's 200 images and 16 libraries, about 350 bytes each) and some old ones, whatever
+  // the fleet's size (images roll out: the store must evict). Kernels, one a node, are not judged.
+  const stores = `{executables: ${LIMITS.executablesKib}KiB, kernels: 1MiB, locations: ${Math.max(4, st / 2)}MiB, ` +
     `stacks: ${4 * st}MiB}`;
   return `
 receivers:
@@ -130,7 +133,8 @@ processors:
     kube_config_path: ${dirs.kubeconfig}
     cache: {max_pods: ${LIMITS.maxPods}}
     extract: {metadata: [k8s.namespace.name, k8s.pod.name, k8s.pod.uid, k8s.container.name, service.name]}
-  symbolize: {debug_dirs: [], debuginfod_urls: [], memory_cache_size: ${LIMITS.symbolCacheMib}MiB, wait_for_symbols: 2s}
+  symbolize: {debug_dirs: [], debuginfod_urls: [], cache_dir: ${dirs.symbols[r]}, memory_cache_size: ${LIMITS.symbolCacheMib}MiB,
+    wait_for_symbols: 2s}
   batch: {timeout: 1s}
 exporters:
   otlp_http:
@@ -209,7 +213,7 @@ async function main() {
   const total = opt.minutes * 60;
   const faults = schedule(total);
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'sr-fleet-'));
-  const dirs = { base, queue: [], kubeconfig: path.join(base, 'kubeconfig') };
+  const dirs = { base, queue: [], symbols: [], kubeconfig: path.join(base, 'kubeconfig') };
   const children = [];
   const mounts = [];
   const cleanup = () => {
@@ -232,8 +236,13 @@ async function main() {
       mounts.push(q);
     }
     dirs.queue.push(q);
+    const sym = path.join(base, `symbols-${r}`);
+    fs.mkdirSync(sym);
+    dirs.symbols.push(sym);
   }
-  LIMITS.symbolCacheMib = Math.max(1, opt.storesMib >> 4);
+  // Uploaded symbol tables: one per image version and one per node's kernel (about 15 MiB at 1,000 nodes after an
+  // hour); at most 8 MiB, so that the cache evicts at any fleet size (evicted tables reload from cache_dir).
+  LIMITS.symbolCacheMib = Math.max(1, Math.min(8, opt.storesMib >> 4));
   LIMITS.maxPods = Math.max(64, Math.round(opt.nodes * opt.podsPerNode * 1.1));
 
   // Sink.
