@@ -35,8 +35,16 @@ static inline const char *gw_scopy(char **pos, const char *s)
 	return dst;
 }
 
-/* What a location without lines is charged to its store (the object and its index overhead). */
-#define GW_LOCATION_BYTES (sizeof(struct gw_location) + 64)
+/*
+ * What an object costs beyond its own bytes: malloc's chunk header and
+ * rounding (8 to 23 bytes on glibc) and its index slot (8 to 16 bytes: an
+ * index doubles at one entry per bucket). Store charges are what objects
+ * take, so that a bound is the memory it holds.
+ */
+#define GW_OBJ_OVERHEAD 32
+
+/* What a location without lines is charged to its store. */
+#define GW_LOCATION_BYTES (sizeof(struct gw_location) + GW_OBJ_OVERHEAD)
 
 /* have (NULL: none) holds the n lines of want, strings compared by content (NULL as ""). */
 bool gw_lines__equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n);

@@ -61,7 +61,7 @@ struct gw_executable *gw_executable_new(const struct gw_executable_def *def)
 		return NULL;
 	atomic_init(&e->obj.refs, 1);
 	e->obj.type = GW_OBJ_EXECUTABLE;
-	e->obj.bytes = (uint32_t)(sizeof(*e) + extra + 64 /* index overhead */);
+	e->obj.bytes = (uint32_t)(sizeof(*e) + extra + GW_OBJ_OVERHEAD);
 	gw_id_set(&e->id, def->id, def->id_len);
 	e->id_kind = def->id_kind;
 	pos = (char *)(e + 1);
@@ -105,7 +105,8 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 		return NULL;
 	atomic_init(&k->obj.refs, 1);
 	k->obj.type = GW_OBJ_KERNEL;
-	k->obj.bytes = (uint32_t)SR_MIN(sizeof(*k) + def->n_modules * sizeof(*mods) + extra + 64, UINT32_MAX);
+	k->obj.bytes =
+		(uint32_t)SR_MIN(sizeof(*k) + def->n_modules * sizeof(*mods) + extra + GW_OBJ_OVERHEAD, UINT32_MAX);
 	gw_id_set(&k->id, def->id, def->id_len);
 	mods = (struct gw_kernel_module *)(k + 1);
 	pos = (char *)(mods + def->n_modules);
@@ -161,7 +162,7 @@ struct gw_function *gw_function_new(const struct gw_function_def *def)
 		return NULL;
 	atomic_init(&f->obj.refs, 1);
 	f->obj.type = GW_OBJ_FUNCTION;
-	f->obj.bytes = (uint32_t)SR_MIN(sizeof(*f) + extra + 64, UINT32_MAX);
+	f->obj.bytes = (uint32_t)SR_MIN(sizeof(*f) + extra + GW_OBJ_OVERHEAD, UINT32_MAX);
 	gw_id_set(&f->id, def->id, def->id_len);
 	pos = (char *)(f + 1);
 	f->runtime = gw_scopy(&pos, def->runtime);
@@ -208,7 +209,8 @@ struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, str
 		goto fail;
 	atomic_init(&s->obj.refs, 1);
 	s->obj.type = GW_OBJ_STACK;
-	s->obj.bytes = (uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->locations[0]) + id_len + 64, UINT32_MAX);
+	s->obj.bytes =
+		(uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->locations[0]) + id_len + GW_OBJ_OVERHEAD, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
 	if (n)

@@ -241,6 +241,8 @@ struct gw_lines {
 	uint32_t n;
 	atomic_uint refs;	      /* changed under table's lock while table is set */
 	struct gw_lines_table *table; /* NULL: not shared */
+	/* Stored locations holding it (under the locations store's lock): charged while one does (store.c). */
+	uint32_t store_holders;
 	struct gw_lines *hash_next;
 	uint64_t hash;
 	struct gw_line lines[];
@@ -284,6 +286,8 @@ struct gw_location {
 	int32_t stack_holds;
 	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
 	bool preset;
+	/* It counts in its shared lines' store_holders (under the locations store's lock). */
+	bool lines_charged;
 };
 
 /* The location's executable (USER frames), kernel (KERNEL frames) or function (INTERPRETED, JIT); else NULL. */
@@ -434,20 +438,24 @@ struct gw_store_stats {
 	uint64_t hits, misses, inserts, evictions;
 	uint64_t second_chances; /* cold entries still referenced elsewhere, moved to the hot end instead of evicted */
 	uint64_t held_bytes; /* locations: bytes of the ones stored stacks hold (charged to the stacks store instead) */
+	uint64_t lines_bytes; /* stacks: shared lines stored locations hold (in bytes) */
 };
 
 struct gw_stores;
 
 /*
- * gw_location__set_lines(), and charges the lines' bytes to the locations store while l is
- * indexed there (evicting to stay under its bound): what the symbolize
+ * gw_location__set_lines(), and charges the lines while l is indexed,
+ * evicting to stay under the bound: lines of the stores' shared table
+ * (gw_stores__lines()) once, however many stored locations share them, to
+ * the stacks store's bound; other lines to l (so to the stacks store while a
+ * stored stack holds it, else the locations store). What the symbolize
  * processor uses.
  */
 bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines);
 /*
- * The table of lines its locations share (lines.c). A location is charged
- * its lines in full even when it shares them, so a store's bytes bound the
- * memory it holds from above.
+ * The table of lines its locations share (lines.c). Shared lines are charged
+ * once while a stored location holds them (gw_stores__set_lines()), so a
+ * store's bytes are the memory it holds.
  */
 struct gw_lines_table *gw_stores__lines(struct gw_stores *s);
 

@@ -260,16 +260,20 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 	}
 	{
 		struct gw_lines_table_stats ls;
+		struct gw_store_stats ss;
 
 		gw_lines_table__stats(gw_stores__lines(rt->stores), &ls);
+		gw_stores__stats(rt->stores, GW_STORE_STACKS, &ss);
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines", GW_METRIC_GAUGE,
 				"Symbolized lines shared by locations (every address of a function named by its symbol "
 				"shares one copy).",
 				NULL, (double)ls.entries);
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines_bytes", GW_METRIC_GAUGE,
-				"Bytes of the shared lines (each location sharing them is charged them in full to its "
-				"store).",
-				NULL, (double)ls.bytes);
+				"Bytes of the shared lines.", NULL, (double)ls.bytes);
+		gw_metrics__add(w, "stackrelay_gateway_shared_lines_charged_bytes", GW_METRIC_GAUGE,
+				"Bytes of the shared lines that stored locations hold, with their overhead: charged "
+				"once, to the stacks store's bound (its store_bytes includes them).",
+				NULL, (double)ss.lines_bytes);
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines_hits_total", GW_METRIC_COUNTER,
 				"Symbolized locations given lines another location already had.", NULL,
 				(double)ls.hits);

@@ -46,6 +46,13 @@ struct gw_stores {
 	struct gw_store s[_GW_STORE_MAX];
 	/* Symbolized lines shared by locations (lines.c); held by them, so freed after the stores. */
 	struct gw_lines_table *lines;
+	/*
+	 * Bytes of the shared lines that indexed locations hold, each counted
+	 * once (gw_lines.store_holders, changed under the locations store's
+	 * lock): charged to the stacks store's bound, read there without that
+	 * lock.
+	 */
+	atomic_uint_fast64_t lines_bytes;
 };
 
 static const char *const store_names[_GW_STORE_MAX] = {
@@ -178,10 +185,13 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
 	/* Held bytes change under the stacks store's lock (store.c, top): read there, they add up. */
-	if (k == GW_STORE_LOCATIONS)
+	if (k == GW_STORE_LOCATIONS) {
 		ret->held_bytes = atomic_load_explicit(&st->held_bytes, memory_order_relaxed);
-	else if (k == GW_STORE_STACKS) /* the stacks store's bound covers the locations they hold */
-		ret->bytes += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed);
+	} else if (k == GW_STORE_STACKS) { /* its bound covers the locations they hold, and shared lines */
+		ret->lines_bytes = atomic_load_explicit(&s->lines_bytes, memory_order_relaxed);
+		ret->bytes += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed) +
+			      ret->lines_bytes;
+	}
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -191,7 +201,7 @@ static const uint64_t default_limits[_GW_STORE_MAX] = {
 	[GW_STORE_FUNCTIONS] = GW_STORE_DEFAULT_FUNCTION_BYTES,
 };
 
-static void unindex_locked(struct gw_store *st, struct gw_obj *o);
+static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_obj *o);
 
 /* Drops the index's references of a list linked through hash_next (outside the lock). */
 static void unref_list(struct gw_obj *evicted)
@@ -215,7 +225,8 @@ static bool over_locked(struct gw_stores *s, struct gw_store *st)
 	uint64_t b = st->stats.bytes;
 
 	if (st == &s->s[GW_STORE_STACKS])
-		b += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed);
+		b += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed) +
+		     atomic_load_explicit(&s->lines_bytes, memory_order_relaxed);
 	return b > st->limit_bytes;
 }
 
@@ -286,7 +297,7 @@ static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct
 			st->stats.second_chances++;
 			continue;
 		}
-		unindex_locked(st, victim);
+		unindex_locked(s, st, victim);
 		st->stats.evictions++;
 		victim->hash_next = *evicted;
 		*evicted = victim;
@@ -403,7 +414,38 @@ static struct gw_obj *find_locked(struct gw_store *st, const struct key *k)
 	return NULL;
 }
 
-static void unindex_locked(struct gw_store *st, struct gw_obj *o)
+/* What shared lines are charged: their bytes and their overhead. */
+static uint64_t lines_charge(const struct gw_lines *lines)
+{
+	return gw_lines__bytes(lines) + GW_OBJ_OVERHEAD;
+}
+
+/* Locations store's lock held: indexed l holds its shared lines; the first such location charges them. */
+static bool charge_lines_locked(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines)
+{
+	if (l->lines_charged || !l->obj.indexed)
+		return false;
+	l->lines_charged = true;
+	if (lines->store_holders++ != 0)
+		return false;
+	atomic_fetch_add_explicit(&s->lines_bytes, lines_charge(lines), memory_order_relaxed);
+	return true;
+}
+
+/* Locations store's lock held: l leaves the store; the last stored holder of its lines uncharges them. */
+static void uncharge_lines_locked(struct gw_stores *s, struct gw_location *l)
+{
+	struct gw_lines *lines;
+
+	if (!l->lines_charged)
+		return;
+	l->lines_charged = false;
+	lines = (struct gw_lines *)gw_location__lines(l);
+	if (--lines->store_holders == 0)
+		atomic_fetch_sub_explicit(&s->lines_bytes, lines_charge(lines), memory_order_relaxed);
+}
+
+static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_obj *o)
 {
 	struct gw_obj **pp = &st->buckets[o->hash & (st->n_buckets - 1)];
 	while (*pp && *pp != o)
@@ -419,6 +461,8 @@ static void unindex_locked(struct gw_store *st, struct gw_obj *o)
 	}
 	o->indexed = false;
 	st->stats.entries--;
+	if (o->type == GW_OBJ_LOCATION)
+		uncharge_lines_locked(s, (struct gw_location *)o);
 }
 
 static void grow_locked(struct gw_store *st)
@@ -587,6 +631,21 @@ bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_
 
 	if (!gw_location__set_lines(l, lines))
 		return false;
+	if (lines->table && lines->table == s->lines) {
+		/* Shared lines: charged once, to the stacks store's bound, while a stored location holds them. */
+		bool charged;
+
+		pthread_mutex_lock(&ls->lock);
+		charged = charge_lines_locked(s, l, lines);
+		pthread_mutex_unlock(&ls->lock);
+		if (charged) {
+			pthread_mutex_lock(&ss->lock);
+			shrink_locked(s, ss, NULL, GW_STORE_SECOND_CHANCES, &evicted);
+			pthread_mutex_unlock(&ss->lock);
+			unref_list(evicted);
+		}
+		return true;
+	}
 	extra = SR_MIN(gw_lines__bytes(lines), (uint64_t)UINT32_MAX / 4);
 	/* Both locks (stacks, then locations): a held location's lines are the stacks store's to pay. */
 	pthread_mutex_lock(&ss->lock);

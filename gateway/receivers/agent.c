@@ -87,10 +87,11 @@ static const struct sr_field stores_fields[] = {
 	SR_FIELD_BYTES("kernels", struct agent_stores_config, kernels, .def = "4MiB", .min = 65536,
 		       .doc = "Bytes of kernel definitions (with module lists) kept."),
 	SR_FIELD_BYTES("locations", struct agent_stores_config, locations, .def = "256MiB", .min = 65536,
-		       .doc = "Bytes of locations (executable + address, with their symbolized lines) kept beyond "
+		       .doc = "Bytes of locations (executable + address, with any lines they do not share) kept beyond "
 			      "those stored stacks hold (a cache for stacks defined again)."),
 	SR_FIELD_BYTES("stacks", struct agent_stores_config, stacks, .def = "256MiB", .min = 65536,
-		       .doc = "Bytes of stack definitions kept, with the locations they hold."),
+		       .doc = "Bytes of stack definitions kept, with the locations they hold and the symbolized "
+			      "lines stored locations share."),
 	SR_FIELD_BYTES("functions", struct agent_stores_config, functions, .def = "64MiB", .min = 65536,
 		       .doc = "Bytes of function definitions (interpreted and JIT code the agents named) kept."),
 	SR_FIELD_END,

@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "core/model.h"
+#include "core/model-private.h"
 
 static void test_intern_shares_equal_lines(void **state)
 {
@@ -98,7 +99,10 @@ static void test_lines_outlive_table(void **state)
 	gw_lines_free(b);
 }
 
-/* Locations of one function share its lines; each is charged them in full (an upper bound). */
+/*
+ * Locations of one function share its lines, charged once while a stored
+ * location holds them: to the stacks store's bound, not to each location.
+ */
 static void test_stores_share_lines(void **state)
 {
 	struct gw_stores *s = gw_stores_new(NULL);
@@ -107,12 +111,15 @@ static void test_stores_share_lines(void **state)
 	struct gw_executable *e = gw_stores__intern_executable(s, &def);
 	struct gw_line fn = { .function = "handler" };
 	struct gw_location *l[3];
-	struct gw_store_stats before, after;
+	struct gw_store_stats before, after, sbefore, safter;
 	struct gw_lines_table_stats st;
 
+	(void)state;
 	for (int i = 0; i < 3; i++)
 		l[i] = gw_stores__intern_location(s, GW_FRAME_USER, 0x1000 + 4 * (uint64_t)i, e, NULL);
 	gw_stores__stats(s, GW_STORE_LOCATIONS, &before);
+	gw_stores__stats(s, GW_STORE_STACKS, &sbefore);
+	assert_int_equal(sbefore.lines_bytes, 0);
 	for (int i = 0; i < 3; i++) {
 		struct gw_lines *gl = gw_lines_table__intern(gw_stores__lines(s), &fn, 1);
 
@@ -120,13 +127,68 @@ static void test_stores_share_lines(void **state)
 	}
 	assert_ptr_equal(gw_location__lines(l[0]), gw_location__lines(l[2]));
 	gw_stores__stats(s, GW_STORE_LOCATIONS, &after);
-	assert_int_equal(after.bytes - before.bytes, 3 * gw_lines__bytes(gw_location__lines(l[0])));
+	gw_stores__stats(s, GW_STORE_STACKS, &safter);
+	assert_int_equal(after.bytes, before.bytes);
+	assert_int_equal(safter.lines_bytes, gw_lines__bytes(gw_location__lines(l[0])) + GW_OBJ_OVERHEAD);
+	assert_int_equal(safter.bytes - sbefore.bytes, safter.lines_bytes);
 	gw_lines_table__stats(gw_stores__lines(s), &st);
 	assert_int_equal(st.entries, 1);
+	/* Lines set on a location no store holds are not charged. */
+	{
+		struct gw_location *loose = gw_location_new(GW_FRAME_USER, 0x9000, e, NULL);
+		struct gw_lines *gl =
+			gw_lines_table__intern(gw_stores__lines(s), &(struct gw_line){ .function = "x" }, 1);
+
+		assert_true(gw_stores__set_lines(s, loose, gl));
+		gw_stores__stats(s, GW_STORE_STACKS, &after);
+		assert_int_equal(after.lines_bytes, safter.lines_bytes);
+		gw_location__unref(loose);
+	}
 	for (int i = 0; i < 3; i++)
 		gw_location__unref(l[i]);
+	/* Evicting the locations uncharges the lines with the last of them. */
+	gw_stores__set_limit(s, GW_STORE_LOCATIONS, 1);
+	gw_stores__stats(s, GW_STORE_STACKS, &after);
+	assert_int_equal(after.lines_bytes, 0);
 	gw_executable__unref(e);
 	gw_stores_free(s); /* frees the locations, their lines, then the table */
+}
+
+/* Shared lines count against the stacks store's bound: publishing them evicts its coldest stacks. */
+static void test_shared_lines_bound_stacks(void **state)
+{
+	enum { N = 40 };
+	struct gw_stores *s = gw_stores_new(NULL);
+	uint8_t id[20] = { 9 };
+	struct gw_executable_def def = { .id = id, .id_len = sizeof(id), .file_name = "bin" };
+	struct gw_executable *e = gw_stores__intern_executable(s, &def);
+	static char name[2048];
+	struct gw_store_stats st;
+	struct gw_location *hot = NULL;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		uint8_t sid[16] = { (uint8_t)(i + 1) };
+		struct gw_location *loc = gw_stores__intern_location(s, GW_FRAME_USER, 0x2000 + (uint64_t)i, e, NULL);
+
+		if (i == N - 1)
+			hot = gw_location__ref(loc);
+		gw_stack__unref(gw_stores__intern_stack(s, sid, sizeof(sid), false, &loc, 1));
+	}
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_int_equal(st.entries, N);
+	/* Room for the stacks with their locations and 512 bytes more. */
+	gw_stores__set_limit(s, GW_STORE_STACKS, st.bytes + 512);
+	memset(name, 'f', sizeof(name) - 1);
+	assert_true(gw_stores__set_lines(
+		s, hot, gw_lines_table__intern(gw_stores__lines(s), &(struct gw_line){ .function = name }, 1)));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_true(st.lines_bytes > sizeof(name));
+	assert_true(st.evictions >= 1 && st.entries < N && st.entries > 0);
+	assert_true(st.bytes <= st.limit_bytes);
+	gw_location__unref(hot);
+	gw_executable__unref(e);
+	gw_stores_free(s);
 }
 
 struct thread_arg {
@@ -181,6 +243,7 @@ int main(void)
 		cmocka_unit_test(test_intern_shares_equal_lines),
 		cmocka_unit_test(test_lines_outlive_table),
 		cmocka_unit_test(test_stores_share_lines),
+		cmocka_unit_test(test_shared_lines_bound_stacks),
 		cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
