@@ -221,10 +221,10 @@ struct agent_rx {
 	uint64_t token_checked_ms;
 	uint64_t shutdown_started_ms;
 	uint64_t last_warn_ms, last_tls_warn_ms;
-	/* watch_stores() (agent-tick.c): the figures at the start of its window, and its last warning. */
+	/* watch_stores() (agent-tick.c): per store watched, the figures at the start of its window, and its last warning. */
 	struct {
-		uint64_t at_ms, missing_stacks, evictions, warned_ms;
-	} thrash;
+		uint64_t at_ms, missing, evictions, warned_ms;
+	} thrash[3];
 	void (*done)(struct gw_component *c);
 	struct agent_stats st;
 	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];

@@ -3,7 +3,7 @@
  * The agent receiver's tick (agent-private.h): what it checks every few
  * hundred milliseconds. Connections: header, request, keepalive and idle
  * timeouts, and the end of the shutdown grace. The stores: whether the
- * stacks store is too small for the fleet (watch_stores).
+ * definition stores are too small for the fleet (watch_stores).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -18,46 +18,82 @@
 #include "runtime.h"
 #include "units.h"
 
-/* The window over which missing stacks are weighed against evictions, and how often the warning may repeat. */
+/* The window over which missing definitions are weighed against evictions, and how often a warning may repeat. */
 #define THRASH_WINDOW_MS     10000
 #define THRASH_WARN_EVERY_MS (10 * 60 * 1000)
-/* Fewer missing stacks than this in a window are ordinary churn (an agent restarted, a replica came up). */
-#define THRASH_MIN_MISSING 100
 
 /*
- * A stacks store smaller than the stacks the fleet uses evicts stacks that
- * agents still send samples of: every request is answered with them
- * missing and they come back as definitions, so the gateway spends its CPU
- * on definitions (costly, not lossy: docs/gateway.md, "Definition stores").
- * Healthy eviction removes stacks nobody uses any more, which are rarely
- * asked for again. So: the store evicted in the window, and agents were
- * told of missing stacks at least a quarter as often. A gateway that just
- * started (empty store, nothing evicted) does not count.
+ * The stores whose evictions agents feel (rx->thrash is indexed like this).
+ * min_missing: fewer missing definitions than this in a window are ordinary
+ * churn (an agent restarted, a replica came up). Executables and kernels are
+ * few and long-lived, so a handful asked for again already says the store
+ * evicts ones in use; and each evicted one costs more than a stack: the next
+ * definition naming it makes a new one, with new copies of its locations.
+ */
+static const struct {
+	enum gw_store_kind store;
+	const char *msg, *plural, *singular;
+	uint64_t min_missing;
+} watched[] = {
+	{ GW_STORE_STACKS,
+	  "the stacks store is too small for the stacks agents use: it evicts stacks that come back as "
+	  "definitions, at a high CPU cost; raise stores.stacks",
+	  "stacks", "stack", 100 },
+	{ GW_STORE_EXECUTABLES,
+	  "the executables store is too small for the executables agents use: it evicts executables that come "
+	  "back as definitions, with new copies of their locations, at a high CPU cost; raise stores.executables",
+	  "executables", "executable", 10 },
+	{ GW_STORE_KERNELS,
+	  "the kernels store is too small for the kernels agents use: it evicts kernels that come back as "
+	  "definitions, with new copies of their locations, at a high CPU cost; raise stores.kernels",
+	  "kernels", "kernel", 10 },
+};
+
+static uint64_t missing_of(const struct agent_rx *rx, enum gw_store_kind k)
+{
+	return k == GW_STORE_STACKS	   ? rx->st.missing_stacks
+	       : k == GW_STORE_EXECUTABLES ? rx->st.missing_executables
+					   : rx->st.missing_kernels;
+}
+
+/*
+ * A store smaller than the definitions the fleet uses evicts ones that
+ * agents still name: every request is answered with them missing and they
+ * come back as definitions, so the gateway spends its CPU on definitions
+ * (costly, not lossy: docs/gateway.md, "Definition stores"). Healthy
+ * eviction removes definitions nobody uses any more, which are rarely
+ * asked for again. So, per store: it evicted in the window, and agents
+ * were told of missing definitions of its kind at least a quarter as
+ * often. A gateway that just started (empty stores, nothing evicted) does
+ * not count.
  */
 static void watch_stores(struct agent_rx *rx, uint64_t now_ms)
 {
-	struct gw_store_stats st;
-	uint64_t missing, evictions;
+	_Static_assert(SR_ARRAY_SIZE(watched) == SR_ARRAY_SIZE(rx->thrash), "one thrash window per watched store");
+	for (size_t i = 0; i < SR_ARRAY_SIZE(watched); i++) {
+		__typeof__(rx->thrash[0]) *t = &rx->thrash[i];
+		struct gw_store_stats st;
+		uint64_t missing, evictions;
 
-	if (rx->thrash.at_ms && now_ms - rx->thrash.at_ms < THRASH_WINDOW_MS)
-		return;
-	gw_stores__stats(gw_runtime__stores(rx->c->runtime), GW_STORE_STACKS, &st);
-	missing = rx->st.missing_stacks - rx->thrash.missing_stacks;
-	evictions = st.evictions - rx->thrash.evictions;
-	if (rx->thrash.at_ms && evictions > 0 && missing >= THRASH_MIN_MISSING && missing * 4 >= evictions &&
-	    (!rx->thrash.warned_ms || now_ms - rx->thrash.warned_ms >= THRASH_WARN_EVERY_MS)) {
-		rx->thrash.warned_ms = now_ms;
-		sr_log_warn(COMPONENT,
-			    "the stacks store is too small for the stacks agents use: it evicts stacks that "
-			    "come back as definitions, at a high CPU cost; raise stores.stacks",
-			    "id=%s window_s=%u missing_stacks=%" PRIu64 " stack_evictions=%" PRIu64
-			    " stacks_store_bytes=%" PRIu64 " stacks_store_limit_bytes=%" PRIu64,
-			    rx->c->id, (unsigned)(THRASH_WINDOW_MS / 1000), missing, evictions, st.bytes,
-			    st.limit_bytes);
+		if (t->at_ms && now_ms - t->at_ms < THRASH_WINDOW_MS)
+			continue;
+		gw_stores__stats(gw_runtime__stores(rx->c->runtime), watched[i].store, &st);
+		missing = missing_of(rx, watched[i].store) - t->missing;
+		evictions = st.evictions - t->evictions;
+		if (t->at_ms && evictions > 0 && missing >= watched[i].min_missing && missing * 4 >= evictions &&
+		    (!t->warned_ms || now_ms - t->warned_ms >= THRASH_WARN_EVERY_MS)) {
+			t->warned_ms = now_ms;
+			sr_log_warn(COMPONENT, watched[i].msg,
+				    "id=%s window_s=%u missing_%s=%" PRIu64 " %s_evictions=%" PRIu64
+				    " %s_store_bytes=%" PRIu64 " %s_store_limit_bytes=%" PRIu64,
+				    rx->c->id, (unsigned)(THRASH_WINDOW_MS / 1000), watched[i].plural, missing,
+				    watched[i].singular, evictions, watched[i].plural, st.bytes, watched[i].plural,
+				    st.limit_bytes);
+		}
+		t->at_ms = now_ms;
+		t->missing = missing_of(rx, watched[i].store);
+		t->evictions = st.evictions;
 	}
-	rx->thrash.at_ms = now_ms;
-	rx->thrash.missing_stacks = rx->st.missing_stacks;
-	rx->thrash.evictions = st.evictions;
 }
 
 void gw_agent_on_tick(uv_timer_t *t)
