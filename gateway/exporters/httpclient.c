@@ -17,6 +17,10 @@
 #include "list.h"
 #include "macro.h"
 
+/* CURLOPT_UPLOAD_BUFFERSIZE's bounds (curl's own: 16 KiB to 2 MiB). */
+#define HTTP_UPLOAD_BUFFER_MIN (16 * 1024)
+#define HTTP_UPLOAD_BUFFER_MAX (2 * 1024 * 1024)
+
 struct http_transfer {
 	struct gw_curl_uv_xfer xfer; /* the driver's handle on this transfer */
 	struct gw_http_client *client;
@@ -228,6 +232,17 @@ int gw_http_client__post(struct gw_http_client *c, const struct gw_http_request 
 	curl_easy_setopt(t->easy, CURLOPT_POST, 1L);
 	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDS, req->body);
 	curl_easy_setopt(t->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	/*
+	 * curl sends at most one upload buffer per loop turn on the socket, 64 KiB
+	 * by default: a 600 KB export took 10 turns. When the loop is slow (a
+	 * replica under a storm of agent requests: turns of seconds), exports
+	 * then time out half sent, and the backlog grows. A buffer the body's
+	 * size (curl's bounds: 16 KiB to 2 MiB) sends it in one turn when the
+	 * socket takes it.
+	 */
+	curl_easy_setopt(t->easy, CURLOPT_UPLOAD_BUFFERSIZE,
+			 (long)SR_MIN(SR_MAX(req->body_len, (size_t)HTTP_UPLOAD_BUFFER_MIN),
+				      (size_t)HTTP_UPLOAD_BUFFER_MAX));
 	curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->headers);
 	curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, t);
