@@ -217,21 +217,7 @@ test('the telemetry server refuses bad requests with the right status', async ()
   world = L.makeWorld(16);
   try {
     sink = await L.startSink();
-    gw = await L.startGateway(`
-receivers:
-  agent:
-    endpoint: 127.0.0.1:0
-    max_request_bytes: 256KiB
-exporters:
-  otlp_http:
-    endpoint: ${sink.url}
-    compression: none
-service:
-  pipelines:
-    profiles: {receivers: [agent], exporters: [otlp_http]}
-  telemetry: {metrics: {address: 127.0.0.1:0}}
-  shutdown_timeout: 5s
-`, dir);
+    gw = await L.startGateway(L.agentGatewayYaml(sink.url, 'max_request_bytes: 256KiB'), dir);
     session = await L.connect(`http://${gw.agentAddress}`);
     for (const t of tests) {
       try {

@@ -347,7 +347,41 @@ function makeCerts(dir) {
   };
 }
 
+// A gateway: the agent receiver (with more of its keys when given: `key: value` at its level) straight to an
+// uncompressed otlp_http exporter at sinkUrl.
+function agentGatewayYaml(sinkUrl, receiverKeys = '') {
+  return `
+receivers:
+  agent:
+    endpoint: 127.0.0.1:0
+${receiverKeys ? `    ${receiverKeys}\n` : ''}exporters:
+  otlp_http:
+    endpoint: ${sinkUrl}
+    compression: none
+service:
+  pipelines:
+    profiles: {receivers: [agent], exporters: [otlp_http]}
+  telemetry: {metrics: {address: 127.0.0.1:0}}
+  shutdown_timeout: 5s
+`;
+}
+
+// Runs [name, fn] checks, printing `ok - name` or `not ok - name: why`; returns how many failed.
+function runChecks(checks) {
+  let failed = 0;
+  for (const [name, fn] of checks) {
+    try {
+      fn();
+      console.log(`ok - ${name}`);
+    } catch (e) {
+      failed++;
+      console.log(`not ok - ${name}: ${e.message}`);
+    }
+  }
+  return failed;
+}
+
 module.exports = {
   Writer, encodePushRequest, decodePushResponse, makeWorld, id, connect, post, push, tmpdir, startGateway,
-  stopGateway, httpGet, metrics, waitFor, startSink, makeCerts, splitAddress,
+  stopGateway, httpGet, metrics, waitFor, startSink, makeCerts, splitAddress, agentGatewayYaml, runChecks,
 };

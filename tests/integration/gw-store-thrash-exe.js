@@ -21,23 +21,6 @@ const STACKS_PER_ROUND = 100;
 // round's window 40 further on: over ten rounds all 400 (about 130 KiB), which do not.
 const WINDOW = 60, STEP = 40;
 
-function gatewayYaml(sinkUrl, stores) {
-  return `
-receivers:
-  agent:
-    endpoint: 127.0.0.1:0
-${stores ? `    stores: ${stores}\n` : ''}exporters:
-  otlp_http:
-    endpoint: ${sinkUrl}
-    compression: none
-service:
-  pipelines:
-    profiles: {receivers: [agent], exporters: [otlp_http]}
-  telemetry: {metrics: {address: 127.0.0.1:0}}
-  shutdown_timeout: 5s
-`;
-}
-
 const exes = Array.from({ length: N_EXES }, (_, i) => ({ id: L.id('thrash-exe', i, 20), idKind: 1, fileName: `bin${i}`,
   path: `/usr/bin/bin${i}`, fileSize: 1000 + i }));
 const exeByHex = new Map(exes.map((e) => [e.id.toString('hex'), e]));
@@ -99,8 +82,8 @@ class Agent {
   try {
     sink = await L.startSink();
     [small, big] = await Promise.all([
-      L.startGateway(gatewayYaml(sink.url, '{executables: 64KiB}'), dir),
-      L.startGateway(gatewayYaml(sink.url, null), dir),
+      L.startGateway(L.agentGatewayYaml(sink.url, 'stores: {executables: 64KiB}'), dir),
+      L.startGateway(L.agentGatewayYaml(sink.url), dir),
     ]);
     const agents = [new Agent(small), new Agent(big)];
     for (const a of agents) a.session = await L.connect(`http://${a.gw.agentAddress}`);
@@ -127,15 +110,7 @@ class Agent {
         for (const a of agents) assert.equal(a.accepted, a.sent);
       }],
     ];
-    for (const [name, fn] of checks) {
-      try {
-        fn();
-        console.log(`ok - ${name}`);
-      } catch (e) {
-        failed++;
-        console.log(`not ok - ${name}: ${e.message}`);
-      }
-    }
+    failed += L.runChecks(checks);
     for (const a of agents) a.session.close();
   } catch (e) {
     failed++;

@@ -15,23 +15,6 @@ const L = require('./gw-lib.js');
 
 const N_STACKS = 600;
 
-function gatewayYaml(sinkUrl, stores) {
-  return `
-receivers:
-  agent:
-    endpoint: 127.0.0.1:0
-${stores ? `    stores: ${stores}\n` : ''}exporters:
-  otlp_http:
-    endpoint: ${sinkUrl}
-    compression: none
-service:
-  pipelines:
-    profiles: {receivers: [agent], exporters: [otlp_http]}
-  telemetry: {metrics: {address: 127.0.0.1:0}}
-  shutdown_timeout: 5s
-`;
-}
-
 // One agent: each round sends a sample of every stack; definitions only for the stacks the gateway said it lacks.
 class Agent {
   constructor(gw, world) {
@@ -73,8 +56,8 @@ class Agent {
   try {
     sink = await L.startSink();
     [small, big] = await Promise.all([
-      L.startGateway(gatewayYaml(sink.url, '{stacks: 64KiB, locations: 64KiB}'), dir),
-      L.startGateway(gatewayYaml(sink.url, null), dir),
+      L.startGateway(L.agentGatewayYaml(sink.url, 'stores: {stacks: 64KiB, locations: 64KiB}'), dir),
+      L.startGateway(L.agentGatewayYaml(sink.url), dir),
     ]);
     const agents = [new Agent(small, world), new Agent(big, world)];
     for (const a of agents) a.session = await L.connect(`http://${a.gw.agentAddress}`);
@@ -101,15 +84,7 @@ class Agent {
         for (const a of agents) assert.equal(a.accepted, a.sent);
       }],
     ];
-    for (const [name, fn] of checks) {
-      try {
-        fn();
-        console.log(`ok - ${name}`);
-      } catch (e) {
-        failed++;
-        console.log(`not ok - ${name}: ${e.message}`);
-      }
-    }
+    failed += L.runChecks(checks);
     for (const a of agents) a.session.close();
   } catch (e) {
     failed++;
