@@ -114,9 +114,9 @@ const LIMITS = { dedupeEntries: 2048, maxPods: 0, symbolCacheMib: 16 };
 
 function gatewayYaml(r, ports, dirs) {
   const st = opt.storesMib;
-  // The stacks store holds the stacks with their locations and shared lines (at 200 nodes the sim's working set
-  // is about 90 MiB: it must evict); the locations store only the locations no stored stack holds. Executables: room for every image's
-  // current version (the sim's 200 images and 16 libraries, about 350 bytes each, 100 KiB with the versions
+  // The stacks store holds the stacks with their locations and shared lines (the CI soak's 64 MiB, for 200 nodes,
+  // is below the sim's working set: it must evict); the locations store only the locations no stored stack holds.
+  // Executables: room for every image's current version (the sim's 200 images and 16 libraries, about 350 bytes each, 100 KiB with the versions
   // processes still run) and old ones, whatever the fleet's size, so that it evicts (--executables-kib: 128 for
   // the CI soak, whose images roll out every minute; 256 for an hour at 1,000 nodes, where 128 evicted live
   // executables, which cost copies of all their locations and a storm of resends). Kernels, one a node, are not
