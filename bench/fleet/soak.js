@@ -411,12 +411,14 @@ async function main() {
       await r.scrape(); // what it holds at the moment of the kill
       r.cur.killed = true;
       r.cur.proc.kill('SIGKILL');
-      // It went on accepting between the scrape's start and the kill: at most its rate over the scrape before,
-      // for that long (a bound, added to what the scrape says it held).
+      // It went on accepting between the scrape's snapshot and the kill: a request being decoded at the snapshot
+      // (not counted yet) may be answered before the kill, and new ones at its rate over the scrape before, for as
+      // long as this one took. A bound, added to what the scrape says it held: its rate times that time, plus one
+      // request (one node's window at most).
       const inst = r.cur, agentAcc = (ms) => sum(ms || [], 'stackrelay_gateway_samples_accepted_total', { component: 'agent' });
       const rate = inst.prev && inst.lastAt > inst.prevAt ? Math.max(0, agentAcc(inst.last) - agentAcc(inst.prev)) /
         (inst.lastAt - inst.prevAt) : 0;
-      inst.acceptedAfterScrape = Math.ceil(rate * (Date.now() - t0s));
+      inst.acceptedAfterScrape = Math.ceil(rate * (Date.now() - t0s)) + opt.hz * opt.cpus * opt.window;
     } else if (f.name === '503') await postq(ports.sink, `/fault?status=503&retry_after=5&seconds=${f.length}`);
     else if (f.name === '500') await postq(ports.sink, `/fault?status=500&seconds=${f.length}`);
     else if (f.name === 'kube') kubeCmd({ op: 'down', seconds: f.length, then410: true });
