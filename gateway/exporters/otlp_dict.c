@@ -41,6 +41,7 @@ void gw_otlp_dict_free(struct dict *d)
 	free(d->stack_locs.v);
 	free(d->stacks.v);
 	free(d->attrs.v);
+	free(d->fn_by_name.v);
 	gw_otlp_imap_free(&d->m_shared_lines);
 	gw_otlp_imap_free(&d->m_strings);
 	gw_otlp_imap_free(&d->m_functions);
@@ -56,7 +57,7 @@ void gw_otlp_dict_reset(struct dict *d)
 		free(d->owned.v[i]);
 	d->owned.n = 0;
 	d->strings.n = d->functions.n = d->mappings.n = d->lines.n = d->locations.n = 0;
-	d->stack_locs.n = d->stacks.n = d->attrs.n = 0;
+	d->stack_locs.n = d->stacks.n = d->attrs.n = d->fn_by_name.n = 0;
 	gw_otlp_imap_reset(&d->m_shared_lines);
 	gw_otlp_imap_reset(&d->m_strings);
 	gw_otlp_imap_reset(&d->m_functions);
@@ -75,7 +76,7 @@ size_t gw_otlp_dict_bytes(const struct dict *d)
 		   (size_t)d->mappings.cap * sizeof(*d->mappings.v) + (size_t)d->lines.cap * sizeof(*d->lines.v) +
 		   (size_t)d->locations.cap * sizeof(*d->locations.v) +
 		   (size_t)d->stack_locs.cap * sizeof(*d->stack_locs.v) + (size_t)d->stacks.cap * sizeof(*d->stacks.v) +
-		   (size_t)d->attrs.cap * sizeof(*d->attrs.v);
+		   (size_t)d->attrs.cap * sizeof(*d->attrs.v) + (size_t)d->fn_by_name.cap * sizeof(*d->fn_by_name.v);
 
 	for (size_t i = 0; i < SR_ARRAY_SIZE(maps); i++)
 		b += (size_t)maps[i]->cap * sizeof(struct imap_slot);
@@ -142,8 +143,8 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 {
 	struct d_function f;
 	int64_t name, sys, file;
-	uint64_t h;
-	uint32_t slot;
+	uint64_t h = 0;
+	uint32_t slot = 0, first;
 	struct d_function *e;
 	int r;
 
@@ -153,24 +154,42 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 	file = gw_otlp_dict_string(d, l->file);
 	if (name < 0 || sys < 0 || file < 0)
 		return -ENOMEM;
-	/* Hashed and compared as bytes: the padding after filename must be zero too. */
+	/* Compared as bytes: the padding after filename must be zero too. */
 	memset(&f, 0, sizeof(f));
 	f.name = (int32_t)name;
 	f.system_name = (int32_t)sys;
 	f.filename = (int32_t)file;
 	f.start_line = l->start_line;
-	h = XXH3_64bits(&f, sizeof(f));
-	r = gw_otlp_imap_prepare(&d->m_functions);
-	if (r < 0)
-		return r;
-	IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
-	if (gw_otlp_imap_at(&d->m_functions, slot))
-		return gw_otlp_imap_at(&d->m_functions, slot) - 1;
+	/* The first function of this name (otlp_dict.h, fn_by_name); strings added since are past the array's end. */
+	if ((uint32_t)name >= d->fn_by_name.n) {
+		uint32_t n = d->strings.n;
+
+		r = gw_otlp_vec_grow((void **)&d->fn_by_name.v, &d->fn_by_name.cap, sizeof(uint32_t), n);
+		if (r < 0)
+			return r;
+		memset(d->fn_by_name.v + d->fn_by_name.n, 0, (size_t)(n - d->fn_by_name.n) * sizeof(uint32_t));
+		d->fn_by_name.n = n;
+	}
+	first = d->fn_by_name.v[name];
+	if (first && memcmp(&d->functions.v[first - 1], &f, sizeof(f)) == 0)
+		return first - 1;
+	if (first) { /* another function of this name: the map holds those */
+		h = XXH3_64bits(&f, sizeof(f));
+		r = gw_otlp_imap_prepare(&d->m_functions);
+		if (r < 0)
+			return r;
+		IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
+		if (gw_otlp_imap_at(&d->m_functions, slot))
+			return gw_otlp_imap_at(&d->m_functions, slot) - 1;
+	}
 	r = VEC_PUSH(d->functions, e);
 	if (r < 0)
 		return r;
 	*e = f;
-	gw_otlp_imap_set(&d->m_functions, slot, h, d->functions.n - 1);
+	if (first)
+		gw_otlp_imap_set(&d->m_functions, slot, h, d->functions.n - 1);
+	else
+		d->fn_by_name.v[name] = d->functions.n;
 	return d->functions.n - 1;
 }
 

@@ -201,6 +201,15 @@ struct dict {
 	VEC(int32_t) stack_locs;
 	VEC(struct d_stack) stacks;
 	VEC(struct d_attr) attrs;
+	/*
+	 * Functions are found by name first: fn_by_name[name's string index] is
+	 * the index + 1 of the first function added with that name (0: none),
+	 * and m_functions holds only the others (same name, other file, start
+	 * line or system name). Most names have one function, so most lookups
+	 * read a small dense array instead of probing a map the size of the
+	 * request's functions, which outgrows the caches.
+	 */
+	VEC(uint32_t) fn_by_name;
 	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs;
 	/* Shared lines (core/lines.c) already in `lines`: the map's index is where they start. */
 	struct imap m_shared_lines;

@@ -620,6 +620,95 @@ static void test_functions(void **state)
 	}
 }
 
+/*
+ * Functions are one per (name, system name, file, start line): lines of one
+ * function at other lines share it, and functions that share only a name
+ * (another file, start line or system name) do not.
+ */
+static void test_functions_by_name(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *name, *sys, *file;
+		uint32_t start, line;
+		int fn; /* which distinct function, 1-based */
+	} cases[] = {
+		{ "f", "", "a.c", 10, 11, 1 },	  { "f", "", "a.c", 10, 12, 1 },    { "f", "", "b.c", 10, 13, 2 },
+		{ "f", "", "b.c", 10, 30, 2 },	  { "g", "f", "a.c", 10, 14, 3 },   { "f", "_Zf", "a.c", 10, 15, 4 },
+		{ "f", "_Zf", "a.c", 10, 16, 4 }, { "f", "", "a.c", 20, 21, 5 },    { "f", "", "b.c", 10, 31, 2 },
+		{ "g", "", "a.c", 10, 17, 6 },	  { "f", "_Zf", "b.c", 10, 18, 7 }, { "f", "", "a.c", 10, 19, 1 },
+	};
+	enum { N = SR_ARRAY_SIZE(cases) };
+	static const uint8_t eid[20] = { 0xe7 }, sid[16] = { 0x57 };
+	struct gw_executable_def de = { .id = eid, .id_len = 20, .id_kind = GW_EXE_ID_GNU_BUILD_ID, .file_name = "app" };
+	struct gw_executable *e = gw_stores__intern_executable(f->stores, &de);
+	struct gw_attr attrs[] = { { .key = "service.name", .type = GW_ATTR_STRING, .v.s = "fns" } };
+	struct gw_location *locs[N];
+	struct gw_profiles *p = gw_profiles_new();
+	struct gw_sample smp = { .count = 3, .start_ns = 1, .end_ns = 2, .pid = 9, .tid = 9 };
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+	struct sr_pbw w = { 0 };
+	int32_t seen[8] = { 0 }; /* function index of each distinct function */
+	const opentelemetry_proto_profiles_v1development_Stack *stk;
+	struct gw_resource *r;
+	struct gw_stack *st;
+	const dict_t *d;
+	req10_t req;
+
+	assert_non_null(e);
+	assert_non_null(p);
+	for (size_t i = 0; i < N; i++) {
+		struct gw_line ln = { .function = cases[i].name,
+				      .system_name = cases[i].sys,
+				      .file = cases[i].file,
+				      .line = cases[i].line,
+				      .start_line = cases[i].start };
+		struct gw_lines *lines = gw_lines_new(&ln, 1);
+
+		locs[i] = gw_stores__intern_location(f->stores, GW_FRAME_USER, 0x1000 + 16 * i, e, NULL);
+		assert_non_null(locs[i]);
+		assert_non_null(lines);
+		assert_true(gw_location__set_lines(locs[i], lines));
+	}
+	st = gw_stores__intern_stack(f->stores, sid, sizeof(sid), false, locs, N);
+	assert_non_null(st);
+	r = gw_profiles__add_resource(p, attrs, 1, 99);
+	assert_non_null(r);
+	smp.stack = st;
+	assert_true(gw_resource__add_sample(p, r, &smp) >= 0);
+	gw_stack__unref(st);
+
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	decode10(&w, &req);
+	d = &req.dictionary;
+	check_dictionary(d);
+	assert_int_equal(d->function_table_count, 1 + 7);
+	stk = &d->stack_table[req.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].stack_index];
+	assert_int_equal(stk->location_indices_count, N);
+	for (size_t i = 0; i < N; i++) {
+		const opentelemetry_proto_profiles_v1development_Location *l =
+			&d->location_table[stk->location_indices[i]];
+		const opentelemetry_proto_profiles_v1development_Function *fn;
+		int32_t fi;
+
+		assert_int_equal(l->lines_count, 1);
+		assert_int_equal(l->lines[0].line, cases[i].line);
+		fi = l->lines[0].function_index;
+		fn = &d->function_table[fi];
+		assert_string_equal(str(d, fn->name_strindex), cases[i].name);
+		assert_string_equal(str(d, fn->system_name_strindex), *cases[i].sys ? cases[i].sys : cases[i].name);
+		assert_string_equal(str(d, fn->filename_strindex), cases[i].file);
+		assert_int_equal(fn->start_line, cases[i].start);
+		if (!seen[cases[i].fn])
+			seen[cases[i].fn] = fi;
+		assert_int_equal(fi, seen[cases[i].fn]); /* one entry per distinct function */
+	}
+	pb_release(REQ10_FIELDS, &req);
+	sr_pbw__free(&w);
+	gw_profiles__unref(p);
+	gw_executable__unref(e);
+}
+
 static void test_version_strings(void **state)
 {
 	enum gw_otlp_version v;
@@ -642,6 +731,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_split, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_unsymbolized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_functions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_functions_by_name, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
 
