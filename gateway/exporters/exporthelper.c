@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <pb_decode.h>
 #include <uv.h>
 
 #include "component.h"
@@ -21,118 +20,10 @@
 #include "queue.h"
 #include "units.h"
 
-#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
-
 /* While block_on_overflow holds receivers back, agents are told to retry after this long. */
 #define EXPORT_BLOCK_RETRY_AFTER_MS 1000
-/* Bytes of a response body quoted in a log line. */
-#define EXPORT_LOG_BODY_MAX 512
 /* gzip level: speed first, the gateway compresses everything it sends. */
 #define EXPORT_GZIP_LEVEL 1
-
-const char *const gw_export_proto_versions[] = { "1.10", "1.9", NULL };
-const char *const gw_export_compressions[] = { "gzip", "none", NULL };
-const char *const gw_export_process_attributes[] = { "none", "sample", "resource", NULL };
-
-const struct sr_field gw_export_tls_fields[] = {
-	SR_FIELD_STR("ca_file", struct gw_export_tls_config, ca_file,
-		     .doc = "PEM file of CAs that verify the server; default: the system store."),
-	SR_FIELD_STR("cert_file", struct gw_export_tls_config, cert_file,
-		     .doc = "PEM client certificate for mutual TLS (needs key_file)."),
-	SR_FIELD_STR("key_file", struct gw_export_tls_config, key_file, .doc = "PEM private key of cert_file.",
-		     .secret = false),
-	SR_FIELD_BOOLEAN("insecure_skip_verify", struct gw_export_tls_config, insecure_skip_verify, .def = "false",
-			 .doc = "Do not verify the server's certificate or name (testing only)."),
-	SR_FIELD_END,
-};
-
-const struct sr_field gw_export_retry_fields[] = {
-	SR_FIELD_BOOLEAN(
-		"enabled", struct gw_export_retry_config, enabled, .def = "true",
-		.doc = "Retry failed requests that may succeed later (429, 500, 502, 503, 504, network errors)."),
-	SR_FIELD_DUR("initial_interval", struct gw_export_retry_config, initial_interval, .def = "5s",
-		     .doc = "Wait before the first retry."),
-	SR_FIELD_DBL("randomization_factor", struct gw_export_retry_config, randomization_factor, .def = "0.5",
-		     .doc = "Each wait is randomized by ± this fraction.", .min = 0, .max = 1),
-	SR_FIELD_DBL("multiplier", struct gw_export_retry_config, multiplier, .def = "1.5",
-		     .doc = "Each wait grows by this factor.", .min = 1, .max = 100),
-	SR_FIELD_DUR("max_interval", struct gw_export_retry_config, max_interval, .def = "30s",
-		     .doc = "Longest wait between retries."),
-	SR_FIELD_DUR(
-		"max_elapsed_time", struct gw_export_retry_config, max_elapsed_time, .def = "5m",
-		.doc = "Give up (and count the samples dropped) after this long since the first attempt; 0: never."),
-	SR_FIELD_END,
-};
-
-const struct sr_field gw_export_queue_fields[] = {
-	SR_FIELD_BOOLEAN("enabled", struct gw_export_queue_config, enabled, .def = "true",
-			 .doc = "Queue requests so that consume never waits for the network."),
-	SR_FIELD_U64("queue_size_mib", struct gw_export_queue_config, queue_size_mib, .def = "128",
-		     .doc = "Bound of the queue in MiB of encoded requests (on disk when storage is set).", .min = 1,
-		     .max = 1048576),
-	SR_FIELD_U64("num_consumers", struct gw_export_queue_config, num_consumers, .def = "10",
-		     .doc = "Requests in flight at once.", .min = 1, .max = GW_EXPORT_MAX_CONSUMERS),
-	SR_FIELD_BOOLEAN("block_on_overflow", struct gw_export_queue_config, block_on_overflow, .def = "false",
-			 .doc = "When full, make receivers answer 'retry later' (agents keep the data) instead of "
-				"dropping the oldest queued request."),
-	SR_FIELD_STR("storage", struct gw_export_queue_config, storage,
-		     .doc = "Directory of a persistent queue: requests are written there (fsync) before they are "
-			    "acknowledged and replayed after a restart."),
-	SR_FIELD_END,
-};
-
-int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
-{
-	const struct gw_export_config *cfg = config;
-	int r = 0;
-
-	if (!!cfg->tls.cert_file != !!cfg->tls.key_file) {
-		sr_diag_add(d, NULL, 0, 0, path, "tls: cert_file and key_file go together");
-		r = -EINVAL;
-	}
-	if (cfg->retry_on_failure.enabled && cfg->retry_on_failure.initial_interval == 0) {
-		sr_diag_add(d, NULL, 0, 0, path, "retry_on_failure.initial_interval must be > 0");
-		r = -EINVAL;
-	}
-	if (cfg->sending_queue.storage && *cfg->sending_queue.storage && cfg->sending_queue.storage[0] != '/') {
-		sr_diag_add(d, NULL, 0, 0, path, "sending_queue.storage must be an absolute path, not '%s'",
-			    cfg->sending_queue.storage);
-		r = -EINVAL;
-	}
-	return r;
-}
-
-/* ---- gzip ---- */
-
-int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_len)
-{
-	return sr_gzip(data, len, level, ret, ret_len);
-}
-
-int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected, char *ret_msg, size_t msg_size)
-{
-	opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse resp =
-		opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse_init_zero;
-	pb_istream_t s = pb_istream_from_buffer(body, len);
-	int r = 0;
-
-	*ret_rejected = 0;
-	if (msg_size)
-		ret_msg[0] = '\0';
-	if (!pb_decode(&s, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse_fields,
-		       &resp)) {
-		r = -EINVAL;
-		goto out;
-	}
-	if (resp.has_partial_success) {
-		*ret_rejected = resp.partial_success.rejected_profiles;
-		if (resp.partial_success.error_message && msg_size)
-			snprintf(ret_msg, msg_size, "%s", resp.partial_success.error_message);
-	}
-out:
-	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceResponse_fields, &resp);
-	return r;
-}
 
 /* ---- the exporter ---- */
 
@@ -231,38 +122,6 @@ static void maybe_done(struct exporter *x)
 	}
 }
 
-static const char *permanent_reason(long status)
-{
-	switch (status) {
-	case 400:
-		return "rejected_400";
-	case 401:
-		return "rejected_401";
-	case 403:
-		return "rejected_403";
-	case 404:
-		return "rejected_404";
-	case 415:
-		return "rejected_415";
-	case 500:
-		return "rejected_500";
-	default:
-		return "rejected";
-	}
-}
-
-static void quote_body(const struct gw_http_response *r, char *buf, size_t size)
-{
-	char tmp[EXPORT_LOG_BODY_MAX + 1];
-	size_t n = SR_MIN(r->body_len, (size_t)EXPORT_LOG_BODY_MAX);
-
-	/* Bodies may be binary (protobuf Status): keep printable ASCII only. */
-	for (size_t i = 0; i < n; i++)
-		tmp[i] = (r->body[i] >= 0x20 && r->body[i] < 0x7f) ? r->body[i] : '.';
-	tmp[n] = '\0';
-	sr_log_quote(tmp, buf, size);
-}
-
 static void item_finished(struct consumer *k)
 {
 	struct exporter *x = k->x;
@@ -351,7 +210,7 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 {
 	struct consumer *k = userdata;
 	struct exporter *x = k->x;
-	char msg[256] = "", body[EXPORT_LOG_BODY_MAX * 2 + 8];
+	char msg[256] = "", body[GW_EXPORT_LOG_BODY_MAX * 2 + 8];
 	int64_t rejected = 0;
 	enum gw_export_outcome o;
 	uint64_t delay, min_delay = 0;
@@ -397,7 +256,7 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 		break;
 	case GW_EXPORT_PERMANENT:
 		x->requests_permanent++;
-		quote_body(resp, body, sizeof(body));
+		gw_export_quote_body(resp, body, sizeof(body));
 		if (resp->result == GW_HTTP_OK)
 			sr_log_error(x->c->id, "backend rejected the request for good; samples dropped",
 				     "url=%s status=%ld samples=%" PRIu64 " reason=\"%s\" body=%s", x->url,
@@ -406,7 +265,7 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 			sr_log_error(x->c->id, "request cannot succeed; samples dropped",
 				     "url=%s samples=%" PRIu64 " error=\"%s\"", x->url, k->item->samples,
 				     msg[0] ? msg : resp->error);
-		drop_item(k, resp->status ? permanent_reason(resp->status) : "rejected");
+		drop_item(k, resp->status ? gw_export_permanent_reason(resp->status) : "rejected");
 		break;
 	case GW_EXPORT_RETRY:
 		if (resp->result == GW_HTTP_OK)

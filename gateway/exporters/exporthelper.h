@@ -128,4 +128,11 @@ int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected
 /* gzip (RFC 1952) of data at level; malloc'd into *ret. 0 or -errno. */
 int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_len);
 
+/* Bytes of a response body quoted in a log line. */
+#define GW_EXPORT_LOG_BODY_MAX 512
+/* The drop reason of a request the backend refused for good with this HTTP status ("rejected_400", ...). */
+const char *gw_export_permanent_reason(long status);
+/* The start of r's body (GW_EXPORT_LOG_BODY_MAX bytes, printable ASCII), quoted for a log line into buf. */
+void gw_export_quote_body(const struct gw_http_response *r, char *buf, size_t size);
+
 #endif
