@@ -12,6 +12,7 @@
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
+#include "core/threads.h"
 #include "exporthelper.h"
 #include "gzip.h"
 #include "log.h"
@@ -409,6 +410,7 @@ static void encode_work(uv_work_t *w)
 	struct sr_pbw out = { 0 };
 	struct gw_otlp_stats st;
 
+	gw_thread_background();
 	j->error = gw_otlp_encode(j->p, &x->enc, &out, &st);
 	if (j->error < 0) {
 		sr_pbw__free(&out);

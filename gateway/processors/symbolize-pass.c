@@ -16,6 +16,7 @@
 
 #include "core/model.h"
 #include "core/runtime.h"
+#include "core/threads.h"
 #include "log.h"
 #include "macro.h"
 #include "symbolize-private.h"
@@ -249,8 +250,10 @@ void gw_symbolize_work_cb(uv_work_t *w)
 {
 	struct job *job = SR_CONTAINER_OF(w, struct job, work);
 	struct exe_map m = { 0 };
-	struct gw_sym_result *res = malloc(sizeof(*res));
+	struct gw_sym_result *res;
 
+	gw_thread_background();
+	res = malloc(sizeof(*res));
 	job->pending = 0;
 	if (!res)
 		return;
