@@ -25,7 +25,7 @@ function parseArgs(argv) {
   const o = { build: path.join(root, 'build'), minutes: 3, nodes: 1000, hz: 19, cpus: 16, window: 10, replicas: 2,
     simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
     stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
-    keep: 0, storesMib: 32, executablesKib: 128, cpu: -1, queueMib: 256 };
+    keep: 0, storesMib: 32, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     if (!(k in o)) throw new Error(`unknown option ${argv[i]}`);
@@ -35,6 +35,9 @@ function parseArgs(argv) {
   return o;
 }
 const opt = parseArgs(process.argv);
+// --others-cpu: this process, and so every child but the replicas (simulators, sink, API server, HAProxy), on
+// that CPU, so that a replica pinned by --cpu has its core to itself.
+if (opt.othersCpu >= 0) execFileSync('taskset', ['-a', '-p', '-c', String(opt.othersCpu), String(process.pid)], { stdio: 'ignore' });
 const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`, ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -326,10 +329,11 @@ async function main() {
 
   // Simulators.
   const sims = [];
+  const clock = { t0: 0 };
   const per = Math.ceil(opt.nodes / opt.simProcs);
   for (let k = 0; k < opt.simProcs && k * per < opt.nodes; k++) {
     const n = Math.min(per, opt.nodes - k * per);
-    const s = { last: null, final: null, lat: [] };
+    const s = { last: null, final: null, lat: [], latLate: [] };
     s.proc = startChild(process.execPath, [path.join(here, 'sim.js'), '--target', `127.0.0.1:${ports.lb}`, '--nodes', String(n),
       '--first-node', String(k * per), '--hz', String(opt.hz), '--cpus', String(opt.cpus), '--window', String(opt.window),
       '--duration', String(total), '--pods-per-node', String(opt.podsPerNode), '--pod-lifetime', String(opt.podLifetime),
@@ -340,6 +344,8 @@ async function main() {
       if (!m) return;
       const j = JSON.parse(m[2]);
       for (const x of j.latencies) s.lat.push(x);
+      // The last half, as for the cores: past the start-up burst of definitions.
+      if (clock.t0 && (Date.now() - clock.t0) / 1000 >= total / 2) for (const x of j.latencies) s.latLate.push(x);
       j.latencies = undefined;
       if (m[1] === 'final') s.final = j; else s.last = j;
     });
@@ -353,6 +359,7 @@ async function main() {
   // Monitoring: RSS, CPU and metrics of every replica; pod churn; faults.
   const series = [];
   const t0 = Date.now();
+  clock.t0 = t0;
   const events = [];
   const pending = faults.map((f) => ({ ...f, state: 'waiting' }));
   let monitoring = true;
@@ -466,7 +473,7 @@ function report(x) {
   const { series, sims, replicas, sinkStats } = x;
   const agent = { taken: 0, accepted: 0, buffered: 0, acceptedAfterUnknown: 0, flushInDoubt: 0, dropped: { buffer_full: 0, rejected: 0, flush_timeout: 0 },
     requests: 0, retries: 0, transportErrors: 0, missingRounds: 0, resentMissing: 0, acceptedMismatch: 0, uploads: 0, restarts: 0, connections: 0, statuses: {} };
-  const lat = [];
+  const lat = [], latLate = [];
   for (const s of sims) {
     const f = s.final;
     for (const k of ['taken', 'accepted', 'buffered', 'acceptedAfterUnknown', 'flushInDoubt', 'requests', 'retries', 'transportErrors', 'missingRounds', 'resentMissing', 'acceptedMismatch', 'uploads', 'restarts', 'connections'])
@@ -474,6 +481,7 @@ function report(x) {
     for (const k of Object.keys(agent.dropped)) agent.dropped[k] += f.dropped[k];
     for (const [k, v] of Object.entries(f.statuses)) agent.statuses[k] = (agent.statuses[k] || 0) + v;
     for (const l of s.lat) lat.push(l);
+    for (const l of s.latLate) latLate.push(l);
   }
   // Gateway drops by component and reason, over every instance (a killed one: its last scrape).
   const gwDrops = {};
@@ -549,6 +557,8 @@ function report(x) {
     conservation: { taken: agent.taken, delivered, ratio: agent.taken ? delivered / agent.taken : 0,
       agentDrops: agent.dropped, gatewayDrops: gwDrops, unexplained },
     latencyMs: { n: lat.length, p50: pct(lat, 0.5), p90: pct(lat, 0.9), p99: pct(lat, 0.99), max: pct(lat, 1) },
+    latencyMsLastHalf: { n: latLate.length, p50: pct(latLate, 0.5), p90: pct(latLate, 0.9), p99: pct(latLate, 0.99),
+      max: pct(latLate, 1) },
     rss, stores, podChanges: x.podChanges, gatewayCpuSeconds: cpu, gatewayCoresLastHalf: cpuLastHalf,
     rate: { takenPerSecond: agent.taken / secs, deliveredPerSecond: delivered / secs },
   };
@@ -565,7 +575,8 @@ function report(x) {
     `missing-definition rounds ${agent.missingRounds} (${agent.resentMissing} samples resent, accepted_samples ` +
     `disagreeing ${agent.acceptedMismatch} times), symbol uploads ${agent.uploads}, agent restarts ${agent.restarts}, connections ${agent.connections}; ` +
     `duplicates caught ${dupSamples}; pod changes ${x.podChanges}`);
-  console.log(`latency ms p50 ${out.latencyMs.p50.toFixed(1)} p90 ${out.latencyMs.p90.toFixed(1)} p99 ${out.latencyMs.p99.toFixed(1)} max ${out.latencyMs.max.toFixed(1)} (${lat.length} requests)`);
+  const latLine = (l) => `p50 ${l.p50.toFixed(1)} p90 ${l.p90.toFixed(1)} p99 ${l.p99.toFixed(1)} max ${l.max.toFixed(1)} (${l.n} requests)`;
+  console.log(`latency ms ${latLine(out.latencyMs)}; over the last half ${latLine(out.latencyMsLastHalf)}`);
   console.log(`gateway CPU seconds (current instance of each replica): ${cpu.map((c) => c.toFixed(1)).join(', ')} over ${secs} s; ` +
     `cores used over the last half: ${cpuLastHalf.map((c) => (c === null ? 'n/a (restarted)' : c.toFixed(2))).join(', ')}`);
   for (const r of rss) console.log(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB (limit ${opt.limitMib}), middle ${fmt(r.mid)}, end ${fmt(r.end)}, growth ${(100 * r.growth).toFixed(1)} %`);
