@@ -55,7 +55,7 @@ static void test_background(void **state)
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(r.before, main_before); /* a new thread starts at its creator's */
 	assert_int_equal(r.after, SR_MIN(r.before + GW_BACKGROUND_NICE, 19));
-	assert_int_equal(r.again, r.after); /* once per thread */
+	assert_int_equal(r.again, r.after);		 /* once per thread */
 	assert_int_equal(nice_of_thread(), main_before); /* only the calling thread */
 }
 
