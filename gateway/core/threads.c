@@ -16,12 +16,13 @@ static _Thread_local bool background;
 
 void gw_thread_background(void)
 {
-	pid_t tid = gettid();
+	pid_t tid;
 	int nice;
 
 	if (background)
 		return;
 	background = true;
+	tid = gettid();
 	errno = 0;
 	nice = getpriority(PRIO_PROCESS, (id_t)tid);
 	if (nice == -1 && errno != 0)

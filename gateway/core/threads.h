@@ -15,9 +15,9 @@
 #define GW_BACKGROUND_NICE 10
 
 /*
- * Makes the calling thread a background thread: its nice value becomes the
- * process's plus GW_BACKGROUND_NICE (at most 19), once per thread (a
- * thread-local flag; later calls cost nothing). Best effort: a failure
+ * Makes the calling thread a background thread: its nice value (a new
+ * thread starts at its creator's) grows by GW_BACKGROUND_NICE, to at most
+ * 19, once per thread (a thread-local flag; later calls cost nothing). Best effort: a failure
  * leaves the priority as it was.
  */
 void gw_thread_background(void);
