@@ -228,11 +228,15 @@ static void process_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 
 static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 {
+	uint64_t lines_charged = 0; /* the stacks store's stats tell, read once in the loop */
+
 	gw_accounting__write_metrics(rt->acct, w);
 	for (int k = 0; k < _GW_STORE_MAX; k++) {
 		struct gw_store_stats st;
 		char lbl[64] = "";
 		gw_stores__stats(rt->stores, k, &st);
+		if (k == GW_STORE_STACKS)
+			lines_charged = st.lines_bytes;
 		gw_metrics_label(lbl, sizeof(lbl), "store", gw_store_kind_to_string(k));
 		gw_metrics__add(w, "stackrelay_gateway_store_entries", GW_METRIC_GAUGE,
 				"Definitions in the gateway-wide store.", lbl, (double)st.entries);
@@ -260,10 +264,8 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 	}
 	{
 		struct gw_lines_table_stats ls;
-		struct gw_store_stats ss;
 
 		gw_lines_table__stats(gw_stores__lines(rt->stores), &ls);
-		gw_stores__stats(rt->stores, GW_STORE_STACKS, &ss);
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines", GW_METRIC_GAUGE,
 				"Symbolized lines shared by locations (every address of a function named by its symbol "
 				"shares one copy).",
@@ -273,7 +275,7 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines_charged_bytes", GW_METRIC_GAUGE,
 				"Bytes of the shared lines that stored locations hold, with their overhead: charged "
 				"once, to the stacks store's bound (its store_bytes includes them).",
-				NULL, (double)ss.lines_bytes);
+				NULL, (double)lines_charged);
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines_hits_total", GW_METRIC_COUNTER,
 				"Symbolized locations given lines another location already had.", NULL,
 				(double)ls.hits);

@@ -165,6 +165,17 @@ test('agent drop counters are exposed', async () => {
   assert.equal(mm.get('stackrelay_gateway_agent_reported_drops_total', { reason: 'stack_errors' }), 2);
 });
 
+test('store gauges: the stacks store bytes include the locations and shared lines it holds', async () => {
+  const mm = await m();
+  const stacks = { store: 'stacks' };
+  assert.ok(mm.get('stackrelay_gateway_store_entries', stacks) > 0, mm.text);
+  const held = mm.get('stackrelay_gateway_store_held_bytes', { store: 'locations' });
+  const lines = mm.get('stackrelay_gateway_shared_lines_charged_bytes');
+  assert.ok(held > 0, mm.text);
+  assert.ok(lines >= 0, mm.text);
+  assert.ok(mm.get('stackrelay_gateway_store_bytes', stacks) >= held + lines, mm.text);
+});
+
 test('accounting: receiver received = accepted + refused; exporter exports everything accepted', async () => {
   const mm = await L.waitFor(async () => {
     const x = await m();
