@@ -25,7 +25,7 @@ function parseArgs(argv) {
   const o = { build: path.join(root, 'build'), minutes: 3, nodes: 1000, hz: 19, cpus: 16, window: 10, replicas: 2,
     simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
     stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
-    keep: 0, storesMib: 32, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256 };
+    keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     if (!(k in o)) throw new Error(`unknown option ${argv[i]}`);
@@ -124,7 +124,10 @@ function gatewayYaml(r, ports, dirs) {
   // the CI soak, whose images roll out every minute; 256 for an hour at 1,000 nodes, where 128 evicted live
   // executables, which cost copies of all their locations and a storm of resends). Kernels, one a node, are not
   // judged.
-  const stores = `{executables: ${opt.executablesKib}KiB, kernels: 1MiB, locations: ${Math.max(4, st / 2)}MiB, ` +
+  // Locations no stored stack holds are what evicted stacks leave behind: that store fills slowly, only as the
+  // stacks store evicts (--locations-mib: smaller for an hour's soak, so that it is full before the half judged).
+  const locations = opt.locationsMib || Math.max(4, st / 2);
+  const stores = `{executables: ${opt.executablesKib}KiB, kernels: 1MiB, locations: ${locations}MiB, ` +
     `stacks: ${2 * st}MiB}`;
   return `
 receivers:
