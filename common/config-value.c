@@ -61,12 +61,10 @@ static bool in_bounds_u(const struct sr_field *f, uint64_t v)
 	return f->min >= f->max || (v >= (uint64_t)f->min && v <= (uint64_t)f->max);
 }
 
-static const char *value_for_message(const struct sr_field *f, const char *text, char *buf, size_t size)
+/* What an error message shows of a value: its text (cut to size), or "(secret)" for a secret field. */
+static void value_for_message(const struct sr_field *f, const char *text, char *buf, size_t size)
 {
-	if (f->secret)
-		return "(secret)";
-	snprintf(buf, size, "%s", text);
-	return buf;
+	snprintf(buf, size, "%s", f->secret ? "(secret)" : text);
 }
 
 /*

@@ -43,6 +43,7 @@ struct cfg {
 	struct rule *rules;
 	uint32_t n_rules;
 	char *token;
+	uint64_t pin; /* a secret that is not a string */
 	char **dirs;
 	uint32_t n_dirs;
 };
@@ -75,6 +76,7 @@ static const struct sr_field fields[] = {
 	SR_FIELD_MAP("retry", struct cfg, retry, struct retry, retry_fields, .doc = "Retry settings."),
 	SR_FIELD_MAPLIST("rules", struct cfg, rules, n_rules, struct rule, rule_fields, .doc = "Rules."),
 	SR_FIELD_STR("token", struct cfg, token, .secret = true, .doc = "Secret."),
+	SR_FIELD_U64("pin", struct cfg, pin, .secret = true, .doc = "Secret number."),
 	SR_FIELD_STRLIST("debug_dirs", struct cfg, dirs, n_dirs, .def = "[/usr/lib/debug, /opt/debug]", .doc = "Dirs."),
 	SR_FIELD_END,
 };
@@ -235,6 +237,11 @@ static void test_duration_bounds_and_secret(void **state)
 	sr_diag_free(d);
 	assert_int_equal(load("endpoint: x\nverbose: hunter2\n", &c, &d), -EINVAL);
 	assert_true(has(d, "\"hunter2\""));
+	sr_diag_free(d);
+	/* A secret of another kind than string: its error names the field, never the value. */
+	assert_int_equal(load("endpoint: x\npin: 12hunter2\n", &c, &d), -EINVAL);
+	assert_true(has(d, "invalid non-negative integer \"(secret)\""));
+	assert_false(has(d, "hunter2"));
 	sr_diag_free(d);
 }
 
