@@ -124,7 +124,6 @@ struct gw_symbolizer_stats {
 	uint64_t debuginfod_fetches, debuginfod_ok, debuginfod_failed;
 	uint64_t uploads_accepted, uploads_rejected, upload_errors;
 	uint64_t evictions;
-	uint64_t addresses_resolved, addresses_unresolved, addresses_with_lines;
 	uint64_t memory_bytes, memory_entries;
 	uint64_t disk_bytes;
 	uint64_t fetch_queue;

@@ -93,7 +93,6 @@ struct gw_symbolizer {
 		_Atomic uint64_t memory_hits, memory_misses, disk_hits;
 		_Atomic uint64_t debuginfod_fetches, debuginfod_ok, debuginfod_failed;
 		_Atomic uint64_t uploads_accepted, uploads_rejected, upload_errors, evictions;
-		_Atomic uint64_t resolved, unresolved, with_lines;
 	} st;
 };
 
