@@ -9,6 +9,9 @@
  * of: a window's counts, DropCounters.ring_buffer_full (lost in the kernel),
  * stack_errors (no frame at all), buffer_overflow (window or stack store
  * full). The totals are logged at exit and exported as metrics.
+ *
+ * What one ring-buffer record does is in run-record.c; the state both files
+ * share is struct run_ctx (run-private.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,7 +31,6 @@
 #include "agent.h"
 #include "aggregate.h"
 #include "agent/config.h"
-#include "event.h"
 #include "kernel.h"
 #include "log.h"
 #include "metrics.h"
@@ -36,8 +38,8 @@
 #include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
-#include "pyframe.h"
 #include "python.h"
+#include "run-private.h"
 #include "run.h"
 #include "sampler.h"
 #include "store.h"
@@ -55,48 +57,7 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
-struct run_ctx {
-	const struct agent_config *cfg;
-	struct agent_store *store;
-	struct agent_procs *procs;
-	struct agent_perfmaps *perfmaps; /* NULL: perf_maps.enabled false */
-	struct agent_perfmaps_stats perfmaps_stats;
-	struct agent_agg *agg;
-	struct agent_sampler *sampler;
-	struct agent_output *out;
-	struct agent_sender *sender;
-	struct agent_metrics_server *metrics;
-	struct agent_info info;
-	bool have_kernel;
-	uint8_t kernel_id[AGENT_KERNEL_ID_LEN];
-	long clk_tck;
-	double off_cpu_scale; /* 1 / off_cpu.probability */
-	uint64_t window;
-	uint64_t window_start_unix;
-	uint64_t now_mono;
-	/* This window's user-space drops. */
-	uint64_t win_stack_errors, win_overflow;
-	uint64_t bpf_lost_reported; /* ring-buffer losses already put in a batch */
-
-	pthread_mutex_t lock;		   /* guards stats for the metrics thread */
-	struct agent_run_stats stats;	   /* the loop's own; the loop thread only */
-	struct agent_run_stats stats_snap; /* copy for the metrics thread */
-	uint64_t bpf[PROFILE_CNT__MAX];
-	uint64_t *bpf_lost_per_cpu;
-	int n_cpus;
-	struct agent_store_stats store_stats;
-	struct agent_procs_stats procs_stats;
-	struct agent_unwinder *unwinder; /* NULL: profiling.unwinding fp, or the kernel cannot */
-	struct agent_unwinder_stats unwinder_stats;
-	struct agent_python *python; /* NULL: python.enabled off, or no table unwinding */
-	struct agent_python_stats python_stats;
-	int known_files_fd;
-	/* Processes whose mappings the unwinder has not seen yet (FIFO; see queue_unwinder()). */
-	struct agent_proc **unwind_queue;
-	size_t unwind_head, unwind_n, unwind_cap;
-};
-
-static uint64_t clock_ns(clockid_t id)
+uint64_t agent_run_clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
@@ -113,7 +74,7 @@ static uint64_t clock_ns(clockid_t id)
  * and sync_queued() builds between ring-buffer drains. Until then its stacks
  * are unwound by frame pointers (counted: stackrelay_agent_unwind_stacks_total{method="fp"}).
  */
-static void queue_unwinder(struct run_ctx *c, struct agent_proc *proc)
+void agent_run_queue_unwinder(struct run_ctx *c, struct agent_proc *proc)
 {
 	if (!c->unwinder || !proc || proc->exited || proc->unwind_queued || proc->unwind_gen == proc->maps_gen)
 		return;
@@ -193,205 +154,6 @@ static void file_known(void *ctx, uint64_t dev, uint64_t ino)
 
 	if (c->known_files_fd >= 0)
 		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
-}
-
-/*
- * A Python frame of the BPF walker (bpf/pyframe.h): an INTERPRETED frame of a
- * "cpython" function, its address the instruction offset. A frame that cannot
- * be named (the process is gone, the address is no code object, the function
- * table is full) stays UNKNOWN with the walker's value.
- */
-static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
-{
-	struct agent_py_frame pf;
-	struct agent_function_def def;
-	int64_t fn;
-
-	ret->address = value;
-	ret->exe = AGENT_EXE_NONE;
-	ret->line = 0;
-	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-	if (!c->python || !proc || agent_python__frame(c->python, proc, value, &pf) < 0)
-		return;
-	def.runtime = "cpython";
-	def.name = pf.name;
-	def.file_name = pf.file;
-	def.start_line = pf.first_line > 0 ? (uint32_t)pf.first_line : 0;
-	fn = agent_store__add_function(c->store, &def, c->window);
-	if (fn < 0)
-		return;
-	ret->address = pf.offset;
-	ret->exe = (uint32_t)fn;
-	ret->line = (uint32_t)pf.line;
-	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
-}
-
-/*
- * A frame in anonymous executable memory: JIT code, named from the process's
- * perf map when it has one that covers the address (a JIT frame of a
- * "perf-map" function), else left UNKNOWN (shown as [unknown] 0x...); counted by result.
- */
-static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
-{
-	enum agent_jit_result why = AGENT_JIT_DISABLED;
-	const char *name;
-	size_t len = 0;
-
-	if (c->perfmaps) {
-		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
-					      &len, &why);
-		if (name) {
-			char buf[AGENT_FUNCTION_NAME_MAX + 1];
-			struct agent_function_def d = { .runtime = "perf-map", .name = buf };
-			int64_t idx;
-
-			len = SR_MIN(len, sizeof(buf) - 1);
-			memcpy(buf, name, len);
-			buf[len] = '\0';
-			idx = agent_store__add_function(c->store, &d, c->window);
-			if (idx >= 0) {
-				f->kind = stackrelay_v1_FrameKind_FRAME_KIND_JIT;
-				f->exe = (uint32_t)idx;
-				f->line = 0;
-				f->address = addr;
-			} else {
-				why = AGENT_JIT_LIMIT;
-			}
-		}
-	}
-	c->stats.jit_frames[why]++;
-}
-
-static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
-{
-	const struct profile_sample *s = ev->sample;
-	struct agent_frame frames[2 * PROFILE_MAX_STACK_DEPTH];
-	struct agent_agg_key key = { 0 };
-	struct agent_agg_labels labels = { 0 };
-	struct agent_proc *proc = NULL;
-	uint64_t off_cpu_ns = 0;
-	bool kthread = (s->flags & PROFILE_SAMPLE_KTHREAD) || s->hdr.pid == 0, same_image;
-	size_t n = 0;
-	int r;
-
-	c->stats.samples_received++;
-	if (ev->n_kstack == 0 && ev->n_ustack == 0) {
-		c->win_stack_errors++;
-		c->stats.dropped_stack_errors++;
-		return;
-	}
-	/*
-	 * Leaf first: kernel frames, then user frames. Every frame but the
-	 * first of each stack is a return address; one byte back is the call
-	 * instruction, which lies in the calling function even when the call
-	 * is the last instruction of it (noreturn callees).
-	 */
-	for (size_t i = 0; i < ev->n_kstack; i++) {
-		frames[n].address = s->kstack[i] - (i > 0 ? 1 : 0);
-		frames[n].exe = c->have_kernel ? AGENT_EXE_KERNEL : AGENT_EXE_NONE;
-		frames[n].line = 0;
-		frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
-		n++;
-	}
-	if (ev->n_ustack > 0 && !kthread) {
-		/*
-		 * The time now: the loop's c->now_mono was taken before the poll that
-		 * delivered this sample, up to a second ago, and the re-read limits
-		 * of /proc/PID/maps and perf maps (200 ms) compared against it held
-		 * back a whole poll's samples of code that appeared just after a read.
-		 */
-		c->now_mono = clock_ns(CLOCK_MONOTONIC);
-		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
-		queue_unwinder(c, proc);
-		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
-		for (size_t i = 0; i < ev->n_ustack; i++) {
-			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
-			if (s->ustack[i] & PY_FRAME_FLAG) {
-				python_frame(c, proc, s->ustack[i], &frames[n]);
-			} else if (same_image) {
-				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
-					resolve_jit(c, s, addr, &frames[n]);
-			} else {
-				frames[n].address = addr;
-				frames[n].exe = AGENT_EXE_NONE;
-				frames[n].line = 0;
-				frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-			}
-			if (frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_USER &&
-			    frames[n].kind != stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED)
-				c->stats.frames_unattributed++;
-			n++;
-		}
-	} else if (!kthread) {
-		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
-		queue_unwinder(c, proc);
-	}
-	r = agent_store__intern_stack(
-		c->store, frames, n, ev->n_kstack == PROFILE_MAX_STACK_DEPTH || ev->n_ustack == PROFILE_MAX_STACK_DEPTH,
-		c->window, key.stack_id);
-	if (r < 0) {
-		c->win_overflow++;
-		c->stats.dropped_overflow++;
-		return;
-	}
-	key.pid = s->hdr.pid;
-	key.tid = s->hdr.tid;
-	key.start_ns = s->hdr.start_boottime_ns;
-	if (ev->type == PROFILE_EVENT_OFF_CPU) {
-		key.profile_type = stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU;
-		/* Waits were drawn with off_cpu.probability: each stands for 1/probability of them. */
-		off_cpu_ns = (uint64_t)((double)s->off_cpu_ns * c->off_cpu_scale + 0.5);
-		c->stats.off_cpu_ns += off_cpu_ns;
-	}
-	labels.thread_name = ev->comm;
-	labels.process_name = ev->pcomm;
-	labels.exe_path = proc ? proc->exe_path : NULL;
-	labels.cg = proc ? &proc->cg : NULL;
-	labels.kernel = ev->n_kstack > 0;
-	r = agent_agg__add(c->agg, &key, &labels, off_cpu_ns);
-	if (r < 0) {
-		c->win_overflow++;
-		c->stats.dropped_overflow++;
-		return;
-	}
-	c->stats.samples_aggregated++;
-}
-
-static int on_record(void *ctx, const void *data, size_t len)
-{
-	struct run_ctx *c = ctx;
-	struct agent_event ev;
-
-	if (agent_event_decode(data, len, &ev) < 0) {
-		c->stats.bad_records++;
-		return 0;
-	}
-	switch (ev.type) {
-	case PROFILE_EVENT_SAMPLE:
-	case PROFILE_EVENT_OFF_CPU:
-		handle_sample(c, &ev);
-		break;
-	case PROFILE_EVENT_EXEC:
-		c->stats.execs++;
-		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, ev.mm, ev.vdso, c->window);
-		/* A new image: the old one's JIT code is gone (a new runtime starts its map over). */
-		if (c->perfmaps)
-			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
-		break;
-	case PROFILE_EVENT_FORK:
-		agent_procs__fork(c->procs, ev.fork, c->window);
-		break;
-	case PROFILE_EVENT_MMAP:
-		agent_procs__mmap(c->procs, ev.mmap, c->window);
-		break;
-	case PROFILE_EVENT_EXIT:
-		c->stats.exits++;
-		agent_procs__exit(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns);
-		if (c->perfmaps)
-			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
-		break;
-	}
-	return 0;
 }
 
 /* Refreshes what the metrics endpoint shows. */
@@ -645,14 +407,14 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.off_cpu_probability = cfg->off_cpu.probability,
 		.off_cpu_max_per_sec = cfg->off_cpu.max_events_per_second,
 	};
-	c.sampler = agent_sampler_new(&so, on_record, &c, &what);
+	c.sampler = agent_sampler_new(&so, agent_run_on_record, &c, &what);
 	/* A mapping hook the operator named and the kernel refuses is theirs to change, not ours to work around. */
 	if (!c.sampler && so.table_unwinding && !(what && strstr(what, "profiling.mapping_hook"))) {
 		/* Old kernels (before 5.10's sized inner maps, 5.17's bpf_find_vma): frame pointers still work. */
 		sr_log_warn("agent", "table unwinding cannot load on this kernel; unwinding by frame pointers",
 			    "step=\"%s\" error=\"%s\"", what ? what : "?", strerror(errno));
 		so.table_unwinding = false;
-		c.sampler = agent_sampler_new(&so, on_record, &c, &what);
+		c.sampler = agent_sampler_new(&so, agent_run_on_record, &c, &what);
 	}
 	if (!c.sampler) {
 		r = -errno;
@@ -721,11 +483,11 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	sigaction(SIGTERM, &sa, &old_term);
 
 	interval = pc->report_interval_ns ? pc->report_interval_ns : DEFAULT_REPORT_INTERVAL_NS;
-	start_mono = clock_ns(CLOCK_MONOTONIC);
+	start_mono = agent_run_clock_ns(CLOCK_MONOTONIC);
 	next_flush = start_mono + interval;
 	if (opts->duration_ns)
 		deadline = start_mono + opts->duration_ns;
-	c.window_start_unix = clock_ns(CLOCK_REALTIME);
+	c.window_start_unix = agent_run_clock_ns(CLOCK_REALTIME);
 	sr_log_info("agent", "profiling",
 		    "cpus=%d perf_events=%d frequency_hz=%" PRIu64 " ring_buffer_bytes=%" PRIu64
 		    " report_interval_ms=%" PRIu64 " pid_filters=%u cgroup_filters=%u mmap_hook=%s",
@@ -747,7 +509,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			    "mmap_hook=tp_btf/sys_exit");
 
 	while (!stop_requested) {
-		uint64_t now = clock_ns(CLOCK_MONOTONIC), wake = next_flush;
+		uint64_t now = agent_run_clock_ns(CLOCK_MONOTONIC), wake = next_flush;
 		int timeout;
 
 		if (deadline && now >= deadline)
@@ -766,9 +528,9 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		r = 0;
 		if (c.unwinder)
 			sync_queued(&c);
-		now = clock_ns(CLOCK_MONOTONIC);
+		now = agent_run_clock_ns(CLOCK_MONOTONIC);
 		if (now >= next_flush) {
-			flush_window(&c, clock_ns(CLOCK_REALTIME));
+			flush_window(&c, agent_run_clock_ns(CLOCK_REALTIME));
 			next_flush += interval;
 			if (next_flush <= now)
 				next_flush = now + interval;
@@ -781,10 +543,10 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 
 	/* Stop sampling, drain what the kernel already wrote, flush the last window. */
 	agent_sampler__stop(c.sampler);
-	c.now_mono = clock_ns(CLOCK_MONOTONIC);
+	c.now_mono = agent_run_clock_ns(CLOCK_MONOTONIC);
 	while (agent_sampler__poll(c.sampler, 0) > 0)
 		;
-	flush_window(&c, clock_ns(CLOCK_REALTIME));
+	flush_window(&c, agent_run_clock_ns(CLOCK_REALTIME));
 	update_stats(&c);
 	if (c.sender) {
 		int fr = agent_sender__flush(c.sender, cfg->gateway.flush_timeout_ns);

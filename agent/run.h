@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Counters of the profiling loop (run.c), exported as metrics. */
+/* Counters of the profiling loop (run.c, run-record.c), exported as metrics. */
 #ifndef SR_AGENT_RUN_H
 #define SR_AGENT_RUN_H
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sender's insides, shared by sender.c (queue, protocol logic, thread),
- * sender-http.c (libcurl transport) and the unit tests, which replace the
- * transport with canned responses.
+ * The sender's insides, shared by sender.c and the sender-*.c files beside
+ * it (queue, protocol logic, thread), sender-http.c (libcurl transport) and
+ * the unit tests, which replace the transport with canned responses.
  */
 #ifndef SR_AGENT_SENDER_INTERNAL_H
 #define SR_AGENT_SENDER_INTERNAL_H

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sender's state, shared by sender.c (requests, responses, the thread),
- * sender-queue.c (the bounded queue) and sender-symbols.c (symbol uploads and
- * exit probes), and nothing else.
+ * The sender's state, shared by sender.c (the thread, the sender's life),
+ * sender-request.c (encoding, posting and classifying requests; backoff),
+ * sender-samples.c (requests of samples and their answers), sender-queue.c
+ * (the bounded queue) and sender-symbols.c (symbol uploads and exit probes),
+ * and nothing else.
  */
 #ifndef SR_AGENT_SENDER_PRIVATE_H
 #define SR_AGENT_SENDER_PRIVATE_H
@@ -161,6 +163,8 @@ struct attempt {
 
 /* sender.c */
 uint64_t agent_sender_now_ns(void);
+
+/* sender-request.c */
 /*
  * Encodes req (plus table, an encoded SymbolTable, when not NULL) as a
  * request body, gzip-compressed when configured. Returns 0 or -errno.
@@ -176,6 +180,16 @@ void agent_sender_note_failure(struct agent_sender *s, const struct attempt *a, 
 void agent_sender_note_success(struct agent_sender *s);
 /* Schedules the next attempt after a failure. */
 void agent_sender_schedule_retry(struct agent_sender *s, uint64_t wait_ns);
+/*
+ * Reads the bearer token file again when force, when there is no token yet,
+ * or after AGENT_SENDER_TOKEN_REREAD_NS; a file that cannot be read keeps the
+ * previous token.
+ */
+void agent_sender_reread_token(struct agent_sender *s, bool force);
+
+/* sender-samples.c */
+/* One attempt at the head. */
+void agent_sender_send_head(struct agent_sender *s, struct chunk *h);
 
 /* sender-queue.c */
 uint64_t agent_sender_sample_count(const stackrelay_v1_Sample *sample);
