@@ -15,7 +15,7 @@
 //
 // With --symbols FILE (varint-delimited stackrelay.v1.SymbolTable, as the
 // agent uploaded them while the recording was made: capture.js), every agent
-// answers the gateway's wanted_symbols like the agent does (agent/sender.c):
+// answers the gateway's wanted_symbols like the agent does (agent/sender-symbols.c):
 // one upload request per wanted ID, once per ID in its life, after its
 // pending samples, at most AGENT_SENDER_SYMBOL_RATE_BYTES (1 MiB/s, a bucket
 // of max_symbol_upload_size 8 MiB that starts with 1 MiB) per agent, and
@@ -95,7 +95,7 @@ if (args.symbols) {
     if (id) tables.set(id.body.toString('hex'), t);
   }
 }
-const SYMBOL_RATE = 1024 * 1024, SYMBOL_BUCKET = 8 * 1024 * 1024; // agent/sender.c, agent defaults
+const SYMBOL_RATE = 1024 * 1024, SYMBOL_BUCKET = 8 * 1024 * 1024; // agent/sender-internal.h, agent defaults
 function symbolTable(id) {
   const t = tables.get(id.toString('hex'));
   if (t) return [t, false];

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // SPDX-License-Identifier: Apache-2.0
 //
-// The real agent sender (sender-driver: agent/sender.c over libcurl) against
+// The real agent sender (sender-driver: agent/sender*.c over libcurl) against
 // the real gateway runtime and agent receiver (gw-harness):
 //  - two replicas behind a round-robin TCP proxy (libcurl opens a connection
 //    per h2c request, so requests alternate, each with the definitions it
