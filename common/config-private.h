@@ -33,7 +33,6 @@ struct check_ctx {
 	yaml_emitter_t *em; /* shared with sub-contexts for built-in defaults */
 	struct out_buf out;
 	bool emit_failed;
-	size_t errors_before;
 };
 
 /* config-value.c */
