@@ -38,13 +38,16 @@ static int sections_from_phdrs(Elf *elf, const uint8_t *raw, size_t raw_len, str
 		const struct section hs = { raw + hdr_ph.p_offset, raw_len - hdr_ph.p_offset, hdr_ph.p_vaddr, true };
 		struct reader r = { hs.base, hs.base + hs.len, false };
 		uint8_t version = rd_u8(&r), enc = rd_u8(&r);
+		/* In .eh_frame_hdr, DW_EH_PE_datarel is relative to the start of .eh_frame_hdr itself (LSB). */
+		struct agent_unwind_sections hdr_bases = *s;
 		uint64_t eh_vaddr;
 
+		hdr_bases.data_vaddr = hdr_ph.p_vaddr;
 		rd_u8(&r);
 		rd_u8(&r);
 		if (version != 1 || enc == DW_EH_PE_omit)
 			return -ENOENT;
-		eh_vaddr = agent_unwind_rd_encoded(&r, enc, 8, &hs, s, true);
+		eh_vaddr = agent_unwind_rd_encoded(&r, enc, 8, &hs, &hdr_bases, true);
 		if (r.err)
 			return -ENOENT;
 		for (size_t i = 0; i < n; i++) {

@@ -1361,6 +1361,37 @@ static void test_self(void **state)
 		assert_int_equal(t2.base, t.base);
 		assert_memory_equal(t2.rows, t.rows, t.n_rows * sizeof(*t.rows));
 		agent_unwind_table_done(&t2);
+
+		/*
+		 * Its eh_frame_ptr written datarel instead of pcrel (both sdata4): relative to the start of
+		 * .eh_frame_hdr, not to the field, so 4 more. The same .eh_frame must be found.
+		 */
+		{
+			Elf64_Ehdr eh;
+			Elf64_Phdr ph;
+			bool patched = false;
+
+			memcpy(&eh, img, sizeof(eh));
+			for (unsigned i = 0; i < eh.e_phnum && !patched; i++) {
+				memcpy(&ph, img + eh.e_phoff + (size_t)i * eh.e_phentsize, sizeof(ph));
+				if (ph.p_type == PT_GNU_EH_FRAME && img[ph.p_offset + 1] == 0x1b) {
+					int32_t v;
+
+					memcpy(&v, img + ph.p_offset + 4, 4);
+					v += 4;
+					memcpy(img + ph.p_offset + 4, &v, 4);
+					img[ph.p_offset + 1] = 0x3b;
+					patched = true;
+				}
+			}
+			assert_true(patched);
+			assert_int_equal(pwrite(mfd, img, (size_t)size, 0), size);
+			assert_int_equal(agent_unwind_table_build_fd(mfd, AGENT_UNWIND_MAX_ROWS_DEFAULT, &t2), 0);
+			assert_int_equal(t2.n_rows, t.n_rows);
+			assert_int_equal(t2.base, t.base);
+			assert_memory_equal(t2.rows, t.rows, t.n_rows * sizeof(*t.rows));
+			agent_unwind_table_done(&t2);
+		}
 		close(mfd);
 		free(img);
 	}
