@@ -34,8 +34,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include "agent.h"
 #include "config.h"
 #include "log.h"
