@@ -100,16 +100,17 @@ void agent_sender__stats(struct agent_sender *s, struct agent_sender_stats *ret)
 struct agent_sender_details {
 	uint64_t samples_submitted;
 	uint64_t samples_buffered;
-	uint64_t dropped_buffer_full;	  /* drop-oldest when buffer_bytes was reached */
-	uint64_t dropped_flush_timeout;	  /* still unsent when flush's timeout or shutdown came */
-	uint64_t dropped_definition_lost; /* the store no longer had a definition they need */
-	uint64_t dropped_rejected;	  /* the gateway refused them (HTTP 4xx, or still missing after resends) */
-	uint64_t samples_resent_missing;  /* resent because the gateway lacked a definition */
-	uint64_t accepted_mismatch;	  /* responses whose accepted_samples disagreed with the agent's count */
-	uint64_t retries;		  /* attempts after a failed or refused one */
-	uint64_t connections;		  /* connections opened */
-	uint64_t symbol_tables_failed;	  /* uploads given up on, or tables sent with an error */
-	uint64_t symbol_tables_dropped;	  /* wanted but still pending at flush timeout or shutdown */
+	uint64_t dropped_buffer_full;	   /* drop-oldest when buffer_bytes was reached */
+	uint64_t dropped_flush_timeout;	   /* still unsent when flush's timeout or shutdown came */
+	uint64_t dropped_definition_lost;  /* the store no longer had a definition they need */
+	uint64_t dropped_rejected;	   /* the gateway refused them (HTTP 4xx, or still missing after resends) */
+	uint64_t samples_resent_missing;   /* resent because the gateway lacked a definition */
+	uint64_t accepted_mismatch;	   /* responses whose accepted_samples disagreed with the agent's count */
+	uint64_t retries;		   /* attempts after a failed or refused one */
+	uint64_t connections;		   /* connections opened */
+	uint64_t symbol_tables_failed;	   /* uploads given up on, or tables sent with an error */
+	uint64_t symbol_tables_dropped;	   /* wanted but still pending at flush timeout or shutdown */
+	uint64_t symbol_tables_reuploaded; /* queued again: a gateway wanted a table uploaded before */
 };
 void agent_sender__details(struct agent_sender *s, struct agent_sender_details *ret);
 

@@ -48,6 +48,11 @@ static const struct sr_field gateway_fields[] = {
 		       .min = 4096, .max = 1LL << 30,
 		       .doc = "Largest symbol table uploaded for one executable; keep it below the gateway receiver's "
 			      "max_request_bytes (32MiB)."),
+	SR_FIELD_DUR("symbol_reupload_after", struct agent_gateway_config, symbol_reupload_after_ns, .def = "1m",
+		     .max = 24 * 3600 * 1000000000LL,
+		     .doc = "A symbol table a gateway wants again (another replica, a restart, an eviction) is "
+			    "uploaded again once this has passed since the last upload, then after twice that, "
+			    "and so on up to once an hour; 0 uploads each table once per agent lifetime."),
 	SR_FIELD_END,
 };
 

@@ -26,6 +26,7 @@ struct agent_gateway_config {
 	uint64_t buffer_bytes;
 	uint64_t flush_timeout_ns;
 	uint64_t max_symbol_upload_bytes;
+	uint64_t symbol_reupload_after_ns;
 };
 
 struct agent_profiling_config {

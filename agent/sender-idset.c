@@ -24,12 +24,15 @@ void agent_idset_clear(struct agent_idset *set)
 {
 	if (set->keys)
 		memset(set->keys, 0, set->cap * sizeof(*set->keys));
+	if (set->values)
+		memset(set->values, 0, set->cap * sizeof(*set->values));
 	set->used = set->live = 0;
 }
 
 void agent_idset_done(struct agent_idset *set)
 {
 	SR_FREE(set->keys);
+	SR_FREE(set->values);
 	set->cap = set->used = set->live = 0;
 }
 
@@ -66,19 +69,29 @@ bool agent_idset_has(const struct agent_idset *set, enum agent_id_kind kind, con
 static int agent_idset_rehash(struct agent_idset *set, size_t cap)
 {
 	struct agent_idkey *old = set->keys;
+	uint64_t *old_values = set->values;
 	size_t old_cap = set->cap;
 
 	set->keys = calloc(cap, sizeof(*set->keys));
-	if (!set->keys) {
+	set->values = set->with_values ? calloc(cap, sizeof(*set->values)) : NULL;
+	if (!set->keys || (set->with_values && !set->values)) {
+		free(set->keys);
+		free(set->values);
 		set->keys = old;
+		set->values = old_values;
 		return -ENOMEM;
 	}
 	set->cap = cap;
 	set->used = set->live = 0;
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].hi)
-			(void)agent_idset_add_key(set, old[i]);
+	for (size_t i = 0; i < old_cap; i++) {
+		if (!old[i].hi)
+			continue;
+		(void)agent_idset_add_key(set, old[i]);
+		if (old_values)
+			set->values[agent_idset_slot(set, old[i], false) - set->keys] = old_values[i];
+	}
 	free(old);
+	free(old_values);
 	return 0;
 }
 
@@ -105,6 +118,8 @@ int agent_idset_add_key(struct agent_idset *set, struct agent_idkey k)
 	if (e->hi == 0 && e->lo == 0)
 		set->used++;
 	*e = k;
+	if (set->values)
+		set->values[e - set->keys] = 0;
 	set->live++;
 	return 1;
 }
@@ -125,4 +140,14 @@ void agent_idset_del(struct agent_idset *set, enum agent_id_kind kind, const uin
 		*e = (struct agent_idkey){ .hi = 0, .lo = 1 };
 		set->live--;
 	}
+}
+
+uint64_t *agent_idset_value(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len)
+{
+	struct agent_idkey *e;
+
+	if (!set->cap || !set->values)
+		return NULL;
+	e = agent_idset_slot(set, agent_idkey_of(kind, id, len), false);
+	return e ? &set->values[e - set->keys] : NULL;
 }

@@ -37,6 +37,12 @@ struct agent_gateway_config;
 /* Executable IDs remembered for symbol upload (pending and done). */
 #define AGENT_SENDER_SYMBOL_SET_MAX (64 * 1024)
 /*
+ * A table wanted again is uploaded again once gateway.symbol_reupload_after
+ * has passed since its last upload, then after twice that, and so on, but at
+ * least once per this (docs/agent-protocol.md, "Symbol upload").
+ */
+#define AGENT_SENDER_SYMBOL_REUPLOAD_MAX_NS (3600ULL * 1000 * 1000 * 1000)
+/*
  * Symbol probes at flush (docs/agent-protocol.md, "Symbol probes"). IDs
  * remembered for them: the most recent distinct executables and kernels the
  * gateway was sent definitions of (older ones had later windows' responses).
@@ -80,6 +86,9 @@ struct agent_idkey {
 struct agent_idset {
 	struct agent_idkey *keys;
 	size_t cap, used, live, max;
+	/* With values (set before the first add): one uint64_t per ID, 0 when added. */
+	bool with_values;
+	uint64_t *values;
 };
 
 /* sender-idset.c */
@@ -92,6 +101,8 @@ bool agent_idset_has(const struct agent_idset *set, enum agent_id_kind kind, con
 int agent_idset_add_key(struct agent_idset *set, struct agent_idkey k);
 int agent_idset_add(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
 void agent_idset_del(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
+/* The value of a present ID in a set with_values; NULL when absent (or the set has no values). */
+uint64_t *agent_idset_value(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
 
 /* sender-defs.c: the definitions one request carries. */
 struct agent_defs {

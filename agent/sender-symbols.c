@@ -47,28 +47,91 @@ void agent_sender_probe_remember(struct agent_sender *s, const pb_bytes_array_t 
 		s->probe_n++;
 }
 
-/* Queues uploads for the wanted IDs not uploaded yet; returns how many were queued. */
+/*
+ * What symdone holds per ID: its uploads so far, when the last one finished
+ * (monotonic ms + 1) and whether one is queued or under way. A table refused
+ * by the gateway (413, other 4xx) is never sent again.
+ */
+#define SYM_AT_MASK	  ((1ULL << 48) - 1)
+#define SYM_UPLOADS_SHIFT 48
+#define SYM_UPLOADS_MAX	  0x3fffULL
+#define SYM_QUEUED	  (1ULL << 62)
+#define SYM_NEVER	  (1ULL << 63)
+
+/*
+ * Whether an ID uploaded before may be uploaded again now: wanted again means
+ * a gateway lacks it (another replica, a restart without cache_dir, an
+ * eviction), and a table sent once per agent lifetime would leave that
+ * gateway's frames unnamed. The wait doubles with every upload, so a gateway
+ * that keeps forgetting costs one table per ID per AGENT_SENDER_SYMBOL_REUPLOAD_MAX_NS.
+ */
+static bool may_upload_again(const struct agent_sender *s, uint64_t v, uint64_t now_ns)
+{
+	uint64_t after = s->cfg->gateway.symbol_reupload_after_ns, uploads = (v >> SYM_UPLOADS_SHIFT) & SYM_UPLOADS_MAX;
+	uint64_t wait = after, at_ms = (v & SYM_AT_MASK) - 1;
+
+	if (!after || (v & (SYM_QUEUED | SYM_NEVER)) || !uploads)
+		return false;
+	for (uint64_t i = 1; i < uploads && wait < AGENT_SENDER_SYMBOL_REUPLOAD_MAX_NS; i++)
+		wait *= 2;
+	wait = SR_MIN(wait, SR_MAX(after, AGENT_SENDER_SYMBOL_REUPLOAD_MAX_NS));
+	return now_ns / 1000000 - at_ms >= wait / 1000000;
+}
+
+/* Records how an upload of id ended: delivered (table or error) or refused for good. Called with mu held. */
+static void symbol_upload_ended_locked(struct agent_sender *s, const struct symjob *j, bool refused)
+{
+	uint64_t *v = agent_idset_value(&s->symdone, AGENT_ID_SYMBOLS, j->id, j->len);
+	uint64_t uploads;
+
+	if (!v)
+		return;
+	uploads = SR_MIN(((*v >> SYM_UPLOADS_SHIFT) & SYM_UPLOADS_MAX) + 1, SYM_UPLOADS_MAX);
+	*v = refused ? SYM_NEVER
+		     : (uploads << SYM_UPLOADS_SHIFT) | ((agent_sender_now_ns() / 1000000 + 1) & SYM_AT_MASK);
+}
+
+/* Uploaded (or queued) and not to be uploaded again yet: the exit probes need not ask about it. */
+static bool symbol_settled(const struct agent_sender *s, const uint8_t *id, size_t len, uint64_t now_ns)
+{
+	const uint64_t *v = agent_idset_value(&s->symdone, AGENT_ID_SYMBOLS, id, len);
+
+	return v && !may_upload_again(s, *v, now_ns);
+}
+
+/* Queues uploads for the wanted IDs not uploaded lately; returns how many were queued. */
 size_t agent_sender_want_symbols(struct agent_sender *s, pb_bytes_array_t **ids, pb_size_t n)
 {
+	uint64_t now = agent_sender_now_ns();
 	size_t added = 0;
 
 	/* The queue is the thread's, but flush() reads its length: change it under the lock. */
 	pthread_mutex_lock(&s->mu);
 	for (pb_size_t i = 0; i < n; i++) {
 		const pb_bytes_array_t *id = ids[i];
+		uint64_t *v;
 		struct symjob *j;
 
 		if (!id || !id->size || id->size > sizeof(j->id))
 			continue;
-		/* Once per executable per agent lifetime (unless it failed): the set remembers. */
-		if (agent_idset_has(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size))
+		v = agent_idset_value(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size);
+		if (v && !may_upload_again(s, *v, now))
 			continue;
-		if (s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
+		if (!v && s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
 			continue;
 		if (agent_sender_grow((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs, sizeof(*s->symjobs)) < 0)
 			continue;
-		if (agent_idset_add(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size) < 0)
+		if (v) {
+			uint64_t uploads = (*v >> SYM_UPLOADS_SHIFT) & SYM_UPLOADS_MAX;
+
+			s->details.symbol_tables_reuploaded++;
+			sr_log_debug(LOG_COMPONENT, "symbol table wanted again; uploading it again", "uploads=%" PRIu64,
+				     uploads);
+		} else if (agent_idset_add(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size) < 0 ||
+			   !(v = agent_idset_value(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size))) {
 			continue;
+		}
+		*v |= SYM_QUEUED;
 		j = &s->symjobs[s->n_symjobs++];
 		memcpy(j->id, id->bytes, id->size);
 		j->len = id->size;
@@ -103,7 +166,7 @@ void agent_sender_send_symbols(struct agent_sender *s)
 	struct encoded enc = { 0 };
 	struct attempt a = { 0 };
 	char err[256] = "";
-	bool failed = false, finished = true;
+	bool failed = false, finished = true, refused = false;
 	int fd, r;
 
 	if (is_kernel(s, j)) {
@@ -183,7 +246,7 @@ void agent_sender_send_symbols(struct agent_sender *s)
 		} else {
 			/* Refused (413: larger than the gateway's max_request_bytes, or 4xx): asking again will not help. */
 			agent_sender_note_failure(s, &a, "symbols");
-			failed = true;
+			failed = refused = true;
 			sr_log_warn(LOG_COMPONENT, "gateway refused a symbol table upload; not retrying it",
 				    "error=\"%s\"", a.why);
 		}
@@ -203,6 +266,7 @@ void agent_sender_send_symbols(struct agent_sender *s)
 			sr_log_debug(LOG_COMPONENT, "symbol table upload failed", "error=\"%s\"", err[0] ? err : a.why);
 		}
 		pthread_mutex_lock(&s->mu);
+		symbol_upload_ended_locked(s, j, refused);
 		memmove(&s->symjobs[0], &s->symjobs[1], (s->n_symjobs - 1) * sizeof(*s->symjobs));
 		s->n_symjobs--;
 		pthread_mutex_unlock(&s->mu);
@@ -242,12 +306,13 @@ void agent_sender_probe_round(struct agent_sender *s)
 		struct encoded enc = { 0 };
 		struct attempt a = { 0 };
 		pb_size_t n = 0;
+		uint64_t now = agent_sender_now_ns();
 
-		/* The next batch of IDs not uploaded (or being uploaded) in this run. */
+		/* The next batch of IDs not uploaded (or being uploaded) lately. */
 		for (; i < s->probe_n && n < AGENT_SENDER_PROBES_PER_REQUEST; i++) {
 			const struct probe_id *p = &s->probe_ids[i];
 
-			if (agent_idset_has(&s->symdone, AGENT_ID_SYMBOLS, p->id, p->len))
+			if (symbol_settled(s, p->id, p->len, now))
 				continue;
 			ptrs[n] = (pb_bytes_array_t *)(bufs + n * slot);
 			ptrs[n]->size = p->len;

@@ -276,6 +276,7 @@ struct agent_sender *agent_sender_new_with_transport(const struct agent_config *
 	s->probe_first_ns = AGENT_SENDER_PROBE_FIRST_WAIT_NS;
 	s->probe_max_ns = AGENT_SENDER_PROBE_MAX_WAIT_NS;
 	s->sent.max = AGENT_SENDER_SENT_SET_MAX;
+	s->symdone.with_values = true;
 	if (getrandom(s->instance_id, sizeof(s->instance_id), 0) != sizeof(s->instance_id) ||
 	    getrandom(&s->rnd_state, sizeof(s->rnd_state), 0) != sizeof(s->rnd_state)) {
 		r = -errno;

@@ -10,6 +10,7 @@
  *       [--buffer-bytes N] [--compression gzip|none] [--token-file F]
  *       [--ca F] [--cert F] [--key F] [--server-name N] [--insecure]
  *       [--exec-path F]   (executable 0 of the fake world is this file, for symbol uploads)
+ *       [--symbol-reupload-after-ms N]   (gateway.symbol_reupload_after; default 0: once per run)
  *       [--backoff-ms INITIAL,MAX]   (shorter backoff so fault scripts run fast)
  *
  * Window w holds --samples samples over stacks (w + i) % 64, pid 1000 + w,
@@ -108,6 +109,8 @@ int main(int argc, char **argv)
 			cfg.gateway.tls.server_name = (char *)v;
 		else if (!strcmp(k, "--exec-path"))
 			exec_path = v;
+		else if (!strcmp(k, "--symbol-reupload-after-ms"))
+			cfg.gateway.symbol_reupload_after_ns = strtoull(v, NULL, 10) * 1000000ULL;
 		else if (!strcmp(k, "--backoff-ms") &&
 			 sscanf(v, "%" SCNu64 ",%" SCNu64, &backoff_initial_ms, &backoff_max_ms) == 2)
 			;
@@ -173,13 +176,14 @@ int main(int argc, char **argv)
 	       ", \"dropped_rejected\": %" PRIu64 ", \"requests_ok\": %" PRIu64 ", \"requests_failed\": %" PRIu64
 	       ", \"retries\": %" PRIu64 ", \"connections\": %" PRIu64 ", \"resent_missing\": %" PRIu64
 	       ", \"accepted_mismatch\": %" PRIu64 ", \"symbol_tables_sent\": %" PRIu64
-	       ", \"symbol_tables_failed\": %" PRIu64 ", \"bytes_sent\": %" PRIu64 ", \"flush\": %d"
+	       ", \"symbol_tables_failed\": %" PRIu64 ", \"symbol_tables_reuploaded\": %" PRIu64
+	       ", \"bytes_sent\": %" PRIu64 ", \"flush\": %d"
 	       ", \"submit_max_us\": %.1f, \"submit_mean_us\": %.1f, \"elapsed_ms\": %.1f}\n",
 	       submitted, d.samples_submitted, st.samples_accepted, st.samples_dropped, d.samples_buffered,
 	       d.dropped_buffer_full, d.dropped_flush_timeout, d.dropped_definition_lost, d.dropped_rejected,
 	       st.requests_ok, st.requests_failed, d.retries, d.connections, d.samples_resent_missing,
-	       d.accepted_mismatch, st.symbol_tables_sent, d.symbol_tables_failed, st.bytes_sent, r,
-	       (double)submit_max_ns / 1e3, windows ? (double)submit_total_ns / windows / 1e3 : 0.0,
+	       d.accepted_mismatch, st.symbol_tables_sent, d.symbol_tables_failed, d.symbol_tables_reuploaded,
+	       st.bytes_sent, r, (double)submit_max_ns / 1e3, windows ? (double)submit_total_ns / windows / 1e3 : 0.0,
 	       (double)t_send / 1e6);
 	agent_sender_free(s);
 	fake_store_free(store);

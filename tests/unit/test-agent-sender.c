@@ -805,6 +805,48 @@ static void test_wanted_symbols_uploaded_once(void **state)
 	env_free(e);
 }
 
+/*
+ * A gateway that wants a table again (another replica, a restart without
+ * cache_dir, an eviction) gets it again once symbol_reupload_after has passed
+ * since the last upload, then after twice that; never sooner.
+ */
+static void test_wanted_symbols_uploaded_again(void **state)
+{
+	struct env *e = env_new(64 * 1024 * 1024);
+	struct agent_sender_details d;
+	struct timespec wait = { 3, 200 * 1000000 };
+
+	(void)state;
+	e->cfg.gateway.symbol_reupload_after_ns = 3 * 1000000000ULL;
+	fake_store_set_exec_path(e->store, 0, "/proc/self/exe");
+	e->g.want_symbols = true;
+	submit(e, 0, 2, 100); /* executables 0 (a table) and 1 (unreachable: an error table) */
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.symbol_tables, 2);
+	/* Wanted again at once (the fake forgets): not before 3 s. */
+	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
+	submit(e, 0, 2, 200);
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.symbol_tables, 2);
+	/* After 3 s: both again, the table and the error. */
+	nanosleep(&wait, NULL);
+	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
+	submit(e, 0, 2, 300);
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.symbol_tables, 4);
+	assert_true(e->g.sym_received[0] && e->g.sym_received[1]);
+	agent_sender__details(e->s, &d);
+	assert_int_equal(d.symbol_tables_reuploaded, 2);
+	/* The next wait is 6 s: wanted again after 3 s is not enough. */
+	nanosleep(&wait, NULL);
+	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
+	submit(e, 0, 2, 400);
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.symbol_tables, 4);
+	assert_conserved(e);
+	env_free(e);
+}
+
 static const char *write_tmp(const char *text, char *path, size_t size);
 
 /*
@@ -1090,6 +1132,7 @@ int main(void)
 		cmocka_unit_test(test_definition_lost),
 		cmocka_unit_test(test_drop_counters_relayed),
 		cmocka_unit_test(test_wanted_symbols_uploaded_once),
+		cmocka_unit_test(test_wanted_symbols_uploaded_again),
 		cmocka_unit_test(test_wanted_kernel_symbols),
 		cmocka_unit_test(test_wanted_kernel_symbols_hidden),
 		cmocka_unit_test(test_exit_probes),
