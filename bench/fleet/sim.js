@@ -19,7 +19,8 @@
 //    (Retry-After honoured, else 500 ms doubling to 30 s, jitter [d/2, d]);
 //    other 4xx drop the request's samples (`rejected`);
 //  - `wanted_symbols` are answered with an upload (a synthetic table) once per
-//    ID per agent instance;
+//    ID per agent instance, and again as the agent does when wanted again
+//    (`--reupload-after` s since the last upload, doubling, up to 1 h);
 //  - agents restart (`--restart-every`: new instance ID and connection, its
 //    queue carried over as a flushed agent would have delivered it) and
 //    reconnect (`--conn-age`, and after every transport error);
@@ -43,7 +44,7 @@ function parseArgs(argv) {
   const o = { target: '127.0.0.1:4317', nodes: 10, firstNode: 0, hz: 19, cpus: 16, window: 10, duration: 60,
     procs: 12, stacksPerProc: 40, threads: 2, images: 200, templates: 2000, stackChurn: 0.02, procChurn: 0.01,
     deployEvery: 0, restartEvery: 0, connAge: 600, podsPerNode: 4, podLifetime: 0, epoch: 0, hostProcs: 0.25,
-    kernelStacks: 0.3, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
+    kernelStacks: 0.3, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
@@ -73,7 +74,7 @@ function rnd() {
 const stats = {
   taken: 0, accepted: 0, dropped: { buffer_full: 0, rejected: 0, flush_timeout: 0 }, requests: 0, statuses: {},
   transportErrors: 0, retries: 0, missingRounds: 0, resentMissing: 0, acceptedMismatch: 0, uploads: 0,
-  uploadsFailed: 0, restarts: 0, connections: 0, windows: 0, records: 0, bytesSent: 0, errors: {},
+  uploadsFailed: 0, reuploads: 0, restarts: 0, connections: 0, windows: 0, records: 0, bytesSent: 0, errors: {},
   // Samples whose request had an attempt without an answer (timeout, reset) before it was answered: a
   // replica may have processed that attempt too (a duplicate no single replica can catch); and samples
   // dropped at the flush deadline in that state (the gateway may have them).
@@ -158,7 +159,7 @@ class SimNode {
   newInstance() {
     this.instance = { instanceId: crypto.randomBytes(16), hostName: this.name, nodeName: this.name };
     this.seq = 0;
-    this.uploaded = new Set();
+    this.uploaded = new Map(); // ID → { n uploads, at (ms) of the last, queued }
     this.dropSession();
     this.restartAt = opt.restartEvery ? Date.now() + (0.5 + rnd()) * opt.restartEvery * 1000 : Infinity;
   }
@@ -413,9 +414,14 @@ class SimNode {
         this.queue.splice(1, 0, { samples: refused, taken: refusedCount, round: item.round + 1, times: item.times });
       }
     }
+    // As the agent does (gateway.symbol_reupload_after): a table wanted again goes again once --reupload-after
+    // seconds have passed since its last upload, then twice that, up to once an hour; never while queued.
+    const now = Date.now();
     for (const w of resp.wantedSymbols) {
-      if (this.uploaded.has(w)) continue;
-      this.uploaded.add(w);
+      const u = this.uploaded.get(w);
+      if (u && (u.queued || !opt.reuploadAfter ||
+        now - u.at < Math.min(opt.reuploadAfter * 2 ** (u.n - 1), Math.max(opt.reuploadAfter, 3600)) * 1000)) continue;
+      if (u) { u.queued = true; stats.reuploads++; } else this.uploaded.set(w, { n: 0, at: 0, queued: true });
       this.uploads.push(w);
     }
     return true;
@@ -430,6 +436,8 @@ class SimNode {
     const r = await this.sendUntilAnswered(Buffer.concat([P.requestHead(this.instance, ++this.seq, opt.hz), table]));
     if (r && r.status === 200) stats.uploads++;
     else stats.uploadsFailed++;
+    const u = this.uploaded.get(hex);
+    if (u && r) Object.assign(u, { n: u.n + 1, at: Date.now(), queued: false });
     return !!r;
   }
 

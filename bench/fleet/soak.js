@@ -475,12 +475,12 @@ async function main() {
 function report(x) {
   const { series, sims, replicas, sinkStats } = x;
   const agent = { taken: 0, accepted: 0, buffered: 0, acceptedAfterUnknown: 0, flushInDoubt: 0, dropped: { buffer_full: 0, rejected: 0, flush_timeout: 0 },
-    requests: 0, retries: 0, transportErrors: 0, missingRounds: 0, resentMissing: 0, acceptedMismatch: 0, uploads: 0, restarts: 0, connections: 0, statuses: {} };
+    requests: 0, retries: 0, transportErrors: 0, missingRounds: 0, resentMissing: 0, acceptedMismatch: 0, uploads: 0, reuploads: 0, restarts: 0, connections: 0, statuses: {} };
   const lat = [], latLate = [];
   for (const s of sims) {
     const f = s.final;
-    for (const k of ['taken', 'accepted', 'buffered', 'acceptedAfterUnknown', 'flushInDoubt', 'requests', 'retries', 'transportErrors', 'missingRounds', 'resentMissing', 'acceptedMismatch', 'uploads', 'restarts', 'connections'])
-      agent[k] += f[k];
+    for (const k of ['taken', 'accepted', 'buffered', 'acceptedAfterUnknown', 'flushInDoubt', 'requests', 'retries', 'transportErrors', 'missingRounds', 'resentMissing', 'acceptedMismatch', 'uploads', 'reuploads', 'restarts', 'connections'])
+      agent[k] += f[k] || 0;
     for (const k of Object.keys(agent.dropped)) agent.dropped[k] += f.dropped[k];
     for (const [k, v] of Object.entries(f.statuses)) agent.statuses[k] = (agent.statuses[k] || 0) + v;
     for (const l of s.lat) lat.push(l);
@@ -576,7 +576,7 @@ function report(x) {
     `duplicates across replicas), ${agent.flushInDoubt} dropped at the flush in doubt`);
   console.log(`requests ${agent.requests} ${JSON.stringify(agent.statuses)}, retries ${agent.retries}, transport errors ${agent.transportErrors}, ` +
     `missing-definition rounds ${agent.missingRounds} (${agent.resentMissing} samples resent, accepted_samples ` +
-    `disagreeing ${agent.acceptedMismatch} times), symbol uploads ${agent.uploads}, agent restarts ${agent.restarts}, connections ${agent.connections}; ` +
+    `disagreeing ${agent.acceptedMismatch} times), symbol uploads ${agent.uploads} (${agent.reuploads} wanted again), agent restarts ${agent.restarts}, connections ${agent.connections}; ` +
     `duplicates caught ${dupSamples}; pod changes ${x.podChanges}`);
   const latLine = (l) => `p50 ${l.p50.toFixed(1)} p90 ${l.p90.toFixed(1)} p99 ${l.p99.toFixed(1)} max ${l.max.toFixed(1)} (${l.n} requests)`;
   console.log(`latency ms ${latLine(out.latencyMs)}; over the last half ${latLine(out.latencyMsLastHalf)}`);
