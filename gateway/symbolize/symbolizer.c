@@ -358,7 +358,10 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 		e = map_insert(s, id, id_len, hash);
 	if (e && !(e->state == E_READY && e->h && !e->h->from_upload && e->h->dw)) {
 		if (e->state == E_FETCHING) {
-			/* Still queued: take it out of the queue so the fetch thread never sees it. */
+			/*
+			 * Still queued: take it out of the queue so the fetch thread never sees it.
+			 * Otherwise a fetch is running: it finds the entry READY and drops its result.
+			 */
 			struct entry **pp = &s->q_head, *prev = NULL;
 			while (*pp && *pp != e) {
 				prev = *pp;
@@ -369,18 +372,10 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 				if (s->q_tail == e)
 					s->q_tail = prev;
 				s->q_len--;
-				gw_sym_set_ready(s, e, h);
-				h = NULL;
 			}
-			/* Otherwise a fetch is running: it finds the entry READY and drops its result. */
-			else {
-				gw_sym_set_ready(s, e, h);
-				h = NULL;
-			}
-		} else {
-			gw_sym_set_ready(s, e, h);
-			h = NULL;
 		}
+		gw_sym_set_ready(s, e, h);
+		h = NULL;
 	}
 	pthread_mutex_unlock(&s->lock);
 	gw_sym_handle__release(h);
