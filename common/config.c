@@ -103,6 +103,18 @@ static size_t table_size(const struct sr_field *fields)
 
 static cyaml_schema_field_t *cyaml_fields_for(const struct sr_field *fields);
 
+/* Frees what cyaml_field_for() allocated for one field. The sub-schemas it points to are cached, so they stay. */
+static void cyaml_field_free(cyaml_schema_field_t *cf)
+{
+	if (cf->value.type == CYAML_ENUM) {
+		free((void *)cf->value.enumeration.strings);
+	} else if (cf->value.type == CYAML_SEQUENCE) {
+		const cyaml_schema_value_t *entry = cf->value.sequence.entry;
+		if (entry != &string_entry && entry != &kv_entry)
+			free((void *)entry); /* a list of mappings: its entry was allocated */
+	}
+}
+
 static int cyaml_field_for(const struct sr_field *f, cyaml_schema_field_t *cf)
 {
 	const enum cyaml_flag opt = CYAML_FLAG_OPTIONAL;
@@ -160,7 +172,7 @@ static int cyaml_field_for(const struct sr_field *f, cyaml_schema_field_t *cf)
 			cyaml_schema_value_t *e = calloc(1, sizeof(*e));
 			cyaml_schema_field_t *sub = cyaml_fields_for(f->fields);
 			if (!e || !sub) {
-				free(e);
+				free(e); /* sub, when built, is cached */
 				return -ENOMEM;
 			}
 			*e = (cyaml_schema_value_t){ .type = CYAML_MAPPING,
@@ -196,7 +208,7 @@ static int cyaml_field_for(const struct sr_field *f, cyaml_schema_field_t *cf)
 /* Called with schema_cache_lock held (recursively through cyaml_field_for: the lock is only taken at the top). */
 static cyaml_schema_field_t *cyaml_fields_for(const struct sr_field *fields)
 {
-	size_t n = 0;
+	size_t n = 0, o = 0;
 
 	for (struct schema_cache *e = schema_cache_head; e; e = e->next)
 		if (e->fields == fields)
@@ -207,11 +219,12 @@ static cyaml_schema_field_t *cyaml_fields_for(const struct sr_field *fields)
 	struct schema_cache *entry = calloc(1, sizeof(*entry));
 	if (!cf || !entry)
 		goto oom;
-	for (size_t i = 0, o = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (fields[i].kind == SR_FIELD_EXTERNAL)
 			continue; /* never emitted, so libcyaml need not know it */
-		if (cyaml_field_for(&fields[i], &cf[o++]) < 0)
+		if (cyaml_field_for(&fields[i], &cf[o]) < 0)
 			goto oom;
+		o++; /* cf[o] owns its arrays only once cyaml_field_for() succeeded on it */
 	}
 	/* cf[n] is all zero: CYAML_FIELD_END. Kept for the life of the process. */
 	entry->fields = fields;
@@ -220,6 +233,8 @@ static cyaml_schema_field_t *cyaml_fields_for(const struct sr_field *fields)
 	schema_cache_head = entry;
 	return cf;
 oom:
+	for (size_t i = 0; i < o; i++)
+		cyaml_field_free(&cf[i]);
 	free(cf);
 	free(entry);
 	return NULL;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * What the OTLP exporters share besides the exporter itself
- * (exporthelper.c): their settings (TLS, retries, the sending queue) and
- * how they are checked, gzip, and how a backend's answer is read.
+ * (exporthelper.c, exporthelper-enqueue.c): their settings (TLS, retries,
+ * the sending queue) and how they are checked, gzip, and how a backend's
+ * answer is read.
  */
 #include <errno.h>
 #include <stdio.h>

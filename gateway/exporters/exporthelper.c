@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The exporter otlp_http and otlp_grpc share (exporthelper.h), but for its way
+ * in (exporthelper-enqueue.c): create, start, shutdown and destroy; the
+ * consumers that send queued requests, retry them with backoff and split
+ * those the backend finds too large; the runtime's hooks (metrics, shedding,
+ * admission).
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,9 +17,8 @@
 #include "component.h"
 #include "sr-config.h"
 #include "core/accounting.h"
-#include "core/model.h"
 #include "core/runtime.h"
-#include "core/threads.h"
+#include "exporthelper-private.h"
 #include "exporthelper.h"
 #include "gzip.h"
 #include "log.h"
@@ -23,65 +29,9 @@
 
 /* While block_on_overflow holds receivers back, agents are told to retry after this long. */
 #define EXPORT_BLOCK_RETRY_AFTER_MS 1000
-/* gzip level: speed first, the gateway compresses everything it sends. */
-#define EXPORT_GZIP_LEVEL 1
 
 /* ---- the exporter ---- */
 
-struct exporter;
-
-struct consumer {
-	struct exporter *x;
-	uv_timer_t timer;
-	struct gw_queue_item *item;
-	struct gw_backoff backoff;
-	uint8_t *framed; /* the body as sent, when the transport frames it */
-	size_t framed_len;
-	bool sending;
-	unsigned split_depth;
-};
-
-struct encode_job {
-	uv_work_t work;
-	struct exporter *x;
-	struct gw_profiles *p;
-	uint64_t samples;
-	uint8_t *data;
-	size_t len;
-	int error;
-};
-
-struct exporter {
-	struct gw_component *c;
-	const struct gw_export_config *cfg;
-	const struct gw_export_transport *t;
-	uv_loop_t *loop;
-	char *url;
-	char **headers; /* NULL-terminated "Name: value" */
-	struct gw_http_tls tls;
-	struct gw_retry_config retry;
-	struct gw_otlp_options enc;
-	bool gzip;
-	struct gw_http_client *http;
-	struct gw_queue *queue;
-	struct consumer *consumers;
-	size_t n_consumers;
-	unsigned jobs;	       /* encodings on the thread pool */
-	uint64_t jobs_samples; /* their sample counts */
-	unsigned open_handles; /* consumer timers not yet closed */
-	bool started, shutting_down, destroyed, metrics_added;
-	void (*done)(struct gw_component *c);
-	bool failing; /* in a streak of failures (for one warning per streak) */
-	uint64_t seed;
-	/* counters for /metrics */
-	uint64_t requests_ok, requests_retry, requests_split, requests_permanent, requests_transport;
-	uint64_t partial_rejected_profiles;
-	uint64_t bytes_sent;
-	uint64_t shed_requests; /* dropped by the memory_limiter (gw_runtime__shed) */
-	bool shedder_added;
-};
-
-static void kick(struct exporter *x);
 static void send_item(struct consumer *k);
 
 static void exporter_free(struct exporter *x)
@@ -98,13 +48,13 @@ static void exporter_free(struct exporter *x)
 }
 
 /* The state is freed once every libuv handle and every thread-pool job is finished. */
-static void maybe_free(struct exporter *x)
+void gw_exporter_maybe_free(struct exporter *x)
 {
 	if (x->destroyed && x->open_handles == 0 && x->jobs == 0)
 		exporter_free(x);
 }
 
-static void maybe_done(struct exporter *x)
+void gw_exporter_maybe_done(struct exporter *x)
 {
 	bool idle;
 
@@ -177,7 +127,7 @@ static void split_item(struct consumer *k)
 		size_t out_len = h->len;
 
 		if (x->gzip || (it->flags & GW_QUEUE_GZIP)) {
-			r = gw_gzip(h->buf, h->len, EXPORT_GZIP_LEVEL, &out, &out_len);
+			r = gw_gzip(h->buf, h->len, GW_EXPORT_GZIP_LEVEL, &out, &out_len);
 			if (r < 0)
 				goto fail;
 			sr_pbw__free(h);
@@ -299,8 +249,8 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 		uv_timer_start(&k->timer, on_retry_timer, (delay + 999999) / 1000000, 0);
 		return; /* the consumer stays busy with its item */
 	}
-	kick(x);
-	maybe_done(x);
+	gw_exporter_kick(x);
+	gw_exporter_maybe_done(x);
 }
 
 static void send_item(struct consumer *k)
@@ -354,7 +304,7 @@ static void send_item(struct consumer *k)
 	}
 }
 
-static void kick(struct exporter *x)
+void gw_exporter_kick(struct exporter *x)
 {
 	if (!x->started || x->destroyed)
 		return;
@@ -380,134 +330,6 @@ static void kick(struct exporter *x)
 		gw_backoff_init(&k->backoff, &x->retry, uv_hrtime(), ++x->seed * 0x9E3779B97F4A7C15ULL);
 		send_item(k);
 	}
-}
-
-/* Makes room for len more bytes (drop-oldest), or says there is none. */
-static bool make_room(struct exporter *x, uint64_t len)
-{
-	uint64_t max = gw_queue__max_bytes(x->queue);
-
-	if (x->cfg->sending_queue.block_on_overflow)
-		/* Receivers are held back by admission; what is already in the pipeline still fits, up to a hard bound. */
-		return gw_queue__bytes(x->queue) + len <= max * GW_EXPORT_BLOCK_HARD_FACTOR;
-	while (gw_queue__bytes(x->queue) + len > max) {
-		struct gw_queue_item *old = gw_queue__take_oldest(x->queue);
-
-		if (!old)
-			return false;
-		gw_component_drop_samples(x->c, "queue_full", old->samples);
-		sr_log_warn(x->c->id, "sending queue full; dropped the oldest request",
-			    "samples=%" PRIu64 " queue_bytes=%" PRIu64, old->samples, gw_queue__bytes(x->queue));
-		gw_queue__done(x->queue, old);
-	}
-	return true;
-}
-
-static void encode_work(uv_work_t *w)
-{
-	struct encode_job *j = SR_CONTAINER_OF(w, struct encode_job, work);
-	struct exporter *x = j->x;
-	struct sr_pbw out = { 0 };
-	struct gw_otlp_stats st;
-
-	gw_thread_background();
-	j->error = gw_otlp_encode(j->p, &x->enc, &out, &st);
-	if (j->error < 0) {
-		sr_pbw__free(&out);
-		return;
-	}
-	j->samples = st.total_count;
-	if (x->gzip) {
-		j->error = gw_gzip(out.buf, out.len, EXPORT_GZIP_LEVEL, &j->data, &j->len);
-		sr_pbw__free(&out);
-	} else {
-		j->data = out.buf;
-		j->len = out.len;
-	}
-}
-
-static void encode_done(uv_work_t *w, int status)
-{
-	struct encode_job *j = SR_CONTAINER_OF(w, struct encode_job, work);
-	struct exporter *x = j->x;
-	uint64_t samples = j->p->total_count;
-	int r;
-
-	x->jobs--;
-	x->jobs_samples -= samples;
-	gw_profiles__unref(j->p);
-	if (x->destroyed) {
-		/*
-		 * The runtime (and its accounting) is gone: destroy() already
-		 * counted this batch as dropped when it saw the job pending.
-		 */
-		free(j->data);
-		free(j);
-		maybe_free(x);
-		return;
-	}
-	if (status < 0 || j->error < 0) {
-		sr_log_error(x->c->id, "could not encode a batch; samples dropped", "samples=%" PRIu64 " error=%s",
-			     samples, strerror(-(status < 0 ? status : j->error)));
-		gw_component_drop_samples(x->c, "encode_error", samples);
-		free(j->data);
-		goto out;
-	}
-	if (!make_room(x, j->len)) {
-		sr_log_warn(x->c->id, "sending queue full; dropped a new request", "samples=%" PRIu64 " bytes=%zu",
-			    samples, j->len);
-		gw_component_drop_samples(x->c, "queue_full", samples);
-		free(j->data);
-		goto out;
-	}
-	r = gw_queue__push(x->queue, j->data, j->len, j->samples,
-			   (x->gzip ? GW_QUEUE_GZIP : 0) | (x->enc.version == GW_OTLP_V1_9 ? GW_QUEUE_OTLP_V1_9 : 0));
-	if (r < 0) {
-		sr_log_error(x->c->id, "could not write a request to the queue; samples dropped",
-			     "samples=%" PRIu64 " error=%s", samples, strerror(-r));
-		gw_component_drop_samples(x->c, "queue_write_error", samples);
-	}
-	sr_log_debug(x->c->id, "request queued", "samples=%" PRIu64 " bytes=%zu queue_bytes=%" PRIu64, samples, j->len,
-		     gw_queue__bytes(x->queue));
-	/* Samples of equal stacks merge, so the encoded count equals the batch's. */
-	if (r == 0 && j->samples != samples)
-		gw_component_drop_samples(x->c, "encode_mismatch", samples - SR_MIN(samples, j->samples));
-	kick(x);
-out:
-	free(j);
-	maybe_done(x);
-}
-
-int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
-{
-	struct exporter *x = c->state;
-	struct encode_job *j;
-	int r;
-
-	if (p->total_count == 0 && p->n_samples == 0) {
-		gw_profiles__unref(p);
-		return 0;
-	}
-	if (x->shutting_down && x->done == NULL) {
-		gw_component_drop(c, p, GW_REASON_SHUTDOWN);
-		return 0;
-	}
-	j = calloc(1, sizeof(*j));
-	if (!j) {
-		gw_component_drop(c, p, GW_REASON_CONSUME_ERROR);
-		return -ENOMEM;
-	}
-	j->x = x;
-	j->p = p;
-	r = uv_queue_work(x->loop, &j->work, encode_work, encode_done);
-	if (r < 0) {
-		free(j);
-		gw_component_drop(c, p, GW_REASON_CONSUME_ERROR);
-		return r;
-	}
-	x->jobs++;
-	x->jobs_samples += p->total_count;
-	return 0;
 }
 
 /*
@@ -718,7 +540,7 @@ int gw_exporter_start(struct gw_component *c)
 	sr_log_info(c->id, "exporting", "url=%s proto_version=%s compression=%s queue=%s", x->url,
 		    gw_otlp_version_to_string(x->enc.version), x->gzip ? "gzip" : "none",
 		    qc.storage_dir ? qc.storage_dir : "memory");
-	kick(x);
+	gw_exporter_kick(x);
 	return 0;
 }
 
@@ -744,7 +566,7 @@ void gw_exporter_shutdown(struct gw_component *c, void (*done)(struct gw_compone
 		gw_http_client__close(x->http);
 		x->http = NULL;
 	}
-	maybe_done(x);
+	gw_exporter_maybe_done(x);
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -753,7 +575,7 @@ static void timer_closed(uv_handle_t *h)
 	struct exporter *x = k->x;
 
 	x->open_handles--;
-	maybe_free(x);
+	gw_exporter_maybe_free(x);
 }
 
 void gw_exporter_destroy(struct gw_component *c)
@@ -803,5 +625,5 @@ void gw_exporter_destroy(struct gw_component *c)
 		for (size_t i = 0; i < x->n_consumers; i++)
 			uv_close((uv_handle_t *)&x->consumers[i].timer, timer_closed);
 	}
-	maybe_free(x);
+	gw_exporter_maybe_free(x);
 }

@@ -90,13 +90,6 @@ struct k8s_client {
 	void *close_userdata;
 };
 
-/* CLOCK_MONOTONIC nanoseconds (the cache's grace periods and the backoff use the same clock). */
-static inline uint64_t k8s_client_now_ns(const struct k8s_client *c)
-{
-	(void)c;
-	return uv_hrtime();
-}
-
 /* k8s-client.c */
 void k8s_client_unref(struct k8s_client *c);
 

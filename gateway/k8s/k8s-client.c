@@ -14,6 +14,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/macro.h"
 #include "curl-uv.h"
 #include "k8s-cache.h"
@@ -54,7 +55,7 @@ static void on_expire_timer(uv_timer_t *t)
 {
 	struct k8s_client *c = t->data;
 
-	k8s_cache__expire(c->o.cache, k8s_client_now_ns(c));
+	k8s_cache__expire(c->o.cache, sr_now_ns());
 }
 
 /* ---- lifecycle ---- */

@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/macro.h"
 #include "k8s-cache.h"
@@ -65,7 +66,7 @@ int k8s_client_on_watch_event(void *userdata, struct k8s_event *ev)
 		c->stats.bookmarks++;
 		break;
 	default:
-		r = k8s_cache__apply(c->o.cache, ev, k8s_client_now_ns(c));
+		r = k8s_cache__apply(c->o.cache, ev, sr_now_ns());
 		if (r < 0)
 			return r;
 		c->stats.events++;
@@ -98,7 +99,7 @@ static void on_backoff_timer(uv_timer_t *t)
 static void fail_and_retry(struct informer *inf, const char *what, const char *detail)
 {
 	struct k8s_client *c = inf->client;
-	uint64_t now = k8s_client_now_ns(c), delay;
+	uint64_t now = sr_now_ns(), delay;
 	char dbuf[32], qbuf[400];
 
 	c->stats.failures++;
@@ -266,7 +267,7 @@ static void parse_page_done(uv_work_t *w, int status)
 	struct informer *inf = w->data;
 	struct k8s_client *c = inf->client;
 	struct k8s_list_meta meta;
-	uint64_t now = k8s_client_now_ns(c);
+	uint64_t now = sr_now_ns();
 	int r = status < 0 ? status : inf->page_r;
 
 	inf->parsing = false;
@@ -307,7 +308,7 @@ static void parse_page_done(uv_work_t *w, int status)
 		k8s_client_start_list(inf);
 		return;
 	}
-	k8s_cache__resync_end(c->o.cache, inf->kind, k8s_client_now_ns(c));
+	k8s_cache__resync_end(c->o.cache, inf->kind, sr_now_ns());
 	inf->listing_started = false;
 	free(inf->rv);
 	inf->rv = meta.resource_version;
@@ -342,7 +343,7 @@ static void finish_watch(struct informer *inf, CURLcode res, long code)
 			k8s_client_start_list(inf);
 			return;
 		}
-		if (r == 0 && k8s_client_now_ns(c) - inf->started_ns >= K8S_WATCH_MIN_HEALTHY_NS) {
+		if (r == 0 && sr_now_ns() - inf->started_ns >= K8S_WATCH_MIN_HEALTHY_NS) {
 			/* The server ended the watch at timeoutSeconds: carry on from the last RV. */
 			start_watch(inf);
 			return;

@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/macro.h"
 #include "curl-uv.h"
@@ -34,9 +35,9 @@ void k8s_client_load_token(struct k8s_client *c, bool force)
 
 	if (!c->o.conn.token_file)
 		return;
-	if (!force && c->token && k8s_client_now_ns(c) - c->token_loaded_ns < c->o.token_reload_ns)
+	if (!force && c->token && sr_now_ns() - c->token_loaded_ns < c->o.token_reload_ns)
 		return;
-	c->token_loaded_ns = k8s_client_now_ns(c);
+	c->token_loaded_ns = sr_now_ns();
 	c->stats.token_reloads++;
 	r = k8s_read_file(c->o.conn.token_file, &t, NULL);
 	if (r < 0) {
@@ -238,7 +239,7 @@ int k8s_client_begin_transfer(struct informer *inf, bool watch, uint32_t timeout
 	inf->stream_error = 0;
 	inf->relist = false;
 	inf->events_this_watch = 0;
-	inf->started_ns = k8s_client_now_ns(c);
+	inf->started_ns = sr_now_ns();
 	if (watch)
 		k8s_watch_decoder__reset(inf->decoder);
 	r = gw_curl_uv__add(c->curl, &inf->xfer, e, on_transfer_done);

@@ -17,6 +17,7 @@
 
 #include <elfutils/debuginfod.h>
 
+#include "common/clock.h"
 #include "store.h"
 #include "symbolize.h"
 #include "symbolizer-private.h"
@@ -34,7 +35,7 @@ static int fetch_progress(debuginfod_client *c, long a, long b)
 	struct fetch_ctx *ctx = debuginfod_get_user_data(c);
 
 	/* Non-zero aborts the transfer: at shutdown, or past our own deadline. */
-	return atomic_load(&ctx->s->stopping) || gw_sym_now_ns() > ctx->deadline_ns;
+	return atomic_load(&ctx->s->stopping) || sr_now_ns() > ctx->deadline_ns;
 }
 
 static void fetch_one(struct gw_symbolizer *s, debuginfod_client *c, struct fetch_ctx *ctx, const uint8_t *id,
@@ -46,9 +47,9 @@ static void fetch_one(struct gw_symbolizer *s, debuginfod_client *c, struct fetc
 	int fd;
 
 	STAT_INC(s, debuginfod_fetches);
-	ctx->deadline_ns = gw_sym_now_ns() + s->cfg.debuginfod_timeout_ns;
+	ctx->deadline_ns = sr_now_ns() + s->cfg.debuginfod_timeout_ns;
 	fd = debuginfod_find_debuginfo(c, bid, (int)bid_len, &path);
-	if (fd < 0 && !atomic_load(&s->stopping) && gw_sym_now_ns() < ctx->deadline_ns) {
+	if (fd < 0 && !atomic_load(&s->stopping) && sr_now_ns() < ctx->deadline_ns) {
 		free(path);
 		path = NULL;
 		fd = debuginfod_find_executable(c, bid, (int)bid_len, &path);
@@ -84,7 +85,7 @@ static void fetch_one(struct gw_symbolizer *s, debuginfod_client *c, struct fetc
 		if (h)
 			gw_sym_set_ready(s, e, h);
 		else
-			gw_sym_set_wanted(s, e, gw_sym_now_ns());
+			gw_sym_set_wanted(s, e, sr_now_ns());
 		h = NULL;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -122,7 +123,7 @@ void *gw_sym_fetch_thread(void *arg)
 		s->q_len--;
 		if (!c) {
 			/* No client (out of memory at start): everything goes to the agent. */
-			gw_sym_set_wanted(s, e, gw_sym_now_ns());
+			gw_sym_set_wanted(s, e, sr_now_ns());
 			pthread_mutex_unlock(&s->lock);
 			gw_sym_notify(s);
 			continue;

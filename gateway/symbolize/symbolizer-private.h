@@ -14,7 +14,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 #include <libelf.h>
 
@@ -95,14 +94,6 @@ struct gw_symbolizer {
 		_Atomic uint64_t uploads_accepted, uploads_rejected, upload_errors, evictions;
 	} st;
 };
-
-static inline uint64_t gw_sym_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 #define STAT_INC(s, f) atomic_fetch_add_explicit(&(s)->st.f, 1, memory_order_relaxed)
 

@@ -23,6 +23,7 @@
 #include <elfutils/debuginfod.h>
 #include <xxhash.h>
 
+#include "common/clock.h"
 #include "common/list.h"
 #include "common/macro.h"
 #include "core/model.h"
@@ -104,7 +105,7 @@ static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size
 	e->hash = hash;
 	/* A new entry is "wanted" until a source says otherwise; callers set the real state. */
 	e->state = E_WANTED;
-	e->wanted_since_ns = gw_sym_now_ns();
+	e->wanted_since_ns = sr_now_ns();
 	e->hnext = s->buckets[hash & (s->n_buckets - 1)];
 	s->buckets[hash & (s->n_buckets - 1)] = e;
 	s->n_entries++;
@@ -190,7 +191,7 @@ enum gw_sym_state gw_symbolizer__acquire(struct gw_symbolizer *s, const uint8_t 
 	if (id_len == 0 || id_len > ID_MAX)
 		return GW_SYM_UNAVAILABLE;
 	hash = gw_sym_id_hash(id, id_len);
-	now = gw_sym_now_ns();
+	now = sr_now_ns();
 	pthread_mutex_lock(&s->lock);
 	e = gw_sym_map_find(s, id, id_len, hash);
 	if (e) {
@@ -292,7 +293,7 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 			e = map_insert(s, id, id_len, hash);
 		if (e && e->state != E_READY && e->state != E_LOADING && e->state != E_FETCHING) {
 			e->state = E_UNAVAILABLE;
-			e->expires_ns = gw_sym_now_ns() + s->cfg.negative_cache_ttl_ns;
+			e->expires_ns = sr_now_ns() + s->cfg.negative_cache_ttl_ns;
 		}
 		pthread_mutex_unlock(&s->lock);
 		gw_sym_notify(s);
@@ -357,7 +358,10 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 		e = map_insert(s, id, id_len, hash);
 	if (e && !(e->state == E_READY && e->h && !e->h->from_upload && e->h->dw)) {
 		if (e->state == E_FETCHING) {
-			/* Still queued: take it out of the queue so the fetch thread never sees it. */
+			/*
+			 * Still queued: take it out of the queue so the fetch thread never sees it.
+			 * Otherwise a fetch is running: it finds the entry READY and drops its result.
+			 */
 			struct entry **pp = &s->q_head, *prev = NULL;
 			while (*pp && *pp != e) {
 				prev = *pp;
@@ -368,18 +372,10 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 				if (s->q_tail == e)
 					s->q_tail = prev;
 				s->q_len--;
-				gw_sym_set_ready(s, e, h);
-				h = NULL;
 			}
-			/* Otherwise a fetch is running: it finds the entry READY and drops its result. */
-			else {
-				gw_sym_set_ready(s, e, h);
-				h = NULL;
-			}
-		} else {
-			gw_sym_set_ready(s, e, h);
-			h = NULL;
 		}
+		gw_sym_set_ready(s, e, h);
+		h = NULL;
 	}
 	pthread_mutex_unlock(&s->lock);
 	gw_sym_handle__release(h);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The YAML schema layer: every kind, defaults, every problem with its position. */
+/* The YAML schema layer: every kind, defaults, every problem with its position, running out of memory. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +80,96 @@ static const struct sr_field fields[] = {
 	SR_FIELD_STRLIST("debug_dirs", struct cfg, dirs, n_dirs, .def = "[/usr/lib/debug, /opt/debug]", .doc = "Dirs."),
 	SR_FIELD_END,
 };
+
+/*
+ * Linked with --wrap=calloc and --wrap=free (tests/unit/meson.build): the
+ * calloc() and free() calls of common/ and of this file come here. While
+ * alloc.on, the fail_at-th calloc() fails and every block calloc() returns is
+ * listed until free() gives it back, so a test sees what an error path leaked.
+ */
+void *__real_calloc(size_t n, size_t size);
+void __real_free(void *p);
+void *__wrap_calloc(size_t n, size_t size);
+void __wrap_free(void *p);
+
+static struct {
+	bool on;
+	unsigned calls, fail_at; /* 1-based; 0: none fails */
+	bool overflow;
+	void *live[256];
+	size_t n_live;
+} alloc;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	void *p;
+
+	if (!alloc.on)
+		return __real_calloc(n, size);
+	if (++alloc.calls == alloc.fail_at) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	p = __real_calloc(n, size);
+	if (p && alloc.n_live < SR_ARRAY_SIZE(alloc.live))
+		alloc.live[alloc.n_live++] = p;
+	else if (p)
+		alloc.overflow = true;
+	return p;
+}
+
+void __wrap_free(void *p)
+{
+	for (size_t i = 0; p && i < alloc.n_live; i++)
+		if (alloc.live[i] == p) {
+			alloc.live[i] = alloc.live[--alloc.n_live];
+			break;
+		}
+	__real_free(p);
+}
+
+struct oom_item {
+	int level;
+};
+
+struct oom_inner {
+	int level;
+};
+
+struct oom_cfg {
+	int mode;
+	struct oom_item *items;
+	uint32_t n_items;
+	struct oom_inner inner;
+	int last;
+};
+
+static const char *const levels[] = { "a", "b", "c", NULL };
+
+/*
+ * Two tables alike in every kind (enums, a list of mappings, a mapping), and
+ * distinct, so that each has its own schema to build; the docs differ so that
+ * no compiler folds them into one.
+ */
+#define OOM_TABLES(p)                                                                                                  \
+	static const struct sr_field p##_item_fields[] = {                                                             \
+		SR_FIELD_ENUMERATION("level", struct oom_item, level, levels, .def = "a", .doc = #p),                  \
+		SR_FIELD_END,                                                                                          \
+	};                                                                                                             \
+	static const struct sr_field p##_inner_fields[] = {                                                            \
+		SR_FIELD_ENUMERATION("level", struct oom_inner, level, levels, .def = "a", .doc = #p),                 \
+		SR_FIELD_END,                                                                                          \
+	};                                                                                                             \
+	static const struct sr_field p##_fields[] = {                                                                  \
+		SR_FIELD_ENUMERATION("mode", struct oom_cfg, mode, levels, .def = "a", .doc = #p),                     \
+		SR_FIELD_MAPLIST("items", struct oom_cfg, items, n_items, struct oom_item, p##_item_fields,            \
+				 .doc = #p),                                                                           \
+		SR_FIELD_MAP("inner", struct oom_cfg, inner, struct oom_inner, p##_inner_fields, .doc = #p),           \
+		SR_FIELD_ENUMERATION("last", struct oom_cfg, last, levels, .def = "a", .doc = #p),                     \
+		SR_FIELD_END,                                                                                          \
+	}
+OOM_TABLES(oom_a);
+OOM_TABLES(oom_b);
 
 static int load(const char *text, struct cfg *c, struct sr_diag **ret_d)
 {
@@ -321,6 +411,65 @@ static void test_file_errors(void **state)
 	sr_diag_free(d);
 }
 
+/* Loads with the fail_at-th calloc() of sr_config_load() failing (0: none). */
+static int load_failing(const struct sr_field *table, unsigned fail_at, struct oom_cfg *c)
+{
+	static const char text[] = "mode: b\nitems: [{level: c}]\ninner: {level: b}\nlast: c\n";
+	struct sr_diag *d = sr_diag_new();
+	struct sr_yaml_doc *doc = sr_yaml_load_string("oom.yaml", text, strlen(text), d);
+	int r;
+
+	assert_non_null(doc);
+	memset(c, 0, sizeof(*c));
+	alloc.calls = 0;
+	alloc.fail_at = fail_at;
+	alloc.on = true;
+	r = sr_config_load(doc, sr_yaml_root(doc), "", table, c, d);
+	alloc.on = false;
+	sr_yaml_doc_free(doc);
+	sr_diag_free(d);
+	return r;
+}
+
+static void test_schema_out_of_memory_frees_what_it_built(void **state)
+{
+	struct oom_cfg c;
+	size_t kept;
+	unsigned n;
+	int r;
+
+	(void)state;
+	/* Built without a failure, a schema keeps its blocks for the life of the process: the baseline. */
+	memset(&alloc, 0, sizeof(alloc));
+	assert_int_equal(load_failing(oom_b_fields, 0, &c), 0);
+	sr_config_free(oom_b_fields, &c);
+	kept = alloc.n_live;
+	assert_true(kept > 0);
+
+	/*
+	 * The twin table with its 1st, 2nd, ... calloc() failing until the schema is built: each
+	 * failure is -ENOMEM and leaves behind only what a schema keeps (parts built before it stay
+	 * cached and are not built again).
+	 */
+	memset(&alloc, 0, sizeof(alloc));
+	for (n = 1;; n++) {
+		r = load_failing(oom_a_fields, n, &c);
+		if (r == 0)
+			break;
+		assert_int_equal(r, -ENOMEM);
+		assert_true(n < 100);
+	}
+	assert_true(n > 5);
+	assert_int_equal(c.mode, 1);
+	assert_int_equal(c.n_items, 1);
+	assert_int_equal(c.items[0].level, 2);
+	assert_int_equal(c.inner.level, 1);
+	assert_int_equal(c.last, 2);
+	sr_config_free(oom_a_fields, &c);
+	assert_false(alloc.overflow);
+	assert_int_equal(alloc.n_live, kept);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_billion_laughs_bounded),
 		cmocka_unit_test(test_describe),
 		cmocka_unit_test(test_file_errors),
+		cmocka_unit_test(test_schema_out_of_memory_frees_what_it_built),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
