@@ -359,13 +359,14 @@ static uint64_t shed(struct gw_component *c, const char *reason)
 	return bytes;
 }
 
-size_t gw_exporter_queued_requests(struct gw_component *c)
+size_t gw_exporter_queued_requests(struct gw_component *c, size_t *ret_in_flight)
 {
 	struct exporter *x = c->state;
+	size_t in_flight = x && x->queue ? gw_queue__in_flight(x->queue) : 0;
 
-	if (!x || !x->queue)
-		return 0;
-	return gw_queue__waiting(x->queue) + gw_queue__in_flight(x->queue);
+	if (ret_in_flight)
+		*ret_in_flight = in_flight;
+	return x && x->queue ? gw_queue__waiting(x->queue) + in_flight : 0;
 }
 
 static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)

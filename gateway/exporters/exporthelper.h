@@ -119,8 +119,11 @@ int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p);
 void gw_exporter_shutdown(struct gw_component *c, void (*done)(struct gw_component *c));
 void gw_exporter_destroy(struct gw_component *c);
 
-/* Requests in the sending queue, waiting and in flight (for tests and benches). Loop thread. */
-size_t gw_exporter_queued_requests(struct gw_component *c);
+/*
+ * Requests in the sending queue, waiting and in flight; ret_in_flight (may be
+ * NULL) gets those in flight alone (for tests and benches). Loop thread.
+ */
+size_t gw_exporter_queued_requests(struct gw_component *c, size_t *ret_in_flight);
 
 /* Decodes an ExportProfilesServiceResponse; 0 with the partial success (0/"" when none), or -EINVAL. */
 int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected, char *ret_msg, size_t msg_size);

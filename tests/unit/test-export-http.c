@@ -196,9 +196,13 @@ struct source {
 	uint64_t emitted;
 	unsigned refused;      /* admission said "retry later" */
 	bool ignore_admission; /* a misbehaving sender: pushes even when told to retry later */
+	/* The next batch only once the exporter queued the previous ones (one request each, none answered yet):
+	 * encoding runs on the thread pool, where a later batch can overtake an earlier one. */
+	bool in_order;
 };
 
 static struct source *the_source;
+static struct gw_component *cur_exporter;
 
 static void source_tick(uv_timer_t *t)
 {
@@ -210,6 +214,10 @@ static void source_tick(uv_timer_t *t)
 
 	if (s->next >= s->n_batches)
 		return;
+	if (s->in_order && gw_exporter_queued_requests(cur_exporter, NULL) < s->next) {
+		uv_timer_start(&s->timer, source_tick, 1, 0);
+		return;
+	}
 	/* Like an agent: ask admission first, back off when refused. */
 	if (gw_runtime__admit(c->runtime, &retry_ms) < 0 && !s->ignore_admission) {
 		s->refused++;
@@ -282,7 +290,6 @@ struct run {
 
 /* Called at each check of a run when set (tests that act mid-run); the exporter under test. */
 static void (*check_hook)(struct run *r);
-static struct gw_component *cur_exporter;
 
 static void on_done(struct gw_runtime *rt, bool timed_out, void *userdata)
 {
@@ -966,9 +973,15 @@ static const struct fake *shed_fake;
 
 static void shed_hook(struct run *r)
 {
-	/* Once every batch is queued (the first in flight, held by the backend): two readings over the limit. */
+	size_t in_flight = 0;
+
+	/*
+	 * Once every batch is queued and the first is in flight (held by the
+	 * backend): two readings over the limit. Before the first is sent, all
+	 * six wait, and the oldest the limiter sheds would be the first.
+	 */
 	if (!shed_armed && the_source->next >= the_source->n_batches &&
-	    gw_exporter_queued_requests(cur_exporter) == the_source->n_batches) {
+	    gw_exporter_queued_requests(cur_exporter, &in_flight) == the_source->n_batches && in_flight == 1) {
 		shed_armed = true;
 		shed_high_reads = 2;
 	}
@@ -991,7 +1004,9 @@ static void test_memory_limiter_sheds_oldest(void **state)
 	static const char *const args[] = { "--script", "hold", NULL };
 	enum { FIRST_TAG = 170, N = 6 };
 	struct fake f;
-	struct source src = { .n_batches = N, .n_resources = 1, .n_samples = 10, .first_tag = FIRST_TAG };
+	struct source src = {
+		.n_batches = N, .n_resources = 1, .n_samples = 10, .first_tag = FIRST_TAG, .in_order = true
+	};
 	struct run r;
 	struct json_object *st, *keys;
 	uint64_t totals[N], shed_expect;
