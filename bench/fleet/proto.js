@@ -97,13 +97,18 @@ function windowTimes(startNs, endNs) {
   return Buffer.concat([fixed64Field(9, startNs), fixed64Field(10, endNs)]);
 }
 
-function symbolTable(exeId, symbols, error) {
-  const parts = [lenField(1, exeId)];
+// A SymbolTable's fields after its executable_id (symbols, sources, error): the same for every ID of one layout.
+function symbolTableBody(symbols, error) {
+  const parts = [];
   for (const s of symbols)
     parts.push(lenField(2, Buffer.concat([varField(1, s.address), varField(2, s.size), strField(3, s.name)])));
   if (!error) parts.push(strField(3, 'symtab'));
   parts.push(strField(4, error));
-  return lenField(9, Buffer.concat(parts));
+  return Buffer.concat(parts);
+}
+
+function symbolTable(exeId, symbols, error, body) {
+  return lenField(9, Buffer.concat([lenField(1, exeId), body || symbolTableBody(symbols, error)]));
 }
 
 // The request's head: version, agent, sequence, frequency.
@@ -129,4 +134,5 @@ function decodePushResponse(buf) {
 }
 
 module.exports = { stackDef, executableDef, kernelDef, samplePrefix, writeSample, writeVarint, windowTimes, symbolTable,
+  symbolTableBody,
   requestHead, decodePushResponse };

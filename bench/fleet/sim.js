@@ -44,7 +44,7 @@ function parseArgs(argv) {
   const o = { target: '127.0.0.1:4317', nodes: 10, firstNode: 0, hz: 19, cpus: 16, window: 10, duration: 60,
     procs: 12, stacksPerProc: 40, threads: 2, images: 200, templates: 2000, stackChurn: 0.02, procChurn: 0.01,
     deployEvery: 0, restartEvery: 0, connAge: 600, podsPerNode: 4, podLifetime: 0, epoch: 0, hostProcs: 0.25,
-    kernelStacks: 0.3, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
+    kernelStacks: 0.3, kernelSymbols: 256, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
@@ -56,6 +56,7 @@ function parseArgs(argv) {
     if (typeof o[k] === 'number' && !Number.isFinite(o[k])) throw new Error(`${a}: not a number: ${v}`);
   }
   if (!o.epoch) o.epoch = Date.now();
+  if (o.kernelSymbols < 256 || o.kernelSymbols % 256) throw new Error('--kernel-symbols: a multiple of 256');
   return o;
 }
 
@@ -100,7 +101,7 @@ function stackOf(i, v, t, kernel) {
   let s = stackCache.get(k);
   if (s) { s.gen = stackCacheGen; return s; }
   const frames = W.templateFrames(i, v, t);
-  if (kernel) frames.unshift(...W.kernelFrames(kernel, t));
+  if (kernel) frames.unshift(...W.kernelFrames(kernel, t, opt.kernelSymbols));
   // A content address as an agent makes one: 128 bits of a cryptographic hash. (Words of W.mix() shared its
   // 32-bit state: a million stacks a run gave about a hundred pairs of different stacks with one ID.)
   const id = W.h('stack', i, v, t, kernel ? kernel.hex : '').subarray(0, 16);
@@ -117,6 +118,7 @@ function sweepStacks() {
 }
 
 const kernelByHex = new Map();
+let kernelTableBody = null; // every node's kernel has the same synthetic table (--kernel-symbols functions)
 
 // The share of a window's samples of (process p, stack k, thread th), flattened: processes and stacks are
 // Zipf-like (a few hot, a long tail), threads equal. The same for every node.
@@ -431,7 +433,10 @@ class SimNode {
     const e = exeByHex.get(hex);
     let table;
     if (e) table = P.symbolTable(e.exe.id, W.symbolsFor(e.exe.fileName, false));
-    else if (hex === this.kernel.hex) table = P.symbolTable(this.kernel.id, W.symbolsFor('kernel', true));
+    else if (hex === this.kernel.hex) {
+      kernelTableBody ??= P.symbolTableBody(W.symbolsFor('kernel', true, opt.kernelSymbols));
+      table = P.symbolTable(this.kernel.id, null, '', kernelTableBody);
+    }
     else table = P.symbolTable(Buffer.from(hex, 'hex'), [], 'executable no longer mapped');
     const r = await this.sendUntilAnswered(Buffer.concat([P.requestHead(this.instance, ++this.seq, opt.hz), table]));
     if (r && r.status === 200) stats.uploads++;

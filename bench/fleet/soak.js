@@ -25,7 +25,8 @@ function parseArgs(argv) {
   const o = { build: path.join(root, 'build'), minutes: 3, nodes: 1000, hz: 19, cpus: 16, window: 10, replicas: 2,
     simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
     stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
-    keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256 };
+    keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256,
+    kernelSymbols: 256, symbolsMib: 0 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     if (!(k in o)) throw new Error(`unknown option ${argv[i]}`);
@@ -253,7 +254,8 @@ async function main() {
   }
   // Uploaded symbol tables: one per image version and one per node's kernel (about 15 MiB at 1,000 nodes after an
   // hour); at most 8 MiB, so that the cache evicts at any fleet size (evicted tables reload from cache_dir).
-  LIMITS.symbolCacheMib = Math.max(1, Math.min(8, opt.storesMib >> 4));
+  // --symbols-mib sets it (the gateway's default is 256 MiB).
+  LIMITS.symbolCacheMib = opt.symbolsMib || Math.max(1, Math.min(8, opt.storesMib >> 4));
   LIMITS.maxPods = Math.max(64, Math.round(opt.nodes * opt.podsPerNode * 1.1));
 
   // Sink.
@@ -342,6 +344,7 @@ async function main() {
       '--duration', String(total), '--pods-per-node', String(opt.podsPerNode), '--pod-lifetime', String(opt.podLifetime),
       '--epoch', String(epoch), '--deploy-every', String(opt.deployEvery), '--restart-every', String(opt.restartEvery),
       '--stack-churn', String(opt.stackChurn), '--proc-churn', String(opt.procChurn), '--seed', String(k + 1),
+      '--kernel-symbols', String(opt.kernelSymbols),
       '--flush-timeout', '90'], `sim-${k}`, dirs, (l) => {
       const m = /^(stats|final) (.*)$/.exec(l);
       if (!m) return;
@@ -583,6 +586,12 @@ function report(x) {
   console.log(`gateway CPU seconds (current instance of each replica): ${cpu.map((c) => c.toFixed(1)).join(', ')} over ${secs} s; ` +
     `cores used over the last half: ${cpuLastHalf.map((c) => (c === null ? 'n/a (restarted)' : c.toFixed(2))).join(', ')}`);
   for (const r of rss) console.log(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB (limit ${opt.limitMib}), middle ${fmt(r.mid)}, end ${fmt(r.end)}, growth ${(100 * r.growth).toFixed(1)} %`);
+  // What the symbolize processors made of the locations (every instance's last scrape).
+  const outcomes = {};
+  for (const r of replicas) for (const inst of r.instances) for (const o of ['named', 'fallback', 'unsymbolized'])
+    outcomes[o] = (outcomes[o] || 0) + sum(inst.last || [], 'stackrelay_gateway_symbolize_locations_total', { outcome: o });
+  out.symbolizeLocations = outcomes;
+  console.log(`symbolize locations: named ${outcomes.named}, fallback ${outcomes.fallback}, unsymbolized ${outcomes.unsymbolized}`);
   for (const [k, s] of Object.entries(stores))
     console.log(`store ${k}: max ${k === 'pods' || k === 'dedupe' ? s.maxBytes : fmt(s.maxBytes) + ' MiB'} of ${k === 'pods' || k === 'dedupe' ? s.limit : fmt(s.limit) + ' MiB'}, ` +
       `evictions ${s.evictions}, samples over the limit ${s.over}`);

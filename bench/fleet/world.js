@@ -111,19 +111,21 @@ function templateFrames(i, v, t) {
 
 const KERNEL_BASE = 0xffffffff81000000n;
 
-// Kernel frames (runtime addresses) on top of a stack.
-function kernelFrames(kernel, t) {
-  const frames = [];
+// Kernel frames (runtime addresses) on top of a stack: 256 functions of the kernel's symbol table, spread over
+// it (kernelSymbols, a multiple of 256, sizes the table; the frames and so the locations stay the same).
+function kernelFrames(kernel, t, kernelSymbols = SYMBOLS_PER_EXE) {
+  const frames = [], stride = Math.floor(kernelSymbols / SYMBOLS_PER_EXE);
   for (let d = 0; d < 2 + (t % 4); d++)
-    frames.push({ exe: kernel.id, address: KERNEL_BASE + BigInt(((t * 31 + d * 17) % SYMBOLS_PER_EXE) * SYMBOL_SPACING),
-      kind: 2 });
+    frames.push({ exe: kernel.id,
+      address: KERNEL_BASE + BigInt(((t * 31 + d * 17) % SYMBOLS_PER_EXE) * stride * SYMBOL_SPACING), kind: 2 });
   return frames;
 }
 
-// A synthetic symbol table for an executable or a kernel (same layout for every ID).
-function symbolsFor(name, kernel) {
+// A synthetic symbol table for an executable or a kernel (same layout for every ID); a kernel's has n
+// symbols (kallsyms-style: no sizes; a real one has 100 k–300 k).
+function symbolsFor(name, kernel, n = SYMBOLS_PER_EXE) {
   const out = [];
-  for (let j = 0; j < SYMBOLS_PER_EXE; j++)
+  for (let j = 0; j < (kernel ? n : SYMBOLS_PER_EXE); j++)
     out.push({ address: kernel ? KERNEL_BASE + BigInt(j * SYMBOL_SPACING) : 0x1000 + j * SYMBOL_SPACING,
       size: kernel ? 0 : SYMBOL_SPACING, name: `${name}_fn${j}` });
   return out;
