@@ -68,14 +68,14 @@ void agent_sender_probe_remember(struct agent_sender *s, const pb_bytes_array_t 
 static bool may_upload_again(const struct agent_sender *s, uint64_t v, uint64_t now_ns)
 {
 	uint64_t after = s->cfg->gateway.symbol_reupload_after_ns, uploads = (v >> SYM_UPLOADS_SHIFT) & SYM_UPLOADS_MAX;
-	uint64_t wait = after, at_ms = (v & SYM_AT_MASK) - 1;
+	uint64_t wait = after, at_ms = (v & SYM_AT_MASK) - 1, now_ms = now_ns / 1000000;
 
 	if (!after || (v & (SYM_QUEUED | SYM_NEVER)) || !uploads)
 		return false;
 	for (uint64_t i = 1; i < uploads && wait < AGENT_SENDER_SYMBOL_REUPLOAD_MAX_NS; i++)
 		wait *= 2;
 	wait = SR_MIN(wait, SR_MAX(after, AGENT_SENDER_SYMBOL_REUPLOAD_MAX_NS));
-	return now_ns / 1000000 - at_ms >= wait / 1000000;
+	return now_ms >= at_ms && now_ms - at_ms >= wait / 1000000;
 }
 
 /* Records how an upload of id ended: delivered (table or error) or refused for good. Called with mu held. */
