@@ -9,7 +9,12 @@ pipeline does). Their mappings reach the agent as the kernel makes them
 sample depends on the agent reading /proc in time. Checked with nm:
   - >= 99 % of each kind's samples have every user frame attributed to a file
     (no UNKNOWN frame; a sample inside execve has kernel frames only), and
-    >= 95 % land in short_work of the workload;
+    the samples in short_work of the workload are what its CPU time gives at
+    997 Hz, within 10 % (short_work burns a fixed CPU time; start-up and exit
+    are left out: exec, the dynamic loader and page-table set-up cost 2-3 ms
+    of CPU a process on a quiet machine and twice that on a loaded one, so
+    a share of all samples would depend on the load: 50 ms processes fell
+    from 95 % to 88 % in short_work while other tests ran);
   - every process that had a sample is seen;
   - the agent read /proc/PID/maps for none of them (the log's maps_reads).
 
@@ -77,10 +82,11 @@ def one_round(env, c, hook):
             if any(f.kind == USER and f.executable_id == bid and syms.lookup(f.address) == "short_work" for f in uf):
                 in_work += s.count
         att = 100.0 * whole / total if total else 0
-        work = 100.0 * in_work / total if total else 0
-        c.check(total >= n * ms * FREQ / 1000 / 4 and att >= 99.0 and work >= 95.0,
+        want = n * ms * FREQ / 1000.0
+        c.check(total >= want / 4 and att >= 99.0 and 0.9 * want <= in_work <= 1.1 * want,
                 "[" + used + "] %s: %d samples from %d of %d processes: %.1f%% with every user frame attributed (>= 99%%), "
-                "%.1f%% in short_work (>= 95%%)" % (kind, total, seen, n, att, work))
+                "%d in short_work (%.1f%% of all), %.0f expected from its CPU time (within 10%%)"
+                % (kind, total, seen, n, att, in_work, 100.0 * in_work / total if total else 0, want))
     stopped = agentlib.logfmt_fields(stderr, "profiling stopped") or {}
     print("# agent: maps_reads=%s samples_taken=%s" % (stopped.get("maps_reads"), stopped.get("samples_taken")))
 
