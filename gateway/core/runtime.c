@@ -51,6 +51,7 @@ struct gw_runtime {
 	struct admission *admission;
 	size_t n_admission;
 	gw_symbol_table_fn sym_fn;
+	gw_symbol_admit_fn sym_admit;
 	void *sym_ud;
 	struct collector *collectors;
 	size_t n_collectors;
@@ -634,10 +635,17 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 	return r;
 }
 
-void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, void *userdata)
+void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, gw_symbol_admit_fn admit,
+					  void *userdata)
 {
 	rt->sym_fn = fn;
+	rt->sym_admit = admit;
 	rt->sym_ud = userdata;
+}
+
+int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint32_t *ret_retry_after_ms)
+{
+	return rt->sym_fn && rt->sym_admit ? rt->sym_admit(bytes, ret_retry_after_ms, rt->sym_ud) : 0;
 }
 
 void gw_runtime__symbol_table(struct gw_runtime *rt, struct gw_symbol_table *t)

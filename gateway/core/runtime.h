@@ -156,8 +156,17 @@ uint64_t gw_runtime__shed(struct gw_runtime *rt, uint64_t bytes, const char *rea
  * the table is freed). Loop thread.
  */
 typedef void (*gw_symbol_table_fn)(struct gw_symbol_table *t, void *userdata);
-void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, void *userdata);
+/* 0 when tables of `bytes` may be handed over now; -EAGAIN with a delay to retry after when not. */
+typedef int (*gw_symbol_admit_fn)(uint64_t bytes, uint32_t *ret_retry_after_ms, void *userdata);
+void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, gw_symbol_admit_fn admit,
+					  void *userdata);
 void gw_runtime__symbol_table(struct gw_runtime *rt, struct gw_symbol_table *t);
+/*
+ * Whether an upload of tables of `bytes` (their gw_symbol_table.bytes) is
+ * taken now: 0, or -EAGAIN and *ret_retry_after_ms when the handler has
+ * enough to do (without a handler or an admit function: 0).
+ */
+int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint32_t *ret_retry_after_ms);
 
 /* Extra /metrics collectors (called on the loop thread at each scrape). */
 int gw_runtime__add_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *userdata);

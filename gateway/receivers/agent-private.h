@@ -168,6 +168,7 @@ struct agent_stats {
 		header_timeouts, keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
 	uint64_t requests[8]; /* by status class below */
 	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
+	uint64_t symbol_tables_deferred; /* uploads answered 429: the symbolizer had max_pending_uploads */
 	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
 	uint64_t probes, probes_pending;
 	struct gw_ingest_agent_drops agent_drops;

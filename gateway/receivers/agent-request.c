@@ -33,6 +33,15 @@ static uint64_t ingest_epoch;
 
 /* ---- request processing ---- */
 
+static uint64_t tables_bytes(const struct gw_ingest_result *res)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < res->n_tables; i++)
+		n += res->tables[i]->bytes;
+	return n;
+}
+
 static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
 {
 	for (size_t i = 0; i < res->n_tables; i++) {
@@ -151,6 +160,16 @@ static void work_finish(struct work *w)
 			gw_agent_respond(s, 200, cached, clen, 0);
 			goto out;
 		}
+	}
+	/* An upload with nothing else (how agents send them) waits at the agent while the symbolizer is busy. */
+	if (w->res.n_tables && !w->res.received &&
+	    gw_runtime__admit_symbol_tables(comp->runtime, tables_bytes(&w->res), &retry_ms) < 0) {
+		rx->st.symbol_tables_deferred += w->res.n_tables;
+		gw_ingest_result_release_asks(&w->res);
+		gw_agent_respond_error(
+			s, 429, retry_ms,
+			"the symbolizer has max_pending_uploads of symbol tables to add; retry after %u ms", retry_ms);
+		goto out;
 	}
 	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
 		gw_component_received(comp, w->res.received);

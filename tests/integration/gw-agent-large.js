@@ -6,7 +6,9 @@
 // table upload of several MiB is decoded while small requests from other
 // agents keep being answered at once (each within 1 s); and a request whose
 // stream the agent resets while it is being decoded is not counted, so its
-// resend is counted exactly once.
+// resend is counted exactly once. With a symbolize processor, uploads beyond
+// its max_pending_uploads are answered 429 with retry_after_ms and all
+// arrive when retried.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -106,6 +108,61 @@ service:
       assert.equal(r.response.accepted, a.total);
       // Whichever came first (the reset or the end of decoding), the samples count once.
       assert.equal(await received() - before, a.total);
+    });
+
+    await step('uploads beyond max_pending_uploads wait at the agent (429, retry_after_ms) and all arrive', async () => {
+      // Mangled names: demangling makes adding a table slower than decoding the next upload.
+      const table = (k) => {
+        const symbols = [];
+        for (let i = 0; i < 150000; i++)
+          symbols.push({ address: 0x400000 + i * 16, size: 16, name: `_ZN9stackrelay4test${k}fn${i}Ev` });
+        return symbols;
+      };
+      const g2 = await L.startGateway(`
+receivers:
+  agent: {endpoint: 127.0.0.1:0}
+processors:
+  symbolize: {debug_dirs: [], debuginfod_urls: [], max_pending_uploads: 1MiB}
+exporters:
+  otlp_http: {endpoint: ${sink.url}, compression: none}
+service:
+  pipelines:
+    profiles: {receivers: [agent], processors: [symbolize], exporters: [otlp_http]}
+  telemetry: {metrics: {address: 127.0.0.1:0}}
+`, dir);
+      try {
+        // Encoded before connecting: building them blocks this process for seconds, long enough for the
+        // gateway's keepalive or header timeout to close a connection that is open meanwhile.
+        const bodies = world.exes.slice(0, 6).map((e, k) => L.encodePushRequest({ instanceId: crypto.randomBytes(16),
+          sequence: 1, executables: [e], symbolTables: [{ exe: e.id, symbols: table(k), sources: ['.symtab'] }] }));
+        const s2 = await L.connect(`http://${g2.agentAddress}`);
+        let deferred = 0;
+        await Promise.all(bodies.map(async (body) => {
+          for (let attempt = 0; ; attempt++) {
+            const r = await L.post(s2, body, {}, 60000);
+            const resp = L.decodePushResponse(r.body);
+            if (r.status === 200) return;
+            assert.equal(r.status, 429, JSON.stringify(resp));
+            assert.ok(resp.retryAfterMs > 0 && /max_pending_uploads/.test(resp.error), JSON.stringify(resp));
+            assert.ok(attempt < 120, 'an upload still deferred after 120 tries');
+            deferred++;
+            await new Promise((res) => setTimeout(res, resp.retryAfterMs));
+          }
+        }));
+        s2.close();
+        const m = await L.waitFor(async () => {
+          const mm = await L.metrics(g2.metricsAddress);
+          return mm.get('stackrelay_gateway_symbolize_uploads_total') === 6 ? mm : null;
+        }, 60000, 'the 6 tables to be added');
+        assert.ok(deferred >= 1, 'no upload was told to wait');
+        assert.equal(m.get('stackrelay_gateway_agent_symbol_tables_total'), 6);
+        assert.equal(m.get('stackrelay_gateway_agent_symbol_tables_deferred_total'), deferred);
+        assert.equal(m.get('stackrelay_gateway_symbolize_uploads_deferred_total'), deferred);
+        assert.equal(m.get('stackrelay_gateway_symbolize_uploads_pending_bytes'), 0);
+        console.log(`# 6 uploads of 150,000 symbols with max_pending_uploads 1MiB: ${deferred} answers 429`);
+      } finally {
+        await L.stopGateway(g2).catch(() => {});
+      }
     });
 
     await step('everything accepted is exported', async () => {
