@@ -24,7 +24,10 @@ mapfile -t listed < <(sed -n '/^runtime_pkgs=(/,/^)/p' "$src/scripts/install-dep
 [ ${#listed[@]} -gt 0 ] || { echo "FAIL: no runtime_pkgs list found in scripts/install-deps"; exit 1; }
 
 for b in "${bins[@]}"; do
-	if ldd "$b" | grep -qE 'lib(a|ub|t|l)san'; then
+	# Not `ldd | grep -q`: grep -q exits at the first match, ldd may then die of SIGPIPE, and under
+	# pipefail the pipeline fails, so a sanitizer build was sometimes not recognised.
+	libs=$(ldd "$b")
+	if grep -qE 'lib(a|ub|t|l)san' <<<"$libs"; then
 		echo "SKIP: $b is a sanitizer build; its runtime differs from a release build"
 		exit 77
 	fi
@@ -45,7 +48,8 @@ fail=0
 declare -A needed_pkgs=()
 for b in "${bins[@]}"; do
 	name=$(basename "$b")
-	if ldd "$b" | grep -q 'not found'; then
+	libs=$(ldd "$b")
+	if grep -q 'not found' <<<"$libs"; then
 		echo "FAIL: $name: unresolved libraries:"; ldd "$b" | grep 'not found'
 		fail=1
 	fi
