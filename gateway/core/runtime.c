@@ -51,8 +51,9 @@ struct gw_runtime {
 	struct admission *admission;
 	size_t n_admission;
 	gw_symbol_table_fn sym_fn;
-	gw_symbol_admit_fn sym_admit;
 	void *sym_ud;
+	/* Upload admission, read by receivers' decode threads. */
+	_Atomic uint64_t sym_max_pending, sym_pending;
 	struct collector *collectors;
 	size_t n_collectors;
 	struct shedder *shedders;
@@ -635,24 +636,46 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 	return r;
 }
 
-void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, gw_symbol_admit_fn admit,
+void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, uint64_t max_pending,
 					  void *userdata)
 {
 	rt->sym_fn = fn;
-	rt->sym_admit = admit;
 	rt->sym_ud = userdata;
+	atomic_store(&rt->sym_max_pending, fn ? max_pending : 0);
+}
+
+void gw_runtime__symbol_table_done(struct gw_runtime *rt, uint64_t bytes)
+{
+	atomic_fetch_sub(&rt->sym_pending, bytes);
+}
+
+uint64_t gw_runtime__symbol_tables_pending(struct gw_runtime *rt)
+{
+	return atomic_load(&rt->sym_pending);
 }
 
 int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint32_t *ret_retry_after_ms)
 {
-	return rt->sym_fn && rt->sym_admit ? rt->sym_admit(bytes, ret_retry_after_ms, rt->sym_ud) : 0;
+	uint64_t max = atomic_load(&rt->sym_max_pending), pending = atomic_load(&rt->sym_pending);
+
+	if (!max || !pending || pending + bytes <= max)
+		return 0;
+	/*
+	 * Adding a table takes tens of ms, so the backlog drains in seconds:
+	 * 2 s, up to 4 s the fuller it is, so that a burst of uploads is not
+	 * sent (and inflated) over and over meanwhile.
+	 */
+	*ret_retry_after_ms =
+		GW_SYMBOL_UPLOAD_RETRY_MS + (uint32_t)(GW_SYMBOL_UPLOAD_RETRY_MS * SR_MIN(pending, max) / max);
+	return -EAGAIN;
 }
 
 void gw_runtime__symbol_table(struct gw_runtime *rt, struct gw_symbol_table *t)
 {
-	if (rt->sym_fn)
+	if (rt->sym_fn) {
+		atomic_fetch_add(&rt->sym_pending, t->bytes);
 		rt->sym_fn(t, rt->sym_ud);
-	else
+	} else
 		gw_symbol_table_free(t);
 }
 

@@ -85,6 +85,8 @@ struct gw_runtime_config {
 #define GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS (30ULL * 1000000000ULL)
 /* The address the default config's receiver listens on (no --config). */
 #define GW_DEFAULT_AGENT_ENDPOINT "127.0.0.1:7480"
+/* An upload told to wait (gw_runtime__admit_symbol_tables) retries after 2 to 4 s. */
+#define GW_SYMBOL_UPLOAD_RETRY_MS 2000
 
 struct gw_runtime;
 
@@ -156,15 +158,21 @@ uint64_t gw_runtime__shed(struct gw_runtime *rt, uint64_t bytes, const char *rea
  * the table is freed). Loop thread.
  */
 typedef void (*gw_symbol_table_fn)(struct gw_symbol_table *t, void *userdata);
-/* 0 when tables of `bytes` may be handed over now; -EAGAIN with a delay to retry after when not. */
-typedef int (*gw_symbol_admit_fn)(uint64_t bytes, uint32_t *ret_retry_after_ms, void *userdata);
-void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, gw_symbol_admit_fn admit,
+/*
+ * max_pending: bytes of handed-over tables (gw_symbol_table.bytes) the
+ * handler may have to add at once (0: no bound); it calls
+ * gw_runtime__symbol_table_done() for each when it is done with it.
+ */
+void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, uint64_t max_pending,
 					  void *userdata);
 void gw_runtime__symbol_table(struct gw_runtime *rt, struct gw_symbol_table *t);
+void gw_runtime__symbol_table_done(struct gw_runtime *rt, uint64_t bytes);
+/* Bytes of handed-over tables not done yet. Any thread. */
+uint64_t gw_runtime__symbol_tables_pending(struct gw_runtime *rt);
 /*
- * Whether an upload of tables of `bytes` (their gw_symbol_table.bytes) is
- * taken now: 0, or -EAGAIN and *ret_retry_after_ms when the handler has
- * enough to do (without a handler or an admit function: 0).
+ * Whether an upload of tables of about `bytes` is taken now: 0, or -EAGAIN
+ * and *ret_retry_after_ms while max_pending bytes wait (one upload is always
+ * taken when none waits). Any thread: receivers ask before decoding.
  */
 int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint32_t *ret_retry_after_ms);
 

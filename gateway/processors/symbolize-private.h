@@ -12,9 +12,6 @@
 #include "core/model.h"
 #include "symbolize.h"
 
-/* An upload told to come back (max_pending_uploads) is told to in about this long: a table takes tens of ms. */
-#define GW_SYMBOLIZE_UPLOAD_RETRY_MS 1000
-
 struct symbolize_config {
 	char *cache_dir;
 	char **debuginfod_urls;
@@ -69,8 +66,6 @@ struct sp {
 	uint64_t named, fallback, unsymbolized;
 	uint64_t batches_waited, batches_timed_out, batches_forced;
 	uint64_t uploads_ok, uploads_bad;
-	/* Uploaded tables handed over and not added yet (gw_symbol_table.bytes), and uploads told to come later. */
-	uint64_t uploads_pending_bytes, uploads_deferred;
 };
 
 static inline uint64_t gw_symbolize_now_ns(void)

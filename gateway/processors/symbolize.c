@@ -275,7 +275,7 @@ static void upload_after_cb(uv_work_t *w, int status)
 	struct sp *sp = u->sp;
 
 	sp->n_running--;
-	sp->uploads_pending_bytes -= u->t->bytes;
+	gw_runtime__symbol_table_done(sp->c->runtime, u->t->bytes);
 	if (status == 0 && u->result == 0) {
 		sp->uploads_ok++;
 	} else {
@@ -309,32 +309,13 @@ static void on_symbol_table(struct gw_symbol_table *t, void *userdata)
 	u->sp = sp;
 	u->t = t;
 	sp->n_running++;
-	sp->uploads_pending_bytes += t->bytes;
 	/* Building a table (sorting, demangling) is CPU work: off the loop. */
 	if (uv_queue_work(gw_runtime__loop(sp->c->runtime), &u->work, upload_work_cb, upload_after_cb) < 0) {
 		sp->n_running--;
-		sp->uploads_pending_bytes -= t->bytes;
+		gw_runtime__symbol_table_done(sp->c->runtime, t->bytes);
 		gw_symbol_table_free(t);
 		free(u);
 	}
-}
-
-/*
- * Uploads come in bursts (every agent of a rollout uploads its kernel's
- * kallsyms, 4-6 MB decoded, at once): bounded by max_pending_uploads. An
- * upload over it is told to come back (the agent retries the same request),
- * so tables wait at the agents, not here. One is always taken when none
- * waits, so a table larger than the bound still gets in.
- */
-static int admit_symbol_tables(uint64_t bytes, uint32_t *ret_retry_after_ms, void *userdata)
-{
-	struct sp *sp = userdata;
-
-	if (!sp->uploads_pending_bytes || sp->uploads_pending_bytes + bytes <= sp->cfg->max_pending_uploads)
-		return 0;
-	sp->uploads_deferred++;
-	*ret_retry_after_ms = GW_SYMBOLIZE_UPLOAD_RETRY_MS;
-	return -EAGAIN;
 }
 
 /* ---- metrics ---- */
@@ -382,9 +363,8 @@ static void metrics_cb(struct gw_metrics_writer *w, void *userdata)
 	C("uploads_rejected_total", "Symbol tables uploaded by agents and rejected (over a limit, malformed).",
 	  st.uploads_rejected);
 	C("upload_errors_total", "Agents' reports that they cannot read an executable.", st.upload_errors);
-	C("uploads_deferred_total", "Uploads answered 429: max_pending_uploads of tables were waiting to be added.",
-	  sp->uploads_deferred);
-	G("uploads_pending_bytes", "Uploaded symbol tables waiting to be added.", sp->uploads_pending_bytes);
+	G("uploads_pending_bytes", "Uploaded symbol tables waiting to be added (max_pending_uploads bounds them).",
+	  gw_runtime__symbol_tables_pending(sp->c->runtime));
 #undef C
 #undef G
 }
@@ -450,7 +430,7 @@ static int symbolize_start(struct gw_component *c)
 	/* Neither keeps the loop alive: work in flight does (uv_queue_work), and shutdown waits for it. */
 	uv_unref((uv_handle_t *)&sp->async);
 	uv_unref((uv_handle_t *)&sp->timer);
-	gw_runtime__set_symbol_table_handler(c->runtime, on_symbol_table, admit_symbol_tables, sp);
+	gw_runtime__set_symbol_table_handler(c->runtime, on_symbol_table, sp->cfg->max_pending_uploads, sp);
 	gw_runtime__add_metrics(c->runtime, metrics_cb, sp);
 	const char *urls = gw_symbolizer__debuginfod_urls(sp->sym);
 	sr_log_info("symbolize", "symbolizer ready", "id=%s demangle=%s debuginfod=%s cache_dir=%s", c->id,
@@ -483,7 +463,7 @@ static void symbolize_shutdown(struct gw_component *c, void (*done)(struct gw_co
 
 	sp->stopping = true;
 	sp->done = done;
-	gw_runtime__set_symbol_table_handler(c->runtime, NULL, NULL, NULL);
+	gw_runtime__set_symbol_table_handler(c->runtime, NULL, 0, NULL);
 	/* Flush: every waiting batch gets its last pass now. */
 	while ((j = wait_pop(sp))) {
 		j->final = true;

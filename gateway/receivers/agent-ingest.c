@@ -78,6 +78,11 @@ int gw_ingest_header(const uint8_t *body, size_t len, struct gw_ingest_header *r
 				FAIL(&r, "PushRequest.samples: malformed");
 			ret->n_samples++;
 			break;
+		case stackrelay_v1_PushRequest_symbol_tables_tag:
+			if ((e = sr_pbr__field_bytes(&r, wt, &s)) < 0)
+				FAIL(&r, "PushRequest.symbol_tables: malformed");
+			ret->table_bytes += s.n;
+			break;
 		default:
 			if ((e = sr_pbr__skip(&r, wt)) < 0)
 				FAIL(&r, "PushRequest: malformed field %u", f);

@@ -61,6 +61,7 @@ struct gw_ingest_header {
 	size_t instance_id_len;
 	uint32_t frequency_hz;
 	uint64_t n_samples;
+	uint64_t table_bytes; /* encoded size of its symbol_tables */
 };
 
 /*

@@ -265,6 +265,7 @@ struct work {
 	/* results */
 	int status; /* 0: processed into res; otherwise answer status with msg */
 	uint32_t retry_after_ms;
+	bool upload_deferred; /* a 429: the symbolize processor had max_pending_uploads to add */
 	char msg[512];
 	uint8_t *plain;
 	size_t plain_len;

@@ -33,15 +33,6 @@ static uint64_t ingest_epoch;
 
 /* ---- request processing ---- */
 
-static uint64_t tables_bytes(const struct gw_ingest_result *res)
-{
-	uint64_t n = 0;
-
-	for (size_t i = 0; i < res->n_tables; i++)
-		n += res->tables[i]->bytes;
-	return n;
-}
-
 static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
 {
 	for (size_t i = 0; i < res->n_tables; i++) {
@@ -103,6 +94,23 @@ static void work_run(struct work *w)
 				 w->h.protocol_version, GW_AGENT_PROTOCOL_VERSION);
 	}
 	/*
+	 * An upload with nothing else (how agents send them) waits at its agent
+	 * while the symbolize processor has max_pending_uploads to add: told
+	 * before it is decoded, so its retries cost little more than their
+	 * transfer. (The runtime's admission is atomics, safe from here.)
+	 */
+	if (w->h.table_bytes && !w->h.n_samples) {
+		uint32_t retry_ms = 0;
+
+		if (gw_runtime__admit_symbol_tables(w->rx->c->runtime, w->h.table_bytes, &retry_ms) < 0) {
+			w->upload_deferred = true;
+			return work_fail(
+				w, 429, retry_ms,
+				"the symbolizer has max_pending_uploads of symbol tables to add; retry after %u ms",
+				retry_ms);
+		}
+	}
+	/*
 	 * Processed before de-duplication and admission are decided (on the loop,
 	 * in work_finish): definitions are content-addressed, so interning them is
 	 * harmless either way, and the samples only count if work_finish says so.
@@ -131,6 +139,8 @@ static void work_finish(struct work *w)
 	if (w->status) {
 		if (w->status == 400)
 			rx->st.protocol_errors++;
+		if (w->upload_deferred)
+			rx->st.symbol_tables_deferred++;
 		if (s)
 			gw_agent_respond_error(s, w->status, w->retry_after_ms, "%s", w->msg);
 		goto out;
@@ -160,16 +170,6 @@ static void work_finish(struct work *w)
 			gw_agent_respond(s, 200, cached, clen, 0);
 			goto out;
 		}
-	}
-	/* An upload with nothing else (how agents send them) waits at the agent while the symbolizer is busy. */
-	if (w->res.n_tables && !w->res.received &&
-	    gw_runtime__admit_symbol_tables(comp->runtime, tables_bytes(&w->res), &retry_ms) < 0) {
-		rx->st.symbol_tables_deferred += w->res.n_tables;
-		gw_ingest_result_release_asks(&w->res);
-		gw_agent_respond_error(
-			s, 429, retry_ms,
-			"the symbolizer has max_pending_uploads of symbol tables to add; retry after %u ms", retry_ms);
-		goto out;
 	}
 	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
 		gw_component_received(comp, w->res.received);
