@@ -777,6 +777,15 @@ static void test_drop_counters_relayed(void **state)
 	env_free(e);
 }
 
+/* The fake forgets the tables it got, so it wants them again; a window wanting them is flushed. */
+static void asked_again(struct env *e, uint32_t base_pid, unsigned want_tables)
+{
+	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
+	submit(e, 0, 2, base_pid);
+	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
+	assert_int_equal(e->g.symbol_tables, want_tables);
+}
+
 static void test_wanted_symbols_uploaded_once(void **state)
 {
 	struct env *e = env_new(64 * 1024 * 1024);
@@ -796,11 +805,8 @@ static void test_wanted_symbols_uploaded_once(void **state)
 	assert_true(e->g.sym_received[0] && e->g.sym_received[1]);
 	/* The unreachable one was sent with an error, so the gateway stops asking. */
 	assert_non_null(strstr(e->g.last_table_error, "not reachable"));
-	/* Asked again (the fake forgets): not uploaded a second time in this agent's life. */
-	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
-	submit(e, 0, 2, 200);
-	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
-	assert_int_equal(e->g.symbol_tables, 2);
+	/* Asked again: not uploaded a second time in this agent's life. */
+	asked_again(e, 200, 2);
 	assert_conserved(e);
 	env_free(e);
 }
@@ -823,26 +829,17 @@ static void test_wanted_symbols_uploaded_again(void **state)
 	submit(e, 0, 2, 100); /* executables 0 (a table) and 1 (unreachable: an error table) */
 	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
 	assert_int_equal(e->g.symbol_tables, 2);
-	/* Wanted again at once (the fake forgets): not before 3 s. */
-	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
-	submit(e, 0, 2, 200);
-	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
-	assert_int_equal(e->g.symbol_tables, 2);
+	/* Wanted again at once: not before 3 s. */
+	asked_again(e, 200, 2);
 	/* After 3 s: both again, the table and the error. */
 	nanosleep(&wait, NULL);
-	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
-	submit(e, 0, 2, 300);
-	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
-	assert_int_equal(e->g.symbol_tables, 4);
+	asked_again(e, 300, 4);
 	assert_true(e->g.sym_received[0] && e->g.sym_received[1]);
 	agent_sender__details(e->s, &d);
 	assert_int_equal(d.symbol_tables_reuploaded, 2);
 	/* The next wait is 6 s: wanted again after 3 s is not enough. */
 	nanosleep(&wait, NULL);
-	memset(e->g.sym_received, 0, sizeof(e->g.sym_received));
-	submit(e, 0, 2, 400);
-	assert_int_equal(agent_sender__flush(e->s, 10 * 1000000000ULL), 0);
-	assert_int_equal(e->g.symbol_tables, 4);
+	asked_again(e, 400, 4);
 	assert_conserved(e);
 	env_free(e);
 }
