@@ -297,12 +297,10 @@ static void on_symbol_table(struct gw_symbol_table *t, void *userdata)
 	struct sp *sp = userdata;
 	struct upload_job *u;
 
-	if ((!t->exe && !t->id.len) || sp->stopping) {
-		gw_symbol_table_free(t);
-		return;
-	}
-	u = calloc(1, sizeof(*u));
+	u = (!t->exe && !t->id.len) || sp->stopping ? NULL : calloc(1, sizeof(*u));
 	if (!u) {
+		/* Not added after all: the runtime counted it as pending when it handed it over. */
+		gw_runtime__symbol_table_done(sp->c->runtime, t->bytes);
 		gw_symbol_table_free(t);
 		return;
 	}
