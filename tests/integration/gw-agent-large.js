@@ -152,8 +152,10 @@ service:
         s2.close();
         const m = await L.waitFor(async () => {
           const mm = await L.metrics(g2.metricsAddress);
-          return mm.get('stackrelay_gateway_symbolize_uploads_total') === 6 ? mm : null;
-        }, 60000, 'the 6 tables to be added');
+          // Added (on a worker), then no longer pending (on the loop, just after): wait for both.
+          return mm.get('stackrelay_gateway_symbolize_uploads_total') === 6 &&
+            mm.get('stackrelay_gateway_symbolize_uploads_pending_bytes') === 0 ? mm : null;
+        }, 60000, 'the 6 tables to be added and none pending');
         assert.ok(deferred >= 1, 'no upload was told to wait');
         assert.equal(m.get('stackrelay_gateway_agent_symbol_tables_total'), 6);
         assert.equal(m.get('stackrelay_gateway_agent_symbol_tables_deferred_total'), deferred);
