@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kernel.h"
 #include "stackrelay/v1/ingest.pb.h"
 #include "stackrelay/v1/types.pb.h"
 
@@ -48,6 +49,12 @@ int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, sta
 int agent_store__executable(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_ExecutableDef *ret);
 int agent_store__kernel(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_KernelDef *ret);
 int agent_store__function(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_FunctionDef *ret);
+/*
+ * A deep copy of the running kernel's address spaces (kernel.h), for cutting
+ * its kallsyms into the table a kernel ID names: agent_kernel_done() it.
+ * -ENOENT when the store has no kernel, -ENOMEM.
+ */
+int agent_store__kernel_copy(struct agent_store *s, struct agent_kernel *ret);
 /*
  * An fd open for reading on the executable with this ID (through
  * /proc/PID/map_files or /proc/PID/root while a process maps it, or a kept

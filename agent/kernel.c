@@ -1,68 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
+/* Reading the running kernel's identity from /sys and /proc (kernel.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <unistd.h>
-#include <xxhash.h>
 
 #include "kernel.h"
 #include "util.h"
 
-int agent_kernel_parse_modules(const char *buf, size_t len, struct agent_kernel_module **ret, size_t *ret_n)
+static void read_module_build_id(const char *root, struct agent_kernel_module *m)
 {
-	struct agent_kernel_module *mods = NULL;
-	size_t n = 0, cap = 0;
-	const char *p = buf, *end = buf + len;
+	char path[4096], *buf = NULL;
+	size_t len;
+	int r;
 
-	while (p < end && n < AGENT_KERNEL_MAX_MODULES) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		char line[512], name[AGENT_MODULE_NAME_MAX], state[32];
-		unsigned long long size, addr;
-		size_t ll = (size_t)(le - p);
-
-		if (ll < sizeof(line)) {
-			memcpy(line, p, ll);
-			line[ll] = '\0';
-			/* name size refcount deps state address [taint] */
-			if (sscanf(line, "%63s %llu %*d %*s %31s %llx", name, &size, state, &addr) == 4) {
-				if (n == cap) {
-					size_t ncap = cap ? cap * 2 : 64;
-					struct agent_kernel_module *nm = realloc(mods, ncap * sizeof(*mods));
-					if (!nm) {
-						free(mods);
-						return -ENOMEM;
-					}
-					mods = nm;
-					cap = ncap;
-				}
-				memset(&mods[n], 0, sizeof(mods[n]));
-				memcpy(mods[n].name, name, strlen(name) + 1);
-				mods[n].start = addr;
-				mods[n].size = size;
-				n++;
-			}
-		}
-		if (!nl)
-			break;
-		p = nl + 1;
+	snprintf(path, sizeof(path), "%s/sys/module/%s/notes/.note.gnu.build-id", root, m->name);
+	if (agent_read_file(path, 4096, &buf, &len) == 0) {
+		r = agent_elf_note_build_id(buf, len, 4, m->build_id);
+		if (r > 0)
+			m->build_id_len = (size_t)r;
+		free(buf);
 	}
-	*ret = mods;
-	*ret_n = n;
-	return 0;
-}
-
-const struct agent_kernel_module *agent_kernel_module_at(const struct agent_kernel *k, uint64_t addr)
-{
-	for (size_t i = 0; i < k->n_modules; i++) {
-		const struct agent_kernel_module *m = &k->modules[i];
-		if (m->start && addr >= m->start && addr - m->start < m->size)
-			return m;
-	}
-	return NULL;
 }
 
 int agent_kernel_read(const char *root, struct agent_kernel *ret)
@@ -70,8 +29,6 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 	char path[4096], *buf = NULL;
 	size_t len;
 	struct utsname u;
-	XXH3_state_t *st;
-	XXH128_canonical_t canon;
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
@@ -92,44 +49,86 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 		snprintf(ret->boot_id, sizeof(ret->boot_id), "%.*s", (int)len, buf);
 		SR_FREE(buf);
 	}
+	/* Without CAP_SYSLOG both read 0: every frame stays a runtime address. */
+	snprintf(path, sizeof(path), "%s/proc/kallsyms", root);
+	if (agent_read_file(path, AGENT_KERNEL_MAX_KALLSYMS_BYTES, &buf, &len) == 0) {
+		agent_kernel_parse_text(buf, len, &ret->text_start, &ret->text_end);
+		SR_FREE(buf);
+	}
 	snprintf(path, sizeof(path), "%s/proc/modules", root);
 	if (agent_read_file(path, 16 << 20, &buf, &len) == 0) {
 		r = agent_kernel_parse_modules(buf, len, &ret->modules, &ret->n_modules);
 		SR_FREE(buf);
 		if (r < 0)
 			return r;
-		for (size_t i = 0; i < ret->n_modules; i++) {
-			struct agent_kernel_module *m = &ret->modules[i];
-			snprintf(path, sizeof(path), "%s/sys/module/%s/notes/.note.gnu.build-id", root, m->name);
-			if (agent_read_file(path, 4096, &buf, &len) == 0) {
-				r = agent_elf_note_build_id(buf, len, 4, m->build_id);
-				if (r > 0)
-					m->build_id_len = (size_t)r;
-				SR_FREE(buf);
-			}
-		}
+		for (size_t i = 0; i < ret->n_modules; i++)
+			read_module_build_id(root, &ret->modules[i]);
 	}
-
-	st = XXH3_createState();
-	if (!st)
-		return -ENOMEM;
-	XXH3_128bits_reset(st);
-	if (ret->build_id_len)
-		XXH3_128bits_update(st, ret->build_id, ret->build_id_len);
-	else
-		XXH3_128bits_update(st, ret->release, strlen(ret->release));
-	XXH3_128bits_update(st, ret->boot_id, strlen(ret->boot_id));
-	XXH128_canonicalFromHash(&canon, XXH3_128bits_digest(st));
-	memcpy(ret->id, canon.digest, sizeof(ret->id));
-	XXH3_freeState(st);
-	return 0;
+	r = agent_kernel_finish(ret);
+	if (r < 0)
+		agent_kernel_done(ret);
+	return r;
 }
 
-void agent_kernel_done(struct agent_kernel *k)
+int agent_kernel_refresh_modules(struct agent_kernel *k, const char *root)
 {
-	if (!k)
-		return;
-	free(k->modules);
-	k->modules = NULL;
-	k->n_modules = 0;
+	struct agent_kernel_module *now = NULL, *grown;
+	char path[4096], *buf = NULL;
+	size_t len, n_now = 0, n_new = 0, n = k->n_modules;
+	bool changed = false;
+	bool *seen = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/proc/modules", root);
+	r = agent_read_file(path, 16 << 20, &buf, &len);
+	if (r < 0)
+		return r;
+	r = agent_kernel_parse_modules(buf, len, &now, &n_now);
+	free(buf);
+	if (r < 0)
+		return r;
+	seen = calloc(n + 1, sizeof(*seen));
+	grown = realloc(k->modules, (n + n_now + 1) * sizeof(*grown));
+	if (!seen || !grown) {
+		free(seen);
+		free(now);
+		return -ENOMEM;
+	}
+	k->modules = grown;
+	for (size_t i = 0; i < n_now; i++) {
+		size_t j;
+
+		for (j = 0; j < n; j++) {
+			const struct agent_kernel_module *m = &k->modules[j];
+			if (!seen[j] && m->start == now[i].start && m->size == now[i].size &&
+			    strcmp(m->name, now[i].name) == 0)
+				break;
+		}
+		if (j < n) {
+			seen[j] = true;
+			continue;
+		}
+		/* New (or moved): a new index, so stacks that named the old one keep their meaning. */
+		if (n + n_new >= AGENT_KERNEL_MAX_MODULES)
+			continue;
+		k->modules[n + n_new] = now[i];
+		read_module_build_id(root, &k->modules[n + n_new]);
+		agent_kernel_module_id(k, &k->modules[n + n_new]);
+		n_new++;
+		changed = true;
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (k->modules[j].live != seen[j])
+			changed = true;
+		k->modules[j].live = seen[j];
+	}
+	for (size_t j = n; j < n + n_new; j++)
+		k->modules[j].live = true;
+	k->n_modules = n + n_new;
+	free(seen);
+	free(now);
+	if (!changed)
+		return 0;
+	r = agent_kernel_index_modules(k);
+	return r < 0 ? r : 1;
 }

@@ -112,7 +112,7 @@ struct defs {
 	stackrelay_v1_ExecutableDef *exes;
 	size_t n_exes, cap_exes;
 	stackrelay_v1_KernelDef *kernels;
-	size_t n_kernels;
+	size_t n_kernels, cap_kernels;
 	stackrelay_v1_FunctionDef *funcs;
 	size_t n_funcs, cap_funcs;
 };
@@ -181,22 +181,31 @@ static int add_func(struct agent_output *o, struct agent_store *s, struct defs *
 	return r == -ENOENT ? 0 : r;
 }
 
+/* The image, a module or this boot's runtime addresses (kernel.h): each its own ID and definition. */
+static int add_kernel(struct agent_output *o, struct agent_store *s, struct defs *d, const pb_bytes_array_t *id)
+{
+	int r;
+
+	if (!id || !first_use(o, 'k', id->bytes, id->size))
+		return 0;
+	r = grow((void **)&d->kernels, &d->cap_kernels, d->n_kernels, sizeof(*d->kernels));
+	if (r < 0)
+		return r;
+	r = agent_store__kernel(s, id->bytes, id->size, &d->kernels[d->n_kernels]);
+	if (r == 0)
+		d->n_kernels++;
+	return r == -ENOENT ? 0 : r;
+}
+
 static int add_sample_defs(struct agent_output *o, struct agent_store *s, struct defs *d,
 			   const stackrelay_v1_Sample *smp)
 {
 	stackrelay_v1_StackDef *st;
 	int r;
 
-	if (smp->kernel_id && first_use(o, 'k', smp->kernel_id->bytes, smp->kernel_id->size)) {
-		if (!d->kernels) {
-			d->kernels = calloc(1, sizeof(*d->kernels));
-			if (!d->kernels)
-				return -ENOMEM;
-		}
-		if (d->n_kernels == 0 &&
-		    agent_store__kernel(s, smp->kernel_id->bytes, smp->kernel_id->size, &d->kernels[0]) == 0)
-			d->n_kernels = 1;
-	}
+	r = add_kernel(o, s, d, smp->kernel_id);
+	if (r < 0)
+		return r;
 	if (!smp->stack_id || !first_use(o, 's', smp->stack_id->bytes, smp->stack_id->size))
 		return 0;
 	r = grow((void **)&d->stacks, &d->cap_stacks, d->n_stacks, sizeof(*d->stacks));
@@ -213,6 +222,11 @@ static int add_sample_defs(struct agent_output *o, struct agent_store *s, struct
 		const stackrelay_v1_Frame *f = &st->frames[i];
 		if (f->kind && *f->kind == stackrelay_v1_FrameKind_FRAME_KIND_USER) {
 			r = add_exe(o, s, d, f->executable_id);
+			if (r < 0)
+				return r;
+		}
+		if (f->kind && *f->kind == stackrelay_v1_FrameKind_FRAME_KIND_KERNEL) {
+			r = add_kernel(o, s, d, f->executable_id);
 			if (r < 0)
 				return r;
 		}

@@ -42,7 +42,8 @@ struct run_ctx {
 	struct agent_metrics_server *metrics;
 	struct agent_info info;
 	bool have_kernel;
-	uint8_t kernel_id[AGENT_KERNEL_ID_LEN];
+	uint8_t kernel_id[AGENT_KERNEL_ID_LEN]; /* the image's (kernel.h), which samples name */
+	struct agent_kernel kernel;		/* where kernel frames lie; the loop thread's */
 	long clk_tck;
 	double off_cpu_scale; /* 1 / off_cpu.probability */
 	uint64_t window;

@@ -118,8 +118,14 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 	 * is the last instruction of it (noreturn callees).
 	 */
 	for (size_t i = 0; i < ev->n_kstack; i++) {
-		frames[n].address = s->kstack[i] - (i > 0 ? 1 : 0);
-		frames[n].exe = c->have_kernel ? AGENT_EXE_KERNEL : AGENT_EXE_NONE;
+		uint64_t addr = s->kstack[i] - (i > 0 ? 1 : 0);
+		/* The image's frames as offsets from _text, a module's from its start: the same on every node. */
+		if (c->have_kernel) {
+			frames[n].exe = agent_kernel_seg_exe(agent_kernel_locate(&c->kernel, addr, &frames[n].address));
+		} else {
+			frames[n].exe = AGENT_EXE_NONE;
+			frames[n].address = addr;
+		}
 		frames[n].line = 0;
 		frames[n].kind = stackrelay_v1_FrameKind_FRAME_KIND_KERNEL;
 		n++;

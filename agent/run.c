@@ -189,6 +189,9 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 
 	if (c->sampler)
 		agent_sampler__counters(c->sampler, bpf, NULL);
+	/* Modules loaded or unloaded since: their frames go to the right module (a moved one gets a new index). */
+	if (c->have_kernel && agent_kernel_relative(&c->kernel) && agent_kernel_refresh_modules(&c->kernel, "") > 0)
+		(void)agent_store__set_kernel(c->store, &c->kernel);
 	/* Off-CPU waits lost in the ring buffer are samples lost like any other. */
 	lost = bpf[PROFILE_CNT_LOST_RINGBUF] + bpf[PROFILE_CNT_OFF_CPU_LOST_RINGBUF] - c->bpf_lost_reported;
 	r = agent_agg__flush(c->agg, c->window_start_unix, end_unix, c->have_kernel ? c->kernel_id : NULL,
@@ -301,7 +304,6 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 {
 	const struct agent_profiling_config *pc = &cfg->profiling;
 	struct run_ctx c = { .known_files_fd = -1 };
-	struct agent_kernel kernel;
 	struct sigaction sa = { 0 }, old_int, old_term;
 	uint32_t *pids = NULL;
 	uint64_t *cgroups = NULL, interval, start_mono, next_flush, deadline = 0;
@@ -362,17 +364,22 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = agent_kernel_read("", &kernel);
+	r = agent_kernel_read("", &c.kernel);
 	if (r == 0) {
-		r = agent_store__set_kernel(c.store, &kernel);
+		r = agent_store__set_kernel(c.store, &c.kernel);
 		if (r == 0) {
 			c.have_kernel = true;
-			memcpy(c.kernel_id, kernel.id, sizeof(c.kernel_id));
+			memcpy(c.kernel_id, c.kernel.id, sizeof(c.kernel_id));
 		}
-		if (!kernel.build_id_len)
-			sr_log_warn("agent", "kernel has no build ID in /sys/kernel/notes; its ID uses the release",
-				    "release=%s", kernel.release);
-		agent_kernel_done(&kernel);
+		if (!c.kernel.build_id_len)
+			sr_log_warn("agent",
+				    "kernel has no build ID in /sys/kernel/notes; its ID uses the release and boot",
+				    "release=%s", c.kernel.release);
+		if (!agent_kernel_relative(&c.kernel))
+			sr_log_warn("agent",
+				    "kernel text address hidden (kptr_restrict); kernel frames are sent as this boot's "
+				    "addresses and stay unnamed",
+				    "hint=\"grant CAP_SYSLOG\"");
 	}
 	if (r < 0)
 		goto out;
@@ -621,6 +628,7 @@ out:
 	agent_procs_free(c.procs);
 	agent_perfmaps_free(c.perfmaps);
 	agent_store_free(c.store);
+	agent_kernel_done(&c.kernel);
 	free(c.bpf_lost_per_cpu);
 	free(pids);
 	free(cgroups);

@@ -143,14 +143,20 @@ size_t agent_sender_want_symbols(struct agent_sender *s, pb_bytes_array_t **ids,
 	return added;
 }
 
-/* A wanted ID is either an executable's or the kernel's (the store holds one kernel: this boot's). */
-static bool is_kernel(struct agent_sender *s, const struct symjob *j)
+/*
+ * A wanted ID is an executable's or one of the kernel's address spaces
+ * (kernel.h: the image, a module, this boot's runtime addresses). For the
+ * kernel, fills k (agent_kernel_done() it) and *ret_seg.
+ */
+static bool kernel_space(struct agent_sender *s, const struct symjob *j, struct agent_kernel *k, int *ret_seg)
 {
-	stackrelay_v1_KernelDef def = stackrelay_v1_KernelDef_init_zero;
-	bool found = agent_store__kernel(s->store, j->id, j->len, &def) == 0;
-
-	pb_release(stackrelay_v1_KernelDef_fields, &def);
-	return found;
+	if (agent_store__kernel_copy(s->store, k) < 0)
+		return false;
+	*ret_seg = agent_kernel_seg_of_id(k, j->id, j->len);
+	if (*ret_seg != AGENT_KSEG_NONE)
+		return true;
+	agent_kernel_done(k);
+	return false;
 }
 
 /* One symbol table upload, for the first pending job. */
@@ -167,11 +173,14 @@ void agent_sender_send_symbols(struct agent_sender *s)
 	struct attempt a = { 0 };
 	char err[256] = "";
 	bool failed = false, finished = true, refused = false;
-	int fd, r;
+	struct agent_kernel kernel;
+	int fd, r, seg;
 
-	if (is_kernel(s, j)) {
-		/* The running kernel (the store knows only this boot's): its kallsyms, runtime addresses. */
-		r = agent_symupload_kallsyms(s->kallsyms_path, s->cfg->gateway.max_symbol_upload_bytes, &table);
+	if (kernel_space(s, j, &kernel, &seg)) {
+		/* The running kernel: the kallsyms lines of that address space, at its addresses. */
+		r = agent_symupload_kallsyms(s->kallsyms_path, &kernel, seg, s->cfg->gateway.max_symbol_upload_bytes,
+					     &table);
+		agent_kernel_done(&kernel);
 		if (r == -EPERM) {
 			snprintf(err, sizeof(err),
 				 "%s shows every address as 0 (kptr_restrict): the agent needs CAP_SYSLOG",
@@ -183,6 +192,12 @@ void agent_sender_send_symbols(struct agent_sender *s)
 				 s->cfg->gateway.max_symbol_upload_bytes);
 			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",
 				    "path=%s error=\"%s\"", s->kallsyms_path, err);
+		} else if (r == -ENODATA) {
+			/* A module unloaded, BPF programs gone: nothing to name those frames with any more. */
+			snprintf(err, sizeof(err), "%s lists no function symbols in %s", s->kallsyms_path,
+				 seg == AGENT_KSEG_IMAGE ? "the kernel image"
+				 : seg >= 0		 ? "that module"
+							 : "runtime code");
 		} else if (r < 0) {
 			snprintf(err, sizeof(err), "cannot read %s: %s", s->kallsyms_path, strerror(-r));
 			sr_log_warn(LOG_COMPONENT, "cannot upload kernel symbols; kernel frames stay unnamed",

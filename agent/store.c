@@ -122,18 +122,14 @@ void agent_store_free(struct agent_store *s)
 
 int agent_store__set_kernel(struct agent_store *s, const struct agent_kernel *k)
 {
-	struct agent_kernel_module *mods = NULL;
+	struct agent_kernel copy;
+	int r = agent_kernel_copy(k, &copy);
 
-	if (k->n_modules) {
-		mods = malloc(k->n_modules * sizeof(*mods));
-		if (!mods)
-			return -ENOMEM;
-		memcpy(mods, k->modules, k->n_modules * sizeof(*mods));
-	}
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&s->lock);
 	agent_kernel_done(&s->kernel);
-	s->kernel = *k;
-	s->kernel.modules = mods;
+	s->kernel = copy;
 	s->have_kernel = true;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -149,6 +145,18 @@ bool agent_store__kernel_id(struct agent_store *s, uint8_t *ret_id)
 		memcpy(ret_id, s->kernel.id, AGENT_KERNEL_ID_LEN);
 	pthread_mutex_unlock(&s->lock);
 	return have;
+}
+
+int agent_store__kernel_copy(struct agent_store *s, struct agent_kernel *ret)
+{
+	int r = -ENOENT;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&s->lock);
+	if (s->have_kernel)
+		r = agent_kernel_copy(&s->kernel, ret);
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *def)
@@ -237,10 +245,13 @@ void agent_store__exe_seen(struct agent_store *s, uint32_t exe, uint32_t pid, ui
 
 static int exe_id_locked(struct agent_store *s, uint32_t exe, uint8_t *ret_id)
 {
-	if (exe == AGENT_EXE_KERNEL) {
-		if (!s->have_kernel)
+	int seg = agent_exe_kernel_seg(exe);
+
+	if (seg != AGENT_KSEG_NONE) {
+		const uint8_t *id = s->have_kernel ? agent_kernel_seg_id(&s->kernel, seg) : NULL;
+		if (!id)
 			return -ENOENT;
-		memcpy(ret_id, s->kernel.id, AGENT_KERNEL_ID_LEN);
+		memcpy(ret_id, id, AGENT_KERNEL_ID_LEN);
 		return AGENT_KERNEL_ID_LEN;
 	}
 	if (exe >= s->n_exes)
@@ -506,35 +517,43 @@ out:
 	return r;
 }
 
-int agent_store__kernel(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_KernelDef *ret)
+/* The definition of address space seg (kernel.h); the caller holds the lock. */
+static int kernel_def_locked(const struct agent_kernel *k, int seg, stackrelay_v1_KernelDef *ret)
 {
-	int r = 0;
+	const struct agent_kernel_module *mod = seg >= 0 ? &k->modules[seg] : NULL;
+	const uint8_t *build_id = mod ? mod->build_id : k->build_id;
+	size_t build_id_len = mod ? mod->build_id_len : k->build_id_len;
 
-	memset(ret, 0, sizeof(*ret));
-	pthread_mutex_lock(&s->lock);
-	if (!s->have_kernel || len != AGENT_KERNEL_ID_LEN || memcmp(id, s->kernel.id, len) != 0) {
-		r = -ENOENT;
-		goto out;
+	ret->id = agent_pb_bytes(agent_kernel_seg_id(k, seg), AGENT_KERNEL_ID_LEN);
+	ret->release = strdup(k->release);
+	if (build_id_len)
+		ret->build_id = agent_pb_bytes(build_id, build_id_len);
+	if (!ret->id || !ret->release || (build_id_len && !ret->build_id))
+		return -ENOMEM;
+	if (mod) {
+		ret->addressing = (stackrelay_v1_KernelAddressing *)agent_pb_enum(
+			stackrelay_v1_KernelAddressing_KERNEL_ADDRESSING_MODULE_OFFSET);
+		ret->module = strdup(mod->name);
+		return ret->addressing && ret->module ? 0 : -ENOMEM;
 	}
-	ret->id = agent_pb_bytes(s->kernel.id, AGENT_KERNEL_ID_LEN);
-	ret->release = strdup(s->kernel.release);
-	if (s->kernel.build_id_len)
-		ret->build_id = agent_pb_bytes(s->kernel.build_id, s->kernel.build_id_len);
-	ret->boot_id = strdup(s->kernel.boot_id);
-	if (!ret->id || !ret->release || !ret->boot_id) {
-		r = -ENOMEM;
-		goto out;
+	if (seg == AGENT_KSEG_IMAGE) {
+		/* Every node of this build sends the same definition: nothing of this node or boot. */
+		ret->addressing = (stackrelay_v1_KernelAddressing *)agent_pb_enum(
+			stackrelay_v1_KernelAddressing_KERNEL_ADDRESSING_IMAGE_OFFSET);
+		return ret->addressing ? 0 : -ENOMEM;
 	}
-	if (s->kernel.n_modules) {
-		size_t n = SR_MIN(s->kernel.n_modules, (size_t)UINT16_MAX);
+	/* Runtime addresses of this boot: the boot and where its live modules lie. */
+	ret->boot_id = strdup(k->boot_id);
+	if (!ret->boot_id)
+		return -ENOMEM;
+	if (k->n_by_start) {
+		size_t n = SR_MIN(k->n_by_start, (size_t)UINT16_MAX);
 		ret->modules = calloc(n, sizeof(*ret->modules));
-		if (!ret->modules) {
-			r = -ENOMEM;
-			goto out;
-		}
+		if (!ret->modules)
+			return -ENOMEM;
 		ret->modules_count = (pb_size_t)n;
 		for (size_t i = 0; i < n; i++) {
-			const struct agent_kernel_module *m = &s->kernel.modules[i];
+			const struct agent_kernel_module *m = &k->modules[k->by_start[i]];
 			stackrelay_v1_KernelModule *pm = &ret->modules[i];
 			pm->name = strdup(m->name);
 			pm->start = agent_pb_u64(m->start);
@@ -542,10 +561,20 @@ int agent_store__kernel(struct agent_store *s, const uint8_t *id, size_t len, st
 			if (m->build_id_len)
 				pm->build_id = agent_pb_bytes(m->build_id, m->build_id_len);
 			if (!pm->name || !pm->start || !pm->size)
-				r = -ENOMEM;
+				return -ENOMEM;
 		}
 	}
-out:
+	return 0;
+}
+
+int agent_store__kernel(struct agent_store *s, const uint8_t *id, size_t len, stackrelay_v1_KernelDef *ret)
+{
+	int r, seg;
+
+	memset(ret, 0, sizeof(*ret));
+	pthread_mutex_lock(&s->lock);
+	seg = s->have_kernel ? agent_kernel_seg_of_id(&s->kernel, id, len) : AGENT_KSEG_NONE;
+	r = seg == AGENT_KSEG_NONE ? -ENOENT : kernel_def_locked(&s->kernel, seg, ret);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0)
 		pb_release(stackrelay_v1_KernelDef_fields, ret);

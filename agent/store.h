@@ -24,9 +24,34 @@
 #define AGENT_STORE_MAX_EXECUTABLES    65536
 #define AGENT_STORE_DEFAULT_MAX_STACKS 16384
 
-/* A frame's executable, as an index into the store's executables, or one of these. */
-#define AGENT_EXE_NONE	 UINT32_MAX
-#define AGENT_EXE_KERNEL (UINT32_MAX - 1)
+/*
+ * A frame's executable, as an index into the store's executables, or one of
+ * these: a KERNEL frame's address space (kernel.h): the image, this boot's
+ * runtime addresses, or module i.
+ */
+#define AGENT_EXE_NONE		 UINT32_MAX
+#define AGENT_EXE_KERNEL	 (UINT32_MAX - 1)
+#define AGENT_EXE_KERNEL_RUNTIME (UINT32_MAX - 2)
+#define AGENT_EXE_KERNEL_MODULE0 (UINT32_MAX - 2 - AGENT_KERNEL_MAX_MODULES)
+
+/* The frame executable for an address space agent_kernel_locate() returned, and back (AGENT_KSEG_NONE: none). */
+static inline uint32_t agent_kernel_seg_exe(int seg)
+{
+	return seg == AGENT_KSEG_IMAGE	   ? AGENT_EXE_KERNEL
+	       : seg == AGENT_KSEG_RUNTIME ? AGENT_EXE_KERNEL_RUNTIME
+	       : seg >= 0		   ? AGENT_EXE_KERNEL_MODULE0 + (uint32_t)seg
+					   : AGENT_EXE_NONE;
+}
+static inline int agent_exe_kernel_seg(uint32_t exe)
+{
+	if (exe == AGENT_EXE_KERNEL)
+		return AGENT_KSEG_IMAGE;
+	if (exe == AGENT_EXE_KERNEL_RUNTIME)
+		return AGENT_KSEG_RUNTIME;
+	if (exe >= AGENT_EXE_KERNEL_MODULE0 && exe < AGENT_EXE_KERNEL_RUNTIME)
+		return (int)(exe - AGENT_EXE_KERNEL_MODULE0);
+	return AGENT_KSEG_NONE;
+}
 
 /*
  * A frame. For kinds INTERPRETED and JIT, exe is the function's index in the

@@ -10,9 +10,10 @@
  * only). Addresses are ELF virtual addresses (st_value), the same space frame
  * addresses of the agent protocol are in.
  *
- * A kernel's table is a kallsyms snapshot instead: runtime addresses of this
- * boot (KASLR included), which is why the kernel ID it is uploaded under
- * covers the boot ID.
+ * A kernel's table is a kallsyms snapshot instead, cut to the address space
+ * the kernel ID names (kernel.h): the image's symbols as offsets from _text,
+ * a module's as offsets from its start, or the rest as this boot's runtime
+ * addresses (KASLR included), whose ID covers the boot ID.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -594,11 +595,12 @@ static size_t min_size(size_t a, size_t b)
 	return a < b ? a : b;
 }
 
-int agent_symupload_kallsyms_mem(const char *text, size_t len, uint64_t max_bytes, struct agent_symtab *ret)
+int agent_symupload_kallsyms_mem(const char *text, size_t len, const struct agent_kernel *k, int seg,
+				 uint64_t max_bytes, struct agent_symtab *ret)
 {
 	struct syms all = { 0 };
 	const char *p = text, *end = text + len;
-	size_t text_lines = 0;
+	size_t text_lines = 0, visible = 0;
 	int r;
 
 	while (p < end) {
@@ -628,6 +630,10 @@ int agent_symupload_kallsyms_mem(const char *text, size_t len, uint64_t max_byte
 		/* Without CAP_SYSLOG (kptr_restrict) every address reads 0: nothing to resolve with. */
 		if (addr == 0)
 			continue;
+		visible++;
+		/* Only the address space asked for, in its own addresses (kernel.h). */
+		if (k && agent_kernel_locate(k, addr, &addr) != seg)
+			continue;
 		struct sym x = {
 			.addr = addr,
 			.name = name,
@@ -645,7 +651,7 @@ int agent_symupload_kallsyms_mem(const char *text, size_t len, uint64_t max_byte
 			goto out;
 	}
 	if (all.n == 0) {
-		r = text_lines ? -EPERM : -ENODATA;
+		r = text_lines && !visible ? -EPERM : -ENODATA;
 		goto out;
 	}
 	r = build_table(&all, SRC_KALLSYMS, max_bytes, ret);
@@ -656,7 +662,8 @@ out:
 	return r < 0 ? r : 0;
 }
 
-int agent_symupload_kallsyms(const char *path, uint64_t max_bytes, struct agent_symtab *ret)
+int agent_symupload_kallsyms(const char *path, const struct agent_kernel *k, int seg, uint64_t max_bytes,
+			     struct agent_symtab *ret)
 {
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -698,7 +705,7 @@ int agent_symupload_kallsyms(const char *path, uint64_t max_bytes, struct agent_
 			break;
 		len += (size_t)n;
 	}
-	r = agent_symupload_kallsyms_mem(buf, len, max_bytes, ret);
+	r = agent_symupload_kallsyms_mem(buf, len, k, seg, max_bytes, ret);
 out:
 	close(fd);
 	free(buf);

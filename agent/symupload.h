@@ -5,7 +5,8 @@
  * compressed ELF), or, for a Go binary without .symtab, from .gopclntab;
  * merged, sorted by address and de-duplicated, as a stackrelay.v1.SymbolTable
  * (docs/agent-protocol.md, "Symbol upload"). For a kernel ID: the function
- * symbols of /proc/kallsyms, module ones named "name [module]".
+ * symbols of /proc/kallsyms in the address space it names, module ones named
+ * "name [module]".
  *
  * The file is untrusted (it comes from any container on the node): every
  * offset and size is checked, decompression is bounded.
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernel.h"
 #include "stackrelay/v1/ingest.pb.h"
 
 /* Decompressed .gnu_debugdata larger than this is refused. */
@@ -24,8 +26,8 @@
 #define AGENT_SYMUPLOAD_MAX_SYMBOLS (4 * 1024 * 1024)
 /* Longer names are cut (C++ templates can be enormous). */
 #define AGENT_SYMUPLOAD_MAX_NAME_BYTES 4096
-/* /proc/kallsyms larger than this is refused (a large kernel with many modules has ~15 MiB). */
-#define AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES (128 * 1024 * 1024)
+/* /proc/kallsyms larger than this is refused. */
+#define AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES AGENT_KERNEL_MAX_KALLSYMS_BYTES
 /* Longest "[module]" name kept on a kallsyms line (the kernel's MODULE_NAME_LEN is 56). */
 #define AGENT_SYMUPLOAD_MAX_MODULE_NAME 59
 /* Where the running kernel's symbols are read. */
@@ -73,18 +75,23 @@ int agent_symupload_extract_fd(int fd, uint64_t max_bytes, struct agent_symtab *
 
 /*
  * The running kernel's function symbols (types t, T, w, W) from kallsyms text
- * text[0..len): runtime addresses of this boot, no sizes (the gateway ends a
- * symbol at the next one), module symbols named "name [module]", one name per
- * address (global before local, then the gateway's alias rule). Same ret and
- * max_bytes contract as above. Returns 0, or:
+ * text[0..len), no sizes (the gateway ends a symbol at the next one), module
+ * symbols named "name [module]", one name per address (global before local,
+ * then the gateway's alias rule). With k, only those in address space seg
+ * (kernel.h: AGENT_KSEG_IMAGE, AGENT_KSEG_RUNTIME or a module index), at its
+ * addresses (offsets from _text or from the module's start); without k, every
+ * symbol at its runtime address. Same ret and max_bytes contract as above.
+ * Returns 0, or:
  *   -EPERM    every address reads 0 (kptr_restrict: the reader lacks CAP_SYSLOG)
- *   -ENODATA  no function symbol lines at all
+ *   -ENODATA  no function symbol in the address space (or none at all)
  *   -EFBIG    the table would exceed max_bytes
  *   -ENOMEM
  */
-int agent_symupload_kallsyms_mem(const char *text, size_t len, uint64_t max_bytes, struct agent_symtab *ret);
+int agent_symupload_kallsyms_mem(const char *text, size_t len, const struct agent_kernel *k, int seg,
+				 uint64_t max_bytes, struct agent_symtab *ret);
 /* Same, reading path (AGENT_SYMUPLOAD_KALLSYMS_PATH; tests use a fixture), at most
  * AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES (-EFBIG beyond). -errno of open/read otherwise. */
-int agent_symupload_kallsyms(const char *path, uint64_t max_bytes, struct agent_symtab *ret);
+int agent_symupload_kallsyms(const char *path, const struct agent_kernel *k, int seg, uint64_t max_bytes,
+			     struct agent_symtab *ret);
 
 #endif

@@ -89,7 +89,8 @@ static int module_cmp(const void *a, const void *b)
 
 struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 {
-	size_t extra = gw_slen(def->release) + gw_slen(def->boot_id);
+	bool is_module = def->addressing == GW_KERNEL_MODULE_OFFSET && def->module && def->module[0];
+	size_t extra = gw_slen(def->release) + gw_slen(def->boot_id) + (is_module ? 2 * gw_slen(def->module) + 2 : 0);
 	struct gw_kernel_module *mods;
 	struct gw_kernel *k;
 	char *pos;
@@ -112,6 +113,16 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 	pos = (char *)(mods + def->n_modules);
 	k->release = gw_scopy(&pos, def->release);
 	k->boot_id = gw_scopy(&pos, def->boot_id);
+	k->addressing = def->addressing;
+	if (is_module) {
+		k->module = gw_scopy(&pos, def->module);
+		/* "[name]", as perf names a module's mapping. */
+		k->mapping_name = pos;
+		pos += sprintf(pos, "[%s]", def->module) + 1;
+	} else {
+		k->module = "";
+		k->mapping_name = "[kernel.kallsyms]";
+	}
 	if (def->build_id_len)
 		gw_id_set(&k->build_id, def->build_id, def->build_id_len);
 	for (uint32_t i = 0; i < def->n_modules; i++) {

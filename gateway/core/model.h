@@ -150,12 +150,22 @@ struct gw_kernel_module {
 	struct gw_id build_id;
 };
 
+/* How a kernel ID's frames count addresses (KernelDef.addressing, docs/agent-protocol.md "Kernel frames"). */
+enum gw_kernel_addressing {
+	GW_KERNEL_RUNTIME = 0,	     /* this boot's runtime addresses */
+	GW_KERNEL_IMAGE_OFFSET = 1,  /* offsets from the image's _text: one ID per kernel build */
+	GW_KERNEL_MODULE_OFFSET = 2, /* offsets from a module's start: one ID per module build */
+};
+
 struct gw_kernel {
 	struct gw_obj obj;
 	struct gw_id id;
 	const char *release;
 	const char *boot_id;
-	struct gw_id build_id;
+	const char *module;	  /* MODULE_OFFSET: the module's name; else "" */
+	const char *mapping_name; /* "[kernel.kallsyms]", or "[module]" for a module's ID */
+	struct gw_id build_id;	  /* the image's, or the module's */
+	enum gw_kernel_addressing addressing;
 	const struct gw_kernel_module *modules; /* sorted by start */
 	uint32_t n_modules;
 	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
@@ -179,7 +189,8 @@ struct gw_executable_def {
 struct gw_kernel_def {
 	const void *id;
 	size_t id_len;
-	const char *release, *boot_id;
+	const char *release, *boot_id, *module;
+	enum gw_kernel_addressing addressing;
 	const void *build_id;
 	size_t build_id_len;
 	const struct gw_kernel_module *modules; /* any order; copied */

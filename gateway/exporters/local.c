@@ -143,9 +143,12 @@ void gw_location_fallback_name(const struct gw_location *l, char *buf, size_t si
 		snprintf(buf, size, "%s+0x%" PRIx64, exe && *exe->file_name ? exe->file_name : "[unknown]", l->address);
 		break;
 	}
-	case GW_FRAME_KERNEL:
-		snprintf(buf, size, "[kernel] 0x%" PRIx64, l->address);
+	case GW_FRAME_KERNEL: {
+		const struct gw_kernel *k = gw_location__kernel(l);
+
+		snprintf(buf, size, "[%s] 0x%" PRIx64, k && *k->module ? k->module : "kernel", l->address);
 		break;
+	}
 	case GW_FRAME_INTERPRETED:
 	case GW_FRAME_JIT:
 		snprintf(buf, size, "%s", gw_location__function(l) ? gw_location__function(l)->name : "[unknown]");

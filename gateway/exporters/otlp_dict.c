@@ -20,8 +20,6 @@
 
 #include "otlp_fields.h"
 
-#define KERNEL_MAPPING_NAME "[kernel.kallsyms]"
-
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 
 /* ---- growable arrays ---- */
@@ -381,7 +379,8 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 
 		m = dict_mapping(d, exe, name, &exe->gnu_build_id);
 	} else if (gw_location__kernel(l)) {
-		m = dict_mapping(d, gw_location__kernel(l), KERNEL_MAPPING_NAME, &gw_location__kernel(l)->build_id);
+		m = dict_mapping(d, gw_location__kernel(l), gw_location__kernel(l)->mapping_name,
+				 &gw_location__kernel(l)->build_id);
 	}
 	if (m < 0)
 		return m;

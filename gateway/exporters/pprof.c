@@ -201,7 +201,7 @@ static uint32_t mapping_id(struct pprof_enc *e, const struct gw_location *l)
 		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, *exe->path ? exe->path : exe->file_name));
 		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID, S(e, gw_id_to_hex(&exe->gnu_build_id, hex, sizeof(hex))));
 	} else {
-		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, "[kernel.kallsyms]"));
+		sr_pbw__int(&e->body, PPROF_MAPPING_FILENAME, S(e, gw_location__kernel(l)->mapping_name));
 		sr_pbw__int(&e->body, PPROF_MAPPING_BUILD_ID,
 			    S(e, gw_id_to_hex(&gw_location__kernel(l)->build_id, hex, sizeof(hex))));
 	}

@@ -100,9 +100,10 @@ static bool publish_fallback(struct sp *sp, struct gw_location *l)
 								      : gw_id_to_hex(&exe->id, hex, sizeof(hex));
 		snprintf(name, sizeof(name), "%.*s+0x%" PRIx64, 128, bin, l->address);
 	} else if (k) {
-		const char *mod = NULL;
+		const char *mod = k->module[0] ? k->module : NULL;
 		uint64_t base = 0;
-		for (uint32_t i = 0; i < k->n_modules; i++) {
+		/* Runtime addresses: the module, if the agent said where modules lay; else offsets already. */
+		for (uint32_t i = 0; !mod && i < k->n_modules; i++) {
 			if (l->address >= k->modules[i].start &&
 			    l->address - k->modules[i].start < k->modules[i].size) {
 				mod = k->modules[i].name;

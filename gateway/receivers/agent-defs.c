@@ -8,6 +8,7 @@
  * is bounded, nothing recurses on input.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +101,8 @@ out:
 
 int gw_ingest_parse_kernel(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize)
 {
-	char rel[GW_AGENT_MAX_STRING_BYTES + 1], boot[GW_AGENT_MAX_STRING_BYTES + 1];
+	char rel[GW_AGENT_MAX_STRING_BYTES + 1], boot[GW_AGENT_MAX_STRING_BYTES + 1],
+		mod[GW_AGENT_MAX_STRING_BYTES + 1];
 	struct gw_kernel_def d = { 0 };
 	struct gw_kernel_module *mods = NULL;
 	char *names = NULL;
@@ -150,6 +152,20 @@ int gw_ingest_parse_kernel(struct gw_stores *stores, struct sr_pbr r, char *errb
 			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
 				FAIL(&r, "KernelDef.boot_id: malformed");
 			d.boot_id = gw_ingest_cstr(boot, t);
+			break;
+		case stackrelay_v1_KernelDef_addressing_tag: {
+			uint64_t v;
+			if ((e = sr_pbr__field_varint(&r, wt, &v)) < 0)
+				FAIL(&r, "KernelDef.addressing: malformed");
+			if (v > GW_KERNEL_MODULE_OFFSET)
+				FAIL(&r, "KernelDef.addressing: unknown value %" PRIu64, v);
+			d.addressing = (enum gw_kernel_addressing)v;
+			break;
+		}
+		case stackrelay_v1_KernelDef_module_tag:
+			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0)
+				FAIL(&r, "KernelDef.module: malformed");
+			d.module = gw_ingest_cstr(mod, t);
 			break;
 		case stackrelay_v1_KernelDef_build_id_tag:
 			if ((e = sr_pbr__field_bytes(&r, wt, &t)) < 0 || t.n > GW_ID_MAX)

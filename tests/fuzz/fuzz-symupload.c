@@ -4,7 +4,9 @@
  * in any container can be asked for. Also covers the xz decoding of
  * .gnu_debugdata and the nested ELF inside it, the Go .gopclntab walk of
  * binaries without .symtab, the encoding of the parts into one SymbolTable,
- * and the same bytes read as kallsyms text.
+ * and the same bytes read as kallsyms text: whole, and cut into the kernel
+ * address spaces (agent/kernel-space.c) that the same bytes, read as
+ * kallsyms and as /proc/modules, describe.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -32,9 +34,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    agent_symtab__encode(&t, id, sizeof(id), NULL, &buf, &len) == 0)
 		free(buf);
 	agent_symtab_release(&t);
-	if (agent_symupload_kallsyms_mem((const char *)data, size, 1 << 20, &t) == 0 &&
+	if (agent_symupload_kallsyms_mem((const char *)data, size, NULL, 0, 1 << 20, &t) == 0 &&
 	    agent_symtab__encode(&t, id, sizeof(id), NULL, &buf, &len) == 0)
 		free(buf);
 	agent_symtab_release(&t);
+
+	struct agent_kernel k = { .release = "6.1.0-fuzz", .boot_id = "b" };
+	agent_kernel_parse_text((const char *)data, size, &k.text_start, &k.text_end);
+	if (agent_kernel_parse_modules((const char *)data, size, &k.modules, &k.n_modules) == 0 &&
+	    agent_kernel_finish(&k) == 0) {
+		for (int seg = AGENT_KSEG_RUNTIME; seg < (int)k.n_modules && seg < 4; seg++) {
+			if (agent_symupload_kallsyms_mem((const char *)data, size, &k, seg, 1 << 20, &t) == 0 &&
+			    agent_symtab__encode(&t, agent_kernel_seg_id(&k, seg), AGENT_KERNEL_ID_LEN, NULL, &buf,
+						 &len) == 0)
+				free(buf);
+			agent_symtab_release(&t);
+		}
+	}
+	agent_kernel_done(&k);
 	return 0;
 }

@@ -259,7 +259,7 @@ def main():
         if ks.usable:
             io = 0
             for s in with_k:
-                names = [ks.lookup(f.address) or "" for f in out.frames(s) if f.kind == KERNEL]
+                names = [ks.lookup(ks.runtime(out, f)) or "" for f in out.frames(s) if f.kind == KERNEL]
                 if any(("read" in x or "write" in x or "sys" in x) for x in names):
                     io += s.count
             c.check(io >= 0.8 * nk, "syscalls: %d of %d kernel stacks pass through read/write/syscall code "
@@ -270,9 +270,15 @@ def main():
             k = out.kernels[next(iter(kids))]
             boot = open("/proc/sys/kernel/random/boot_id").read().strip()
             kb = kernel_build_id()
-            c.check(k.release == os.uname().release and k.boot_id == boot and (kb is None or k.build_id == kb),
-                    "KernelDef: release %s, boot_id, build ID %s match the running kernel" %
-                    (k.release, k.build_id.hex()))
+            c.check(k.release == os.uname().release and (kb is None or k.build_id == kb),
+                    "KernelDef: release %s, build ID %s match the running kernel" % (k.release, k.build_id.hex()))
+            if ks.usable:
+                # The image's ID is the build's, the same after a reboot: nothing of this boot in it.
+                c.check(k.addressing == 1 and not k.boot_id and not k.modules,
+                        "KernelDef: image offsets (addressing %d), no boot ID, no modules" % k.addressing)
+            else:
+                c.check(k.addressing == 0 and k.boot_id == boot,
+                        "KernelDef: _text hidden, runtime addresses of this boot")
         return c.finish()
     finally:
         env.cleanup()

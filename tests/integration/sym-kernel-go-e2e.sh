@@ -4,8 +4,9 @@
 # Kernel and Go symbolization end to end with the real agent and gateway:
 #   dd bs=1     a syscall-heavy workload: its kernel frames are named from
 #               the kallsyms snapshot the agent uploads when the gateway lists
-#               the kernel ID in wanted_symbols (runtime addresses of this
-#               boot; the gateway has no other kernel symbol source);
+#               the kernel ID in wanted_symbols (offsets from _text under
+#               the image's build-wide ID; the gateway has no other kernel
+#               symbol source);
 #   gospin      a Go program stripped with -ldflags='-s -w' (no .symtab, no
 #               DWARF), present only on the node: named from the .gopclntab
 #               functions the agent uploads.

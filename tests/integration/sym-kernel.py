@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Kernel frames of a syscall-heavy workload (dd with 16-byte blocks), sampled
 by `perf record -g` as the reference profiler, resolved by the gateway's
-symbolizer from a kallsyms snapshot uploaded under a kernel ID (what the
-agent sends; runtime addresses of this boot, KASLR included) must get the
-same function names perf gives. libc frames of the same run are resolved
+symbolizer from a kallsyms snapshot uploaded under a kernel ID (runtime
+addresses of this boot, KASLR included: KernelDef.addressing RUNTIME, what
+older agents send for every kernel frame and agents now for code outside the
+image and modules; sym-kernel-go-e2e covers image offsets with the real
+agent) must get the same function names perf gives. libc frames of the same run are resolved
 from the distribution's debug file by build ID (/usr/lib/debug, when
 libc6-dbg is installed). Needs root (kallsyms addresses, perf): exits 77
 otherwise."""

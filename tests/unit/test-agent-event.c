@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Ring-buffer record decoding, /proc/modules, CPU lists and the hash table the agent's caches use. */
+/* Ring-buffer record decoding, CPU lists and the hash table the agent's caches use. */
 #include <errno.h>
 #include <linux/types.h>
 #include <setjmp.h>
@@ -13,7 +13,6 @@
 
 #include "agent/event.h"
 #include "agent/htab.h"
-#include "agent/kernel.h"
 #include "agent/sampler.h"
 
 static void test_event_decode(void **state)
@@ -57,30 +56,6 @@ static void test_event_decode(void **state)
 	assert_int_equal(ev.type, PROFILE_EVENT_EXIT);
 	assert_null(ev.sample);
 	free(s);
-}
-
-static void test_modules(void **state)
-{
-	static const char mods[] = "nf_tables 319488 0 - Live 0xffffffffc0a1f000\n"
-				   "ext4 1007616 1 - Live 0xffffffffc0800000 (E)\n"
-				   "hidden 4096 0 - Live 0x0000000000000000\n"
-				   "broken line\n";
-	struct agent_kernel_module *m = NULL;
-	struct agent_kernel k = { 0 };
-	size_t n = 0;
-
-	(void)state;
-	assert_int_equal(agent_kernel_parse_modules(mods, sizeof(mods) - 1, &m, &n), 0);
-	assert_int_equal(n, 3);
-	assert_string_equal(m[1].name, "ext4");
-	assert_int_equal(m[1].start, 0xffffffffc0800000ULL);
-	assert_int_equal(m[1].size, 1007616);
-	k.modules = m;
-	k.n_modules = n;
-	assert_ptr_equal(agent_kernel_module_at(&k, 0xffffffffc0800010ULL), &m[1]);
-	assert_null(agent_kernel_module_at(&k, 0x10)); /* start 0 (kptr_restrict) never matches */
-	assert_null(agent_kernel_module_at(&k, 0xffffffff81000000ULL));
-	free(m);
 }
 
 static void test_cpu_list(void **state)
@@ -145,7 +120,6 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_decode),
-		cmocka_unit_test(test_modules),
 		cmocka_unit_test(test_cpu_list),
 		cmocka_unit_test(test_htab),
 	};

@@ -31,8 +31,15 @@ static struct agent_store *new_store(uint64_t max, uint32_t *ret_a, uint32_t *re
 	struct agent_store *s = agent_store_new(max);
 	struct agent_exe_def a = { .id_len = 20, .id_kind = 1, .path = "/usr/bin/a", .size = 1000 };
 	struct agent_exe_def b = { .id_len = 8, .id_kind = 1, .path = "/lib/libb.so", .size = 2000, .is_go = true };
-	struct agent_kernel k = { .release = "6.1.0-test", .boot_id = "11111111-2222-3333-4444-555555555555" };
-	struct agent_kernel_module mod = { .name = "ext4", .start = 0xffffffffc0000000ULL, .size = 0x1000 };
+	struct agent_kernel k = { .release = "6.1.0-test",
+				  .boot_id = "11111111-2222-3333-4444-555555555555",
+				  .build_id = { 0x4b, 1, 2, 3 },
+				  .build_id_len = 4,
+				  .text_start = 0xffffffff81000000ULL,
+				  .text_end = 0xffffffff82000000ULL };
+	struct agent_kernel_module mod = {
+		.name = "ext4", .start = 0xffffffffc0000000ULL, .size = 0x1000, .live = true
+	};
 
 	assert_non_null(s);
 	memcpy(a.id, BID_A, 20);
@@ -40,10 +47,11 @@ static struct agent_store *new_store(uint64_t max, uint32_t *ret_a, uint32_t *re
 	*ret_a = (uint32_t)agent_store__add_exe(s, &a);
 	*ret_b = (uint32_t)agent_store__add_exe(s, &b);
 	assert_int_equal(agent_store__add_exe(s, &a), *ret_a); /* the same ID is the same executable */
-	memset(k.id, 0x4b, sizeof(k.id));
 	k.modules = &mod;
 	k.n_modules = 1;
+	assert_int_equal(agent_kernel_finish(&k), 0);
 	assert_int_equal(agent_store__set_kernel(s, &k), 0);
+	free(k.by_start); /* the store keeps a copy */
 	return s;
 }
 
@@ -103,14 +111,32 @@ static void test_defs(void **state)
 	assert_true(*e.is_go);
 	pb_release(stackrelay_v1_ExecutableDef_fields, &e);
 	assert_int_equal(agent_store__executable(s, BID_B, 7, &e), -ENOENT);
+	/* The image: the same definition on every node of this build, so nothing of this boot. */
 	assert_true(agent_store__kernel_id(s, kid));
 	assert_int_equal(agent_store__kernel(s, kid, 16, &k), 0);
 	assert_string_equal(k.release, "6.1.0-test");
+	assert_int_equal(*k.addressing, stackrelay_v1_KernelAddressing_KERNEL_ADDRESSING_IMAGE_OFFSET);
+	assert_int_equal(k.build_id->size, 4);
+	assert_null(k.boot_id);
+	assert_int_equal(k.modules_count, 0);
+	pb_release(stackrelay_v1_KernelDef_fields, &k);
+	/* A module: its name; the runtime space: the boot and where modules lie. */
+	assert_true(agent_store__exe_id(s, AGENT_EXE_KERNEL_MODULE0, kid) == 16);
+	assert_int_equal(agent_store__kernel(s, kid, 16, &k), 0);
+	assert_int_equal(*k.addressing, stackrelay_v1_KernelAddressing_KERNEL_ADDRESSING_MODULE_OFFSET);
+	assert_string_equal(k.module, "ext4");
+	assert_null(k.build_id); /* ext4 has none here: its ID is made from the image's, name and size */
+	pb_release(stackrelay_v1_KernelDef_fields, &k);
+	assert_true(agent_store__exe_id(s, AGENT_EXE_KERNEL_RUNTIME, kid) == 16);
+	assert_int_equal(agent_store__kernel(s, kid, 16, &k), 0);
+	assert_null(k.addressing);
+	assert_string_equal(k.boot_id, "11111111-2222-3333-4444-555555555555");
 	assert_int_equal(k.modules_count, 1);
 	assert_string_equal(k.modules[0].name, "ext4");
 	pb_release(stackrelay_v1_KernelDef_fields, &k);
 	kid[0] ^= 1;
 	assert_int_equal(agent_store__kernel(s, kid, 16, &k), -ENOENT);
+	assert_int_equal(agent_store__exe_id(s, AGENT_EXE_KERNEL_MODULE0 + 1, kid), -ENOENT);
 	/* No process ever mapped it: nothing to open. */
 	assert_int_equal(agent_store__open_executable(s, BID_A, 20), -ENOENT);
 	agent_store_free(s);

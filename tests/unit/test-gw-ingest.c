@@ -584,6 +584,57 @@ static void test_kernel_and_resources(void **state)
 	gw_stores_free(st);
 }
 
+/* Image and module IDs (KernelDef.addressing, module): a module's mapping is named as perf names it. */
+static void test_kernel_spaces(void **state)
+{
+	static const uint8_t IMAGE[16] = { 0xc1 }, KMOD[16] = { 0xc2 }, BAD[16] = { 0xc3 };
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	struct pbw w = { 0 }, k = { 0 }, km = { 0 }, kb = { 0 };
+	char err[256] = "";
+
+	add_header(&w, NULL, 0);
+	f_bytes(&k, 1, IMAGE, sizeof(IMAGE));
+	f_str(&k, 2, "6.1.0");
+	f_varint(&k, 6, 1);
+	f_msg(&w, 8, &k);
+	f_bytes(&km, 1, KMOD, sizeof(KMOD));
+	f_str(&km, 2, "6.1.0");
+	f_varint(&km, 6, 2);
+	f_str(&km, 7, "kvm");
+	f_msg(&w, 8, &km);
+	assert_int_equal(run(st, &w, &res, NULL), 0);
+	gw_ingest_result_free(&res);
+	struct gw_kernel *img = gw_stores__kernel(st, IMAGE, sizeof(IMAGE));
+	struct gw_kernel *mod = gw_stores__kernel(st, KMOD, sizeof(KMOD));
+	assert_non_null(img);
+	assert_non_null(mod);
+	assert_int_equal(img->addressing, GW_KERNEL_IMAGE_OFFSET);
+	assert_string_equal(img->module, "");
+	assert_string_equal(img->mapping_name, "[kernel.kallsyms]");
+	assert_int_equal(mod->addressing, GW_KERNEL_MODULE_OFFSET);
+	assert_string_equal(mod->module, "kvm");
+	assert_string_equal(mod->mapping_name, "[kvm]");
+	gw_kernel__unref(img);
+	gw_kernel__unref(mod);
+
+	/* An addressing this gateway does not know: refused, naming the field. */
+	free(w.p);
+	memset(&w, 0, sizeof(w));
+	add_header(&w, NULL, 0);
+	f_bytes(&kb, 1, BAD, sizeof(BAD));
+	f_varint(&kb, 6, 7);
+	f_msg(&w, 8, &kb);
+	assert_true(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "KernelDef.addressing: unknown value 7"));
+	assert_null(gw_stores__kernel(st, BAD, sizeof(BAD)));
+	free(w.p);
+	free(k.p);
+	free(km.p);
+	free(kb.p);
+	gw_stores_free(st);
+}
+
 /* Off-CPU samples (Sample.profile_type 2) land in resources of their own with their nanoseconds. */
 static void test_off_cpu(void **state)
 {
@@ -1369,6 +1420,7 @@ int main(void)
 		cmocka_unit_test(test_defined_stacks_outlive_eviction),
 		cmocka_unit_test(test_stored_stack_not_rebuilt),
 		cmocka_unit_test(test_kernel_and_resources),
+		cmocka_unit_test(test_kernel_spaces),
 		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_off_cpu),
 		cmocka_unit_test(test_symbols),

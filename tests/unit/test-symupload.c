@@ -406,7 +406,7 @@ static void test_kallsyms_text(void **state)
 {
 	struct agent_symtab t = { 0 };
 
-	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, strlen(kallsyms_text), 1 << 20, &t), 0);
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, strlen(kallsyms_text), NULL, 0, 1 << 20, &t), 0);
 	assert_true(has_source(&t, "kallsyms"));
 	/* Functions only; one name per address: global beats local, then fewer underscores, shorter. */
 	assert_int_equal(t.n_symbols, 7);
@@ -430,14 +430,14 @@ static void test_kallsyms_text(void **state)
 	memset(&t, 0, sizeof(t));
 
 	/* Over the byte limit: refused whole. */
-	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, strlen(kallsyms_text), 64, &t), -EFBIG);
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, strlen(kallsyms_text), NULL, 0, 64, &t), -EFBIG);
 	assert_int_equal(t.n_symbols, 0);
 	/* No function lines at all. */
-	assert_int_equal(agent_symupload_kallsyms_mem("ffffffff81003000 D x\n", 21, 1 << 20, &t), -ENODATA);
-	assert_int_equal(agent_symupload_kallsyms_mem("", 0, 1 << 20, &t), -ENODATA);
+	assert_int_equal(agent_symupload_kallsyms_mem("ffffffff81003000 D x\n", 21, NULL, 0, 1 << 20, &t), -ENODATA);
+	assert_int_equal(agent_symupload_kallsyms_mem("", 0, NULL, 0, 1 << 20, &t), -ENODATA);
 	/* Every prefix of the text: never a crash, never a bad table. */
 	for (size_t len = 0; len <= strlen(kallsyms_text); len++) {
-		int r = agent_symupload_kallsyms_mem(kallsyms_text, len, 1 << 20, &t);
+		int r = agent_symupload_kallsyms_mem(kallsyms_text, len, NULL, 0, 1 << 20, &t);
 
 		assert_true(r == 0 || r == -ENODATA);
 		if (r == 0)
@@ -445,6 +445,52 @@ static void test_kallsyms_text(void **state)
 		agent_symtab_release(&t);
 		memset(&t, 0, sizeof(t));
 	}
+}
+
+/* One kernel ID per address space (agent/kernel.h): each table holds its own symbols, at its own addresses. */
+static void test_kallsyms_spaces(void **state)
+{
+	struct agent_kernel_module mods[2] = {
+		{ .name = "kvm", .start = 0xffffffffc0a00000ULL, .size = 0x2000, .live = true },
+		{ .name = "kvm_intel", .start = 0xffffffffc0a02000ULL, .size = 0x1000, .live = true },
+	};
+	struct agent_kernel k = { .release = "6.1.0-test",
+				  .boot_id = "b",
+				  .text_start = 0xffffffff81000000ULL,
+				  .text_end = 0xffffffff81003000ULL,
+				  .modules = mods,
+				  .n_modules = 2 };
+	struct agent_symtab t = { 0 };
+	size_t len = strlen(kallsyms_text);
+
+	(void)state;
+	assert_int_equal(agent_kernel_index_modules(&k), 0);
+	/* The image: offsets from _text. */
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, len, &k, AGENT_KSEG_IMAGE, 1 << 20, &t), 0);
+	assert_int_equal(t.n_symbols, 4);
+	assert_int_equal(*find(&t, "_text")->address, 0);
+	assert_int_equal(*find(&t, "__do_one")->address, 0x1010);
+	assert_int_equal(*find(&t, "weak_fn")->address, 0x2000);
+	assert_null(find(&t, "mod_fn [kvm]"));
+	agent_symtab_release(&t);
+	/* A module: offsets from its start, named as before. */
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, len, &k, 0, 1 << 20, &t), 0);
+	assert_int_equal(t.n_symbols, 1);
+	assert_int_equal(*find(&t, "mod_fn [kvm]")->address, 0x1000);
+	agent_symtab_release(&t);
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, len, &k, 1, 1 << 20, &t), 0);
+	assert_int_equal(*find(&t, "mod_exported [kvm_intel]")->address, 0);
+	agent_symtab_release(&t);
+	/* The rest (a BPF program) at its runtime address. */
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, len, &k, AGENT_KSEG_RUNTIME, 1 << 20, &t), 0);
+	assert_int_equal(t.n_symbols, 1);
+	assert_int_equal(*find(&t, "bpf_prog_6deef7357e7b4530 [bpf]")->address, 0xffffffffc0a03000ULL);
+	agent_symtab_release(&t);
+	/* Unloaded since: nothing to name it with (not "addresses hidden"). */
+	mods[1].live = false;
+	assert_int_equal(agent_kernel_index_modules(&k), 0);
+	assert_int_equal(agent_symupload_kallsyms_mem(kallsyms_text, len, &k, 1, 1 << 20, &t), -ENODATA);
+	free(k.by_start);
 }
 
 static void test_kallsyms_hidden(void **state)
@@ -457,22 +503,22 @@ static void test_kallsyms_hidden(void **state)
 	char path[512];
 	FILE *f;
 
-	assert_int_equal(agent_symupload_kallsyms_mem(hidden, strlen(hidden), 1 << 20, &t), -EPERM);
+	assert_int_equal(agent_symupload_kallsyms_mem(hidden, strlen(hidden), NULL, 0, 1 << 20, &t), -EPERM);
 	assert_int_equal(t.n_symbols, 0);
 	snprintf(path, sizeof(path), "%s/kallsyms-hidden", dir);
 	f = fopen(path, "w");
 	fputs(hidden, f);
 	fclose(f);
-	assert_int_equal(agent_symupload_kallsyms(path, 1 << 20, &t), -EPERM);
+	assert_int_equal(agent_symupload_kallsyms(path, NULL, 0, 1 << 20, &t), -EPERM);
 	snprintf(path, sizeof(path), "%s/no-such-file", dir);
-	assert_int_equal(agent_symupload_kallsyms(path, 1 << 20, &t), -ENOENT);
+	assert_int_equal(agent_symupload_kallsyms(path, NULL, 0, 1 << 20, &t), -ENOENT);
 }
 
 /* This machine's kernel: every T/t symbol with an address is in the table (sampled), names as in the file. */
 static void test_kallsyms_proc(void **state)
 {
 	struct agent_symtab t = { 0 };
-	int r = agent_symupload_kallsyms(AGENT_SYMUPLOAD_KALLSYMS_PATH, 64 << 20, &t);
+	int r = agent_symupload_kallsyms(AGENT_SYMUPLOAD_KALLSYMS_PATH, NULL, 0, 64 << 20, &t);
 
 	if (r == -EPERM || r == -ENOENT || r == -EACCES) {
 		fprintf(stderr, "SKIP: %s unreadable or addresses hidden (%s)\n", AGENT_SYMUPLOAD_KALLSYMS_PATH,
@@ -523,7 +569,7 @@ static void test_large_table_parts(void **state)
 	for (size_t i = 0; i < n; i++)
 		len += (size_t)snprintf(text + len, cap - len, "%016llx t fn_%zu%s\n",
 					0xffffffff81000000ULL + 16ULL * i, i, i % 7 ? "" : "\t[mod]");
-	assert_int_equal(agent_symupload_kallsyms_mem(text, len, 64 << 20, &t), 0);
+	assert_int_equal(agent_symupload_kallsyms_mem(text, len, NULL, 0, 64 << 20, &t), 0);
 	assert_int_equal(t.n_symbols, n);
 	assert_int_equal(t.n_parts, 3);
 	assert_string_equal(agent_symtab__symbol(&t, n - 1)->name, "fn_132069 [mod]"); /* 132069 = 7 * 18867 */
@@ -579,6 +625,7 @@ int main(void)
 		cmocka_unit_test(test_go_stripped_pie),
 		cmocka_unit_test(test_go_pclntab_garbage),
 		cmocka_unit_test(test_kallsyms_text),
+		cmocka_unit_test(test_kallsyms_spaces),
 		cmocka_unit_test(test_kallsyms_hidden),
 		cmocka_unit_test(test_kallsyms_proc),
 		cmocka_unit_test(test_large_table_parts),
