@@ -59,12 +59,11 @@ int agent_kernel_parse_modules(const char *buf, size_t len, struct agent_kernel_
 	return 0;
 }
 
-bool agent_kernel_parse_text(const char *buf, size_t len, uint64_t *ret_start, uint64_t *ret_end)
+bool agent_kernel_scan_text(struct agent_kernel_text_scan *sc, const char *buf, size_t len)
 {
 	const char *p = buf, *end = buf + len;
-	uint64_t start = 0, stop = 0;
 
-	while (p < end && !(start && stop)) {
+	while (p < end && !(sc->have_start && sc->have_end)) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p)), *q = p;
 		uint64_t addr = 0;
 		int digits = 0;
@@ -76,17 +75,29 @@ bool agent_kernel_parse_text(const char *buf, size_t len, uint64_t *ret_start, u
 		/* "ffffffff81000000 T _text": any type letter, the name alone (no "[module]"). */
 		if (digits > 0 && digits <= 16 && eol - q >= 4 && q[0] == ' ' && q[2] == ' ') {
 			size_t nl = (size_t)(eol - (q + 3));
-			if (nl == 5 && memcmp(q + 3, "_text", 5) == 0)
-				start = addr;
-			else if (nl == 6 && memcmp(q + 3, "_etext", 6) == 0)
-				stop = addr;
+			if (!sc->have_start && nl == 5 && memcmp(q + 3, "_text", 5) == 0) {
+				sc->start = addr;
+				sc->have_start = true;
+			} else if (!sc->have_end && nl == 6 && memcmp(q + 3, "_etext", 6) == 0) {
+				sc->end = addr;
+				sc->have_end = true;
+			}
 		}
 		p = eol + 1;
 	}
-	if (!start || !stop || stop <= start)
+	return sc->have_start && sc->have_end;
+}
+
+bool agent_kernel_parse_text(const char *buf, size_t len, uint64_t *ret_start, uint64_t *ret_end)
+{
+	struct agent_kernel_text_scan sc = { 0 };
+
+	agent_kernel_scan_text(&sc, buf, len);
+	/* Hidden addresses (kptr_restrict) read 0. */
+	if (!sc.start || sc.end <= sc.start)
 		return false;
-	*ret_start = start;
-	*ret_end = stop;
+	*ret_start = sc.start;
+	*ret_end = sc.end;
 	return true;
 }
 

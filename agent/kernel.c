@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Reading the running kernel's identity from /sys and /proc (kernel.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include "kernel.h"
 #include "util.h"
@@ -21,6 +23,48 @@ static void read_module_build_id(const char *root, struct agent_kernel_module *m
 		if (r > 0)
 			m->build_id_len = (size_t)r;
 		free(buf);
+	}
+}
+
+/*
+ * _text and _etext: kallsyms is read in pieces until both are seen (_etext
+ * comes after the image's symbols, a few MiB in), not kept whole.
+ */
+static void read_text(const char *path, struct agent_kernel *k)
+{
+	struct agent_kernel_text_scan sc = { 0 };
+	char buf[64 * 1024];
+	size_t have = 0, total = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	while (total < AGENT_KERNEL_MAX_KALLSYMS_BYTES) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+		char *last;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			agent_kernel_scan_text(&sc, buf, have); /* a last line without its newline */
+			break;
+		}
+		have += (size_t)n;
+		total += (size_t)n;
+		last = memrchr(buf, '\n', have);
+		if (!last) {
+			have = 0; /* a line longer than the buffer is not one of ours */
+			continue;
+		}
+		if (agent_kernel_scan_text(&sc, buf, (size_t)(last + 1 - buf)))
+			break;
+		have -= (size_t)(last + 1 - buf);
+		memmove(buf, last + 1, have);
+	}
+	close(fd);
+	if (sc.start && sc.end > sc.start) {
+		k->text_start = sc.start;
+		k->text_end = sc.end;
 	}
 }
 
@@ -51,10 +95,7 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 	}
 	/* Without CAP_SYSLOG both read 0: every frame stays a runtime address. */
 	snprintf(path, sizeof(path), "%s/proc/kallsyms", root);
-	if (agent_read_file(path, AGENT_KERNEL_MAX_KALLSYMS_BYTES, &buf, &len) == 0) {
-		agent_kernel_parse_text(buf, len, &ret->text_start, &ret->text_end);
-		SR_FREE(buf);
-	}
+	read_text(path, ret);
 	snprintf(path, sizeof(path), "%s/proc/modules", root);
 	if (agent_read_file(path, 16 << 20, &buf, &len) == 0) {
 		r = agent_kernel_parse_modules(buf, len, &ret->modules, &ret->n_modules);

@@ -78,6 +78,12 @@ struct agent_kernel {
 int agent_kernel_parse_modules(const char *buf, size_t len, struct agent_kernel_module **ret, size_t *ret_n);
 /* _text and _etext from kallsyms text; false unless both are found, non-zero and in order. */
 bool agent_kernel_parse_text(const char *buf, size_t len, uint64_t *ret_start, uint64_t *ret_end);
+/* The same fed in pieces of whole lines (kallsyms is read until both are seen); true once both are. */
+struct agent_kernel_text_scan {
+	uint64_t start, end;
+	bool have_start, have_end;
+};
+bool agent_kernel_scan_text(struct agent_kernel_text_scan *sc, const char *buf, size_t len);
 
 /*
  * Fills in the IDs (image, runtime, every module's) and the module index from

@@ -186,6 +186,21 @@ static void test_read_and_refresh(void **state)
 	write_file(dir, "proc/kallsyms", ks, sizeof(ks) - 1);
 	write_file(dir, "proc/modules", mods1, sizeof(mods1) - 1);
 
+	/* kallsyms is read in pieces: _etext far in, lines across piece boundaries. */
+	snprintf(path, sizeof(path), "%s/proc/kallsyms", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("0000000000000000 A fixed_percpu_data\nffffffff81000000 T _text\n", f);
+	for (int i = 0; i < 100000; i++)
+		fprintf(f, "ffffffff81%06x t some_function_%d\n", i * 16, i);
+	fputs("ffffffff81800000 T _etext\nffffffffc0a00010 t kvm_fn\t[kvm]", f);
+	fclose(f);
+	assert_int_equal(agent_kernel_read(dir, &k), 0);
+	assert_int_equal(k.text_start, 0xffffffff81000000ULL);
+	assert_int_equal(k.text_end, 0xffffffff81800000ULL);
+	agent_kernel_done(&k);
+	write_file(dir, "proc/kallsyms", ks, sizeof(ks) - 1);
+
 	assert_int_equal(agent_kernel_read(dir, &k), 0);
 	assert_int_equal(k.build_id_len, 4);
 	assert_string_equal(k.boot_id, "boot-1");
