@@ -71,8 +71,15 @@ function executableDef(e) {
     varField(5, e.fileSize), lenField(6, e.id)]));
 }
 
+// PushRequest field 8: a kernel space (docs/agent-protocol.md, "Kernel frames"): runtime addresses of a boot
+// (addressing 0, boot_id), image offsets (1) or a module's offsets (2, module), with the build ID.
 function kernelDef(k) {
-  return lenField(8, Buffer.concat([lenField(1, k.id), strField(2, k.release), strField(4, k.bootId)]));
+  const f = [lenField(1, k.id), strField(2, k.release)];
+  if (k.buildId) f.push(lenField(3, k.buildId));
+  if (k.bootId) f.push(strField(4, k.bootId));
+  if (k.addressing) f.push(varField(6, k.addressing));
+  if (k.module) f.push(strField(7, k.module));
+  return lenField(8, Buffer.concat(f));
 }
 
 // The constant part of a Sample (everything but count and times).

@@ -7,7 +7,10 @@
 //
 //  - every node has its processes (images at their current versions, in pods
 //    from world.js or on the host), its kernel, and a pool of stacks per
-//    process; every window `--stack-churn` of each pool is replaced by new
+//    process; kernels come in `--kernel-builds` builds whose frames are image
+//    and module offsets, so nodes of one build share kernel stacks and symbol
+//    tables (`--kernel-per-boot 1`: every node's kernel its own, with runtime
+//    addresses, as agents without CAP_SYSLOG send them); every window `--stack-churn` of each pool is replaced by new
 //    stacks, processes restart (`--proc-churn`, and when their pod is
 //    replaced), images roll out new executables (`--deploy-every`);
 //  - a window (`--window` s) takes hz × cpus × window CPU samples, aggregated
@@ -44,7 +47,7 @@ function parseArgs(argv) {
   const o = { target: '127.0.0.1:4317', nodes: 10, firstNode: 0, hz: 19, cpus: 16, window: 10, duration: 60,
     procs: 12, stacksPerProc: 40, threads: 2, images: 200, templates: 2000, stackChurn: 0.02, procChurn: 0.01,
     deployEvery: 0, restartEvery: 0, connAge: 600, podsPerNode: 4, podLifetime: 0, epoch: 0, hostProcs: 0.25,
-    kernelStacks: 0.3, kernelSymbols: 256, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
+    kernelStacks: 0.3, kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
@@ -57,6 +60,7 @@ function parseArgs(argv) {
   }
   if (!o.epoch) o.epoch = Date.now();
   if (o.kernelSymbols < 256 || o.kernelSymbols % 256) throw new Error('--kernel-symbols: a multiple of 256');
+  if (!Number.isInteger(o.kernelBuilds) || o.kernelBuilds < 1) throw new Error('--kernel-builds: at least 1');
   return o;
 }
 
@@ -83,7 +87,7 @@ const stats = {
 };
 let latencies = [];
 
-// Executables and kernels by hex ID, for `missing_*` and `wanted_symbols`.
+// Executables and kernel spaces by hex ID, for `missing_*` and `wanted_symbols`.
 const exeByHex = new Map();
 for (const l of W.libs) exeByHex.set(l.id.toString('hex'), { exe: l, def: P.executableDef(l) });
 function exeEntry(e) {
@@ -92,22 +96,63 @@ function exeEntry(e) {
   if (!x) { x = { exe: e, def: P.executableDef(e) }; exeByHex.set(k, x); }
   return x;
 }
+const kernelByHex = new Map();
+function kernelEntry(k) {
+  if (!kernelByHex.has(k.hex)) kernelByHex.set(k.hex, { k, def: P.kernelDef(k) });
+  return k;
+}
+// A node's kernel: the image (a sample's kernel_id) and the modules its stacks may show.
+const builds = new Map();
+function kernelOfNode(n) {
+  if (opt.kernelPerBoot) return { image: kernelEntry(W.kernelOf(n, 0)), modules: [] };
+  const b = n % opt.kernelBuilds;
+  let k = builds.get(b);
+  if (!k) {
+    k = W.kernelBuild(b);
+    kernelEntry(k.image);
+    k.modules.forEach(kernelEntry);
+    builds.set(b, k);
+  }
+  return k;
+}
+// Uploaded kernel tables: one layout per kind of space (runtime, image, module), the same for every ID.
+const kernelTableBodies = new Map();
+function kernelTableBody(k) {
+  let b = kernelTableBodies.get(k.kind);
+  if (!b) {
+    const n = k.kind === 'module' ? 256 : opt.kernelSymbols;
+    b = P.symbolTableBody(W.symbolsFor(k.kind === 'module' ? 'kmod' : 'kernel', true, n, k.base));
+    kernelTableBodies.set(k.kind, b);
+  }
+  return b;
+}
 
-// Stacks are shared between nodes (same image version, user frames only).
+// Stacks are shared between nodes (same image version and kernel build; per node for per-boot kernels).
 const stackCache = new Map();
 let stackCacheGen = 0;
 function stackOf(i, v, t, kernel) {
-  const k = kernel ? `${i}/${v}/${t}/${kernel.hex}` : `${i}/${v}/${t}`;
+  const k = kernel ? `${i}/${v}/${t}/${kernel.image.hex}` : `${i}/${v}/${t}`;
   let s = stackCache.get(k);
   if (s) { s.gen = stackCacheGen; return s; }
   const frames = W.templateFrames(i, v, t);
-  if (kernel) frames.unshift(...W.kernelFrames(kernel, t, opt.kernelSymbols));
+  const kernels = [];
+  if (kernel) {
+    frames.unshift(...W.kernelFrames(kernel.image, t, opt.kernelSymbols));
+    kernels.push(kernel.image.hex);
+    // One kernel stack in four runs in a module (a driver, a filesystem) on top of the image's frames.
+    if (kernel.modules.length && W.mix(i, v, t, 99) % 4 === 0) {
+      const mod = kernel.modules[W.mix(i, v, t, 98) % kernel.modules.length];
+      frames.unshift(...W.moduleFrames(mod, t));
+      kernels.push(mod.hex);
+    }
+  }
   // A content address as an agent makes one: 128 bits of a cryptographic hash. (Words of W.mix() shared its
   // 32-bit state: a million stacks a run gave about a hundred pairs of different stacks with one ID.)
-  const id = W.h('stack', i, v, t, kernel ? kernel.hex : '').subarray(0, 16);
+  const id = W.h('stack', i, v, t, kernel ? kernel.image.hex : '').subarray(0, 16);
   const exes = new Set();
   for (const f of frames) if (f.kind === 1) exes.add(f.hex);
-  s = { id, hex: id.toString('hex'), def: P.stackDef(id, frames), exes: [...exes], kernel: kernel || null, gen: stackCacheGen };
+  s = { id, hex: id.toString('hex'), def: P.stackDef(id, frames), exes: [...exes], kernels,
+    kernel: kernel ? kernel.image : null, gen: stackCacheGen };
   stackCache.set(k, s);
   return s;
 }
@@ -116,9 +161,6 @@ function sweepStacks() {
   stackCacheGen++;
   for (const [k, s] of stackCache) if (stackCacheGen - s.gen > 3) stackCache.delete(k);
 }
-
-const kernelByHex = new Map();
-let kernelTableBody = null; // every node's kernel has the same synthetic table (--kernel-symbols functions)
 
 // The share of a window's samples of (process p, stack k, thread th), flattened: processes and stacks are
 // Zipf-like (a few hot, a long tail), threads equal. The same for every node.
@@ -142,10 +184,7 @@ class SimNode {
   constructor(n) {
     this.n = n;
     this.name = `node-${n}`;
-    this.kernel = W.kernelOf(n, 0);
-    this.kernel.hex = this.kernel.id.toString('hex');
-    this.kernelDef = P.kernelDef(this.kernel);
-    kernelByHex.set(this.kernel.hex, this);
+    this.kernel = kernelOfNode(n);
     this.nextPid = 1000 + Math.floor(rnd() * 1000);
     this.queue = [];        // windows (and resends), oldest first
     this.uploads = [];      // symbol tables to send, after the samples
@@ -280,11 +319,9 @@ class SimNode {
     const defs = [];
     const all = item.round > 0;
     const seen = new Set();
-    let needKernel = false;
     for (const s of item.samples) {
       const st = s.stack;
       off = P.writeSample(sb, off, this.samplePrefix(s), s.count, item.times);
-      if (st.kernel) needKernel = true;
       if ((!all && this.sent.has(st.hex)) || seen.has(st.hex)) continue;
       seen.add(st.hex);
       defs.push(st.def);
@@ -293,10 +330,12 @@ class SimNode {
         seen.add(e);
         defs.push(exeByHex.get(e).def);
       }
+      for (const k of st.kernels) {
+        if ((!all && this.sent.has(k)) || seen.has(k)) continue;
+        seen.add(k);
+        defs.push(kernelByHex.get(k).def);
+      }
     }
-    const kh = this.kernel.hex;
-    if (needKernel && (all || !this.sent.has(kh))) defs.push(this.kernelDef);
-    item.hasKernel = needKernel;
     return Buffer.concat([head, sb.subarray(0, off)].concat(defs));
   }
 
@@ -304,8 +343,8 @@ class SimNode {
     for (const s of item.samples) {
       this.sent.add(s.stack.hex);
       for (const e of s.stack.exes) this.sent.add(e);
+      for (const k of s.stack.kernels) this.sent.add(k);
     }
-    if (item.hasKernel) this.sent.add(this.kernel.hex);
   }
 
   samplePrefix(s) {
@@ -319,7 +358,7 @@ class SimNode {
     b[i++] = 0x0a; b[i++] = 16; s.stack.id.copy(b, i); i += 16;
     b[i++] = 0x10; i = P.writeVarint(b, i, pr.pid);
     b[i++] = 0x18; i = P.writeVarint(b, i, s.tid);
-    if (s.stack.kernel) { b[i++] = 0x62; b[i++] = 16; this.kernel.id.copy(b, i); i += 16; }
+    if (s.stack.kernel) { b[i++] = 0x62; b[i++] = 16; s.stack.kernel.id.copy(b, i); i += 16; }
     pr.tail.copy(b, i);
     return (s.prefix = b.subarray(0, i + pr.tail.length));
   }
@@ -380,10 +419,9 @@ class SimNode {
     const refused = [];
     let refusedCount = 0;
     if (missing.size) {
-      const kh = this.kernel.hex;
       for (const s of item.samples) {
         const st = s.stack;
-        if (missing.has(st.hex) || st.exes.some((e) => missing.has(e)) || (st.kernel && missing.has(kh))) {
+        if (missing.has(st.hex) || st.exes.some((e) => missing.has(e)) || st.kernels.some((k) => missing.has(k))) {
           refused.push(s);
           refusedCount += s.count;
         }
@@ -399,7 +437,7 @@ class SimNode {
         console.error(`node ${this.n} seq ${this.seq}: accepted ${resp.accepted}, expected ${expected} of ${item.taken} ` +
           `(round ${item.round}, unknown ${!!item.unknown}); missing stacks/executables/kernels ${resp.missingStacks.length}/${resp.missingExecutables.length}/${resp.missingKernels.length} ${JSON.stringify([resp.missingExecutables, resp.missingKernels])}; ` +
           `refused here: ${refused.map((x) => `${x.stack.hex.slice(0, 8)}x${x.count}:${missing.has(x.stack.hex) ? 'S' : ''}` +
-            `${x.stack.exes.filter((e) => missing.has(e)).map((e) => 'E' + e.slice(0, 6)).join('')}${x.stack.kernel && missing.has(this.kernel.hex) ? 'K' : ''}` +
+            `${x.stack.exes.filter((e) => missing.has(e)).map((e) => 'E' + e.slice(0, 6)).join('')}${x.stack.kernels.filter((k) => missing.has(k)).map((k) => 'K' + k.slice(0, 6)).join('')}` +
             '').join(' ')}`);
     }
     stats.accepted += expected;
@@ -430,13 +468,10 @@ class SimNode {
   }
 
   async sendUpload(hex) {
-    const e = exeByHex.get(hex);
+    const e = exeByHex.get(hex), k = kernelByHex.get(hex);
     let table;
     if (e) table = P.symbolTable(e.exe.id, W.symbolsFor(e.exe.fileName, false));
-    else if (hex === this.kernel.hex) {
-      kernelTableBody ??= P.symbolTableBody(W.symbolsFor('kernel', true, opt.kernelSymbols));
-      table = P.symbolTable(this.kernel.id, null, '', kernelTableBody);
-    }
+    else if (k) table = P.symbolTable(k.k.id, null, '', kernelTableBody(k.k));
     else table = P.symbolTable(Buffer.from(hex, 'hex'), [], 'executable no longer mapped');
     const r = await this.sendUntilAnswered(Buffer.concat([P.requestHead(this.instance, ++this.seq, opt.hz), table]));
     if (r && r.status === 200) stats.uploads++;

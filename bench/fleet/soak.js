@@ -26,7 +26,7 @@ function parseArgs(argv) {
     simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
     stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
     keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256,
-    kernelSymbols: 256, symbolsMib: 0 };
+    kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, symbolsMib: 0 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     if (!(k in o)) throw new Error(`unknown option ${argv[i]}`);
@@ -123,8 +123,8 @@ function gatewayYaml(r, ports, dirs) {
   // Executables: room for every image's current version (the sim's 200 images and 16 libraries, about 350 bytes each, 100 KiB with the versions
   // processes still run) and old ones, whatever the fleet's size, so that it evicts (--executables-kib: 128 for
   // the CI soak, whose images roll out every minute; 256 for an hour at 1,000 nodes, where 128 evicted live
-  // executables, which cost copies of all their locations and a storm of resends). Kernels, one a node, are not
-  // judged.
+  // executables, which cost copies of all their locations and a storm of resends). Kernel spaces (five a
+  // kernel build, or one a node with --kernel-per-boot) are not judged.
   // Locations no stored stack holds are what evicted stacks leave behind: that store fills slowly, only as the
   // stacks store evicts (--locations-mib: smaller for an hour's soak, so that it is full before the half judged).
   const locations = opt.locationsMib || Math.max(4, st / 2);
@@ -252,8 +252,8 @@ async function main() {
     fs.mkdirSync(sym);
     dirs.symbols.push(sym);
   }
-  // Uploaded symbol tables: one per image version and one per node's kernel (about 15 MiB at 1,000 nodes after an
-  // hour); at most 8 MiB, so that the cache evicts at any fleet size (evicted tables reload from cache_dir).
+  // Uploaded symbol tables: one per image version and per kernel space (about 15 MiB at 1,000 nodes after an
+  // hour, when every node's kernel was its own); at most 8 MiB, so that the cache evicts at any fleet size (evicted tables reload from cache_dir).
   // --symbols-mib sets it (the gateway's default is 256 MiB).
   LIMITS.symbolCacheMib = opt.symbolsMib || Math.max(1, Math.min(8, opt.storesMib >> 4));
   LIMITS.maxPods = Math.max(64, Math.round(opt.nodes * opt.podsPerNode * 1.1));
@@ -344,7 +344,8 @@ async function main() {
       '--duration', String(total), '--pods-per-node', String(opt.podsPerNode), '--pod-lifetime', String(opt.podLifetime),
       '--epoch', String(epoch), '--deploy-every', String(opt.deployEvery), '--restart-every', String(opt.restartEvery),
       '--stack-churn', String(opt.stackChurn), '--proc-churn', String(opt.procChurn), '--seed', String(k + 1),
-      '--kernel-symbols', String(opt.kernelSymbols),
+      '--kernel-symbols', String(opt.kernelSymbols), '--kernel-builds', String(opt.kernelBuilds),
+      '--kernel-per-boot', String(opt.kernelPerBoot),
       '--flush-timeout', '90'], `sim-${k}`, dirs, (l) => {
       const m = /^(stats|final) (.*)$/.exec(l);
       if (!m) return;

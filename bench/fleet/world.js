@@ -12,8 +12,9 @@
 //    and a new one created (kube-churn.js does the same at the fake API
 //    server);
 //  - stacks: a stack template (image, version, t) is shared by every node
-//    running that image version; kernel stacks add the node's kernel frames
-//    and are per node.
+//    running that image version; kernel stacks add kernel frames (image
+//    offsets, one in four with module frames on top) shared by every node of
+//    the kernel build, or runtime addresses of the node's boot (per node).
 'use strict';
 
 const crypto = require('node:crypto');
@@ -40,6 +41,7 @@ function frac(...parts) { return h('frac', ...parts).readUInt32LE(0) / 429496729
 const COMMON_LIBS = 16;
 const SYMBOLS_PER_EXE = 256;
 const SYMBOL_SPACING = 0x100;
+const KERNEL_BASE = 0xffffffff81000000n; // where runtime kernel addresses start (without KASLR)
 
 function libExe(j) {
   return { id: h('lib', j).subarray(0, 20), fileName: `lib${j}.so.1`, path: `/usr/lib/x86_64-linux-gnu/lib${j}.so.1`,
@@ -89,8 +91,27 @@ function podObject(n, s, g, nImages) {
   };
 }
 
+// A node's kernel as agents that cannot locate frames send it: runtime addresses of this boot (per node).
 function kernelOf(n, boot) {
-  return { id: h('kernel', n, boot).subarray(0, 16), release: '6.1.0-fleet', bootId: h('boot', n, boot).toString('hex') };
+  const id = h('kernel', n, boot).subarray(0, 16);
+  return { id, hex: id.toString('hex'), release: '6.1.0-fleet', bootId: h('boot', n, boot).toString('hex'), addressing: 0,
+    base: KERNEL_BASE, kind: 'runtime' };
+}
+
+// Kernel build b as agents send it (docs/agent-protocol.md, "Kernel frames"): the image with offsets from
+// _text and MODULES_PER_BUILD modules with offsets from their load address, under IDs equal on every node and
+// boot of the build.
+const MODULES_PER_BUILD = 4;
+function kernelBuild(b) {
+  const release = `6.1.${b}-fleet`;
+  const space = (kind, m) => {
+    const id = h('kspace', kind, b, m).subarray(0, 16);
+    return { id, hex: id.toString('hex'), release, buildId: h('kbuild', kind, b, m).subarray(0, 20),
+      addressing: kind === 'image' ? 1 : 2, module: kind === 'image' ? '' : `fleetmod${m}`, base: 0n, kind };
+  };
+  const modules = [];
+  for (let m = 0; m < MODULES_PER_BUILD; m++) modules.push(space('module', m));
+  return { image: space('image', 0), modules };
 }
 
 // Frames of stack template t of image i at version v: main-executable frames
@@ -109,27 +130,34 @@ function templateFrames(i, v, t) {
   return frames;
 }
 
-const KERNEL_BASE = 0xffffffff81000000n;
-
-// Kernel frames (runtime addresses) on top of a stack: 256 functions of the kernel's symbol table, spread over
-// it (kernelSymbols, a multiple of 256, sizes the table; the frames and so the locations stay the same).
+// Kernel frames on top of a stack: 256 functions of the kernel's symbol table, spread over it (kernelSymbols, a
+// multiple of 256, sizes the table; the frames and so the locations stay the same), at the space's base
+// (runtime addresses or image offsets).
 function kernelFrames(kernel, t, kernelSymbols = SYMBOLS_PER_EXE) {
   const frames = [], stride = Math.floor(kernelSymbols / SYMBOLS_PER_EXE);
   for (let d = 0; d < 2 + (t % 4); d++)
     frames.push({ exe: kernel.id,
-      address: KERNEL_BASE + BigInt(((t * 31 + d * 17) % SYMBOLS_PER_EXE) * stride * SYMBOL_SPACING), kind: 2 });
+      address: kernel.base + BigInt(((t * 31 + d * 17) % SYMBOLS_PER_EXE) * stride * SYMBOL_SPACING), kind: 2 });
   return frames;
 }
 
-// A synthetic symbol table for an executable or a kernel (same layout for every ID); a kernel's has n
-// symbols (kallsyms-style: no sizes; a real one has 100 k–300 k).
-function symbolsFor(name, kernel, n = SYMBOLS_PER_EXE) {
+// 2-4 frames in a module (offsets into its 256 functions), for the top of a kernel stack.
+function moduleFrames(mod, t) {
+  const frames = [];
+  for (let d = 0; d < 2 + ((t >>> 2) % 3); d++)
+    frames.push({ exe: mod.id, address: BigInt(((t * 13 + d * 7) % SYMBOLS_PER_EXE) * SYMBOL_SPACING + 8), kind: 2 });
+  return frames;
+}
+
+// A synthetic symbol table for an executable or a kernel space (same layout for every ID); a kernel image's
+// has n symbols (kallsyms-style: no sizes; a real one has 100 k-300 k), a module's 256, from the space's base.
+function symbolsFor(name, kernel, n = SYMBOLS_PER_EXE, base = KERNEL_BASE) {
   const out = [];
   for (let j = 0; j < (kernel ? n : SYMBOLS_PER_EXE); j++)
-    out.push({ address: kernel ? KERNEL_BASE + BigInt(j * SYMBOL_SPACING) : 0x1000 + j * SYMBOL_SPACING,
+    out.push({ address: kernel ? base + BigInt(j * SYMBOL_SPACING) : 0x1000 + j * SYMBOL_SPACING,
       size: kernel ? 0 : SYMBOL_SPACING, name: `${name}_fn${j}` });
   return out;
 }
 
-module.exports = { h, mix, frac, libs, imageExe, imageVersion, podGeneration, podOf, podObject, kernelOf, templateFrames,
-  kernelFrames, symbolsFor, COMMON_LIBS };
+module.exports = { h, mix, frac, libs, imageExe, imageVersion, podGeneration, podOf, podObject, kernelOf, kernelBuild,
+  templateFrames, kernelFrames, moduleFrames, symbolsFor, COMMON_LIBS };
