@@ -41,6 +41,7 @@ const opt = parseArgs(process.argv);
 if (opt.othersCpu >= 0) execFileSync('taskset', ['-a', '-p', '-c', String(opt.othersCpu), String(process.pid)], { stdio: 'ignore' });
 const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`, ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const OUTCOMES = ['named', 'fallback', 'unsymbolized']; // stackrelay_gateway_symbolize_locations_total
 
 // The fault schedule: name → [start, length] in seconds, as fractions of the run for --minutes < 60
 // (the CI version), else at fixed minutes of a long soak: all in its first half, so that the second half shows
@@ -397,6 +398,8 @@ async function main() {
           rr.memState = sum(ms, 'stackrelay_gateway_memory_limiter_state');
           rr.heapInUse = sum(ms, 'stackrelay_gateway_heap_bytes', { state: 'in_use' });
           rr.heapFree = sum(ms, 'stackrelay_gateway_heap_bytes', { state: 'free' });
+          rr.symbolize = {};
+          for (const o of OUTCOMES) rr.symbolize[o] = sum(ms, 'stackrelay_gateway_symbolize_locations_total', { outcome: o });
         }
         row.replicas.push(rr);
       }
@@ -589,10 +592,21 @@ function report(x) {
   for (const r of rss) console.log(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB (limit ${opt.limitMib}), middle ${fmt(r.mid)}, end ${fmt(r.end)}, growth ${(100 * r.growth).toFixed(1)} %`);
   // What the symbolize processors made of the locations (every instance's last scrape).
   const outcomes = {};
-  for (const r of replicas) for (const inst of r.instances) for (const o of ['named', 'fallback', 'unsymbolized'])
+  for (const r of replicas) for (const inst of r.instances) for (const o of OUTCOMES)
     outcomes[o] = (outcomes[o] || 0) + sum(inst.last || [], 'stackrelay_gateway_symbolize_locations_total', { outcome: o });
   out.symbolizeLocations = outcomes;
-  console.log(`symbolize locations: named ${outcomes.named}, fallback ${outcomes.fallback}, unsymbolized ${outcomes.unsymbolized}`);
+  // The steady state apart from the start-up (every node's first stacks wait for tables not uploaded yet): the
+  // looks of the last half, for replicas whose one instance ran all along.
+  const late = { named: 0, fallback: 0, unsymbolized: 0 };
+  let lateKnown = replicas.length > 0;
+  for (const r of replicas) {
+    const pts = series.filter((row) => row.t >= secs / 2 && row.replicas[r.r].symbolize).map((row) => row.replicas[r.r].symbolize);
+    if (pts.length < 2 || r.instances.length !== 1) { lateKnown = false; continue; }
+    for (const o of OUTCOMES) late[o] += pts[pts.length - 1][o] - pts[0][o];
+  }
+  out.symbolizeLocationsLastHalf = lateKnown ? late : null;
+  console.log(`symbolize locations (looks): named ${outcomes.named}, fallback ${outcomes.fallback}, unsymbolized ${outcomes.unsymbolized}; ` +
+    `over the last half ${lateKnown ? `named ${late.named}, fallback ${late.fallback}, unsymbolized ${late.unsymbolized}` : 'n/a (restarted)'}`);
   for (const [k, s] of Object.entries(stores))
     console.log(`store ${k}: max ${k === 'pods' || k === 'dedupe' ? s.maxBytes : fmt(s.maxBytes) + ' MiB'} of ${k === 'pods' || k === 'dedupe' ? s.limit : fmt(s.limit) + ' MiB'}, ` +
       `evictions ${s.evictions}, samples over the limit ${s.over}`);
