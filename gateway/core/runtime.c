@@ -654,20 +654,33 @@ uint64_t gw_runtime__symbol_tables_pending(struct gw_runtime *rt)
 	return atomic_load(&rt->sym_pending);
 }
 
-int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint32_t *ret_retry_after_ms)
+int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint64_t *ret_reserved,
+				    uint32_t *ret_retry_after_ms)
 {
 	uint64_t max = atomic_load(&rt->sym_max_pending), pending = atomic_load(&rt->sym_pending);
 
-	if (!max || !pending || pending + bytes <= max)
+	*ret_reserved = 0;
+	if (!max)
 		return 0;
 	/*
-	 * Adding a table takes tens of ms, so the backlog drains in seconds:
-	 * 2 s, up to 4 s the fuller it is, so that a burst of uploads is not
-	 * sent (and inflated) over and over meanwhile.
+	 * Taken uploads count as pending from here, not from when they are
+	 * handed over: receivers decode one upload after another, and the next
+	 * one's check must see the one still on its way.
 	 */
-	*ret_retry_after_ms =
-		GW_SYMBOL_UPLOAD_RETRY_MS + (uint32_t)(GW_SYMBOL_UPLOAD_RETRY_MS * SR_MIN(pending, max) / max);
-	return -EAGAIN;
+	do {
+		if (pending && pending + bytes > max) {
+			/*
+			 * Adding a table takes tens of ms, so the backlog drains in
+			 * seconds: 2 s, up to 4 s the fuller it is, so that a burst
+			 * of uploads is not sent (and inflated) over and over meanwhile.
+			 */
+			*ret_retry_after_ms = GW_SYMBOL_UPLOAD_RETRY_MS +
+					      (uint32_t)(GW_SYMBOL_UPLOAD_RETRY_MS * SR_MIN(pending, max) / max);
+			return -EAGAIN;
+		}
+	} while (!atomic_compare_exchange_weak(&rt->sym_pending, &pending, pending + bytes));
+	*ret_reserved = bytes;
+	return 0;
 }
 
 void gw_runtime__symbol_table(struct gw_runtime *rt, struct gw_symbol_table *t)

@@ -172,9 +172,13 @@ uint64_t gw_runtime__symbol_tables_pending(struct gw_runtime *rt);
 /*
  * Whether an upload of tables of about `bytes` is taken now: 0, or -EAGAIN
  * and *ret_retry_after_ms while max_pending bytes wait (one upload is always
- * taken when none waits). Any thread: receivers ask before decoding.
+ * taken when none waits). Any thread: receivers ask before decoding. A taken
+ * upload's *ret_reserved bytes count as pending until the receiver passes
+ * them to gw_runtime__symbol_table_done(), after it handed the tables over
+ * (or dropped them), so that uploads decoded one after another see each other.
  */
-int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint32_t *ret_retry_after_ms);
+int gw_runtime__admit_symbol_tables(struct gw_runtime *rt, uint64_t bytes, uint64_t *ret_reserved,
+				    uint32_t *ret_retry_after_ms);
 
 /* Extra /metrics collectors (called on the loop thread at each scrape). */
 int gw_runtime__add_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *userdata);

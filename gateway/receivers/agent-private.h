@@ -265,7 +265,8 @@ struct work {
 	/* results */
 	int status; /* 0: processed into res; otherwise answer status with msg */
 	uint32_t retry_after_ms;
-	bool upload_deferred; /* a 429: the symbolize processor had max_pending_uploads to add */
+	bool upload_deferred;	  /* a 429: the symbolize processor had max_pending_uploads to add */
+	uint64_t upload_reserved; /* bytes counted as pending since admission, until work_free */
 	char msg[512];
 	uint8_t *plain;
 	size_t plain_len;

@@ -44,6 +44,9 @@ static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
 
 static void work_free(struct work *w)
 {
+	/* After hand_over_tables: the tables count as pending now, or were dropped. */
+	if (w->upload_reserved)
+		gw_runtime__symbol_table_done(w->rx->c->runtime, w->upload_reserved);
 	w->rx->inflight_bytes -= w->cap;
 	free(w->body);
 	free(w->plain);
@@ -102,7 +105,8 @@ static void work_run(struct work *w)
 	if (w->h.table_bytes && !w->h.n_samples) {
 		uint32_t retry_ms = 0;
 
-		if (gw_runtime__admit_symbol_tables(w->rx->c->runtime, w->h.table_bytes, &retry_ms) < 0) {
+		if (gw_runtime__admit_symbol_tables(w->rx->c->runtime, w->h.table_bytes, &w->upload_reserved,
+						    &retry_ms) < 0) {
 			w->upload_deferred = true;
 			return work_fail(
 				w, 429, retry_ms,

@@ -4,7 +4,7 @@
  * components: routing into several pipelines (private copies), fan-out to
  * several exporters (shared), accounting at stage boundaries, admission,
  * graceful shutdown in layers (a holding processor flushes into running
- * exporters), and the shutdown timeout. Ends with uv_loop_close() == 0, so a
+ * exporters), the shutdown timeout, and symbol uploads' admission. Ends with uv_loop_close() == 0, so a
  * leaked handle fails the test.
  */
 #include <errno.h>
@@ -279,11 +279,67 @@ static void test_shutdown_timeout(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void no_table(struct gw_symbol_table *t, void *userdata)
+{
+	fail_msg("no table is handed over here");
+}
+
+/* Symbol uploads are admitted against max_pending, and a taken one counts as pending from its admission. */
+static void test_symbol_upload_admission(void **state)
+{
+	uv_loop_t loop;
+	struct sink s1 = { 0 };
+	struct gw_component rx = { .type = &t_rx, .id = (char *)"t_rx" },
+			    sink1 = { .type = &t_sink, .id = (char *)"t_sink", .config = &s1 };
+	struct gw_component *all[] = { &rx, &sink1 };
+	struct gw_component *prx[] = { &rx }, *pexp[] = { &sink1 };
+	struct gw_pipeline_def pipes[] = { { "profiles", prx, 1, NULL, 0, pexp, 1 } };
+	uint64_t reserved = 1;
+	uint32_t retry_ms = 0;
+
+	assert_int_equal(uv_loop_init(&loop), 0);
+	struct gw_runtime *rt = gw_runtime_new(&(struct gw_runtime_config){
+		.loop = &loop, .components = all, .n_components = 2, .pipelines = pipes, .n_pipelines = 1 });
+	assert_non_null(rt);
+	/* No handler: no bound, nothing reserved. */
+	assert_int_equal(gw_runtime__admit_symbol_tables(rt, 1 << 20, &reserved, &retry_ms), 0);
+	assert_int_equal(reserved, 0);
+	assert_int_equal(gw_runtime__symbol_tables_pending(rt), 0);
+
+	gw_runtime__set_symbol_table_handler(rt, no_table, 1000, NULL);
+	/* Taken uploads are pending from their admission, before anything is handed over... */
+	assert_int_equal(gw_runtime__admit_symbol_tables(rt, 600, &reserved, &retry_ms), 0);
+	assert_int_equal(reserved, 600);
+	assert_int_equal(gw_runtime__symbol_tables_pending(rt), 600);
+	assert_int_equal(gw_runtime__admit_symbol_tables(rt, 400, &reserved, &retry_ms), 0);
+	assert_int_equal(gw_runtime__symbol_tables_pending(rt), 1000);
+	/* ...so the next one, decoded just after, waits at its agent: 2 s, up to 4 s the fuller the backlog. */
+	assert_int_equal(gw_runtime__admit_symbol_tables(rt, 1, &reserved, &retry_ms), -EAGAIN);
+	assert_int_equal(reserved, 0);
+	assert_int_equal(retry_ms, 2 * GW_SYMBOL_UPLOAD_RETRY_MS);
+	assert_int_equal(gw_runtime__symbol_tables_pending(rt), 1000);
+	gw_runtime__symbol_table_done(rt, 600);
+	gw_runtime__symbol_table_done(rt, 400);
+	assert_int_equal(gw_runtime__symbol_tables_pending(rt), 0);
+	/* One upload is always taken when none waits, however large. */
+	assert_int_equal(gw_runtime__admit_symbol_tables(rt, 5000, &reserved, &retry_ms), 0);
+	assert_int_equal(reserved, 5000);
+	assert_int_equal(gw_runtime__admit_symbol_tables(rt, 1, &reserved, &retry_ms), -EAGAIN);
+	assert_in_range(retry_ms, GW_SYMBOL_UPLOAD_RETRY_MS, 2 * GW_SYMBOL_UPLOAD_RETRY_MS);
+	gw_runtime__symbol_table_done(rt, 5000);
+	assert_int_equal(gw_runtime__symbol_tables_pending(rt), 0);
+
+	gw_runtime_free(rt);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_routing_and_shutdown),
 		cmocka_unit_test(test_shutdown_timeout),
+		cmocka_unit_test(test_symbol_upload_admission),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
