@@ -10,9 +10,10 @@
 //    process; kernels come in `--kernel-builds` builds whose frames are image
 //    and module offsets, so nodes of one build share kernel stacks and symbol
 //    tables (`--kernel-per-boot 1`: every node's kernel its own, with runtime
-//    addresses, as agents without CAP_SYSLOG send them); every window `--stack-churn` of each pool is replaced by new
-//    stacks, processes restart (`--proc-churn`, and when their pod is
-//    replaced), images roll out new executables (`--deploy-every`);
+//    addresses, as agents without CAP_SYSLOG send them); every window
+//    `--stack-churn` of each pool is replaced by new stacks, processes
+//    restart (`--proc-churn`, and when their pod is replaced), images roll
+//    out new executables (`--deploy-every`);
 //  - a window (`--window` s) takes hz × cpus × window CPU samples, aggregated
 //    by (stack, pid, tid) as the agent does, and queues them;
 //  - definitions go on first use per connection; `missing_*` answers are
