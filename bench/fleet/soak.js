@@ -254,7 +254,8 @@ async function main() {
     dirs.symbols.push(sym);
   }
   // Uploaded symbol tables: one per image version and per kernel space (about 15 MiB at 1,000 nodes after an
-  // hour, when every node's kernel was its own); at most 8 MiB, so that the cache evicts at any fleet size (evicted tables reload from cache_dir).
+  // hour, when every node's kernel was its own); at most 8 MiB, so that the cache evicts at any fleet size
+  // (evicted tables reload from cache_dir).
   // --symbols-mib sets it (the gateway's default is 256 MiB).
   LIMITS.symbolCacheMib = opt.symbolsMib || Math.max(1, Math.min(8, opt.storesMib >> 4));
   LIMITS.maxPods = Math.max(64, Math.round(opt.nodes * opt.podsPerNode * 1.1));
@@ -597,7 +598,7 @@ function report(x) {
   out.symbolizeLocations = outcomes;
   // The steady state apart from the start-up (every node's first stacks wait for tables not uploaded yet): the
   // looks of the last half, for replicas whose one instance ran all along.
-  const late = { named: 0, fallback: 0, unsymbolized: 0 };
+  const late = Object.fromEntries(OUTCOMES.map((o) => [o, 0]));
   let lateKnown = replicas.length > 0;
   for (const r of replicas) {
     const pts = series.filter((row) => row.t >= secs / 2 && row.replicas[r.r].symbolize).map((row) => row.replicas[r.r].symbolize);

@@ -4,8 +4,8 @@
  * components: routing into several pipelines (private copies), fan-out to
  * several exporters (shared), accounting at stage boundaries, admission,
  * graceful shutdown in layers (a holding processor flushes into running
- * exporters), the shutdown timeout, and symbol uploads' admission. Ends with uv_loop_close() == 0, so a
- * leaked handle fails the test.
+ * exporters), the shutdown timeout, and symbol uploads' admission. Ends
+ * with uv_loop_close() == 0, so a leaked handle fails the test.
  */
 #include <errno.h>
 #include <setjmp.h>
