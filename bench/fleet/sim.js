@@ -310,19 +310,18 @@ class SimNode {
     return s;
   }
 
-  // Encodes a request of samples with the definitions it needs (all of them on a resend).
+  // Encodes a request of samples with the definitions it needs (all of them on a resend), compressed unless
+  // --gzip 0. The request is assembled in one scratch buffer shared by the nodes (encoding is synchronous) and
+  // compressed from it, so that a request allocates only its compressed bytes (which a retry sends again).
   encodeSamples(item) {
     const head = P.requestHead(this.instance, ++this.seq, opt.hz);
-    let plen = 0;
-    for (const s of item.samples) plen += this.samplePrefix(s).length + 40;
-    const sb = Buffer.allocUnsafe(plen);
-    let off = 0;
     const defs = [];
     const all = item.round > 0;
     const seen = new Set();
+    let len = head.length;
     for (const s of item.samples) {
       const st = s.stack;
-      off = P.writeSample(sb, off, this.samplePrefix(s), s.count, item.times);
+      len += this.samplePrefix(s).length + 40;
       if ((!all && this.sent.has(st.hex)) || seen.has(st.hex)) continue;
       seen.add(st.hex);
       defs.push(st.def);
@@ -337,7 +336,12 @@ class SimNode {
         defs.push(kernelByHex.get(k).def);
       }
     }
-    return Buffer.concat([head, sb.subarray(0, off)].concat(defs));
+    for (const d of defs) len += d.length;
+    const b = scratch(len);
+    let off = head.copy(b, 0);
+    for (const s of item.samples) off = P.writeSample(b, off, this.samplePrefix(s), s.count, item.times);
+    for (const d of defs) off += d.copy(b, off);
+    return compress(b.subarray(0, off));
   }
 
   markSent(item) {
@@ -364,9 +368,8 @@ class SimNode {
     return (s.prefix = b.subarray(0, i + pr.tail.length));
   }
 
-  // Sends body until it has a final answer; returns {status, response} or null when stopped.
-  async sendUntilAnswered(body, item) {
-    const gz = opt.gzip ? await new Promise((res, rej) => zlib.gzip(body, { level: 1 }, (e, b) => (e ? rej(e) : res(b)))) : body;
+  // Sends a request (as compress() made it) until it has a final answer; returns {status, response} or null when stopped.
+  async sendUntilAnswered(gz, item) {
     let attempt = 0, backoff = 500;
     for (;;) {
       if (stopping && Date.now() > flushDeadline) return null;
@@ -474,7 +477,7 @@ class SimNode {
     if (e) table = P.symbolTable(e.exe.id, W.symbolsFor(e.exe.fileName, false));
     else if (k) table = P.symbolTable(k.k.id, null, '', kernelTableBody(k.k));
     else table = P.symbolTable(Buffer.from(hex, 'hex'), [], 'executable no longer mapped');
-    const r = await this.sendUntilAnswered(Buffer.concat([P.requestHead(this.instance, ++this.seq, opt.hz), table]));
+    const r = await this.sendUntilAnswered(compress(Buffer.concat([P.requestHead(this.instance, ++this.seq, opt.hz), table])));
     if (r && r.status === 200) stats.uploads++;
     else stats.uploadsFailed++;
     const u = this.uploaded.get(hex);
@@ -508,6 +511,17 @@ class SimNode {
   }
 
   buffered() { return this.queue.reduce((a, it) => a + it.taken, 0); }
+}
+
+// The scratch buffer requests are assembled in (grown, never shrunk), and their compression: synchronous, as a
+// stream per request costs more in allocation and GC than the deflate itself at level 1.
+let scratchBuf = Buffer.alloc(0);
+function scratch(n) {
+  if (scratchBuf.length < n) scratchBuf = Buffer.allocUnsafe(Math.max(n, 2 * scratchBuf.length));
+  return scratchBuf;
+}
+function compress(body) {
+  return opt.gzip ? zlib.gzipSync(body, { level: 1 }) : Buffer.from(body);
 }
 
 function post(session, body, headers) {

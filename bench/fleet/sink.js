@@ -22,7 +22,6 @@ const http = require('node:http');
 const zlib = require('node:zlib');
 const fs = require('node:fs');
 const crypto = require('node:crypto');
-const { varint } = require('../gateway-throughput/wire.js');
 
 function arg(name, def) {
   const i = process.argv.indexOf('--' + name);
@@ -39,39 +38,58 @@ const seen = new Set();
 const seenOrder = [];
 let fault = null; // {status, retryAfter, until}
 
+// The protobuf reader: a varint at b[pos], leaving pos after it (no array per value: the sink reads every
+// sample of every export, and an allocation per varint made it cost as much as a simulator process).
+let pos = 0;
+function varint(b) {
+  let v = 0, m = 1;
+  for (;;) {
+    const c = b[pos++];
+    if (c === undefined) throw new Error('truncated varint');
+    v += (c & 0x7f) * m;
+    if (c < 0x80) return v;
+    m *= 128;
+  }
+}
+// Skips a field's value of wire type w; returns a length-delimited field's length (pos at its body), else -1.
+function value(b, w, end) {
+  if (w === 0) { varint(b); return -1; }
+  if (w === 1) { pos += 8; return -1; }
+  if (w === 5) { pos += 4; return -1; }
+  if (w !== 2) throw new Error('wire type ' + w);
+  const len = varint(b);
+  if (pos + len > end) throw new Error('truncated');
+  return len;
+}
+
 // Sums the values of every Sample: fields by level (1 resource_profiles, 2 scope_profiles, 2 profiles, 2 samples).
 function walk(b, start, end, level) {
   let sum = 0;
   const want = level === 0 ? 1 : 2;
-  let i = start;
-  while (i < end) {
-    let k, len;
-    [k, i] = varint(b, i);
-    const f = Math.floor(k / 8), w = k & 7;
-    if (w === 0) { [, i] = varint(b, i); continue; }
-    if (w === 1) { i += 8; continue; }
-    if (w === 5) { i += 4; continue; }
-    if (w !== 2) throw new Error('wire type ' + w);
-    [len, i] = varint(b, i);
-    if (i + len > end) throw new Error('truncated');
-    if (level < 4 && f === want) sum += level === 3 ? sampleValues(b, i, i + len) : walk(b, i, i + len, level + 1);
-    i += len;
+  pos = start;
+  while (pos < end) {
+    const k = varint(b);
+    const len = value(b, k & 7, end);
+    if (len < 0) continue;
+    const at = pos;
+    if (level < 4 && Math.floor(k / 8) === want) sum += level === 3 ? sampleValues(b, at, at + len) : walk(b, at, at + len, level + 1);
+    pos = at + len;
   }
   return sum;
 }
 
 function sampleValues(b, start, end) {
-  let sum = 0, i = start;
-  while (i < end) {
-    let k, v, len;
-    [k, i] = varint(b, i);
+  let sum = 0;
+  pos = start;
+  while (pos < end) {
+    const k = varint(b);
     const f = Math.floor(k / 8), w = k & 7;
-    if (w === 0) { [v, i] = varint(b, i); if (f === 4) sum += v; continue; }
-    if (w === 1) { i += 8; continue; }
-    if (w === 5) { i += 4; continue; }
-    [len, i] = varint(b, i);
-    if (f === 4) { let j = i; while (j < i + len) { [v, j] = varint(b, j); sum += v; } }
-    i += len;
+    if (w === 0 && f === 4) { sum += varint(b); continue; }
+    const len = value(b, w, end);
+    if (len < 0) continue;
+    const at = pos;
+    if (f === 4) while (pos < at + len) sum += varint(b);
+    pos = at + len;
   }
   return sum;
 }

@@ -35,8 +35,15 @@ function mix(...xs) {
   return x >>> 0;
 }
 
-// A number in [0, 1) from a name.
-function frac(...parts) { return h('frac', ...parts).readUInt32LE(0) / 4294967296; }
+// A number in [0, 1) from a name. Remembered: the simulator asks for the same ones every window (a pod slot's
+// phase, an image's rollout), a SHA-256 each; the names are bounded by the fleet's size (nodes × slots, images).
+const fracs = new Map();
+function frac(...parts) {
+  const k = parts.join(':');
+  let f = fracs.get(k);
+  if (f === undefined) { f = h('frac', k).readUInt32LE(0) / 4294967296; fracs.set(k, f); }
+  return f;
+}
 
 const COMMON_LIBS = 16;
 const SYMBOLS_PER_EXE = 256;
