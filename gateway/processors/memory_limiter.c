@@ -6,6 +6,8 @@
  *   soft limit = limit - spike limit. Above it, receivers refuse new data
  *   with "retry later" (agents back off and keep their data), until the RSS
  *   is back under it. Data already inside the pipeline flows on.
+ *   When the RSS stays above it with no data in the pipeline, refusing
+ *   cannot help: that is reported (gw_memlim_stuck__check()).
  *   hard limit = limit. Above it, batches reaching this processor are
  *   dropped (counted, reason memory_limit), the exporters' memory queues
  *   shed their oldest requests (gw_runtime__shed, counted with the same
@@ -29,6 +31,7 @@
 
 #include "component.h"
 #include "config.h"
+#include "core/accounting.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
@@ -239,7 +242,42 @@ struct memlim {
 	enum memlim_state state;
 	uint64_t refusals, drops;
 	uint64_t shed_bytes;
+	struct gw_memlim_stuck stuck_state;
+	uint64_t stuck;
 };
+
+bool gw_memlim_stuck__check(struct gw_memlim_stuck *s, bool above, bool quiescent)
+{
+	if (!above) {
+		*s = (struct gw_memlim_stuck){ 0 };
+		return false;
+	}
+	s->checks = quiescent ? s->checks + 1 : 0;
+	if (s->reported || s->checks < GW_MEMLIM_STUCK_CHECKS)
+		return false;
+	s->reported = true;
+	return true;
+}
+
+/* A stuck limiter is reported once per episode, with what holds the memory (see gw_memlim_stuck__check()). */
+static void report_stuck(struct memlim *m, uint64_t rss)
+{
+	struct gw_stores *stores = gw_runtime__stores(m->c->runtime);
+	uint64_t held = 0;
+
+	for (int k = 0; stores && k < _GW_STORE_MAX; k++) {
+		struct gw_store_stats st;
+
+		gw_stores__stats(stores, (enum gw_store_kind)k, &st);
+		held += st.bytes;
+	}
+	m->stuck++;
+	sr_log_warn(
+		m->c->id,
+		"memory stays above the soft limit with no data in the pipeline: refusing cannot lower it, so every "
+		"request is refused; raise limit_mib, or lower receivers.agent.stores",
+		"rss_bytes=%" PRIu64 " soft_limit_bytes=%" PRIu64 " stores_bytes=%" PRIu64, rss, m->soft, held);
+}
 
 static const char *state_name(enum memlim_state s)
 {
@@ -270,6 +308,10 @@ static void measure(struct memlim *m)
 				    freed);
 		}
 	}
+	if (gw_memlim_stuck__check(&m->stuck_state, s != MEM_OK,
+				   s != MEM_OK &&
+					   gw_accounting__check(gw_runtime__accounting(m->c->runtime), true) == 0))
+		report_stuck(m, (uint64_t)rss);
 	/*
 	 * Give freed memory back to the system so RSS can fall: freed batches,
 	 * and the holes churning connections leave in the heap (thousands of
@@ -341,6 +383,10 @@ static void memlim_metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_metrics__add(w, "stackrelay_gateway_memory_limiter_shed_bytes_total", GW_METRIC_COUNTER,
 			"Bytes of queued requests the exporters dropped (oldest first) above the hard limit.", l,
 			(double)m->shed_bytes);
+	gw_metrics__add(
+		w, "stackrelay_gateway_memory_limiter_stuck_total", GW_METRIC_COUNTER,
+		"Times the RSS stayed above the soft limit with no data in the pipeline (every request refused).", l,
+		(double)m->stuck);
 }
 
 static int memlim_create(struct gw_component *c)

@@ -6,6 +6,7 @@
 #ifndef SR_GW_MEMORY_LIMITER_H
 #define SR_GW_MEMORY_LIMITER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Resident set size of this process in bytes (/proc/self/statm), or -errno. */
@@ -22,5 +23,23 @@ extern int64_t (*gw_mem_rss_reader)(void);
  * nothing could be read.
  */
 int64_t gw_mem_total_bytes(const char *root, const char **ret_source);
+
+/* Consecutive checks at or above the soft limit, with the pipeline empty, that make the limiter stuck. */
+#define GW_MEMLIM_STUCK_CHECKS 5
+/*
+ * A stuck limiter: the RSS stays at or above the soft limit while the
+ * pipeline holds no data, so refusing new data cannot bring it down (what
+ * holds the memory is the stores, connections and free heap, not data) and
+ * the replica refuses every request until something else frees memory.
+ * Fed every check (above: RSS at or above the soft limit; quiescent: no
+ * component holds samples), returns true once per episode, at the
+ * GW_MEMLIM_STUCK_CHECKS-th consecutive such check; an episode ends when the
+ * RSS is back under the soft limit.
+ */
+struct gw_memlim_stuck {
+	unsigned checks;
+	bool reported;
+};
+bool gw_memlim_stuck__check(struct gw_memlim_stuck *s, bool above, bool quiescent);
 
 #endif

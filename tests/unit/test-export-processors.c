@@ -320,6 +320,27 @@ static void test_memory_limiter_refuses_and_drops(void **state)
 	assert_int_equal(cap.samples, 0);
 }
 
+/* A stuck limiter (above the soft limit, nothing in the pipeline) is reported once per episode, after
+ * GW_MEMLIM_STUCK_CHECKS consecutive such checks; data in flight or a check under the limit restarts the count. */
+static void test_memory_limiter_stuck(void **state)
+{
+	struct gw_memlim_stuck s = { 0 };
+	unsigned i;
+
+	for (i = 1; i < GW_MEMLIM_STUCK_CHECKS; i++)
+		assert_false(gw_memlim_stuck__check(&s, true, true));
+	assert_false(gw_memlim_stuck__check(&s, true, false)); /* data in flight: refusals can drain it */
+	for (i = 1; i < GW_MEMLIM_STUCK_CHECKS; i++)
+		assert_false(gw_memlim_stuck__check(&s, true, true));
+	assert_true(gw_memlim_stuck__check(&s, true, true));
+	for (i = 0; i < 3 * GW_MEMLIM_STUCK_CHECKS; i++) /* once per episode */
+		assert_false(gw_memlim_stuck__check(&s, true, true));
+	assert_false(gw_memlim_stuck__check(&s, false, true)); /* under the soft limit: the episode ends */
+	for (i = 1; i < GW_MEMLIM_STUCK_CHECKS; i++)
+		assert_false(gw_memlim_stuck__check(&s, true, true));
+	assert_true(gw_memlim_stuck__check(&s, true, true));
+}
+
 static void write_file(const char *root, const char *path, const char *text)
 {
 	char p[512], cmd[600];
@@ -624,6 +645,7 @@ int main(void)
 		cmocka_unit_test(test_batch_config_errors),
 		cmocka_unit_test(test_memory_limiter_passes_under_limit),
 		cmocka_unit_test(test_memory_limiter_refuses_and_drops),
+		cmocka_unit_test(test_memory_limiter_stuck),
 		cmocka_unit_test(test_memory_totals),
 		cmocka_unit_test(test_memory_limiter_config_errors),
 		cmocka_unit_test(test_file_json),
