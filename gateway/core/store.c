@@ -195,6 +195,19 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	pthread_mutex_unlock(&st->lock);
 }
 
+uint64_t gw_stores__bytes(struct gw_stores *s)
+{
+	uint64_t bytes = 0;
+
+	for (int k = 0; k < _GW_STORE_MAX; k++) {
+		struct gw_store_stats st;
+
+		gw_stores__stats(s, (enum gw_store_kind)k, &st);
+		bytes += st.bytes;
+	}
+	return bytes;
+}
+
 static const uint64_t default_limits[_GW_STORE_MAX] = {
 	[GW_STORE_EXECUTABLES] = GW_STORE_DEFAULT_EXECUTABLE_BYTES, [GW_STORE_KERNELS] = GW_STORE_DEFAULT_KERNEL_BYTES,
 	[GW_STORE_LOCATIONS] = GW_STORE_DEFAULT_LOCATION_BYTES,	    [GW_STORE_STACKS] = GW_STORE_DEFAULT_STACK_BYTES,

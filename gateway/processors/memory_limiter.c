@@ -262,21 +262,13 @@ bool gw_memlim_stuck__check(struct gw_memlim_stuck *s, bool above, bool quiescen
 /* A stuck limiter is reported once per episode, with what holds the memory (see gw_memlim_stuck__check()). */
 static void report_stuck(struct memlim *m, uint64_t rss)
 {
-	struct gw_stores *stores = gw_runtime__stores(m->c->runtime);
-	uint64_t held = 0;
-
-	for (int k = 0; stores && k < _GW_STORE_MAX; k++) {
-		struct gw_store_stats st;
-
-		gw_stores__stats(stores, (enum gw_store_kind)k, &st);
-		held += st.bytes;
-	}
 	m->stuck++;
 	sr_log_warn(
 		m->c->id,
 		"memory stays above the soft limit with no data in the pipeline: refusing cannot lower it, so every "
 		"request is refused; raise limit_mib, or lower receivers.agent.stores",
-		"rss_bytes=%" PRIu64 " soft_limit_bytes=%" PRIu64 " stores_bytes=%" PRIu64, rss, m->soft, held);
+		"rss_bytes=%" PRIu64 " soft_limit_bytes=%" PRIu64 " stores_bytes=%" PRIu64, rss, m->soft,
+		gw_stores__bytes(gw_runtime__stores(m->c->runtime)));
 }
 
 static const char *state_name(enum memlim_state s)

@@ -207,6 +207,12 @@ static void test_store_held_locations(void **state)
 	assert_true(ss.bytes <= 64 * 1024); /* stacks and the locations they hold */
 	assert_true(ss.bytes >= ls.held_bytes);
 	assert_true(ss.evictions > 0);
+	{ /* All the stores: held locations counted once, in the stacks store's bytes. */
+		struct gw_store_stats es;
+
+		gw_stores__stats(s, GW_STORE_EXECUTABLES, &es);
+		assert_int_equal(gw_stores__bytes(s), es.bytes + ls.bytes + ss.bytes);
+	}
 	/* Every stored stack's locations are the indexed ones: re-interning finds the same object. */
 	for (int i = 0; i < 400; i++) {
 		uint8_t id[16] = { 0 };
