@@ -43,8 +43,16 @@ static inline const char *gw_scopy(char **pos, const char *s)
  */
 #define GW_OBJ_OVERHEAD 32
 
-/* What a location without lines is charged to its store. */
-#define GW_LOCATION_BYTES (sizeof(struct gw_location) + GW_OBJ_OVERHEAD)
+/*
+ * What a location without lines is charged to its store: its slot in the
+ * location table (no malloc header) and its index slot.
+ */
+#define GW_LOCATION_BYTES (sizeof(struct gw_location) + 16)
+
+/* A zeroed location in a free slot of the location table (its slot set); NULL + errno. */
+struct gw_location *gw_location_slot_alloc(void);
+/* Gives l's slot back (l was from gw_location_slot_alloc(); nothing holds it any more). */
+void gw_location_slot_free(struct gw_location *l);
 
 /* have (NULL: none) holds the n lines of want, strings compared by content (NULL as ""). */
 bool gw_lines__equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n);

@@ -142,7 +142,7 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, struct gw_executable *exe,
 				    struct gw_kernel *kernel)
 {
-	struct gw_location *l = calloc(1, sizeof(*l));
+	struct gw_location *l = gw_location_slot_alloc();
 	if (!l)
 		return NULL;
 	atomic_init(&l->obj.refs, 1);
@@ -215,19 +215,19 @@ struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, str
 
 	if (id_len == 0 || id_len > GW_ID_MAX)
 		goto fail_einval;
-	s = calloc(1, sizeof(*s) + n * sizeof(s->locations[0]) + id_len);
+	s = calloc(1, sizeof(*s) + n * sizeof(s->location_slots[0]) + id_len);
 	if (!s)
 		goto fail;
 	atomic_init(&s->obj.refs, 1);
 	s->obj.type = GW_OBJ_STACK;
 	s->obj.bytes =
-		(uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->locations[0]) + id_len + GW_OBJ_OVERHEAD, UINT32_MAX);
+		(uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->location_slots[0]) + id_len + GW_OBJ_OVERHEAD, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
-	if (n)
-		memcpy(s->locations, locations, n * sizeof(*locations));
+	for (uint32_t i = 0; i < n; i++)
+		s->location_slots[i] = locations[i]->slot; /* the caller's references, now the stack's */
 	s->id_len = (uint8_t)id_len;
-	memcpy(s->locations + n, id, id_len);
+	memcpy(s->location_slots + n, id, id_len);
 	return s;
 
 fail_einval:
@@ -247,12 +247,13 @@ static void obj_free(struct gw_obj *o)
 		gw_kernel__unref(gw_location__kernel(l));
 		gw_function__unref(gw_location__function(l));
 		gw_lines_free((struct gw_lines *)atomic_load(&l->lines));
-		break;
+		gw_location_slot_free(l);
+		return;
 	}
 	case GW_OBJ_STACK: {
 		struct gw_stack *s = (struct gw_stack *)o;
 		for (uint32_t i = 0; i < s->n_locations; i++)
-			gw_location__unref(s->locations[i]);
+			gw_location__unref(gw_stack__location(s, i));
 		break;
 	}
 	default:

@@ -88,11 +88,12 @@ const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size);
 /* Shared header of store objects; private to model.c/store.c. */
 struct gw_obj {
 	atomic_uint refs;
-	uint32_t bytes; /* memory charged to the store */
-	uint64_t hash;
+	uint32_t bytes;	 /* memory charged to the store */
+	uint32_t hash;	 /* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
+	bool indexed;	 /* in its store's index (holding one reference) */
+	uint8_t type;	 /* enum gw_obj_type */
+	bool referenced; /* found since it last reached the cold end (under the store's lock; store.c) */
 	struct gw_obj *lru_prev, *lru_next, *hash_next;
-	bool indexed; /* in its store's index (holding one reference) */
-	uint8_t type; /* enum gw_obj_type */
 };
 
 /* ---- executables and kernels ---- */
@@ -291,15 +292,32 @@ struct gw_location {
 		struct gw_function *function;
 	} in;
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
-	enum gw_frame_kind kind;
+	uint32_t slot; /* its place in the location table: gw_location__at(slot) == this location */
 	uint32_t line; /* INTERPRETED: the source line (0: unknown); else 0 */
 	/* Stored (indexed) stacks holding it; under the locations store's lock (store.c). */
 	int32_t stack_holds;
+	uint8_t kind; /* enum gw_frame_kind */
 	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
 	bool preset;
 	/* It counts in its shared lines' store_holders (under the locations store's lock). */
 	bool lines_charged;
 };
+
+/*
+ * The location table (location-slots.c): every location lives in a slot of
+ * chunks that never move, so that stacks name their frames by 4-byte slots.
+ */
+#define GW_LOCATION_CHUNK_SHIFT 12
+#define GW_LOCATION_MAX_CHUNKS	(1u << 16)
+extern struct gw_location *gw_location_chunks[GW_LOCATION_MAX_CHUNKS];
+
+/* The location in slot (one that something holds: its stack, a reference). */
+static inline struct gw_location *gw_location__at(uint32_t slot)
+{
+	return &gw_location_chunks[slot >> GW_LOCATION_CHUNK_SHIFT][slot & ((1u << GW_LOCATION_CHUNK_SHIFT) - 1)];
+}
+/* Locations alive and slots allocated (live ones and free ones reused first). */
+void gw_location_slots__stats(uint64_t *live, uint64_t *capacity);
 
 /* The location's executable (USER frames), kernel (KERNEL frames) or function (INTERPRETED, JIT); else NULL. */
 static inline struct gw_executable *gw_location__exe(const struct gw_location *l)
@@ -329,6 +347,7 @@ bool gw_location__set_lines(struct gw_location *l, struct gw_lines *lines);
 /* Bytes a gw_lines occupies (the struct, its lines and their strings). */
 size_t gw_lines__bytes(const struct gw_lines *lines);
 
+/* Members ordered without padding, frames in 4 bytes each: a fleet's gateway holds millions. */
 struct gw_stack {
 	struct gw_obj obj;
 	bool truncated;
@@ -336,14 +355,22 @@ struct gw_stack {
 	atomic_bool symbolized;
 	uint8_t id_len; /* the ID's bytes follow the locations (gw_stack__id()) */
 	uint32_t n_locations;
-	atomic_uint_fast64_t scratch_epoch; /* receiver scratch, as in gw_executable */
-	struct gw_location *locations[];    /* leaf first; each a reference */
+	/* Receiver scratch, as in gw_executable, in 32 bits: a request whose epoch matches it
+	 * modulo 2^32 skips work that is only an optimization (agent-samples.c, note_wanted). */
+	atomic_uint scratch_epoch;
+	uint32_t location_slots[]; /* leaf first; each holds a reference: read with gw_stack__location() */
 };
+
+/* Frame i of the stack, leaf first (i < n_locations). */
+static inline struct gw_location *gw_stack__location(const struct gw_stack *s, uint32_t i)
+{
+	return gw_location__at(s->location_slots[i]);
+}
 
 /* The stack's ID (id_len bytes): stored at its length, not GW_ID_MAX, as a fleet holds millions of stacks. */
 static inline const uint8_t *gw_stack__id(const struct gw_stack *s)
 {
-	return (const uint8_t *)(s->locations + s->n_locations);
+	return (const uint8_t *)(s->location_slots + s->n_locations);
 }
 
 /* Set-once slot helpers for the symbolizer's per-definition data. */
@@ -448,6 +475,7 @@ struct gw_store_stats {
 	uint64_t limit_bytes;
 	uint64_t hits, misses, inserts, evictions;
 	uint64_t second_chances; /* cold entries still referenced elsewhere, moved to the hot end instead of evicted */
+	uint64_t rescued;	 /* cold entries found since they were last at the cold end, moved to the hot end */
 	uint64_t held_bytes; /* locations: bytes of the ones stored stacks hold (charged to the stacks store instead) */
 	uint64_t lines_bytes; /* stacks: shared lines stored locations hold (in bytes) */
 };

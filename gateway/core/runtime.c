@@ -263,6 +263,10 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 				"Cold definitions kept because something still referenced them (moved to the hot end "
 				"instead of evicted).",
 				lbl, (double)st.second_chances);
+		gw_metrics__add(w, "stackrelay_gateway_store_rescues_total", GW_METRIC_COUNTER,
+				"Cold definitions found again since they last reached the cold end, moved to the hot "
+				"end instead of evicted (a hit only marks an entry; eviction spares marked ones once).",
+				lbl, (double)st.rescued);
 	}
 	{
 		struct gw_lines_table_stats ls;
@@ -281,6 +285,18 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 		gw_metrics__add(w, "stackrelay_gateway_shared_lines_hits_total", GW_METRIC_COUNTER,
 				"Symbolized locations given lines another location already had.", NULL,
 				(double)ls.hits);
+	}
+	{
+		static const char *const slots_help =
+			"Slots of the location table: live (locations alive, in stores or batches) and allocated "
+			"(never given back; free ones are reused first).";
+		uint64_t live, capacity;
+
+		gw_location_slots__stats(&live, &capacity);
+		gw_metrics__add(w, "stackrelay_gateway_location_slots", GW_METRIC_GAUGE, slots_help, "state=\"live\"",
+				(double)live);
+		gw_metrics__add(w, "stackrelay_gateway_location_slots", GW_METRIC_GAUGE, slots_help,
+				"state=\"allocated\"", (double)capacity);
 	}
 	gw_metrics__add(w, "stackrelay_gateway_batches_bytes", GW_METRIC_GAUGE,
 			"Estimated heap bytes of every batch alive in the pipelines.", NULL,

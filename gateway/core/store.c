@@ -2,9 +2,15 @@
 /*
  * The gateway-wide content-addressed stores of definitions (model.h):
  * executables, kernels, locations, stacks and functions. Each store is a chained hash
- * table plus an LRU list under one mutex, bounded in bytes: inserting past the
+ * table plus a recency list under one mutex, bounded in bytes: inserting past the
  * bound evicts from the cold end. The index holds one reference per object;
  * eviction drops it, so objects in use by batches stay valid.
+ *
+ * The list is kept as CLOCK keeps it, not as a strict LRU: a hit only marks
+ * the entry referenced, and an entry found marked at the cold end is moved
+ * to the hot end instead of evicted. A hit then writes one byte where an LRU
+ * relink wrote four entries' links: at 2,000 nodes a replica looks up about
+ * 200,000 definitions a second, most of them hits, under these locks.
  *
  * A location that a stored stack holds is out of the locations' LRU, so it is
  * never evicted while a stack it belongs to is stored (evicting it would free
@@ -278,7 +284,7 @@ static void hold_stack_locked(struct gw_stores *s, struct gw_stack *st, bool hol
 		return;
 	pthread_mutex_lock(&ls->lock);
 	for (uint32_t i = 0; i < st->n_locations; i++)
-		(hold ? hold_locked : release_locked)(ls, st->locations[i]);
+		(hold ? hold_locked : release_locked)(ls, gw_stack__location(st, i));
 	if (!hold)
 		shrink_locked(s, ls, NULL, GW_STORE_SECOND_CHANCES, evicted);
 	pthread_mutex_unlock(&ls->lock);
@@ -286,7 +292,9 @@ static void hold_stack_locked(struct gw_stores *s, struct gw_stack *st, bool hol
 
 /*
  * Evicts from the cold end until the store is under its bound, never keep
- * (the entry just inserted). A cold entry still referenced elsewhere (the
+ * (the entry just inserted). A cold entry found since it was last at the
+ * cold end is moved to the hot end (CLOCK's second chance: each hit buys at
+ * most one move). A cold entry still referenced elsewhere (the
  * executable of a stored location, a stack in a batch in flight) gets a
  * second chance at the hot end, up to `chances` of them: evicting it frees
  * nothing, and the next definition naming it would make a duplicate that
@@ -303,6 +311,13 @@ static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct
 	while (over_locked(s, st) && st->lru.lru_prev != &st->lru && st->lru.lru_prev != keep) {
 		struct gw_obj *victim = st->lru.lru_prev;
 
+		if (victim->referenced) { /* found since it was last here: as an LRU would have it, hot */
+			victim->referenced = false;
+			lru_unlink(victim);
+			lru_push_front(st, victim);
+			st->stats.rescued++;
+			continue;
+		}
 		if (spared < chances && in_use(victim)) {
 			lru_unlink(victim);
 			lru_push_front(st, victim);
@@ -380,7 +395,7 @@ static const uint8_t *obj_id(const struct gw_obj *o, size_t *ret_len)
 
 static bool key_match(const struct key *k, const struct gw_obj *o)
 {
-	if (o->hash != k->hash)
+	if (o->hash != (uint32_t)k->hash)
 		return false;
 	if (k->type == GW_OBJ_LOCATION) {
 		const struct gw_location *l = (const struct gw_location *)o;
@@ -414,10 +429,8 @@ static struct gw_obj *find_locked(struct gw_store *st, const struct key *k)
 {
 	for (struct gw_obj *o = st->buckets[k->hash & (st->n_buckets - 1)]; o; o = o->hash_next) {
 		if (key_match(k, o)) {
-			if (o->lru_next) { /* held locations are out of the LRU */
-				lru_unlink(o);
-				lru_push_front(st, o);
-			}
+			if (!o->referenced) /* written once per trip to the cold end: the line stays clean */
+				o->referenced = true;
 			atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 			st->stats.hits++;
 			return o;
@@ -481,7 +494,11 @@ static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_o
 static void grow_locked(struct gw_store *st)
 {
 	size_t n = st->n_buckets * 2;
-	struct gw_obj **b = calloc(n, sizeof(*b));
+	struct gw_obj **b;
+
+	if (n > ((size_t)1 << 32))
+		return; /* objects keep 32 bits of their hash: chains get longer */
+	b = calloc(n, sizeof(*b));
 	if (!b)
 		return; /* chains just get longer */
 	for (size_t i = 0; i < st->n_buckets; i++) {
@@ -515,7 +532,7 @@ static struct gw_obj *insert(struct gw_stores *s, enum gw_store_kind kind, const
 		gw_obj_unref(o);
 		return existing;
 	}
-	o->hash = k->hash;
+	o->hash = (uint32_t)k->hash;
 	o->hash_next = st->buckets[k->hash & (st->n_buckets - 1)];
 	st->buckets[k->hash & (st->n_buckets - 1)] = o;
 	lru_push_front(st, o);

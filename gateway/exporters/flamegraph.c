@@ -175,7 +175,7 @@ static void add_sample(struct flamegraph *g, uint32_t group, const struct gw_sam
 		g->nodes[group].total += w;
 	/* Root first: the stack is leaf first, and a location's lines innermost first. */
 	for (uint32_t i = st->n_locations; i-- > 0 && depth < FG_MAX_DEPTH;) {
-		const struct gw_location *l = st->locations[i];
+		const struct gw_location *l = gw_stack__location(st, i);
 		const struct gw_lines *lines = gw_location__lines(l);
 		uint32_t kind = l->kind == GW_FRAME_KERNEL ? 1 : gw_frame_kind_has_function(l->kind) ? 4 : 0;
 

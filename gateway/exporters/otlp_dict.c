@@ -441,9 +441,9 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 		 * the previous round fetched).
 		 */
 		if (i + 2 < s->n_locations)
-			__builtin_prefetch(s->locations[i + 2]);
+			__builtin_prefetch(gw_stack__location(s, i + 2));
 		if (i + 1 < s->n_locations) {
-			const struct gw_location *next = s->locations[i + 1];
+			const struct gw_location *next = gw_stack__location(s, i + 1);
 			const struct gw_lines *nl = gw_location__lines(next);
 
 			if (d->m_locations.cap)
@@ -455,7 +455,7 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 				__builtin_prefetch(
 					&d->m_shared_lines.slots[(uint32_t)hash_ptr(nl) & (d->m_shared_lines.cap - 1)]);
 		}
-		li = dict_location(d, s->locations[i], jit_type);
+		li = dict_location(d, gw_stack__location(s, i), jit_type);
 
 		if (li < 0)
 			return li;

@@ -344,7 +344,7 @@ static int64_t pprof_encode(const struct gw_profiles *p, enum gw_profile_type ty
 			size_t m = sr_pbw__begin(&samples, PPROF_PROFILE_SAMPLE), pm;
 
 			for (uint32_t i = 0; i < n; i++)
-				ids[i] = location_id(&e, s->stack->locations[i]);
+				ids[i] = location_id(&e, gw_stack__location(s->stack, i));
 			pm = sr_pbw__begin(&samples, PPROF_SAMPLE_LOCATION_ID);
 			for (uint32_t i = 0; i < n; i++)
 				sr_pbw__varint(&samples, ids[i]);

@@ -270,7 +270,7 @@ void gw_symbolize_work_cb(uv_work_t *w)
 			if (!st || atomic_load_explicit(&st->symbolized, memory_order_acquire))
 				continue;
 			for (uint32_t i = 0; i < st->n_locations; i++) {
-				struct gw_location *l = st->locations[i];
+				struct gw_location *l = gw_stack__location(st, i);
 				if (!gw_location__lines(l)) {
 					symbolize_location(job->sp, job, &m, res, l);
 					all = all && gw_location__lines(l);

@@ -236,16 +236,17 @@ static int note_wanted(struct gw_ingest_ctx *c, struct gw_stack *st)
 {
 	/* Only an optimization (the wanted list de-duplicates too), so a race between
 	 * two requests processed at once costs a second walk, nothing more. */
-	if (atomic_load_explicit(&st->scratch_epoch, memory_order_relaxed) == c->epoch)
+	if (atomic_load_explicit(&st->scratch_epoch, memory_order_relaxed) == (uint32_t)c->epoch)
 		return 0;
-	atomic_store_explicit(&st->scratch_epoch, c->epoch, memory_order_relaxed);
+	atomic_store_explicit(&st->scratch_epoch, (uint32_t)c->epoch, memory_order_relaxed);
 	/* Every location named already (symbolize-pass.c): no symbols or lookups are wanted for it, and one flag
 	 * saves a cache miss per location on most samples. */
 	if (atomic_load_explicit(&st->symbolized, memory_order_acquire))
 		return 0;
 	for (uint32_t i = 0; i < st->n_locations; i++) {
-		struct gw_executable *x = gw_location__exe(st->locations[i]);
-		struct gw_kernel *k = gw_location__kernel(st->locations[i]);
+		const struct gw_location *l = gw_stack__location(st, i);
+		struct gw_executable *x = gw_location__exe(l);
+		struct gw_kernel *k = gw_location__kernel(l);
 		/* A kernel whose kallsyms the symbolize processor needs (few per request: the list de-duplicates). */
 		if (k && gw_kernel__wants_symbols(k)) {
 			int e = gw_ingest_ask_for(c, NULL, k);
@@ -289,7 +290,7 @@ static bool stack_names_missing(const struct gw_ingest_ctx *c, const struct gw_s
 	if (!c->defs.missing_exes.n && !c->defs.missing_kernels.n)
 		return false;
 	for (uint32_t i = 0; i < st->n_locations; i++) {
-		const struct gw_location *l = st->locations[i];
+		const struct gw_location *l = gw_stack__location(st, i);
 
 		if (gw_location__exe(l) && idlist_has(&c->defs.missing_exes, &gw_location__exe(l)->id))
 			return true;

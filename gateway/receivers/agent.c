@@ -156,7 +156,8 @@ static const struct sr_field agent_fields[] = {
 	SR_FIELD_MAP("dedupe", struct agent_config, dedupe, struct agent_dedupe_config, dedupe_fields,
 		     .doc = "De-duplication of resent requests."),
 	SR_FIELD_MAP("stores", struct agent_config, stores, struct agent_stores_config, stores_fields,
-		     .doc = "Bounds of the gateway-wide definition stores (LRU by bytes; an evicted definition is "
+		     .doc = "Bounds of the gateway-wide definition stores (by bytes, coldest evicted first; an evicted "
+			    "definition is "
 			    "asked for again). Shared by every receiver: the last one started sets them."),
 	SR_FIELD_END,
 };

@@ -39,7 +39,7 @@ static void flag_batch(struct gw_profiles *p, uint8_t seed)
 		gw_resource_foreach_sample(r, sm)
 		{
 			for (uint32_t j = 0; sm->stack && j < sm->stack->n_locations; j++, i++) {
-				struct gw_location *l = sm->stack->locations[j];
+				struct gw_location *l = gw_stack__location(sm->stack, j);
 				unsigned what = (seed >> (i % 4 * 2)) & 3;
 
 				if (gw_location__exe(l)) {

@@ -278,10 +278,10 @@ static void test_missing_negotiation(void **state)
 	assert_int_equal(m.missing_stacks_count + m.missing_executables_count + m.missing_kernels_count, 0);
 	struct gw_stack *s2 = res.batch->resources[0].samples[0].stack;
 	assert_int_equal(s2->n_locations, 3);
-	assert_int_equal(s2->locations[0]->kind, GW_FRAME_USER);
-	assert_int_equal(s2->locations[0]->address, 0x1000);
-	assert_string_equal(gw_location__exe(s2->locations[0])->file_name, "b");
-	assert_int_equal(s2->locations[2]->kind, GW_FRAME_UNKNOWN);
+	assert_int_equal(gw_stack__location(s2, 0)->kind, GW_FRAME_USER);
+	assert_int_equal(gw_stack__location(s2, 0)->address, 0x1000);
+	assert_string_equal(gw_location__exe(gw_stack__location(s2, 0))->file_name, "b");
+	assert_int_equal(gw_stack__location(s2, 2)->kind, GW_FRAME_UNKNOWN);
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
 	free(w.p);
@@ -364,7 +364,7 @@ static void test_stored_stack_not_rebuilt(void **state)
 	assert_int_equal(after.hits + after.misses, before.hits + before.misses); /* no location looked up */
 	struct gw_stack *s1 = res.batch->resources[0].samples[0].stack;
 	assert_int_equal(s1->n_locations, 3);
-	assert_string_equal(gw_location__exe(s1->locations[0])->file_name, "a"); /* the stored frames */
+	assert_string_equal(gw_location__exe(gw_stack__location(s1, 0))->file_name, "a"); /* the stored frames */
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
 	free(w.p);
@@ -477,25 +477,25 @@ static void test_functions(void **state)
 		const struct gw_lines *l;
 
 		assert_int_equal(s->n_locations, 3);
-		assert_int_equal(s->locations[0]->kind, GW_FRAME_JIT);
-		assert_int_equal(s->locations[0]->address, 0x7f0000001000ULL);
-		l = gw_location__lines(s->locations[0]);
+		assert_int_equal(gw_stack__location(s, 0)->kind, GW_FRAME_JIT);
+		assert_int_equal(gw_stack__location(s, 0)->address, 0x7f0000001000ULL);
+		l = gw_location__lines(gw_stack__location(s, 0));
 		assert_non_null(l);
 		assert_string_equal(l->lines[0].function, "LazyCompile:*hot /app/x.js:3");
 		assert_string_equal(l->lines[0].file, "");
-		assert_int_equal(s->locations[1]->kind, GW_FRAME_INTERPRETED);
-		assert_int_equal(s->locations[1]->address, 24);
-		assert_int_equal(s->locations[1]->line, 12);
-		assert_string_equal(gw_location__function(s->locations[1])->runtime, "cpython");
-		l = gw_location__lines(s->locations[1]);
+		assert_int_equal(gw_stack__location(s, 1)->kind, GW_FRAME_INTERPRETED);
+		assert_int_equal(gw_stack__location(s, 1)->address, 24);
+		assert_int_equal(gw_stack__location(s, 1)->line, 12);
+		assert_string_equal(gw_location__function(gw_stack__location(s, 1))->runtime, "cpython");
+		l = gw_location__lines(gw_stack__location(s, 1));
 		assert_non_null(l);
 		assert_int_equal(l->n, 1);
 		assert_string_equal(l->lines[0].function, "alpha");
 		assert_string_equal(l->lines[0].file, "/app/work.py");
 		assert_int_equal(l->lines[0].line, 12);
 		assert_int_equal(l->lines[0].start_line, 10);
-		assert_int_equal(s->locations[2]->kind, GW_FRAME_USER);
-		assert_null(gw_location__lines(s->locations[2]));
+		assert_int_equal(gw_stack__location(s, 2)->kind, GW_FRAME_USER);
+		assert_null(gw_location__lines(gw_stack__location(s, 2)));
 	}
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
@@ -574,10 +574,10 @@ static void test_kernel_and_resources(void **state)
 	assert_int_equal(r1->samples[0].start_ns, 1700000000000000000ULL);
 	assert_int_equal(r1->samples[0].pid, 100);
 	struct gw_stack *ks = r1->samples[0].stack;
-	assert_int_equal(ks->locations[0]->kind, GW_FRAME_KERNEL);
-	assert_string_equal(gw_location__kernel(ks->locations[0])->release, "6.1.0");
-	assert_int_equal(gw_location__kernel(ks->locations[0])->n_modules, 1);
-	assert_string_equal(gw_location__kernel(ks->locations[0])->modules[0].name, "ext4");
+	assert_int_equal(gw_stack__location(ks, 0)->kind, GW_FRAME_KERNEL);
+	assert_string_equal(gw_location__kernel(gw_stack__location(ks, 0))->release, "6.1.0");
+	assert_int_equal(gw_location__kernel(gw_stack__location(ks, 0))->n_modules, 1);
+	assert_string_equal(gw_location__kernel(gw_stack__location(ks, 0))->modules[0].name, "ext4");
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
 	free(w.p);

@@ -67,7 +67,7 @@ static void test_store_interning(void **state)
 	struct gw_stack *a = stack(s, e1, 7, 3), *b = stack(s, e1, 7, 3);
 	assert_ptr_equal(a, b);
 	assert_int_equal(a->n_locations, 3);
-	assert_ptr_equal(gw_location__exe(a->locations[0]), e1);
+	assert_ptr_equal(gw_location__exe(gw_stack__location(a, 0)), e1);
 	/* Lookups by ID */
 	struct gw_stack *c = gw_stores__stack(s, gw_stack__id(a), a->id_len);
 	assert_ptr_equal(c, a);
@@ -116,7 +116,7 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	}
 	assert_non_null(first);
 	assert_int_equal(first->n_locations, 2);
-	assert_ptr_equal(gw_location__exe(first->locations[1]), e);
+	assert_ptr_equal(gw_location__exe(gw_stack__location(first, 1)), e);
 	/* The newest is still there. */
 	int last = 499;
 	uint8_t id[16] = { 0 };
@@ -124,7 +124,7 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	struct gw_stack *l = gw_stores__stack(s, id, sizeof(id));
 	assert_non_null(l);
 	gw_stack__unref(l);
-	uint64_t first_address = first->locations[0]->address;
+	uint64_t first_address = gw_stack__location(first, 0)->address;
 	for (int i = 0; i < 500; i++)
 		if (held[i] != first)
 			gw_stack__unref(held[i]);
@@ -137,7 +137,7 @@ static void test_store_eviction_keeps_objects_alive(void **state)
 	gw_stores__stats(s, GW_STORE_STACKS, &st);
 	assert_int_equal(st.limit_bytes, GW_STORE_DEFAULT_STACK_BYTES);
 	gw_stores_free(s); /* objects referenced outside outlive the stores */
-	assert_int_equal(first->locations[0]->address, first_address);
+	assert_int_equal(gw_stack__location(first, 0)->address, first_address);
 	gw_stack__unref(first);
 	gw_executable__unref(e);
 }
@@ -224,10 +224,10 @@ static void test_store_held_locations(void **state)
 			continue;
 		kept++;
 		for (uint32_t j = 0; j < x->n_locations; j++) {
-			struct gw_location *y =
-				gw_stores__intern_location(s, GW_FRAME_USER, x->locations[j]->address, e, NULL);
+			struct gw_location *y = gw_stores__intern_location(s, GW_FRAME_USER,
+									   gw_stack__location(x, j)->address, e, NULL);
 
-			assert_ptr_equal(y, x->locations[j]);
+			assert_ptr_equal(y, gw_stack__location(x, j));
 			gw_location__unref(y);
 		}
 		gw_stack__unref(x);
@@ -497,8 +497,8 @@ static void *hammer(void *p)
 		struct gw_executable *e = exe(a->s, n % 5);
 		struct gw_stack *st = stack(a->s, e, n, 1 + (uint32_t)(n % 6));
 		struct gw_stack *again = gw_stores__stack(a->s, gw_stack__id(st), st->id_len);
-		if (gw_location__exe(st->locations[0]) != e &&
-		    gw_location__exe(st->locations[0])->id.bytes[0] != e->id.bytes[0])
+		if (gw_location__exe(gw_stack__location(st, 0)) != e &&
+		    gw_location__exe(gw_stack__location(st, 0))->id.bytes[0] != e->id.bytes[0])
 			abort();
 		gw_stack__unref(again);
 		gw_stack__unref(st);
@@ -516,7 +516,9 @@ static void test_store_threads(void **state)
 	pthread_t t[4];
 	struct thread_arg args[4];
 	struct gw_store_stats st;
+	uint64_t live0, live, cap;
 
+	gw_location_slots__stats(&live0, &cap);
 	for (int i = 0; i < 4; i++) {
 		args[i] = (struct thread_arg){ .s = s, .seed = (unsigned)i + 1 };
 		assert_int_equal(pthread_create(&t[i], NULL, hammer, &args[i]), 0);
@@ -529,6 +531,115 @@ static void test_store_threads(void **state)
 	assert_true(st.bytes <= 16384);
 	assert_true(st.evictions > 0);
 	gw_stores_free(s);
+	/* Every location freed again, whichever thread dropped its last reference. */
+	gw_location_slots__stats(&live, &cap);
+	assert_int_equal(live, live0);
+}
+
+/* Locations live in slots of one table; a stack names them by slot; freed slots are reused, not grown. */
+static void test_location_slots(void **state)
+{
+	enum { N = 10000 }; /* more than one chunk of slots */
+	struct gw_stores *s = gw_stores_new(NULL);
+	struct gw_executable *e = exe(s, 1);
+	static struct gw_location *locs[N];
+	uint64_t live0, cap0, live, cap, cap1;
+	struct gw_stack *st;
+	uint8_t id[16] = { 7 };
+
+	gw_location_slots__stats(&live0, &cap0);
+	for (uint32_t i = 0; i < N; i++) {
+		locs[i] = gw_stores__intern_location(s, GW_FRAME_USER, 0x10000 + i, e, NULL);
+		assert_non_null(locs[i]);
+		assert_ptr_equal(gw_location__at(locs[i]->slot), locs[i]);
+		assert_int_equal(locs[i]->address, 0x10000 + i);
+	}
+	gw_location_slots__stats(&live, &cap1);
+	assert_int_equal(live, live0 + N);
+	assert_true(cap1 >= live);
+	/* A stack of frames from both ends of the table: the stack holds its own references. */
+	{
+		struct gw_location *frames[3] = { gw_location__ref(locs[0]), gw_location__ref(locs[N / 2]),
+						  gw_location__ref(locs[N - 1]) };
+		st = gw_stores__intern_stack(s, id, sizeof(id), false, frames, 3);
+	}
+	assert_non_null(st);
+	assert_int_equal(st->n_locations, 3);
+	assert_ptr_equal(gw_stack__location(st, 0), locs[0]);
+	assert_ptr_equal(gw_stack__location(st, 1), locs[N / 2]);
+	assert_ptr_equal(gw_stack__location(st, 2), locs[N - 1]);
+	assert_memory_equal(gw_stack__id(st), id, sizeof(id));
+	for (uint32_t i = 0; i < N; i++)
+		gw_location__unref(locs[i]);
+	gw_executable__unref(e);
+	gw_stores_free(s);
+	/* The batch-like reference outlives the stores, with its frames. */
+	assert_int_equal(gw_stack__location(st, 2)->address, 0x10000 + N - 1);
+	gw_stack__unref(st);
+	gw_location_slots__stats(&live, &cap);
+	assert_int_equal(live, live0);
+	assert_int_equal(cap, cap1);
+
+	/* Again: every slot comes from the free ones, the table does not grow. */
+	s = gw_stores_new(NULL);
+	e = exe(s, 2);
+	for (uint32_t i = 0; i < N; i++)
+		locs[i] = gw_stores__intern_location(s, GW_FRAME_USER, 0x10000 + i, e, NULL);
+	gw_location_slots__stats(&live, &cap);
+	assert_int_equal(live, live0 + N);
+	assert_int_equal(cap, cap1);
+	for (uint32_t i = 0; i < N; i++)
+		gw_location__unref(locs[i]);
+	gw_executable__unref(e);
+	gw_stores_free(s);
+	gw_location_slots__stats(&live, &cap);
+	assert_int_equal(live, live0);
+	(void)state;
+}
+
+/* A hit marks a stack; at the cold end a marked one is kept once (CLOCK), an unmarked one evicted. */
+static void test_store_clock(void **state)
+{
+	struct gw_store_limits lim = { .stack_bytes = 8192 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_executable *e = exe(s, 1);
+	struct gw_store_stats st;
+	struct gw_stack *hot = stack(s, e, 0, 1), *cold = stack(s, e, 1, 1), *x;
+	uint8_t hot_id[16], cold_id[16];
+	int n = 2;
+
+	memcpy(hot_id, gw_stack__id(hot), sizeof(hot_id));
+	memcpy(cold_id, gw_stack__id(cold), sizeof(cold_id));
+	gw_stack__unref(hot); /* only the store holds them: no second chance for being in use */
+	gw_stack__unref(cold);
+	/* Fill until the first eviction: the two oldest reach the cold end. */
+	for (gw_stores__stats(s, GW_STORE_STACKS, &st); st.evictions == 0; gw_stores__stats(s, GW_STORE_STACKS, &st))
+		gw_stack__unref(stack(s, e, n++, 1));
+	/* Both were at the cold end: the first eviction took one of them (hot was inserted first). */
+	x = gw_stores__stack(s, hot_id, sizeof(hot_id));
+	assert_null(x);
+	x = gw_stores__stack(s, cold_id, sizeof(cold_id));
+	assert_non_null(x); /* a hit: marked */
+	gw_stack__unref(x);
+	assert_int_equal(st.rescued, 0);
+	/* The next eviction meets the marked one at the cold end and keeps it. */
+	gw_stack__unref(stack(s, e, n++, 1));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_int_equal(st.rescued, 1);
+	assert_true(st.bytes <= 8192);
+	x = gw_stores__stack(s, cold_id, sizeof(cold_id)); /* marked again */
+	assert_non_null(x);
+	gw_stack__unref(x);
+	/* Kept once per hit: 400 inserts (about ten turns of a store of some 40 stacks) keep it once more, then
+	 * evict it. */
+	for (int i = 0; i < 400; i++)
+		gw_stack__unref(stack(s, e, n++, 1));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_int_equal(st.rescued, 2);
+	assert_null(gw_stores__stack(s, cold_id, sizeof(cold_id)));
+	gw_executable__unref(e);
+	gw_stores_free(s);
+	(void)state;
 }
 
 int main(void)
@@ -544,6 +655,8 @@ int main(void)
 		cmocka_unit_test(test_batch_merge_filter_clone),
 		cmocka_unit_test(test_resource_attrs),
 		cmocka_unit_test(test_store_threads),
+		cmocka_unit_test(test_location_slots),
+		cmocka_unit_test(test_store_clock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

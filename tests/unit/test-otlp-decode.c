@@ -376,33 +376,33 @@ static void check_otel_batch(struct fixture *f)
 	st = s->stack;
 	assert_int_equal(st->n_locations, 4);
 	/* Native, unsymbolized: the symbolize processor's, by build ID. */
-	assert_int_equal(st->locations[0]->kind, GW_FRAME_USER);
-	assert_int_equal(st->locations[0]->address, 0x1234);
-	assert_false(st->locations[0]->preset);
-	assert_null(gw_location__lines(st->locations[0]));
-	assert_string_equal(gw_id_to_hex(&gw_location__exe(st->locations[0])->gnu_build_id, hex, sizeof(hex)),
+	assert_int_equal(gw_stack__location(st, 0)->kind, GW_FRAME_USER);
+	assert_int_equal(gw_stack__location(st, 0)->address, 0x1234);
+	assert_false(gw_stack__location(st, 0)->preset);
+	assert_null(gw_location__lines(gw_stack__location(st, 0)));
+	assert_string_equal(gw_id_to_hex(&gw_location__exe(gw_stack__location(st, 0))->gnu_build_id, hex, sizeof(hex)),
 			    "abcdef0123456789");
-	assert_int_equal(gw_location__exe(st->locations[0])->id_kind, GW_EXE_ID_GNU_BUILD_ID);
-	assert_string_equal(gw_location__exe(st->locations[0])->path, "/usr/bin/app");
-	assert_string_equal(gw_location__exe(st->locations[0])->file_name, "app");
+	assert_int_equal(gw_location__exe(gw_stack__location(st, 0))->id_kind, GW_EXE_ID_GNU_BUILD_ID);
+	assert_string_equal(gw_location__exe(gw_stack__location(st, 0))->path, "/usr/bin/app");
+	assert_string_equal(gw_location__exe(gw_stack__location(st, 0))->file_name, "app");
 	/* Native, symbolized by the sender: kept. */
-	assert_true(st->locations[1]->preset);
-	assert_ptr_equal(gw_location__exe(st->locations[1]), gw_location__exe(st->locations[0]));
-	ln = gw_location__lines(st->locations[1]);
+	assert_true(gw_stack__location(st, 1)->preset);
+	assert_ptr_equal(gw_location__exe(gw_stack__location(st, 1)), gw_location__exe(gw_stack__location(st, 0)));
+	ln = gw_location__lines(gw_stack__location(st, 1));
 	assert_non_null(ln);
 	assert_int_equal(ln->n, 1);
 	assert_string_equal(ln->lines[0].function, "main");
 	assert_string_equal(ln->lines[0].file, "app.c");
 	assert_int_equal(ln->lines[0].line, 10);
 	/* Interpreted: as it came, no executable. */
-	assert_int_equal(st->locations[2]->kind, GW_FRAME_UNKNOWN);
-	assert_true(st->locations[2]->preset);
-	assert_int_equal(st->locations[2]->address, 7);
-	assert_string_equal(gw_location__lines(st->locations[2])->lines[0].function, "main");
-	assert_int_equal(gw_location__lines(st->locations[2])->lines[0].line, 3);
+	assert_int_equal(gw_stack__location(st, 2)->kind, GW_FRAME_UNKNOWN);
+	assert_true(gw_stack__location(st, 2)->preset);
+	assert_int_equal(gw_stack__location(st, 2)->address, 7);
+	assert_string_equal(gw_location__lines(gw_stack__location(st, 2))->lines[0].function, "main");
+	assert_int_equal(gw_location__lines(gw_stack__location(st, 2))->lines[0].line, 3);
 	/* Kernel, named by the sender. */
-	assert_true(st->locations[3]->preset);
-	assert_string_equal(gw_location__lines(st->locations[3])->lines[0].function, "do_syscall");
+	assert_true(gw_stack__location(st, 3)->preset);
+	assert_string_equal(gw_location__lines(gw_stack__location(st, 3))->lines[0].function, "do_syscall");
 	assert_int_equal(gw_profiles__check(p), 0);
 }
 
@@ -717,7 +717,7 @@ static void test_definitions_shared(void **state)
 	assert_int_equal(run(f, &x, NULL), GW_OTLP_DECODE_OK);
 	assert_ptr_equal(f->res.batch->resources[0].samples[0].stack, first);
 	/* Preset lines are part of a location's identity. */
-	preset = first->locations[1];
+	preset = gw_stack__location(first, 1);
 	plain = gw_stores__intern_location(f->stores, GW_FRAME_USER, preset->address, gw_location__exe(preset), NULL);
 	assert_ptr_not_equal(plain, preset);
 	assert_null(gw_location__lines(plain));
@@ -796,12 +796,12 @@ static void test_frames_without_lines(void **state)
 		fail_msg("%s", f->res.message);
 	st = f->res.batch->resources[0].samples[0].stack;
 	assert_int_equal(st->n_locations, 3);
-	assert_string_equal(gw_location__lines(st->locations[0])->lines[0].function, "[cpython]+0x11");
-	assert_string_equal(gw_location__lines(st->locations[1])->lines[0].function, "[kernel]+0x22");
-	assert_string_equal(gw_location__lines(st->locations[2])->lines[0].function, "x.so+0x33");
+	assert_string_equal(gw_location__lines(gw_stack__location(st, 0))->lines[0].function, "[cpython]+0x11");
+	assert_string_equal(gw_location__lines(gw_stack__location(st, 1))->lines[0].function, "[kernel]+0x22");
+	assert_string_equal(gw_location__lines(gw_stack__location(st, 2))->lines[0].function, "x.so+0x33");
 	for (int k = 0; k < 3; k++) {
-		assert_true(st->locations[k]->preset);
-		assert_null(gw_location__exe(st->locations[k]));
+		assert_true(gw_stack__location(st, k)->preset);
+		assert_null(gw_location__exe(gw_stack__location(st, k)));
 	}
 	sr_pbw__free(&w);
 }
@@ -815,7 +815,7 @@ static void test_htlhash_mapping(void **state)
 
 	x.samples[0] = otel_cpu_sample();
 	assert_int_equal(run(f, &x, NULL), GW_OTLP_DECODE_OK);
-	l = f->res.batch->resources[0].samples[0].stack->locations[0];
+	l = gw_stack__location(f->res.batch->resources[0].samples[0].stack, 0);
 	/* Keyed by the content hash; no GNU build ID to look up in debuginfod. */
 	assert_int_equal(l->kind, GW_FRAME_USER);
 	assert_null(gw_location__lines(l));

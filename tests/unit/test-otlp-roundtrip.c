@@ -271,7 +271,7 @@ static void stack_text(struct buf *b, const struct gw_stack *s)
 	char hex[2 * GW_ID_MAX + 1];
 
 	for (uint32_t i = 0; i < s->n_locations; i++) {
-		const struct gw_location *l = s->locations[i];
+		const struct gw_location *l = gw_stack__location(s, i);
 		const struct gw_lines *ln = gw_location__lines(l);
 		bprintf(b, "[%#" PRIx64 " %s", l->address,
 			gw_location__exe(l) ? gw_id_to_hex(&gw_location__exe(l)->gnu_build_id, hex, sizeof(hex)) : "-");

@@ -285,7 +285,7 @@ static int exp_consume(struct gw_component *c, struct gw_profiles *p)
 	{
 		gw_resource_foreach_sample(r, s)
 		{
-			struct gw_location **l = s->stack->locations;
+			const struct gw_stack *stk = s->stack;
 			uint32_t n;
 			const struct gw_line *ln;
 			assert_true(s->pid >= 1 && s->pid <= 4);
@@ -294,47 +294,47 @@ static int exp_consume(struct gw_component *c, struct gw_profiles *p)
 			switch (s->pid) {
 			case 1:
 				/* Inlined frame first, then its caller, with files and lines from DWARF. */
-				ln = line_of(l[0], 0, &n);
+				ln = line_of(gw_stack__location(stk, 0), 0, &n);
 				assert_int_equal(n, 2);
 				assert_string_equal(ln->function, "sr_fixture_inline_add");
 				assert_true(strstr(ln->file, "prog.c") != NULL);
 				assert_true(ln->line > 0);
-				ln = line_of(l[0], 1, &n);
+				ln = line_of(gw_stack__location(stk, 0), 1, &n);
 				assert_string_equal(ln->function, "sr_fixture_leaf");
 				assert_true(ln->line > 0);
-				ln = line_of(l[1], 0, &n);
+				ln = line_of(gw_stack__location(stk, 1), 0, &n);
 				assert_int_equal(n, 1);
 				assert_string_equal(ln->function, "sr_fixture_middle");
 				/* Kept and named <binary>+0x<address> when nothing covers it. */
-				ln = line_of(l[2], 0, &n);
+				ln = line_of(gw_stack__location(stk, 2), 0, &n);
 				assert_int_equal(n, 1);
 				assert_string_equal(ln->function, "prog+0x10");
-				ln = line_of(l[3], 0, &n);
+				ln = line_of(gw_stack__location(stk, 3), 0, &n);
 				assert_string_equal(ln->function, "[unknown]+0x7f0000dead");
 				break;
 			case 2:
 				/* Held until the agent's upload arrived, then named (demangled). */
 				assert_true(st.uploaded);
-				ln = line_of(l[0], 0, &n);
+				ln = line_of(gw_stack__location(stk, 0), 0, &n);
 				assert_int_equal(n, 1);
 				assert_string_equal(ln->function, "foo::bar");
 				assert_string_equal(ln->system_name, "_ZN3foo3barEv");
 				break;
 			case 3:
 				/* Never uploaded: passed on after wait_for_symbols, without lines. */
-				assert_null(gw_location__lines(l[0]));
+				assert_null(gw_location__lines(gw_stack__location(stk, 0)));
 				assert_true(ms >= 900);
 				break;
 			case 4:
 				/* Kernel frames held until the kallsyms upload, then named; module symbols carry it. */
 				assert_true(st.uploaded);
-				ln = line_of(l[0], 0, &n);
+				ln = line_of(gw_stack__location(stk, 0), 0, &n);
 				assert_int_equal(n, 1);
 				assert_string_equal(ln->function, "do_syscall_64");
-				ln = line_of(l[1], 0, &n);
+				ln = line_of(gw_stack__location(stk, 1), 0, &n);
 				assert_string_equal(ln->function, "mod_fn [kvm]");
 				/* Nothing covers it: kept, named after the kernel. */
-				ln = line_of(l[2], 0, &n);
+				ln = line_of(gw_stack__location(stk, 2), 0, &n);
 				assert_int_equal(n, 1);
 				assert_string_equal(ln->function, "[kernel]+0xffffffff80000000");
 				break;
