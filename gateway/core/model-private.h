@@ -54,6 +54,13 @@ struct gw_location *gw_location_slot_alloc(void);
 /* Gives l's slot back (l was from gw_location_slot_alloc(); nothing holds it any more). */
 void gw_location_slot_free(struct gw_location *l);
 
+/* Stacks up to this many bytes live in slabs by size class (stack-slabs.c); larger ones come from malloc. */
+#define GW_STACK_SLAB_MAX 1024
+/* bytes zeroed bytes for a stack; NULL + errno. */
+void *gw_stack_slab_alloc(size_t bytes);
+/* Gives back p, from gw_stack_slab_alloc(bytes) with the same bytes. */
+void gw_stack_slab_free(void *p, size_t bytes);
+
 /* have (NULL: none) holds the n lines of want, strings compared by content (NULL as ""). */
 bool gw_lines__equal(const struct gw_lines *have, const struct gw_line *want, uint32_t n);
 

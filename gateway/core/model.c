@@ -209,19 +209,25 @@ struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t a
 	return l;
 }
 
+/* What a stack of n frames and an ID of id_len bytes takes. */
+static size_t stack_bytes(uint32_t n, size_t id_len)
+{
+	return sizeof(struct gw_stack) + n * sizeof(uint32_t) + id_len;
+}
+
 struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, struct gw_location **locations, uint32_t n)
 {
 	struct gw_stack *s;
 
 	if (id_len == 0 || id_len > GW_ID_MAX)
 		goto fail_einval;
-	s = calloc(1, sizeof(*s) + n * sizeof(s->location_slots[0]) + id_len);
+	s = gw_stack_slab_alloc(stack_bytes(n, id_len));
 	if (!s)
 		goto fail;
 	atomic_init(&s->obj.refs, 1);
 	s->obj.type = GW_OBJ_STACK;
-	s->obj.bytes =
-		(uint32_t)SR_MIN(sizeof(*s) + n * sizeof(s->location_slots[0]) + id_len + GW_OBJ_OVERHEAD, UINT32_MAX);
+	/* Its slab slot rounds up to 16 bytes and has no header: GW_OBJ_OVERHEAD covers that and its index slot. */
+	s->obj.bytes = (uint32_t)SR_MIN(stack_bytes(n, id_len) + GW_OBJ_OVERHEAD, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
 	for (uint32_t i = 0; i < n; i++)
@@ -254,7 +260,8 @@ static void obj_free(struct gw_obj *o)
 		struct gw_stack *s = (struct gw_stack *)o;
 		for (uint32_t i = 0; i < s->n_locations; i++)
 			gw_location__unref(gw_stack__location(s, i));
-		break;
+		gw_stack_slab_free(s, stack_bytes(s->n_locations, s->id_len));
+		return;
 	}
 	default:
 		/* Executables and kernels are one allocation; the symbolizer's slot

@@ -361,6 +361,9 @@ struct gw_stack {
 	uint32_t location_slots[]; /* leaf first; each holds a reference: read with gw_stack__location() */
 };
 
+/* Bytes of the stack slabs (stack-slabs.c): in live stacks' slots, and mapped (never given back; reused). */
+void gw_stack_slabs__stats(uint64_t *live, uint64_t *mapped);
+
 /* Frame i of the stack, leaf first (i < n_locations). */
 static inline struct gw_location *gw_stack__location(const struct gw_stack *s, uint32_t i)
 {

@@ -297,6 +297,17 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 				(double)live);
 		gw_metrics__add(w, "stackrelay_gateway_location_slots", GW_METRIC_GAUGE, slots_help,
 				"state=\"allocated\"", (double)capacity);
+		gw_stack_slabs__stats(&live, &capacity);
+		gw_metrics__add(
+			w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE,
+			"Bytes of the stack slabs: in live stacks, and mapped (never given back; free slots are "
+			"reused first).",
+			"state=\"live\"", (double)live);
+		gw_metrics__add(
+			w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE,
+			"Bytes of the stack slabs: in live stacks, and mapped (never given back; free slots are "
+			"reused first).",
+			"state=\"mapped\"", (double)capacity);
 	}
 	gw_metrics__add(w, "stackrelay_gateway_batches_bytes", GW_METRIC_GAUGE,
 			"Estimated heap bytes of every batch alive in the pipelines.", NULL,
