@@ -509,6 +509,8 @@ const char *gw_store_kind_to_string(enum gw_store_kind k);
 void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store_stats *ret);
 /* Bytes charged to all the stores (held locations and shared lines once, in the stacks store's). */
 uint64_t gw_stores__bytes(struct gw_stores *s);
+/* The sum of the stores' bounds: what they may hold once full. */
+uint64_t gw_stores__limit_bytes(struct gw_stores *s);
 /* Changes a store's byte bound (0: its default), evicting at once when over it. */
 void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t bytes);
 

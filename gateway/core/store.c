@@ -201,6 +201,19 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	pthread_mutex_unlock(&st->lock);
 }
 
+uint64_t gw_stores__limit_bytes(struct gw_stores *s)
+{
+	uint64_t bytes = 0;
+
+	for (int k = 0; k < _GW_STORE_MAX; k++) {
+		struct gw_store_stats st;
+
+		gw_stores__stats(s, (enum gw_store_kind)k, &st);
+		bytes += st.limit_bytes;
+	}
+	return bytes;
+}
+
 uint64_t gw_stores__bytes(struct gw_stores *s)
 {
 	uint64_t bytes = 0;

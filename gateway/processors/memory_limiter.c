@@ -244,6 +244,7 @@ struct memlim {
 	uint64_t shed_bytes;
 	struct gw_memlim_stuck stuck_state;
 	uint64_t stuck;
+	bool fit_checked; /* the stores' bounds against the soft limit (on_check) */
 };
 
 bool gw_memlim_stuck__check(struct gw_memlim_stuck *s, bool above, bool quiescent)
@@ -257,6 +258,11 @@ bool gw_memlim_stuck__check(struct gw_memlim_stuck *s, bool above, bool quiescen
 		return false;
 	s->reported = true;
 	return true;
+}
+
+bool gw_memlim_stores_fit(uint64_t stores_limit_bytes, uint64_t soft_limit_bytes)
+{
+	return stores_limit_bytes <= soft_limit_bytes / 4 * 3;
 }
 
 /* A stuck limiter is reported once per episode, with what holds the memory (see gw_memlim_stuck__check()). */
@@ -327,7 +333,22 @@ static void measure(struct memlim *m)
 
 static void on_check(uv_timer_t *t)
 {
-	measure(t->data);
+	struct memlim *m = t->data;
+
+	/* At the first check, when every component has started (the agent receivers set the stores' bounds). */
+	if (!m->fit_checked) {
+		uint64_t stores = gw_stores__limit_bytes(gw_runtime__stores(m->c->runtime));
+
+		m->fit_checked = true;
+		if (!gw_memlim_stores_fit(stores, m->soft))
+			sr_log_warn(
+				m->c->id,
+				"the definition stores, once full, take more than 3/4 of the soft limit: the "
+				"limiter will refuse most data, or all of it; lower receivers.agent.stores, or raise "
+				"limit_mib",
+				"stores_limit_bytes=%" PRIu64 " soft_limit_bytes=%" PRIu64, stores, m->soft);
+	}
+	measure(m);
 }
 
 static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)

@@ -42,4 +42,14 @@ struct gw_memlim_stuck {
 };
 bool gw_memlim_stuck__check(struct gw_memlim_stuck *s, bool above, bool quiescent);
 
+/*
+ * Whether the definition stores, full (stores_limit_bytes: the sum of their
+ * bounds), leave room under the soft limit: at most 3/4 of it. Above that,
+ * once agents have filled them, the connections, the requests being read
+ * and the batches in flight have less than a quarter of the soft limit, and
+ * the limiter refuses most requests, or all (stuck, above). The limiter
+ * warns once at start when they do not fit.
+ */
+bool gw_memlim_stores_fit(uint64_t stores_limit_bytes, uint64_t soft_limit_bytes);
+
 #endif

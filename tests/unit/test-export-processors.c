@@ -341,6 +341,27 @@ static void test_memory_limiter_stuck(void **state)
 	assert_true(gw_memlim_stuck__check(&s, true, true));
 }
 
+/* The stores fit when, full, they take at most 3/4 of the soft limit; the defaults (596 MiB) need 800 MiB. */
+static void test_memory_limiter_stores_fit(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	uint64_t defaults = gw_stores__limit_bytes(st);
+
+	assert_int_equal(defaults, GW_STORE_DEFAULT_EXECUTABLE_BYTES + GW_STORE_DEFAULT_KERNEL_BYTES +
+					   GW_STORE_DEFAULT_LOCATION_BYTES + GW_STORE_DEFAULT_STACK_BYTES +
+					   GW_STORE_DEFAULT_FUNCTION_BYTES);
+	assert_true(gw_memlim_stores_fit(defaults, 800ull << 20));
+	assert_false(gw_memlim_stores_fit(defaults, 700ull << 20));
+	/* limit_mib 512 (soft 410 MiB) with the 2,000-node soak's stores (stacks 280 MiB, locations 70 MiB). */
+	gw_stores__set_limit(st, GW_STORE_STACKS, 280ull << 20);
+	gw_stores__set_limit(st, GW_STORE_LOCATIONS, 70ull << 20);
+	assert_false(gw_memlim_stores_fit(gw_stores__limit_bytes(st), 410ull << 20));
+	assert_true(gw_memlim_stores_fit(3, 4));
+	assert_false(gw_memlim_stores_fit(4, 4));
+	gw_stores_free(st);
+	(void)state;
+}
+
 static void write_file(const char *root, const char *path, const char *text)
 {
 	char p[512], cmd[600];
@@ -646,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_memory_limiter_passes_under_limit),
 		cmocka_unit_test(test_memory_limiter_refuses_and_drops),
 		cmocka_unit_test(test_memory_limiter_stuck),
+		cmocka_unit_test(test_memory_limiter_stores_fit),
 		cmocka_unit_test(test_memory_totals),
 		cmocka_unit_test(test_memory_limiter_config_errors),
 		cmocka_unit_test(test_file_json),
