@@ -8,7 +8,9 @@
  * Fewer arenas share their free memory; a periodic malloc_trim() returns the
  * free pages inside them (malloc only returns the top of a heap by itself).
  */
+#include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,4 +60,38 @@ int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
 	r = uv_timer_start(timer, on_trim, interval_ms, interval_ms);
 	uv_unref((uv_handle_t *)timer);
 	return r;
+}
+
+static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+static void (*caches[GW_HEAP_MAX_CACHES])(void);
+static unsigned n_caches;
+
+int gw_heap_add_cache(void (*release)(void))
+{
+	int r = 0;
+
+	pthread_mutex_lock(&caches_lock);
+	for (unsigned i = 0; i < n_caches; i++)
+		if (caches[i] == release)
+			goto out;
+	if (n_caches == GW_HEAP_MAX_CACHES)
+		r = -ENOSPC;
+	else
+		caches[n_caches++] = release;
+out:
+	pthread_mutex_unlock(&caches_lock);
+	return r;
+}
+
+void gw_heap_release_caches(void)
+{
+	void (*copy[GW_HEAP_MAX_CACHES])(void);
+	unsigned n;
+
+	pthread_mutex_lock(&caches_lock);
+	n = n_caches;
+	memcpy(copy, caches, n * sizeof(copy[0]));
+	pthread_mutex_unlock(&caches_lock);
+	for (unsigned i = 0; i < n; i++)
+		copy[i]();
 }

@@ -28,4 +28,16 @@ void gw_heap_setup(void);
  */
 int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms);
 
+/*
+ * Caches of memory kept for speed only, never data (the OTLP encoder's
+ * dictionaries between requests): each registers a function that frees what
+ * it keeps, and the memory_limiter calls them all above its soft limit,
+ * where that memory counts against data the replica would otherwise refuse.
+ */
+#define GW_HEAP_MAX_CACHES 8
+/* Registers release (a second registration of the same function is a no-op); 0, or -ENOSPC. Any thread. */
+int gw_heap_add_cache(void (*release)(void));
+/* Calls every registered release. Any thread. */
+void gw_heap_release_caches(void);
+
 #endif

@@ -13,6 +13,7 @@
 
 #include <xxhash.h>
 
+#include "core/heap.h"
 #include "core/model.h"
 #include "macro.h"
 #include "otlp_dict.h"
@@ -116,14 +117,50 @@ static void scratch_take(struct enc *e)
 	free(k);
 }
 
+/* Frees every kept set: memory for speed only, given back under memory pressure (gw_heap_release_caches()). */
+static void scratch_release(void)
+{
+	struct kept_set out[ENC_KEEP_SETS];
+	unsigned n;
+
+	pthread_mutex_lock(&kept_lock);
+	n = n_kept;
+	memcpy(out, kept, n * sizeof(out[0]));
+	n_kept = 0;
+	kept_bytes = 0;
+	pthread_mutex_unlock(&kept_lock);
+	for (unsigned i = 0; i < n; i++) {
+		enc_free_buffers(out[i].e);
+		free(out[i].e);
+	}
+}
+
+static void scratch_register(void)
+{
+	(void)gw_heap_add_cache(scratch_release); /* only a few callers: never full */
+}
+
+size_t gw_otlp_encode_kept_bytes(void)
+{
+	size_t b;
+
+	pthread_mutex_lock(&kept_lock);
+	b = kept_bytes;
+	pthread_mutex_unlock(&kept_lock);
+	return b;
+}
+
 /* Keeps e's buffers, emptied, for a next request, or frees them (no room under the bounds). */
 static void scratch_keep(struct enc *e)
 {
+	static pthread_once_t registered = PTHREAD_ONCE_INIT;
+
 	size_t bytes = gw_otlp_dict_bytes(&e->d) + (size_t)e->samples.cap * sizeof(*e->samples.v) +
 		       (size_t)e->sample_attrs.cap * sizeof(*e->sample_attrs.v) +
 		       (size_t)e->order.cap * sizeof(*e->order.v);
 	struct enc *k;
 
+	pthread_once(&registered, scratch_register);
 	gw_otlp_imap_free(&e->merge); /* sized per resource */
 	if (bytes > ENC_KEEP_BYTES || !(k = calloc(1, sizeof(*k)))) {
 		enc_free_buffers(e);

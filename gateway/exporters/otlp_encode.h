@@ -61,6 +61,8 @@ const char *gw_otlp_version_to_string(enum gw_otlp_version v);
 /* Appends the request to out. Returns 0 or -errno (-ENOMEM, -E2BIG for an index past INT32_MAX). */
 int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *opts, struct sr_pbw *out,
 		   struct gw_otlp_stats *ret_stats);
+/* Bytes of dictionaries and arrays kept between requests (at most 48 MiB; freed by gw_heap_release_caches()). */
+size_t gw_otlp_encode_kept_bytes(void);
 
 /*
  * Splits an encoded request (as produced above, uncompressed) in two halves

@@ -32,6 +32,7 @@
 #include "component.h"
 #include "config.h"
 #include "core/accounting.h"
+#include "core/heap.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
@@ -315,8 +316,10 @@ static void measure(struct memlim *m)
 	 * and the holes churning connections leave in the heap (thousands of
 	 * connections opened and closed grow the heap though few are open).
 	 */
-	if (s != MEM_OK)
+	if (s != MEM_OK) {
+		gw_heap_release_caches(); /* memory kept for speed (the encoder's dictionaries) before data */
 		malloc_trim(0);
+	}
 	if (s != m->state) {
 		if (s > m->state)
 			sr_log_warn(m->c->id,

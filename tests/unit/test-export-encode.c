@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <pb_decode.h>
 
+#include "core/heap.h"
 #include "core/model.h"
 #include "exporters/otlp_encode.h"
 #include "macro.h"
@@ -721,6 +722,29 @@ static void test_version_strings(void **state)
 	assert_string_equal(gw_otlp_version_to_string(GW_OTLP_V1_9), "1.9");
 }
 
+/* The dictionaries kept between requests are a cache: released under memory pressure, and encoding goes on. */
+static void test_kept_scratch_released(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total;
+	struct gw_profiles *p = xt_batch(f->stores, 2, 1, 40, &total);
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+	struct sr_pbw w = { 0 }, w2 = { 0 };
+
+	assert_non_null(p);
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	assert_true(gw_otlp_encode_kept_bytes() > 0);
+	gw_heap_release_caches();
+	assert_int_equal(gw_otlp_encode_kept_bytes(), 0);
+	assert_int_equal(gw_otlp_encode(p, &o, &w2, NULL), 0); /* grown again from nothing: the same bytes */
+	assert_int_equal(w2.len, w.len);
+	assert_memory_equal(w2.buf, w.buf, w.len);
+	assert_true(gw_otlp_encode_kept_bytes() > 0);
+	sr_pbw__free(&w);
+	sr_pbw__free(&w2);
+	gw_profiles__unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -732,6 +756,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_and_unsymbolized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_functions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_functions_by_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_scratch_released, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
 
