@@ -201,7 +201,8 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	pthread_mutex_unlock(&st->lock);
 }
 
-uint64_t gw_stores__limit_bytes(struct gw_stores *s)
+/* The stores' bytes (held locations and shared lines once, in the stacks store's), or their bounds. */
+static uint64_t sum_stores(struct gw_stores *s, bool limits)
 {
 	uint64_t bytes = 0;
 
@@ -209,22 +210,19 @@ uint64_t gw_stores__limit_bytes(struct gw_stores *s)
 		struct gw_store_stats st;
 
 		gw_stores__stats(s, (enum gw_store_kind)k, &st);
-		bytes += st.limit_bytes;
+		bytes += limits ? st.limit_bytes : st.bytes;
 	}
 	return bytes;
 }
 
+uint64_t gw_stores__limit_bytes(struct gw_stores *s)
+{
+	return sum_stores(s, true);
+}
+
 uint64_t gw_stores__bytes(struct gw_stores *s)
 {
-	uint64_t bytes = 0;
-
-	for (int k = 0; k < _GW_STORE_MAX; k++) {
-		struct gw_store_stats st;
-
-		gw_stores__stats(s, (enum gw_store_kind)k, &st);
-		bytes += st.bytes;
-	}
-	return bytes;
+	return sum_stores(s, false);
 }
 
 static const uint64_t default_limits[_GW_STORE_MAX] = {
