@@ -21,17 +21,7 @@
 #include <string.h>
 
 #include "model-private.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-/* A freed slot is poisoned but its first 4 bytes (the free list's link): using a freed location is reported. */
-#define POISON_FREE(l)                                                                                                 \
-	ASAN_POISON_MEMORY_REGION((char *)(l) + sizeof(uint32_t), sizeof(struct gw_location) - sizeof(uint32_t))
-#define UNPOISON(l) ASAN_UNPOISON_MEMORY_REGION((l), sizeof(struct gw_location))
-#else
-#define POISON_FREE(l) ((void)(l))
-#define UNPOISON(l)    ((void)(l))
-#endif
+#include "poison.h"
 
 #define NO_SLOT UINT32_MAX
 
@@ -52,7 +42,7 @@ struct gw_location *gw_location_slot_alloc(void)
 	if (free_head != NO_SLOT) {
 		slot = free_head;
 		l = gw_location__at(slot);
-		UNPOISON(l);
+		GW_UNPOISON(l, sizeof(*l));
 		memcpy(&free_head, l, sizeof(free_head));
 	} else {
 		if ((next_fresh >> GW_LOCATION_CHUNK_SHIFT) == n_chunks) {
@@ -86,7 +76,8 @@ void gw_location_slot_free(struct gw_location *l)
 
 	pthread_mutex_lock(&slots_lock);
 	memcpy(l, &free_head, sizeof(free_head));
-	POISON_FREE(l);
+	/* Poisoned but its first 4 bytes (the free list's link): using a freed location is reported. */
+	GW_POISON((char *)l + sizeof(free_head), sizeof(*l) - sizeof(free_head));
 	free_head = slot;
 	n_live--;
 	pthread_mutex_unlock(&slots_lock);

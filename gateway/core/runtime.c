@@ -290,6 +290,9 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 		static const char *const slots_help =
 			"Slots of the location table: live (locations alive, in stores or batches) and allocated "
 			"(never given back; free ones are reused first).";
+		static const char *const slabs_help =
+			"Bytes of the stack slabs: in live stacks, and mapped (never given back; free slots are reused "
+			"first).";
 		uint64_t live, capacity;
 
 		gw_location_slots__stats(&live, &capacity);
@@ -298,16 +301,10 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 		gw_metrics__add(w, "stackrelay_gateway_location_slots", GW_METRIC_GAUGE, slots_help,
 				"state=\"allocated\"", (double)capacity);
 		gw_stack_slabs__stats(&live, &capacity);
-		gw_metrics__add(
-			w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE,
-			"Bytes of the stack slabs: in live stacks, and mapped (never given back; free slots are "
-			"reused first).",
-			"state=\"live\"", (double)live);
-		gw_metrics__add(
-			w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE,
-			"Bytes of the stack slabs: in live stacks, and mapped (never given back; free slots are "
-			"reused first).",
-			"state=\"mapped\"", (double)capacity);
+		gw_metrics__add(w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE, slabs_help, "state=\"live\"",
+				(double)live);
+		gw_metrics__add(w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE, slabs_help,
+				"state=\"mapped\"", (double)capacity);
 	}
 	gw_metrics__add(w, "stackrelay_gateway_batches_bytes", GW_METRIC_GAUGE,
 			"Estimated heap bytes of every batch alive in the pipelines.", NULL,

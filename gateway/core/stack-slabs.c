@@ -20,15 +20,7 @@
 #include <sys/mman.h>
 
 #include "model-private.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define POISON(p, n)   ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#include "poison.h"
 
 #define CLASS_STEP 16
 #define N_CLASSES  (GW_STACK_SLAB_MAX / CLASS_STEP)
@@ -41,19 +33,15 @@ struct slab_class {
 	uint64_t mapped, live;	 /* bytes */
 };
 
-static struct slab_class classes[N_CLASSES];
-static pthread_once_t classes_once = PTHREAD_ONCE_INIT;
+static struct slab_class classes[N_CLASSES] = { [0 ... N_CLASSES - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER } };
 
-static void classes_init(void)
+/* The class of a stack of bytes (1..GW_STACK_SLAB_MAX), and its slots' size: class i's are (i + 1) * CLASS_STEP. */
+static struct slab_class *class_for(size_t bytes, size_t *ret_size)
 {
-	for (size_t i = 0; i < N_CLASSES; i++)
-		pthread_mutex_init(&classes[i].lock, NULL);
-}
+	size_t i = (bytes + CLASS_STEP - 1) / CLASS_STEP - 1;
 
-/* Bytes must be 1..GW_STACK_SLAB_MAX: class i holds slots of (i + 1) * CLASS_STEP bytes. */
-static size_t class_of(size_t bytes)
-{
-	return (bytes + CLASS_STEP - 1) / CLASS_STEP - 1;
+	*ret_size = (i + 1) * CLASS_STEP;
+	return &classes[i];
 }
 
 void *gw_stack_slab_alloc(size_t bytes)
@@ -64,13 +52,11 @@ void *gw_stack_slab_alloc(size_t bytes)
 
 	if (bytes > GW_STACK_SLAB_MAX)
 		return calloc(1, bytes);
-	pthread_once(&classes_once, classes_init);
-	c = &classes[class_of(bytes)];
-	size = (class_of(bytes) + 1) * CLASS_STEP;
+	c = class_for(bytes, &size);
 	pthread_mutex_lock(&c->lock);
 	if (c->free_list) {
 		p = c->free_list;
-		UNPOISON(p, size);
+		GW_UNPOISON(p, size);
 		memcpy(&c->free_list, p, sizeof(void *));
 	} else {
 		if ((size_t)(c->fresh_end - c->fresh) < size) {
@@ -102,11 +88,10 @@ void gw_stack_slab_free(void *p, size_t bytes)
 		free(p);
 		return;
 	}
-	c = &classes[class_of(bytes)];
-	size = (class_of(bytes) + 1) * CLASS_STEP;
+	c = class_for(bytes, &size);
 	pthread_mutex_lock(&c->lock);
 	memcpy(p, &c->free_list, sizeof(void *));
-	POISON((char *)p + sizeof(void *), size - sizeof(void *));
+	GW_POISON((char *)p + sizeof(void *), size - sizeof(void *));
 	c->free_list = p;
 	c->live -= size;
 	pthread_mutex_unlock(&c->lock);
@@ -115,7 +100,6 @@ void gw_stack_slab_free(void *p, size_t bytes)
 void gw_stack_slabs__stats(uint64_t *live, uint64_t *mapped)
 {
 	*live = *mapped = 0;
-	pthread_once(&classes_once, classes_init);
 	for (size_t i = 0; i < N_CLASSES; i++) {
 		pthread_mutex_lock(&classes[i].lock);
 		*live += classes[i].live;
