@@ -136,13 +136,12 @@ static struct gw_profiles *make_fleet_batch(unsigned k, uint64_t *ret_total)
 		for (int i = 0; i < FLEET_RECORDS / FLEET_RESOURCES; i++) {
 			struct gw_sample smp = { .stack = fleet_stacks[rnd(&seed) % FLEET_STACKS],
 						 .count = 1 + i % 8,
-						 .start_ns = 1,
-						 .end_ns = 10000000001ULL,
 						 .pid = 1000 + (uint32_t)r,
 						 .tid = 2000 + (uint32_t)i % 2,
 						 .thread_name = "worker" };
 
 			gw_resource__add_sample(p, res, &smp);
+			gw_resource__cover(res, 1, 10000000001ULL);
 			res = &p->resources[r];
 			total += smp.count;
 		}
@@ -211,13 +210,12 @@ static struct gw_profiles *make_batch(unsigned k, uint64_t *ret_total)
 			struct gw_sample smp = { .stack =
 							 stacks[(k * 7919 + (unsigned)i * 31 + (unsigned)r) % N_STACKS],
 						 .count = 1 + i % 4,
-						 .start_ns = 1,
-						 .end_ns = 10000000001ULL,
 						 .pid = 1000 + i % 50,
 						 .tid = 2000 + i % 200,
 						 .thread_name = "worker" };
 
 			gw_resource__add_sample(p, res, &smp);
+			gw_resource__cover(res, 1, 10000000001ULL);
 			res = &p->resources[r];
 			total += smp.count;
 		}

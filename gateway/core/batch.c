@@ -18,6 +18,8 @@
 
 /* Arena chunk size; larger strings get a chunk of their own. */
 #define CHUNK_BYTES (16u * 1024u)
+/* gw_profiles__fit() shrinks sample arrays up to this size. */
+#define GW_PROFILES_FIT_MAX_BYTES (64u * 1024u)
 
 struct gw_profiles_chunk {
 	struct gw_profiles_chunk *next;
@@ -205,7 +207,7 @@ struct gw_resource *gw_profiles__add_typed_resource(struct gw_profiles *p, const
 	if (e < 0)
 		goto fail;
 	r = &p->resources[p->n_resources];
-	*r = (struct gw_resource){ .frequency_hz = frequency_hz, .profile_type = type };
+	*r = (struct gw_resource){ .frequency_hz = frequency_hz, .profile_type = type, .start_ns = UINT64_MAX };
 	if (n) {
 		e = grow(p, (void **)&r->attrs, &r->cap_attrs, n, sizeof(*r->attrs));
 		if (e < 0)
@@ -313,13 +315,14 @@ int gw_resource__add_sample(struct gw_profiles *p, struct gw_resource *r, const 
 
 	if (s->thread_name && !(c.thread_name = gw_profiles__strdup(p, s->thread_name)))
 		return -ENOMEM;
-	if (s->n_attrs) {
-		struct gw_attr *a = gw_profiles__alloc(p, s->n_attrs * sizeof(*a));
+	if (gw_sample__n_attrs(s)) {
+		struct gw_sample_attrs *a = gw_profiles__alloc(p, sizeof(*a) + s->attrs->n * sizeof(a->v[0]));
 		if (!a)
 			return -ENOMEM;
-		for (uint32_t i = 0; i < s->n_attrs; i++)
-			if ((e = copy_attr(p, &a[i], &s->attrs[i])) < 0)
+		for (uint32_t i = 0; i < s->attrs->n; i++)
+			if ((e = copy_attr(p, &a->v[i], &s->attrs->v[i])) < 0)
 				return e;
+		a->n = s->attrs->n;
 		c.attrs = a;
 	}
 	c.stack = gw_stack__ref(s->stack);
@@ -327,6 +330,30 @@ int gw_resource__add_sample(struct gw_profiles *p, struct gw_resource *r, const 
 	if (e < 0)
 		gw_stack__unref(c.stack);
 	return e;
+}
+
+void gw_profiles__fit(struct gw_profiles *p)
+{
+	for (uint32_t i = 0; i < p->n_resources; i++) {
+		struct gw_resource *r = &p->resources[i];
+		struct gw_sample *n;
+
+		/*
+		 * Small arrays only: a fleet's requests make many of them, whose
+		 * slack is resident heap. A big one's slack is mostly pages never
+		 * written, and shrinking it costs a remap.
+		 */
+		if (!r->n_samples || r->cap_samples == r->n_samples ||
+		    (size_t)r->cap_samples * sizeof(*r->samples) > GW_PROFILES_FIT_MAX_BYTES)
+			continue;
+		/* Shrinking keeps the block where it is (glibc splits it), or fails harmlessly. */
+		n = realloc(r->samples, (size_t)r->n_samples * sizeof(*r->samples));
+		if (!n)
+			continue;
+		mem_add(p, -(int64_t)((size_t)(r->cap_samples - r->n_samples) * sizeof(*r->samples)));
+		r->samples = n;
+		r->cap_samples = r->n_samples;
+	}
 }
 
 uint64_t gw_profiles__filter(struct gw_profiles *p,
@@ -528,6 +555,7 @@ int gw_profiles__merge(struct gw_profiles *dst, struct gw_profiles *src)
 			memcpy(r->samples + r->n_samples, sr->samples, sr->n_samples * sizeof(*sr->samples));
 			r->n_samples += sr->n_samples;
 			r->total_count += sr->total_count;
+			gw_resource__cover(r, sr->start_ns, sr->end_ns);
 			free(sr->samples);
 			free(sr->attrs);
 		} else {
@@ -587,6 +615,8 @@ struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p)
 		}
 		if ((e = gw_resource__set_peer(c, nr, r->peer_addr)) < 0)
 			goto fail;
+		nr->start_ns = r->start_ns;
+		nr->end_ns = r->end_ns;
 		e = grow(c, (void **)&nr->samples, &nr->cap_samples, r->n_samples, sizeof(*nr->samples));
 		if (e < 0)
 			goto fail;

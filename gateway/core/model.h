@@ -7,8 +7,8 @@
  *   struct gw_profiles   one batch: resources, each with its samples.
  *   struct gw_resource   attributes (host/node, container, process; processors
  *                        add k8s.* etc.) + the sampling frequency + samples.
- *   struct gw_sample     a stack + count + time window + pid/tid/thread name
- *                        (+ optional per-sample attributes).
+ *   struct gw_sample     a stack + count + pid/tid/thread name (48 bytes; the
+ *                        time window is the resource's) + optional attributes.
  *   struct gw_stack      an array of locations, leaf first (content-addressed
  *                        by the agent's 128-bit stack ID).
  *   struct gw_location   (executable or kernel, address, kind). The symbolize
@@ -573,17 +573,32 @@ struct gw_attr {
 	} v;
 };
 
-struct gw_sample {
-	struct gw_stack *stack;	   /* a reference owned by the batch */
-	uint64_t count;		   /* CPU samples taken, or off-CPU waits recorded (GW_PROFILE_OFF_CPU) */
-	uint64_t off_cpu_ns;	   /* GW_PROFILE_OFF_CPU: nanoseconds off CPU over the count waits; else 0 */
-	uint64_t start_ns, end_ns; /* window, Unix nanoseconds */
-	uint32_t pid, tid;
-	const char *thread_name; /* in the batch, or NULL */
-	uint64_t process_start_ticks;
-	const struct gw_attr *attrs; /* per-sample attributes, in the batch */
-	uint32_t n_attrs;
+/* A sample's own attributes (OTLP input: trace and span IDs, ...), in the batch. */
+struct gw_sample_attrs {
+	uint32_t n;
+	struct gw_attr v[];
 };
+
+/*
+ * One record: 48 bytes, as a fleet's batches hold hundreds of thousands of
+ * them. The time it covers is its resource's (gw_resource.start_ns/end_ns):
+ * nothing downstream reads a sample's own window, only a profile's span.
+ */
+struct gw_sample {
+	struct gw_stack *stack;		     /* a reference owned by the batch */
+	uint64_t count;			     /* CPU samples taken, or off-CPU waits recorded (GW_PROFILE_OFF_CPU) */
+	uint64_t off_cpu_ns;		     /* GW_PROFILE_OFF_CPU: nanoseconds off CPU over the count waits; else 0 */
+	const char *thread_name;	     /* in the batch, or NULL */
+	const struct gw_sample_attrs *attrs; /* per-sample attributes, in the batch, or NULL */
+	uint32_t pid, tid;
+};
+
+_Static_assert(sizeof(struct gw_sample) == 48, "a sample stays 48 bytes (batches hold many)");
+
+static inline uint32_t gw_sample__n_attrs(const struct gw_sample *s)
+{
+	return s->attrs ? s->attrs->n : 0;
+}
 
 /*
  * What a resource's samples measure. Each type is exported as its own
@@ -603,6 +618,12 @@ struct gw_resource {
 	struct gw_sample *samples;
 	uint32_t n_samples, cap_samples;
 	uint64_t total_count; /* sum of samples[].count */
+	/*
+	 * The time the samples cover, Unix nanoseconds: the earliest start and
+	 * the latest end of what was added (gw_resource__cover); start_ns >
+	 * end_ns while nothing was (a new resource: UINT64_MAX, 0).
+	 */
+	uint64_t start_ns, end_ns;
 	/*
 	 * The address (IP, no port) of the peer that sent this resource, when
 	 * the receiver knows it and no agent named its node (NULL: unknown).
@@ -700,6 +721,20 @@ int gw_resource__add_sample(struct gw_profiles *p, struct gw_resource *r, const 
 /* Same, but takes over the caller's stack reference and uses thread_name and
  * attrs as given (they must already live in p). For hot paths. */
 int gw_resource__add_sample_owned(struct gw_profiles *p, struct gw_resource *r, const struct gw_sample *s);
+/*
+ * Gives back the room small sample arrays (up to 64 KiB) grew for but did
+ * not use (they double as they grow). A receiver calls it on a batch it has
+ * finished filling, before the batch waits in the pipeline.
+ */
+void gw_profiles__fit(struct gw_profiles *p);
+/* Widens r's time span (start_ns/end_ns) to cover [start_ns, end_ns]. */
+static inline void gw_resource__cover(struct gw_resource *r, uint64_t start_ns, uint64_t end_ns)
+{
+	if (start_ns < r->start_ns)
+		r->start_ns = start_ns;
+	if (end_ns > r->end_ns)
+		r->end_ns = end_ns;
+}
 
 /*
  * Keeps only the samples for which keep() returns true; removed samples'

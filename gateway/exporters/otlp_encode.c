@@ -226,7 +226,8 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	struct sr_pbw *w = e->w;
 	const struct gw_otlp_options *o = e->o;
 	bool v19 = o->version == GW_OTLP_V1_9;
-	uint64_t t_min = UINT64_MAX, t_max = 0;
+	bool covered = r->start_ns <= r->end_ns;
+	uint64_t t_min = covered ? r->start_ns : 0, t_max = covered ? r->end_ns : 0;
 	bool merge = o->process_attrs == GW_OTLP_PROCESS_ATTRS_NONE;
 	bool off_cpu = r->profile_type == GW_PROFILE_OFF_CPU;
 	const char *jit_type = gw_otlp_jit_frame_type(r);
@@ -241,12 +242,10 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 		const struct gw_sample *s = &r->samples[e->order.v[k]];
 		int64_t stack = gw_otlp_dict_stack(&e->d, s->stack, jit_type);
 		struct pending_sample *ps;
-		bool has_attrs = s->n_attrs > 0;
+		bool has_attrs = s->attrs != NULL;
 
 		if (stack < 0)
 			return (int)stack;
-		t_min = SR_MIN(t_min, s->start_ns);
-		t_max = SR_MAX(t_max, s->end_ns);
 		if (merge && !has_attrs) {
 			uint64_t h = (uint64_t)stack * 0x9E3779B97F4A7C15ULL;
 			uint32_t slot;
@@ -294,8 +293,8 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 			if (ret < 0)
 				return ret;
 		}
-		for (uint32_t i = 0; i < s->n_attrs; i++) {
-			ret = sample_attr(e, &s->attrs[i]);
+		for (uint32_t i = 0; i < gw_sample__n_attrs(s); i++) {
+			ret = sample_attr(e, &s->attrs->v[i]);
 			if (ret < 0)
 				return ret;
 		}

@@ -367,8 +367,10 @@ static int64_t pprof_encode(const struct gw_profiles *p, enum gw_profile_type ty
 			if (s->thread_name && *s->thread_name)
 				label_str(&e, &samples, "thread_name", s->thread_name);
 			sr_pbw__end(&samples, m);
-			t_min = SR_MIN(t_min, s->start_ns);
-			t_max = SR_MAX(t_max, s->end_ns);
+		}
+		if (res->n_samples && res->start_ns <= res->end_ns) {
+			t_min = SR_MIN(t_min, res->start_ns);
+			t_max = SR_MAX(t_max, res->end_ns);
 		}
 	}
 	if (!sr_pbw__reserve(out, samples.len + e.body.len)) {

@@ -393,6 +393,8 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 	    (!definitions_only &&
 	     (e = each_field(r, stackrelay_v1_PushRequest_probe_symbols_tag, do_probe, &c, errbuf, errsize)) < 0))
 		goto fail;
+	if (res->batch)
+		gw_profiles__fit(res->batch); /* it waits in the pipeline as it is */
 	res->probes = c.probed.n;
 	res->missing_stacks = c.missing_stacks.n;
 	res->missing_executables = c.defs.missing_exes.n;

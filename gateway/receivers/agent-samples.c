@@ -371,12 +371,9 @@ int gw_ingest_add_sample(struct gw_ingest_ctx *c, const struct gw_ingest_sample 
 	struct gw_sample s = {
 		.stack = st,
 		.count = in->count,
-		.start_ns = in->start,
-		.end_ns = in->end,
 		.pid = (uint32_t)in->pid,
 		.tid = (uint32_t)in->tid,
 		.thread_name = thread_name(c, in->thread_name),
-		.process_start_ticks = in->start_ticks,
 		.off_cpu_ns = in->profile_type == stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU ? in->off_cpu_nanos
 												 : 0,
 	};
@@ -385,6 +382,7 @@ int gw_ingest_add_sample(struct gw_ingest_ctx *c, const struct gw_ingest_sample 
 		gw_stack__unref(st);
 		return e;
 	}
+	gw_resource__cover(&c->res->batch->resources[ri], in->start, in->end);
 	c->res->accepted += in->count;
 	return 0;
 }

@@ -396,7 +396,7 @@ static int add_sample(struct otlp_dec *d, struct walk *w, struct prof_in *pi, co
 	struct gw_otlp_decode_result *res = d->res;
 	struct gw_sample s = { .pid = w->ri.pid };
 	struct gw_stack *st = NULL;
-	uint64_t count;
+	uint64_t count, start_ns, end_ns;
 	bool has_link;
 	const char *trace = NULL, *span = NULL;
 	int e;
@@ -459,11 +459,11 @@ static int add_sample(struct otlp_dec *d, struct walk *w, struct prof_in *pi, co
 	}
 	s.count = count;
 	if (in->n_ts) {
-		s.start_ns = in->ts_min;
-		s.end_ns = in->ts_max;
+		start_ns = in->ts_min;
+		end_ns = in->ts_max;
 	} else {
-		s.start_ns = pi->time;
-		s.end_ns = pi->time + pi->duration < pi->time ? UINT64_MAX : pi->time + pi->duration;
+		start_ns = pi->time;
+		end_ns = pi->time + pi->duration < pi->time ? UINT64_MAX : pi->time + pi->duration;
 	}
 	res->received += count;
 	if (pi->kind == PK_UNSUPPORTED || count == 0) {
@@ -482,14 +482,14 @@ static int add_sample(struct otlp_dec *d, struct walk *w, struct prof_in *pi, co
 		pi->resource = (int32_t)(d->batch->n_resources - 1);
 	}
 	if (w->sattrs.n) {
-		struct gw_attr *av = gw_profiles__alloc(d->batch, w->sattrs.n * sizeof(*av));
+		struct gw_sample_attrs *av = gw_profiles__alloc(d->batch, sizeof(*av) + w->sattrs.n * sizeof(av->v[0]));
 		if (!av) {
 			e = otlp_nomem(d, "sample attributes");
 			goto fail;
 		}
-		memcpy(av, w->sattrs.v, w->sattrs.n * sizeof(*av));
+		av->n = w->sattrs.n;
+		memcpy(av->v, w->sattrs.v, w->sattrs.n * sizeof(av->v[0]));
 		s.attrs = av;
-		s.n_attrs = w->sattrs.n;
 	}
 	s.stack = st;
 	e = gw_resource__add_sample_owned(d->batch, &d->batch->resources[pi->resource], &s);
@@ -497,6 +497,7 @@ static int add_sample(struct otlp_dec *d, struct walk *w, struct prof_in *pi, co
 		e = otlp_nomem(d, "a sample");
 		goto fail;
 	}
+	gw_resource__cover(&d->batch->resources[pi->resource], start_ns, end_ns);
 	res->accepted += count;
 	res->accepted_records++;
 	return 0;

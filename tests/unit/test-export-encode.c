@@ -247,14 +247,11 @@ static void test_off_cpu(void **state)
 	assert_non_null(r);
 	assert_int_equal(gw_resource__set_string(p, r, "service.name", "svc-off"), 0);
 	for (int i = 0; i < 3; i++) {
-		struct gw_sample s = { .stack = stack,
-				       .count = 2,
-				       .off_cpu_ns = 10000000ULL * (uint64_t)(i + 1),
-				       .start_ns = 1700000000000000000ULL,
-				       .end_ns = 1700000010000000000ULL,
-				       .pid = 7,
-				       .tid = 7 };
+		struct gw_sample s = {
+			.stack = stack, .count = 2, .off_cpu_ns = 10000000ULL * (uint64_t)(i + 1), .pid = 7, .tid = 7
+		};
 		assert_int_equal(gw_resource__add_sample(p, r, &s), 0);
+		gw_resource__cover(r, 1700000000000000000ULL, 1700000010000000000ULL);
 	}
 	assert_int_equal(gw_otlp_encode(p, &o, &w, &st), 0);
 	assert_int_equal(st.total_count, total + 6);
@@ -499,7 +496,7 @@ static void test_empty_and_unsymbolized(void **state)
 	struct gw_location *l;
 	struct gw_stack *st;
 	struct gw_resource *res;
-	struct gw_sample smp = { .count = 3, .start_ns = 1, .end_ns = 2 };
+	struct gw_sample smp = { .count = 3 };
 	uint8_t sid[4] = { 9, 9, 9, 9 };
 	size_t n;
 
@@ -518,6 +515,7 @@ static void test_empty_and_unsymbolized(void **state)
 	res = gw_profiles__add_resource(p, NULL, 0, 19);
 	smp.stack = st;
 	assert_int_equal(gw_resource__add_sample(p, res, &smp), 0);
+	gw_resource__cover(res, 1, 2);
 	gw_stack__unref(st);
 	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
 	decode10(&w, &r);
@@ -646,7 +644,7 @@ static void test_functions_by_name(void **state)
 	struct gw_attr attrs[] = { { .key = "service.name", .type = GW_ATTR_STRING, .v.s = "fns" } };
 	struct gw_location *locs[N];
 	struct gw_profiles *p = gw_profiles_new();
-	struct gw_sample smp = { .count = 3, .start_ns = 1, .end_ns = 2, .pid = 9, .tid = 9 };
+	struct gw_sample smp = { .count = 3, .pid = 9, .tid = 9 };
 	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
 	struct sr_pbw w = { 0 };
 	int32_t seen[8] = { 0 }; /* function index of each distinct function */
@@ -677,6 +675,7 @@ static void test_functions_by_name(void **state)
 	assert_non_null(r);
 	smp.stack = st;
 	assert_true(gw_resource__add_sample(p, r, &smp) >= 0);
+	gw_resource__cover(r, 1, 2);
 	gw_stack__unref(st);
 
 	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);

@@ -104,8 +104,6 @@ struct gw_profiles *xt_batch(struct gw_stores *s, unsigned tag, unsigned n_resou
 			snprintf(thread, sizeof(thread), "worker-%u", i % 2);
 			smp = (struct gw_sample){ .stack = st,
 						  .count = i + 1,
-						  .start_ns = 1700000000000000000ULL + i,
-						  .end_ns = 1700000000000000000ULL + 10000000000ULL,
 						  .pid = 100 + i % 3,
 						  .tid = 1000 + i % 5,
 						  .thread_name = thread };
@@ -115,6 +113,7 @@ struct gw_profiles *xt_batch(struct gw_stores *s, unsigned tag, unsigned n_resou
 			}
 			gw_stack__unref(st);
 			res = &p->resources[r];
+			gw_resource__cover(res, 1700000000000000000ULL + i, 1700000000000000000ULL + 10000000000ULL);
 			total += i + 1;
 		}
 	}
@@ -148,7 +147,7 @@ struct gw_profiles *xt_function_batch(struct gw_stores *s, const char *exe_name,
 	struct gw_profiles *p = gw_profiles_new();
 	struct gw_resource *r;
 	struct gw_stack *st;
-	struct gw_sample smp = { .count = 7, .start_ns = 1, .end_ns = 2, .pid = 9, .tid = 9 };
+	struct gw_sample smp = { .count = 7, .pid = 9, .tid = 9 };
 
 	if (!a || !j || !e || !p)
 		return NULL;
@@ -164,6 +163,7 @@ struct gw_profiles *xt_function_batch(struct gw_stores *s, const char *exe_name,
 	smp.stack = st;
 	if (gw_resource__add_sample(p, r, &smp) < 0)
 		return NULL;
+	gw_resource__cover(r, 1, 2);
 	gw_stack__unref(st);
 	if (ret_total)
 		*ret_total = smp.count;

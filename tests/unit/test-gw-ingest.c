@@ -571,7 +571,8 @@ static void test_kernel_and_resources(void **state)
 	assert_int_equal(r1->n_samples, 2);
 	assert_ptr_equal(r1->samples[0].thread_name, r1->samples[1].thread_name); /* interned per request */
 	assert_string_equal(r2->samples[0].thread_name, "t??");
-	assert_int_equal(r1->samples[0].start_ns, 1700000000000000000ULL);
+	assert_int_equal(r1->start_ns, 1700000000000000000ULL);
+	assert_int_equal(r1->n_samples, r1->cap_samples); /* fitted */
 	assert_int_equal(r1->samples[0].pid, 100);
 	struct gw_stack *ks = r1->samples[0].stack;
 	assert_int_equal(gw_stack__location(ks, 0)->kind, GW_FRAME_KERNEL);

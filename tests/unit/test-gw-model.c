@@ -412,6 +412,19 @@ static void test_batch_merge_filter_clone(void **state)
 	assert_true(gw_profiles__memory_bytes(a) > 0);
 	assert_true(gw_profiles_live_bytes() >= live0 + gw_profiles__memory_bytes(a) + gw_profiles__memory_bytes(b));
 
+	/* A resource's window: what its samples covered, widened by a merge, kept by a clone. */
+	assert_true(a->resources[0].start_ns > a->resources[0].end_ns); /* nothing covered yet */
+	gw_resource__cover(&a->resources[0], 100, 200);
+	gw_resource__cover(&b->resources[0], 50, 150);
+	gw_resource__cover(&b->resources[3], 300, 400);
+	/* Fitting gives back unused room and keeps every sample. */
+	assert_int_equal(a->resources[0].cap_samples, 8);
+	uint64_t bytes = gw_profiles__memory_bytes(a);
+	gw_profiles__fit(a);
+	assert_int_equal(a->resources[0].cap_samples, 5);
+	assert_int_equal(gw_profiles__memory_bytes(a), bytes - 3 * 3 * sizeof(struct gw_sample));
+	assert_int_equal(gw_profiles__check(a), 0);
+
 	/* Different routes do not merge. */
 	b->route_stage = 1;
 	assert_int_equal(gw_profiles__merge(a, b), -EXDEV);
@@ -425,12 +438,18 @@ static void test_batch_merge_filter_clone(void **state)
 	/* Strings that came from b live on in a. */
 	assert_string_equal(a->resources[0].samples[6].thread_name, "t0-1");
 	assert_string_equal(gw_resource__string(&a->resources[3], "process.executable.name"), "proc3");
+	assert_int_equal(a->resources[0].start_ns, 50);
+	assert_int_equal(a->resources[0].end_ns, 200);
+	assert_int_equal(a->resources[3].start_ns, 300);
+	assert_int_equal(a->resources[3].end_ns, 400);
 
 	/* Shared batches are copied on write. */
 	struct gw_profiles *shared = gw_profiles__ref(a), *w = a;
 	assert_int_equal(gw_profiles__make_writable(&w), 0);
 	assert_ptr_not_equal(w, a);
 	assert_int_equal(w->total_count, a->total_count);
+	assert_int_equal(w->resources[0].start_ns, 50);
+	assert_int_equal(w->resources[0].end_ns, 200);
 	assert_int_equal(gw_resource__set_string(w, &w->resources[0], "k8s.pod.name", "pod-a"), 0);
 	assert_null(gw_resource__string(&a->resources[0], "k8s.pod.name"));
 	assert_string_equal(gw_resource__string(&w->resources[0], "k8s.pod.name"), "pod-a");

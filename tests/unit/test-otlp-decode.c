@@ -365,14 +365,14 @@ static void check_otel_batch(struct fixture *f)
 	assert_int_equal(r->n_samples, 1);
 	s = &r->samples[0];
 	assert_int_equal(s->count, 2);
-	assert_int_equal(s->start_ns, 1100);
-	assert_int_equal(s->end_ns, 1300);
+	assert_int_equal(r->start_ns, 1100);
+	assert_int_equal(r->end_ns, 1300);
 	assert_int_equal(s->tid, 42);
 	assert_int_equal(s->pid, 77);
 	assert_string_equal(s->thread_name, "worker");
-	assert_int_equal(s->n_attrs, 1);
-	assert_string_equal(s->attrs[0].key, "svc.tag");
-	assert_string_equal(s->attrs[0].v.s, "x");
+	assert_int_equal(gw_sample__n_attrs(s), 1);
+	assert_string_equal(s->attrs->v[0].key, "svc.tag");
+	assert_string_equal(s->attrs->v[0].v.s, "x");
 	st = s->stack;
 	assert_int_equal(st->n_locations, 4);
 	/* Native, unsymbolized: the symbolize processor's, by build ID. */
@@ -447,8 +447,8 @@ static void test_v19_values_only_detected(void **state)
 	assert_int_equal(f->res.accepted, 8);
 	assert_int_equal(f->res.batch->resources[0].samples[0].count, 5);
 	/* No timestamps: the profile's window. */
-	assert_int_equal(f->res.batch->resources[0].samples[0].start_ns, 1000);
-	assert_int_equal(f->res.batch->resources[0].samples[0].end_ns, 1500);
+	assert_int_equal(f->res.batch->resources[0].start_ns, 1000);
+	assert_int_equal(f->res.batch->resources[0].end_ns, 1500);
 }
 
 static void test_v10_values_detected(void **state)
@@ -478,7 +478,7 @@ static void test_ambiguous_refused_then_configured(void **state)
 	assert_int_equal(run(f, &x, &o), GW_OTLP_DECODE_OK);
 	assert_false(f->res.version_detected);
 	assert_int_equal(f->res.accepted, 1);
-	assert_string_equal(f->res.batch->resources[0].samples[0].attrs[0].key, "svc.tag");
+	assert_string_equal(f->res.batch->resources[0].samples[0].attrs->v[0].key, "svc.tag");
 
 	o.version = GW_OTLP_DECODE_V1_9;
 	assert_int_equal(run(f, &x, &o), GW_OTLP_DECODE_OK);
@@ -690,16 +690,16 @@ static void test_links(void **state)
 	x.samples[0].link = 1;
 	assert_int_equal(run(f, &x, NULL), GW_OTLP_DECODE_OK);
 	assert_int_equal(f->res.links_dropped, 1);
-	assert_int_equal(f->res.batch->resources[0].samples[0].n_attrs, 1);
+	assert_int_equal(gw_sample__n_attrs(&f->res.batch->resources[0].samples[0]), 1);
 
 	assert_int_equal(run(f, &x, &o), GW_OTLP_DECODE_OK);
 	assert_int_equal(f->res.links_dropped, 0);
 	s = &f->res.batch->resources[0].samples[0];
-	assert_int_equal(s->n_attrs, 3);
-	assert_string_equal(s->attrs[1].key, "trace.id");
-	assert_string_equal(s->attrs[1].v.s, "30313233343536373839616263646566");
-	assert_string_equal(s->attrs[2].key, "span.id");
-	assert_string_equal(s->attrs[2].v.s, "4142434445464748");
+	assert_int_equal(gw_sample__n_attrs(s), 3);
+	assert_string_equal(s->attrs->v[1].key, "trace.id");
+	assert_string_equal(s->attrs->v[1].v.s, "30313233343536373839616263646566");
+	assert_string_equal(s->attrs->v[2].key, "span.id");
+	assert_string_equal(s->attrs->v[2].v.s, "4142434445464748");
 }
 
 static void test_definitions_shared(void **state)

@@ -169,26 +169,28 @@ static struct gw_profiles *gen_batch(struct gen *g)
 		assert_non_null(res);
 		uint32_t n_samples = 1 + rnd_below(40);
 		for (uint32_t i = 0; i < n_samples; i++) {
-			struct gw_attr sattrs[2];
+			struct {
+				struct gw_sample_attrs h;
+				struct gw_attr v[2];
+			} sattrs;
 			uint32_t n_sattrs = rnd_below(3);
 			uint64_t start = 1700000000000000000ULL + rnd_below(1000000);
 			for (uint32_t k = 0; k < n_sattrs; k++)
-				gen_attr(&sattrs[k], skeys[k]);
+				gen_attr(&sattrs.h.v[k], skeys[k]);
+			sattrs.h.n = n_sattrs;
 			struct gw_sample s = {
 				.stack = gen_stack(g),
 				.count = 1 + rnd_below(1000),
-				.start_ns = start,
-				.end_ns = start + rnd_below(5000000),
 				.pid = 100 + rnd_below(3),
 				.tid = 1000 + rnd_below(5),
 				.thread_name = threads[rnd_below(3)],
-				.attrs = sattrs,
-				.n_attrs = n_sattrs,
+				.attrs = n_sattrs ? &sattrs.h : NULL,
 			};
 			if (off)
 				s.off_cpu_ns = 1 + rnd() % 1000000000;
 			/* add_sample takes its own reference. */
 			assert_int_equal(gw_resource__add_sample(p, &p->resources[r], &s), 0);
+			gw_resource__cover(&p->resources[r], start, start + rnd_below(5000000));
 			gw_stack__unref(s.stack);
 		}
 	}
@@ -336,7 +338,7 @@ static void collect(const struct gw_profiles *p, enum gw_otlp_process_attrs mode
 			bprintf(&b, " | ");
 			stack_text(&b, s->stack);
 			bprintf(&b, " | ");
-			attrs_text(&b, s->attrs, s->n_attrs, NULL);
+			attrs_text(&b, s->attrs ? s->attrs->v : NULL, gw_sample__n_attrs(s), NULL);
 			if (mode != GW_OTLP_PROCESS_ATTRS_NONE)
 				bprintf(&b, " | pid %u tid %u thread %s", s->pid, s->tid,
 					s->thread_name && *s->thread_name ? s->thread_name : "-");
@@ -359,34 +361,27 @@ static void entries_free(struct entries *e)
 	free(e->v);
 }
 
-/* Every decoded sample's window is its original resource's (per pid group when pids go on resources). */
-static void check_windows(const struct gw_profiles *orig, const struct gw_profiles *got,
-			  enum gw_otlp_process_attrs mode)
+/* Every decoded resource's window is its original resource's (all of its pid groups when pids go on resources). */
+static void check_windows(const struct gw_profiles *orig, const struct gw_profiles *got)
 {
 	gw_profiles_foreach_resource(got, r)
 	{
 		struct buf want = { 0 };
+		uint64_t lo = UINT64_MAX, hi = 0;
+
 		resource_key(&want, r);
-		gw_resource_foreach_sample(r, s)
+		gw_profiles_foreach_resource(orig, o)
 		{
-			uint64_t lo = UINT64_MAX, hi = 0;
-			gw_profiles_foreach_resource(orig, o)
-			{
-				struct buf k = { 0 };
-				resource_key(&k, o);
-				if (strcmp(k.p, want.p) == 0)
-					gw_resource_foreach_sample(o, os)
-					{
-						if (mode == GW_OTLP_PROCESS_ATTRS_RESOURCE && os->pid != s->pid)
-							continue;
-						lo = os->start_ns < lo ? os->start_ns : lo;
-						hi = os->end_ns > hi ? os->end_ns : hi;
-					}
-				free(k.p);
+			struct buf k = { 0 };
+			resource_key(&k, o);
+			if (strcmp(k.p, want.p) == 0) {
+				lo = o->start_ns < lo ? o->start_ns : lo;
+				hi = o->end_ns > hi ? o->end_ns : hi;
 			}
-			assert_int_equal(s->start_ns, lo);
-			assert_int_equal(s->end_ns, hi);
+			free(k.p);
 		}
+		assert_int_equal(r->start_ns, lo);
+		assert_int_equal(r->end_ns, hi);
 		free(want.p);
 	}
 }
@@ -419,7 +414,7 @@ static void round_trip(struct gen *g, const struct gw_profiles *p, enum gw_otlp_
 				 gw_otlp_version_to_string(v), mode, want.v[i].key, want.v[i].value, got.v[i].key,
 				 got.v[i].value);
 	}
-	check_windows(p, res.batch, mode);
+	check_windows(p, res.batch);
 	entries_free(&want);
 	entries_free(&got);
 	gw_otlp_decode_result_fini(&res);
