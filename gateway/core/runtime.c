@@ -660,6 +660,14 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 	return r;
 }
 
+bool gw_runtime__admits(struct gw_runtime *rt)
+{
+	for (size_t i = 0; i < rt->n_admission; i++)
+		if (rt->admission[i].fn && rt->admission[i].fn(rt->admission[i].c, NULL) < 0)
+			return false;
+	return true;
+}
+
 void gw_runtime__set_symbol_table_handler(struct gw_runtime *rt, gw_symbol_table_fn fn, uint64_t max_pending,
 					  void *userdata)
 {

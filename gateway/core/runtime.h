@@ -132,10 +132,18 @@ void gw_component_exported(struct gw_component *c, uint64_t samples);
  * Admission control (the memory_limiter sets it): receivers call
  * gw_runtime__admit() before taking a request; when any registered check
  * refuses, the request is answered "retry later" with *ret_retry_after_ms.
- * check returns 0 to admit or -EBUSY with a delay. Loop thread only.
+ * check returns 0 to admit or -EBUSY with a delay; called with
+ * ret_retry_after_ms NULL it is only asked (gw_runtime__admits: nothing is
+ * counted). Loop thread only.
  */
 typedef int (*gw_admission_fn)(struct gw_component *c, uint32_t *ret_retry_after_ms);
 int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_admission_fn fn);
+/*
+ * Whether gw_runtime__admit() would admit a request now, without counting a
+ * refusal: a receiver asks before it spends work on a request it would then
+ * refuse, and calls gw_runtime__admit() when it answers.
+ */
+bool gw_runtime__admits(struct gw_runtime *rt);
 int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms);
 
 /*

@@ -374,7 +374,8 @@ static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
 	struct exporter *x = c->state;
 
 	if (x->queue && gw_queue__bytes(x->queue) >= gw_queue__max_bytes(x->queue)) {
-		*ret_retry_after_ms = EXPORT_BLOCK_RETRY_AFTER_MS;
+		if (ret_retry_after_ms)
+			*ret_retry_after_ms = EXPORT_BLOCK_RETRY_AFTER_MS;
 		return -EBUSY;
 	}
 	return 0;

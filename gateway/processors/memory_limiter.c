@@ -360,6 +360,8 @@ static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
 
 	if (m->state == MEM_OK)
 		return 0;
+	if (!ret_retry_after_ms)
+		return -EBUSY; /* only asked */
 	m->refusals++;
 	*ret_retry_after_ms = (uint32_t)SR_MAX(m->cfg->check_interval / 1000000 * 2, (uint64_t)MEM_MIN_RETRY_AFTER_MS);
 	return -EBUSY;

@@ -262,6 +262,8 @@ struct work {
 	uint64_t epoch;
 	uint64_t max_request_bytes;
 	struct gw_stores *stores;
+	/* The pipeline was refusing when it came (gw_runtime__admits): only counted, not processed. */
+	bool closed;
 	/* results */
 	int status; /* 0: processed into res; otherwise answer status with msg */
 	uint32_t retry_after_ms;

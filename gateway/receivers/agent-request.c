@@ -33,6 +33,9 @@ static uint64_t ingest_epoch;
 
 /* ---- request processing ---- */
 
+/* A request refused as it came while the pipeline admits again by its answer: retried after this long. */
+#define AGENT_REOPENED_RETRY_MS 1000
+
 static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
 {
 	for (size_t i = 0; i < res->n_tables; i++) {
@@ -97,6 +100,16 @@ static void work_run(struct work *w)
 				 w->h.protocol_version, GW_AGENT_PROTOCOL_VERSION);
 	}
 	/*
+	 * Refused anyway (the memory limiter is refusing): no work, no memory,
+	 * no definitions interned for it. Its counts are what the refusal
+	 * accounts; a resend of an answered request still gets its answer.
+	 */
+	if (w->closed) {
+		if (gw_ingest_count_samples(body, len, &w->res.received) < 0)
+			return work_fail(w, 400, 0, "invalid PushRequest: malformed samples");
+		return;
+	}
+	/*
 	 * An upload with nothing else (how agents send them) waits at its agent
 	 * while the symbolize processor has max_pending_uploads to add: told
 	 * before it is decoded, so its retries cost little more than their
@@ -133,7 +146,7 @@ static void work_finish(struct work *w)
 	struct gw_component *comp = rx->c;
 	struct conn *c = w->conn;
 	struct h2stream *s = NULL;
-	uint32_t retry_ms;
+	uint32_t retry_ms = 0;
 
 	rx->st.bytes_wire += w->len;
 	rx->st.bytes_plain += w->plain ? w->plain_len : w->len;
@@ -175,7 +188,9 @@ static void work_finish(struct work *w)
 			goto out;
 		}
 	}
-	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
+	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0 || w->closed) {
+		if (!retry_ms) /* closed when it came, open again now: soon */
+			retry_ms = AGENT_REOPENED_RETRY_MS;
 		gw_component_received(comp, w->res.received);
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, w->res.received);
 		/* Its wanted_symbols are not delivered either: the next request (this resend, or another agent's) asks. */
@@ -301,6 +316,7 @@ void gw_agent_process_request(struct h2stream *s)
 	w->epoch = ++ingest_epoch;
 	w->max_request_bytes = rx->cfg->max_request_bytes;
 	w->stores = gw_runtime__stores(rx->c->runtime);
+	w->closed = !gw_runtime__admits(rx->c->runtime);
 	/* The body moves to the work (still counted in inflight_bytes until it is freed). */
 	w->body = s->body;
 	w->len = s->len;

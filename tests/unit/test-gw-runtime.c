@@ -114,9 +114,14 @@ static int sink_consume(struct gw_component *c, struct gw_profiles *p)
 	return 0;
 }
 
+static unsigned refusals_counted;
+
 static int refuse_admission(struct gw_component *c, uint32_t *ret_ms)
 {
-	*ret_ms = 250;
+	if (ret_ms) { /* NULL: only asked */
+		*ret_ms = 250;
+		refusals_counted++;
+	}
 	return -EBUSY;
 }
 
@@ -205,11 +210,16 @@ static void test_routing_and_shutdown(void **state)
 
 	/* admission */
 	assert_int_equal(gw_runtime__admit(rt, &ms), 0);
+	assert_true(gw_runtime__admits(rt));
 	assert_int_equal(gw_runtime__set_admission(rt, &hold, refuse_admission), 0);
+	assert_false(gw_runtime__admits(rt)); /* asked: nothing counted */
+	assert_int_equal(refusals_counted, 0);
 	assert_int_equal(gw_runtime__admit(rt, &ms), -EBUSY);
 	assert_int_equal(ms, 250);
+	assert_int_equal(refusals_counted, 1);
 	gw_runtime__set_admission(rt, &hold, NULL);
 	assert_int_equal(gw_runtime__admit(rt, &ms), 0);
+	assert_true(gw_runtime__admits(rt));
 
 	/* two batches into both pipelines */
 	struct gw_stores *st = gw_runtime__stores(rt);
