@@ -14,11 +14,14 @@
 #define GW_HEAP_TRIM_INTERVAL_MS 10000
 
 /*
- * Limits malloc to GW_HEAP_ARENAS arenas unless the environment sets them
- * (MALLOC_ARENA_MAX, or glibc.malloc.arena_max in GLIBC_TUNABLES). Call
- * before any thread starts.
+ * Limits malloc to GW_HEAP_ARENAS arenas, and serves every block of
+ * GW_HEAP_MMAP_THRESHOLD bytes or more with a mapping of its own, unless the
+ * environment sets them (MALLOC_ARENA_MAX or glibc.malloc.arena_max,
+ * MALLOC_MMAP_THRESHOLD_ or glibc.malloc.mmap_threshold in GLIBC_TUNABLES).
+ * Call before any thread starts.
  */
-#define GW_HEAP_ARENAS 2
+#define GW_HEAP_ARENAS	       2
+#define GW_HEAP_MMAP_THRESHOLD (64 * 1024)
 void gw_heap_setup(void);
 
 /*
