@@ -377,7 +377,11 @@ class SimNode {
       const t0 = process.hrtime.bigint();
       try {
         const s = await this.conn();
-        const r = await post(s, gz, opt.gzip ? { 'content-encoding': 'gzip' } : {});
+        // Sent and not answered yet: if the flush ends now, the gateway may still take it (in doubt).
+        if (item) item.inFlight = true;
+        const r = await post(s, gz, opt.gzip ? { 'content-encoding': 'gzip' } : {}).finally(() => {
+          if (item) item.inFlight = false;
+        });
         latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
         status = r.status;
         stats.requests++;
@@ -592,7 +596,7 @@ async function main() {
   }
   for (const n of nodes) {
     stats.dropped.flush_timeout += n.buffered();
-    for (const it of n.queue) if (it.unknown) stats.flushInDoubt += it.taken;
+    for (const it of n.queue) if (it.unknown || it.inFlight) stats.flushInDoubt += it.taken;
     n.queue = [];
     n.dropSession();
   }
