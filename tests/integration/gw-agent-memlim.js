@@ -13,23 +13,6 @@ const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const L = require('./gw-lib.js');
 
-const yaml = (sinkUrl) => `
-receivers:
-  agent:
-    endpoint: 127.0.0.1:0
-processors:
-  memory_limiter: {check_interval: 100ms, limit_mib: 1, spike_limit_mib: 0}
-exporters:
-  otlp_http:
-    endpoint: ${sinkUrl}
-    compression: none
-service:
-  pipelines:
-    profiles: {receivers: [agent], processors: [memory_limiter], exporters: [otlp_http]}
-  telemetry: {metrics: {address: 127.0.0.1:0}}
-  shutdown_timeout: 5s
-`;
-
 (async () => {
   let gw, sink, session, failed = 0;
   try {
@@ -37,7 +20,9 @@ service:
     let world = L.makeWorld(8);
     const instance = crypto.randomBytes(16);
     sink = await L.startSink();
-    gw = await L.startGateway(yaml(sink.url), dir);
+    gw = await L.startGateway(L.agentGatewayYaml(sink.url, '', {
+      memory_limiter: '{check_interval: 100ms, limit_mib: 1, spike_limit_mib: 0}',
+    }), dir);
     session = await L.connect(`http://${gw.agentAddress}`);
     let seq = 0;
     const request = () => ({

@@ -349,18 +349,20 @@ function makeCerts(dir) {
 
 // A gateway: the agent receiver (with more of its keys when given: `key: value` at its level) straight to an
 // uncompressed otlp_http exporter at sinkUrl.
-function agentGatewayYaml(sinkUrl, receiverKeys = '') {
+// processors: name → its config in flow style, in pipeline order.
+function agentGatewayYaml(sinkUrl, receiverKeys = '', processors = {}) {
+  const names = Object.keys(processors);
   return `
 receivers:
   agent:
     endpoint: 127.0.0.1:0
-${receiverKeys ? `    ${receiverKeys}\n` : ''}exporters:
+${receiverKeys ? `    ${receiverKeys}\n` : ''}${names.length ? `processors:\n${names.map((n) => `  ${n}: ${processors[n]}\n`).join('')}` : ''}exporters:
   otlp_http:
     endpoint: ${sinkUrl}
     compression: none
 service:
   pipelines:
-    profiles: {receivers: [agent], exporters: [otlp_http]}
+    profiles: {receivers: [agent], ${names.length ? `processors: [${names.join(', ')}], ` : ''}exporters: [otlp_http]}
   telemetry: {metrics: {address: 127.0.0.1:0}}
   shutdown_timeout: 5s
 `;
