@@ -50,8 +50,8 @@ void gw_heap_setup(void)
 	 * they leave between long-lived objects stay resident (malloc_trim only
 	 * gives back whole free pages). A fixed threshold keeps them in mappings
 	 * of their own, given back when freed: at 2,000 simulated nodes under
-	 * limit_mib 512 the replica's RSS held about 25 MiB less, for no
-	 * measurable CPU (bench/README.md).
+	 * limit_mib 512 the replica's RSS held about 25 MiB less in one run,
+	 * for no measurable CPU (docs/gateway.md, "Heap").
 	 */
 	if (!chosen("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"))
 		mallopt(M_MMAP_THRESHOLD, GW_HEAP_MMAP_THRESHOLD);
