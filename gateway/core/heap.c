@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "heap.h"
 #include "log.h"
@@ -112,4 +114,69 @@ void gw_heap_release_caches(void)
 	pthread_mutex_unlock(&caches_lock);
 	for (unsigned i = 0; i < n; i++)
 		copy[i]();
+}
+
+/* Before every paged block: its size, and its mapping's length (0: from malloc). 16 bytes keep the block aligned. */
+struct paged_hdr {
+	size_t n, mapped;
+};
+
+void *gw_heap_paged_alloc(size_t n, bool zero)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+	struct paged_hdr *h;
+
+	if (n > SIZE_MAX / 2)
+		return NULL;
+	len = sizeof(*h) + n;
+	if (n < GW_HEAP_PAGED_MIN) {
+		h = zero ? calloc(1, len) : malloc(len);
+		if (!h)
+			return NULL;
+		h->mapped = 0;
+	} else {
+		len = (len + page - 1) / page * page;
+		h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (h == MAP_FAILED)
+			return NULL; /* a fresh mapping is zeroed already */
+		h->mapped = len;
+	}
+	h->n = n;
+	return h + 1;
+}
+
+void gw_heap_paged_free(void *p)
+{
+	struct paged_hdr *h;
+
+	if (!p)
+		return;
+	h = (struct paged_hdr *)p - 1;
+	if (h->mapped)
+		munmap(h, h->mapped);
+	else
+		free(h);
+}
+
+void *gw_heap_paged_realloc(void *p, size_t n)
+{
+	struct paged_hdr *h, *nh;
+	void *q;
+
+	if (!p)
+		return gw_heap_paged_alloc(n, false);
+	h = (struct paged_hdr *)p - 1;
+	if (!h->mapped && n < GW_HEAP_PAGED_MIN) {
+		nh = realloc(h, sizeof(*h) + n);
+		if (!nh)
+			return NULL;
+		nh->n = n;
+		return nh + 1;
+	}
+	q = gw_heap_paged_alloc(n, false);
+	if (!q)
+		return NULL;
+	memcpy(q, p, h->n < n ? h->n : n);
+	gw_heap_paged_free(p);
+	return q;
 }

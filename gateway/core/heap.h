@@ -6,6 +6,8 @@
 #ifndef SR_GW_HEAP_H
 #define SR_GW_HEAP_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -42,5 +44,22 @@ int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
 int gw_heap_add_cache(void (*release)(void));
 /* Calls every registered release. Any thread. */
 void gw_heap_release_caches(void);
+
+/*
+ * Blocks that live as long as a connection and are mostly never written:
+ * nghttp2 gives every session a 16 KiB frame buffer, of which an agent's
+ * small responses write one page, and in the heap the rest counts in RSS
+ * as soon as any earlier block used those pages. A block of GW_HEAP_PAGED_MIN
+ * bytes or more gets pages of its own (mmap), resident only where written
+ * and given back when freed; a smaller one comes from malloc. Each block
+ * carries a 16-byte header. Any thread.
+ */
+#define GW_HEAP_PAGED_MIN (8 * 1024)
+/* n bytes (zeroed when zero is set), or NULL (n of 0 gives a block too). */
+void *gw_heap_paged_alloc(size_t n, bool zero);
+/* As realloc(): p may be NULL; NULL on failure, leaving p as it was. */
+void *gw_heap_paged_realloc(void *p, size_t n);
+/* A block from the two above, or NULL. */
+void gw_heap_paged_free(void *p);
 
 #endif

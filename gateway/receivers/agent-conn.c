@@ -25,6 +25,7 @@
 #include "agent-private.h"
 #include "agent.h"
 #include "gzip.h"
+#include "heap.h"
 #include "log.h"
 #include "macro.h"
 #include "model.h"
@@ -628,6 +629,33 @@ static bool evict_silent(struct agent_rx *rx, const struct conn *newest)
 	return true;
 }
 
+/* nghttp2's memory: its per-session frame buffer, 16 KiB of which a response writes one page, in pages of its own. */
+static void *h2_malloc(size_t n, void *ud)
+{
+	(void)ud;
+	return gw_heap_paged_alloc(n, false);
+}
+
+static void h2_free(void *p, void *ud)
+{
+	(void)ud;
+	gw_heap_paged_free(p);
+}
+
+static void *h2_calloc(size_t nmemb, size_t size, void *ud)
+{
+	(void)ud;
+	return size && nmemb > SIZE_MAX / size ? NULL : gw_heap_paged_alloc(nmemb * size, true);
+}
+
+static void *h2_realloc(void *p, size_t n, void *ud)
+{
+	(void)ud;
+	return gw_heap_paged_realloc(p, n);
+}
+
+static nghttp2_mem h2_mem = { .malloc = h2_malloc, .free = h2_free, .calloc = h2_calloc, .realloc = h2_realloc };
+
 void gw_agent_on_connection(uv_stream_t *server, int status)
 {
 	struct agent_rx *rx = server->data;
@@ -684,7 +712,7 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 	rx->st.connections_accepted++;
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->accepted_ms = c->last_recv_ms = c->last_request_ms = gw_agent_now_ms(rx);
-	if (nghttp2_session_server_new2(&c->h2, rx->cbs, c, rx->h2opt) != 0)
+	if (nghttp2_session_server_new3(&c->h2, rx->cbs, c, rx->h2opt, &h2_mem) != 0)
 		goto fail;
 	settings[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
 						(uint32_t)rx->cfg->max_concurrent_streams };

@@ -444,6 +444,8 @@ int gw_agent_rx_tls_setup(struct agent_rx *rx)
 		return -ENOMEM;
 	SSL_CTX_set_min_proto_version(rx->ssl_ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(rx->ssl_ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+	/* A connection's record buffers (about 34 KiB) only while a record is in them: agents' connections idle. */
+	SSL_CTX_set_mode(rx->ssl_ctx, SSL_MODE_RELEASE_BUFFERS);
 	what = "cert_file";
 	if (SSL_CTX_use_certificate_chain_file(rx->ssl_ctx, t->cert_file) != 1)
 		goto fail;
