@@ -490,13 +490,11 @@ static int count_one(struct gw_ingest_ctx *c, struct sr_pbr m, char *errbuf, siz
 	return 0;
 }
 
-int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret)
+int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret, char *errbuf, size_t errsize)
 {
 	struct gw_ingest_result res = { 0 };
 	struct gw_ingest_ctx c = { .defs = { .res = &res }, .res = &res };
-	char err[128];
-	int e = each_field(sr_pbr_of(body, len), stackrelay_v1_PushRequest_samples_tag, count_one, &c, err,
-			   sizeof(err));
+	int e = each_field(sr_pbr_of(body, len), stackrelay_v1_PushRequest_samples_tag, count_one, &c, errbuf, errsize);
 	*ret = res.received;
 	return e;
 }

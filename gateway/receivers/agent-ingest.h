@@ -120,8 +120,12 @@ void gw_ingest_result_free(struct gw_ingest_result *res);
  */
 void gw_ingest_result_release_asks(struct gw_ingest_result *res);
 
-/* Counts the samples (sum of counts) of a request without keeping anything. */
-int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret);
+/*
+ * Counts the samples (sum of counts) of a request without keeping anything.
+ * 0, or -EBADMSG with errbuf saying what is malformed and at which byte (as
+ * gw_ingest_process() does).
+ */
+int gw_ingest_count_samples(const uint8_t *body, size_t len, uint64_t *ret, char *errbuf, size_t errsize);
 
 /*
  * Encodes a PushResponse carrying only protocol_version, retry_after_ms

@@ -105,8 +105,8 @@ static void work_run(struct work *w)
 	 * accounts; a resend of an answered request still gets its answer.
 	 */
 	if (w->closed) {
-		if (gw_ingest_count_samples(body, len, &w->res.received) < 0)
-			return work_fail(w, 400, 0, "invalid PushRequest: malformed samples");
+		if (gw_ingest_count_samples(body, len, &w->res.received, err, sizeof(err)) < 0)
+			return work_fail(w, 400, 0, "invalid PushRequest: %s", err);
 		return;
 	}
 	/*

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gzip.h"
 #include "core/model.h"
@@ -91,7 +92,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size = plain_len;
 	}
 	if (gw_ingest_header(data, size, &h, err, sizeof(err)) == 0) {
-		gw_ingest_count_samples(data, size, &n);
+		err[0] = '\0';
+		if (gw_ingest_count_samples(data, size, &n, err, sizeof(err)) < 0 &&
+		    (!memchr(err, '\0', sizeof(err)) || !err[0]))
+			abort(); /* a refusal's 400 says what is wrong */
 		if (gw_ingest_process(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0) {
 			if (res.batch && gw_profiles__check(res.batch) != 0)
 				abort();

@@ -6,7 +6,8 @@
 // pipeline refuses is answered 429 with retry_after_ms, its samples are
 // accounted as refused (received = refused), and nothing of it is kept: its
 // stack and executable definitions are not interned, since refusing is
-// meant to relieve memory (docs/gateway.md, "Memory limit").
+// meant to relieve memory (docs/gateway.md, "Memory limit"). A malformed one
+// is still answered 400 naming the field and byte.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -56,6 +57,14 @@ const L = require('./gw-lib.js');
     checks.push(['nothing of a refused request is kept: no stack interned', () => {
       assert.equal(m.get('stackrelay_gateway_store_entries', { store: 'stacks' }),
         before.get('stackrelay_gateway_store_entries', { store: 'stacks' }));
+    }]);
+    // A malformed request is told what is wrong and where, as when admitted: field 5 (samples) holding a key of 0.
+    const bad = Buffer.concat([L.encodePushRequest(request()), Buffer.from([5 << 3 | 2, 1, 0])]);
+    const b = await L.post(session, bad);
+    checks.push(['a malformed request while the pipeline refuses: 400 naming the field and byte', () => {
+      assert.equal(b.status, 400);
+      assert.match(L.decodePushResponse(b.body).error || '', /invalid PushRequest: Sample: bad field key \(at byte \d+\)/,
+        b.body.toString());
     }]);
     failed += L.runChecks(checks);
     session.close();

@@ -1262,8 +1262,16 @@ static void test_header_and_count(void **state)
 	assert_memory_equal(h.instance_id, "inst", 4);
 	assert_int_equal(h.n_samples, 2);
 	assert_int_equal(h.frequency_hz, 19);
-	assert_int_equal(gw_ingest_count_samples(w.p, w.len, &n), 0);
+	assert_int_equal(gw_ingest_count_samples(w.p, w.len, &n, err, sizeof(err)), 0);
 	assert_int_equal(n, 7);
+
+	/* A malformed sample is named, with its byte, as gw_ingest_process() names it. */
+	size_t at = w.len + 2;
+	f_bytes(&w, stackrelay_v1_PushRequest_samples_tag, "\x00\x01", 2);
+	assert_int_equal(gw_ingest_count_samples(w.p, w.len, &n, err, sizeof(err)), -EBADMSG);
+	char want[64];
+	snprintf(want, sizeof(want), "Sample: bad field key (at byte %zu)", at);
+	assert_non_null(strstr(err, want));
 	free(w.p);
 }
 
