@@ -243,6 +243,7 @@ struct memlim {
 	enum memlim_state state;
 	uint64_t refusals, drops;
 	uint64_t shed_bytes;
+	uint64_t trimmed_bytes; /* RSS the trims above the soft limit gave back */
 	struct gw_memlim_stuck stuck_state;
 	uint64_t stuck;
 	bool fit_checked; /* the stores' bounds against the soft limit (on_check) */
@@ -285,12 +286,29 @@ static const char *state_name(enum memlim_state s)
 
 static void measure(struct memlim *m)
 {
-	int64_t rss = gw_mem_rss_reader();
+	int64_t rss = gw_mem_rss_reader(), after;
 	enum memlim_state s;
 	uint64_t freed = 0;
 
 	if (rss < 0)
 		return; /* keep the last state: better than guessing */
+	/*
+	 * Above the soft limit, first give back what is only kept: the caches
+	 * (the encoder's dictionaries) and the heap's free pages (freed
+	 * batches and request bodies, the holes churning connections leave),
+	 * then decide on what is left. An RSS read before the trim counts
+	 * memory the process no longer uses, and refusing for it only delays
+	 * the agents for a check interval.
+	 */
+	if ((uint64_t)rss >= m->soft) {
+		gw_heap_release_caches();
+		malloc_trim(0);
+		after = gw_mem_rss_reader();
+		if (after >= 0) {
+			m->trimmed_bytes += after < rss ? (uint64_t)(rss - after) : 0;
+			rss = after;
+		}
+	}
 	m->rss = rss;
 	s = (uint64_t)rss >= m->limit ? MEM_HARD : (uint64_t)rss >= m->soft ? MEM_SOFT : MEM_OK;
 	if (s == MEM_HARD) {
@@ -311,15 +329,8 @@ static void measure(struct memlim *m)
 				   s != MEM_OK &&
 					   gw_accounting__check(gw_runtime__accounting(m->c->runtime), true) == 0))
 		report_stuck(m, (uint64_t)rss);
-	/*
-	 * Give freed memory back to the system so RSS can fall: freed batches,
-	 * and the holes churning connections leave in the heap (thousands of
-	 * connections opened and closed grow the heap though few are open).
-	 */
-	if (s != MEM_OK) {
-		gw_heap_release_caches(); /* memory kept for speed (the encoder's dictionaries) before data */
-		malloc_trim(0);
-	}
+	if (freed)
+		malloc_trim(0); /* what the exporters shed goes back to the system */
 	if (s != m->state) {
 		if (s > m->state)
 			sr_log_warn(m->c->id,
@@ -401,6 +412,9 @@ static void memlim_metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_metrics__add(w, "stackrelay_gateway_memory_limiter_shed_bytes_total", GW_METRIC_COUNTER,
 			"Bytes of queued requests the exporters dropped (oldest first) above the hard limit.", l,
 			(double)m->shed_bytes);
+	gw_metrics__add(w, "stackrelay_gateway_memory_limiter_trimmed_bytes_total", GW_METRIC_COUNTER,
+			"RSS given back by releasing caches and free heap pages above the soft limit, before deciding.",
+			l, (double)m->trimmed_bytes);
 	gw_metrics__add(
 		w, "stackrelay_gateway_memory_limiter_stuck_total", GW_METRIC_COUNTER,
 		"Times the RSS stayed above the soft limit with no data in the pipeline (every request refused).", l,

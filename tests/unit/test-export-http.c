@@ -983,7 +983,7 @@ static void shed_hook(struct run *r)
 	if (!shed_armed && the_source->next >= the_source->n_batches &&
 	    gw_exporter_queued_requests(cur_exporter, &in_flight) == the_source->n_batches && in_flight == 1) {
 		shed_armed = true;
-		shed_high_reads = 2;
+		shed_high_reads = 4; /* two checks, each reading before and after its trim */
 	}
 	/* Both read: the backend may answer the request it held, and the rest flow. */
 	if (shed_armed && !shed_released && shed_high_reads == 0) {
@@ -994,8 +994,8 @@ static void shed_hook(struct run *r)
 
 /*
  * Six batches queued behind a request the backend holds until the test
- * releases it; the limiter then reads an RSS just over its hard limit twice. Each check sheds
- * just enough (rss - limit + 1 byte: one request) of the oldest waiting
+ * releases it; the limiter then reads an RSS just over its hard limit at
+ * two checks (before and after each one's trim). Each sheds just enough (rss - limit + 1 byte: one request) of the oldest waiting
  * requests: batches 2 and 3 are dropped, counted as memory_limit; batch 1
  * (in flight) and 4-6 are delivered.
  */

@@ -320,6 +320,27 @@ static void test_memory_limiter_refuses_and_drops(void **state)
 	assert_int_equal(cap.samples, 0);
 }
 
+/* Every check's first reading is over the soft limit, its second (after the trim) under it. */
+static unsigned trim_reads;
+static int64_t rss_high_until_trimmed(void)
+{
+	return trim_reads++ % 2 == 0 ? (int64_t)900 << 20 : (int64_t)100 << 20;
+}
+
+static void test_memory_limiter_decides_after_trimming(void **state)
+{
+	/* Memory that a trim gives back (free heap pages, caches) is no reason to refuse. */
+	struct source s = { .n_batches = 5, .n_resources = 1, .n_samples = 20 };
+
+	trim_reads = 0;
+	gw_mem_rss_reader = rss_high_until_trimmed;
+	assert_int_equal(run(&gw_processor_memory_limiter, "limit_mib: 1000\ncheck_interval: 10ms\n", &s), 0);
+	gw_mem_rss_reader = gw_mem_rss_bytes;
+	assert_true(trim_reads >= 2 && trim_reads % 2 == 0); /* each check read again after trimming */
+	assert_int_equal(s.refused, 0);
+	assert_int_equal(cap.samples, s.emitted);
+}
+
 /* A stuck limiter (above the soft limit, nothing in the pipeline) is reported once per episode, after
  * GW_MEMLIM_STUCK_CHECKS consecutive such checks; data in flight or a check under the limit restarts the count. */
 static void test_memory_limiter_stuck(void **state)
@@ -666,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_batch_config_errors),
 		cmocka_unit_test(test_memory_limiter_passes_under_limit),
 		cmocka_unit_test(test_memory_limiter_refuses_and_drops),
+		cmocka_unit_test(test_memory_limiter_decides_after_trimming),
 		cmocka_unit_test(test_memory_limiter_stuck),
 		cmocka_unit_test(test_memory_limiter_stores_fit),
 		cmocka_unit_test(test_memory_totals),
