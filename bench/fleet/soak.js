@@ -259,6 +259,10 @@ async function main() {
   // --symbols-mib sets it (the gateway's default is 256 MiB).
   LIMITS.symbolCacheMib = opt.symbolsMib || Math.max(1, Math.min(8, opt.storesMib >> 4));
   LIMITS.maxPods = Math.max(64, Math.round(opt.nodes * opt.podsPerNode * 1.1));
+  // Responses remembered for resends: 2,048 (the CI soak's 200 nodes fill and evict it), or 8 a node, so that
+  // an agent's resend after its 10 s timeout still finds its first answer (at 2,000 nodes a window of 2,048 held
+  // about one request a node, and every timed-out request that the replica had taken was delivered twice).
+  LIMITS.dedupeEntries = Math.max(2048, 8 * opt.nodes);
 
   // Sink.
   const ports = { sink: 0, replicas: [], metrics: [], lb: await freePort() };
