@@ -125,11 +125,13 @@ function gatewayYaml(r, ports, dirs) {
   // processes still run) and old ones, whatever the fleet's size, so that it evicts (--executables-kib: 128 for
   // the CI soak, whose images roll out every minute; 256 for an hour at 1,000 nodes, where 128 evicted live
   // executables, which cost copies of all their locations and a storm of resends). Kernel spaces (five a
-  // kernel build, or one a node with --kernel-per-boot) are not judged.
+  // kernel build, or one a node with --kernel-per-boot) are not judged. Functions (interpreted and JIT frames):
+  // the simulators send none, so 1 MiB, not the default 64 MiB, which the memory_limiter would count against
+  // its soft limit when it checks that the stores fit.
   // Locations no stored stack holds are what evicted stacks leave behind: that store fills slowly, only as the
   // stacks store evicts (--locations-mib: smaller for an hour's soak, so that it is full before the half judged).
   const locations = opt.locationsMib || Math.max(4, st / 2);
-  const stores = `{executables: ${opt.executablesKib}KiB, kernels: 1MiB, locations: ${locations}MiB, ` +
+  const stores = `{executables: ${opt.executablesKib}KiB, kernels: 1MiB, functions: 1MiB, locations: ${locations}MiB, ` +
     `stacks: ${2 * st}MiB}`;
   return `
 receivers:
