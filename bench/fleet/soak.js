@@ -413,6 +413,8 @@ async function main() {
       const ss = await get(ports.sink, '/stats').then((x) => JSON.parse(x.body)).catch(() => null);
       row.sink = ss ? ss.samples : null;
       row.taken = sims.reduce((a, s) => a + (s.last ? s.last.taken : 0), 0);
+      // The rig's own CPU (simulators and sink): near a whole core, its latency is the rig's, not the replica's.
+      row.rigCpu = sims.reduce((a, s) => a + cpuOf(s.proc.pid), 0) + cpuOf(sinkProc.pid);
       series.push(row);
       for (const f of pending) {
         if (f.state === 'waiting' && t >= f.start) { f.state = 'on'; await faultOn(f); }
@@ -564,6 +566,12 @@ function report(x) {
     const a = pts[0], b = pts[pts.length - 1];
     return b.t > a.t ? (b.v - a.v) / (b.t - a.t) : null;
   });
+  // Over the second half of the run, before the agents' flush: what reached the sink against what the nodes took
+  // (below 1 the agents' backlog grows: the fleet is not held, whatever the flush delivers later), and the rig's cores.
+  const half = series.filter((row) => row.t >= secs / 2 && row.t <= secs && row.sink !== null);
+  const ha = half[0], hb = half[half.length - 1];
+  const intakeLastHalf = ha && hb && hb.taken > ha.taken ? (hb.sink - ha.sink) / (hb.taken - ha.taken) : null;
+  const rigCoresLastHalf = ha && hb && hb.t > ha.t ? (hb.rigCpu - ha.rigCpu) / (hb.t - ha.t) : null;
   const out = {
     load: { nodes: opt.nodes, hz: opt.hz, cpus: opt.cpus, minutes: opt.minutes, replicas: opt.replicas,
       samplesPerSecond: opt.nodes * opt.hz * opt.cpus },
@@ -577,6 +585,7 @@ function report(x) {
     latencyMsLastHalf: { n: latLate.length, p50: pct(latLate, 0.5), p90: pct(latLate, 0.9), p99: pct(latLate, 0.99),
       max: pct(latLate, 1) },
     rss, stores, podChanges: x.podChanges, gatewayCpuSeconds: cpu, gatewayCoresLastHalf: cpuLastHalf,
+    intakeLastHalf, rigCoresLastHalf,
     rate: { takenPerSecond: agent.taken / secs, deliveredPerSecond: delivered / secs },
   };
   const fmt = (n) => (n / 1048576).toFixed(1);
@@ -595,7 +604,10 @@ function report(x) {
   const latLine = (l) => `p50 ${l.p50.toFixed(1)} p90 ${l.p90.toFixed(1)} p99 ${l.p99.toFixed(1)} max ${l.max.toFixed(1)} (${l.n} requests)`;
   console.log(`latency ms ${latLine(out.latencyMs)}; over the last half ${latLine(out.latencyMsLastHalf)}`);
   console.log(`gateway CPU seconds (current instance of each replica): ${cpu.map((c) => c.toFixed(1)).join(', ')} over ${secs} s; ` +
-    `cores used over the last half: ${cpuLastHalf.map((c) => (c === null ? 'n/a (restarted)' : c.toFixed(2))).join(', ')}`);
+    `cores used over the last half: ${cpuLastHalf.map((c) => (c === null ? 'n/a (restarted)' : c.toFixed(2))).join(', ')}; ` +
+    `simulators and sink: ${rigCoresLastHalf === null ? 'n/a' : rigCoresLastHalf.toFixed(2)} cores`);
+  console.log(`intake over the second half (delivered ÷ taken, before the flush): ` +
+    `${intakeLastHalf === null ? 'n/a' : intakeLastHalf.toFixed(3)}${intakeLastHalf !== null && intakeLastHalf < 0.98 ? ' (the agents\' backlog grows)' : ''}`);
   for (const r of rss) console.log(`replica ${r.replica} RSS peak ${fmt(r.peak)} MiB (limit ${opt.limitMib}), middle ${fmt(r.mid)}, end ${fmt(r.end)}, growth ${(100 * r.growth).toFixed(1)} %`);
   // What the symbolize processors made of the locations (every instance's last scrape).
   const outcomes = {};
