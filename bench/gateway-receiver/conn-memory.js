@@ -54,7 +54,8 @@ async function openAll(url, n, tlsOpts) {
   return ss;
 }
 
-// One gateway, one configuration: KiB of RSS per connection, idle and after two requests on each.
+// One gateway, one configuration: its RSS before and with the n connections open (KiB), and per connection
+// (bytes) idle and after two requests on each.
 async function measure(bin, tls, churned, n, certs, sinkUrl, dir) {
   const keys = `max_connections: ${n + 100}` +
     (tls ? `\n    tls: {cert_file: ${certs.serverCert}, key_file: ${certs.serverKey}}` : '');
