@@ -319,9 +319,23 @@ static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct
 {
 	unsigned spared = 0;
 
-	while (over_locked(s, st) && st->lru.lru_prev != &st->lru && st->lru.lru_prev != keep) {
+	while (over_locked(s, st) && st->lru.lru_prev != &st->lru) {
 		struct gw_obj *victim = st->lru.lru_prev;
 
+		/*
+		 * The entry just inserted reaches the cold end when every other
+		 * one was moved past it (all found, or in use): it is passed
+		 * over, not taken for the end of the list, or the store would
+		 * stay over its bound. Alone, it stays (every move above clears
+		 * a mark or spends a chance, so this ends).
+		 */
+		if (victim == keep) {
+			if (victim->lru_prev == &st->lru)
+				break;
+			lru_unlink(victim);
+			lru_push_front(st, victim);
+			continue;
+		}
 		if (victim->referenced) { /* found since it was last here: as an LRU would have it, hot */
 			victim->referenced = false;
 			lru_unlink(victim);

@@ -690,6 +690,34 @@ static void test_store_clock(void **state)
 	(void)state;
 }
 
+/* Every stored stack marked by a hit: the insert that passes the bound turns them all, and the new one reaches
+ * the cold end first. The bound still holds: the new one is passed over, not taken for the end of the list. */
+static void test_store_clock_all_marked(void **state)
+{
+	struct gw_store_limits lim = { .stack_bytes = 8192 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_executable *e = exe(s, 1);
+	struct gw_store_stats st;
+	int n = 0;
+
+	for (gw_stores__stats(s, GW_STORE_STACKS, &st); st.evictions == 0; gw_stores__stats(s, GW_STORE_STACKS, &st))
+		gw_stack__unref(stack(s, e, n++, 1));
+	for (int i = 0; i < n; i++) {
+		uint8_t id[16] = { 0 };
+		struct gw_stack *x;
+
+		memcpy(id, &i, sizeof(i));
+		x = gw_stores__stack(s, id, sizeof(id));
+		gw_stack__unref(x); /* NULL for the one evicted */
+	}
+	gw_stack__unref(stack(s, e, n++, 1));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_true(st.bytes <= 8192);
+	gw_executable__unref(e);
+	gw_stores_free(s);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -697,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_store_interning),
 		cmocka_unit_test(test_store_eviction_keeps_objects_alive),
 		cmocka_unit_test(test_store_second_chance),
+		cmocka_unit_test(test_store_clock_all_marked),
 		cmocka_unit_test(test_store_held_locations),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
