@@ -37,9 +37,9 @@ static inline const char *gw_scopy(char **pos, const char *s)
 
 /*
  * What an object costs beyond its own bytes: malloc's chunk header and
- * rounding (8 to 23 bytes on glibc) and its index slot (8 to 16 bytes: an
- * index doubles at one entry per bucket). Store charges are what objects
- * take, so that a bound is the memory it holds.
+ * rounding (8 to 23 bytes on glibc) and its index slot (4 to 8 bytes: an
+ * index doubles at two entries per bucket, store.c). Store charges are what
+ * objects take, so that a bound is the memory it holds.
  */
 #define GW_OBJ_OVERHEAD 32
 
@@ -47,7 +47,7 @@ static inline const char *gw_scopy(char **pos, const char *s)
  * What a location without lines is charged to its store: its slot in the
  * location table (no malloc header) and its index slot.
  */
-#define GW_LOCATION_BYTES (sizeof(struct gw_location) + 16)
+#define GW_LOCATION_BYTES (sizeof(struct gw_location) + 8)
 
 /* A zeroed location in a free slot of the location table (its slot set); NULL + errno. */
 struct gw_location *gw_location_slot_alloc(void);

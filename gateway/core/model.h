@@ -481,6 +481,7 @@ struct gw_store_stats {
 	uint64_t rescued;	 /* cold entries found since they were last at the cold end, moved to the hot end */
 	uint64_t held_bytes; /* locations: bytes of the ones stored stacks hold (charged to the stacks store instead) */
 	uint64_t lines_bytes; /* stacks: shared lines stored locations hold (in bytes) */
+	uint64_t index_bytes; /* the index's buckets (GW_OBJ_OVERHEAD counts them in the charges) */
 };
 
 struct gw_stores;

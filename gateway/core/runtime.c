@@ -246,6 +246,9 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 				"Bytes charged to the store (bounded by its limit).", lbl, (double)st.bytes);
 		gw_metrics__add(w, "stackrelay_gateway_store_limit_bytes", GW_METRIC_GAUGE, "The store's byte limit.",
 				lbl, (double)st.limit_bytes);
+		gw_metrics__add(w, "stackrelay_gateway_store_index_bytes", GW_METRIC_GAUGE,
+				"Bytes of the store's index (its entries' charges include their share).", lbl,
+				(double)st.index_bytes);
 		gw_metrics__add(w, "stackrelay_gateway_store_hits_total", GW_METRIC_COUNTER,
 				"Lookups that found the definition.", lbl, (double)st.hits);
 		gw_metrics__add(w, "stackrelay_gateway_store_misses_total", GW_METRIC_COUNTER,

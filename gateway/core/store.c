@@ -33,6 +33,15 @@
 /* Referenced cold entries moved to the hot end per insert, at most (shrink_locked()). */
 #define GW_STORE_SECOND_CHANCES 2
 
+/*
+ * Entries per bucket before the index doubles. At 2,000 nodes the stacks and
+ * locations stores hold about a million entries each: at one per bucket
+ * their indexes took 16 MiB each just past 2^20 entries; at two, half, for
+ * one more object on an average chain (whose 32 bits of hash are compared
+ * before the key: a chain step is one cache line).
+ */
+#define GW_STORE_LOAD_FACTOR 2
+
 struct gw_store {
 	pthread_mutex_t lock;
 	struct gw_obj **buckets;
@@ -190,6 +199,7 @@ void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store
 	struct gw_store *st = &s->s[k];
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
+	ret->index_bytes = st->n_buckets * sizeof(*st->buckets);
 	/* Held bytes change under the stacks store's lock (store.c, top): read there, they add up. */
 	if (k == GW_STORE_LOCATIONS) {
 		ret->held_bytes = atomic_load_explicit(&st->held_bytes, memory_order_relaxed);
@@ -566,7 +576,7 @@ static struct gw_obj *insert(struct gw_stores *s, enum gw_store_kind kind, const
 	st->stats.entries++;
 	st->stats.bytes += o->bytes;
 	st->stats.inserts++;
-	if (st->stats.entries > st->n_buckets)
+	if (st->stats.entries > st->n_buckets * GW_STORE_LOAD_FACTOR)
 		grow_locked(st);
 	if (kind == GW_STORE_STACKS)
 		hold_stack_locked(s, (struct gw_stack *)o, true, &evicted);

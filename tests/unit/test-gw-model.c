@@ -718,6 +718,32 @@ static void test_store_clock_all_marked(void **state)
 	(void)state;
 }
 
+/* An index doubles at two entries per bucket, not one: 5,000 stacks take 4,096 buckets (2^12 holds them at two). */
+static void test_store_index_load_factor(void **state)
+{
+	struct gw_stores *s = gw_stores_new(NULL);
+	struct gw_executable *e = exe(s, 1);
+	struct gw_store_stats st;
+
+	for (int i = 0; i < 5000; i++)
+		gw_stack__unref(stack(s, e, i, 1));
+	gw_stores__stats(s, GW_STORE_STACKS, &st);
+	assert_int_equal(st.entries, 5000);
+	assert_int_equal(st.index_bytes, 4096 * sizeof(void *));
+	for (int i = 0; i < 5000; i++) { /* every one still found */
+		uint8_t id[16] = { 0 };
+		struct gw_stack *x;
+
+		memcpy(id, &i, sizeof(i));
+		x = gw_stores__stack(s, id, sizeof(id));
+		assert_non_null(x);
+		gw_stack__unref(x);
+	}
+	gw_executable__unref(e);
+	gw_stores_free(s);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -726,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_store_eviction_keeps_objects_alive),
 		cmocka_unit_test(test_store_second_chance),
 		cmocka_unit_test(test_store_clock_all_marked),
+		cmocka_unit_test(test_store_index_load_factor),
 		cmocka_unit_test(test_store_held_locations),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
