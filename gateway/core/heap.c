@@ -5,8 +5,9 @@
  * keeps the free memory of each: a replica's decode thread, loop and pool
  * threads (encoding, symbolizing) each grew their own, and in a fleet soak
  * its heap held about 150 MiB free beside 190 MiB in use, all in RSS.
- * Fewer arenas share their free memory; a periodic malloc_trim() returns the
- * free pages inside them (malloc only returns the top of a heap by itself).
+ * Fewer arenas share their free memory; a periodic trim returns the free
+ * pages inside them (malloc only returns the top of a heap by itself), and
+ * those of the slot pools that hold stacks and locations (slot-pool.c).
  */
 #include <errno.h>
 #include <malloc.h>
@@ -21,6 +22,7 @@
 
 #include "heap.h"
 #include "log.h"
+#include "slot-pool.h"
 
 /* A trim slower than this is logged (it holds each arena's lock while it walks it). */
 #define SLOW_TRIM_NS (50 * 1000 * 1000ULL)
@@ -59,12 +61,18 @@ void gw_heap_setup(void)
 		mallopt(M_MMAP_THRESHOLD, GW_HEAP_MMAP_THRESHOLD);
 }
 
+void gw_heap_trim(void)
+{
+	malloc_trim(0);
+	gw_slot_pools_trim();
+}
+
 static void on_trim(uv_timer_t *t)
 {
 	uint64_t t0 = now_ns(), took;
 
 	(void)t;
-	malloc_trim(0);
+	gw_heap_trim();
 	took = now_ns() - t0;
 	if (took > SLOW_TRIM_NS)
 		sr_log_debug("gateway", "giving free heap pages back was slow", "took_ms=%llu",

@@ -27,8 +27,14 @@
 void gw_heap_setup(void);
 
 /*
- * Every interval_ms, malloc_trim(0) on the loop: the pages of free memory
- * inside the heap go back to the system. timer is initialized here and does
+ * Gives free pages back to the system: malloc_trim(0) (the heap's) and
+ * gw_slot_pools_trim() (the stack slabs' and location table's). Any thread.
+ */
+void gw_heap_trim(void);
+
+/*
+ * Every interval_ms, gw_heap_trim() on the loop: the pages of free memory
+ * inside the heap and the slot pools go back to the system. timer is initialized here and does
  * not keep the loop alive; close it at shutdown. 0 or -errno.
  */
 int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms);

@@ -7,64 +7,43 @@
  * million locations, and these two savings are about a third of what the
  * stores take (docs/reliability.md, "One replica at 2,000 nodes").
  *
- * Slots come in chunks that never move and are never freed: a slot number
- * stays valid for as long as anything holds the location, on any thread,
- * without a lock (the chunk pointer is written before the slot is handed out,
- * and a slot number only reaches another thread through a lock or an atomic
- * that orders it). Freed slots are reused first, so the table is as large as
- * the most locations ever alive at once, which the stores' bounds and the
- * batches in flight bound (stackrelay_gateway_location_slots).
+ * The table is a slot pool (slot-pool.c) of 2^GW_LOCATION_CHUNK_SHIFT slots
+ * a chunk: a slot number is the pool's handle, and gw_location_chunks[]
+ * names each chunk's first slot. Chunks never move and are never unmapped:
+ * a slot number stays valid for as long as anything holds the location, on
+ * any thread, without a lock (the chunk's entry is written under the pool's
+ * lock before any of its slots is handed out, and a slot number only
+ * reaches another thread through a lock or an atomic that orders it). Free
+ * slots are reused lowest first, and pages whose slots are all free go back
+ * to the system at each trim (stackrelay_gateway_location_slots).
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model-private.h"
-#include "poison.h"
-
-#define NO_SLOT UINT32_MAX
+#include "slot-pool.h"
 
 struct gw_location *gw_location_chunks[GW_LOCATION_MAX_CHUNKS];
 
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint32_t n_chunks;	     /* chunks allocated */
-static uint32_t next_fresh;	     /* slots below it have been handed out at least once */
-static uint32_t free_head = NO_SLOT; /* freed slots, linked through their first 4 bytes */
-static uint64_t n_live;
+static void on_chunk(uint32_t index, void *slots)
+{
+	gw_location_chunks[index] = slots;
+}
+
+/* 2^28 locations alive at once: the stores' bounds forbid it long before. */
+static struct gw_slot_pool table =
+	GW_SLOT_POOL_INIT(sizeof(struct gw_location), 1u << GW_LOCATION_CHUNK_SHIFT, GW_LOCATION_MAX_CHUNKS, on_chunk);
+_Static_assert(sizeof(struct gw_location) % 8 == 0, "a location slot is a multiple of 8 bytes");
+_Static_assert(((size_t)sizeof(struct gw_location) << GW_LOCATION_CHUNK_SHIFT) + 4096 <= GW_SLOT_CHUNK_BYTES,
+	       "a chunk of the slot pool holds 2^GW_LOCATION_CHUNK_SHIFT locations beside its header");
 
 struct gw_location *gw_location_slot_alloc(void)
 {
-	struct gw_location *l = NULL;
 	uint32_t slot;
+	struct gw_location *l = gw_slot_alloc(&table, &slot);
 
-	pthread_mutex_lock(&slots_lock);
-	if (free_head != NO_SLOT) {
-		slot = free_head;
-		l = gw_location__at(slot);
-		GW_UNPOISON(l, sizeof(*l));
-		memcpy(&free_head, l, sizeof(free_head));
-	} else {
-		if ((next_fresh >> GW_LOCATION_CHUNK_SHIFT) == n_chunks) {
-			struct gw_location *chunk;
-
-			if (n_chunks == GW_LOCATION_MAX_CHUNKS) {
-				pthread_mutex_unlock(&slots_lock);
-				errno = ENOMEM; /* 2^28 locations alive at once: the stores' bounds forbid it long before */
-				return NULL;
-			}
-			chunk = malloc(sizeof(*chunk) << GW_LOCATION_CHUNK_SHIFT);
-			if (!chunk) {
-				pthread_mutex_unlock(&slots_lock);
-				return NULL;
-			}
-			gw_location_chunks[n_chunks++] = chunk;
-		}
-		slot = next_fresh++;
-		l = gw_location__at(slot);
-	}
-	n_live++;
-	pthread_mutex_unlock(&slots_lock);
+	if (!l)
+		return NULL; /* errno: ENOMEM */
 	memset(l, 0, sizeof(*l));
 	l->slot = slot;
 	return l;
@@ -72,21 +51,19 @@ struct gw_location *gw_location_slot_alloc(void)
 
 void gw_location_slot_free(struct gw_location *l)
 {
-	uint32_t slot = l->slot;
-
-	pthread_mutex_lock(&slots_lock);
-	memcpy(l, &free_head, sizeof(free_head));
-	/* Poisoned but its first 4 bytes (the free list's link): using a freed location is reported. */
-	GW_POISON((char *)l + sizeof(free_head), sizeof(*l) - sizeof(free_head));
-	free_head = slot;
-	n_live--;
-	pthread_mutex_unlock(&slots_lock);
+	gw_slot_free(l);
 }
 
 void gw_location_slots__stats(uint64_t *live, uint64_t *capacity)
 {
-	pthread_mutex_lock(&slots_lock);
-	*live = n_live;
-	*capacity = (uint64_t)n_chunks << GW_LOCATION_CHUNK_SHIFT;
-	pthread_mutex_unlock(&slots_lock);
+	struct gw_slot_pool_stats st;
+
+	gw_slot_pool__stats(&table, &st);
+	*live = st.live / sizeof(struct gw_location);
+	*capacity = st.mapped / GW_SLOT_CHUNK_BYTES << GW_LOCATION_CHUNK_SHIFT;
+}
+
+void gw_location_slots__bytes(struct gw_slot_pool_stats *ret)
+{
+	gw_slot_pool__stats(&table, ret);
 }

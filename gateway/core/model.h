@@ -316,8 +316,12 @@ static inline struct gw_location *gw_location__at(uint32_t slot)
 {
 	return &gw_location_chunks[slot >> GW_LOCATION_CHUNK_SHIFT][slot & ((1u << GW_LOCATION_CHUNK_SHIFT) - 1)];
 }
-/* Locations alive and slots allocated (live ones and free ones reused first). */
+struct gw_slot_pool_stats; /* slot-pool.h */
+
+/* Locations alive and slots mapped (live ones and free ones, reused lowest first). */
 void gw_location_slots__stats(uint64_t *live, uint64_t *capacity);
+/* The location table's bytes: live, mapped, in resident pages, given back (slot-pool.h). */
+void gw_location_slots__bytes(struct gw_slot_pool_stats *ret);
 
 /* The location's executable (USER frames), kernel (KERNEL frames) or function (INTERPRETED, JIT); else NULL. */
 static inline struct gw_executable *gw_location__exe(const struct gw_location *l)
@@ -361,8 +365,8 @@ struct gw_stack {
 	uint32_t location_slots[]; /* leaf first; each holds a reference: read with gw_stack__location() */
 };
 
-/* Bytes of the stack slabs (stack-slabs.c): in live stacks' slots, and mapped (never given back; reused). */
-void gw_stack_slabs__stats(uint64_t *live, uint64_t *mapped);
+/* Bytes of the stack slabs (stack-slabs.c): in live stacks' slots, mapped, in resident pages, given back. */
+void gw_stack_slabs__stats(struct gw_slot_pool_stats *ret);
 
 /* Frame i of the stack, leaf first (i < n_locations). */
 static inline struct gw_location *gw_stack__location(const struct gw_stack *s, uint32_t i)

@@ -9,11 +9,15 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
+#include <sanitizer/lsan_interface.h>
 #define GW_POISON(p, n)	  ASAN_POISON_MEMORY_REGION((p), (n))
 #define GW_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+/* Memory mapped outside malloc whose pointers keep heap blocks alive: the leak checker scans it. */
+#define GW_LEAK_ROOT(p, n) __lsan_register_root_region((p), (n))
 #else
-#define GW_POISON(p, n)	  ((void)(p), (void)(n))
-#define GW_UNPOISON(p, n) ((void)(p), (void)(n))
+#define GW_POISON(p, n)	   ((void)(p), (void)(n))
+#define GW_UNPOISON(p, n)  ((void)(p), (void)(n))
+#define GW_LEAK_ROOT(p, n) ((void)(p), (void)(n))
 #endif
 
 #endif

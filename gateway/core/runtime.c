@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "runtime.h"
+#include "slot-pool.h"
 #include "telemetry.h"
 
 struct rt_comp {
@@ -292,10 +293,17 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 	{
 		static const char *const slots_help =
 			"Slots of the location table: live (locations alive, in stores or batches) and allocated "
-			"(never given back; free ones are reused first).";
-		static const char *const slabs_help =
-			"Bytes of the stack slabs: in live stacks, and mapped (never given back; free slots are reused "
-			"first).";
+			"(mapped; free ones are reused lowest first).";
+		static const char *const pool_help[2] = {
+			"Bytes of the stack slabs: in live stacks' slots, mapped, and in resident pages (pages whose "
+			"slots are all free go back to the system at each trim).",
+			"Bytes of the location table: in live locations' slots, mapped, and in resident pages (pages "
+			"whose slots are all free go back to the system at each trim).",
+		};
+		static const char *const pool_metric[2] = { "stackrelay_gateway_stack_slab_bytes",
+							    "stackrelay_gateway_location_slot_bytes" };
+		static const char *const pool_label[2] = { "pool=\"stacks\"", "pool=\"locations\"" };
+		struct gw_slot_pool_stats ps[2];
 		uint64_t live, capacity;
 
 		gw_location_slots__stats(&live, &capacity);
@@ -303,11 +311,21 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 				(double)live);
 		gw_metrics__add(w, "stackrelay_gateway_location_slots", GW_METRIC_GAUGE, slots_help,
 				"state=\"allocated\"", (double)capacity);
-		gw_stack_slabs__stats(&live, &capacity);
-		gw_metrics__add(w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE, slabs_help, "state=\"live\"",
-				(double)live);
-		gw_metrics__add(w, "stackrelay_gateway_stack_slab_bytes", GW_METRIC_GAUGE, slabs_help,
-				"state=\"mapped\"", (double)capacity);
+		gw_stack_slabs__stats(&ps[0]);
+		gw_location_slots__bytes(&ps[1]);
+		for (int i = 0; i < 2; i++) {
+			gw_metrics__add(w, pool_metric[i], GW_METRIC_GAUGE, pool_help[i], "state=\"live\"",
+					(double)ps[i].live);
+			gw_metrics__add(w, pool_metric[i], GW_METRIC_GAUGE, pool_help[i], "state=\"mapped\"",
+					(double)ps[i].mapped);
+			gw_metrics__add(w, pool_metric[i], GW_METRIC_GAUGE, pool_help[i], "state=\"resident\"",
+					(double)ps[i].resident);
+		}
+		for (int i = 0; i < 2; i++)
+			gw_metrics__add(w, "stackrelay_gateway_slot_pages_returned_bytes_total", GW_METRIC_COUNTER,
+					"Bytes of stack slab and location table pages given back to the system "
+					"(their slots all free).",
+					pool_label[i], (double)ps[i].returned);
 	}
 	gw_metrics__add(w, "stackrelay_gateway_batches_bytes", GW_METRIC_GAUGE,
 			"Estimated heap bytes of every batch alive in the pipelines.", NULL,

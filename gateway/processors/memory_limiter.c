@@ -21,7 +21,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,15 +293,15 @@ static void measure(struct memlim *m)
 		return; /* keep the last state: better than guessing */
 	/*
 	 * Above the soft limit, first give back what is only kept: the caches
-	 * (the encoder's dictionaries) and the heap's free pages (freed
-	 * batches and request bodies, the holes churning connections leave),
-	 * then decide on what is left. An RSS read before the trim counts
+	 * (the encoder's dictionaries) and free pages: the heap's (freed
+	 * batches and request bodies, the holes churning connections leave)
+	 * and the slot pools' (evicted stacks and locations), then decide on what is left. An RSS read before the trim counts
 	 * memory the process no longer uses, and refusing for it only delays
 	 * the agents for a check interval.
 	 */
 	if ((uint64_t)rss >= m->soft) {
 		gw_heap_release_caches();
-		malloc_trim(0);
+		gw_heap_trim();
 		after = gw_mem_rss_reader();
 		if (after >= 0) {
 			m->trimmed_bytes += after < rss ? (uint64_t)(rss - after) : 0;
@@ -330,7 +329,7 @@ static void measure(struct memlim *m)
 					   gw_accounting__check(gw_runtime__accounting(m->c->runtime), true) == 0))
 		report_stuck(m, (uint64_t)rss);
 	if (freed)
-		malloc_trim(0); /* what the exporters shed goes back to the system */
+		gw_heap_trim(); /* what the exporters shed goes back to the system */
 	if (s != m->state) {
 		if (s > m->state)
 			sr_log_warn(m->c->id,
