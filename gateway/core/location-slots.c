@@ -39,14 +39,17 @@ _Static_assert(((size_t)sizeof(struct gw_location) << GW_LOCATION_CHUNK_SHIFT) +
 
 struct gw_location *gw_location_slot_alloc(void)
 {
-	uint32_t slot;
-	struct gw_location *l = gw_slot_alloc(&table, &slot);
+	struct gw_location *l = gw_slot_alloc(&table, NULL);
 
 	if (!l)
 		return NULL; /* errno: ENOMEM */
 	memset(l, 0, sizeof(*l));
-	l->slot = slot;
 	return l;
+}
+
+uint32_t gw_location__slot(const struct gw_location *l)
+{
+	return gw_slot_handle(l);
 }
 
 void gw_location_slot_free(struct gw_location *l)

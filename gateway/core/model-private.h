@@ -49,7 +49,7 @@ static inline const char *gw_scopy(char **pos, const char *s)
  */
 #define GW_LOCATION_BYTES (sizeof(struct gw_location) + 8)
 
-/* A zeroed location in a free slot of the location table (its slot set); NULL + errno. */
+/* A zeroed location in a free slot of the location table; NULL + errno. */
 struct gw_location *gw_location_slot_alloc(void);
 /* Gives l's slot back (l was from gw_location_slot_alloc(); nothing holds it any more). */
 void gw_location_slot_free(struct gw_location *l);

@@ -148,7 +148,7 @@ struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, s
 	atomic_init(&l->obj.refs, 1);
 	l->obj.type = GW_OBJ_LOCATION;
 	l->obj.bytes = GW_LOCATION_BYTES;
-	l->kind = kind;
+	l->obj.sub = (uint8_t)kind;
 	l->address = address;
 	if (kind == GW_FRAME_USER)
 		l->in.exe = gw_executable__ref(exe);
@@ -201,7 +201,6 @@ struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t a
 		return NULL;
 	}
 	l->in.function = gw_function__ref(function);
-	l->line = line;
 	l->obj.bytes += (uint32_t)SR_MIN(sizeof(*lines) + sizeof(lines->lines[0]) + strlen(function->name) +
 						 strlen(function->file_name) + 4,
 					 UINT32_MAX / 2);
@@ -226,12 +225,12 @@ struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, str
 		goto fail;
 	atomic_init(&s->obj.refs, 1);
 	s->obj.type = GW_OBJ_STACK;
-	/* Its slab slot rounds up to 16 bytes and has no header: GW_OBJ_OVERHEAD covers that and its index slot. */
+	/* Its slab slot rounds up to 8 bytes and has no header: GW_OBJ_OVERHEAD covers that and its index slot. */
 	s->obj.bytes = (uint32_t)SR_MIN(stack_bytes(n, id_len) + GW_OBJ_OVERHEAD, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
 	for (uint32_t i = 0; i < n; i++)
-		s->location_slots[i] = locations[i]->slot; /* the caller's references, now the stack's */
+		s->location_slots[i] = gw_location__slot(locations[i]); /* the caller's references, now the stack's */
 	s->id_len = (uint8_t)id_len;
 	memcpy(s->location_slots + n, id, id_len);
 	return s;

@@ -88,13 +88,28 @@ const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size);
 /* Shared header of store objects; private to model.c/store.c. */
 struct gw_obj {
 	atomic_uint refs;
-	uint32_t bytes;	 /* memory charged to the store */
-	uint32_t hash;	 /* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
-	bool indexed;	 /* in its store's index (holding one reference) */
-	uint8_t type;	 /* enum gw_obj_type */
-	bool referenced; /* found since it last reached the cold end (under the store's lock; store.c) */
-	struct gw_obj *lru_prev, *lru_next, *hash_next;
+	uint32_t bytes; /* memory charged to the store */
+	uint32_t hash;	/* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
+	bool indexed;	/* in its store's index (holding one reference) */
+	uint8_t type;	/* enum gw_obj_type */
+	uint8_t flags;	/* GW_OBJ_REFERENCED, GW_OBJ_LINES_CHARGED: under the store's lock (store.c) */
+	uint8_t sub;	/* set before the object is shared: a location's kind and GW_LOCATION_PRESET */
+	/*
+	 * The recency list, while the object is in it (lru_next not NULL). A
+	 * location out of it keeps there the number of stored stacks holding it
+	 * (under the locations store's lock, store.c): most locations are held,
+	 * and carry no links they do not use.
+	 */
+	union {
+		struct gw_obj *lru_prev;
+		uint32_t held;
+	};
+	struct gw_obj *lru_next, *hash_next;
 };
+
+/* gw_obj.flags */
+#define GW_OBJ_REFERENCED    0x01 /* found since it last reached the cold end */
+#define GW_OBJ_LINES_CHARGED 0x02 /* a location counted in its shared lines' store_holders */
 
 /* ---- executables and kernels ---- */
 
@@ -276,7 +291,11 @@ struct gw_lines_table_stats {
 };
 void gw_lines_table__stats(struct gw_lines_table *t, struct gw_lines_table_stats *ret);
 
-/* Members ordered without padding: a fleet's gateway holds millions. */
+/*
+ * 64 bytes: a fleet's gateway holds millions. Its kind and whether it is
+ * preset live in obj.sub, the stacks holding it in obj.held; its slot and
+ * line are derived (gw_location__slot(), gw_location__line()).
+ */
 struct gw_location {
 	struct gw_obj obj;
 	uint64_t address;
@@ -292,16 +311,23 @@ struct gw_location {
 		struct gw_function *function;
 	} in;
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
-	uint32_t slot; /* its place in the location table: gw_location__at(slot) == this location */
-	uint32_t line; /* INTERPRETED: the source line (0: unknown); else 0 */
-	/* Stored (indexed) stacks holding it; under the locations store's lock (store.c). */
-	int32_t stack_holds;
-	uint8_t kind; /* enum gw_frame_kind */
-	/* Its lines came with the frame (gw_stores__intern_location_lines): part of its identity, never replaced. */
-	bool preset;
-	/* It counts in its shared lines' store_holders (under the locations store's lock). */
-	bool lines_charged;
 };
+_Static_assert(sizeof(struct gw_location) == 64, "a location stays 64 bytes (a replica holds a million)");
+
+/* gw_obj.sub of a location: its enum gw_frame_kind, and this bit when its lines came with the frame
+ * (gw_stores__intern_location_lines): part of its identity, never replaced. */
+#define GW_LOCATION_KIND_MASK 0x0f
+#define GW_LOCATION_PRESET    0x80
+
+static inline enum gw_frame_kind gw_location__kind(const struct gw_location *l)
+{
+	return (enum gw_frame_kind)(l->obj.sub & GW_LOCATION_KIND_MASK);
+}
+
+static inline bool gw_location__preset(const struct gw_location *l)
+{
+	return l->obj.sub & GW_LOCATION_PRESET;
+}
 
 /*
  * The location table (location-slots.c): every location lives in a slot of
@@ -316,6 +342,8 @@ static inline struct gw_location *gw_location__at(uint32_t slot)
 {
 	return &gw_location_chunks[slot >> GW_LOCATION_CHUNK_SHIFT][slot & ((1u << GW_LOCATION_CHUNK_SHIFT) - 1)];
 }
+/* The slot of l: gw_location__at(gw_location__slot(l)) == l. */
+uint32_t gw_location__slot(const struct gw_location *l);
 struct gw_slot_pool_stats; /* slot-pool.h */
 
 /* Locations alive and slots mapped (live ones and free ones, reused lowest first). */
@@ -326,21 +354,32 @@ void gw_location_slots__bytes(struct gw_slot_pool_stats *ret);
 /* The location's executable (USER frames), kernel (KERNEL frames) or function (INTERPRETED, JIT); else NULL. */
 static inline struct gw_executable *gw_location__exe(const struct gw_location *l)
 {
-	return l->kind == GW_FRAME_USER ? l->in.exe : NULL;
+	return gw_location__kind(l) == GW_FRAME_USER ? l->in.exe : NULL;
 }
 static inline struct gw_kernel *gw_location__kernel(const struct gw_location *l)
 {
-	return l->kind == GW_FRAME_KERNEL ? l->in.kernel : NULL;
+	return gw_location__kind(l) == GW_FRAME_KERNEL ? l->in.kernel : NULL;
 }
 static inline struct gw_function *gw_location__function(const struct gw_location *l)
 {
-	return gw_frame_kind_has_function(l->kind) ? l->in.function : NULL;
+	return gw_frame_kind_has_function(gw_location__kind(l)) ? l->in.function : NULL;
 }
 
 /* NULL while unsymbolized; safe from any thread. */
 static inline const struct gw_lines *gw_location__lines(const struct gw_location *l)
 {
 	return atomic_load_explicit(&((struct gw_location *)l)->lines, memory_order_acquire);
+}
+
+/* INTERPRETED and JIT: the source line its frame named (its lines' first; 0: unknown); else 0. */
+static inline uint32_t gw_location__line(const struct gw_location *l)
+{
+	const struct gw_lines *lines;
+
+	if (!gw_frame_kind_has_function(gw_location__kind(l)))
+		return 0;
+	lines = gw_location__lines(l);
+	return lines && lines->n ? lines->lines[0].line : 0;
 }
 /*
  * Publishes lines once. Returns true when they were set (the location owns

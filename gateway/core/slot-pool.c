@@ -199,6 +199,16 @@ void gw_slot_free(void *ptr)
 	pthread_mutex_unlock(&p->lock);
 }
 
+uint32_t gw_slot_handle(const void *ptr)
+{
+	const struct gw_slot_chunk *c =
+		(const struct gw_slot_chunk *)((uintptr_t)ptr & ~(uintptr_t)(GW_SLOT_CHUNK_BYTES - 1));
+	const struct gw_slot_pool *p = c->pool;
+
+	return c->index * p->per_chunk +
+	       (uint32_t)(((size_t)((const char *)ptr - (const char *)c) - p->slots_offset) / p->slot_size);
+}
+
 void gw_slot_pool__stats(struct gw_slot_pool *p, struct gw_slot_pool_stats *ret)
 {
 	pthread_mutex_lock(&p->lock);

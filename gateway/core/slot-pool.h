@@ -65,6 +65,8 @@ struct gw_slot_pool {
 void *gw_slot_alloc(struct gw_slot_pool *pool, uint32_t *ret_handle);
 /* Gives back p, a slot from gw_slot_alloc() (of any pool). */
 void gw_slot_free(void *p);
+/* The handle of p, an allocated slot (no lock: what it reads is set before the slot was handed out). */
+uint32_t gw_slot_handle(const void *p);
 
 /* The pool's bytes: in allocated slots, chunks mapped, in resident pages, given back by trims in all. */
 struct gw_slot_pool_stats {

@@ -273,16 +273,18 @@ static bool over_locked(struct gw_stores *s, struct gw_store *st)
 /* Locations store's lock held: a stored stack starts or stops holding l. */
 static void hold_locked(struct gw_store *ls, struct gw_location *l)
 {
-	if (l->stack_holds++ != 0 || !l->obj.indexed)
-		return;
-	lru_unlink(&l->obj);
-	ls->stats.bytes -= l->obj.bytes;
-	atomic_fetch_add_explicit(&ls->held_bytes, l->obj.bytes, memory_order_relaxed);
+	/* In the list: indexed, and no stored stack held it. Out of it, obj.held counts the holders. */
+	if (l->obj.lru_next) {
+		lru_unlink(&l->obj);
+		ls->stats.bytes -= l->obj.bytes;
+		atomic_fetch_add_explicit(&ls->held_bytes, l->obj.bytes, memory_order_relaxed);
+	}
+	l->obj.held++;
 }
 
 static void release_locked(struct gw_store *ls, struct gw_location *l)
 {
-	if (--l->stack_holds != 0 || !l->obj.indexed)
+	if (--l->obj.held != 0 || !l->obj.indexed)
 		return;
 	lru_push_front(ls, &l->obj);
 	ls->stats.bytes += l->obj.bytes;
@@ -346,8 +348,9 @@ static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct
 			lru_push_front(st, victim);
 			continue;
 		}
-		if (victim->referenced) { /* found since it was last here: as an LRU would have it, hot */
-			victim->referenced = false;
+		if (victim->flags &
+		    GW_OBJ_REFERENCED) { /* found since it was last here: as an LRU would have it, hot */
+			victim->flags &= (uint8_t)~GW_OBJ_REFERENCED;
 			lru_unlink(victim);
 			lru_push_front(st, victim);
 			st->stats.rescued++;
@@ -435,8 +438,8 @@ static bool key_match(const struct key *k, const struct gw_obj *o)
 	if (k->type == GW_OBJ_LOCATION) {
 		const struct gw_location *l = (const struct gw_location *)o;
 		const void *owner = l->in.exe; /* whichever member the kind names: the same pointer */
-		if (l->kind != k->kind || l->address != k->address || owner != k->owner || l->line != k->line ||
-		    l->preset != k->preset)
+		if (gw_location__kind(l) != k->kind || l->address != k->address || owner != k->owner ||
+		    gw_location__preset(l) != k->preset || gw_location__line(l) != k->line)
 			return false;
 		return !k->preset || gw_lines__equal(gw_location__lines(l), k->lines, k->n_lines);
 	}
@@ -464,8 +467,9 @@ static struct gw_obj *find_locked(struct gw_store *st, const struct key *k)
 {
 	for (struct gw_obj *o = st->buckets[k->hash & (st->n_buckets - 1)]; o; o = o->hash_next) {
 		if (key_match(k, o)) {
-			if (!o->referenced) /* written once per trip to the cold end: the line stays clean */
-				o->referenced = true;
+			if (!(o->flags &
+			      GW_OBJ_REFERENCED)) /* written once per trip to the cold end: the line stays clean */
+				o->flags |= GW_OBJ_REFERENCED;
 			atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 			st->stats.hits++;
 			return o;
@@ -484,9 +488,9 @@ static uint64_t lines_charge(const struct gw_lines *lines)
 /* Locations store's lock held: indexed l holds its shared lines; the first such location charges them. */
 static bool charge_lines_locked(struct gw_stores *s, struct gw_location *l, struct gw_lines *lines)
 {
-	if (l->lines_charged || !l->obj.indexed)
+	if ((l->obj.flags & GW_OBJ_LINES_CHARGED) || !l->obj.indexed)
 		return false;
-	l->lines_charged = true;
+	l->obj.flags |= GW_OBJ_LINES_CHARGED;
 	if (lines->store_holders++ != 0)
 		return false;
 	atomic_fetch_add_explicit(&s->lines_bytes, lines_charge(lines), memory_order_relaxed);
@@ -498,9 +502,9 @@ static void uncharge_lines_locked(struct gw_stores *s, struct gw_location *l)
 {
 	struct gw_lines *lines;
 
-	if (!l->lines_charged)
+	if (!(l->obj.flags & GW_OBJ_LINES_CHARGED))
 		return;
-	l->lines_charged = false;
+	l->obj.flags &= (uint8_t)~GW_OBJ_LINES_CHARGED;
 	lines = (struct gw_lines *)gw_location__lines(l);
 	if (--lines->store_holders == 0)
 		atomic_fetch_sub_explicit(&s->lines_bytes, lines_charge(lines), memory_order_relaxed);
@@ -777,7 +781,7 @@ struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum g
 		gw_lines_free(gl);
 		return NULL;
 	}
-	l->preset = true;
+	l->obj.sub |= GW_LOCATION_PRESET;
 	/* Not shared yet: no other thread can race this. */
 	gw_location__set_lines(l, gl);
 	l->obj.bytes = (uint32_t)SR_MIN((uint64_t)l->obj.bytes + sizeof(*gl) + (uint64_t)n * 96, UINT32_MAX);

@@ -177,7 +177,9 @@ static void add_sample(struct flamegraph *g, uint32_t group, const struct gw_sam
 	for (uint32_t i = st->n_locations; i-- > 0 && depth < FG_MAX_DEPTH;) {
 		const struct gw_location *l = gw_stack__location(st, i);
 		const struct gw_lines *lines = gw_location__lines(l);
-		uint32_t kind = l->kind == GW_FRAME_KERNEL ? 1 : gw_frame_kind_has_function(l->kind) ? 4 : 0;
+		uint32_t kind = gw_location__kind(l) == GW_FRAME_KERNEL		   ? 1
+				: gw_frame_kind_has_function(gw_location__kind(l)) ? 4
+										   : 0;
 
 		for (uint32_t k = lines ? lines->n : 1; k-- > 0 && depth < FG_MAX_DEPTH;) {
 			const char *name;

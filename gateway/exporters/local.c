@@ -136,7 +136,7 @@ int gw_write_file_atomic(const char *path, const void *data, size_t len)
 
 void gw_location_fallback_name(const struct gw_location *l, char *buf, size_t size)
 {
-	switch (l->kind) {
+	switch (gw_location__kind(l)) {
 	case GW_FRAME_USER: {
 		const struct gw_executable *exe = gw_location__exe(l);
 

@@ -293,7 +293,7 @@ static int64_t dict_mapping(struct dict *d, const void *key, const char *filenam
  */
 static const char *frame_type(const struct gw_location *l, const char *jit_type)
 {
-	if (l->kind == GW_FRAME_JIT && jit_type)
+	if (gw_location__kind(l) == GW_FRAME_JIT && jit_type)
 		return jit_type;
 	const struct gw_function *f = gw_location__function(l);
 

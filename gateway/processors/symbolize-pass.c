@@ -133,7 +133,7 @@ static void note_lookup(const struct job *job, struct gw_location *l, enum gw_sy
 
 	if (state == GW_SYM_PENDING && !job->final && job->deadline_ns > now)
 		pending_ns = job->deadline_ns - now;
-	if (l->kind == GW_FRAME_KERNEL) {
+	if (gw_location__kind(l) == GW_FRAME_KERNEL) {
 		gw_kernel__set_lookup(gw_location__kernel(l), pending_ns);
 		/* Symbols are here (or never will be): an agent asked before they were must not upload again. */
 		if (state == GW_SYM_READY || state == GW_SYM_UNAVAILABLE)

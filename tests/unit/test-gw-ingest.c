@@ -278,10 +278,10 @@ static void test_missing_negotiation(void **state)
 	assert_int_equal(m.missing_stacks_count + m.missing_executables_count + m.missing_kernels_count, 0);
 	struct gw_stack *s2 = res.batch->resources[0].samples[0].stack;
 	assert_int_equal(s2->n_locations, 3);
-	assert_int_equal(gw_stack__location(s2, 0)->kind, GW_FRAME_USER);
+	assert_int_equal(gw_location__kind(gw_stack__location(s2, 0)), GW_FRAME_USER);
 	assert_int_equal(gw_stack__location(s2, 0)->address, 0x1000);
 	assert_string_equal(gw_location__exe(gw_stack__location(s2, 0))->file_name, "b");
-	assert_int_equal(gw_stack__location(s2, 2)->kind, GW_FRAME_UNKNOWN);
+	assert_int_equal(gw_location__kind(gw_stack__location(s2, 2)), GW_FRAME_UNKNOWN);
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
 	gw_ingest_result_free(&res);
 	free(w.p);
@@ -477,15 +477,15 @@ static void test_functions(void **state)
 		const struct gw_lines *l;
 
 		assert_int_equal(s->n_locations, 3);
-		assert_int_equal(gw_stack__location(s, 0)->kind, GW_FRAME_JIT);
+		assert_int_equal(gw_location__kind(gw_stack__location(s, 0)), GW_FRAME_JIT);
 		assert_int_equal(gw_stack__location(s, 0)->address, 0x7f0000001000ULL);
 		l = gw_location__lines(gw_stack__location(s, 0));
 		assert_non_null(l);
 		assert_string_equal(l->lines[0].function, "LazyCompile:*hot /app/x.js:3");
 		assert_string_equal(l->lines[0].file, "");
-		assert_int_equal(gw_stack__location(s, 1)->kind, GW_FRAME_INTERPRETED);
+		assert_int_equal(gw_location__kind(gw_stack__location(s, 1)), GW_FRAME_INTERPRETED);
 		assert_int_equal(gw_stack__location(s, 1)->address, 24);
-		assert_int_equal(gw_stack__location(s, 1)->line, 12);
+		assert_int_equal(gw_location__line(gw_stack__location(s, 1)), 12);
 		assert_string_equal(gw_location__function(gw_stack__location(s, 1))->runtime, "cpython");
 		l = gw_location__lines(gw_stack__location(s, 1));
 		assert_non_null(l);
@@ -494,7 +494,7 @@ static void test_functions(void **state)
 		assert_string_equal(l->lines[0].file, "/app/work.py");
 		assert_int_equal(l->lines[0].line, 12);
 		assert_int_equal(l->lines[0].start_line, 10);
-		assert_int_equal(gw_stack__location(s, 2)->kind, GW_FRAME_USER);
+		assert_int_equal(gw_location__kind(gw_stack__location(s, 2)), GW_FRAME_USER);
 		assert_null(gw_location__lines(gw_stack__location(s, 2)));
 	}
 	pb_release(stackrelay_v1_PushResponse_fields, &m);
@@ -575,7 +575,7 @@ static void test_kernel_and_resources(void **state)
 	assert_int_equal(r1->n_samples, r1->cap_samples); /* fitted */
 	assert_int_equal(r1->samples[0].pid, 100);
 	struct gw_stack *ks = r1->samples[0].stack;
-	assert_int_equal(gw_stack__location(ks, 0)->kind, GW_FRAME_KERNEL);
+	assert_int_equal(gw_location__kind(gw_stack__location(ks, 0)), GW_FRAME_KERNEL);
 	assert_string_equal(gw_location__kernel(gw_stack__location(ks, 0))->release, "6.1.0");
 	assert_int_equal(gw_location__kernel(gw_stack__location(ks, 0))->n_modules, 1);
 	assert_string_equal(gw_location__kernel(gw_stack__location(ks, 0))->modules[0].name, "ext4");

@@ -376,9 +376,9 @@ static void check_otel_batch(struct fixture *f)
 	st = s->stack;
 	assert_int_equal(st->n_locations, 4);
 	/* Native, unsymbolized: the symbolize processor's, by build ID. */
-	assert_int_equal(gw_stack__location(st, 0)->kind, GW_FRAME_USER);
+	assert_int_equal(gw_location__kind(gw_stack__location(st, 0)), GW_FRAME_USER);
 	assert_int_equal(gw_stack__location(st, 0)->address, 0x1234);
-	assert_false(gw_stack__location(st, 0)->preset);
+	assert_false(gw_location__preset(gw_stack__location(st, 0)));
 	assert_null(gw_location__lines(gw_stack__location(st, 0)));
 	assert_string_equal(gw_id_to_hex(&gw_location__exe(gw_stack__location(st, 0))->gnu_build_id, hex, sizeof(hex)),
 			    "abcdef0123456789");
@@ -386,7 +386,7 @@ static void check_otel_batch(struct fixture *f)
 	assert_string_equal(gw_location__exe(gw_stack__location(st, 0))->path, "/usr/bin/app");
 	assert_string_equal(gw_location__exe(gw_stack__location(st, 0))->file_name, "app");
 	/* Native, symbolized by the sender: kept. */
-	assert_true(gw_stack__location(st, 1)->preset);
+	assert_true(gw_location__preset(gw_stack__location(st, 1)));
 	assert_ptr_equal(gw_location__exe(gw_stack__location(st, 1)), gw_location__exe(gw_stack__location(st, 0)));
 	ln = gw_location__lines(gw_stack__location(st, 1));
 	assert_non_null(ln);
@@ -395,13 +395,13 @@ static void check_otel_batch(struct fixture *f)
 	assert_string_equal(ln->lines[0].file, "app.c");
 	assert_int_equal(ln->lines[0].line, 10);
 	/* Interpreted: as it came, no executable. */
-	assert_int_equal(gw_stack__location(st, 2)->kind, GW_FRAME_UNKNOWN);
-	assert_true(gw_stack__location(st, 2)->preset);
+	assert_int_equal(gw_location__kind(gw_stack__location(st, 2)), GW_FRAME_UNKNOWN);
+	assert_true(gw_location__preset(gw_stack__location(st, 2)));
 	assert_int_equal(gw_stack__location(st, 2)->address, 7);
 	assert_string_equal(gw_location__lines(gw_stack__location(st, 2))->lines[0].function, "main");
 	assert_int_equal(gw_location__lines(gw_stack__location(st, 2))->lines[0].line, 3);
 	/* Kernel, named by the sender. */
-	assert_true(gw_stack__location(st, 3)->preset);
+	assert_true(gw_location__preset(gw_stack__location(st, 3)));
 	assert_string_equal(gw_location__lines(gw_stack__location(st, 3))->lines[0].function, "do_syscall");
 	assert_int_equal(gw_profiles__check(p), 0);
 }
@@ -800,7 +800,7 @@ static void test_frames_without_lines(void **state)
 	assert_string_equal(gw_location__lines(gw_stack__location(st, 1))->lines[0].function, "[kernel]+0x22");
 	assert_string_equal(gw_location__lines(gw_stack__location(st, 2))->lines[0].function, "x.so+0x33");
 	for (int k = 0; k < 3; k++) {
-		assert_true(gw_stack__location(st, k)->preset);
+		assert_true(gw_location__preset(gw_stack__location(st, k)));
 		assert_null(gw_location__exe(gw_stack__location(st, k)));
 	}
 	sr_pbw__free(&w);
@@ -817,7 +817,7 @@ static void test_htlhash_mapping(void **state)
 	assert_int_equal(run(f, &x, NULL), GW_OTLP_DECODE_OK);
 	l = gw_stack__location(f->res.batch->resources[0].samples[0].stack, 0);
 	/* Keyed by the content hash; no GNU build ID to look up in debuginfod. */
-	assert_int_equal(l->kind, GW_FRAME_USER);
+	assert_int_equal(gw_location__kind(l), GW_FRAME_USER);
 	assert_null(gw_location__lines(l));
 	assert_int_equal(gw_location__exe(l)->id_kind, GW_EXE_ID_CONTENT_HASH);
 	assert_string_equal(gw_id_to_hex(&gw_location__exe(l)->id, hex, sizeof(hex)), "abcdef0123456789");
