@@ -101,6 +101,28 @@ function parseMetrics(text) {
 const sum = (ms, name, want = {}) => ms.filter((s) => s.name === name && Object.entries(want).every(([k, v]) => s.labels[k] === v))
   .reduce((a, s) => a + s.value, 0);
 
+// Quantiles (ms) of a Prometheus histogram's cumulative buckets [{le (s), n}], as histogram_quantile() makes them:
+// linear within the bucket; past the last finite bound, that bound. Returns [q...] with .n the count.
+function histogramQuantiles(buckets, qs) {
+  const b = [...buckets].sort((x, y) => x.le - y.le);
+  const total = b.length ? b[b.length - 1].n : 0;
+  const out = qs.map((q) => {
+    if (!total) return 0;
+    const rank = q * total;
+    let prevLe = 0, prevN = 0;
+    for (const x of b) {
+      if (x.n >= rank) {
+        if (x.le === Infinity) return prevLe * 1000;
+        return (prevLe + (x.le - prevLe) * (x.n > prevN ? (rank - prevN) / (x.n - prevN) : 1)) * 1000;
+      }
+      prevLe = x.le; prevN = x.n;
+    }
+    return prevLe * 1000;
+  });
+  out.n = total;
+  return out;
+}
+
 function rssOf(pid) {
   try {
     const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -407,6 +429,9 @@ async function main() {
           rr.heapFree = sum(ms, 'stackrelay_gateway_heap_bytes', { state: 'free' });
           rr.symbolize = {};
           for (const o of OUTCOMES) rr.symbolize[o] = sum(ms, 'stackrelay_gateway_symbolize_locations_total', { outcome: o });
+          // The gateway's own time per request (first header to answer), cumulative buckets by bound.
+          rr.duration = ms.filter((s) => s.name === 'stackrelay_gateway_agent_request_duration_seconds_bucket')
+            .map((s) => ({ le: s.labels.le === '+Inf' ? Infinity : Number(s.labels.le), n: s.value }));
         }
         row.replicas.push(rr);
       }
@@ -572,6 +597,15 @@ function report(x) {
   const ha = half[0], hb = half[half.length - 1];
   const intakeLastHalf = ha && hb && hb.taken > ha.taken ? (hb.sink - ha.sink) / (hb.taken - ha.taken) : null;
   const rigCoresLastHalf = ha && hb && hb.t > ha.t ? (hb.rigCpu - ha.rigCpu) / (hb.t - ha.t) : null;
+  // The gateway's own request time over the second half, from its histogram (one instance ran all along): the
+  // agents' latency beside it includes the simulators' event loops, which a saturated rig delays.
+  const gwLatLastHalf = replicas.map((r) => {
+    const pts = series.filter((row) => row.t >= secs / 2 && row.t <= secs && row.replicas[r.r].duration &&
+      row.replicas[r.r].duration.length).map((row) => row.replicas[r.r].duration);
+    if (pts.length < 2 || r.instances.length !== 1) return null;
+    const a = pts[0], b = pts[pts.length - 1];
+    return histogramQuantiles(b.map((x, i) => ({ le: x.le, n: x.n - (a[i] ? a[i].n : 0) })), [0.5, 0.9, 0.99]);
+  });
   const out = {
     load: { nodes: opt.nodes, hz: opt.hz, cpus: opt.cpus, minutes: opt.minutes, replicas: opt.replicas,
       samplesPerSecond: opt.nodes * opt.hz * opt.cpus },
@@ -585,7 +619,7 @@ function report(x) {
     latencyMsLastHalf: { n: latLate.length, p50: pct(latLate, 0.5), p90: pct(latLate, 0.9), p99: pct(latLate, 0.99),
       max: pct(latLate, 1) },
     rss, stores, podChanges: x.podChanges, gatewayCpuSeconds: cpu, gatewayCoresLastHalf: cpuLastHalf,
-    intakeLastHalf, rigCoresLastHalf,
+    intakeLastHalf, rigCoresLastHalf, gatewayRequestMsLastHalf: gwLatLastHalf,
     rate: { takenPerSecond: agent.taken / secs, deliveredPerSecond: delivered / secs },
   };
   const fmt = (n) => (n / 1048576).toFixed(1);
@@ -603,6 +637,8 @@ function report(x) {
     `duplicates caught ${dupSamples}; pod changes ${x.podChanges}`);
   const latLine = (l) => `p50 ${l.p50.toFixed(1)} p90 ${l.p90.toFixed(1)} p99 ${l.p99.toFixed(1)} max ${l.max.toFixed(1)} (${l.n} requests)`;
   console.log(`latency ms ${latLine(out.latencyMs)}; over the last half ${latLine(out.latencyMsLastHalf)}`);
+  console.log(`gateway's own time per request over the last half (first header to answer, its histogram): ` +
+    gwLatLastHalf.map((q, i) => `replica ${i} ${q ? `p50 ${q[0].toFixed(0)} p90 ${q[1].toFixed(0)} p99 ${q[2].toFixed(0)} ms (${q.n} requests)` : 'n/a'}`).join('; '));
   console.log(`gateway CPU seconds (current instance of each replica): ${cpu.map((c) => c.toFixed(1)).join(', ')} over ${secs} s; ` +
     `cores used over the last half: ${cpuLastHalf.map((c) => (c === null ? 'n/a (restarted)' : c.toFixed(2))).join(', ')}; ` +
     `simulators and sink: ${rigCoresLastHalf === null ? 'n/a' : rigCoresLastHalf.toFixed(2)} cores`);

@@ -12,6 +12,7 @@ struct entry {
 	const char *family; /* static strings: families and help are literals */
 	const char *help;
 	enum gw_metric_type type;
+	const char *suffix; /* histograms: "_bucket", "_sum" or "_count"; else "" */
 	char *labels;
 	double value;
 	size_t family_order;
@@ -59,8 +60,8 @@ static size_t family_order(struct gw_metrics_writer *w, const char *family)
 	return w->n_families++;
 }
 
-void gw_metrics__add(struct gw_metrics_writer *w, const char *family, enum gw_metric_type type, const char *help,
-		     const char *labels, double value)
+static void add(struct gw_metrics_writer *w, const char *family, enum gw_metric_type type, const char *suffix,
+		const char *help, const char *labels, double value)
 {
 	size_t order;
 
@@ -79,12 +80,51 @@ void gw_metrics__add(struct gw_metrics_writer *w, const char *family, enum gw_me
 		.family = w->families[order],
 		.help = help,
 		.type = type,
+		.suffix = suffix,
 		.labels = labels && *labels ? strdup(labels) : NULL,
 		.value = value,
 		.family_order = order,
 		.seq = w->n,
 	};
 	w->n++;
+}
+
+void gw_metrics__add(struct gw_metrics_writer *w, const char *family, enum gw_metric_type type, const char *help,
+		     const char *labels, double value)
+{
+	add(w, family, type, "", help, labels, value);
+}
+
+const double gw_duration_bounds[GW_DURATION_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+
+void gw_duration_histogram__observe(struct gw_duration_histogram *h, double seconds)
+{
+	size_t i = 0;
+
+	while (i < GW_DURATION_BUCKETS && seconds > gw_duration_bounds[i])
+		i++;
+	h->counts[i]++;
+	h->sum += seconds;
+}
+
+void gw_metrics__add_histogram(struct gw_metrics_writer *w, const char *family, const char *help, const char *labels,
+			       const struct gw_duration_histogram *h)
+{
+	uint64_t cum = 0;
+
+	for (size_t i = 0; i <= GW_DURATION_BUCKETS; i++) {
+		char lbl[512];
+
+		cum += h->counts[i];
+		snprintf(lbl, sizeof(lbl), "%s%s", labels && *labels ? labels : "", labels && *labels ? "," : "");
+		if (i < GW_DURATION_BUCKETS)
+			snprintf(lbl + strlen(lbl), sizeof(lbl) - strlen(lbl), "le=\"%g\"", gw_duration_bounds[i]);
+		else
+			snprintf(lbl + strlen(lbl), sizeof(lbl) - strlen(lbl), "le=\"+Inf\"");
+		add(w, family, GW_METRIC_HISTOGRAM, "_bucket", help, lbl, (double)cum);
+	}
+	add(w, family, GW_METRIC_HISTOGRAM, "_sum", help, labels, h->sum);
+	add(w, family, GW_METRIC_HISTOGRAM, "_count", help, labels, (double)cum);
 }
 
 void gw_metrics_label(char *buf, size_t size, const char *key, const char *value)
@@ -138,12 +178,15 @@ int gw_metrics_writer__render(struct gw_metrics_writer *w, char **ret, size_t *r
 		if (i == 0 || e->family_order != w->e[i - 1].family_order) {
 			if (e->help)
 				fprintf(f, "# HELP %s %s\n", e->family, e->help);
-			fprintf(f, "# TYPE %s %s\n", e->family, e->type == GW_METRIC_COUNTER ? "counter" : "gauge");
+			fprintf(f, "# TYPE %s %s\n", e->family,
+				e->type == GW_METRIC_COUNTER	 ? "counter"
+				: e->type == GW_METRIC_HISTOGRAM ? "histogram"
+								 : "gauge");
 		}
 		if (e->labels)
-			fprintf(f, "%s{%s} ", e->family, e->labels);
+			fprintf(f, "%s%s{%s} ", e->family, e->suffix, e->labels);
 		else
-			fprintf(f, "%s ", e->family);
+			fprintf(f, "%s%s ", e->family, e->suffix);
 		if (e->value == floor(e->value) && fabs(e->value) < 9.007199254740992e15)
 			fprintf(f, "%.0f\n", e->value);
 		else

@@ -218,6 +218,7 @@ struct h2stream *gw_agent_stream_new(struct conn *c, int32_t id)
 	s->id = id;
 	s->conn = c;
 	s->started_ms = gw_agent_now_ms(c->rx);
+	s->started_ns = uv_hrtime();
 	c->last_request_ms = s->started_ms;
 	s->auth_ok = !c->rx->cfg->auth.bearer_token_file;
 	s->next = c->streams;

@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "agent-ingest.h"
+#include "metrics.h"
 #include "macro.h"
 
 #define COMPONENT "receiver/agent"
@@ -113,7 +114,8 @@ struct h2stream {
 	uint8_t *body;
 	size_t len, cap;
 	uint64_t started_ms;
-	int error_status; /* found while reading headers: answered at end of headers */
+	uint64_t started_ns; /* uv_hrtime() at its first header: request_duration_seconds */
+	int error_status;    /* found while reading headers: answered at end of headers */
 	const char *error_msg;
 	bool gzip, auth_ok, responded, have_ctype;
 	bool processing;       /* complete and being decoded: request_timeout no longer applies */
@@ -229,6 +231,8 @@ struct agent_rx {
 	void (*done)(struct gw_component *c);
 	struct agent_stats st;
 	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];
+	/* First header to response, every answered request (on the loop). */
+	struct gw_duration_histogram request_duration;
 	/* The decode thread: large requests are decoded off the loop (see gw_agent_process_request). */
 	struct {
 		pthread_t thread;

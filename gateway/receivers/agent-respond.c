@@ -78,6 +78,7 @@ void gw_agent_respond_ex(struct h2stream *s, int status, const char *content_typ
 	}
 	s->responded = true;
 	count_status(c->rx, status);
+	gw_duration_histogram__observe(&c->rx->request_duration, (double)(uv_hrtime() - s->started_ns) / 1e9);
 	/* The request body is no longer needed. */
 	c->rx->inflight_bytes -= s->cap;
 	free(s->body);

@@ -336,6 +336,10 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		gw_metrics__add(w, "stackrelay_gateway_agent_requests_total", GW_METRIC_COUNTER,
 				"Agent requests answered, by HTTP status.", l2, (double)rx->statuses[i]);
 	}
+	gw_metrics__add_histogram(w, "stackrelay_gateway_agent_request_duration_seconds",
+				  "Seconds from a request's first header to its answer (queued, read, decoded and "
+				  "admitted to the pipeline; not the write of the answer).",
+				  lbl, &rx->request_duration);
 	const struct {
 		const char *kind;
 		uint64_t v;

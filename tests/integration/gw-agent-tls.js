@@ -133,6 +133,11 @@ service:
       assert.ok(m.get('stackrelay_gateway_agent_tls_handshake_failures_total') >= 3, m.text);
       assert.ok(m.get('stackrelay_gateway_agent_auth_failures_total') >= 3);
       assert.ok(m.get('stackrelay_gateway_agent_requests_total', { status: '401' }) >= 3);
+      // Every answered request is timed: the histogram counts as many as the status counter.
+      assert.equal(m.get('stackrelay_gateway_agent_request_duration_seconds_count'),
+        m.get('stackrelay_gateway_agent_requests_total'), m.text);
+      assert.equal(m.get('stackrelay_gateway_agent_request_duration_seconds_bucket', { le: '+Inf' }),
+        m.get('stackrelay_gateway_agent_request_duration_seconds_count'));
       const r = await attempt(good, { authorization: 'Bearer rotated-token' });
       assert.equal(r.status, 200);
     });

@@ -103,12 +103,44 @@ static void test_metrics_text(void **state)
 	gw_accounting_free(a);
 }
 
+/* A duration histogram renders as Prometheus does: cumulative buckets with le, +Inf, _sum and _count. */
+static void test_metrics_histogram(void **state)
+{
+	struct gw_metrics_writer *w = gw_metrics_writer_new();
+	struct gw_duration_histogram h = { 0 };
+	char *text;
+	size_t len;
+
+	gw_duration_histogram__observe(&h, 0.001);
+	gw_duration_histogram__observe(&h, 0.005); /* on a bound: in its bucket (le is "less or equal") */
+	gw_duration_histogram__observe(&h, 0.3);
+	gw_duration_histogram__observe(&h, 20);
+	gw_metrics__add_histogram(w, "d_seconds", "D.", "component=\"agent\"", &h);
+	gw_metrics__add_histogram(w, "e_seconds", "E.", NULL, &h);
+	assert_int_equal(gw_metrics_writer__render(w, &text, &len), 0);
+	assert_non_null(strstr(text, "# TYPE d_seconds histogram\n"));
+	assert_null(strstr(text, "# TYPE d_seconds_bucket"));
+	assert_non_null(strstr(text, "d_seconds_bucket{component=\"agent\",le=\"0.005\"} 2\n"));
+	assert_non_null(strstr(text, "d_seconds_bucket{component=\"agent\",le=\"0.25\"} 2\n"));
+	assert_non_null(strstr(text, "d_seconds_bucket{component=\"agent\",le=\"0.5\"} 3\n"));
+	assert_non_null(strstr(text, "d_seconds_bucket{component=\"agent\",le=\"10\"} 3\n"));
+	assert_non_null(strstr(text, "d_seconds_bucket{component=\"agent\",le=\"+Inf\"} 4\n"));
+	assert_non_null(strstr(text, "d_seconds_sum{component=\"agent\"} 20.30")); /* 20.306, as %.17g prints it */
+	assert_non_null(strstr(text, "d_seconds_count{component=\"agent\"} 4\n"));
+	assert_non_null(strstr(text, "e_seconds_bucket{le=\"0.01\"} 2\n"));
+	assert_non_null(strstr(text, "e_seconds_count 4\n"));
+	free(text);
+	gw_metrics_writer_free(w);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sum_rule),
 		cmocka_unit_test(test_reasons_are_bounded),
 		cmocka_unit_test(test_metrics_text),
+		cmocka_unit_test(test_metrics_histogram),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
