@@ -348,8 +348,8 @@ static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct
 			lru_push_front(st, victim);
 			continue;
 		}
-		if (victim->flags &
-		    GW_OBJ_REFERENCED) { /* found since it was last here: as an LRU would have it, hot */
+		/* Found since it was last here: as an LRU would have it, hot. */
+		if (victim->flags & GW_OBJ_REFERENCED) {
 			victim->flags &= (uint8_t)~GW_OBJ_REFERENCED;
 			lru_unlink(victim);
 			lru_push_front(st, victim);
