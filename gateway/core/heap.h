@@ -34,8 +34,9 @@ void gw_heap_trim(void);
 
 /*
  * Every interval_ms, gw_heap_trim() on the loop: the pages of free memory
- * inside the heap and the slot pools go back to the system. timer is initialized here and does
- * not keep the loop alive; close it at shutdown. 0 or -errno.
+ * inside the heap and the slot pools go back to the system. timer is
+ * initialized here and does not keep the loop alive; close it at shutdown.
+ * 0 or -errno.
  */
 int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms);
 

@@ -295,9 +295,10 @@ static void measure(struct memlim *m)
 	 * Above the soft limit, first give back what is only kept: the caches
 	 * (the encoder's dictionaries) and free pages: the heap's (freed
 	 * batches and request bodies, the holes churning connections leave)
-	 * and the slot pools' (evicted stacks and locations), then decide on what is left. An RSS read before the trim counts
-	 * memory the process no longer uses, and refusing for it only delays
-	 * the agents for a check interval.
+	 * and the slot pools' (evicted stacks and locations), then decide on
+	 * what is left. An RSS read before the trim counts memory the process
+	 * no longer uses, and refusing for it only delays the agents for a
+	 * check interval.
 	 */
 	if ((uint64_t)rss >= m->soft) {
 		gw_heap_release_caches();
