@@ -113,14 +113,13 @@ void gw_metrics__add_histogram(struct gw_metrics_writer *w, const char *family, 
 	uint64_t cum = 0;
 
 	for (size_t i = 0; i <= GW_DURATION_BUCKETS; i++) {
-		char lbl[512];
+		char lbl[512], le[32] = "+Inf";
 
 		cum += h->counts[i];
-		snprintf(lbl, sizeof(lbl), "%s%s", labels && *labels ? labels : "", labels && *labels ? "," : "");
+		snprintf(lbl, sizeof(lbl), "%s", labels ? labels : "");
 		if (i < GW_DURATION_BUCKETS)
-			snprintf(lbl + strlen(lbl), sizeof(lbl) - strlen(lbl), "le=\"%g\"", gw_duration_bounds[i]);
-		else
-			snprintf(lbl + strlen(lbl), sizeof(lbl) - strlen(lbl), "le=\"+Inf\"");
+			snprintf(le, sizeof(le), "%g", gw_duration_bounds[i]);
+		gw_metrics_label(lbl, sizeof(lbl), "le", le);
 		add(w, family, GW_METRIC_HISTOGRAM, "_bucket", help, lbl, (double)cum);
 	}
 	add(w, family, GW_METRIC_HISTOGRAM, "_sum", help, labels, h->sum);

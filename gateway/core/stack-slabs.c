@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stacks live in slot pools of their own (slot-pool.c), one per size class
- * (8 bytes apart: a stack wastes 4 bytes on average), not in malloc's heap. A replica at 2,000 nodes keeps
- * about a million stacks of 100-300 bytes for minutes, and replaces a few
- * thousand a second; in the heap they were strewn among the batches'
- * short-lived arrays, so that the pages those arrays freed could not go
- * back to the kernel: the heap held 200-400 MiB free, resident, beside what
- * was in use (docs/reliability.md, "One replica at 2,000 nodes").
+ * (8 bytes apart: a stack wastes 4 bytes on average), not in malloc's heap.
+ * A replica at 2,000 nodes keeps about a million stacks of 100-300 bytes
+ * for minutes, and replaces a few thousand a second; in the heap they were
+ * strewn among the batches' short-lived arrays, so that the pages those
+ * arrays freed could not go back to the kernel: the heap held 200-400 MiB
+ * free, resident, beside what was in use (docs/reliability.md, "One replica
+ * at 2,000 nodes").
  *
  * A class's pages whose slots are all free go back to the system at each
  * trim (gw_slot_pools_trim()), so a class shrinks when the mix of stack
