@@ -29,6 +29,7 @@
 #include "model.h"
 #include "macro.h"
 #include "model-private.h"
+#include "store-private.h"
 
 /* Referenced cold entries moved to the hot end per insert, at most (shrink_locked()). */
 #define GW_STORE_SECOND_CHANCES 2
@@ -387,23 +388,7 @@ void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t by
 	unref_list(evicted);
 }
 
-/* ---- keys ---- */
-
-struct key {
-	enum gw_obj_type type;
-	uint64_t hash;
-	const void *id;
-	size_t id_len;
-	/* locations */
-	enum gw_frame_kind kind;
-	uint64_t address;
-	const void *owner;
-	uint32_t line;
-	/* preset locations: their lines are part of the key */
-	bool preset;
-	const struct gw_line *lines;
-	uint32_t n_lines;
-};
+/* ---- keys (store-private.h) ---- */
 
 /* The ID bytes of an executable, kernel, stack or function. */
 static const uint8_t *obj_id(const struct gw_obj *o, size_t *ret_len)
@@ -446,20 +431,6 @@ static bool key_match(const struct key *k, const struct gw_obj *o)
 	size_t len;
 	const uint8_t *id = obj_id(o, &len);
 	return len == k->id_len && memcmp(id, k->id, len) == 0;
-}
-
-static void key_for_id(struct key *k, enum gw_obj_type type, const void *id, size_t len)
-{
-	*k = (struct key){ .type = type, .id = id, .id_len = len };
-	k->hash = XXH3_64bits_withSeed(id, len, type);
-}
-
-static void key_for_location(struct key *k, enum gw_frame_kind kind, uint64_t address, const void *owner, uint32_t line)
-{
-	/* All 64-bit members: no padding bytes to hash. */
-	const uint64_t raw[3] = { address, (uint64_t)(uintptr_t)owner, (uint64_t)kind | (uint64_t)line << 32 };
-	*k = (struct key){ .type = GW_OBJ_LOCATION, .kind = kind, .address = address, .owner = owner, .line = line };
-	k->hash = XXH3_64bits(&raw, sizeof(raw));
 }
 
 /* Caller holds the lock. Returns a new reference or NULL. */
@@ -559,7 +530,7 @@ static void grow_locked(struct gw_store *st)
  * object got in first; returns the object to use (a new reference) and
  * evicted objects to unref once the lock is dropped.
  */
-static struct gw_obj *insert(struct gw_stores *s, enum gw_store_kind kind, const struct key *k, struct gw_obj *o)
+struct gw_obj *gw_store_insert(struct gw_stores *s, enum gw_store_kind kind, const struct key *k, struct gw_obj *o)
 {
 	struct gw_store *st = &s->s[kind];
 	struct gw_obj *evicted = NULL, *existing;
@@ -590,100 +561,14 @@ static struct gw_obj *insert(struct gw_stores *s, enum gw_store_kind kind, const
 	return o;
 }
 
-static struct gw_obj *lookup(struct gw_store *st, const struct key *k)
+struct gw_obj *gw_store_lookup(struct gw_stores *s, enum gw_store_kind kind, const struct key *k)
 {
+	struct gw_store *st = &s->s[kind];
+
 	pthread_mutex_lock(&st->lock);
 	struct gw_obj *o = find_locked(st, k);
 	pthread_mutex_unlock(&st->lock);
 	return o;
-}
-
-struct gw_executable *gw_stores__executable(struct gw_stores *s, const void *id, size_t id_len)
-{
-	struct key k;
-	if (id_len == 0 || id_len > GW_ID_MAX)
-		return NULL;
-	key_for_id(&k, GW_OBJ_EXECUTABLE, id, id_len);
-	return (struct gw_executable *)lookup(&s->s[GW_STORE_EXECUTABLES], &k);
-}
-
-struct gw_kernel *gw_stores__kernel(struct gw_stores *s, const void *id, size_t id_len)
-{
-	struct key k;
-	if (id_len == 0 || id_len > GW_ID_MAX)
-		return NULL;
-	key_for_id(&k, GW_OBJ_KERNEL, id, id_len);
-	return (struct gw_kernel *)lookup(&s->s[GW_STORE_KERNELS], &k);
-}
-
-struct gw_stack *gw_stores__stack(struct gw_stores *s, const void *id, size_t id_len)
-{
-	struct key k;
-	if (id_len == 0 || id_len > GW_ID_MAX)
-		return NULL;
-	key_for_id(&k, GW_OBJ_STACK, id, id_len);
-	return (struct gw_stack *)lookup(&s->s[GW_STORE_STACKS], &k);
-}
-
-struct gw_executable *gw_stores__intern_executable(struct gw_stores *s, const struct gw_executable_def *def)
-{
-	struct gw_executable *e;
-	struct key k;
-
-	if (def->id_len == 0 || def->id_len > GW_ID_MAX) {
-		errno = EINVAL;
-		return NULL;
-	}
-	key_for_id(&k, GW_OBJ_EXECUTABLE, def->id, def->id_len);
-	e = (struct gw_executable *)lookup(&s->s[GW_STORE_EXECUTABLES], &k);
-	if (e)
-		return e;
-	e = gw_executable_new(def);
-	if (!e)
-		return NULL;
-	return (struct gw_executable *)insert(s, GW_STORE_EXECUTABLES, &k, &e->obj);
-}
-
-struct gw_kernel *gw_stores__intern_kernel(struct gw_stores *s, const struct gw_kernel_def *def)
-{
-	struct gw_kernel *kn;
-	struct key k;
-
-	if (def->id_len == 0 || def->id_len > GW_ID_MAX) {
-		errno = EINVAL;
-		return NULL;
-	}
-	key_for_id(&k, GW_OBJ_KERNEL, def->id, def->id_len);
-	kn = (struct gw_kernel *)lookup(&s->s[GW_STORE_KERNELS], &k);
-	if (kn)
-		return kn;
-	kn = gw_kernel_new(def);
-	if (!kn)
-		return NULL;
-	return (struct gw_kernel *)insert(s, GW_STORE_KERNELS, &k, &kn->obj);
-}
-
-struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
-					       struct gw_executable *exe, struct gw_kernel *kernel)
-{
-	struct gw_location *l;
-	const void *owner;
-	struct key k;
-
-	if ((kind == GW_FRAME_USER && (!exe || kernel)) || (kind == GW_FRAME_KERNEL && (!kernel || exe)) ||
-	    (kind == GW_FRAME_UNKNOWN && (exe || kernel)) || (unsigned)kind > GW_FRAME_KERNEL) {
-		errno = EINVAL;
-		return NULL;
-	}
-	owner = exe ? (const void *)exe : (const void *)kernel;
-	key_for_location(&k, kind, address, owner, 0);
-	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
-	if (l)
-		return l;
-	l = gw_location_new(kind, address, exe, kernel);
-	if (!l)
-		return NULL;
-	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
 }
 
 struct gw_lines_table *gw_stores__lines(struct gw_stores *s)
@@ -738,125 +623,3 @@ bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_
 }
 
 /* Chains s into h, with its terminator, so ("ab", "") and ("a", "b") differ. */
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-	return XXH3_64bits_withSeed(s ? s : "", s ? strlen(s) + 1 : 1, h);
-}
-
-struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
-						     struct gw_executable *exe, struct gw_kernel *kernel,
-						     const struct gw_line *lines, uint32_t n)
-{
-	struct gw_location *l;
-	struct gw_lines *gl;
-	struct key k;
-	uint64_t h;
-
-	if ((kind == GW_FRAME_USER && (!exe || kernel)) || (kind == GW_FRAME_KERNEL && (!kernel || exe)) ||
-	    (kind == GW_FRAME_UNKNOWN && (exe || kernel)) || (unsigned)kind > GW_FRAME_KERNEL || (n && !lines)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	key_for_location(&k, kind, address, exe ? (const void *)exe : (const void *)kernel, 0);
-	k.preset = true;
-	k.lines = lines;
-	k.n_lines = n;
-	h = k.hash ^ 0x9e3779b97f4a7c15ULL; /* never a plain location's hash by construction */
-	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t nums[3] = { lines[i].line, lines[i].column, lines[i].start_line };
-		h = XXH3_64bits_withSeed(nums, sizeof(nums), h);
-		h = hash_str(h, lines[i].function);
-		h = hash_str(h, lines[i].system_name);
-		h = hash_str(h, lines[i].file);
-	}
-	k.hash = h;
-	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
-	if (l)
-		return l;
-	gl = gw_lines_new(lines, n);
-	if (!gl)
-		return NULL;
-	l = gw_location_new(kind, address, exe, kernel);
-	if (!l) {
-		gw_lines_free(gl);
-		return NULL;
-	}
-	l->obj.sub |= GW_LOCATION_PRESET;
-	/* Not shared yet: no other thread can race this. */
-	gw_location__set_lines(l, gl);
-	l->obj.bytes = (uint32_t)SR_MIN((uint64_t)l->obj.bytes + sizeof(*gl) + (uint64_t)n * 96, UINT32_MAX);
-	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
-}
-
-struct gw_function *gw_stores__function(struct gw_stores *s, const void *id, size_t id_len)
-{
-	struct key k;
-	if (id_len == 0 || id_len > GW_ID_MAX)
-		return NULL;
-	key_for_id(&k, GW_OBJ_FUNCTION, id, id_len);
-	return (struct gw_function *)lookup(&s->s[GW_STORE_FUNCTIONS], &k);
-}
-
-struct gw_function *gw_stores__intern_function(struct gw_stores *s, const struct gw_function_def *def)
-{
-	struct gw_function *f;
-	struct key k;
-
-	if (def->id_len == 0 || def->id_len > GW_ID_MAX) {
-		errno = EINVAL;
-		return NULL;
-	}
-	key_for_id(&k, GW_OBJ_FUNCTION, def->id, def->id_len);
-	f = (struct gw_function *)lookup(&s->s[GW_STORE_FUNCTIONS], &k);
-	if (f)
-		return f;
-	f = gw_function_new(def);
-	if (!f)
-		return NULL;
-	return (struct gw_function *)insert(s, GW_STORE_FUNCTIONS, &k, &f->obj);
-}
-
-struct gw_location *gw_stores__intern_function_location(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
-							struct gw_function *function, uint32_t line)
-{
-	struct gw_location *l;
-	struct key k;
-
-	if (!gw_frame_kind_has_function(kind) || !function) {
-		errno = EINVAL;
-		return NULL;
-	}
-	key_for_location(&k, kind, address, function, line);
-	l = (struct gw_location *)lookup(&s->s[GW_STORE_LOCATIONS], &k);
-	if (l)
-		return l;
-	l = gw_function_location_new(kind, address, function, line);
-	if (!l)
-		return NULL;
-	return (struct gw_location *)insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
-}
-
-struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,
-					 struct gw_location **locations, uint32_t n)
-{
-	struct gw_stack *st;
-	struct key k;
-
-	if (id_len == 0 || id_len > GW_ID_MAX) {
-		for (uint32_t i = 0; i < n; i++)
-			gw_location__unref(locations[i]);
-		errno = EINVAL;
-		return NULL;
-	}
-	key_for_id(&k, GW_OBJ_STACK, id, id_len);
-	st = (struct gw_stack *)lookup(&s->s[GW_STORE_STACKS], &k);
-	if (st) {
-		for (uint32_t i = 0; i < n; i++)
-			gw_location__unref(locations[i]);
-		return st;
-	}
-	st = gw_stack_new(id, id_len, truncated, locations, n);
-	if (!st)
-		return NULL;
-	return (struct gw_stack *)insert(s, GW_STORE_STACKS, &k, &st->obj);
-}
