@@ -143,11 +143,11 @@ function gatewayYaml(r, ports, dirs) {
   const st = opt.storesMib;
   // The stacks store holds the stacks with their locations and shared lines (the CI soak's 64 MiB, for 200 nodes,
   // is below the sim's working set: it must evict); the locations store only the locations no stored stack holds.
-  // Executables: room for every image's current version (the sim's 200 images and 16 libraries, about 350 bytes each, 100 KiB with the versions
-  // processes still run) and old ones, whatever the fleet's size, so that it evicts (--executables-kib: 128 for
-  // the CI soak, whose images roll out every minute; 256 for an hour at 1,000 nodes, where 128 evicted live
-  // executables, which cost copies of all their locations and a storm of resends). Kernel spaces (five a
-  // kernel build, or one a node with --kernel-per-boot) are not judged. Functions (interpreted and JIT frames):
+  // Executables: those stored locations name are held, charged to the stacks store, and never evicted; this bound
+  // is for the others (--executables-kib, 128: old versions no stored stack uses any more, evicted as images roll
+  // out; before 2026-11-29 it held every executable, and 128 evicted live ones, which cost copies of all their
+  // locations and a storm of resends). Kernel spaces (five a kernel build, or one a node with --kernel-per-boot)
+  // are not judged. Functions (interpreted and JIT frames):
   // the simulators send none, so 1 MiB, not the default 64 MiB, which the memory_limiter would count against
   // its soft limit when it checks that the stores fit.
   // Locations no stored stack holds are what evicted stacks leave behind: that store fills slowly, only as the

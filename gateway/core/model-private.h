@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Shared between model.c and store.c only. */
+/* Shared between model.c and the stores (store.c, store-intern.c) only. */
 #ifndef SR_GW_MODEL_PRIVATE_H
 #define SR_GW_MODEL_PRIVATE_H
 

@@ -95,10 +95,11 @@ struct gw_obj {
 	uint8_t flags;	/* GW_OBJ_REFERENCED, GW_OBJ_LINES_CHARGED: under the store's lock (store.c) */
 	uint8_t sub;	/* set before the object is shared: a location's kind and GW_LOCATION_PRESET */
 	/*
-	 * The recency list, while the object is in it (lru_next not NULL). A
-	 * location out of it keeps there the number of stored stacks holding it
-	 * (under the locations store's lock, store.c): most locations are held,
-	 * and carry no links they do not use.
+	 * The recency list, while the object is in it (lru_next not NULL). An
+	 * indexed object out of it keeps there the number of stored objects
+	 * holding it (under its store's lock, store.c): stacks hold their
+	 * locations, locations what they name. Most locations are held, and
+	 * carry no links they do not use.
 	 */
 	union {
 		struct gw_obj *lru_prev;
@@ -522,7 +523,9 @@ struct gw_store_stats {
 	uint64_t hits, misses, inserts, evictions;
 	uint64_t second_chances; /* cold entries still referenced elsewhere, moved to the hot end instead of evicted */
 	uint64_t rescued;	 /* cold entries found since they were last at the cold end, moved to the hot end */
-	uint64_t held_bytes; /* locations: bytes of the ones stored stacks hold (charged to the stacks store instead) */
+	/* Bytes of the ones stored objects hold (charged to the stacks store instead): locations stored stacks
+	 * hold; executables, kernels and functions stored locations name. */
+	uint64_t held_bytes;
 	uint64_t lines_bytes; /* stacks: shared lines stored locations hold (in bytes) */
 	uint64_t index_bytes; /* the index's buckets (GW_OBJ_OVERHEAD counts them in the charges) */
 };

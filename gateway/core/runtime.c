@@ -257,11 +257,12 @@ static void builtin_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 		gw_metrics__add(w, "stackrelay_gateway_store_evictions_total", GW_METRIC_COUNTER,
 				"Definitions evicted to stay under the limit (agents resend them when used).", lbl,
 				(double)st.evictions);
-		if (k == GW_STORE_LOCATIONS)
+		if (k != GW_STORE_STACKS)
 			gw_metrics__add(
 				w, "stackrelay_gateway_store_held_bytes", GW_METRIC_GAUGE,
-				"Bytes of locations that stored stacks hold: never evicted while held, charged to "
-				"the stacks store's bound (its store_bytes includes them).",
+				"Bytes of definitions stored ones hold (locations of stored stacks; executables, "
+				"kernels and functions of stored locations): never evicted while held, charged "
+				"to the stacks store's bound (its store_bytes includes them).",
 				lbl, (double)st.held_bytes);
 		gw_metrics__add(w, "stackrelay_gateway_store_second_chances_total", GW_METRIC_COUNTER,
 				"Cold definitions kept because something still referenced them (moved to the hot end "

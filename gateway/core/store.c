@@ -16,8 +16,12 @@
  * never evicted while a stack it belongs to is stored (evicting it would free
  * nothing, and the next definition naming it would make an uncounted copy);
  * its bytes count against the stacks store's bound, which evicts stacks (and
- * so releases their locations) to stay under it. Lock order: stacks, then
- * locations; held bytes change only with both held.
+ * so releases their locations) to stay under it. So is an executable, kernel
+ * or function that a stored location names, one step down: after a rollout,
+ * stragglers still running the old version keep its executable stored, not
+ * evicted and defined again under a new object with copies of all its
+ * locations. Lock order: stacks, then locations, then executables, kernels
+ * and functions; a location's held bytes change only with the first two held.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -195,19 +199,30 @@ void gw_stores_free(struct gw_stores *s)
 	free(s);
 }
 
+/*
+ * Bytes charged to the stacks store's bound that other stores hold: the
+ * locations stored stacks hold, and what stored locations name.
+ */
+static uint64_t held_elsewhere(struct gw_stores *s)
+{
+	uint64_t b = 0;
+
+	for (int k = 0; k < _GW_STORE_MAX; k++)
+		if (k != GW_STORE_STACKS)
+			b += atomic_load_explicit(&s->s[k].held_bytes, memory_order_relaxed);
+	return b;
+}
+
 void gw_stores__stats(struct gw_stores *s, enum gw_store_kind k, struct gw_store_stats *ret)
 {
 	struct gw_store *st = &s->s[k];
 	pthread_mutex_lock(&st->lock);
 	*ret = st->stats;
 	ret->index_bytes = st->n_buckets * sizeof(*st->buckets);
-	/* Held bytes change under the stacks store's lock (store.c, top): read there, they add up. */
-	if (k == GW_STORE_LOCATIONS) {
-		ret->held_bytes = atomic_load_explicit(&st->held_bytes, memory_order_relaxed);
-	} else if (k == GW_STORE_STACKS) { /* its bound covers the locations they hold, and shared lines */
+	ret->held_bytes = atomic_load_explicit(&st->held_bytes, memory_order_relaxed);
+	if (k == GW_STORE_STACKS) { /* its bound covers what they hold, and shared lines */
 		ret->lines_bytes = atomic_load_explicit(&s->lines_bytes, memory_order_relaxed);
-		ret->bytes += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed) +
-			      ret->lines_bytes;
+		ret->bytes += held_elsewhere(s) + ret->lines_bytes;
 	}
 	pthread_mutex_unlock(&st->lock);
 }
@@ -242,7 +257,7 @@ static const uint64_t default_limits[_GW_STORE_MAX] = {
 	[GW_STORE_FUNCTIONS] = GW_STORE_DEFAULT_FUNCTION_BYTES,
 };
 
-static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_obj *o);
+static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_obj *o, struct gw_obj **evicted);
 
 /* Drops the index's references of a list linked through hash_next (outside the lock). */
 static void unref_list(struct gw_obj *evicted)
@@ -260,40 +275,86 @@ static bool in_use(const struct gw_obj *o)
 	return atomic_load_explicit(&((struct gw_obj *)o)->refs, memory_order_relaxed) > 1; /* more than the index's */
 }
 
-/* Over its bound? The stacks store's bound covers the locations its stacks hold. */
+/* Over its bound? The stacks store's bound covers what its stacks hold, and what their locations name. */
 static bool over_locked(struct gw_stores *s, struct gw_store *st)
 {
 	uint64_t b = st->stats.bytes;
 
 	if (st == &s->s[GW_STORE_STACKS])
-		b += atomic_load_explicit(&s->s[GW_STORE_LOCATIONS].held_bytes, memory_order_relaxed) +
-		     atomic_load_explicit(&s->lines_bytes, memory_order_relaxed);
+		b += held_elsewhere(s) + atomic_load_explicit(&s->lines_bytes, memory_order_relaxed);
 	return b > st->limit_bytes;
 }
 
-/* Locations store's lock held: a stored stack starts or stops holding l. */
-static void hold_locked(struct gw_store *ls, struct gw_location *l)
+/*
+ * st's lock held: something stored starts holding o (a stored stack its
+ * location, a stored location its executable, kernel or function). Held, it
+ * is out of st's list and bytes, never evicted; obj.held counts the holders.
+ */
+static void hold_locked(struct gw_store *st, struct gw_obj *o)
 {
-	/* In the list: indexed, and no stored stack held it. Out of it, obj.held counts the holders. */
-	if (l->obj.lru_next) {
-		lru_unlink(&l->obj);
-		ls->stats.bytes -= l->obj.bytes;
-		atomic_fetch_add_explicit(&ls->held_bytes, l->obj.bytes, memory_order_relaxed);
+	if (o->lru_next) { /* in the list: indexed, and nothing held it */
+		lru_unlink(o);
+		st->stats.bytes -= o->bytes;
+		atomic_fetch_add_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
 	}
-	l->obj.held++;
+	o->held++;
 }
 
-static void release_locked(struct gw_store *ls, struct gw_location *l)
+/* st's lock held: one holder of o let it go; the last puts it back in the list (if it is still indexed). */
+static void release_locked(struct gw_store *st, struct gw_obj *o)
 {
-	if (--l->obj.held != 0 || !l->obj.indexed)
+	if (--o->held != 0 || !o->indexed)
 		return;
-	lru_push_front(ls, &l->obj);
-	ls->stats.bytes += l->obj.bytes;
-	atomic_fetch_sub_explicit(&ls->held_bytes, l->obj.bytes, memory_order_relaxed);
+	lru_push_front(st, o);
+	st->stats.bytes += o->bytes;
+	atomic_fetch_sub_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
 }
 
 static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct gw_obj *keep, unsigned chances,
 			  struct gw_obj **evicted);
+
+/* What a location names (its executable, kernel or function) and that one's store; NULL: nothing. */
+static struct gw_obj *location_owner(struct gw_stores *s, const struct gw_location *l, struct gw_store **ret)
+{
+	switch (gw_location__kind(l)) {
+	case GW_FRAME_USER:
+		*ret = &s->s[GW_STORE_EXECUTABLES];
+		return &l->in.exe->obj;
+	case GW_FRAME_KERNEL:
+		*ret = &s->s[GW_STORE_KERNELS];
+		return &l->in.kernel->obj;
+	case GW_FRAME_INTERPRETED:
+	case GW_FRAME_JIT:
+		*ret = &s->s[GW_STORE_FUNCTIONS];
+		return &l->in.function->obj;
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Locations store's lock held: l entered or left it, so it holds or lets go
+ * what it names (that store's lock taken after, as the lock order has it). An
+ * executable that stored locations name is never evicted: evicting it would
+ * free nothing, and the next definition naming it would make a copy, and
+ * copies of every location under it, uncounted.
+ */
+static void hold_owner_locked(struct gw_stores *s, struct gw_location *l, bool hold, struct gw_obj **evicted)
+{
+	struct gw_store *os;
+	struct gw_obj *o = location_owner(s, l, &os);
+
+	if (!o)
+		return;
+	pthread_mutex_lock(&os->lock);
+	if (hold) {
+		hold_locked(os, o);
+	} else {
+		release_locked(os, o);
+		shrink_locked(s, os, NULL, GW_STORE_SECOND_CHANCES, evicted);
+	}
+	pthread_mutex_unlock(&os->lock);
+}
 
 /*
  * A stack entered or left the stacks store (its lock held): its locations
@@ -308,7 +369,7 @@ static void hold_stack_locked(struct gw_stores *s, struct gw_stack *st, bool hol
 		return;
 	pthread_mutex_lock(&ls->lock);
 	for (uint32_t i = 0; i < st->n_locations; i++)
-		(hold ? hold_locked : release_locked)(ls, gw_stack__location(st, i));
+		(hold ? hold_locked : release_locked)(ls, &gw_stack__location(st, i)->obj);
 	if (!hold)
 		shrink_locked(s, ls, NULL, GW_STORE_SECOND_CHANCES, evicted);
 	pthread_mutex_unlock(&ls->lock);
@@ -364,7 +425,7 @@ static void shrink_locked(struct gw_stores *s, struct gw_store *st, const struct
 			st->stats.second_chances++;
 			continue;
 		}
-		unindex_locked(s, st, victim);
+		unindex_locked(s, st, victim, evicted);
 		st->stats.evictions++;
 		victim->hash_next = *evicted;
 		*evicted = victim;
@@ -481,7 +542,7 @@ static void uncharge_lines_locked(struct gw_stores *s, struct gw_location *l)
 		atomic_fetch_sub_explicit(&s->lines_bytes, lines_charge(lines), memory_order_relaxed);
 }
 
-static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_obj *o)
+static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_obj *o, struct gw_obj **evicted)
 {
 	struct gw_obj **pp = &st->buckets[o->hash & (st->n_buckets - 1)];
 	while (*pp && *pp != o)
@@ -492,13 +553,15 @@ static void unindex_locked(struct gw_stores *s, struct gw_store *st, struct gw_o
 	if (o->lru_next) {
 		lru_unlink(o);
 		st->stats.bytes -= o->bytes;
-	} else { /* a held location */
+	} else { /* held */
 		atomic_fetch_sub_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
 	}
 	o->indexed = false;
 	st->stats.entries--;
-	if (o->type == GW_OBJ_LOCATION)
+	if (o->type == GW_OBJ_LOCATION) {
 		uncharge_lines_locked(s, (struct gw_location *)o);
+		hold_owner_locked(s, (struct gw_location *)o, false, evicted);
+	}
 }
 
 static void grow_locked(struct gw_store *st)
@@ -555,6 +618,8 @@ struct gw_obj *gw_store_insert(struct gw_stores *s, enum gw_store_kind kind, con
 		grow_locked(st);
 	if (kind == GW_STORE_STACKS)
 		hold_stack_locked(s, (struct gw_stack *)o, true, &evicted);
+	else if (kind == GW_STORE_LOCATIONS)
+		hold_owner_locked(s, (struct gw_location *)o, true, &evicted);
 	shrink_locked(s, st, o, GW_STORE_SECOND_CHANCES, &evicted);
 	pthread_mutex_unlock(&st->lock);
 	unref_list(evicted);

@@ -243,6 +243,47 @@ static void test_store_held_locations(void **state)
 	gw_executable__unref(e);
 }
 
+/*
+ * An executable that a stored location names is held like a location a
+ * stored stack holds: never evicted from its store (that would make a copy of
+ * it and of all its locations), charged to the stacks store's bound, and let
+ * go when its last stored location leaves.
+ */
+static void test_store_held_executables(void **state)
+{
+	struct gw_store_limits lim = { .executable_bytes = 1 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_store_stats es, ls, ss, ks, fs;
+	struct gw_executable *a = exe(s, 1), *found;
+	struct gw_location *l = gw_stores__intern_location(s, GW_FRAME_USER, 0x1234, a, NULL);
+	uint8_t id[20] = { 1 };
+
+	id[19] = 0xee;
+	for (int i = 2; i < 60; i++)
+		gw_executable__unref(exe(s, i));
+	gw_stores__stats(s, GW_STORE_EXECUTABLES, &es);
+	assert_true(es.evictions >= 57);
+	assert_int_equal(es.held_bytes, a->obj.bytes);
+	found = gw_stores__executable(s, id, sizeof(id));
+	assert_ptr_equal(found, a);
+	gw_executable__unref(found);
+	/* Counted once, in the stacks store's bytes. */
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &ls);
+	gw_stores__stats(s, GW_STORE_STACKS, &ss);
+	gw_stores__stats(s, GW_STORE_KERNELS, &ks);
+	gw_stores__stats(s, GW_STORE_FUNCTIONS, &fs);
+	assert_true(ss.bytes >= es.held_bytes);
+	assert_int_equal(gw_stores__bytes(s), es.bytes + ls.bytes + ss.bytes + ks.bytes + fs.bytes);
+	/* Its last stored location gone, it is evicted like any other. */
+	gw_stores__set_limit(s, GW_STORE_LOCATIONS, 1);
+	gw_stores__stats(s, GW_STORE_EXECUTABLES, &es);
+	assert_int_equal(es.held_bytes, 0);
+	assert_null(gw_stores__executable(s, id, sizeof(id)));
+	gw_location__unref(l);
+	gw_executable__unref(a);
+	gw_stores_free(s);
+}
+
 /* Functions: content-addressed, byte-bounded, their locations come with lines. */
 static void test_store_functions(void **state)
 {
@@ -757,6 +798,7 @@ int main(void)
 		cmocka_unit_test(test_store_clock_all_marked),
 		cmocka_unit_test(test_store_index_load_factor),
 		cmocka_unit_test(test_store_held_locations),
+		cmocka_unit_test(test_store_held_executables),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
 		cmocka_unit_test(test_batch_merge_filter_clone),
