@@ -145,10 +145,9 @@ struct gw_location *gw_location_new(enum gw_frame_kind kind, uint64_t address, s
 	struct gw_location *l = gw_location_slot_alloc();
 	if (!l)
 		return NULL;
-	atomic_init(&l->obj.refs, 1);
-	l->obj.type = GW_OBJ_LOCATION;
-	l->obj.bytes = GW_LOCATION_BYTES;
-	l->obj.sub = (uint8_t)kind;
+	atomic_init(&l->refs, 1);
+	l->sub = (uint8_t)kind;
+	l->lru_next = GW_SLOT_NONE;
 	l->address = address;
 	if (kind == GW_FRAME_USER)
 		l->in.exe = gw_executable__ref(exe);
@@ -201,9 +200,7 @@ struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t a
 		return NULL;
 	}
 	l->in.function = gw_function__ref(function);
-	l->obj.bytes += (uint32_t)SR_MIN(sizeof(*lines) + sizeof(lines->lines[0]) + strlen(function->name) +
-						 strlen(function->file_name) + 4,
-					 UINT32_MAX / 2);
+	l->flags = GW_LOCATION_OWN_LINES; /* charged with its location, from the start */
 	atomic_store_explicit(&l->lines, lines, memory_order_release);
 	return l;
 }
@@ -225,8 +222,16 @@ struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, str
 		goto fail;
 	atomic_init(&s->obj.refs, 1);
 	s->obj.type = GW_OBJ_STACK;
-	/* Its slab slot rounds up to 8 bytes and has no header: GW_OBJ_OVERHEAD covers that and its index slot. */
-	s->obj.bytes = (uint32_t)SR_MIN(stack_bytes(n, id_len) + GW_OBJ_OVERHEAD, UINT32_MAX);
+	/*
+	 * In a slab, its slot (8-byte classes, no header) and its index share (an
+	 * 8-byte bucket for one or two entries); from malloc, its header too. Not
+	 * GW_OBJ_OVERHEAD for all: at a million stacks, 24 bytes each too many
+	 * made the stacks store's bound hold 20 MiB less than it said.
+	 */
+	if (stack_bytes(n, id_len) <= GW_STACK_SLAB_MAX)
+		s->obj.bytes = (uint32_t)((stack_bytes(n, id_len) + 7) / 8 * 8 + 8);
+	else
+		s->obj.bytes = (uint32_t)SR_MIN(stack_bytes(n, id_len) + GW_OBJ_OVERHEAD, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
 	for (uint32_t i = 0; i < n; i++)
@@ -246,15 +251,6 @@ fail:
 static void obj_free(struct gw_obj *o)
 {
 	switch (o->type) {
-	case GW_OBJ_LOCATION: {
-		struct gw_location *l = (struct gw_location *)o;
-		gw_executable__unref(gw_location__exe(l));
-		gw_kernel__unref(gw_location__kernel(l));
-		gw_function__unref(gw_location__function(l));
-		gw_lines_free((struct gw_lines *)atomic_load(&l->lines));
-		gw_location_slot_free(l);
-		return;
-	}
 	case GW_OBJ_STACK: {
 		struct gw_stack *s = (struct gw_stack *)o;
 		for (uint32_t i = 0; i < s->n_locations; i++)
@@ -320,13 +316,20 @@ void gw_function__unref(struct gw_function *f)
 
 struct gw_location *gw_location__ref(struct gw_location *l)
 {
-	return l ? (obj_ref(&l->obj), l) : NULL;
+	if (l)
+		atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+	return l;
 }
 
 void gw_location__unref(struct gw_location *l)
 {
-	if (l)
-		gw_obj_unref(&l->obj);
+	if (!l || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	gw_executable__unref(gw_location__exe(l));
+	gw_kernel__unref(gw_location__kernel(l));
+	gw_function__unref(gw_location__function(l));
+	gw_lines_free((struct gw_lines *)atomic_load(&l->lines));
+	gw_location_slot_free(l);
 }
 
 struct gw_stack *gw_stack__ref(struct gw_stack *s)

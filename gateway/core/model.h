@@ -85,21 +85,18 @@ bool gw_id_equal(const struct gw_id *a, const struct gw_id *b);
 /* Lower-case hex into buf (2 * GW_ID_MAX + 1 bytes is always enough); returns buf. */
 const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size);
 
-/* Shared header of store objects; private to model.c/store.c. */
+/* Shared header of store objects but locations; private to model.c and the stores (store*.c). */
 struct gw_obj {
 	atomic_uint refs;
 	uint32_t bytes; /* memory charged to the store */
 	uint32_t hash;	/* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
 	bool indexed;	/* in its store's index (holding one reference) */
 	uint8_t type;	/* enum gw_obj_type */
-	uint8_t flags;	/* GW_OBJ_REFERENCED, GW_OBJ_LINES_CHARGED: under the store's lock (store.c) */
-	uint8_t sub;	/* set before the object is shared: a location's kind and GW_LOCATION_PRESET */
+	uint8_t flags;	/* GW_OBJ_REFERENCED: under the store's lock (store.c) */
 	/*
 	 * The recency list, while the object is in it (lru_next not NULL). An
-	 * indexed object out of it keeps there the number of stored objects
-	 * holding it (under its store's lock, store.c): stacks hold their
-	 * locations, locations what they name. Most locations are held, and
-	 * carry no links they do not use.
+	 * indexed object out of it keeps there the number of stored locations
+	 * naming it (under its store's lock, store.c).
 	 */
 	union {
 		struct gw_obj *lru_prev;
@@ -110,7 +107,7 @@ struct gw_obj {
 
 /* gw_obj.flags */
 #define GW_OBJ_REFERENCED    0x01 /* found since it last reached the cold end */
-#define GW_OBJ_LINES_CHARGED 0x02 /* a location counted in its shared lines' store_holders */
+#define GW_OBJ_LINES_CHARGED 0x02 /* a location counted in its shared lines' store_holders (gw_location.flags) */
 
 /* ---- executables and kernels ---- */
 
@@ -293,12 +290,29 @@ struct gw_lines_table_stats {
 void gw_lines_table__stats(struct gw_lines_table *t, struct gw_lines_table_stats *ret);
 
 /*
- * 64 bytes: a fleet's gateway holds millions. Its kind and whether it is
- * preset live in obj.sub, the stacks holding it in obj.held; its slot and
- * line are derived (gw_location__slot(), gw_location__line()).
+ * 40 bytes: a fleet's gateway holds millions. Not a gw_obj: the locations
+ * store (store-locations.c) indexes locations by slot, in a table of 4-byte
+ * slot numbers, and links its recency list through slot numbers too, so a
+ * location carries neither a chain pointer nor its hash nor 8-byte links;
+ * its charge, slot and line are derived (gw_location__charge(),
+ * gw_location__slot(), gw_location__line()).
  */
 struct gw_location {
-	struct gw_obj obj;
+	atomic_uint refs;
+	uint8_t sub;   /* its enum gw_frame_kind and GW_LOCATION_PRESET: set before it is shared */
+	uint8_t flags; /* GW_OBJ_REFERENCED, GW_OBJ_LINES_CHARGED, GW_LOCATION_*: under the locations store's lock */
+	uint16_t unused;
+	/*
+	 * The locations store's recency list, while it is in it
+	 * (GW_LOCATION_LISTED): the slots toward the hot and the cold end
+	 * (GW_SLOT_NONE: the end). Out of it, `held` counts the stored stacks
+	 * holding it (under the locations store's lock).
+	 */
+	union {
+		uint32_t lru_prev;
+		uint32_t held;
+	};
+	uint32_t lru_next;
 	uint64_t address;
 	/*
 	 * What the address is in, a reference chosen by kind: USER the executable,
@@ -313,28 +327,36 @@ struct gw_location {
 	} in;
 	_Atomic(const struct gw_lines *) lines; /* NULL until symbolized; preset for INTERPRETED, JIT */
 };
-_Static_assert(sizeof(struct gw_location) == 64, "a location stays 64 bytes (a replica holds a million)");
+_Static_assert(sizeof(struct gw_location) == 40, "a location stays 40 bytes (a replica holds millions)");
 
-/* gw_obj.sub of a location: its enum gw_frame_kind, and this bit when its lines came with the frame
+/* gw_location.sub: its enum gw_frame_kind, and this bit when its lines came with the frame
  * (gw_stores__intern_location_lines): part of its identity, never replaced. */
 #define GW_LOCATION_KIND_MASK 0x0f
 #define GW_LOCATION_PRESET    0x80
 
+/* gw_location.flags, beside GW_OBJ_REFERENCED and GW_OBJ_LINES_CHARGED */
+#define GW_LOCATION_INDEXED   0x04 /* in the locations store's index (holding one reference) */
+#define GW_LOCATION_LISTED    0x08 /* in its recency list (no stored stack holds it) */
+#define GW_LOCATION_OWN_LINES 0x10 /* its charge counts its own (unshared) lines */
+
+/* No slot: the end of a list of locations. */
+#define GW_SLOT_NONE UINT32_MAX
+
 static inline enum gw_frame_kind gw_location__kind(const struct gw_location *l)
 {
-	return (enum gw_frame_kind)(l->obj.sub & GW_LOCATION_KIND_MASK);
+	return (enum gw_frame_kind)(l->sub & GW_LOCATION_KIND_MASK);
 }
 
 static inline bool gw_location__preset(const struct gw_location *l)
 {
-	return l->obj.sub & GW_LOCATION_PRESET;
+	return l->sub & GW_LOCATION_PRESET;
 }
 
 /*
  * The location table (location-slots.c): every location lives in a slot of
  * chunks that never move, so that stacks name their frames by 4-byte slots.
  */
-#define GW_LOCATION_CHUNK_SHIFT 12
+#define GW_LOCATION_CHUNK_SHIFT 13
 #define GW_LOCATION_MAX_CHUNKS	(1u << 16)
 extern struct gw_location *gw_location_chunks[GW_LOCATION_MAX_CHUNKS];
 
@@ -506,6 +528,8 @@ struct gw_store_limits {
 #define GW_STORE_DEFAULT_LOCATION_BYTES	  (256ULL << 20)
 #define GW_STORE_DEFAULT_STACK_BYTES	  (256ULL << 20)
 #define GW_STORE_DEFAULT_FUNCTION_BYTES	  (64ULL << 20)
+/* The largest bound a store may be given (the configuration refuses more): 1 TiB, a typo's size, not a host's. */
+#define GW_STORE_MAX_BYTES (1LL << 40)
 
 enum gw_store_kind {
 	GW_STORE_EXECUTABLES,

@@ -20,12 +20,19 @@ static void key_for_id(struct key *k, enum gw_obj_type type, const void *id, siz
 	k->hash = XXH3_64bits_withSeed(id, len, type);
 }
 
-static void key_for_location(struct key *k, enum gw_frame_kind kind, uint64_t address, const void *owner, uint32_t line)
+/* A location's key; preset ones add their lines (the caller's, until interned). */
+static void key_for_location(struct key *k, enum gw_frame_kind kind, uint64_t address, const void *owner, uint32_t line,
+			     bool preset, const struct gw_line *lines, uint32_t n)
 {
-	/* All 64-bit members: no padding bytes to hash. */
-	const uint64_t raw[3] = { address, (uint64_t)(uintptr_t)owner, (uint64_t)kind | (uint64_t)line << 32 };
-	*k = (struct key){ .type = GW_OBJ_LOCATION, .kind = kind, .address = address, .owner = owner, .line = line };
-	k->hash = XXH3_64bits(&raw, sizeof(raw));
+	*k = (struct key){ .type = GW_OBJ_LOCATION,
+			   .kind = kind,
+			   .address = address,
+			   .owner = owner,
+			   .line = line,
+			   .preset = preset,
+			   .lines = lines,
+			   .n_lines = n };
+	k->hash = gw_location_hash(kind, address, owner, line, preset, lines, n);
 }
 
 struct gw_executable *gw_stores__executable(struct gw_stores *s, const void *id, size_t id_len)
@@ -106,19 +113,14 @@ struct gw_location *gw_stores__intern_location(struct gw_stores *s, enum gw_fram
 		return NULL;
 	}
 	owner = exe ? (const void *)exe : (const void *)kernel;
-	key_for_location(&k, kind, address, owner, 0);
-	l = (struct gw_location *)gw_store_lookup(s, GW_STORE_LOCATIONS, &k);
+	key_for_location(&k, kind, address, owner, 0, false, NULL, 0);
+	l = gw_store_lookup_location(s, &k);
 	if (l)
 		return l;
 	l = gw_location_new(kind, address, exe, kernel);
 	if (!l)
 		return NULL;
-	return (struct gw_location *)gw_store_insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
-}
-
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-	return XXH3_64bits_withSeed(s ? s : "", s ? strlen(s) + 1 : 1, h);
+	return gw_store_insert_location(s, &k, l);
 }
 
 struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum gw_frame_kind kind, uint64_t address,
@@ -128,27 +130,14 @@ struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum g
 	struct gw_location *l;
 	struct gw_lines *gl;
 	struct key k;
-	uint64_t h;
 
 	if ((kind == GW_FRAME_USER && (!exe || kernel)) || (kind == GW_FRAME_KERNEL && (!kernel || exe)) ||
 	    (kind == GW_FRAME_UNKNOWN && (exe || kernel)) || (unsigned)kind > GW_FRAME_KERNEL || (n && !lines)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	key_for_location(&k, kind, address, exe ? (const void *)exe : (const void *)kernel, 0);
-	k.preset = true;
-	k.lines = lines;
-	k.n_lines = n;
-	h = k.hash ^ 0x9e3779b97f4a7c15ULL; /* never a plain location's hash by construction */
-	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t nums[3] = { lines[i].line, lines[i].column, lines[i].start_line };
-		h = XXH3_64bits_withSeed(nums, sizeof(nums), h);
-		h = hash_str(h, lines[i].function);
-		h = hash_str(h, lines[i].system_name);
-		h = hash_str(h, lines[i].file);
-	}
-	k.hash = h;
-	l = (struct gw_location *)gw_store_lookup(s, GW_STORE_LOCATIONS, &k);
+	key_for_location(&k, kind, address, exe ? (const void *)exe : (const void *)kernel, 0, true, lines, n);
+	l = gw_store_lookup_location(s, &k);
 	if (l)
 		return l;
 	gl = gw_lines_new(lines, n);
@@ -159,11 +148,11 @@ struct gw_location *gw_stores__intern_location_lines(struct gw_stores *s, enum g
 		gw_lines_free(gl);
 		return NULL;
 	}
-	l->obj.sub |= GW_LOCATION_PRESET;
-	/* Not shared yet: no other thread can race this. */
+	/* Not shared yet: no other thread can race this. Its lines are charged with it. */
+	l->sub |= GW_LOCATION_PRESET;
+	l->flags |= GW_LOCATION_OWN_LINES;
 	gw_location__set_lines(l, gl);
-	l->obj.bytes = (uint32_t)SR_MIN((uint64_t)l->obj.bytes + sizeof(*gl) + (uint64_t)n * 96, UINT32_MAX);
-	return (struct gw_location *)gw_store_insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
+	return gw_store_insert_location(s, &k, l);
 }
 
 struct gw_function *gw_stores__function(struct gw_stores *s, const void *id, size_t id_len)
@@ -204,14 +193,14 @@ struct gw_location *gw_stores__intern_function_location(struct gw_stores *s, enu
 		errno = EINVAL;
 		return NULL;
 	}
-	key_for_location(&k, kind, address, function, line);
-	l = (struct gw_location *)gw_store_lookup(s, GW_STORE_LOCATIONS, &k);
+	key_for_location(&k, kind, address, function, line, false, NULL, 0);
+	l = gw_store_lookup_location(s, &k);
 	if (l)
 		return l;
 	l = gw_function_location_new(kind, address, function, line);
 	if (!l)
 		return NULL;
-	return (struct gw_location *)gw_store_insert(s, GW_STORE_LOCATIONS, &k, &l->obj);
+	return gw_store_insert_location(s, &k, l);
 }
 
 struct gw_stack *gw_stores__intern_stack(struct gw_stores *s, const void *id, size_t id_len, bool truncated,

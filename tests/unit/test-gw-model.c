@@ -244,6 +244,86 @@ static void test_store_held_locations(void **state)
 }
 
 /*
+ * The locations store's index (open addressing over slot numbers, deletion
+ * by backward shift): under churn with evictions at a small bound, every
+ * location still indexed is the one interning its key finds, every evicted
+ * one is not; growing through several doublings keeps every entry; an
+ * emptied store has none left.
+ */
+static void test_location_index(void **state)
+{
+	enum { KEYS = 3000, ROUNDS = 40000, MANY = 100000 };
+	struct gw_store_limits lim = { .location_bytes = 600 * 48 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_executable *e = exe(s, 1);
+	struct gw_location **held = calloc(KEYS, sizeof(*held)), **many;
+	struct gw_store_stats st;
+	uint32_t x = 12345;
+
+	assert_non_null(held);
+	for (int r = 0; r < ROUNDS; r++) {
+		uint32_t a;
+
+		x = x * 1103515245u + 12345u;
+		a = (x >> 8) % KEYS;
+		gw_location__unref(held[a]);
+		held[a] = gw_stores__intern_location(s, GW_FRAME_USER, 0x400000 + a * 4, e, NULL);
+		assert_non_null(held[a]);
+		if (r % 5000 != 4999)
+			continue;
+		for (uint32_t k = 0; k < KEYS; k++) {
+			struct gw_location *again;
+			bool indexed;
+
+			if (!held[k])
+				continue;
+			indexed = held[k]->flags & GW_LOCATION_INDEXED;
+			again = gw_stores__intern_location(s, GW_FRAME_USER, 0x400000 + k * 4, e, NULL);
+			if (indexed)
+				assert_ptr_equal(again, held[k]);
+			else
+				assert_ptr_not_equal(again, held[k]);
+			gw_location__unref(held[k]);
+			held[k] = again;
+		}
+	}
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &st);
+	assert_true(st.evictions > 10000);
+	assert_true(st.bytes <= 600 * 48);
+	for (uint32_t k = 0; k < KEYS; k++)
+		gw_location__unref(held[k]);
+	free(held);
+
+	/* Growing: a bound that holds them all, several doublings. */
+	gw_stores__set_limit(s, GW_STORE_LOCATIONS, (uint64_t)MANY * 64);
+	many = calloc(MANY, sizeof(*many));
+	assert_non_null(many);
+	for (uint32_t k = 0; k < MANY; k++)
+		many[k] = gw_stores__intern_location(s, GW_FRAME_USER, 0x800000 + k * 8, e, NULL);
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &st);
+	assert_true(st.entries >= MANY);
+	assert_true(st.index_bytes >= (uint64_t)MANY * 4 * 4 / 3);
+	for (uint32_t k = 0; k < MANY; k++) {
+		struct gw_location *again = gw_stores__intern_location(s, GW_FRAME_USER, 0x800000 + k * 8, e, NULL);
+
+		assert_ptr_equal(again, many[k]);
+		gw_location__unref(again);
+	}
+	/* Emptied: none indexed, none found. */
+	gw_stores__set_limit(s, GW_STORE_LOCATIONS, 1);
+	gw_stores__stats(s, GW_STORE_LOCATIONS, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.bytes, 0);
+	for (uint32_t k = 0; k < MANY; k++) {
+		assert_false(many[k]->flags & GW_LOCATION_INDEXED);
+		gw_location__unref(many[k]);
+	}
+	free(many);
+	gw_stores_free(s);
+	gw_executable__unref(e);
+}
+
+/*
  * An executable that a stored location names is held like a location a
  * stored stack holds: never evicted from its store (that would make a copy of
  * it and of all its locations), charged to the stacks store's bound, and let
@@ -799,6 +879,7 @@ int main(void)
 		cmocka_unit_test(test_store_index_load_factor),
 		cmocka_unit_test(test_store_held_locations),
 		cmocka_unit_test(test_store_held_executables),
+		cmocka_unit_test(test_location_index),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
 		cmocka_unit_test(test_batch_merge_filter_clone),
