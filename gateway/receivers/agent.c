@@ -83,17 +83,25 @@ static const struct sr_field dedupe_fields[] = {
 
 static const struct sr_field stores_fields[] = {
 	SR_FIELD_BYTES("executables", struct agent_stores_config, executables, .def = "16MiB", .min = 65536,
-		       .doc = "Bytes of executable definitions kept."),
-	SR_FIELD_BYTES("kernels", struct agent_stores_config, kernels, .def = "4MiB", .min = 65536,
-		       .doc = "Bytes of kernel definitions (with module lists) kept."),
+		       .max = GW_STORE_MAX_BYTES,
+		       .doc = "Bytes of executable definitions kept beyond those stored locations name (those count "
+			      "against stacks)."),
+	SR_FIELD_BYTES(
+		"kernels", struct agent_stores_config, kernels, .def = "4MiB", .min = 65536, .max = GW_STORE_MAX_BYTES,
+		.doc = "Bytes of kernel definitions (with module lists) kept beyond those stored locations name."),
 	SR_FIELD_BYTES("locations", struct agent_stores_config, locations, .def = "256MiB", .min = 65536,
+		       .max = GW_STORE_MAX_BYTES,
 		       .doc = "Bytes of locations (executable + address, with any lines they do not share) kept beyond "
 			      "those stored stacks hold (a cache for stacks defined again)."),
 	SR_FIELD_BYTES("stacks", struct agent_stores_config, stacks, .def = "256MiB", .min = 65536,
-		       .doc = "Bytes of stack definitions kept, with the locations they hold and the symbolized "
-			      "lines stored locations share."),
+		       .max = GW_STORE_MAX_BYTES,
+		       .doc = "Bytes of stack definitions kept, with the locations they hold, the executables, "
+			      "kernels and functions those name, and the symbolized lines stored locations share."),
 	SR_FIELD_BYTES("functions", struct agent_stores_config, functions, .def = "64MiB", .min = 65536,
-		       .doc = "Bytes of function definitions (interpreted and JIT code the agents named) kept."),
+		       .max = GW_STORE_MAX_BYTES,
+		       .doc = "Bytes of function definitions (interpreted and JIT code the agents named) kept beyond "
+			      "those stored "
+			      "locations name."),
 	SR_FIELD_END,
 };
 
@@ -140,6 +148,7 @@ static const struct sr_field agent_fields[] = {
 		       .doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
 			      "default leaves room for the agent's largest symbol upload (16MiB)."),
 	SR_FIELD_BYTES("max_inflight_bytes", struct agent_config, max_inflight_bytes, .def = "256MiB", .min = 1024,
+		       .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
 			      "retry_after_ms."),
 	SR_FIELD_DUR("header_timeout", struct agent_config, header_timeout_ns, .def = "10s",

@@ -92,6 +92,7 @@ static const struct sr_field otlp_fields[] = {
 	SR_FIELD_U64("max_connections", struct otlp_config, max_connections, .def = "4096", .min = 1, .max = 1000000,
 		     .doc = "Open connections per protocol; more are closed at accept."),
 	SR_FIELD_BYTES("max_inflight_bytes", struct otlp_config, max_inflight_bytes, .def = "256MiB", .min = 1024,
+		       .max = 68719476736,
 		       .doc = "Request bytes buffered per protocol across connections; beyond it requests get "
 			      "503/Unavailable."),
 	SR_FIELD_DUR("header_timeout", struct otlp_config, header_timeout_ns, .def = "10s",
