@@ -3,22 +3,25 @@
 //
 // An executables store too small for the executables agents use
 // (docs/gateway.md, "Definition stores"): an agent-like client defines new
-// stacks every round, cycling over 400 executables, and sends an executable's
-// definition only on its first use and when the gateway lists it missing, as
-// the agent does. A gateway whose executables store holds about half of them
-// evicts ones still in use, asks for them again, and must say so in its log
-// with the figures; one with the default store must not. Both accept every
-// sample.
+// stacks every round, cycling over 1,000 executables, and sends an
+// executable's definition only on its first use and when the gateway lists it
+// missing, as the agent does. The executables that stored locations name are
+// held, never evicted; the others are what the executables store bounds. A
+// gateway whose stacks and locations stores hold a few rounds, and whose
+// executables store holds about a fifth of the executables, lets go of them
+// rounds before the cycle comes back to them, evicts them, asks for them
+// again, and must say so in its log with the figures; one with the default
+// stores must not. Both accept every sample.
 'use strict';
 
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const L = require('./gw-lib.js');
 
-const N_EXES = 400;
+const N_EXES = 1000;
 const STACKS_PER_ROUND = 100;
 // A round names a window of 60 executables (about 20 KiB of definitions, which fit the small store), the next
-// round's window 40 further on: over ten rounds all 400 (about 130 KiB), which do not.
+// round's window 40 further on: over 25 rounds all 1,000 (about 330 KiB), which do not.
 const WINDOW = 60, STEP = 40;
 
 const exes = Array.from({ length: N_EXES }, (_, i) => ({ id: L.id('thrash-exe', i, 20), idKind: 1, fileName: `bin${i}`,
@@ -82,7 +85,7 @@ class Agent {
   try {
     sink = await L.startSink();
     [small, big] = await Promise.all([
-      L.startGateway(L.agentGatewayYaml(sink.url, 'stores: {executables: 64KiB}'), dir),
+      L.startGateway(L.agentGatewayYaml(sink.url, 'stores: {executables: 64KiB, stacks: 64KiB, locations: 64KiB}'), dir),
       L.startGateway(L.agentGatewayYaml(sink.url), dir),
     ]);
     const agents = [new Agent(small), new Agent(big)];
@@ -94,7 +97,7 @@ class Agent {
       await Promise.all(agents.map((a) => a.round()));
 
     const checks = [
-      ['the small store evicts executables in use and the gateway says so, with its figures', () => {
+      ['the small store evicts executables agents use again and the gateway says so, with its figures', () => {
         assert.ok(agents[0].missingExes >= 10, `only ${agents[0].missingExes} executables asked for again`);
         const line = small.log().split('\n').find((l) => warned.test(l));
         assert.ok(line, 'no warning in the log');
