@@ -29,7 +29,9 @@
 //    queue carried over as a flushed agent would have delivered it) and
 //    reconnect (`--conn-age`, and after every transport error);
 //  - the buffer holds at most `--buffer-windows` windows per node; beyond, the
-//    oldest window after the head is dropped (`buffer_full`).
+//    oldest window after the head is dropped (`buffer_full`);
+//  - `--census M` sends nothing: it churns the fleet through M minutes in
+//    virtual time and prints its working set every 5 minutes (census()).
 //
 // Accounting, per simulator process, at every moment:
 //   taken = accepted + buffered + buffer_full + rejected + flush_timeout
@@ -48,7 +50,8 @@ function parseArgs(argv) {
   const o = { target: '127.0.0.1:4317', nodes: 10, firstNode: 0, hz: 19, cpus: 16, window: 10, duration: 60,
     procs: 12, stacksPerProc: 40, threads: 2, images: 200, templates: 2000, stackChurn: 0.02, procChurn: 0.01,
     deployEvery: 0, restartEvery: 0, connAge: 600, podsPerNode: 4, podLifetime: 0, epoch: 0, hostProcs: 0.25,
-    kernelStacks: 0.3, kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1 };
+    kernelStacks: 0.3, kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, reuploadAfter: 60, statsEvery: 5, flushTimeout: 60, bufferWindows: 30, timeout: 10, seed: 1, gzip: 1,
+    census: 0 };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
@@ -131,10 +134,9 @@ function kernelTableBody(k) {
 // Stacks are shared between nodes (same image version and kernel build; per node for per-boot kernels).
 const stackCache = new Map();
 let stackCacheGen = 0;
-function stackOf(i, v, t, kernel) {
-  const k = kernel ? `${i}/${v}/${t}/${kernel.image.hex}` : `${i}/${v}/${t}`;
-  let s = stackCache.get(k);
-  if (s) { s.gen = stackCacheGen; return s; }
+// The frames of stack template t of image i at version v, leaf first, with the node's kernel frames on top
+// (kernel: null for a user-only stack), and the kernel spaces they are in.
+function framesOf(i, v, t, kernel) {
   const frames = W.templateFrames(i, v, t);
   const kernels = [];
   if (kernel) {
@@ -147,6 +149,19 @@ function stackOf(i, v, t, kernel) {
       kernels.push(mod.hex);
     }
   }
+  return { frames, kernels };
+}
+
+function stackOf(i, v, t, kernel) {
+  const k = kernel ? `${i}/${v}/${t}/${kernel.image.hex}` : `${i}/${v}/${t}`;
+  let s = stackCache.get(k);
+  if (s) { s.gen = stackCacheGen; return s; }
+  if (opt.census) { // which template it is is all census() needs
+    s = { hex: k, template: [i, v, t, kernel], gen: stackCacheGen };
+    stackCache.set(k, s);
+    return s;
+  }
+  const { frames, kernels } = framesOf(i, v, t, kernel);
   // A content address as an agent makes one: 128 bits of a cryptographic hash. (Words of W.mix() shared its
   // 32-bit state: a million stacks a run gave about a hundred pairs of different stacks with one ID.)
   const id = W.h('stack', i, v, t, kernel ? kernel.image.hex : '').subarray(0, 16);
@@ -182,7 +197,7 @@ function weights() {
 }
 
 class SimNode {
-  constructor(n) {
+  constructor(n, now = Date.now()) {
     this.n = n;
     this.name = `node-${n}`;
     this.kernel = kernelOfNode(n);
@@ -193,7 +208,7 @@ class SimNode {
     this.sent = new Set();  // IDs defined on the current connection
     this.newInstance();
     this.procs = [];
-    for (let p = 0; p < opt.procs; p++) this.procs.push(this.newProc(p, Date.now()));
+    for (let p = 0; p < opt.procs; p++) this.procs.push(this.newProc(p, now));
     this.busy = false;
     this.backoffMs = 0;
   }
@@ -607,4 +622,36 @@ async function main() {
   process.exit(0);
 }
 
-main().catch((e) => { console.error(e.stack || e); process.exit(2); });
+// --census M: no gateway, no traffic: the fleet's processes churn through M minutes of windows in virtual time,
+// and every 5 minutes the working set a gateway must hold to keep up is printed: the distinct stacks in the
+// nodes' pools (each is sampled within a minute or so), the distinct locations (executable or kernel space,
+// address) they name, and the executables.
+function census() {
+  const nodes = [];
+  for (let i = 0; i < opt.nodes; i++) nodes.push(new SimNode(opt.firstNode + i, opt.epoch));
+  for (let w = 1; w <= (opt.census * 60) / opt.window; w++) {
+    const now = opt.epoch + w * opt.window * 1000;
+    for (const n of nodes) n.churn(now);
+    if ((w * opt.window) % 300) continue;
+    const stacks = new Set(), locations = new Set(), exes = new Set();
+    let frames = 0;
+    for (const n of nodes)
+      for (const pr of n.procs)
+        for (const s of pr.stacks) {
+          if (stacks.has(s.hex)) continue;
+          stacks.add(s.hex);
+          for (const f of framesOf(...s.template).frames) {
+            const space = f.hex || f.exe.toString('hex');
+            if (f.kind === 1) exes.add(space);
+            locations.add(space + ':' + f.address);
+            frames++;
+          }
+        }
+    sweepStacks();
+    process.stdout.write('census ' + JSON.stringify({ minute: (w * opt.window) / 60, stacks: stacks.size,
+      locations: locations.size, executables: exes.size, framesPerStack: +(frames / stacks.size).toFixed(2) }) + '\n');
+  }
+}
+
+if (opt.census) census();
+else main().catch((e) => { console.error(e.stack || e); process.exit(2); });
