@@ -9,7 +9,6 @@
 
 #include <xxhash.h>
 
-#include "macro.h"
 #include "model.h"
 #include "model-private.h"
 #include "store-private.h"

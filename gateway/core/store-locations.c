@@ -23,7 +23,6 @@
 
 #include <xxhash.h>
 
-#include "macro.h"
 #include "model.h"
 #include "model-private.h"
 #include "store-private.h"

@@ -30,10 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "model.h"
-#include "macro.h"
 #include "model-private.h"
 #include "store-private.h"
 
