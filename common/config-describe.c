@@ -55,14 +55,22 @@ static void describe_bounds(const struct sr_field *f, char *buf, size_t size)
 	}
 }
 
-void sr_config_describe(const struct sr_field *fields, const char *prefix, bool markdown, FILE *f)
+size_t sr_config_describe(const struct sr_field *fields, const char *prefix, bool markdown, FILE *f)
 {
 	char key[PATH_MAX_LEN], type[256], bounds[96];
+	size_t unchecked = 0;
 
 	for (const struct sr_field *fl = fields; fl->key; fl++) {
 		sr_config_path_join(key, sizeof(key), prefix, fl->key);
 		describe_type(fl, markdown, type, sizeof(type));
 		describe_bounds(fl, bounds, sizeof(bounds));
+		if (fl->min != 0 && fl->min >= fl->max) {
+			fprintf(stderr,
+				"config schema: %s has a minimum (%" PRId64 ") but no maximum above it, "
+				"so its minimum is never checked: give it a .max\n",
+				key, fl->min);
+			unchecked++;
+		}
 		const char *def = fl->required ? "required" : fl->def ? fl->def : "";
 		if (markdown)
 			fprintf(f, "| `%s` | %s | %s%s%s | %s%s |\n", key, type, *def && !fl->required ? "`" : "",
@@ -71,11 +79,12 @@ void sr_config_describe(const struct sr_field *fields, const char *prefix, bool 
 			fprintf(f, "  %-44s %-18s %-10s %s%s\n", key, type, *def ? def : "-", fl->doc ? fl->doc : "",
 				bounds);
 		if (fl->kind == SR_FIELD_MAPPING)
-			sr_config_describe(fl->fields, key, markdown, f);
+			unchecked += sr_config_describe(fl->fields, key, markdown, f);
 		else if (fl->kind == SR_FIELD_MAPPING_LIST) {
 			char sub[PATH_MAX_LEN + 2];
 			snprintf(sub, sizeof(sub), "%s[]", key);
-			sr_config_describe(fl->fields, sub, markdown, f);
+			unchecked += sr_config_describe(fl->fields, sub, markdown, f);
 		}
 	}
+	return unchecked;
 }

@@ -178,8 +178,11 @@ void sr_config_free(const struct sr_field *fields, void *cfg);
 /*
  * Writes the table as documentation: one line per key with its type,
  * default and doc, indented by nesting. markdown selects a table per mapping.
+ * Returns how many fields have a minimum but no maximum above it: bounds are
+ * a range, checked only when min < max, so such a minimum would never be
+ * enforced (each is named on stderr; docs/config-reference fails on any).
  */
-void sr_config_describe(const struct sr_field *fields, const char *prefix, bool markdown, FILE *f);
+size_t sr_config_describe(const struct sr_field *fields, const char *prefix, bool markdown, FILE *f);
 
 /*
  * Expands ${env:NAME} and ${env:NAME:-default} in s; `$$` is a literal `$`.

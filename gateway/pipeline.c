@@ -504,8 +504,9 @@ int gw_config_load(const char *file, struct gw_config **ret, struct sr_diag *d)
 	return config_load_doc(doc, file, ret, d);
 }
 
-void gw_config_describe(FILE *f, bool markdown)
+size_t gw_config_describe(FILE *f, bool markdown)
 {
+	size_t unchecked = 0;
 	static const enum gw_component_kind kinds[] = { GW_RECEIVER, GW_PROCESSOR, GW_EXPORTER };
 
 	const struct gw_component_type *const *tables[] = { gw_component_types, gw_component_types_extra };
@@ -525,13 +526,14 @@ void gw_config_describe(FILE *f, bool markdown)
 			} else {
 				fprintf(f, "\n%s %s\n", gw_component_kind_to_string(t->kind), t->name);
 			}
-			sr_config_describe(t->config_fields, prefix, markdown, f);
+			unchecked += sr_config_describe(t->config_fields, prefix, markdown, f);
 		}
 	}
 	if (markdown)
 		fprintf(f, "\n### `service`\n\n| key | type | default | description |\n|---|---|---|---|\n");
 	else
 		fprintf(f, "\nservice\n");
-	sr_config_describe(service_fields, "service", markdown, f);
-	sr_config_describe(pipeline_fields, "service.pipelines.<name>", markdown, f);
+	unchecked += sr_config_describe(service_fields, "service", markdown, f);
+	unchecked += sr_config_describe(pipeline_fields, "service.pipelines.<name>", markdown, f);
+	return unchecked;
 }

@@ -48,7 +48,10 @@ void gw_config_free(struct gw_config *cfg);
 /* Finds a component by ID, or NULL. */
 struct gw_component *gw_config_component(const struct gw_config *cfg, const char *id);
 
-/* Writes every component type and its keys (for --help and docs). */
-void gw_config_describe(FILE *f, bool markdown);
+/*
+ * Writes every component type and its keys (for --help and docs). Returns
+ * how many fields have a minimum that is never checked (sr_config_describe()).
+ */
+size_t gw_config_describe(FILE *f, bool markdown);
 
 #endif

@@ -390,7 +390,7 @@ static void test_describe(void **state)
 	FILE *f = open_memstream(&buf, &len);
 
 	(void)state;
-	sr_config_describe(fields, "exporters.x", true, f);
+	assert_int_equal(sr_config_describe(fields, "exporters.x", true, f), 0);
 	fclose(f);
 	assert_non_null(strstr(buf, "| `exporters.x.timeout` | duration | `10s` | Timeout. (0s to 1m) |"));
 	assert_non_null(strstr(buf, "| `exporters.x.retry.initial_interval` | duration | `5s` |"));
@@ -398,6 +398,23 @@ static void test_describe(void **state)
 	assert_non_null(strstr(buf, "| `exporters.x.endpoint` | string | required |"));
 	assert_non_null(strstr(buf, "enum: none \\| simplified \\| templates \\| full"));
 	free(buf);
+}
+
+/* Bounds are a range: a minimum with no maximum above it would never be checked, and describing says so. */
+static const struct sr_field min_only_fields[] = {
+	SR_FIELD_U64("workers", struct cfg, workers, .def = "4", .min = 1, .doc = "Workers."),
+	SR_FIELD_MAP("retry", struct cfg, retry, struct retry, retry_fields, .doc = "Retry settings."),
+	SR_FIELD_END,
+};
+
+static void test_describe_unchecked_minimum(void **state)
+{
+	FILE *f = fopen("/dev/null", "w");
+
+	(void)state;
+	assert_non_null(f);
+	assert_int_equal(sr_config_describe(min_only_fields, "x", false, f), 1);
+	fclose(f);
 }
 
 static void test_file_errors(void **state)
@@ -481,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_duplicates_and_null),
 		cmocka_unit_test(test_billion_laughs_bounded),
 		cmocka_unit_test(test_describe),
+		cmocka_unit_test(test_describe_unchecked_minimum),
 		cmocka_unit_test(test_file_errors),
 		cmocka_unit_test(test_schema_out_of_memory_frees_what_it_built),
 	};

@@ -250,7 +250,7 @@ static void test_describe_lists_service(void **state)
 	FILE *f = open_memstream(&buf, &len);
 
 	(void)state;
-	gw_config_describe(f, true);
+	assert_int_equal(gw_config_describe(f, true), 0);
 	fclose(f);
 	assert_non_null(strstr(buf, "`receivers.testrecv.endpoint`"));
 	assert_non_null(strstr(buf, "`service.shutdown_timeout` | duration | `30s`"));
