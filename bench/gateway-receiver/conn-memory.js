@@ -3,8 +3,9 @@
 //
 // What an open agent connection costs the gateway in resident memory
 // (bench/README.md, "Connection memory"): N HTTP/2 connections opened to
-// the agent receiver, over h2c and over TLS, each then sending two small
-// requests; the gateway's RSS with them open, and per connection over its
+// the agent receiver, over h2c and over TLS, each then sending small
+// requests (two, or --requests: an agent sends one every few seconds, so
+// what a session keeps of its closed streams shows only after dozens); the gateway's RSS with them open, and per connection over its
 // RSS before. "Churned" first opens and closes N connections that each sent
 // a 30 KB body, as a replica's heap is after hours of traffic: freed blocks
 // leave touched pages that the next connections' buffers land on, so there
@@ -13,33 +14,34 @@
 // another gateway binary (a build of an earlier commit) runs the same
 // steps beside it, alternating, and the ratios compare the two.
 //
-// Usage: conn-memory.js --build DIR [--reference GATEWAY] [--connections N] [--rounds R]
+// Usage: conn-memory.js --build DIR [--reference GATEWAY] [--connections N] [--rounds R] [--requests Q]
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const L = require('../../tests/integration/gw-lib.js');
 
 function parseArgs(argv) {
-  const o = { build: null, reference: null, connections: 2000, rounds: 2 };
+  const o = { build: null, reference: null, connections: 2000, rounds: 2, requests: 2 };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
     if (a === '--help' || a === '-h') {
-      console.log('usage: conn-memory.js --build DIR [--reference GATEWAY] [--connections N] [--rounds R]\n' +
+      console.log('usage: conn-memory.js --build DIR [--reference GATEWAY] [--connections N] [--rounds R] [--requests Q]\n' +
         '  --build DIR        the build directory whose gateway is measured\n' +
         '  --reference BIN    another stackrelay-gateway to measure beside it (ratios: build / reference)\n' +
         '  --connections N    connections held open at once (default 2000; the open-files limit must allow it)\n' +
-        '  --rounds R         runs of each configuration, alternating (default 2)');
+        '  --rounds R         runs of each configuration, alternating (default 2)\n' +
+        '  --requests Q       requests each connection sends, one after another (default 2)');
       process.exit(0);
     }
-    if (!['--build', '--reference', '--connections', '--rounds'].includes(a) || v === undefined) {
+    if (!['--build', '--reference', '--connections', '--rounds', '--requests'].includes(a) || v === undefined) {
       console.error(`conn-memory.js: unknown option or missing value: ${a} (see --help)`);
       process.exit(2);
     }
-    o[a.slice(2)] = a === '--connections' || a === '--rounds' ? Number(v) : v;
+    o[a.slice(2)] = ['--connections', '--rounds', '--requests'].includes(a) ? Number(v) : v;
     i++;
   }
-  if (!o.build || !(o.connections > 0) || !(o.rounds > 0)) {
-    console.error('conn-memory.js: --build DIR is required; --connections and --rounds must be positive');
+  if (!o.build || !(o.connections > 0) || !(o.rounds > 0) || !(o.requests > 0)) {
+    console.error('conn-memory.js: --build DIR is required; --connections, --rounds and --requests must be positive');
     process.exit(2);
   }
   return o;
@@ -55,8 +57,8 @@ async function openAll(url, n, tlsOpts) {
 }
 
 // One gateway, one configuration: its RSS before and with the n connections open (KiB), and per connection
-// (bytes) idle and after two requests on each.
-async function measure(bin, tls, churned, n, certs, sinkUrl, dir) {
+// (bytes) idle and after q requests on each.
+async function measure(bin, tls, churned, n, q, certs, sinkUrl, dir) {
   const keys = `max_connections: ${n + 100}` +
     (tls ? `\n    tls: {cert_file: ${certs.serverCert}, key_file: ${certs.serverKey}}` : '');
   const g = await L.startGateway(L.agentGatewayYaml(sinkUrl, keys), dir, [], bin);
@@ -75,7 +77,7 @@ async function measure(bin, tls, churned, n, certs, sinkUrl, dir) {
     await sleep(500);
     const idle = rssKib(pid);
     const statuses = {};
-    for (let round = 0; round < 2; round++)
+    for (let round = 0; round < q; round++)
       await Promise.all(ss.map(async (s) => {
         const r = await L.post(s, Buffer.alloc(0), {}, 60000).catch(() => ({ status: 'error' }));
         statuses[r.status] = (statuses[r.status] || 0) + 1;
@@ -104,14 +106,14 @@ async function measure(bin, tls, churned, n, certs, sinkUrl, dir) {
     for (const churned of [false, true])
       for (let r = 0; r < o.rounds; r++)
         for (const [name, bin] of Object.entries(bins)) {
-          const m = await measure(bin, tls, churned, o.connections, certs, sink.url, dir);
+          const m = await measure(bin, tls, churned, o.connections, o.requests, certs, sink.url, dir);
           rows.push({ name, tls, churned, ...m });
           console.log(`${name.padEnd(9)} ${tls ? 'tls' : 'h2c'} ${churned ? 'churned' : 'fresh  '} ` +
             `RSS ${(m.base / 1024).toFixed(1)} MiB before, ${(m.open / 1024).toFixed(1)} MiB with ${o.connections} open; ` +
-            `per connection: idle ${(m.idle / 1024).toFixed(1)} KiB, after 2 requests ${(m.used / 1024).toFixed(1)} KiB`);
+            `per connection: idle ${(m.idle / 1024).toFixed(1)} KiB, after ${o.requests} requests ${(m.used / 1024).toFixed(1)} KiB`);
         }
   if (o.reference) {
-    console.log(`\nbuild / reference, RSS with ${o.connections} connections open after 2 requests each (mean of the rounds):`);
+    console.log(`\nbuild / reference, RSS with ${o.connections} connections open after ${o.requests} requests each (mean of the rounds):`);
     for (const tls of [false, true])
       for (const churned of [false, true]) {
         const mean = (name) => {
