@@ -73,13 +73,11 @@ struct enc {
  * encoding beside another grew from empty again: a tenth of a replica's CPU
  * in the 1,000-node soak); whichever thread encodes next takes one. Their
  * sum stays under ENC_KEEP_BYTES: what this keeps beyond the requests being
- * encoded is bounded by that. A fleet's request of 8,192 records keeps about
- * 12 MiB, so two such sets: with four (48 MiB) they were a third of the heap
- * of a replica serving 2,000 nodes on one core, where no more than two
- * encodings make progress at once anyway.
+ * encoded is bounded by that (a fleet's request of 8,192 records keeps about
+ * 12 MiB (heaptrack of the 2,000-node soak), so four such sets).
  */
-#define ENC_KEEP_BYTES (24u << 20)
-#define ENC_KEEP_SETS  2
+#define ENC_KEEP_BYTES (48u << 20)
+#define ENC_KEEP_SETS  4
 
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept_set {
