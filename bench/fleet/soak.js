@@ -26,7 +26,7 @@ function parseArgs(argv) {
     simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
     stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
     keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256,
-    kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, symbolsMib: 0 };
+    kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, symbolsMib: 0, heaptrack: '', batchRecords: 8192 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
     if (!(k in o)) throw new Error(`unknown option ${argv[i]}`);
@@ -170,7 +170,7 @@ processors:
     extract: {metadata: [k8s.namespace.name, k8s.pod.name, k8s.pod.uid, k8s.container.name, service.name]}
   symbolize: {debug_dirs: [], debuginfod_urls: [], cache_dir: ${dirs.symbols[r]}, memory_cache_size: ${LIMITS.symbolCacheMib}MiB,
     wait_for_symbols: 2s}
-  batch: {timeout: 1s}
+  batch: {timeout: 1s, send_batch_size: ${opt.batchRecords}, send_batch_max_size: ${2 * opt.batchRecords}}
 exporters:
   otlp_http:
     endpoint: http://127.0.0.1:${ports.sink}
@@ -194,10 +194,16 @@ class Replica {
     const out = fs.openSync(logFile, 'w');
     const bin = path.join(opt.build, 'gateway/stackrelay-gateway');
     // --cpu N: the replica and all its threads on that one CPU (taskset execs the gateway: same PID).
-    const proc = opt.cpu >= 0 ? spawn('taskset', ['-c', String(opt.cpu), bin, '--config', cfg], { stdio: ['ignore', out, out] })
-      : spawn(bin, ['--config', cfg], { stdio: ['ignore', out, out] });
+    // --heaptrack FILE: replica 0's first instance under heaptrack (bench/fleet/heap-owners.py reads FILE.zst);
+    // heaptrack runs the gateway as its child, so this replica's RSS and CPU figures are heaptrack's, not read.
+    let argv = [bin, '--config', cfg];
+    const wrapped = opt.heaptrack && this.r === 0 && !this.instances.length;
+    if (wrapped) argv = ['heaptrack', '-o', opt.heaptrack, ...argv];
+    if (opt.cpu >= 0) argv = ['taskset', '-c', String(opt.cpu), ...argv];
+    // Under heaptrack, a session of its own: signal() finds the gateway in it.
+    const proc = spawn(argv[0], argv.slice(1), { stdio: ['ignore', out, out], detached: !!wrapped });
     fs.closeSync(out);
-    const inst = { pid: proc.pid, proc, logFile, last: null, killed: false, exited: null, started: Date.now() };
+    const inst = { pid: proc.pid, proc, logFile, last: null, killed: false, exited: null, started: Date.now(), wrapped, bin };
     proc.on('exit', (code, sig) => { inst.exited = code ?? sig; });
     this.instances.push(inst);
     this.proc = proc;
@@ -206,6 +212,18 @@ class Replica {
       if (inst.exited !== null) throw new Error(`gateway ${this.r} exited ${inst.exited}:\n${fs.readFileSync(logFile, 'utf8').slice(-3000)}`);
       try { return (await get(this.ports.metrics[this.r], '/metrics')).status === 200; } catch (e) { return false; }
     }, 20000, `gateway ${this.r} up`);
+  }
+
+  // Sends sig to the gateway of inst: under heaptrack, to the gateway heaptrack runs (heaptrack itself then
+  // finishes its recording and exits); SIGKILL goes to the whole session.
+  static signal(inst, sig) {
+    if (!inst.wrapped) return inst.proc.kill(sig);
+    if (sig === 'SIGKILL') return process.kill(-inst.pid, sig);
+    let pids = [];
+    try {
+      pids = execFileSync('pgrep', ['-s', String(inst.pid), '-f', `^${inst.bin} `]).toString().split(/\s+/).filter(Boolean);
+    } catch (e) { /* none left */ }
+    for (const p of pids) try { process.kill(Number(p), sig); } catch (e) { /* gone */ }
   }
 
   async scrape() {
@@ -255,7 +273,7 @@ async function main() {
   const mounts = [];
   const cleanup = () => {
     for (const c of children) try { c.kill('SIGKILL'); } catch (e) { /* gone */ }
-    for (const r of replicasAll) for (const i of r.instances) if (i.exited === null) try { i.proc.kill('SIGKILL'); } catch (e) { /* gone */ }
+    for (const r of replicasAll) for (const i of r.instances) if (i.exited === null) try { Replica.signal(i, 'SIGKILL'); } catch (e) { /* gone */ }
     for (const m of mounts) try { execFileSync('umount', ['-l', m]); } catch (e) { /* not mounted */ }
     if (!opt.keep) fs.rmSync(base, { recursive: true, force: true });
   };
@@ -461,7 +479,7 @@ async function main() {
       const t0s = Date.now();
       await r.scrape(); // what it holds at the moment of the kill
       r.cur.killed = true;
-      r.cur.proc.kill('SIGKILL');
+      Replica.signal(r.cur, 'SIGKILL');
       // It went on accepting between the scrape's snapshot and the kill: a request being decoded at the snapshot
       // (not counted yet) may be answered before the kill, and new ones at its rate over the scrape before, for as
       // long as this one took. A bound, added to what the scrape says it held: its rate times that time, plus one
@@ -506,8 +524,10 @@ async function main() {
   await monitor;
   for (const r of replicas) await r.scrape();
   const sinkStats = JSON.parse((await get(ports.sink, '/stats')).body);
-  for (const r of replicas) { r.cur.proc.kill('SIGTERM'); }
+  for (const r of replicas) Replica.signal(r.cur, 'SIGTERM');
   await sleep(1000);
+  // heaptrack writes the rest of its recording once the gateway is gone.
+  for (const r of replicas) if (r.cur.wrapped) await waitUntil(async () => r.cur.exited !== null, 120000, 'heaptrack done').catch(() => 0);
 
   report({ series, sims, replicas, sinkStats, events, podChanges, faults, total, base });
   process.exit(process.exitCode ?? 0); // the 'exit' handler stops every child
