@@ -221,7 +221,8 @@ class Replica {
     if (sig === 'SIGKILL') return process.kill(-inst.pid, sig);
     let pids = [];
     try {
-      pids = execFileSync('pgrep', ['-s', String(inst.pid), '-f', `^${inst.bin} `]).toString().split(/\s+/).filter(Boolean);
+      const re = `^${inst.bin.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `;
+      pids = execFileSync('pgrep', ['-s', String(inst.pid), '-f', re]).toString().split(/\s+/).filter(Boolean);
     } catch (e) { /* none left */ }
     for (const p of pids) try { process.kill(Number(p), sig); } catch (e) { /* gone */ }
   }

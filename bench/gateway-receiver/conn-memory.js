@@ -5,8 +5,8 @@
 // (bench/README.md, "Connection memory"): N HTTP/2 connections opened to
 // the agent receiver, over h2c and over TLS, each then sending small
 // requests (two, or --requests: an agent sends one every few seconds, so
-// what a session keeps of its closed streams shows only after dozens); the gateway's RSS with them open, and per connection over its
-// RSS before. "Churned" first opens and closes N connections that each sent
+// what a session keeps of its closed streams shows only after dozens);
+// the gateway's RSS with them open, and per connection over its RSS before. "Churned" first opens and closes N connections that each sent
 // a 30 KB body, as a replica's heap is after hours of traffic: freed blocks
 // leave touched pages that the next connections' buffers land on, so there
 // the RSS with the connections open is the figure (the RSS before them holds
