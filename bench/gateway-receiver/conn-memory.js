@@ -33,11 +33,13 @@ function parseArgs(argv) {
         '  --requests Q       requests each connection sends, one after another (default 2)');
       process.exit(0);
     }
-    if (!['--build', '--reference', '--connections', '--rounds', '--requests'].includes(a) || v === undefined) {
+    // The options are o's keys; those with a number as default take numbers.
+    const key = a.slice(2);
+    if (!a.startsWith('--') || !Object.hasOwn(o, key) || v === undefined) {
       console.error(`conn-memory.js: unknown option or missing value: ${a} (see --help)`);
       process.exit(2);
     }
-    o[a.slice(2)] = ['--connections', '--rounds', '--requests'].includes(a) ? Number(v) : v;
+    o[key] = typeof o[key] === 'number' ? Number(v) : v;
     i++;
   }
   if (!o.build || !(o.connections > 0) || !(o.rounds > 0) || !(o.requests > 0)) {
