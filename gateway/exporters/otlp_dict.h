@@ -181,6 +181,12 @@ struct d_stack {
 	uint32_t first, n;
 };
 
+/* A stack noted by gw_otlp_dict_stack(), its locations added by gw_otlp_dict_resolve(). */
+struct d_pending {
+	const struct gw_stack *s;
+	const char *jit_type;
+};
+
 struct d_attr {
 	int32_t key;
 	enum gw_attr_type type;
@@ -200,6 +206,10 @@ struct dict {
 	VEC(struct d_location) locations;
 	VEC(int32_t) stack_locs;
 	VEC(struct d_stack) stacks;
+	VEC(struct d_pending) pending; /* beside stacks, index for index */
+	/* gw_otlp_dict_resolve()'s scratch: a location's slot << 32 | its place in stack_locs. */
+	VEC(uint64_t) keys;
+	VEC(uint64_t) keys_tmp;
 	VEC(struct d_attr) attrs;
 	/*
 	 * Functions are found by name first: fn_by_name[name's string index] is
@@ -210,7 +220,7 @@ struct dict {
 	 * request's functions, which outgrows the caches.
 	 */
 	VEC(uint32_t) fn_by_name;
-	struct imap m_strings, m_functions, m_mappings, m_locations, m_stacks, m_attrs;
+	struct imap m_strings, m_functions, m_mappings, m_stacks, m_attrs;
 	/* Shared lines (core/lines.c) already in `lines`: the map's index is where they start. */
 	struct imap m_shared_lines;
 	/* Strings we formatted ourselves (hex build IDs, numbers), freed at the end. */
@@ -228,12 +238,18 @@ size_t gw_otlp_dict_bytes(const struct dict *d);
 int64_t gw_otlp_dict_string(struct dict *d, const char *s);
 int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a);
 int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *st, const char *jit_type);
+/*
+ * Adds the locations of the stacks noted (and their mappings, lines,
+ * functions and strings): once, after the last gw_otlp_dict_stack(),
+ * before gw_otlp_write_dictionary(). 0 or -errno.
+ */
+int gw_otlp_dict_resolve(struct dict *d);
 /* The profile.frame.type of a resource's JIT frames (from its perf-map runtime), or NULL. */
 const char *gw_otlp_jit_frame_type(const struct gw_resource *r);
 /* An AnyValue's oneof, its message already begun. */
 void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
 				   bool bv, double dv);
-/* The request's dictionary field. */
+/* The request's dictionary field (its stacks resolved: gw_otlp_dict_resolve()). */
 void gw_otlp_write_dictionary(struct sr_pbw *w, const struct dict *d);
 
 #endif

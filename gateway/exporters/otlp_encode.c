@@ -438,6 +438,9 @@ int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *op
 				goto out;
 		}
 	}
+	r = gw_otlp_dict_resolve(&e.d);
+	if (r < 0)
+		goto out;
 	gw_otlp_write_dictionary(out, &e.d);
 	r = sr_pbw__error(out);
 	if (r < 0)

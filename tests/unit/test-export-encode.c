@@ -722,6 +722,157 @@ static void test_version_strings(void **state)
 }
 
 /* The dictionaries kept between requests are a cache: released under memory pressure, and encoding goes on. */
+/* A stack's frames as "address,address,...", leaf first. */
+static void frames_key(char *buf, size_t size, const uint64_t *addr, size_t n)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && off < size; i++)
+		off += (size_t)snprintf(buf + off, size - off, "%llx,", (unsigned long long)addr[i]);
+}
+
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Locations are added to the dictionary sorted by their slot in the
+ * location table (otlp_dict.c, gw_otlp_dict_resolve()): with thousands of
+ * them the sort takes several passes, and locations shared by many stacks
+ * at random places must still come back as each stack's frames, in order.
+ */
+static void test_many_shared_locations(void **state)
+{
+	enum { N_LOCS = 5000, N_STACKS = 600, MAX_DEPTH = 40 };
+	struct fixture *f = *state;
+	static const uint8_t eid[20] = { 0xe5 };
+	struct gw_executable_def de = { .id = eid, .id_len = 20, .id_kind = GW_EXE_ID_GNU_BUILD_ID, .file_name = "app" };
+	struct gw_executable *e = gw_stores__intern_executable(f->stores, &de);
+	struct gw_location **locs = calloc(N_LOCS, sizeof(*locs));
+	char **want = calloc(N_STACKS, sizeof(*want)), **got = calloc(N_STACKS, sizeof(*got));
+	struct gw_profiles *p = gw_profiles_new();
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+	struct sr_pbw w = { 0 };
+	struct gw_otlp_stats st;
+	uint32_t seed = 12345;
+	req10_t r;
+
+	assert_non_null(e);
+	assert_non_null(p);
+	for (int i = 0; i < 3; i++) {
+		struct gw_attr a = { .key = "process.executable.name",
+				     .type = GW_ATTR_STRING,
+				     .v.s = i == 0   ? "app"
+					    : i == 1 ? "web"
+						     : "db" };
+
+		assert_non_null(gw_profiles__add_resource(p, &a, 1, 99));
+	}
+	for (uint32_t i = 0; i < N_LOCS; i++) {
+		locs[i] = gw_stores__intern_location(f->stores, GW_FRAME_USER, 0x10000 + 16 * (uint64_t)i, e, NULL);
+		assert_non_null(locs[i]);
+	}
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		struct gw_location *frames[MAX_DEPTH];
+		uint64_t addr[MAX_DEPTH];
+		uint8_t id[16] = { 0x5a };
+		struct gw_resource *res = &p->resources[i % 3];
+		struct gw_stack *stk;
+		uint32_t n;
+
+		seed = seed * 1103515245u + 12345u;
+		n = 1 + (seed >> 16) % MAX_DEPTH;
+		frames[0] = locs[i]; /* its own leaf: no two stacks alike */
+		for (uint32_t k = 1; k < n; k++) {
+			seed = seed * 1103515245u + 12345u;
+			frames[k] = locs[(seed >> 8) % N_LOCS];
+		}
+		for (uint32_t k = 0; k < n; k++)
+			addr[k] = frames[k]->address;
+		memcpy(id + 1, &i, sizeof(i));
+		stk = gw_stores__intern_stack(f->stores, id, sizeof(id), false, frames, n);
+		assert_non_null(stk);
+		want[i] = malloc(MAX_DEPTH * 20);
+		frames_key(want[i], MAX_DEPTH * 20, addr, n);
+		assert_int_equal(gw_resource__add_sample(p, res, &(struct gw_sample){ .stack = stk, .count = 1 }), 0);
+		gw_resource__cover(res, 1, 2);
+		gw_stack__unref(stk);
+	}
+	assert_int_equal(gw_otlp_encode(p, &o, &w, &st), 0);
+	decode10(&w, &r);
+	check_dictionary(&r.dictionary);
+	assert_int_equal(r.dictionary.stack_table_count, N_STACKS + 1);
+	for (pb_size_t i = 1; i < r.dictionary.stack_table_count; i++) {
+		const opentelemetry_proto_profiles_v1development_Stack *stk = &r.dictionary.stack_table[i];
+		uint64_t addr[MAX_DEPTH];
+
+		assert_true(stk->location_indices_count <= MAX_DEPTH);
+		for (pb_size_t k = 0; k < stk->location_indices_count; k++)
+			addr[k] = r.dictionary.location_table[stk->location_indices[k]].address;
+		got[i - 1] = malloc(MAX_DEPTH * 20);
+		frames_key(got[i - 1], MAX_DEPTH * 20, addr, stk->location_indices_count);
+	}
+	/* Each location once. */
+	for (pb_size_t i = 1; i < r.dictionary.location_table_count; i++)
+		for (pb_size_t k = i + 1; k < r.dictionary.location_table_count && k < i + 64; k++)
+			assert_true(r.dictionary.location_table[i].address != r.dictionary.location_table[k].address);
+	assert_true(st.locations <= N_LOCS + 1);
+	qsort(want, N_STACKS, sizeof(*want), by_string);
+	qsort(got, N_STACKS, sizeof(*got), by_string);
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		assert_string_equal(got[i], want[i]);
+		free(got[i]);
+		free(want[i]);
+	}
+	pb_release(REQ10_FIELDS, &r);
+	sr_pbw__free(&w);
+	gw_profiles__unref(p);
+	for (uint32_t i = 0; i < N_LOCS; i++)
+		gw_location__unref(locs[i]);
+	gw_executable__unref(e);
+	free(locs);
+	free(want);
+	free(got);
+}
+
+/* A JIT frame in processes of two runtimes: its profile.frame.type is the runtime of the first sample naming it. */
+static void test_jit_type_of_first_sample(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const exes[2] = { "node", "myapp" };
+
+	for (int first = 0; first < 2; first++) {
+		struct gw_profiles *a = xt_function_batch(f->stores, exes[first], NULL);
+		struct gw_profiles *b = xt_function_batch(f->stores, exes[!first], NULL);
+		struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+		struct sr_pbw w = { 0 };
+		req10_t r;
+		int jit = 0;
+
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_int_equal(gw_profiles__merge(a, b), 0); /* consumes b */
+		assert_int_equal(a->n_resources, 2);
+		assert_int_equal(gw_otlp_encode(a, &o, &w, NULL), 0);
+		decode10(&w, &r);
+		check_dictionary(&r.dictionary);
+		for (pb_size_t i = 1; i < r.dictionary.location_table_count; i++) {
+			const char *t = frame_type_of(&r.dictionary, &r.dictionary.location_table[i]);
+
+			if (t && strcmp(t, "cpython") != 0) {
+				assert_string_equal(t, first == 0 ? "v8js" : "perf-map");
+				jit++;
+			}
+		}
+		assert_int_equal(jit, 1); /* one location, one stack: both resources name it */
+		pb_release(REQ10_FIELDS, &r);
+		sr_pbw__free(&w);
+		gw_profiles__unref(a);
+	}
+}
+
 static void test_kept_scratch_released(void **state)
 {
 	struct fixture *f = *state;
@@ -755,6 +906,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_and_unsymbolized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_functions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_functions_by_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_shared_locations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_jit_type_of_first_sample, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_scratch_released, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
