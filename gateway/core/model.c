@@ -208,7 +208,7 @@ struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t a
 /* What a stack of n frames and an ID of id_len bytes takes. */
 static size_t stack_bytes(uint32_t n, size_t id_len)
 {
-	return sizeof(struct gw_stack) + n * sizeof(uint32_t) + id_len;
+	return sizeof(struct gw_stack) + (id_len + 3) / 4 * 4 + n * sizeof(uint32_t);
 }
 
 struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, struct gw_location **locations, uint32_t n)
@@ -234,10 +234,10 @@ struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, str
 		s->obj.bytes = (uint32_t)SR_MIN(stack_bytes(n, id_len) + GW_OBJ_OVERHEAD, UINT32_MAX);
 	s->truncated = truncated;
 	s->n_locations = n;
-	for (uint32_t i = 0; i < n; i++)
-		s->location_slots[i] = gw_location__slot(locations[i]); /* the caller's references, now the stack's */
 	s->id_len = (uint8_t)id_len;
-	memcpy(s->location_slots + n, id, id_len);
+	memcpy(s->words, id, id_len);
+	for (uint32_t i = 0; i < n; i++) /* the caller's references, now the stack's */
+		s->words[(id_len + 3) / 4 + i] = gw_location__slot(locations[i]);
 	return s;
 
 fail_einval:

@@ -419,27 +419,40 @@ struct gw_stack {
 	bool truncated;
 	/* Every location has its lines (set once, by the symbolize processor: lines never change after). */
 	atomic_bool symbolized;
-	uint8_t id_len; /* the ID's bytes follow the locations (gw_stack__id()) */
+	uint8_t id_len; /* the ID's bytes come first in words[] (gw_stack__id()) */
 	uint32_t n_locations;
 	/* Receiver scratch, as in gw_executable, in 32 bits: a request whose epoch matches it
 	 * modulo 2^32 skips work that is only an optimization (agent-samples.c, note_wanted). */
 	atomic_uint scratch_epoch;
-	uint32_t location_slots[]; /* leaf first; each holds a reference: read with gw_stack__location() */
+	/*
+	 * The ID (id_len bytes, then to a 4-byte boundary), then the frames'
+	 * location slots, leaf first, each holding a reference
+	 * (gw_stack__slots(), gw_stack__location()). The ID first: a store's
+	 * lookup compares it right after the header, on the header's cache line
+	 * or the next, not one past the frames.
+	 */
+	uint32_t words[];
 };
 
 /* Bytes of the stack slabs (stack-slabs.c): in live stacks' slots, mapped, in resident pages, given back. */
 void gw_stack_slabs__stats(struct gw_slot_pool_stats *ret);
 
-/* Frame i of the stack, leaf first (i < n_locations). */
-static inline struct gw_location *gw_stack__location(const struct gw_stack *s, uint32_t i)
-{
-	return gw_location__at(s->location_slots[i]);
-}
-
 /* The stack's ID (id_len bytes): stored at its length, not GW_ID_MAX, as a fleet holds millions of stacks. */
 static inline const uint8_t *gw_stack__id(const struct gw_stack *s)
 {
-	return (const uint8_t *)(s->location_slots + s->n_locations);
+	return (const uint8_t *)s->words;
+}
+
+/* The location slots of the stack's frames, leaf first (n_locations of them). */
+static inline const uint32_t *gw_stack__slots(const struct gw_stack *s)
+{
+	return s->words + (s->id_len + 3u) / 4;
+}
+
+/* Frame i of the stack, leaf first (i < n_locations). */
+static inline struct gw_location *gw_stack__location(const struct gw_stack *s, uint32_t i)
+{
+	return gw_location__at(gw_stack__slots(s)[i]);
 }
 
 /* Set-once slot helpers for the symbolizer's per-definition data. */

@@ -328,20 +328,20 @@ const char *gw_otlp_jit_frame_type(const struct gw_resource *r)
 static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *ret_first)
 {
 	uint64_t h = hash_ptr(lines);
-	bool shared = lines->table != NULL;
+	bool shared;
 	uint32_t slot = 0, first = d->lines.n;
 	int r;
 
-	if (shared) {
-		r = gw_otlp_imap_prepare(&d->m_shared_lines);
-		if (r < 0)
-			return r;
-		IMAP_FIND(&d->m_shared_lines, h, true, slot); /* hash_ptr() is a bijection */
-		if (gw_otlp_imap_at(&d->m_shared_lines, slot)) {
-			*ret_first = gw_otlp_imap_at(&d->m_shared_lines, slot) - 1;
-			return 0;
-		}
+	/* Looked up by pointer before lines are read: shared lines added already are not read again (a miss saved). */
+	r = gw_otlp_imap_prepare(&d->m_shared_lines);
+	if (r < 0)
+		return r;
+	IMAP_FIND(&d->m_shared_lines, h, true, slot); /* hash_ptr() is a bijection */
+	if (gw_otlp_imap_at(&d->m_shared_lines, slot)) {
+		*ret_first = gw_otlp_imap_at(&d->m_shared_lines, slot) - 1;
+		return 0;
 	}
+	shared = lines->table != NULL;
 	for (uint32_t i = 0; i < lines->n; i++) {
 		int64_t f = dict_function(d, &lines->lines[i]);
 		struct d_line *dl;
@@ -515,8 +515,10 @@ int gw_otlp_dict_resolve(struct dict *d)
 		if (r < 0)
 			return r;
 		d->stacks.v[i] = (struct d_stack){ n, s->n_locations };
+		const uint32_t *slots = gw_stack__slots(s);
+
 		for (uint32_t j = 0; j < s->n_locations; j++, n++) {
-			uint32_t slot = s->location_slots[j];
+			uint32_t slot = slots[j];
 
 			max_slot |= slot;
 			d->keys.v[n] = (uint64_t)slot << 32 | n;
@@ -542,8 +544,23 @@ int gw_otlp_dict_resolve(struct dict *d)
 
 		for (b = a + 1; b < n && (uint32_t)(d->keys.v[b] >> 32) == slot; b++)
 			;
+		/*
+		 * The location AHEAD places on, and the lines and their slot in the
+		 * map of one fetched AHEAD / 2 places ago (its load a hit by now).
+		 */
 		if (b + AHEAD < n)
 			__builtin_prefetch(gw_location__at((uint32_t)(d->keys.v[b + AHEAD] >> 32)));
+		if (b + AHEAD / 2 < n) {
+			const struct gw_lines *nl =
+				gw_location__lines(gw_location__at((uint32_t)(d->keys.v[b + AHEAD / 2] >> 32)));
+
+			if (nl) {
+				__builtin_prefetch(nl);
+				if (d->m_shared_lines.cap)
+					__builtin_prefetch(&d->m_shared_lines.slots[(uint32_t)hash_ptr(nl) &
+										    (d->m_shared_lines.cap - 1)]);
+			}
+		}
 		/* The first stack naming a JIT frame says its runtime, as in the order the samples came. */
 		if (gw_location__kind(l) == GW_FRAME_JIT)
 			jit_type = d->pending.v[stack_at(d, (uint32_t)d->keys.v[a])].jit_type;
