@@ -308,6 +308,23 @@ int gw_resource__add_sample_owned(struct gw_profiles *p, struct gw_resource *r, 
 	return 0;
 }
 
+int gw_resource__reserve_samples(struct gw_profiles *p, struct gw_resource *r, uint32_t n)
+{
+	struct gw_sample *v;
+
+	if (n > UINT32_MAX - r->n_samples)
+		return -E2BIG;
+	if (r->n_samples + n <= r->cap_samples)
+		return 0;
+	v = realloc(r->samples, (size_t)(r->n_samples + n) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	mem_add(p, (int64_t)((size_t)(r->n_samples + n - r->cap_samples) * sizeof(*v)));
+	r->samples = v;
+	r->cap_samples = r->n_samples + n;
+	return 0;
+}
+
 int gw_resource__add_sample(struct gw_profiles *p, struct gw_resource *r, const struct gw_sample *s)
 {
 	struct gw_sample c = *s;

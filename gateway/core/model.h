@@ -805,6 +805,8 @@ int gw_resource__add_sample(struct gw_profiles *p, struct gw_resource *r, const 
 /* Same, but takes over the caller's stack reference and uses thread_name and
  * attrs as given (they must already live in p). For hot paths. */
 int gw_resource__add_sample_owned(struct gw_profiles *p, struct gw_resource *r, const struct gw_sample *s);
+/* Makes room for exactly n more samples in r (no doubling): a receiver that counted them first. 0 or -errno. */
+int gw_resource__reserve_samples(struct gw_profiles *p, struct gw_resource *r, uint32_t n);
 /*
  * Gives back the room small sample arrays (up to 64 KiB) grew for but did
  * not use (they double as they grow). A receiver calls it on a batch it has

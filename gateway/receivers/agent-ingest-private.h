@@ -129,6 +129,17 @@ struct gw_ingest_ctx {
 	 */
 	struct gw_bytes_set stacks_seen;
 	struct gw_bytes_set kernels_seen; /* value non-NULL: found */
+	/*
+	 * Accepted samples (each holding its stack's reference) and their
+	 * resource's index, placed in their resources once all are counted
+	 * (gw_ingest_place_samples()): each resource's array is then allocated
+	 * once, at its size, instead of doubling from 4 as its samples come.
+	 */
+	struct gw_ingest_pending {
+		struct gw_sample s;
+		uint32_t resource;
+	} * pending;
+	uint32_t n_pending, cap_pending;
 	uint32_t frequency_hz;
 	bool definitions_only;
 };
@@ -142,8 +153,12 @@ struct gw_ingest_sample {
 
 /* Decodes one Sample: 0, or -EBADMSG with errbuf saying what and where. */
 int gw_ingest_parse_sample(struct sr_pbr r, struct gw_ingest_sample *in, char *errbuf, size_t errsize);
-/* Accepts the sample into c->res->batch or refuses it (listing what is missing): 0 or -ENOMEM. */
+/* Accepts the sample for c->res->batch (c->pending) or refuses it (listing what is missing): 0 or -ENOMEM. */
 int gw_ingest_add_sample(struct gw_ingest_ctx *c, const struct gw_ingest_sample *in);
+/* Moves the accepted samples into their resources: 0, or -ENOMEM (those not moved are released). */
+int gw_ingest_place_samples(struct gw_ingest_ctx *c);
+/* Releases the samples not moved (an error before gw_ingest_place_samples()) and the array. */
+void gw_ingest_pending_free(struct gw_ingest_ctx *c);
 /* Lists x (or k) in wanted_symbols when this agent is the one to ask for its table: 0 or -ENOMEM. */
 int gw_ingest_ask_for(struct gw_ingest_ctx *c, struct gw_executable *x, struct gw_kernel *k);
 

@@ -393,6 +393,8 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 	    (!definitions_only &&
 	     (e = each_field(r, stackrelay_v1_PushRequest_probe_symbols_tag, do_probe, &c, errbuf, errsize)) < 0))
 		goto fail;
+	if ((e = gw_ingest_place_samples(&c)) < 0)
+		goto fail;
 	if (res->batch)
 		gw_profiles__fit(res->batch); /* it waits in the pipeline as it is */
 	res->probes = c.probed.n;
@@ -426,6 +428,7 @@ fail:
 	gw_ingest_result_release_asks(res);
 	gw_ingest_result_free(res);
 out:
+	gw_ingest_pending_free(&c);
 	gw_idlist__free(&c.missing_stacks);
 	gw_idlist__free(&c.defs.missing_exes);
 	gw_idlist__free(&c.defs.missing_kernels);

@@ -377,12 +377,54 @@ int gw_ingest_add_sample(struct gw_ingest_ctx *c, const struct gw_ingest_sample 
 		.off_cpu_ns = in->profile_type == stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU ? in->off_cpu_nanos
 												 : 0,
 	};
-	e = gw_resource__add_sample_owned(c->res->batch, &c->res->batch->resources[ri], &s);
-	if (e < 0) {
-		gw_stack__unref(st);
-		return e;
+	if (c->n_pending == c->cap_pending) {
+		uint32_t cap = c->cap_pending ? c->cap_pending * 2 : 256;
+		struct gw_ingest_pending *v = cap > c->cap_pending ? realloc(c->pending, (size_t)cap * sizeof(*v))
+								   : NULL;
+
+		if (!v) {
+			gw_stack__unref(st);
+			return -ENOMEM;
+		}
+		c->pending = v;
+		c->cap_pending = cap;
 	}
+	c->pending[c->n_pending++] = (struct gw_ingest_pending){ s, ri };
 	gw_resource__cover(&c->res->batch->resources[ri], in->start, in->end);
 	c->res->accepted += in->count;
 	return 0;
+}
+
+int gw_ingest_place_samples(struct gw_ingest_ctx *c)
+{
+	struct gw_profiles *p = c->res->batch;
+	uint32_t *count;
+	int e = 0;
+
+	if (!c->n_pending)
+		return 0;
+	count = calloc(p->n_resources, sizeof(*count));
+	if (!count)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_pending; i++)
+		count[c->pending[i].resource]++;
+	for (uint32_t i = 0; i < p->n_resources && e == 0; i++)
+		if (count[i])
+			e = gw_resource__reserve_samples(p, &p->resources[i], count[i]);
+	free(count);
+	if (e < 0)
+		return e;			    /* gw_ingest_pending_free() releases them */
+	for (uint32_t i = 0; i < c->n_pending; i++) /* room reserved: cannot fail */
+		(void)gw_resource__add_sample_owned(p, &p->resources[c->pending[i].resource], &c->pending[i].s);
+	c->n_pending = 0;
+	return 0;
+}
+
+void gw_ingest_pending_free(struct gw_ingest_ctx *c)
+{
+	for (uint32_t i = 0; i < c->n_pending; i++)
+		gw_stack__unref(c->pending[i].s.stack);
+	free(c->pending);
+	c->pending = NULL;
+	c->n_pending = c->cap_pending = 0;
 }

@@ -546,6 +546,16 @@ static void test_batch_merge_filter_clone(void **state)
 	assert_int_equal(a->resources[0].cap_samples, 5);
 	assert_int_equal(gw_profiles__memory_bytes(a), bytes - 3 * 3 * sizeof(struct gw_sample));
 	assert_int_equal(gw_profiles__check(a), 0);
+	/* Room reserved is exact and counted; what fits in it needs no more. */
+	bytes = gw_profiles__memory_bytes(a);
+	assert_int_equal(gw_resource__reserve_samples(a, &a->resources[0], 3), 0);
+	assert_int_equal(a->resources[0].cap_samples, 8);
+	assert_int_equal(gw_profiles__memory_bytes(a), bytes + 3 * sizeof(struct gw_sample));
+	assert_int_equal(gw_resource__reserve_samples(a, &a->resources[0], 2), 0); /* fits already */
+	assert_int_equal(a->resources[0].cap_samples, 8);
+	assert_int_equal(gw_resource__reserve_samples(a, &a->resources[0], UINT32_MAX), -E2BIG);
+	gw_profiles__fit(a);
+	assert_int_equal(gw_profiles__memory_bytes(a), bytes);
 
 	/* Different routes do not merge. */
 	b->route_stage = 1;
