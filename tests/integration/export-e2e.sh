@@ -155,13 +155,17 @@ fi
 
 # 3b. pprof: and by `go tool pprof` itself when Go is installed (scripts/install-deps installs golang-go).
 if command -v go >/dev/null; then
-	top=$(HOME=$work GOCACHE=$work/gocache GOFLAGS=-mod=mod timeout 60 go tool pprof -top -sample_index=cpu \
-		"$(ls -d "$work"/pprof/*.pb.gz | tail -1)" 2>&1 || true)
-	if echo "$top" | grep -qE ' alpha$' && echo "$top" | grep -qE ' beta$'; then
-		ok "pprof: go tool pprof -top lists alpha and beta"
-		echo "$top" | grep -E ' (alpha|beta)$' | sed 's/^/  /'
+	# Every file, merged (pprof reads several): one file may hold a single batch, with alpha alone.
+	if top=$(HOME=$work GOCACHE=$work/gocache GOFLAGS=-mod=mod timeout 60 go tool pprof -top -sample_index=cpu \
+		"$work"/pprof/*.pb.gz 2>&1); then
+		if echo "$top" | grep -qE ' alpha$' && echo "$top" | grep -qE ' beta$'; then
+			ok "pprof: go tool pprof -top of every file lists alpha and beta"
+			echo "$top" | grep -E ' (alpha|beta)$' | sed 's/^/  /'
+		else
+			bad "go tool pprof read the files, but alpha or beta is missing"; echo "$top" | head -12
+		fi
 	else
-		bad "go tool pprof could not read the file"; echo "$top" | head -10
+		bad "go tool pprof could not read the files"; echo "$top" | head -10
 	fi
 fi
 

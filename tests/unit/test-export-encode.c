@@ -784,10 +784,11 @@ static void test_many_shared_locations(void **state)
 
 		seed = seed * 1103515245u + 12345u;
 		n = 1 + (seed >> 16) % MAX_DEPTH;
-		frames[0] = locs[i]; /* its own leaf: no two stacks alike */
+		/* Its own leaf: no two stacks alike. The stack takes these references. */
+		frames[0] = gw_location__ref(locs[i]);
 		for (uint32_t k = 1; k < n; k++) {
 			seed = seed * 1103515245u + 12345u;
-			frames[k] = locs[(seed >> 8) % N_LOCS];
+			frames[k] = gw_location__ref(locs[(seed >> 8) % N_LOCS]);
 		}
 		for (uint32_t k = 0; k < n; k++)
 			addr[k] = frames[k]->address;
