@@ -30,8 +30,10 @@ then execs python3 under the same PID), so the agent, started first with
     ends the process's interpreter: the agent's exit line counts no sample
     whose thread state was not found).
   - short.py, SHORT_RUNS times one after another: each uses SHORT_CPU
-    seconds of CPU in brief_work() and exits; brief_work is named in most of
-    each process's samples.
+    seconds of CPU in brief_work() and exits; brief_work is named in >= 80 %
+    of the samples that much CPU time yields (the interpreter's start before
+    it takes more or less CPU with the host's load, so the process's other
+    samples are not the measure).
 Then, in a second agent run, hot.py (3 s of CPU each) under every other
 CPython 3.8-3.13 this host has (pyenv's under /root/.pyenv/versions, or
 SR_TEST_PYTHONS, a colon-separated list of interpreters; none: that part is
@@ -347,13 +349,25 @@ def run(env, c):
     c.check(pct_above >= 90.0, "ext.py: in %.1f%% of the samples in libz, the Python frames below libz's are "
             "squeeze -> worker (>= 90%%)" % pct_above)
 
-    # Short-lived processes.
+    # Short-lived processes. brief_work runs for SHORT_CPU seconds of CPU, so about SHORT_CPU * FREQ samples
+    # fall in it; the interpreter's start before it (C only, tens of ms, more when the host is busy: 78 ms
+    # once beside the sanitizer build's other tests) adds samples that name no Python frame. So the check
+    # counts brief_work's named samples against the samples its CPU time yields, not against the process's.
+    want = SHORT_CPU * FREQ
     for i in range(SHORT_RUNS):
         samples = out.for_pid(gates["short%d" % i]["pid"])
-        pct, n = share(samples, lambda s: any(f[0] == INTERPRETED and f[2] == "brief_work" and
-                                              f[1] == paths["short"] for f in namer.stack(s)))
-        c.check(n >= 100 and pct >= 80.0, "short.py run %d (%.1f s of CPU): brief_work named in %.1f%% of %d "
-                "samples (>= 80%% of >= 100)" % (i, SHORT_CPU, pct, n))
+        named = other_py = 0
+        for s in samples:
+            st = namer.stack(s)
+            if any(f[0] == INTERPRETED and f[2] == "brief_work" and f[1] == paths["short"] for f in st):
+                named += s.count
+            elif any(f[0] == INTERPRETED for f in st):
+                other_py += s.count
+        n = sum(s.count for s in samples)
+        print("# short.py run %d: %d samples: %d name brief_work, %d other Python frames, %d native only" %
+              (i, n, named, other_py, n - named - other_py))
+        c.check(named >= 0.8 * want, "short.py run %d (%.1f s of CPU in brief_work, about %.0f samples): brief_work "
+                "named in %d samples (>= 80%%)" % (i, SHORT_CPU, want, named))
 
     # execer.py: Python, then qsortdeep under the same PID.
     samples = out.for_pid(gates["execer"]["pid"])
