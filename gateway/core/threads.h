@@ -22,15 +22,4 @@
  */
 void gw_thread_background(void);
 
-/*
- * CPUs this process can use: those of its affinity mask (sched_getaffinity),
- * fewer when its cgroup (v2) or an ancestor caps it with cpu.max (a
- * container's CPU limit: quota ÷ period, rounded up). At least 1; read once.
- * Work that is CPU bound gains nothing from running more at once than this,
- * and each one at once holds its own buffers.
- */
-unsigned gw_cpus_usable(void);
-/* The same from a cgroup directory and an affinity count (tests; "": no cgroup). */
-unsigned gw_cpus_usable_in(const char *cgroup_dir, unsigned affinity);
-
 #endif

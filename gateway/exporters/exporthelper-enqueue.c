@@ -2,9 +2,7 @@
 /*
  * The exporter's way in (exporthelper-private.h): gw_exporter_consume() hands
  * a batch to the libuv thread pool, which encodes it as OTLP (and gzips it
- * unless compression is none), at most max_running at once (the others wait
- * in order: encoding is CPU bound, and each one holds its buffers, a fleet's
- * request some 12 MiB of them); back on the loop, the request goes into the
+ * unless compression is none); back on the loop, the request goes into the
  * sending queue, room made by dropping the oldest request when the queue is
  * full, and the consumers are kicked (exporthelper.c).
  */
@@ -29,7 +27,6 @@
 
 struct encode_job {
 	uv_work_t work;
-	struct encode_job *next; /* waiting */
 	struct exporter *x;
 	struct gw_profiles *p;
 	uint64_t samples;
@@ -58,8 +55,6 @@ static bool make_room(struct exporter *x, uint64_t len)
 	}
 	return true;
 }
-
-static void start_waiting(struct exporter *x);
 
 static void encode_work(uv_work_t *w)
 {
@@ -92,10 +87,8 @@ static void encode_done(uv_work_t *w, int status)
 	int r;
 
 	x->jobs--;
-	x->running--;
 	x->jobs_samples -= samples;
 	gw_profiles__unref(j->p);
-	start_waiting(x);
 	if (x->destroyed) {
 		/*
 		 * The runtime (and its accounting) is gone: destroy() already
@@ -138,44 +131,6 @@ out:
 	gw_exporter_maybe_done(x);
 }
 
-/* Starts waiting encodings while there is room; one the pool refuses is dropped (counted). */
-static void start_waiting(struct exporter *x)
-{
-	while (x->waiting && x->running < x->max_running && !x->destroyed) {
-		struct encode_job *j = x->waiting;
-		int r;
-
-		x->waiting = j->next;
-		if (!x->waiting)
-			x->waiting_tail = &x->waiting;
-		r = uv_queue_work(x->loop, &j->work, encode_work, encode_done);
-		if (r == 0) {
-			x->running++;
-			continue;
-		}
-		sr_log_warn(x->c->id, "could not start an encoding; batch dropped", "samples=%" PRIu64 " error=%s",
-			    j->p->total_count, uv_strerror(r));
-		x->jobs--;
-		x->jobs_samples -= j->p->total_count;
-		gw_component_drop(x->c, j->p, GW_REASON_CONSUME_ERROR);
-		free(j);
-	}
-}
-
-void gw_exporter_drop_waiting(struct exporter *x)
-{
-	while (x->waiting) {
-		struct encode_job *j = x->waiting;
-
-		x->waiting = j->next;
-		x->jobs--;
-		x->jobs_samples -= j->p->total_count;
-		gw_profiles__unref(j->p); /* counted by the caller, with the running ones (jobs_samples) */
-		free(j);
-	}
-	x->waiting_tail = &x->waiting;
-}
-
 int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
 {
 	struct exporter *x = c->state;
@@ -197,17 +152,6 @@ int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
 	}
 	j->x = x;
 	j->p = p;
-	if (!x->waiting_tail)
-		x->waiting_tail = &x->waiting;
-	if (!x->max_running)
-		x->max_running = gw_cpus_usable();
-	if (x->running >= x->max_running) {
-		*x->waiting_tail = j;
-		x->waiting_tail = &j->next;
-		x->jobs++;
-		x->jobs_samples += p->total_count;
-		return 0;
-	}
 	r = uv_queue_work(x->loop, &j->work, encode_work, encode_done);
 	if (r < 0) {
 		free(j);
@@ -215,7 +159,6 @@ int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
 		return r;
 	}
 	x->jobs++;
-	x->running++;
 	x->jobs_samples += p->total_count;
 	return 0;
 }

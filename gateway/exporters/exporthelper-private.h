@@ -51,15 +51,8 @@ struct exporter {
 	struct gw_queue *queue;
 	struct consumer *consumers;
 	size_t n_consumers;
-	unsigned jobs;	       /* encodings not done: on the thread pool, or waiting for room there */
+	unsigned jobs;	       /* encodings on the thread pool */
 	uint64_t jobs_samples; /* their sample counts */
-	/*
-	 * At most max_running encodings at once (the CPUs the gateway may use,
-	 * gw_cpus_usable()): they are CPU bound, and each holds its request's
-	 * dictionary, protobuf and gzip buffers. The others wait here, in order.
-	 */
-	unsigned running, max_running;
-	struct encode_job *waiting, **waiting_tail;
 	unsigned open_handles; /* consumer timers not yet closed */
 	bool started, shutting_down, destroyed, metrics_added;
 	void (*done)(struct gw_component *c);
@@ -72,11 +65,6 @@ struct exporter {
 	uint64_t shed_requests; /* dropped by the memory_limiter (gw_runtime__shed) */
 	bool shedder_added;
 };
-
-struct encode_job;
-
-/* exporthelper-enqueue.c; loop thread: drops the encodings still waiting (the exporter is being destroyed). */
-void gw_exporter_drop_waiting(struct exporter *x);
 
 /* exporthelper.c; loop thread */
 void gw_exporter_kick(struct exporter *x);

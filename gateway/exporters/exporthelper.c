@@ -597,7 +597,6 @@ void gw_exporter_destroy(struct gw_component *c)
 	x->destroyed = true;
 	if (x->jobs_samples)
 		gw_component_drop_samples(c, GW_REASON_SHUTDOWN, x->jobs_samples);
-	gw_exporter_drop_waiting(x);
 	if (x->queue) {
 		for (size_t i = 0; i < x->n_consumers; i++) {
 			struct consumer *k = &x->consumers[i];

@@ -15,7 +15,6 @@
 
 #include "core/heap.h"
 #include "core/model.h"
-#include "core/threads.h"
 #include "macro.h"
 #include "otlp_dict.h"
 #include "otlp_encode.h"
@@ -69,23 +68,16 @@ struct enc {
  * request's dictionary grows its maps and tables to the request's size;
  * growing them again for every request (rehashing, realloc, page faults on
  * fresh memory) was a fifth of a busy replica's CPU (fleet soak profile).
- * Encodings run on the thread pool, as many at once as the gateway has CPUs
- * (an exporter runs no more, exporthelper-enqueue.c), so as many sets are
- * kept, up to ENC_KEEP_SETS (with one set and two encodings at once, every
+ * Encodings run on the thread pool, several at once when batches queue up
+ * behind a busy core, so up to ENC_KEEP_SETS sets are kept (with one, every
  * encoding beside another grew from empty again: a tenth of a replica's CPU
  * in the 1,000-node soak); whichever thread encodes next takes one. Their
  * sum stays under ENC_KEEP_BYTES: what this keeps beyond the requests being
  * encoded is bounded by that (a fleet's request of 8,192 records keeps about
- * 12 MiB (heaptrack of the 2,000-node soak), so four such sets). A replica
- * on one CPU keeps one.
+ * 12 MiB (heaptrack of the 2,000-node soak), so four such sets).
  */
 #define ENC_KEEP_BYTES (48u << 20)
 #define ENC_KEEP_SETS  4
-
-static unsigned keep_sets(void)
-{
-	return SR_MIN(gw_cpus_usable(), ENC_KEEP_SETS);
-}
 
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kept_set {
@@ -181,7 +173,7 @@ static void scratch_keep(struct enc *e)
 	k->order = e->order;
 	k->samples.n = k->sample_attrs.n = k->order.n = 0;
 	pthread_mutex_lock(&kept_lock);
-	if (n_kept < keep_sets() && kept_bytes + bytes <= ENC_KEEP_BYTES) {
+	if (n_kept < ENC_KEEP_SETS && kept_bytes + bytes <= ENC_KEEP_BYTES) {
 		kept[n_kept++] = (struct kept_set){ k, bytes };
 		kept_bytes += bytes;
 		k = NULL;

@@ -476,29 +476,6 @@ static void test_deliver_v1_10_gzip(void **state)
 	fake_stop(&f);
 }
 
-/*
- * Thirty batches at once: an exporter encodes as many at a time as the
- * gateway has CPUs (gw_cpus_usable()), the others wait their turn; every
- * one is delivered, none dropped.
- */
-static void test_deliver_more_batches_than_cpus(void **state)
-{
-	struct fake f;
-	struct source src = { .n_batches = 30, .n_resources = 2, .n_samples = 40, .first_tag = 40 };
-	struct run r;
-	struct json_object *st;
-
-	fake_start(&f, NULL);
-	run_pipeline(config(&f, NULL), &src, 0, TEST_DEADLINE_MS, &r);
-	assert_int_equal(r.exported, src.emitted);
-	assert_int_equal(r.dropped, 0);
-	st = fake_stats(&f);
-	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
-	json_object_put(st);
-	fake_stop(&f);
-	(void)state;
-}
-
 static void test_deliver_v1_9_plain(void **state)
 {
 	static const char *const args[] = { "--proto-version", "1.9", NULL };
@@ -1087,7 +1064,6 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_deliver_v1_10_gzip),
-		cmocka_unit_test(test_deliver_more_batches_than_cpus),
 		cmocka_unit_test(test_deliver_v1_9_plain),
 		cmocka_unit_test(test_version_mismatch_is_refused),
 		cmocka_unit_test(test_transient_failures_retried),
