@@ -25,7 +25,7 @@ function parseArgs(argv) {
   const o = { build: path.join(root, 'build'), minutes: 3, nodes: 1000, hz: 19, cpus: 16, window: 10, replicas: 2,
     simProcs: 4, faults: '', podsPerNode: 4, podLifetime: 300, deployEvery: 900, restartEvery: 1800,
     stackChurn: 0.02, procChurn: 0.01, json: '', limitMib: 512, check: 0, scale: 1, balancer: 'haproxy',
-    keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, queueMib: 256,
+    keep: 0, storesMib: 32, locationsMib: 0, executablesKib: 128, cpu: -1, othersCpu: -1, spillCpu: -1, queueMib: 256,
     kernelSymbols: 256, kernelBuilds: 3, kernelPerBoot: 0, symbolsMib: 0, heaptrack: '', batchRecords: 8192 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
@@ -39,6 +39,17 @@ const opt = parseArgs(process.argv);
 // --others-cpu: this process, and so every child but the replicas (simulators, sink, API server, HAProxy), on
 // that CPU, so that a replica pinned by --cpu has its core to itself.
 if (opt.othersCpu >= 0) execFileSync('taskset', ['-a', '-p', '-c', String(opt.othersCpu), String(process.pid)], { stdio: 'ignore' });
+// --spill-cpu N (with --others-cpu): the simulators may also run on CPU N (the replica's), but only in the time
+// it leaves idle there: they run as SCHED_IDLE, which any other task preempts at once and outweighs 1024 to 3
+// (sched(7)). At 2,000 nodes the hour's simulators outgrow one core (100 % busy from minute 21, with the replica
+// at half its core), so without this the rig, not the replica, decides the hour. The replica still pays for the
+// caches they share with it.
+if (opt.spillCpu >= 0 && opt.othersCpu < 0) throw new Error('--spill-cpu needs --others-cpu');
+function spill(pid) {
+  if (opt.spillCpu < 0) return;
+  execFileSync('taskset', ['-a', '-p', '-c', `${opt.othersCpu},${opt.spillCpu}`, String(pid)], { stdio: 'ignore' });
+  execFileSync('chrt', ['--idle', '-a', '-p', '0', String(pid)], { stdio: 'ignore' });
+}
 const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`, ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const OUTCOMES = ['named', 'fallback', 'unsymbolized']; // stackrelay_gateway_symbolize_locations_total
@@ -405,6 +416,7 @@ async function main() {
       j.latencies = undefined;
       if (m[1] === 'final') s.final = j; else s.last = j;
     });
+    spill(s.proc.pid);
     children.push(s.proc);
     sims.push(s);
   }

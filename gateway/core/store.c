@@ -307,14 +307,6 @@ void gw_store_release_locked(struct gw_store *st, struct gw_obj *o)
 }
 
 /*
- * Evicts from the cold end until the store is under its bound, never keep
- * (the entry just inserted), as gw_clock_step() has it. (Held entries are
- * not in the list: locations of stored stacks, what stored locations name.)
- * Evicted entries go on ev, to drop once the locks are; evicted stacks
- * release their locations at once. The locations store has its own list
- * (gw_store_shrink_locations_locked()).
- */
-/*
  * The stacks store's CLOCK: the hand takes the buckets in turn, and each
  * entry of a bucket's chain as gw_clock_step() has it (a move leaves it
  * where it is: the hand passes it). It stops as soon as the store is under
@@ -362,6 +354,15 @@ static void shrink_stacks_locked(struct gw_stores *s, struct gw_store *st, const
 	}
 }
 
+/*
+ * Evicts from the cold end until the store is under its bound, never keep
+ * (the entry just inserted), as gw_clock_step() has it. (Held entries are
+ * not in the list: locations of stored stacks, what stored locations name.)
+ * Evicted entries go on ev, to drop once the locks are; evicted stacks
+ * release their locations at once. The locations store has its own list
+ * (gw_store_shrink_locations_locked()), the stacks store none
+ * (shrink_stacks_locked()).
+ */
 void gw_store_shrink_locked(struct gw_stores *s, struct gw_store *st, const void *keep, unsigned chances,
 			    struct gw_evicted *ev)
 {
