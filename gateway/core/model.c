@@ -208,7 +208,7 @@ struct gw_location *gw_function_location_new(enum gw_frame_kind kind, uint64_t a
 /* What a stack of n frames and an ID of id_len bytes takes. */
 static size_t stack_bytes(uint32_t n, size_t id_len)
 {
-	return offsetof(struct gw_stack, words) + (id_len + 3) / 4 * 4 + n * sizeof(uint32_t);
+	return sizeof(struct gw_stack) + (id_len + 3) / 4 * 4 + n * sizeof(uint32_t);
 }
 
 struct gw_stack *gw_stack_new(const void *id, size_t id_len, bool truncated, struct gw_location **locations, uint32_t n)

@@ -85,42 +85,28 @@ bool gw_id_equal(const struct gw_id *a, const struct gw_id *b);
 /* Lower-case hex into buf (2 * GW_ID_MAX + 1 bytes is always enough); returns buf. */
 const char *gw_id_to_hex(const struct gw_id *id, char *buf, size_t size);
 
-/*
- * Shared header of store objects but locations; private to model.c and the
- * stores (store*.c). No recency list in it: a replica at 2,000 nodes holds
- * about a million stacks, and the stacks store sweeps its index instead
- * (store.c); the other stores' objects are gw_entry.
- */
+/* Shared header of store objects but locations; private to model.c and the stores (store*.c). */
 struct gw_obj {
 	atomic_uint refs;
-	uint32_t bytes;		  /* memory charged to the store */
-	uint32_t hash;		  /* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
-	bool indexed;		  /* in its store's index (holding one reference) */
-	uint8_t type;		  /* enum gw_obj_type */
-	uint8_t flags;		  /* GW_OBJ_REFERENCED: under the store's lock (store.c) */
-	struct gw_obj *hash_next; /* the index's chain; once evicted, the list of those to drop */
-};
-
-/*
- * An object of a store with a recency list: executables, kernels and
- * functions, a few thousand of them.
- */
-struct gw_entry {
-	struct gw_obj obj;
+	uint32_t bytes; /* memory charged to the store */
+	uint32_t hash;	/* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
+	bool indexed;	/* in its store's index (holding one reference) */
+	uint8_t type;	/* enum gw_obj_type */
+	uint8_t flags;	/* GW_OBJ_REFERENCED: under the store's lock (store.c) */
 	/*
 	 * The recency list, while the object is in it (lru_next not NULL). An
 	 * indexed object out of it keeps there the number of stored locations
 	 * naming it (under its store's lock, store.c).
 	 */
 	union {
-		struct gw_entry *lru_prev;
+		struct gw_obj *lru_prev;
 		uint32_t held;
 	};
-	struct gw_entry *lru_next;
+	struct gw_obj *lru_next, *hash_next;
 };
 
 /* gw_obj.flags */
-#define GW_OBJ_REFERENCED    0x01 /* found since CLOCK last passed it (store.c) */
+#define GW_OBJ_REFERENCED    0x01 /* found since it last reached the cold end */
 #define GW_OBJ_LINES_CHARGED 0x02 /* a location counted in its shared lines' store_holders (gw_location.flags) */
 
 /* ---- executables and kernels ---- */
@@ -148,10 +134,7 @@ enum {
 };
 
 struct gw_executable {
-	union { /* obj: the header; entry: with its store's list */
-		struct gw_obj obj;
-		struct gw_entry entry;
-	};
+	struct gw_obj obj;
 	struct gw_id id;
 	enum gw_exe_id_kind id_kind;
 	const char *file_name; /* base name */
@@ -189,10 +172,7 @@ enum gw_kernel_addressing {
 };
 
 struct gw_kernel {
-	union { /* obj: the header; entry: with its store's list */
-		struct gw_obj obj;
-		struct gw_entry entry;
-	};
+	struct gw_obj obj;
 	struct gw_id id;
 	const char *release;
 	const char *boot_id;
@@ -234,10 +214,7 @@ struct gw_kernel_def {
 /* ---- functions named by agents (interpreted and JIT code) ---- */
 
 struct gw_function {
-	union { /* obj: the header; entry: with its store's list */
-		struct gw_obj obj;
-		struct gw_entry entry;
-	};
+	struct gw_obj obj;
 	struct gw_id id;
 	const char *runtime;   /* "cpython", "perf-map", ... */
 	const char *name;      /* never "" */
@@ -456,7 +433,6 @@ struct gw_stack {
 	 */
 	uint32_t words[];
 };
-_Static_assert(offsetof(struct gw_stack, words) == 36, "a stack's header stays 36 bytes (a replica holds millions)");
 
 /* Bytes of the stack slabs (stack-slabs.c): in live stacks' slots, mapped, in resident pages, given back. */
 void gw_stack_slabs__stats(struct gw_slot_pool_stats *ret);

@@ -32,10 +32,7 @@ struct gw_store {
 	pthread_mutex_t lock;
 	struct gw_obj **buckets; /* all but the locations store */
 	size_t n_buckets;
-	/* Executables, kernels, functions: sentinel, lru.lru_next is the most recently used. */
-	struct gw_entry lru;
-	bool listed;
-	size_t hand;		      /* the stacks store: the bucket CLOCK looks at next (store.c) */
+	struct gw_obj lru;	      /* sentinel: lru.lru_next is the most recently used */
 	struct gw_location_index loc; /* the locations store */
 	uint64_t limit_bytes;
 	struct gw_store_stats stats;

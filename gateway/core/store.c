@@ -14,12 +14,6 @@
  * relink wrote four entries' links: at 2,000 nodes a replica looks up about
  * 200,000 definitions a second, most of them hits, under these locks.
  *
- * The stacks store has no list: its CLOCK hand sweeps the index's buckets
- * in order (shrink_stacks_locked()). A stack is then 16 bytes smaller (no
- * list links; a replica at 2,000 nodes holds about a million of them), and
- * a new one starts marked, so it survives the hand's next pass wherever in
- * the index it landed, as a list's newest entry does.
- *
  * A location that a stored stack holds is out of the locations' LRU, so it is
  * never evicted while a stack it belongs to is stored (evicting it would free
  * nothing, and the next definition naming it would make an uncounted copy);
@@ -59,25 +53,19 @@ const char *gw_store_kind_to_string(enum gw_store_kind k)
 	return (unsigned)k < _GW_STORE_MAX ? store_names[k] : "unknown";
 }
 
-/* An object of a listed store (executables, kernels, functions) with its list links. */
-static struct gw_entry *entry(struct gw_obj *o)
+static void lru_unlink(struct gw_obj *o)
 {
-	return (struct gw_entry *)o;
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = o->lru_next = NULL;
 }
 
-static void lru_unlink(struct gw_entry *e)
+static void lru_push_front(struct gw_store *st, struct gw_obj *o)
 {
-	e->lru_prev->lru_next = e->lru_next;
-	e->lru_next->lru_prev = e->lru_prev;
-	e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push_front(struct gw_store *st, struct gw_entry *e)
-{
-	e->lru_next = st->lru.lru_next;
-	e->lru_prev = &st->lru;
-	st->lru.lru_next->lru_prev = e;
-	st->lru.lru_next = e;
+	o->lru_next = st->lru.lru_next;
+	o->lru_prev = &st->lru;
+	st->lru.lru_next->lru_prev = o;
+	st->lru.lru_next = o;
 }
 
 static int store_init(struct gw_store *st, enum gw_store_kind kind, uint64_t limit)
@@ -97,7 +85,6 @@ static int store_init(struct gw_store *st, enum gw_store_kind kind, uint64_t lim
 		return r;
 	}
 	st->lru.lru_next = st->lru.lru_prev = &st->lru;
-	st->listed = kind != GW_STORE_LOCATIONS && kind != GW_STORE_STACKS;
 	st->limit_bytes = limit;
 	st->stats.limit_bytes = limit;
 	return 0;
@@ -121,8 +108,7 @@ static void store_fini(struct gw_store *st)
 		while (o) {
 			struct gw_obj *next = o->hash_next;
 			o->indexed = false;
-			if (st->listed)
-				entry(o)->lru_prev = entry(o)->lru_next = NULL;
+			o->lru_prev = o->lru_next = NULL;
 			o->hash_next = NULL;
 			gw_obj_unref(o);
 			o = next;
@@ -286,72 +272,22 @@ bool gw_store_over_locked(struct gw_stores *s, struct gw_store *st)
 /* Held, o is out of st's list and bytes, never evicted; obj.held counts its holders. */
 void gw_store_hold_locked(struct gw_store *st, struct gw_obj *o)
 {
-	struct gw_entry *e = entry(o);
-
-	if (e->lru_next) { /* in the list: indexed, and nothing held it */
-		lru_unlink(e);
+	if (o->lru_next) { /* in the list: indexed, and nothing held it */
+		lru_unlink(o);
 		st->stats.bytes -= o->bytes;
 		atomic_fetch_add_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
 	}
-	e->held++;
+	o->held++;
 }
 
 /* The last holder to let o go puts it back in the list (if it is still indexed). */
 void gw_store_release_locked(struct gw_store *st, struct gw_obj *o)
 {
-	if (--entry(o)->held != 0 || !o->indexed)
+	if (--o->held != 0 || !o->indexed)
 		return;
-	lru_push_front(st, entry(o));
+	lru_push_front(st, o);
 	st->stats.bytes += o->bytes;
 	atomic_fetch_sub_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
-}
-
-/*
- * The stacks store's CLOCK: the hand takes the buckets in turn, and each
- * entry of a bucket's chain as gw_clock_step() has it (a move leaves it
- * where it is: the hand passes it). It stops as soon as the store is under
- * its bound, mid-chain too (the rest of that chain is passed over this
- * time), so it evicts no more than the bound asks. Every pass clears the
- * marks it meets and in-use entries are spared at most `chances` times, so
- * within two turns of the index all but keep is evictable; the count of
- * buckets looked at bounds it all the same.
- */
-static void shrink_stacks_locked(struct gw_stores *s, struct gw_store *st, const void *keep, unsigned chances,
-				 struct gw_evicted *ev)
-{
-	unsigned spared = 0;
-
-	for (size_t looked = 0; looked <= 2 * st->n_buckets; looked++) {
-		struct gw_obj **pp = &st->buckets[st->hand];
-
-		st->hand = (st->hand + 1) & (st->n_buckets - 1);
-		while (*pp) {
-			struct gw_obj *victim = *pp;
-
-			if (!gw_store_over_locked(s, st))
-				return;
-			switch (gw_clock_step(&st->stats, victim == keep, st->stats.entries == 1, &victim->flags,
-					      in_use(victim), &spared, chances)) {
-			case GW_CLOCK_STOP:
-				return;
-			case GW_CLOCK_MOVE:
-				pp = &victim->hash_next;
-				continue;
-			case GW_CLOCK_EVICT:
-				break;
-			}
-			*pp = victim->hash_next;
-			victim->indexed = false;
-			st->stats.bytes -= victim->bytes;
-			st->stats.entries--;
-			st->stats.evictions++;
-			victim->hash_next = ev->objs;
-			ev->objs = victim;
-			gw_store_hold_stack_locked(s, (struct gw_stack *)victim, false, ev);
-		}
-		if (!gw_store_over_locked(s, st))
-			return;
-	}
 }
 
 /*
@@ -360,8 +296,7 @@ static void shrink_stacks_locked(struct gw_stores *s, struct gw_store *st, const
  * not in the list: locations of stored stacks, what stored locations name.)
  * Evicted entries go on ev, to drop once the locks are; evicted stacks
  * release their locations at once. The locations store has its own list
- * (gw_store_shrink_locations_locked()), the stacks store none
- * (shrink_stacks_locked()).
+ * (gw_store_shrink_locations_locked()).
  */
 void gw_store_shrink_locked(struct gw_stores *s, struct gw_store *st, const void *keep, unsigned chances,
 			    struct gw_evicted *ev)
@@ -372,15 +307,11 @@ void gw_store_shrink_locked(struct gw_stores *s, struct gw_store *st, const void
 		gw_store_shrink_locations_locked(s, keep, chances, ev);
 		return;
 	}
-	if (st == &s->s[GW_STORE_STACKS]) {
-		shrink_stacks_locked(s, st, keep, chances, ev);
-		return;
-	}
 	while (gw_store_over_locked(s, st) && st->lru.lru_prev != &st->lru) {
-		struct gw_entry *victim = st->lru.lru_prev;
+		struct gw_obj *victim = st->lru.lru_prev;
 
-		switch (gw_clock_step(&st->stats, &victim->obj == keep, victim->lru_prev == &st->lru,
-				      &victim->obj.flags, in_use(&victim->obj), &spared, chances)) {
+		switch (gw_clock_step(&st->stats, victim == keep, victim->lru_prev == &st->lru, &victim->flags,
+				      in_use(victim), &spared, chances)) {
 		case GW_CLOCK_STOP:
 			return;
 		case GW_CLOCK_MOVE:
@@ -390,10 +321,12 @@ void gw_store_shrink_locked(struct gw_stores *s, struct gw_store *st, const void
 		case GW_CLOCK_EVICT:
 			break;
 		}
-		unindex_locked(st, &victim->obj);
+		unindex_locked(st, victim);
 		st->stats.evictions++;
-		victim->obj.hash_next = ev->objs;
-		ev->objs = &victim->obj;
+		victim->hash_next = ev->objs;
+		ev->objs = victim;
+		if (st == &s->s[GW_STORE_STACKS])
+			gw_store_hold_stack_locked(s, (struct gw_stack *)victim, false, ev);
 	}
 }
 
@@ -474,10 +407,8 @@ static void unindex_locked(struct gw_store *st, struct gw_obj *o)
 	if (*pp)
 		*pp = o->hash_next;
 	o->hash_next = NULL;
-	if (!st->listed) {
-		st->stats.bytes -= o->bytes;
-	} else if (entry(o)->lru_next) {
-		lru_unlink(entry(o));
+	if (o->lru_next) {
+		lru_unlink(o);
 		st->stats.bytes -= o->bytes;
 	} else { /* held */
 		atomic_fetch_sub_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
@@ -526,10 +457,7 @@ struct gw_obj *gw_store_insert(struct gw_stores *s, enum gw_store_kind kind, con
 	o->hash = (uint32_t)k->hash;
 	o->hash_next = st->buckets[k->hash & (st->n_buckets - 1)];
 	st->buckets[k->hash & (st->n_buckets - 1)] = o;
-	if (st->listed)
-		lru_push_front(st, entry(o));
-	else /* the stacks store: the hand's next pass only clears it (shrink_stacks_locked()) */
-		o->flags |= GW_OBJ_REFERENCED;
+	lru_push_front(st, o);
 	o->indexed = true;
 	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed); /* the index's */
 	st->stats.entries++;
