@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The agent protocol's messages as the fleet simulator sends them
 // (proto/stackrelay/v1/ingest.proto, types.proto), built on the wire helpers
-// of bench/gateway-throughput/wire.js. Definitions and the constant part of a
-// sample are encoded once and kept as bytes: a window only appends counts.
+// of bench/gateway-throughput/wire.js. Executable and kernel definitions and a
+// process's sample fields are encoded once and kept as bytes; stack
+// definitions and samples are written straight into the request's buffer.
 'use strict';
 
 const { putVarint, fields } = require('../gateway-throughput/wire.js');
@@ -47,11 +48,13 @@ function writeVarint(b, i, v) {
   return i;
 }
 
-// PushRequest field 6 (StackDef) for frames [{exe, address, kind (1 user, 2 kernel)}], in one buffer.
-function stackDef(id, frames) {
-  const b = Buffer.allocUnsafe(8 + id.length + frames.length * 48);
-  let i = 4; // room for the field key and a 3-byte length
-  b[i++] = 0x0a; b[i++] = id.length; id.copy(b, i); i += id.length;
+// PushRequest field 6 (StackDef) for frames [{exe, address, kind (1 user, 2 kernel)}], written at b[i] (at most
+// 28 + 48 bytes a frame); id: the stack's 16-byte ID as four 32-bit little-endian words. Returns the index after it.
+function writeStackDef(b, i, id, frames) {
+  const at = i;
+  i += 4; // room for the field key and a 3-byte length
+  b[i++] = 0x0a; b[i++] = 16;
+  for (const w of id) { b.writeUInt32LE(w, i); i += 4; }
   for (const fr of frames) {
     const start = i;
     i += 2; // key + 1-byte length (a frame is < 128 bytes)
@@ -60,10 +63,10 @@ function stackDef(id, frames) {
     b[i++] = 0x18; b[i++] = fr.kind;
     b[start] = 0x12; b[start + 1] = i - start - 2;
   }
-  const len = i - 4;
+  const len = i - at - 4;
   // Field 6, length as a 3-byte varint (padded: valid protobuf, len < 2^21).
-  b[0] = 0x32; b[1] = (len & 0x7f) | 0x80; b[2] = ((len >> 7) & 0x7f) | 0x80; b[3] = (len >> 14) & 0x7f;
-  return b.subarray(0, i);
+  b[at] = 0x32; b[at + 1] = (len & 0x7f) | 0x80; b[at + 2] = ((len >> 7) & 0x7f) | 0x80; b[at + 3] = (len >> 14) & 0x7f;
+  return i;
 }
 
 function executableDef(e) {
@@ -82,23 +85,36 @@ function kernelDef(k) {
   return lenField(8, Buffer.concat(f));
 }
 
-// The constant part of a Sample (everything but count and times).
-function samplePrefix(s) {
-  return Buffer.concat([s.stackId ? lenField(1, s.stackId) : Buffer.alloc(0), varField(2, s.pid), varField(3, s.tid), strField(5, s.processName),
-    strField(6, s.executablePath), strField(7, s.containerId), s.kernelId ? lenField(12, s.kernelId) : Buffer.alloc(0),
-    strField(13, s.podUid)]);
+// The part of a Sample that is the same for every sample of a process: process name, executable path,
+// container ID and pod UID.
+function processFields(p) {
+  return Buffer.concat([strField(5, p.processName), strField(6, p.executablePath), strField(7, p.containerId),
+    strField(13, p.podUid)]);
 }
 
-// One Sample field (5) from its prefix, a count and the window's times (18 bytes), written at b[i].
-function writeSample(b, i, prefix, count, timesBuf) {
-  let n = 1; for (let c = count; c >= 0x80; c = Math.floor(c / 128)) n++;
-  const len = prefix.length + 1 + n + timesBuf.length;
+function varintLen(v) {
+  let n = 1;
+  for (; v >= 0x80; v = Math.floor(v / 128)) n++;
+  return n;
+}
+
+// One Sample field (5) written at b[i] (at most 80 bytes beside procFields): the stack's ID (four 32-bit words),
+// pid, tid, the kernel space's ID (a 16-byte Buffer, or null), the process's fields, a count and the window's
+// times (18 bytes). Returns the index after it.
+function writeSample(b, i, id, pid, tid, kernelId, procFields, count, timesBuf) {
+  const len = 18 + 1 + varintLen(pid) + 1 + varintLen(tid) + (kernelId ? 18 : 0) + procFields.length + 1 +
+    varintLen(count) + timesBuf.length;
   b[i++] = 0x2a;
   i = writeVarint(b, i, len);
-  prefix.copy(b, i); i += prefix.length;
+  b[i++] = 0x0a; b[i++] = 16;
+  for (const w of id) { b.writeUInt32LE(w, i); i += 4; }
+  b[i++] = 0x10; i = writeVarint(b, i, pid);
+  b[i++] = 0x18; i = writeVarint(b, i, tid);
+  if (kernelId) { b[i++] = 0x62; b[i++] = 16; kernelId.copy(b, i); i += 16; }
+  i += procFields.copy(b, i);
   b[i++] = 0x40; i = writeVarint(b, i, count);
-  timesBuf.copy(b, i);
-  return i + timesBuf.length;
+  i += timesBuf.copy(b, i);
+  return i;
 }
 function windowTimes(startNs, endNs) {
   return Buffer.concat([fixed64Field(9, startNs), fixed64Field(10, endNs)]);
@@ -140,6 +156,6 @@ function decodePushResponse(buf) {
   return r;
 }
 
-module.exports = { stackDef, executableDef, kernelDef, samplePrefix, writeSample, writeVarint, windowTimes, symbolTable,
+module.exports = { writeStackDef, executableDef, kernelDef, processFields, writeSample, writeVarint, windowTimes, symbolTable,
   symbolTableBody,
   requestHead, decodePushResponse };

@@ -91,18 +91,19 @@ const stats = {
 };
 let latencies = [];
 
-// Executables and kernel spaces by hex ID, for `missing_*` and `wanted_symbols`.
+// Executables and kernel spaces by hex ID, for `missing_*` and `wanted_symbols`: {exe or k, def (its
+// definition's bytes), hex, stamp (the last request that looked at it, see encodeSamples())}.
 const exeByHex = new Map();
-for (const l of W.libs) exeByHex.set(l.id.toString('hex'), { exe: l, def: P.executableDef(l) });
 function exeEntry(e) {
   const k = e.id.toString('hex');
   let x = exeByHex.get(k);
-  if (!x) { x = { exe: e, def: P.executableDef(e) }; exeByHex.set(k, x); }
+  if (!x) { x = { exe: e, def: P.executableDef(e), hex: k, stamp: 0 }; exeByHex.set(k, x); }
   return x;
 }
+for (const l of W.libs) exeEntry(l);
 const kernelByHex = new Map();
 function kernelEntry(k) {
-  if (!kernelByHex.has(k.hex)) kernelByHex.set(k.hex, { k, def: P.kernelDef(k) });
+  if (!kernelByHex.has(k.hex)) kernelByHex.set(k.hex, { k, def: P.kernelDef(k), hex: k.hex, stamp: 0 });
   return k;
 }
 // A node's kernel: the image (a sample's kernel_id) and the modules its stacks may show.
@@ -152,23 +153,29 @@ function framesOf(i, v, t, kernel) {
   return { frames, kernels };
 }
 
+// A stack: its template (i, v, t, the node's kernel or null), its ID (four 32-bit words, and hex), the kernel
+// image's ID its samples carry, and the entries of the executables and kernel spaces it names. It holds no
+// Buffer: its definition is written from the template when a request needs it (about once per connection),
+// because a million kept Buffers (IDs, definitions, sample prefixes) made the simulator's garbage collector
+// and malloc its biggest cost, and a 500-node simulator's heap 1.1 GB in 4 minutes.
 function stackOf(i, v, t, kernel) {
   const k = kernel ? `${i}/${v}/${t}/${kernel.image.hex}` : `${i}/${v}/${t}`;
   let s = stackCache.get(k);
   if (s) { s.gen = stackCacheGen; return s; }
   if (opt.census) { // which template it is is all census() needs
-    s = { hex: k, template: [i, v, t, kernel], gen: stackCacheGen };
+    s = { hex: k, i, v, t, kernel, gen: stackCacheGen };
     stackCache.set(k, s);
     return s;
   }
   const { frames, kernels } = framesOf(i, v, t, kernel);
   // A content address as an agent makes one: 128 bits of a cryptographic hash. (Words of W.mix() shared its
   // 32-bit state: a million stacks a run gave about a hundred pairs of different stacks with one ID.)
-  const id = W.h('stack', i, v, t, kernel ? kernel.image.hex : '').subarray(0, 16);
+  const d = W.h('stack', i, v, t, kernel ? kernel.image.hex : '');
   const exes = new Set();
-  for (const f of frames) if (f.kind === 1) exes.add(f.hex);
-  s = { id, hex: id.toString('hex'), def: P.stackDef(id, frames), exes: [...exes], kernels,
-    kernel: kernel ? kernel.image : null, gen: stackCacheGen };
+  for (const f of frames) if (f.kind === 1) exes.add(exeByHex.get(f.hex));
+  s = { i, v, t, kernel, id: [d.readUInt32LE(0), d.readUInt32LE(4), d.readUInt32LE(8), d.readUInt32LE(12)],
+    hex: d.toString('hex', 0, 16), exes: [...exes], kernels: kernels.map((h) => kernelByHex.get(h)),
+    kernelId: kernel ? kernel.image.id : null, stamp: 0, gen: stackCacheGen };
   stackCache.set(k, s);
   return s;
 }
@@ -242,8 +249,9 @@ class SimNode {
     const exe = W.imageExe(image, version);
     exeEntry(exe);
     const pid = this.nextPid++;
-    const proc = { p, pid, image, version, pod, gen, exeHex: exe.id.toString('hex'), stacks: [],
-      processName: `svc${image}`, exePath: exe.path };
+    const proc = { p, pid, image, version, pod, gen, stacks: [],
+      fields: P.processFields({ processName: `svc${image}`, executablePath: exe.path,
+        containerId: pod ? pod.containerId : '', podUid: pod ? pod.uid : '' }) };
     for (let k = 0; k < opt.stacksPerProc; k++) proc.stacks.push(this.pickStack(proc));
     return proc;
   }
@@ -263,7 +271,6 @@ class SimNode {
       for (let k = 0; k < pr.stacks.length; k++) {
         if (rnd() >= opt.stackChurn) continue;
         pr.stacks[k] = this.pickStack(pr);
-        if (pr.prefixes) for (let th = 0; th < opt.threads; th++) pr.prefixes[k * opt.threads + th] = undefined;
       }
     }
   }
@@ -276,17 +283,13 @@ class SimNode {
     const samples = [];
     let taken = 0, j = 0;
     for (const pr of this.procs) {
-      pr.prefixes ??= [];
       for (let k = 0; k < pr.stacks.length; k++)
         for (let th = 0; th < opt.threads; th++, j++) {
           const x = total * wt[j];
           let c = Math.floor(x);
           if (rnd() < x - c) c++;
           if (!c) continue;
-          const slot = k * opt.threads + th;
-          const rec = { stack: pr.stacks[k], proc: pr, tid: pr.pid + th, count: c, prefix: pr.prefixes[slot] };
-          if (!rec.prefix) pr.prefixes[slot] = this.samplePrefix(rec);
-          samples.push(rec);
+          samples.push({ stack: pr.stacks[k], proc: pr, tid: pr.pid + th, count: c });
           taken += c;
         }
     }
@@ -328,61 +331,51 @@ class SimNode {
   // Encodes a request of samples with the definitions it needs (all of them on a resend), compressed unless
   // --gzip 0. The request is assembled in one scratch buffer shared by the nodes (encoding is synchronous) and
   // compressed from it, so that a request allocates only its compressed bytes (which a retry sends again).
+  // Whether a stack, executable or kernel space was looked at already in this request is a stamp on it (they
+  // are shared by the nodes), so a connection's set of what it defined is asked once per distinct ID.
   encodeSamples(item) {
     const head = P.requestHead(this.instance, ++this.seq, opt.hz);
-    const defs = [], ids = [];
+    const stamp = ++encodeStamp;
     const all = item.round > 0;
-    const seen = new Set();
+    const stacks = [], defs = [], ids = [];
     let len = head.length;
     for (const s of item.samples) {
+      len += SAMPLE_MAX + s.proc.fields.length;
       const st = s.stack;
-      len += this.samplePrefix(s).length + 40;
-      if ((!all && this.sent.has(st.hex)) || seen.has(st.hex)) continue;
-      seen.add(st.hex);
-      defs.push(st.def);
+      if (st.stamp === stamp) continue;
+      st.stamp = stamp;
+      if (!all && this.sent.has(st.hex)) continue;
+      stacks.push(st);
       ids.push(st.hex);
-      for (const e of st.exes) {
-        if ((!all && this.sent.has(e)) || seen.has(e)) continue;
-        seen.add(e);
-        defs.push(exeByHex.get(e).def);
-        ids.push(e);
-      }
-      for (const k of st.kernels) {
-        if ((!all && this.sent.has(k)) || seen.has(k)) continue;
-        seen.add(k);
-        defs.push(kernelByHex.get(k).def);
-        ids.push(k);
-      }
+      for (const e of st.exes) this.needs(e, stamp, all, defs, ids);
+      for (const k of st.kernels) this.needs(k, stamp, all, defs, ids);
     }
     item.defined = ids;
+    len += stacks.length * STACK_DEF_MAX;
     for (const d of defs) len += d.length;
     const b = scratch(len);
     let off = head.copy(b, 0);
-    for (const s of item.samples) off = P.writeSample(b, off, this.samplePrefix(s), s.count, item.times);
+    for (const s of item.samples)
+      off = P.writeSample(b, off, s.stack.id, s.proc.pid, s.tid, s.stack.kernelId, s.proc.fields, s.count, item.times);
+    for (const st of stacks) off = P.writeStackDef(b, off, st.id, framesOf(st.i, st.v, st.t, st.kernel).frames);
     for (const d of defs) off += d.copy(b, off);
     return compress(b.subarray(0, off));
+  }
+
+  // An executable's or kernel space's definition goes with the request unless it went on this connection
+  // already (or was looked at in this request).
+  needs(x, stamp, all, defs, ids) {
+    if (x.stamp === stamp) return;
+    x.stamp = stamp;
+    if (!all && this.sent.has(x.hex)) return;
+    defs.push(x.def);
+    ids.push(x.hex);
   }
 
   // What the request defined is known on this connection now (what it named without defining already was; a
   // profile of the rig showed adding every sample's IDs again cost 6 % of a simulator's time).
   markSent(item) {
     for (const id of item.defined) this.sent.add(id);
-  }
-
-  samplePrefix(s) {
-    if (s.prefix) return s.prefix;
-    const pr = s.proc;
-    if (!pr.tail)
-      pr.tail = P.samplePrefix({ processName: pr.processName, executablePath: pr.exePath,
-        containerId: pr.pod ? pr.pod.containerId : '', podUid: pr.pod ? pr.pod.uid : '' }).subarray(0);
-    const b = Buffer.allocUnsafe(18 + 22 + 18 + pr.tail.length);
-    let i = 0;
-    b[i++] = 0x0a; b[i++] = 16; s.stack.id.copy(b, i); i += 16;
-    b[i++] = 0x10; i = P.writeVarint(b, i, pr.pid);
-    b[i++] = 0x18; i = P.writeVarint(b, i, s.tid);
-    if (s.stack.kernel) { b[i++] = 0x62; b[i++] = 16; s.stack.kernel.id.copy(b, i); i += 16; }
-    pr.tail.copy(b, i);
-    return (s.prefix = b.subarray(0, i + pr.tail.length));
   }
 
   // Sends a request (as compress() made it) until it has a final answer; returns {status, response} or null when stopped.
@@ -446,7 +439,7 @@ class SimNode {
     if (missing.size) {
       for (const s of item.samples) {
         const st = s.stack;
-        if (missing.has(st.hex) || st.exes.some((e) => missing.has(e)) || st.kernels.some((k) => missing.has(k))) {
+        if (missing.has(st.hex) || st.exes.some((e) => missing.has(e.hex)) || st.kernels.some((k) => missing.has(k.hex))) {
           refused.push(s);
           refusedCount += s.count;
         }
@@ -462,7 +455,7 @@ class SimNode {
         console.error(`node ${this.n} seq ${this.seq}: accepted ${resp.accepted}, expected ${expected} of ${item.taken} ` +
           `(round ${item.round}, unknown ${!!item.unknown}); missing stacks/executables/kernels ${resp.missingStacks.length}/${resp.missingExecutables.length}/${resp.missingKernels.length} ${JSON.stringify([resp.missingExecutables, resp.missingKernels])}; ` +
           `refused here: ${refused.map((x) => `${x.stack.hex.slice(0, 8)}x${x.count}:${missing.has(x.stack.hex) ? 'S' : ''}` +
-            `${x.stack.exes.filter((e) => missing.has(e)).map((e) => 'E' + e.slice(0, 6)).join('')}${x.stack.kernels.filter((k) => missing.has(k)).map((k) => 'K' + k.slice(0, 6)).join('')}` +
+            `${x.stack.exes.filter((e) => missing.has(e.hex)).map((e) => 'E' + e.hex.slice(0, 6)).join('')}${x.stack.kernels.filter((k) => missing.has(k.hex)).map((k) => 'K' + k.hex.slice(0, 6)).join('')}` +
             '').join(' ')}`);
     }
     stats.accepted += expected;
@@ -472,7 +465,7 @@ class SimNode {
         stats.dropped.rejected += refusedCount;
         if (process.env.SIM_DEBUG)
           console.error(`node ${this.n} seq ${this.seq}: still missing after 3 resends: ${JSON.stringify([resp.missingStacks, resp.missingExecutables, resp.missingKernels])}; ` +
-            `refused stacks ${refused.map((x) => x.stack.hex + '/' + x.stack.def.toString('hex')).join(',')}; accepted ${resp.accepted} of ${item.taken}`);
+            `refused stacks ${refused.map((x) => x.stack.hex).join(',')}; accepted ${resp.accepted} of ${item.taken}`);
       }
       else {
         stats.resentMissing += refusedCount;
@@ -537,6 +530,9 @@ class SimNode {
 // The scratch buffer requests are assembled in (grown, never shrunk), and their compression: synchronous, as a
 // stream per request costs more in allocation and GC than the deflate itself at level 1.
 let scratchBuf = Buffer.alloc(0);
+let encodeStamp = 0;
+// Upper bounds of a sample beside its process's fields, and of a stack's definition (≤ 37 frames of ≤ 48 bytes).
+const SAMPLE_MAX = 96, STACK_DEF_MAX = 28 + 40 * 48;
 function scratch(n) {
   if (scratchBuf.length < n) scratchBuf = Buffer.allocUnsafe(Math.max(n, 2 * scratchBuf.length));
   return scratchBuf;
@@ -640,7 +636,7 @@ function census() {
         for (const s of pr.stacks) {
           if (stacks.has(s.hex)) continue;
           stacks.add(s.hex);
-          for (const f of framesOf(...s.template).frames) {
+          for (const f of framesOf(s.i, s.v, s.t, s.kernel).frames) {
             const space = f.hex || f.exe.toString('hex');
             if (f.kind === 1) exes.add(space);
             locations.add(space + ':' + f.address);
