@@ -49,7 +49,7 @@ function writeVarint(b, i, v) {
 }
 
 // PushRequest field 6 (StackDef) for frames [{exe, address, kind (1 user, 2 kernel)}], written at b[i] (at most
-// 28 + 48 bytes a frame); id: the stack's 16-byte ID as four 32-bit little-endian words. Returns the index after it.
+// 28 bytes and 48 a frame); id: the stack's 16-byte ID as four 32-bit little-endian words. Returns the index after it.
 function writeStackDef(b, i, id, frames) {
   const at = i;
   i += 4; // room for the field key and a 3-byte length
