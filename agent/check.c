@@ -4,7 +4,7 @@
  * agent will use it, each failure with what to do. FAIL lines are counted
  * (the agent cannot profile); WARN lines degrade it (named how).
  *
- * Capabilities (least privilege, DESIGN.md), and what each is for:
+ * Capabilities (least privilege, docs/install-kubernetes.md "Agent privileges"), and what each is for:
  *   BPF + PERFMON     load the program, open system-wide perf events (SYS_ADMIN before 5.8)
  *   SYS_PTRACE        read /proc/PID/maps and /proc/PID/root of other users' processes
  *   CHECKPOINT_RESTORE open /proc/PID/map_files (deleted binaries, other mount namespaces)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Gateway components are plugins (STYLE.md 9): each receiver, processor and
+ * Gateway components are plugins (docs/style.md 9): each receiver, processor and
  * exporter is one file exporting one `const struct gw_component_type`, listed
  * in the table in registry.c. Its config schema (an sr_field table) rejects
  * unknown keys and is the source of its documentation.

@@ -41,7 +41,7 @@ const char gw_default_config[] = "receivers:\n"
 				 "    metrics:\n"
 				 "      address: 127.0.0.1:8888\n";
 
-/* Bounds on what one file may configure (STYLE.md 14). */
+/* Bounds on what one file may configure (docs/style.md 14). */
 #define GW_MAX_COMPONENTS 256
 #define GW_MAX_PIPELINES  64
 #define GW_MAX_ID_LEN	  128

@@ -2,7 +2,7 @@
 /*
  * The gateway's configuration: components (receivers, processors,
  * exporters) by ID, and service.pipelines wiring them, in the OTel
- * Collector's shape (DESIGN.md "Gateway config shape").
+ * Collector's shape (docs/configuration.md).
  */
 #ifndef SR_GW_PIPELINE_H
 #define SR_GW_PIPELINE_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Every component type the gateway knows, in one table (STYLE.md 9). A new
+ * Every component type the gateway knows, in one table (docs/style.md 9). A new
  * receiver, processor or exporter is one file exporting one
  * `const struct gw_component_type` plus one line here.
  */

@@ -4,7 +4,7 @@
 # Checks packaging/systemd/*.service.in:
 #   - `systemd-analyze verify` accepts both units (syntax, known settings,
 #     executables present), filled in with the built binaries;
-#   - the agent's capability set is exactly DESIGN.md's least-privilege set,
+#   - the agent's capability set is exactly the least-privilege set of docs/install-kubernetes.md,
 #     the same in the unit's bounding and ambient sets and in the Helm
 #     chart's agent.capabilities; the gateway has no capabilities;
 #   - the hardening the docs promise is there (ProtectSystem=strict,
@@ -49,18 +49,18 @@ norm() { tr ' ' '\n' | sed '/^$/d; s/^CAP_//' | sort | tr '\n' ' ' | sed 's/ $//
 for key in CapabilityBoundingSet AmbientCapabilities; do
 	got=$(value "$key" stackrelay-agent.service | norm)
 	if [ "$got" = "$design" ]; then
-		echo "ok: agent $key = DESIGN.md least-privilege set"
+		echo "ok: agent $key = the documented least-privilege set"
 	else
-		echo "FAIL: agent $key is \"$got\", DESIGN.md says \"$design\""
+		echo "FAIL: agent $key is \"$got\", the docs say \"$design\""
 		fail=1
 	fi
 done
 chart=$(sed -n '/^agent:/,/^[^ ]/p' "$src/charts/stackrelay/values.yaml" |
 	sed -n '/^  capabilities:/,/^  [a-z]/p' | sed -n 's/^ *- *//p' | norm)
 if [ "$chart" = "$design" ]; then
-	echo "ok: chart agent.capabilities = DESIGN.md least-privilege set"
+	echo "ok: chart agent.capabilities = the documented least-privilege set"
 else
-	echo "FAIL: chart agent.capabilities is \"$chart\", DESIGN.md says \"$design\""
+	echo "FAIL: chart agent.capabilities is \"$chart\", the docs say \"$design\""
 	fail=1
 fi
 for key in CapabilityBoundingSet AmbientCapabilities; do

@@ -239,7 +239,7 @@ env:
   {{- end }}
 securityContext:
   # Root inside the container, but only with the capabilities eBPF
-  # profiling needs (DESIGN.md, least privilege); not privileged.
+  # profiling needs (least privilege: docs/install-kubernetes.md, "Agent privileges"); not privileged.
   runAsUser: 0
   runAsNonRoot: false
   privileged: false
