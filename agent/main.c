@@ -47,7 +47,8 @@ static void usage(FILE *f)
 		   "\n"
 		   "Configuration file keys (type, default, meaning):\n");
 	sr_config_describe(agent_config_fields, "", false, f);
-	fprintf(f, "\nStrings may use ${env:NAME} and ${env:NAME:-default}. See docs/configuration.md.\n");
+	fprintf(f, "\nStrings may use ${env:NAME} (or ${NAME}), ${env:NAME:-default} and ${file:PATH}. See "
+		   "docs/configuration.md.\n");
 }
 
 static int parse_u64_arg(const char *flag, const char *s, uint64_t min, uint64_t max, uint64_t *ret)

@@ -236,6 +236,8 @@ static void expand_walk(struct expand_ctx *c, const struct sr_yaml_node *n, char
 			sr_diag_add(c->d, doc->file, sr_yaml_node_line(n), sr_yaml_node_column(n), path, "%s", err);
 			return;
 		}
+		if (r > 0)
+			sr_diag_warn(c->d, doc->file, sr_yaml_node_line(n), sr_yaml_node_column(n), path, "%s", err);
 		doc->expanded[idx] = out;
 		return;
 	}

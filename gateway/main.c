@@ -61,7 +61,8 @@ static void usage(FILE *f)
 	fputs(gw_default_config, f);
 	fprintf(f, "\nComponents and their keys (type, default, meaning):\n");
 	gw_config_describe(f, false);
-	fprintf(f, "\nStrings may use ${env:NAME} and ${env:NAME:-default}. See docs/configuration.md.\n");
+	fprintf(f, "\nStrings may use ${env:NAME} (or ${NAME}), ${env:NAME:-default} and ${file:PATH}. See "
+		   "docs/configuration.md.\n");
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
