@@ -143,10 +143,12 @@ static const struct sr_field agent_fields[] = {
 			    "close the connection."),
 	SR_FIELD_MAP("stream_resets", struct agent_config, stream_resets, struct agent_stream_resets_config,
 		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
-	SR_FIELD_BYTES("max_request_bytes", struct agent_config, max_request_bytes, .def = "32MiB", .min = 1024,
-		       .max = 1073741824,
-		       .doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
-			      "default leaves room for the agent's largest symbol upload (16MiB)."),
+	SR_FIELD_BYTES(
+		"max_request_bytes", struct agent_config, max_request_bytes, .def = "32MiB", .min = 1024,
+		.max = 1073741824,
+		.doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
+		       "default leaves room for the agent's largest symbol upload (gateway.max_symbol_upload_size, "
+		       "8MiB by default)."),
 	SR_FIELD_BYTES("max_inflight_bytes", struct agent_config, max_inflight_bytes, .def = "256MiB", .min = 1024,
 		       .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "

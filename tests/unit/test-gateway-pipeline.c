@@ -244,6 +244,36 @@ static void test_empty_and_missing(void **state)
 	assert_true(has("/nonexistent/gw.yaml: error: cannot open"));
 }
 
+/* The Collector's names for our components load as the components they name, under the IDs written. */
+static void test_collector_aliases(void **state)
+{
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(gw_config_load_string("gw.yaml",
+					       "receivers:\n"
+					       "  testrecv: {endpoint: 0.0.0.0:7480}\n"
+					       "processors:\n"
+					       "  k8sattributes: {}\n"
+					       "exporters:\n"
+					       "  otlphttp/pyroscope: {endpoint: http://pyroscope:4040}\n"
+					       "  otlp/collector: {endpoint: collector:4317}\n"
+					       "service:\n"
+					       "  pipelines:\n"
+					       "    profiles:\n"
+					       "      receivers: [testrecv]\n"
+					       "      processors: [k8sattributes]\n"
+					       "      exporters: [otlphttp/pyroscope, otlp/collector]\n",
+					       &cfg, diag),
+			 0);
+	assert_non_null(cfg);
+	assert_string_equal(gw_config_component(cfg, "k8sattributes")->type->name, "k8s_attributes");
+	assert_string_equal(gw_config_component(cfg, "otlphttp/pyroscope")->type->name, "otlp_http");
+	assert_string_equal(gw_config_component(cfg, "otlp/collector")->type->name, "otlp_grpc");
+	assert_null(gw_component_type_alias_of(GW_RECEIVER, "otlp"));
+	gw_config_free(cfg);
+}
+
 static void test_describe_lists_service(void **state)
 {
 	char *buf = NULL;
@@ -267,6 +297,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_four_problems, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_structure_problems, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collector_aliases, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
