@@ -228,6 +228,7 @@ int main(int argc, char **argv)
 		.metrics_address = g.cfg->service.metrics_address && g.cfg->service.metrics_address[0]
 					   ? g.cfg->service.metrics_address
 					   : NULL,
+		.metrics_off = g.cfg->service.metrics_level == GW_METRICS_LEVEL_NONE,
 		.shutdown_timeout_ns = g.cfg->service.shutdown_timeout_ns,
 	};
 	g.rt = gw_runtime_new(&rc);

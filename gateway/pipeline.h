@@ -16,8 +16,12 @@
 
 struct sr_diag;
 
+/* The Collector's telemetry.metrics.level values; stackrelay has one set of metrics, so only none differs. */
+enum { GW_METRICS_LEVEL_NONE, GW_METRICS_LEVEL_BASIC, GW_METRICS_LEVEL_NORMAL, GW_METRICS_LEVEL_DETAILED };
+
 struct gw_service_config {
-	char *metrics_address; /* telemetry.metrics.address; empty: no telemetry server */
+	char *metrics_address; /* telemetry.metrics.address, or its readers' pull reader; empty: no server */
+	int metrics_level;     /* telemetry.metrics.level: GW_METRICS_LEVEL_* */
 	int log_level;	       /* telemetry.logs.level: enum sr_log_level */
 	uint64_t shutdown_timeout_ns;
 };

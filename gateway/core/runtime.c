@@ -46,6 +46,7 @@ struct gw_runtime {
 	const struct gw_pipeline_def *pipes;
 	size_t n_pipes;
 	char *metrics_address;
+	bool metrics_off;
 	uint64_t shutdown_timeout_ns;
 	struct gw_stores *stores;
 	struct gw_accounting *acct;
@@ -93,6 +94,7 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 							   : GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS;
 	if (cfg->metrics_address && *cfg->metrics_address && !(rt->metrics_address = strdup(cfg->metrics_address)))
 		goto fail;
+	rt->metrics_off = cfg->metrics_off;
 	rt->comps = calloc(cfg->n_components ? cfg->n_components : 1, sizeof(*rt->comps));
 	rt->stores = gw_stores_new(cfg->store_limits);
 	rt->acct = gw_accounting_new();
@@ -345,7 +347,7 @@ static void telemetry_handler(void *userdata, const char *path, int *ret_status,
 	const char *msg;
 
 	*ret_content_type = "text/plain; charset=utf-8";
-	if (strcmp(path, "/metrics") == 0) {
+	if (strcmp(path, "/metrics") == 0 && !rt->metrics_off) {
 		struct gw_metrics_writer *w = gw_metrics_writer_new();
 		if (!w)
 			goto fail;

@@ -76,6 +76,8 @@ struct gw_runtime_config {
 	size_t n_pipelines;
 	/* service.telemetry.metrics.address ("host:port"); NULL: no telemetry server. */
 	const char *metrics_address;
+	/* service.telemetry.metrics.level: none; /metrics answers 404, health endpoints stay. */
+	bool metrics_off;
 	/* service.shutdown_timeout; 0: GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS. */
 	uint64_t shutdown_timeout_ns;
 	/* Definition store bounds; NULL: defaults (model.h). */

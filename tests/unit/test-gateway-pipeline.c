@@ -274,6 +274,55 @@ static void test_collector_aliases(void **state)
 	gw_config_free(cfg);
 }
 
+/* service.telemetry.metrics.readers, as current Collectors write it, sets where /metrics is served. */
+static void test_metric_readers(void **state)
+{
+	static const char head[] = "receivers: {testrecv: {endpoint: x}}\n"
+				   "exporters: {testexp: {endpoint: http://p}}\n"
+				   "service:\n"
+				   "  pipelines: {profiles: {receivers: [testrecv], exporters: [testexp]}}\n"
+				   "  telemetry:\n"
+				   "    metrics:\n";
+	char yaml[1024];
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	snprintf(yaml, sizeof(yaml), "%s%s", head,
+		 "      level: detailed\n"
+		 "      readers:\n"
+		 "        - pull: {exporter: {prometheus: {host: 0.0.0.0, port: 8888, without_units: true}}}\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_string_equal(cfg->service.metrics_address, "0.0.0.0:8888");
+	assert_int_equal(cfg->service.metrics_level, GW_METRICS_LEVEL_DETAILED);
+	assert_true(has("without_units is ignored"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	snprintf(yaml, sizeof(yaml), "%s%s", head,
+		 "      level: none\n"
+		 "      readers: [{pull: {exporter: {prometheus: {host: '::', port: 9464}}}}]\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_string_equal(cfg->service.metrics_address, "[::]:9464");
+	assert_int_equal(cfg->service.metrics_level, GW_METRICS_LEVEL_NONE);
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	snprintf(yaml, sizeof(yaml), "%s%s", head,
+		 "      readers: [{periodic: {exporter: {otlp: {endpoint: http://c:4318}}}}]\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), -EINVAL);
+	assert_true(has("service.telemetry.metrics.readers[0]: periodic (push) readers are not supported"));
+
+	snprintf(yaml, sizeof(yaml), "%s%s", head,
+		 "      address: 0.0.0.0:8888\n"
+		 "      readers: [{pull: {exporter: {prometheus: {port: 8888}}}}]\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), -EINVAL);
+	assert_true(has("set address or readers, not both"));
+
+	snprintf(yaml, sizeof(yaml), "%s%s", head, "      readers: [{pull: {exporter: {prometheus: {hots: x}}}}]\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), -EINVAL);
+	assert_true(has("unknown key \"hots\" (expected host or port)"));
+}
+
 static void test_describe_lists_service(void **state)
 {
 	char *buf = NULL;
@@ -298,6 +347,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_structure_problems, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_aliases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
