@@ -65,6 +65,7 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 		[PROFILE_CNT_UNWIND_END_EVICTED] = "table_evicted",
 		[PROFILE_CNT_UNWIND_END_NO_RULE] = "unsupported_rule",
 		[PROFILE_CNT_UNWIND_END_READ_FAULT] = "read_fault",
+		[PROFILE_CNT_UNWIND_END_NO_CFI] = "no_cfi",
 		[PROFILE_CNT_UNWIND_END_DEPTH] = "depth",
 	};
 	static const char *const unattributed[AGENT_UNATTR__MAX] = {

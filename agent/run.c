@@ -601,13 +601,14 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			    "stacks_table=%" PRIu64 " stacks_fp=%" PRIu64 " frames_table=%" PRIu64 " frames_fp=%" PRIu64
 			    " end_complete=%" PRIu64 " end_no_table=%" PRIu64 " end_no_mapping=%" PRIu64
 			    " end_table_evicted=%" PRIu64 " end_unsupported_rule=%" PRIu64 " end_read_fault=%" PRIu64
-			    " end_depth=%" PRIu64 " tables_built=%" PRIu64,
+			    " end_no_cfi=%" PRIu64 " end_depth=%" PRIu64 " tables_built=%" PRIu64,
 			    c.bpf[PROFILE_CNT_UNWIND_STACKS], c.bpf[PROFILE_CNT_UNWIND_FP_STACKS],
 			    c.bpf[PROFILE_CNT_UNWIND_TABLE_FRAMES], c.bpf[PROFILE_CNT_UNWIND_FP_FRAMES],
 			    c.bpf[PROFILE_CNT_UNWIND_END_COMPLETE], c.bpf[PROFILE_CNT_UNWIND_END_NO_TABLE],
 			    c.bpf[PROFILE_CNT_UNWIND_END_NO_MAPPING], c.bpf[PROFILE_CNT_UNWIND_END_EVICTED],
 			    c.bpf[PROFILE_CNT_UNWIND_END_NO_RULE], c.bpf[PROFILE_CNT_UNWIND_END_READ_FAULT],
-			    c.bpf[PROFILE_CNT_UNWIND_END_DEPTH], c.unwinder_stats.tables_built);
+			    c.bpf[PROFILE_CNT_UNWIND_END_NO_CFI], c.bpf[PROFILE_CNT_UNWIND_END_DEPTH],
+			    c.unwinder_stats.tables_built);
 out:
 	agent_metrics_server_free(c.metrics);
 	agent_sampler_free(c.sampler);

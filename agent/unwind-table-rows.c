@@ -169,9 +169,9 @@ static struct unwind_row to_row(struct builder *b, const struct cie *c, const st
 		row.cfa_off = (uint16_t)k;
 	}
 	/* The x86-64 unwinder reads the return address at CFA - 8, always. */
-	if (row.cfa_type != UNWIND_CFA_INVALID && !(st->ra.kind == RULE_OFFSET && st->ra.off == -8))
-		row.cfa_type = UNWIND_CFA_INVALID;
-	if (row.cfa_type == UNWIND_CFA_INVALID) {
+	if (row.cfa_type == UNWIND_CFA_INVALID || !(st->ra.kind == RULE_OFFSET && st->ra.off == -8))
+		row.cfa_type = UNWIND_CFA_UNSUPPORTED;
+	if (row.cfa_type == UNWIND_CFA_UNSUPPORTED) {
 		row.cfa_off = 0;
 		b->stats->rows_unsupported++;
 		return row;

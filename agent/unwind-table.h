@@ -32,7 +32,7 @@
 struct agent_unwind_stats {
 	uint32_t fdes;		   /* FDEs read */
 	uint32_t fdes_bad;	   /* FDEs skipped: malformed, or a CIE we cannot use */
-	uint32_t rows_unsupported; /* rows whose CFA rule we cannot follow (UNWIND_CFA_INVALID) */
+	uint32_t rows_unsupported; /* rows whose CFA rule we cannot follow (UNWIND_CFA_UNSUPPORTED) */
 	uint32_t rows_rbp_undefined;
 	uint32_t from_debug_frame; /* FDEs that came from .debug_frame */
 };

@@ -50,9 +50,11 @@ enum profile_counter {
 	PROFILE_CNT_UNWIND_END_NO_TABLE,   /* a mapping without a table whose frame-pointer chain broke */
 	PROFILE_CNT_UNWIND_END_NO_MAPPING, /* a pc in no known mapping (JIT, anonymous) whose frame-pointer chain broke */
 	PROFILE_CNT_UNWIND_END_EVICTED,	   /* the mapping's table was evicted */
-	PROFILE_CNT_UNWIND_END_NO_RULE,	   /* no row for the pc, or a rule the unwinder cannot follow */
+	PROFILE_CNT_UNWIND_END_NO_RULE,	   /* a rule the unwinder cannot follow (UNWIND_CFA_UNSUPPORTED) */
 	PROFILE_CNT_UNWIND_END_READ_FAULT, /* the stack could not be read */
-	PROFILE_CNT_UNWIND_END_DEPTH,	   /* PROFILE_MAX_STACK_DEPTH frames */
+	/* code without CFI in a file with a table (V8's builtins, assembly) whose frame-pointer chain broke */
+	PROFILE_CNT_UNWIND_END_NO_CFI,
+	PROFILE_CNT_UNWIND_END_DEPTH, /* PROFILE_MAX_STACK_DEPTH frames */
 	/*
 	 * Off-CPU (offcpu.bpf.h). Switches out skipped before anything is
 	 * recorded, in the order of the CPU filters above (same offsets from

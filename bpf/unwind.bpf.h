@@ -5,7 +5,10 @@
  * agent), binary-search its executable's table (unwind_tables, built by
  * agent/unwind-table.c from .eh_frame), and compute the caller's RIP, RSP
  * and RBP. Mappings without a table (Go, JIT code, files not read yet) are
- * crossed by their frame pointers.
+ * crossed by their frame pointers, and so is code that no FDE of its file's
+ * table covers (V8's embedded builtins in the node binary): on x86-64 V8
+ * keeps an RBP chain through its JIT code and builtins, and the first return
+ * address that lands in code with a table goes back to the table.
  *
  * The verifier bounds what one program may do, so a program unwinds
  * UNWIND_FRAMES_PER_PROG frames and tail-calls itself for the next ones;
@@ -190,7 +193,8 @@ union unwind_row_word {
 /*
  * The row of table table_id (n rows) that holds pc, packed into a word (a
  * global function returns scalars only): cfa_type UNWIND_CFA_INVALID when
- * no row holds it, UNWIND_ROW_EVICTED when the table is gone.
+ * no row holds it (no CFI: the caller follows the frame pointers),
+ * UNWIND_ROW_EVICTED when the table is gone.
  */
 __noinline __u64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
 {
@@ -283,12 +287,17 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	table_id = m->table_id;
 	if (!table_id)
 		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_TABLE);
-	/* The table exists for this file: its code has no frame pointers to fall back on. */
+	/*
+	 * Outside the table's range, or in a gap between its FDEs, no CFI
+	 * describes the code (V8's builtins, hand-written assembly). V8's
+	 * builtins keep RBP a frame pointer; elsewhere unwind_fp_step()'s
+	 * checks (above RSP, aligned, readable) end most chains that are not.
+	 */
 	if (pc < m->bias)
-		return PROFILE_CNT_UNWIND_END_NO_RULE;
+		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_CFI);
 	rel = pc - m->bias;
 	if (rel >> 32)
-		return PROFILE_CNT_UNWIND_END_NO_RULE;
+		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_CFI);
 	found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
 	if (found.row.cfa_type == UNWIND_ROW_EVICTED)
 		return PROFILE_CNT_UNWIND_END_EVICTED;
@@ -331,6 +340,8 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	}
 	case UNWIND_CFA_END:
 		return PROFILE_CNT_UNWIND_END_COMPLETE;
+	case UNWIND_CFA_INVALID:
+		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_CFI);
 	default:
 		return PROFILE_CNT_UNWIND_END_NO_RULE;
 	}

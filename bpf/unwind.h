@@ -11,14 +11,17 @@
  * A table is one executable's rows sorted by pc. A row holds from its pc up
  * to the next row's pc; pc is relative to the table's base (the lowest ELF
  * virtual address covered), so a row is 8 bytes for any file under 4 GiB of
- * text. Addresses that no FDE covers get a row of type UNWIND_CFA_INVALID.
+ * text. Addresses that no FDE covers get a row of type UNWIND_CFA_INVALID:
+ * code without CFI (V8's embedded builtins, hand-written assembly), which
+ * the BPF side crosses by its frame pointers; a rule that exists but that
+ * the unwinder cannot follow is UNWIND_CFA_UNSUPPORTED, where it stops.
  */
 #ifndef SR_BPF_UNWIND_H
 #define SR_BPF_UNWIND_H
 
 /* How the CFA (the caller's stack pointer before the call) is found. */
 enum unwind_cfa_type {
-	UNWIND_CFA_INVALID = 0, /* no rule covers this pc, or a rule we cannot follow: stop (counted) */
+	UNWIND_CFA_INVALID = 0, /* no FDE covers this pc: follow the frame pointers (counted when they break) */
 	UNWIND_CFA_RSP = 1,	/* CFA = RSP + cfa_off */
 	UNWIND_CFA_RBP = 2,	/* CFA = RBP + cfa_off */
 	/*
@@ -38,6 +41,13 @@ enum unwind_cfa_type {
 	UNWIND_CFA_END = 6,
 	/* CFA = RSP + 8 * cfa_off: frames of 64 KiB and more (CPython has some), up to 512 KiB. */
 	UNWIND_CFA_RSP_X8 = 7,
+	/*
+	 * An FDE covers this pc but its rule is one the unwinder cannot follow
+	 * (a CFA in another register, another expression, the return address
+	 * elsewhere than CFA - 8): stop (counted). Its code keeps no frame
+	 * pointers to fall back on, or it would not need the rule.
+	 */
+	UNWIND_CFA_UNSUPPORTED = 8,
 };
 
 /* rbp_off values that are not an offset. */

@@ -45,12 +45,13 @@ static void check_table(int r, const struct agent_unwind_table *t, size_t max_ro
 	for (size_t i = 0; i < t->n_rows; i++) {
 		const struct unwind_row *row = &t->rows[i];
 
-		if (row->cfa_type > UNWIND_CFA_RSP_X8 || (i > 0 && t->rows[i - 1].pc >= row->pc))
+		if (row->cfa_type > UNWIND_CFA_UNSUPPORTED || (i > 0 && t->rows[i - 1].pc >= row->pc))
 			abort();
 		if (agent_unwind_table__find(t, t->base + row->pc) != row)
 			abort();
 		/* A row that says "stop" carries nothing else (the BPF side relies on no field of it). */
-		if ((row->cfa_type == UNWIND_CFA_INVALID || row->cfa_type == UNWIND_CFA_END) &&
+		if ((row->cfa_type == UNWIND_CFA_INVALID || row->cfa_type == UNWIND_CFA_END ||
+		     row->cfa_type == UNWIND_CFA_UNSUPPORTED) &&
 		    (row->cfa_off || row->rbp_off))
 			abort();
 	}

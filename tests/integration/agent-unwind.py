@@ -439,7 +439,8 @@ def run(env, c):
                 reach_py)
 
     # C++ and the static binary: never a wrong frame beyond what the agent counted.
-    allowed_bad = ends.get("stacks_fp", 0) + ends.get("end_no_table", 0) + ends.get("end_no_mapping", 0)
+    allowed_bad = ends.get("stacks_fp", 0) + ends.get("end_no_table", 0) + ends.get("end_no_mapping", 0) + \
+        ends.get("end_no_cfi", 0)
     bad_total = 0
     for name, path, callers, call_out in (("cxxunwind", cxx, CXX_CALLERS, CXX_CALL_OUT),
                                           ("staticnohdr", static, STATIC_CALLERS, None)):

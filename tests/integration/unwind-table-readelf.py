@@ -15,7 +15,7 @@ way bpf/unwind.h holds it:
                 its operand) from the expression `--debug-dump=frames` shows
   ra u       -> UNWIND_CFA_END;  CIE augmentation with 'S' -> UNWIND_CFA_SIGNAL
   rbp cN     -> rbp_off N/8;  u or s -> UNWIND_RBP_SAME; else UNDEFINED
-  anything else (another register, ra not at CFA-8) -> UNWIND_CFA_INVALID
+  anything else (another register, ra not at CFA-8) -> UNWIND_CFA_UNSUPPORTED
 
 readelf also prints a row exactly at an FDE's end address; it is outside the
 FDE and not compared. Exits 77 when readelf is not installed."""
@@ -28,8 +28,8 @@ import sys
 
 SKIP = 77
 
-INVALID, RSP, RBP, PLT, DEREF_RBP, SIGNAL, END, RSP_X8 = range(8)
-TYPE_NAMES = ["INVALID", "RSP", "RBP", "PLT", "DEREF_RBP", "SIGNAL", "END", "RSP_X8"]
+INVALID, RSP, RBP, PLT, DEREF_RBP, SIGNAL, END, RSP_X8, UNSUPPORTED = range(9)
+TYPE_NAMES = ["INVALID", "RSP", "RBP", "PLT", "DEREF_RBP", "SIGNAL", "END", "RSP_X8", "UNSUPPORTED"]
 RBP_SAME = 0
 RBP_UNDEFINED = -128
 # Mismatches printed before giving up on a file.
@@ -146,7 +146,7 @@ def want(cfa, cols, aug, exprs):
     if "S" in aug:
         return {(SIGNAL, 0, 0)}
     if ra != "c-8":
-        return {(INVALID, 0, 0)}
+        return {(UNSUPPORTED, 0, 0)}
     rbp = cols.get("rbp", "u")
     m = re.fullmatch(r"c([+-]\d+)", rbp)
     if rbp in ("u", "s"):
@@ -160,17 +160,17 @@ def want(cfa, cols, aug, exprs):
         cands = [expr_rule(e) for e in exprs] if len(exprs) == 1 else [(PLT, None), (DEREF_RBP, None)]
         out = set()
         for t, off in cands:
-            out.add((INVALID, 0, 0) if t == INVALID else (t, off, rbp_off))
+            out.add((UNSUPPORTED, 0, 0) if t == INVALID else (t, off, rbp_off))
         return out
     m = re.fullmatch(r"(rsp|rbp)\+(\d+)", cfa)
     if not m:
-        return {(INVALID, 0, 0)}
+        return {(UNSUPPORTED, 0, 0)}
     n = int(m.group(2))
     if n <= 0xFFFF:
         return {(RSP if m.group(1) == "rsp" else RBP, n, rbp_off)}
     if m.group(1) == "rsp" and n % 8 == 0 and n // 8 <= 0xFFFF:
         return {(RSP_X8, n // 8, rbp_off)}
-    return {(INVALID, 0, 0)}
+    return {(UNSUPPORTED, 0, 0)}
 
 
 def matches(got, wanted):
