@@ -150,6 +150,8 @@ unsigned sr_yaml_node_line(const struct sr_yaml_node *n);
 unsigned sr_yaml_node_column(const struct sr_yaml_node *n);
 /* Scalar text after substitution; NULL if not a scalar. */
 const char *sr_yaml_scalar(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);
+/* Replaces a scalar's value as later reads see it (a reference resolved by the loader). Returns 0 or -errno. */
+int sr_yaml_set_scalar(struct sr_yaml_doc *doc, const struct sr_yaml_node *n, const char *value);
 /* True for a plain `~`, `null`, or empty scalar (a key with no value). */
 bool sr_yaml_is_null(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);
 size_t sr_yaml_mapping_size(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);

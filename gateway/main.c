@@ -229,6 +229,8 @@ int main(int argc, char **argv)
 					   ? g.cfg->service.metrics_address
 					   : NULL,
 		.metrics_off = g.cfg->service.metrics_level == GW_METRICS_LEVEL_NONE,
+		.health_address = g.cfg->extensions.health_address,
+		.health_path = g.cfg->extensions.health_path,
 		.shutdown_timeout_ns = g.cfg->service.shutdown_timeout_ns,
 	};
 	g.rt = gw_runtime_new(&rc);

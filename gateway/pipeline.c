@@ -86,6 +86,9 @@ static const struct sr_field telemetry_fields[] = {
 
 /* `pipelines` is walked by load_pipelines(): its keys are names. */
 static const struct sr_field service_fields[] = {
+	{ .key = "extensions",
+	  .kind = SR_FIELD_EXTERNAL,
+	  .doc = "The IDs of the extensions to start (the Collector's; see extensions)." },
 	{ .key = "pipelines",
 	  .kind = SR_FIELD_EXTERNAL,
 	  .doc = "Pipelines by name (`profiles` or `profiles/<name>`), each with receivers, processors (in "
@@ -121,7 +124,7 @@ static const struct sr_field pipeline_fields[] = {
 	SR_FIELD_END,
 };
 
-static const char *const top_keys[] = { "receivers", "processors", "exporters", "service", NULL };
+static const char *const top_keys[] = { "receivers", "processors", "exporters", "extensions", "service", NULL };
 
 static void component_free(struct gw_component *c)
 {
@@ -141,6 +144,7 @@ void gw_config_free(struct gw_config *cfg)
 	for (size_t i = 0; i < cfg->n_components; i++)
 		component_free(cfg->components[i]);
 	free(cfg->components);
+	gw_extensions_free(&cfg->extensions);
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
 		free((char *)cfg->pipelines[i].name);
 		free(cfg->pipelines[i].receivers);
@@ -518,10 +522,20 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 		for (size_t j = 0; ks && top_keys[j]; j++)
 			known |= strcmp(ks, top_keys[j]) == 0;
 		if (!known)
-			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), NULL,
-				    "unknown key \"%s\" (expected receivers, processors, exporters or service)",
-				    ks ? ks : "?");
+			sr_diag_add(
+				d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), NULL,
+				"unknown key \"%s\" (expected receivers, processors, exporters, extensions or service)",
+				ks ? ks : "?");
 	}
+	const struct sr_yaml_node *service = sr_yaml_mapping_get(doc, root, "service");
+	if (service && sr_yaml_node_type(doc, service) != SR_YAML_MAPPING)
+		service = NULL; /* reported below */
+	/* Extensions first: a sending_queue may name a file_storage extension. */
+	r = gw_extensions_load(&cfg->extensions, doc, root, service, d);
+	if (r >= 0)
+		r = gw_extensions_resolve_storage(&cfg->extensions, doc, root, d);
+	if (r < 0)
+		return r;
 	cfg->components = calloc(GW_MAX_COMPONENTS, sizeof(*cfg->components));
 	if (!cfg->components)
 		return -ENOMEM;
@@ -533,7 +547,7 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 			return r;
 	}
 
-	const struct sr_yaml_node *service = sr_yaml_mapping_get(doc, root, "service");
+	service = sr_yaml_mapping_get(doc, root, "service");
 	if (!service || sr_yaml_is_null(doc, service)) {
 		sr_diag_add(d, file, 0, 0, NULL, "no service section: add service.pipelines");
 	} else if (sr_yaml_node_type(doc, service) != SR_YAML_MAPPING) {
@@ -641,6 +655,7 @@ size_t gw_config_describe(FILE *f, bool markdown)
 			unchecked += sr_config_describe(t->config_fields, prefix, markdown, f);
 		}
 	}
+	unchecked += gw_extensions_describe(f, markdown);
 	if (markdown)
 		fprintf(f, "\n### `service`\n\n| key | type | default | description |\n|---|---|---|---|\n");
 	else

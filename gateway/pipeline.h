@@ -13,6 +13,7 @@
 
 #include "component.h"
 #include "core/runtime.h"
+#include "gateway/extensions.h"
 
 struct sr_diag;
 
@@ -35,6 +36,7 @@ struct gw_config {
 	struct gw_pipeline_def *pipelines;
 	size_t n_pipelines;
 	struct gw_service_config service;
+	struct gw_extensions extensions;
 };
 
 /* The configuration used when no --config is given (YAML text). */

@@ -47,6 +47,8 @@ struct gw_runtime {
 	size_t n_pipes;
 	char *metrics_address;
 	bool metrics_off;
+	char *health_address, *health_path;
+	struct gw_telemetry *health;
 	uint64_t shutdown_timeout_ns;
 	struct gw_stores *stores;
 	struct gw_accounting *acct;
@@ -95,6 +97,9 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 	if (cfg->metrics_address && *cfg->metrics_address && !(rt->metrics_address = strdup(cfg->metrics_address)))
 		goto fail;
 	rt->metrics_off = cfg->metrics_off;
+	if (cfg->health_address && (!(rt->health_address = strdup(cfg->health_address)) ||
+				    !(rt->health_path = strdup(cfg->health_path ? cfg->health_path : "/"))))
+		goto fail;
 	rt->comps = calloc(cfg->n_components ? cfg->n_components : 1, sizeof(*rt->comps));
 	rt->stores = gw_stores_new(cfg->store_limits);
 	rt->acct = gw_accounting_new();
@@ -404,6 +409,34 @@ void gw_runtime__remove_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *u
 	}
 }
 
+/*
+ * The health_check extension's answer, as the Collector's: 200 with a JSON
+ * status while the pipelines run, 503 while starting or shutting down.
+ */
+static void health_handler(void *userdata, const char *path, int *ret_status, char **ret_body, size_t *ret_len,
+			   const char **ret_content_type)
+{
+	struct gw_runtime *rt = userdata;
+	const char *msg;
+
+	*ret_content_type = "application/json";
+	if (strcmp(path, rt->health_path) != 0) {
+		*ret_status = 404;
+		*ret_content_type = "text/plain; charset=utf-8";
+		msg = "not found\n";
+	} else if (gw_runtime__ready(rt)) {
+		*ret_status = 200;
+		msg = "{\"status\":\"Server available\"}\n";
+	} else {
+		*ret_status = 503;
+		msg = "{\"status\":\"Server not available\"}\n";
+	}
+	*ret_body = strdup(msg);
+	*ret_len = *ret_body ? strlen(msg) : 0;
+	if (!*ret_body)
+		*ret_status = 500;
+}
+
 /* ---- start ---- */
 
 static const enum gw_component_kind start_order[] = { GW_EXPORTER, GW_PROCESSOR, GW_RECEIVER };
@@ -424,6 +457,18 @@ int gw_runtime__start(struct gw_runtime *rt)
 		}
 		sr_log_info("gateway", "telemetry server listening", "address=%s",
 			    gw_telemetry__address(rt->telemetry));
+	}
+	if (rt->health_address) {
+		char err[256] = "";
+		rt->health = gw_telemetry_new(rt->loop, rt->health_address, health_handler, rt, err, sizeof(err));
+		if (!rt->health) {
+			r = -errno;
+			sr_log_error("gateway", "cannot start the health_check extension", "address=%s error=\"%s\"",
+				     rt->health_address, err);
+			return r;
+		}
+		sr_log_info("gateway", "health_check listening", "address=%s path=%s",
+			    gw_telemetry__address(rt->health), rt->health_path);
 	}
 	/* Downstream first, so nothing flows into a component that is not running. */
 	for (size_t k = 0; k < SR_ARRAY_SIZE(start_order); k++) {
@@ -785,6 +830,8 @@ static void finish(struct gw_runtime *rt, bool timed_out)
 	/* Nothing more to serve: let the loop end. */
 	gw_telemetry_close(rt->telemetry);
 	rt->telemetry = NULL;
+	gw_telemetry_close(rt->health);
+	rt->health = NULL;
 	if (rt->done)
 		rt->done(rt, timed_out, rt->done_ud);
 }
@@ -876,6 +923,7 @@ void gw_runtime_free(struct gw_runtime *rt)
 		return;
 	destroy_all(rt);
 	gw_telemetry_close(rt->telemetry);
+	gw_telemetry_close(rt->health);
 	gw_stores_free(rt->stores);
 	gw_accounting_free(rt->acct);
 	free(rt->collectors);
@@ -883,6 +931,8 @@ void gw_runtime_free(struct gw_runtime *rt)
 	free(rt->shedders);
 	free(rt->comps);
 	free(rt->metrics_address);
+	free(rt->health_address);
+	free(rt->health_path);
 	if (rt->timer_init) {
 		/* The timer is embedded: free the runtime when it is closed. */
 		rt->shutdown_timer.data = rt;

@@ -78,6 +78,9 @@ struct gw_runtime_config {
 	const char *metrics_address;
 	/* service.telemetry.metrics.level: none; /metrics answers 404, health endpoints stay. */
 	bool metrics_off;
+	/* The health_check extension's endpoint and path; NULL: none. */
+	const char *health_address;
+	const char *health_path;
 	/* service.shutdown_timeout; 0: GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS. */
 	uint64_t shutdown_timeout_ns;
 	/* Definition store bounds; NULL: defaults (model.h). */

@@ -204,7 +204,7 @@ static void test_structure_problems(void **state)
 				      "  testexp: {endpoint: ftp://x}\n"
 				      "  testexp/unused: {endpoint: http://x}\n"
 				      "  testproc: {}\n"
-				      "extensions: {}\n"
+				      "connectors: {}\n"
 				      "service:\n"
 				      "  pipelines:\n"
 				      "    traces: {receivers: [testrecv/a], exporters: [testexp]}\n"
@@ -220,7 +220,7 @@ static void test_structure_problems(void **state)
 	assert_true(has("gw.yaml:5:3: error: receivers: invalid component ID \"bad id!\""));
 	assert_true(has("gw.yaml:7:3: error: exporters.testexp: endpoint must be an http:// or https:// URL"));
 	assert_true(has("gw.yaml:9:3: error: exporters: unknown exporter type \"testproc\""));
-	assert_true(has("gw.yaml:10:1: error: unknown key \"extensions\""));
+	assert_true(has("gw.yaml:10:1: error: unknown key \"connectors\""));
 	assert_true(has("gw.yaml:13:5: error: service.pipelines: invalid pipeline name \"traces\""));
 	assert_true(has("service.pipelines.profiles/x: pipeline has no receivers"));
 	assert_true(has("service.pipelines.profiles/x: pipeline has no exporters"));
@@ -323,6 +323,49 @@ static void test_metric_readers(void **state)
 	assert_true(has("unknown key \"hots\" (expected host or port)"));
 }
 
+/* The Collector's extensions: health_check and file_storage mean what they mean there, the rest are errors. */
+static void test_extensions(void **state)
+{
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  health_check: {endpoint: 0.0.0.0:13133, path: /health}\n"
+				      "  zpages: {}\n"
+				      "  file_storage/q: {directory: /var/lib/q}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters: {testexp: {endpoint: http://p}}\n"
+				      "service:\n"
+				      "  extensions: [health_check, zpages, file_storage/q]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [testexp]}}\n",
+				      &cfg, diag),
+		0);
+	assert_string_equal(cfg->extensions.health_address, "0.0.0.0:13133");
+	assert_string_equal(cfg->extensions.health_path, "/health");
+	assert_string_equal(gw_extensions__storage_directory(&cfg->extensions, "file_storage/q"), "/var/lib/q");
+	assert_true(has("extensions.zpages: ignored"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  oauth2client: {}\n"
+				      "  health_check: {endpont: x}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters: {testexp: {endpoint: http://p}}\n"
+				      "service:\n"
+				      "  extensions: [health_check, file_storage]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [testexp]}}\n",
+				      &cfg, diag),
+		-EINVAL);
+	assert_true(has("gw.yaml:2:3: error: extensions: unknown extension type \"oauth2client\""));
+	assert_true(has("extensions.health_check: unknown key \"endpont\" (did you mean \"endpoint\"?)"));
+	assert_true(has("service.extensions: extension \"file_storage\" is not defined in extensions"));
+}
+
 static void test_describe_lists_service(void **state)
 {
 	char *buf = NULL;
@@ -348,6 +391,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_aliases, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
