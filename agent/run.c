@@ -473,10 +473,10 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	}
 	if (cfg->telemetry.metrics_address && cfg->telemetry.metrics_address[0]) {
 		c.metrics = agent_metrics_server_new(cfg->telemetry.metrics_address, render_metrics, &c);
-		if (!c.metrics) {
-			r = -errno;
+		r = c.metrics ? agent_metrics_server__start(c.metrics) : -errno;
+		if (r < 0) {
 			sr_log_error("agent", "cannot serve metrics", "address=%s error=\"%s\"",
-				     cfg->telemetry.metrics_address, strerror(errno));
+				     cfg->telemetry.metrics_address, strerror(-r));
 			goto out;
 		}
 		sr_log_info("agent", "serving metrics", "address=%s port=%d", cfg->telemetry.metrics_address,
