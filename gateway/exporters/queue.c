@@ -519,19 +519,25 @@ int gw_queue__retry_disk(struct gw_queue *q)
 	bool wrote = false;
 	int r;
 
-	if (!q->dir || !q->disk_error)
+	if (!q->dir || (!q->disk_error && !q->n_held))
 		return 0;
-	for (struct gw_queue_item *it = q->head; it; it = it->next) {
-		if (!it->held)
-			continue;
-		r = persist(q, it->seq, it->data, it->len, it->samples, it->flags);
-		if (r < 0) {
-			q->disk_error = r;
-			return r;
+	/* In flight first (the oldest), then waiting: a sender keeps its bytes, a waiting item reads them back. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct gw_queue_item *it = pass ? q->head : q->flying; it; it = it->next) {
+			if (!it->held)
+				continue;
+			r = persist(q, it->seq, it->data, it->len, it->samples, it->flags);
+			if (r < 0) {
+				if (!q->disk_error)
+					q->failed_bytes = item_bytes(q, it);
+				q->disk_error = r;
+				return r;
+			}
+			unhold(q, it);
+			if (!it->in_flight)
+				SR_FREE(it->data);
+			wrote = true;
 		}
-		unhold(q, it);
-		SR_FREE(it->data);
-		wrote = true;
 	}
 	if (!wrote) {
 		r = probe(q);

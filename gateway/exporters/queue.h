@@ -112,12 +112,13 @@ int gw_queue__disk_error(const struct gw_queue *q);
 size_t gw_queue__held(const struct gw_queue *q);
 uint64_t gw_queue__held_bytes(const struct gw_queue *q);
 /*
- * Tries the disk again: writes the held items that wait, oldest first, or,
- * when none waits, a probe file (.probe.tmp, as large as the write that
- * failed, fsync'ed, then deleted). 0: every write succeeded, the disk is
- * taken back (disk_error 0; items held in flight stay in memory until done).
- * Else the -errno of the first failure; what was not written stays held.
- * 0 at once on a memory queue or a disk that is not failing.
+ * Tries the disk again: writes the held items (in flight, then waiting),
+ * or, when none is held, a probe file (.probe.tmp, as large as the write
+ * that failed, fsync'ed, then deleted). 0: every write succeeded, the disk
+ * is taken back (disk_error 0); an item written in flight keeps its bytes
+ * until done. Else the -errno of the first failure; what was not written
+ * stays held. 0 at once on a memory queue, or with nothing held and a disk
+ * that is not failing.
  */
 int gw_queue__retry_disk(struct gw_queue *q);
 

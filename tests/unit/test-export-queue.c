@@ -245,13 +245,22 @@ static void test_disk_failure(void **state)
 	assert_int_equal(gw_queue__held(q), 1);
 	assert_int_equal(gw_queue__bytes(q), item);
 
-	/* Space again: the held item is written (with its place in the order), the disk taken back. */
+	/*
+	 * Space again: the held item, in flight, is written (with its place in
+	 * the order) and keeps its bytes for its sender; the disk is taken back.
+	 */
+	b = gw_queue__pop(q, NULL, NULL);
+	assert_true(b->held);
 	limit_file_size(RLIM_INFINITY);
 	assert_int_equal(gw_queue__retry_disk(q), 0);
 	assert_int_equal(gw_queue__disk_error(q), 0);
 	assert_int_equal(gw_queue__held(q), 0);
 	assert_int_equal(gw_queue__held_bytes(q), 0);
 	assert_int_equal(count_files(dir, ".srq"), 1);
+	assert_false(b->held);
+	assert_int_equal(b->data[10], 3);
+	gw_queue__unpop(q, b); /* on disk now: its bytes are read back when sent */
+	assert_null(b->data);
 	assert_int_equal(gw_queue__push(q, blob(100, 4), 100, 40, 0), 0);
 	gw_queue_close(q);
 	q = gw_queue_open(&cfg, &rep, NULL);
