@@ -594,9 +594,9 @@ struct gw_queue_item *gw_queue__pop(struct gw_queue *q, uint64_t *ret_corrupt_sa
 		list_remove(q, it);
 		if (q->dir && !it->data)
 			r = load(q, it);
-		if (r == 0 || r == -ENOMEM) {
-			if (r == -ENOMEM) {
-				/* Try again later rather than call it corrupt. */
+		if (r == 0 || r == -ENOMEM || r == -EMFILE || r == -ENFILE) {
+			if (r != 0) {
+				/* Out of memory or descriptors: try again later rather than call it corrupt. */
 				list_prepend(q, it);
 				return NULL;
 			}
