@@ -120,15 +120,24 @@ static void on_disk_check(uv_timer_t *t)
 				    held - gw_queue__held(x->queue));
 		}
 	}
-	if (x->shutting_down) {
+	if (x->draining) {
 		/* Shutting down with nothing left only in memory: the rest is on disk, stop sending. */
-		if (!x->stopped_sending && gw_queue__held(x->queue) == 0) {
+		if (gw_queue__held(x->queue) == 0) {
 			uv_timer_stop(t);
 			gw_exporter_stop_sending(x);
 			gw_exporter_maybe_done(x);
+		} else if (!x->drain_warned) {
+			x->drain_warned = true;
+			sr_log_warn(x->c->id,
+				    "shutting down with requests the disk could not take: delivering them until "
+				    "shutdown_timeout",
+				    "held_requests=%zu held_bytes=%" PRIu64, gw_queue__held(x->queue),
+				    gw_queue__held_bytes(x->queue));
 		}
 		return;
 	}
+	if (x->shutting_down)
+		return;
 	if (!x->disk_failing)
 		uv_timer_stop(t);
 	gw_exporter_kick(x);
@@ -203,33 +212,18 @@ void gw_exporter_disk_metrics(struct gw_metrics_writer *w, struct exporter *x, c
 			(double)gw_queue__held_bytes(x->queue));
 }
 
-bool gw_exporter_disk_holding(struct exporter *x)
+void gw_exporter_disk_drain(struct exporter *x)
 {
-	return x->queue && gw_queue__persistent(x->queue) && gw_queue__held(x->queue) > 0;
-}
-
-bool gw_exporter_disk_shutdown(struct exporter *x)
-{
-	size_t held;
-
-	if (!gw_queue__held(x->queue))
-		return true;
-	/* One more try: what the disk takes now survives the restart. */
-	if (gw_queue__retry_disk(x->queue) == 0 && x->disk_failing) {
-		x->disk_failing = false;
-		sr_log_info(x->c->id, "the disk takes the sending queue's writes again", "storage=%s",
-			    x->cfg->sending_queue.storage);
+	if (x->draining)
+		return;
+	x->draining = true;
+	if (x->disk_timer_init) {
+		uv_timer_start(&x->disk_timer, on_disk_check, 0, check_interval_ms(x));
+		return;
 	}
-	held = gw_queue__held(x->queue);
-	if (!held)
-		return true;
-	sr_log_warn(x->c->id,
-		    "shutting down with requests the disk could not take: delivering them until shutdown_timeout",
-		    "held_requests=%zu held_bytes=%" PRIu64, held, gw_queue__held_bytes(x->queue));
-	/* The timer keeps trying the disk, and stops sending once nothing is held only in memory. */
-	if (x->disk_timer_init)
-		uv_timer_start(&x->disk_timer, on_disk_check, check_interval_ms(x), check_interval_ms(x));
-	return false;
+	/* Never started: nothing was sent, nothing is held. */
+	gw_exporter_stop_sending(x);
+	gw_exporter_maybe_done(x);
 }
 
 static void disk_timer_closed(uv_handle_t *h)

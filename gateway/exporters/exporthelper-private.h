@@ -74,6 +74,7 @@ struct exporter {
 	bool disk_timer_init;
 	bool disk_failing;    /* logged, timer running, receivers refused */
 	bool stopped_sending; /* persistent, shutting down: in-flight requests aborted, left on disk */
+	bool draining, drain_warned;
 	uint64_t disk_errors[GW_EXPORT_DISK_REASONS];  /* failed writes by reason */
 	uint64_t refusals[GW_EXPORT_DISK_REASONS + 1]; /* receiver requests refused: disk reasons, queue_full */
 	char refusal_why[192];
@@ -93,10 +94,14 @@ void gw_exporter_disk_held(struct exporter *x);
 /* The admission check of a persistent queue or block_on_overflow (gw_admission_fn). */
 int gw_exporter_admission(struct gw_component *c, uint32_t *ret_retry_after_ms, const char **ret_why);
 void gw_exporter_disk_metrics(struct gw_metrics_writer *w, struct exporter *x, const char *labels);
-/* Shutdown of a persistent queue: true when sending may stop now (nothing held only in memory). */
-bool gw_exporter_disk_shutdown(struct exporter *x);
-/* Whether a persistent exporter still delivers at shutdown (requests held in memory). */
-bool gw_exporter_disk_holding(struct exporter *x);
+/*
+ * Shutdown of a persistent queue, once no batch is being encoded: the disk is
+ * tried again, requests it still cannot take are delivered until nothing is
+ * held only in memory, then sending stops (gw_exporter_stop_sending) and
+ * gw_exporter_maybe_done() is called again. From a timer, never from inside
+ * an HTTP callback (stopping closes the HTTP client).
+ */
+void gw_exporter_disk_drain(struct exporter *x);
 /* Destroy: the disk tried once more; what it still cannot take is dropped and counted; the timer closed. */
 void gw_exporter_disk_destroy(struct exporter *x);
 

@@ -58,9 +58,15 @@ void gw_exporter_maybe_done(struct exporter *x)
 	if (!x->shutting_down || !x->done || x->jobs > 0)
 		return;
 	if (gw_queue__persistent(x->queue)) {
-		/* Requests only memory holds are delivered first (exporthelper-disk.c stops sending after). */
-		if (!x->stopped_sending)
+		/*
+		 * Everything the pipeline handed over is queued now. What only
+		 * memory holds (the disk could not take it) is delivered first:
+		 * exporthelper-disk.c stops sending after it, then comes back here.
+		 */
+		if (!x->stopped_sending) {
+			gw_exporter_disk_drain(x);
 			return;
+		}
 		/* Everything is on disk: nothing to wait for once no request is in flight. */
 		idle = gw_queue__in_flight(x->queue) == 0;
 	} else
@@ -546,9 +552,6 @@ void gw_exporter_shutdown(struct gw_component *c, void (*done)(struct gw_compone
 
 	x->shutting_down = true;
 	x->done = done;
-	/* What the disk could not take is delivered first; exporthelper-disk.c stops sending after it. */
-	if (x->queue && gw_queue__persistent(x->queue) && gw_exporter_disk_shutdown(x))
-		gw_exporter_stop_sending(x);
 	gw_exporter_maybe_done(x);
 }
 

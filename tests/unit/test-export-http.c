@@ -342,9 +342,16 @@ static void on_deadline(uv_timer_t *t)
 	}
 }
 
-static uint64_t last_drops[8];
-static const char *const drop_reasons[] = { "rejected_400", "too_large", "retries_exhausted", "queue_full",
-					    "shutdown",	    "rejected",	 "memory_limit",      NULL };
+static uint64_t last_drops[9];
+static const char *const drop_reasons[] = { "rejected_400",
+					    "too_large",
+					    "retries_exhausted",
+					    "queue_full",
+					    "shutdown",
+					    "rejected",
+					    "memory_limit",
+					    "queue_unwritable_at_shutdown",
+					    NULL };
 
 /*
  * Runs source → otlp_http (config yaml) until exported + dropped reaches
@@ -804,6 +811,42 @@ static void test_disk_failure_refuses_then_recovers(void **state)
 	}
 }
 
+/*
+ * The disk never takes a write and the backend is down: the source is
+ * refused, what was taken is held in memory until shutdown, and what
+ * shutdown_timeout could not deliver is counted, not lost silently.
+ */
+static void test_disk_failure_at_shutdown(void **state)
+{
+	char dir[] = "/tmp/sr-pqdisk-XXXXXX", yaml[512];
+	struct source src = { .n_batches = 20, .n_resources = 1, .n_samples = 20, .first_tag = 160 };
+	struct run r;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(yaml, sizeof(yaml),
+		 "endpoint: http://127.0.0.1:1\n"
+		 "retry_on_failure: {initial_interval: 20ms, max_elapsed_time: 0s}\n"
+		 "sending_queue: {storage: %s/queue, disk_check_interval: 50ms}\n",
+		 dir);
+	signal(SIGXFSZ, SIG_IGN);
+	limit_file_size(64);
+	/* Nothing is ever delivered: the deadline shuts the run down. */
+	run_pipeline(yaml, &src, UINT64_MAX, 1500, &r);
+	limit_file_size(RLIM_INFINITY);
+	assert_true(src.refused > 0);
+	assert_true(src.next < src.n_batches); /* refused batches were never taken */
+	assert_int_equal(r.dropped, 0);	       /* nothing dropped while running */
+	assert_int_equal(r.final_exported, 0);
+	assert_int_equal(r.final_dropped, src.emitted);
+	assert_int_equal(dropped_reason(&r, "queue_unwritable_at_shutdown"), src.emitted);
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 static void test_block_on_overflow_refuses(void **state)
 {
 	/* A tiny queue that blocks: the source is told to retry later instead of anything being dropped. */
@@ -1146,6 +1189,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_block_on_overflow_refuses),
 		cmocka_unit_test(test_persistent_queue_survives_kill9),
 		cmocka_unit_test(test_disk_failure_refuses_then_recovers),
+		cmocka_unit_test(test_disk_failure_at_shutdown),
 		cmocka_unit_test(test_grpc),
 		cmocka_unit_test(test_grpc_split_on_resource_exhausted),
 		cmocka_unit_test(test_memory_limiter_sheds_oldest),
