@@ -10,8 +10,9 @@
 // disk:
 //
 //  1. The disk fills (a ballast file leaves little room): the gateway answers
-//     429 "retry later" with Retry-After naming the disk, counts the refusals
-//     by reason, holds in memory what it had taken, and drops nothing.
+//     429 "retry later" with Retry-After naming the disk (and so does its
+//     otlp receiver: HTTP 429 + Retry-After, gRPC UNAVAILABLE), counts the
+//     refusals by reason, holds in memory what it had taken, drops nothing.
 //  2. Space freed (the ballast deleted): the probe takes the disk back
 //     within disk_check_interval, and pushes are accepted again.
 //  3. Full again, then the backend comes up: delivering the queue frees the
@@ -24,6 +25,7 @@
 const assert = require('node:assert/strict');
 const { execFileSync, spawn } = require('node:child_process');
 const crypto = require('node:crypto');
+const http = require('node:http');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -121,6 +123,41 @@ class Sender {
   }
 }
 
+// An empty OTLP/JSON request to the otlp receiver's HTTP port: {status, retryAfter, body}.
+function otlpHttp(port) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v1development/profiles',
+      headers: { 'content-type': 'application/json' }, timeout: 10000 }, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, retryAfter: res.headers['retry-after'], body }));
+    });
+    req.on('error', reject);
+    req.end('{"resourceProfiles":[]}');
+  });
+}
+
+// An empty Export over gRPC (HTTP/2, one 5-byte frame): {status, message} from headers or trailers.
+async function otlpGrpc(port) {
+  const session = await L.connect(`http://127.0.0.1:${port}`);
+  try {
+    return await new Promise((resolve, reject) => {
+      const req = session.request({ ':method': 'POST', 'content-type': 'application/grpc', te: 'trailers',
+        ':path': '/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export' });
+      let st = {};
+      const take = (h) => { if (h['grpc-status'] !== undefined) st = { status: Number(h['grpc-status']), message: h['grpc-message'] }; };
+      req.on('response', take);
+      req.on('trailers', take);
+      req.on('data', () => {});
+      req.on('end', () => resolve(st));
+      req.on('error', reject);
+      req.end(Buffer.alloc(5));
+    });
+  } finally {
+    session.close();
+  }
+}
+
 async function metric(g, name, labels) {
   return (await L.metrics(g.metricsAddress)).get(name, labels);
 }
@@ -133,9 +170,11 @@ async function metric(g, name, labels) {
     execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_MIB}m,mode=0700`, 'tmpfs', queueDir]);
     mounted = true;
     const portPyroscope = await freePort(); // nothing listens there until step 3
+    const portOtlpHttp = await freePort(), portOtlpGrpc = await freePort();
     gw = await L.startGateway(`
 receivers:
   agent: {endpoint: 127.0.0.1:0}
+  otlp: {protocols: {http: {endpoint: 127.0.0.1:${portOtlpHttp}}, grpc: {endpoint: 127.0.0.1:${portOtlpGrpc}}}}
 processors:
   batch: {timeout: 100ms}
 exporters:
@@ -146,7 +185,7 @@ exporters:
     sending_queue: {storage: ${queueDir}/q, queue_size_mib: 64, disk_check_interval: ${CHECK_MS}ms}
 service:
   pipelines:
-    profiles: {receivers: [agent], processors: [batch], exporters: [otlp_http]}
+    profiles: {receivers: [agent, otlp], processors: [batch], exporters: [otlp_http]}
   telemetry: {metrics: {address: 127.0.0.1:0}}
   shutdown_timeout: 5s
 `, work);
@@ -184,14 +223,22 @@ service:
       assert.equal(await sender.push(), 429);
       await sleep(CHECK_MS);
     }
+    const oh = await otlpHttp(portOtlpHttp), og = await otlpGrpc(portOtlpGrpc);
     const m1 = await L.metrics(gw.metricsAddress);
     checks.push(['disk full: 429 with Retry-After and retry_after_ms, naming the disk', () => {
       assert.ok(Number(first.retryAfter) >= 1, JSON.stringify(first));
       assert.ok(first.ms >= 1000, JSON.stringify(first));
       assert.match(first.error, /cannot write its queue to disk \(No space left on device\); retry after \d+ ms/);
     }]);
+    checks.push(['the otlp receiver too: HTTP 429 with Retry-After, gRPC UNAVAILABLE, naming the disk', () => {
+      assert.equal(oh.status, 429, JSON.stringify(oh));
+      assert.ok(Number(oh.retryAfter) >= 1, JSON.stringify(oh));
+      assert.match(oh.body, /cannot write its queue to disk/);
+      assert.equal(og.status, 14, JSON.stringify(og));
+      assert.match(decodeURIComponent(og.message || ''), /cannot write its queue to disk/);
+    }]);
     checks.push(['refusals counted by reason, the disk error counted, the gauge at 1', () => {
-      assert.ok(m1.get('stackrelay_gateway_export_queue_refusals_total', { reason: 'no_space' }) >= 4);
+      assert.ok(m1.get('stackrelay_gateway_export_queue_refusals_total', { reason: 'no_space' }) >= 6);
       assert.ok(m1.get('stackrelay_gateway_export_queue_disk_errors_total', { reason: 'no_space' }) >= 1);
       assert.equal(m1.get('stackrelay_gateway_export_queue_refusals_total', { reason: 'queue_full' }), 0);
       assert.equal(m1.get('stackrelay_gateway_export_queue_disk_refusing'), 1);
@@ -258,7 +305,7 @@ service:
     const code = await L.stopGateway(gw);
     if (code !== 0) { failed++; console.log(`not ok - gateway exit status ${code}`); }
     console.log(`# ${figures.requests} requests, ${figures.accepted} samples accepted, ${figures.delivered} delivered; ` +
-      `${figures.refused} pushes answered 429 (${figures.refusedNoSpace} counted no_space), ` +
+      `${figures.refused} pushes answered 429 (${figures.refusedNoSpace} requests counted no_space, otlp ones included), ` +
       `${figures.diskErrors} failed writes; held in memory when the disk filled: ${figures.heldRequests} requests, ` +
       `${figures.heldBytes} bytes; disk taken back ${figures.recoveredMs} ms after space was freed ` +
       `(disk_check_interval ${CHECK_MS} ms)`);
