@@ -54,6 +54,7 @@ struct gw_runtime {
 	struct gw_accounting *acct;
 	struct admission *admission;
 	size_t n_admission;
+	const char *refusal; /* why the last gw_runtime__admit() refused */
 	gw_symbol_table_fn sym_fn;
 	void *sym_ud;
 	/* Upload admission, read by receivers' decode threads. */
@@ -717,9 +718,14 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 
 	for (size_t i = 0; i < rt->n_admission; i++) {
 		uint32_t ms = 0;
+		const char *why = NULL;
+
 		if (!rt->admission[i].fn)
 			continue;
-		if (rt->admission[i].fn(rt->admission[i].c, &ms) < 0) {
+		if (rt->admission[i].fn(rt->admission[i].c, &ms, &why) < 0) {
+			/* The check that asks for the longest wait names the refusal. */
+			if (r == 0 || ms > worst)
+				rt->refusal = why ? why : rt->admission[i].c->id;
 			r = -EBUSY;
 			worst = SR_MAX(worst, ms);
 		}
@@ -729,10 +735,15 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 	return r;
 }
 
+const char *gw_runtime__refusal(struct gw_runtime *rt)
+{
+	return rt->refusal ? rt->refusal : "the gateway is not taking data";
+}
+
 bool gw_runtime__admits(struct gw_runtime *rt)
 {
 	for (size_t i = 0; i < rt->n_admission; i++)
-		if (rt->admission[i].fn && rt->admission[i].fn(rt->admission[i].c, NULL) < 0)
+		if (rt->admission[i].fn && rt->admission[i].fn(rt->admission[i].c, NULL, NULL) < 0)
 			return false;
 	return true;
 }

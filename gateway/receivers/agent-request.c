@@ -195,7 +195,7 @@ static void work_finish(struct work *w)
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, w->res.received);
 		/* Its wanted_symbols are not delivered either: the next request (this resend, or another agent's) asks. */
 		gw_ingest_result_release_asks(&w->res);
-		gw_agent_respond_error(s, 429, retry_ms, "the gateway is over its memory limit; retry after %u ms",
+		gw_agent_respond_error(s, 429, retry_ms, "%s; retry after %u ms", gw_runtime__refusal(comp->runtime),
 				       retry_ms);
 		goto out;
 	}
