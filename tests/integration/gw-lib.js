@@ -308,12 +308,18 @@ async function waitAsked(session, instanceId, ids, first, opts = {}) {
     if (r.status !== 200) throw new Error(`asking to be asked: status ${r.status} ${r.response.error}`);
     for (const h of r.response.wantedSymbols) want.delete(h);
   };
-  if (first) note(await push(session, { ...first, instanceId, sequence: seq++ }, opts));
+  if (first) {
+    const r = await push(session, { ...first, instanceId, sequence: seq++ }, opts);
+    note(r);
+    if (first.samples && r.response.accepted !== first.samples.reduce((n, x) => n + (x.count || 0), 0))
+      throw new Error(`asking to be asked: ${r.response.accepted} samples accepted`);
+  }
   const end = Date.now() + (opts.waitMs ?? 30000);
   while (want.size) {
     if (Date.now() > end) throw new Error(`the gateway did not ask for ${[...want].join(', ')}`);
     await new Promise((res) => setTimeout(res, 100));
-    note(await push(session, { instanceId, sequence: seq++, probeSymbols: ids }, opts));
+    note(await push(session, { instanceId, sequence: seq++, probeSymbols: ids, nodeName: first && first.nodeName },
+      opts));
   }
   return seq;
 }
