@@ -12,7 +12,8 @@
 //   the victim's names, never the attacker's;
 // - an ExecutableDef whose path climbs out of the debug directory ("..") is
 //   refused and counted, and its frames are not named from the host's libz;
-// - the node-b certificate claiming node-a is answered 403 and counted.
+// - the node-b certificate claiming node-a is answered 403 and counted; so is
+//   a request whose node token (auth.node_tokens_file) is another node's.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -174,6 +175,43 @@ service:
     });
     victim.close();
     attacker.close();
+
+    await step('one token per node (auth.node_tokens_file): a token speaks for its own node only', async () => {
+      const tokens = path.join(dir, 'node-tokens');
+      fs.writeFileSync(tokens, '# node token\nnode-a tok-a-0123456789\nnode-b tok-b-0123456789\n', { mode: 0o600 });
+      const g2 = await L.startGateway(`
+receivers:
+  agent:
+    endpoint: 127.0.0.1:0
+    auth: {node_tokens_file: ${tokens}}
+exporters:
+  file: {path: ${dir}/otlp2.jsonl, format: json}
+service:
+  pipelines:
+    profiles: {receivers: [agent], exporters: [file]}
+  telemetry: {metrics: {address: 127.0.0.1:0}}
+`, dir);
+      try {
+        const s2 = await L.connect(`http://${g2.agentAddress}`);
+        const req = (node, seq) => ({ instanceId: A, sequence: seq, nodeName: node, executables: [victimExe],
+          stacks: [attackerStack], samples: samples(attackerStack, 1, 'p') });
+        const as = (tok) => ({ headers: { authorization: `Bearer ${tok}` } });
+        let r = await L.push(s2, req('node-b', 1), as('tok-b-0123456789'));
+        assert.equal(r.status, 200, r.response.error);
+        assert.equal(r.response.accepted, 1);
+        r = await L.push(s2, req('node-a', 2), as('tok-b-0123456789'));
+        assert.equal(r.status, 403);
+        assert.match(r.response.error, /node_name "node-a"/);
+        r = await L.push(s2, req('node-b', 3), as('tok-unknown'));
+        assert.equal(r.status, 401);
+        const m = await L.metrics(g2.metricsAddress);
+        assert.equal(m.get('stackrelay_gateway_agent_identity_refusals_total'), 1);
+        assert.equal(m.get('stackrelay_gateway_agent_auth_failures_total'), 1);
+        s2.close();
+      } finally {
+        await L.stopGateway(g2).catch(() => {});
+      }
+    });
   } catch (e) {
     failed++;
     console.log(`not ok - setup\n  ${String(e.stack || e).split('\n').join('\n  ')}`);
