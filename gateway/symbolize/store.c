@@ -226,21 +226,32 @@ static int entry_path(struct gw_symstore *st, const char *sub, const char *hex, 
 	return 0;
 }
 
-int gw_symstore__read_table(struct gw_symstore *st, const char *hex, size_t max_len, void **ret, size_t *ret_len)
+static const char *table_suffix(enum gw_symstore_source src)
+{
+	return src == GW_SYMSTORE_UPLOAD ? ".upload.sym" : ".sym";
+}
+
+int gw_symstore__read_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, size_t max_len,
+			    void **ret, size_t *ret_len)
 {
 	char path[PATH_MAX];
 	struct stat sb;
 	void *buf = NULL;
 	int fd, r;
 
-	r = entry_path(st, "symtab", hex, ".sym", path, sizeof(path), false);
+	r = entry_path(st, "symtab", hex, table_suffix(src), path, sizeof(path), false);
 	if (r < 0)
 		return r;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Only a regular file: whatever else sits in cache_dir (a FIFO) must not hang a worker. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &sb) < 0) {
 		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		r = -EINVAL;
 		goto out;
 	}
 	if ((uint64_t)sb.st_size > max_len) {
@@ -276,13 +287,14 @@ out:
 	return r;
 }
 
-int gw_symstore__write_table(struct gw_symstore *st, const char *hex, const void *buf, size_t len)
+int gw_symstore__write_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, const void *buf,
+			     size_t len)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	int fd, r;
 
 	pthread_mutex_lock(&st->lock);
-	r = entry_path(st, "symtab", hex, ".sym", path, sizeof(path), true);
+	r = entry_path(st, "symtab", hex, table_suffix(src), path, sizeof(path), true);
 	if (r < 0)
 		goto out;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(), st->tmp_seq++);
