@@ -8,8 +8,10 @@ cost    BPF time per sample (kernel.bpf_stats_enabled, run_time_ns / run_cnt
         of the agent's own programs, found through its fdinfo so other agents
         on the host do not count) with profiling.unwinding auto (tables) and
         fp, interleaved round by round, on fpchain (frame pointers: both
-        unwinders reach main, the fair comparison) and on qsortdeep (no frame
-        pointers: the fp figure is cheaper because it stops in libc).
+        unwinders reach main, the fair comparison), on qsortdeep (no frame
+        pointers: the fp figure is cheaper because it stops in libc) and on
+        Node.js (tests/workloads/v8-split.js, no flags: JIT frames and V8's
+        builtins crossed by frame pointers, node's C++ by its table).
 cpu     The agent's own CPU (user + system) plus its BPF time at 19 Hz while
         two qsortdeep keep both CPUs busy, against `perf record --call-graph
         dwarf -a -F 19` over the same workload; perf's unwinding afterwards
@@ -27,6 +29,7 @@ host    200 distinct executables from /usr/bin plus the libraries each needs
 Usage (root, from the source tree, after building):
   bench/agent-unwind/run.py --build build [--parts cost,cpu,tables,host]
       [--rounds 3] [--seconds 20] [--cpu-seconds 30] [--hosts 200]
+      [--workloads fpchain,qsortdeep,node] [--filter-pids]
 """
 import argparse
 import json
@@ -114,7 +117,7 @@ def metrics(port):
 class Agent:
     """stackrelay-agent with a config file and a metrics port; ready once it logs msg=profiling."""
 
-    def __init__(self, build, tmp, hz, unwinding, extra=""):
+    def __init__(self, build, tmp, hz, unwinding, extra="", pids=()):
         self.port = free_port()
         cfg = os.path.join(tmp, "agent-%s.yaml" % unwinding)
         with open(cfg, "w") as f:
@@ -122,7 +125,8 @@ class Agent:
                     "telemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" % (hz, unwinding, extra, self.port))
         self.p = subprocess.Popen([os.path.join(build, "agent", "stackrelay-agent"), "--config", cfg,
                                    "--duration", "3600", "--output", os.path.join(tmp, "agent.pb"),
-                                   "--log-level", "info"], stderr=subprocess.PIPE, text=True)
+                                   "--log-level", "info"] + [a for p in pids for a in ("--pid", str(p))],
+                                  stderr=subprocess.PIPE, text=True)
         ready = threading.Event()
         self.lines = []
 
@@ -142,11 +146,18 @@ class Agent:
 
 
 def run_workers(cmd, n):
-    """Starts n copies of a workload that prints its pid first; returns the Popens once all have."""
-    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    """Starts n copies of a workload that prints its pid first; returns the Popens once all have.
+    Their stdin is a pipe: go() releases the ones that wait for a line (tests/workloads/v8-split.js)."""
+    ps = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
     for p in ps:
-        p.stdout.readline()
+        p.pid_printed = int(p.stdout.readline())
     return ps
+
+
+def go(ps):
+    for p in ps:
+        p.stdin.write("go\n")
+        p.stdin.flush()
 
 
 def wait_all(ps):
@@ -159,23 +170,50 @@ def wait_all(ps):
 # ---------------------------------------------------------------- cost
 
 
+def calibrate_filter(args, tmp):
+    """BPF ns of a perf event that the pid filter ends: an agent whose only pid is this (sleeping) script."""
+    a = Agent(args.build, tmp, args.cost_hz, "auto", pids=[os.getpid()])
+    time.sleep(WARM)
+    p0 = bpf_progs(a.p.pid)
+    time.sleep(args.seconds)
+    p1 = bpf_progs(a.p.pid)
+    a.stop()
+    ns, cnt = (p1["do_sample"][0] - p0["do_sample"][0], p1["do_sample"][1] - p0["do_sample"][1])
+    log("cost: a filtered event costs %.0f ns (%d events, load %s)" % (ns / cnt if cnt else 0, cnt, loadavg()))
+    return ns / cnt if cnt else 0.0
+
+
 def part_cost(args, tmp):
-    """BPF ns per sample, tables vs frame pointers, on fpchain and qsortdeep."""
+    """BPF ns per sample, tables vs frame pointers, on fpchain, qsortdeep and Node.js (v8-split.js)."""
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    node = shutil.which("node")
     workloads = [
         ("fpchain (frame pointers, depth %d)" % args.depth,
-         [os.path.join(args.build, "bench", "agent-unwind", "fpchain"), str(args.seconds), str(args.depth)]),
+         lambda secs: [os.path.join(args.build, "bench", "agent-unwind", "fpchain"), str(secs), str(args.depth)]),
         ("qsortdeep (no frame pointers)",
-         [os.path.join(args.build, "tests", "workloads", "qsortdeep"), str(args.seconds)]),
+         lambda secs: [os.path.join(args.build, "tests", "workloads", "qsortdeep"), str(secs)]),
     ]
+    if node:
+        # Its CPU seconds: warm-up until released, then the budget (it prints its pid first).
+        workloads.append(("node v8-split.js (JIT code, builtins without CFI)",
+                          lambda secs: [node, os.path.join(src, "tests", "workloads", "v8-split.js"), str(secs)]))
+    if args.workloads:
+        workloads = [w for w in workloads if any(k in w[0] for k in args.workloads.split(","))]
     res = {}
     accounting = None
     for rnd in range(args.rounds):
+        filter_ns = calibrate_filter(args, tmp) if args.filter_pids else 0.0
         for wname, cmd in workloads:
             for mode in ("auto", "fp"):
-                a = Agent(args.build, tmp, args.cost_hz, mode)
+                # --filter-pids: the agent samples the workers only (a busy host's other processes
+                # would be in the figures otherwise), so it starts after them, with --pid.
+                ws = run_workers(cmd(args.seconds + 2 * WARM), os.cpu_count()) if args.filter_pids else None
+                a = Agent(args.build, tmp, args.cost_hz, mode, pids=[p.pid_printed for p in ws or []])
                 # Measured from WARM s in, once the agent has the workers' tables (before, their
                 # samples take the frame-pointer path), until WARM s before they end.
-                ws = run_workers(cmd[:1] + [str(args.seconds + 2 * WARM)] + cmd[2:], os.cpu_count())
+                if ws is None:
+                    ws = run_workers(cmd(args.seconds + 2 * WARM), os.cpu_count())
+                go(ws)
                 time.sleep(WARM)
                 p0, m0 = bpf_progs(a.p.pid), metrics(a.port)
                 time.sleep(args.seconds)
@@ -185,6 +223,13 @@ def part_cost(args, tmp):
                 d = {k: (p1[k][0] - p0.get(k, (0, 0))[0], p1[k][1] - p0.get(k, (0, 0))[1]) for k in p1}
                 ns = d["do_sample"][0] + d.get("unwind_user", (0, 0))[0]
                 cnt = d["do_sample"][1]
+                if args.filter_pids:
+                    # Per sample of the workers: the other processes' events end at the pid filter,
+                    # whose cost (calibrated this round) is taken out of ns.
+                    filtered = m1.get('stackrelay_agent_samples_filtered_total{filter="pid"}', 0) - \
+                        m0.get('stackrelay_agent_samples_filtered_total{filter="pid"}', 0)
+                    ns -= filtered * filter_ns
+                    cnt = m1.get("stackrelay_agent_samples_total", 0) - m0.get("stackrelay_agent_samples_total", 0)
                 if mode == "auto":
                     accounting = d.get("unwind_user")
 
@@ -534,6 +579,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=10, help="workload seconds per cost run")
     ap.add_argument("--cost-hz", type=int, default=97)
     ap.add_argument("--depth", type=int, default=16, help="fpchain's chain depth")
+    ap.add_argument("--workloads", default="", help="cost part: only workloads whose name holds one of these "
+                    "comma-separated words (fpchain, qsortdeep, node)")
+    ap.add_argument("--filter-pids", action="store_true", help="cost part: the agent samples the workers only")
     ap.add_argument("--cpu-seconds", type=float, default=30, help="workload seconds per cpu run")
     ap.add_argument("--repeat", type=int, default=5, help="warm builds per file")
     ap.add_argument("--hosts", type=int, default=200, help="distinct programs for the host part")
