@@ -9,6 +9,8 @@
 #     chart's agent.capabilities; the gateway has no capabilities;
 #   - the hardening the docs promise is there (ProtectSystem=strict,
 #     MemoryMax, NoNewPrivileges, config under /etc/stackrelay);
+#   - each service runs as its own user, declared in the sysusers.d file,
+#     and the gateway's cache and queue directories are 0700;
 #   - prints `systemd-analyze security --offline` exposure scores.
 set -euo pipefail
 
@@ -82,14 +84,25 @@ for unit in stackrelay-agent.service stackrelay-gateway.service; do
 	expect "$unit" ProtectSystem strict
 	expect "$unit" NoNewPrivileges yes
 	expect "$unit" PrivateTmp yes
-	expect "$unit" User stackrelay
 	name=${unit%.service}
+	expect "$unit" User "$name"
+	expect "$unit" Group "$name"
+	if grep -qE "^u $name " "$src/packaging/systemd/stackrelay.sysusers.conf"; then
+		echo "ok: $name is declared in stackrelay.sysusers.conf"
+	else
+		echo "FAIL: stackrelay.sysusers.conf does not declare the user $name"
+		fail=1
+	fi
 	expect "$unit" ExecStart "$work/bin/$name --config $work/etc/stackrelay/${name#stackrelay-}.yaml"
 done
 expect stackrelay-gateway.service MemoryMax 2G
 expect stackrelay-agent.service MemoryMax 512M
 expect stackrelay-gateway.service ProtectHome yes
 expect stackrelay-agent.service ProtectHome read-only
+expect stackrelay-gateway.service CacheDirectoryMode 0700
+expect stackrelay-gateway.service StateDirectoryMode 0700
+expect stackrelay-gateway.service UMask 0077
+expect stackrelay-agent.service UMask 0077
 
 # Exposure score (0 = locked down, 10 = unprotected): informational.
 for unit in stackrelay-agent.service stackrelay-gateway.service; do
