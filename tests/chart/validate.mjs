@@ -32,6 +32,9 @@ function modelLocation(apiVersion) {
   if (group === "monitoring.coreos.com") {
     return { pkg: "@kubernetes-models/prometheus-operator", dir: `${group}/${version}` };
   }
+  if (group === "cert-manager.io") {
+    return { pkg: "@kubernetes-models/cert-manager", dir: `${group}/${version}` };
+  }
   return { pkg: "kubernetes-models", dir: group ? `${group}/${version}` : version };
 }
 
@@ -118,7 +121,10 @@ function loadDecl(file) {
   for (const m of src.matchAll(/export interface (\w+)(\s+extends\s+([\w, ]+))?\s*\{/g)) {
     const open = m.index + m[0].length - 1;
     const body = src.slice(open + 1, matchBrace(src, open));
-    interfaces.set(m[1], { props: parseProps(body, file), typeMeta: /TypeMeta/.test(m[3] || "") });
+    // Interfaces that extend others (cert-manager's IssuerSpec extends
+    // IssuerConfig) get the bases' fields in resolve().
+    const bases = (m[3] || "").split(",").map((x) => x.trim()).filter((x) => x && x !== "TypeMeta");
+    interfaces.set(m[1], { props: parseProps(body, file), typeMeta: /TypeMeta/.test(m[3] || ""), bases, file });
   }
   const decl = { imports, aliases, interfaces };
   fileCache.set(file, decl);
@@ -128,6 +134,10 @@ function loadDecl(file) {
 // The interface a type name refers to from file, or null (type alias,
 // primitive wrapper like IntOrString or Quantity, or unknown: not checked).
 function resolve(name, file) {
+  return withBases(resolveOwn(name, file));
+}
+
+function resolveOwn(name, file) {
   const decl = loadDecl(file);
   if (decl.interfaces.has(name)) return decl.interfaces.get(name);
   const local = decl.aliases.get(name);
@@ -137,6 +147,20 @@ function resolve(name, file) {
   const tdecl = loadDecl(target);
   const tlocal = tdecl.aliases.get(name) || name;
   return tdecl.interfaces.get(tlocal) || null;
+}
+
+// An interface with the fields of the interfaces it extends; an unknown
+// base leaves it unchecked (null) rather than reporting fields as unknown.
+function withBases(iface) {
+  if (!iface || !iface.bases || iface.bases.length === 0) return iface;
+  if (iface.merged !== undefined) return iface.merged;
+  const props = new Map(iface.props);
+  for (const base of iface.bases) {
+    const b = resolve(base, iface.file);
+    if (!b) return (iface.merged = null);
+    for (const [k, v] of b.props) if (!props.has(k)) props.set(k, v);
+  }
+  return (iface.merged = { props, typeMeta: iface.typeMeta });
 }
 
 function checkFields(value, type, where, problems) {
