@@ -95,6 +95,19 @@ for unit in stackrelay-agent.service stackrelay-gateway.service; do
 	fi
 	expect "$unit" ExecStart "$work/bin/$name --config $work/etc/stackrelay/${name#stackrelay-}.yaml"
 done
+# systemd-sysusers itself reads the file into a scratch root: it parses and
+# creates both users.
+if command -v systemd-sysusers >/dev/null; then
+	mkdir -p "$work/root/etc"
+	if systemd-sysusers --root="$work/root" "$src/packaging/systemd/stackrelay.sysusers.conf" >"$work/sysusers.out" 2>&1 &&
+		[ "$(cut -d: -f1 "$work/root/etc/passwd" | grep -c '^stackrelay-\(agent\|gateway\)$')" = 2 ]; then
+		echo "ok: systemd-sysusers creates stackrelay-agent and stackrelay-gateway"
+	else
+		echo "FAIL: systemd-sysusers on stackrelay.sysusers.conf:"
+		cat "$work/sysusers.out" "$work/root/etc/passwd" 2>/dev/null
+		fail=1
+	fi
+fi
 expect stackrelay-gateway.service MemoryMax 2G
 expect stackrelay-agent.service MemoryMax 512M
 expect stackrelay-gateway.service ProtectHome yes
