@@ -12,7 +12,10 @@
 //     declarations, recursively;
 //  3. what the API server checks beyond the schema and a chart gets wrong
 //     most: names (DNS-1123 / DNS-1035 and 63 characters), label keys and
-//     values, duplicate objects, selectors that do not match their template.
+//     values, duplicate objects, selectors that do not match their template,
+//     NetworkPolicies whose pod selectors select none of the rendered pods
+//     (a policy that selects nothing leaves the pods open; a peer that
+//     matches nothing shuts their clients out).
 //
 // Prints one line per problem ("FILE: Kind/name: path: message") and exits 1
 // if there was any, 0 otherwise.
@@ -249,8 +252,38 @@ const problems = [];
 const seen = new Set();
 let objects = 0;
 
+const workloadKinds = new Set(["Deployment", "StatefulSet", "DaemonSet"]);
+const matches = (sel, labels) => Object.entries(sel || {}).every(([k, v]) => (labels || {})[k] === v);
+
+// NetworkPolicy pod selectors (the policy's and its same-namespace peers')
+// against the pod templates rendered with them.
+function checkNetworkPolicies(objs) {
+  const out = [];
+  const pods = objs.filter((o) => workloadKinds.has(o.kind)).map((o) => ({
+    ns: (o.metadata || {}).namespace,
+    labels: ((((o.spec || {}).template || {}).metadata) || {}).labels || {},
+  }));
+  for (const np of objs.filter((o) => o.kind === "NetworkPolicy")) {
+    const ns = (np.metadata || {}).namespace;
+    const id = `NetworkPolicy/${(np.metadata || {}).name}`;
+    const selects = (sel) => pods.some((p) => p.ns === ns && matches(sel, p.labels));
+    const own = ((np.spec || {}).podSelector || {}).matchLabels;
+    if (own && !selects(own)) out.push(`${id}: spec.podSelector selects none of the rendered pods`);
+    ((np.spec || {}).ingress || []).forEach((rule, i) => {
+      (rule.from || []).forEach((peer, j) => {
+        const sel = (peer.podSelector || {}).matchLabels;
+        if (sel && Object.keys(sel).length && !peer.namespaceSelector && !selects(sel)) {
+          out.push(`${id}: spec.ingress[${i}].from[${j}].podSelector selects none of the rendered pods`);
+        }
+      });
+    });
+  }
+  return out;
+}
+
 for (const file of process.argv.slice(2)) {
   const docs = parseAllDocuments(readFileSync(file, "utf8"));
+  const fileObjects = [];
   for (const doc of docs) {
     if (doc.errors.length) {
       problems.push(`${file}: YAML: ${doc.errors[0].message}`);
@@ -259,6 +292,7 @@ for (const file of process.argv.slice(2)) {
     const obj = doc.toJSON();
     if (obj === null || obj === undefined) continue;
     objects++;
+    fileObjects.push(obj);
     const id = `${obj.kind}/${(obj.metadata || {}).name}`;
     const local = [];
     const key = `${file} ${obj.apiVersion} ${id} ${(obj.metadata || {}).namespace || ""}`;
@@ -281,6 +315,7 @@ for (const file of process.argv.slice(2)) {
     checkServerRules(obj, local);
     for (const p of local) problems.push(`${file}: ${id}: ${p}`);
   }
+  for (const p of checkNetworkPolicies(fileObjects)) problems.push(`${file}: ${p}`);
 }
 
 for (const p of problems) console.log(p);
