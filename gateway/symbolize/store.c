@@ -50,11 +50,11 @@ static int mkdir_p(const char *path)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
 			return -errno;
 		*p = '/';
 	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
 }
@@ -219,7 +219,7 @@ static int entry_path(struct gw_symstore *st, const char *sub, const char *hex, 
 		return -EINVAL;
 	if ((size_t)snprintf(buf, size, "%s/%s/%.2s", st->dir, sub, hex) >= size)
 		return -ENAMETOOLONG;
-	if (mkdirs && mkdir(buf, 0755) < 0 && errno != EEXIST)
+	if (mkdirs && mkdir(buf, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	if ((size_t)snprintf(buf, size, "%s/%s/%.2s/%s%s", st->dir, sub, hex, hex + 2, suffix) >= size)
 		return -ENAMETOOLONG;
@@ -298,7 +298,7 @@ int gw_symstore__write_table(struct gw_symstore *st, enum gw_symstore_source src
 	if (r < 0)
 		goto out;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(), st->tmp_seq++);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -349,7 +349,7 @@ static int copy_file(const char *src, const char *dst)
 
 	if (in < 0)
 		return -errno;
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0) {
 		r = -errno;
 		goto done;
@@ -402,7 +402,8 @@ int gw_symstore__adopt_debug(struct gw_symstore *st, const char *hex, const char
 			goto out;
 		}
 	}
-	if (stat(buf, &sb) < 0) {
+	/* A renamed download keeps the debuginfod client's mode: debug files stay private to the gateway. */
+	if (chmod(buf, 0600) < 0 || stat(buf, &sb) < 0) {
 		r = -errno;
 		goto out;
 	}
