@@ -29,6 +29,7 @@ struct agent_run_opts {
 	uint64_t duration_ns; /* 0: run until SIGTERM/SIGINT */
 	const char *output;   /* write varint-delimited PushRequests here, or NULL */
 	bool send;	      /* send to cfg->gateway.endpoint */
+	bool keep_privileges; /* keep every capability after setup (debugging; docs/security.md) */
 };
 
 /* Preflight: prints each check and how to fix what fails; returns the number of failed checks (or -errno). */

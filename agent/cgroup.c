@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Shapes recognised (DESIGN.md, "cgroup lines"), by path component:
+ * Shapes recognised (docs/agent.md, "Containers"), by path component:
  *   <64hex>                                  cgroupfs driver (kubelet, docker)
  *   cri-containerd-<64hex>.scope             systemd driver, containerd
  *   crio-<64hex>[.scope]                     cri-o

@@ -4,13 +4,15 @@
  * agent will use it, each failure with what to do. FAIL lines are counted
  * (the agent cannot profile); WARN lines degrade it (named how).
  *
- * Capabilities (least privilege, DESIGN.md), and what each is for:
+ * Capabilities (least privilege, docs/install-kubernetes.md "Agent privileges"), and what each is for:
  *   BPF + PERFMON     load the program, open system-wide perf events (SYS_ADMIN before 5.8)
  *   SYS_PTRACE        read /proc/PID/maps and /proc/PID/root of other users' processes
  *   CHECKPOINT_RESTORE open /proc/PID/map_files (deleted binaries, other mount namespaces)
  *   DAC_READ_SEARCH   open executables whatever their permissions
  *   SYS_RESOURCE      raise RLIMIT_MEMLOCK (kernels before 5.11 charge BPF maps to it)
  *   SYSLOG            read kernel module addresses in /proc/modules (kptr_restrict)
+ * After setup the agent drops all but the few it still needs (privs.c); the
+ * check says which stay.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,18 +28,10 @@
 #include "agent.h"
 #include "agent/config.h"
 #include "log.h"
+#include "privs.h"
 #include "profile.h"
 #include "sampler.h"
 #include "util.h"
-
-#define CAP_DAC_READ_SEARCH_BIT	   2
-#define CAP_SYS_PTRACE_BIT	   19
-#define CAP_SYS_ADMIN_BIT	   21
-#define CAP_SYS_RESOURCE_BIT	   24
-#define CAP_SYSLOG_BIT		   34
-#define CAP_PERFMON_BIT		   38
-#define CAP_BPF_BIT		   39
-#define CAP_CHECKPOINT_RESTORE_BIT 40
 
 struct check {
 	FILE *out;
@@ -108,14 +102,41 @@ static int record_nothing(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
+/* Which capabilities the agent keeps once setup is done (privs.h), from those this process holds. */
+static void report_kept(struct check *c, const struct agent_config *cfg)
+{
+	struct agent_privs_needs needs = { .kernel_symbols = cfg->profiling.kernel_stacks };
+	struct agent_privs p;
+	const char *admin_for;
+	char kept[512], dropped[128];
+	uint64_t keep, setup = AGENT_CAP(AGENT_CAP_PERFMON) | AGENT_CAP(AGENT_CAP_SYS_ADMIN) |
+			       AGENT_CAP(AGENT_CAP_SYS_RESOURCE);
+
+	if (agent_privs_read(&p) < 0)
+		return;
+	keep = agent_privs_wanted(p.permitted, &needs, &admin_for);
+	agent_privs_names(keep, kept, sizeof(kept));
+	/* Of the dropped ones, those setup uses: the rest (root's dozens) would drown the line. */
+	agent_privs_names(p.permitted & ~keep & setup, dropped, sizeof(dropped));
+	if (admin_for)
+		report(c, "WARN",
+		       "grant CAP_BPF and CAP_CHECKPOINT_RESTORE (kernel 5.9 or later) instead of CAP_SYS_ADMIN",
+		       "after setup the agent keeps CAP_SYS_ADMIN, for %s", admin_for);
+	report(c, "ok", NULL,
+	       "after setup the agent keeps only %s (drops %s and the %d others held) and sets no_new_privs (%s)", kept,
+	       dropped, __builtin_popcountll(p.permitted & ~keep & ~setup),
+	       (p.effective & AGENT_CAP(AGENT_CAP_SETPCAP)) ? "the bounding set too"
+							    : "the bounding set stays as granted: no CAP_SETPCAP");
+}
+
 int agent_check(const struct agent_config *cfg, FILE *out)
 {
 	struct check c = { .out = out };
 	struct utsname u;
 	int major = 0, minor = 0;
 	uint64_t caps = effective_caps();
-	bool root_like = has_cap(caps, CAP_SYS_ADMIN_BIT);
-	bool bpf_caps = (has_cap(caps, CAP_BPF_BIT) && has_cap(caps, CAP_PERFMON_BIT)) || root_like;
+	bool root_like = has_cap(caps, AGENT_CAP_SYS_ADMIN);
+	bool bpf_caps = (has_cap(caps, AGENT_CAP_BPF) && has_cap(caps, AGENT_CAP_PERFMON)) || root_like;
 	long v;
 	char mnt[4096];
 
@@ -148,26 +169,28 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 		       "run as root, or grant CAP_BPF and CAP_PERFMON (securityContext.capabilities.add: [BPF, "
 		       "PERFMON, ...]; CAP_SYS_ADMIN on kernels before 5.8)",
 		       "missing CAP_BPF/CAP_PERFMON: cannot load the sampling program");
-	if (!has_cap(caps, CAP_SYS_PTRACE_BIT))
+	if (!has_cap(caps, AGENT_CAP_SYS_PTRACE))
 		report(&c, "WARN", "grant CAP_SYS_PTRACE (and run with hostPID: true in Kubernetes)",
 		       "no CAP_SYS_PTRACE: other users' processes' mappings are unreadable; their frames stay "
 		       "unattributed");
 	else
 		report(&c, "ok", NULL, "CAP_SYS_PTRACE: mappings of every process are readable");
-	if (!has_cap(caps, CAP_CHECKPOINT_RESTORE_BIT) && !root_like)
+	if (!has_cap(caps, AGENT_CAP_CHECKPOINT_RESTORE) && !root_like)
 		report(&c, "WARN", "grant CAP_CHECKPOINT_RESTORE",
 		       "no CAP_CHECKPOINT_RESTORE: /proc/PID/map_files is closed; deleted binaries cannot be "
 		       "identified");
 	else
 		report(&c, "ok", NULL, "/proc/PID/map_files usable (deleted and containers' binaries)");
-	if (!has_cap(caps, CAP_DAC_READ_SEARCH_BIT))
+	if (!has_cap(caps, AGENT_CAP_DAC_READ_SEARCH))
 		report(&c, "WARN", "grant CAP_DAC_READ_SEARCH",
 		       "no CAP_DAC_READ_SEARCH: unreadable executables "
 		       "cannot be identified");
-	if (!has_cap(caps, CAP_SYSLOG_BIT))
+	if (!has_cap(caps, AGENT_CAP_SYSLOG))
 		report(&c, "WARN", "grant CAP_SYSLOG",
 		       "no CAP_SYSLOG: module addresses in /proc/modules read as 0; "
 		       "kernel frames in modules are not attributed to their module");
+
+	report_kept(&c, cfg);
 
 	/* perf_event_paranoid */
 	if (read_long("/proc/sys/kernel/perf_event_paranoid", &v) < 0)
@@ -191,7 +214,7 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 	if (major > 0 && (major < 5 || (major == 5 && minor < 11))) {
 		struct rlimit rl;
 		if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-		    rl.rlim_cur < 64ULL * 1024 * 1024 && !has_cap(caps, CAP_SYS_RESOURCE_BIT))
+		    rl.rlim_cur < 64ULL * 1024 * 1024 && !has_cap(caps, AGENT_CAP_SYS_RESOURCE))
 			report(&c, "FAIL", "grant CAP_SYS_RESOURCE or raise the memlock limit (ulimit -l unlimited)",
 			       "RLIMIT_MEMLOCK is %llu bytes: too small for the BPF maps on kernel %s",
 			       (unsigned long long)rl.rlim_cur, u.release);

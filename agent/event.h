@@ -2,7 +2,7 @@
 /*
  * Decoding of ring-buffer records (bpf/profile.h). The ring-buffer callback
  * only hands bytes to agent_event_decode(), a pure function that checks
- * every length, so unit tests drive it without BPF (STYLE.md 11).
+ * every length, so unit tests drive it without BPF (docs/style.md 11).
  */
 #ifndef SR_AGENT_EVENT_H
 #define SR_AGENT_EVENT_H

@@ -41,13 +41,16 @@ static void usage(FILE *f)
 		   "  --check             preflight: kernel, BTF, capabilities, perf_event_paranoid, tracefs;\n"
 		   "                      says what is missing and how to fix it; exit 0 when all pass\n"
 		   "  --validate          check the configuration and exit (0 valid, 2 invalid)\n"
+		   "  --keep-privileges   keep every capability after setup (debugging); by default the agent\n"
+		   "                      drops those only setup needs and sets no_new_privs (docs/security.md)\n"
 		   "  --log-level LEVEL   error, warn, info, debug or trace (overrides telemetry.logs.level)\n"
 		   "  --version           print versions and exit\n"
 		   "  --help              print this help and exit\n"
 		   "\n"
 		   "Configuration file keys (type, default, meaning):\n");
 	sr_config_describe(agent_config_fields, "", false, f);
-	fprintf(f, "\nStrings may use ${env:NAME} and ${env:NAME:-default}. See docs/configuration.md.\n");
+	fprintf(f, "\nStrings may use ${env:NAME} (or ${NAME}), ${env:NAME:-default} and ${file:PATH}. See "
+		   "docs/configuration.md.\n");
 }
 
 static int parse_u64_arg(const char *flag, const char *s, uint64_t min, uint64_t max, uint64_t *ret)
@@ -110,6 +113,7 @@ int main(int argc, char **argv)
 		OPT_PID,
 		OPT_CHECK,
 		OPT_VALIDATE,
+		OPT_KEEP_PRIVILEGES,
 		OPT_LOG_LEVEL,
 		OPT_VERSION,
 		OPT_HELP
@@ -123,6 +127,7 @@ int main(int argc, char **argv)
 		{ "pid", required_argument, NULL, OPT_PID },
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "validate", no_argument, NULL, OPT_VALIDATE },
+		{ "keep-privileges", no_argument, NULL, OPT_KEEP_PRIVILEGES },
 		{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "help", no_argument, NULL, OPT_HELP },
@@ -132,7 +137,7 @@ int main(int argc, char **argv)
 	const char *log_level = NULL;
 	const char *pids[AGENT_MAX_PID_FLAGS];
 	size_t n_pids = 0;
-	bool check = false, validate = false;
+	bool check = false, validate = false, keep_privileges = false;
 	struct agent_config cfg = { 0 };
 	struct sr_diag *diag = NULL;
 	int opt, r, ret = EXIT_USAGE;
@@ -161,6 +166,9 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			pids[n_pids++] = optarg;
+			break;
+		case OPT_KEEP_PRIVILEGES:
+			keep_privileges = true;
 			break;
 		case OPT_CHECK:
 			check = true;
@@ -268,6 +276,7 @@ int main(int argc, char **argv)
 	 * gateway named by --gateway or gateway.endpoint in the file, both.
 	 */
 	opts.send = !opts.output || gateway_set;
+	opts.keep_privileges = keep_privileges;
 
 	if (validate) {
 		printf("%s: configuration is valid\n", config_path ? config_path : "built-in defaults");

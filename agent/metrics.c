@@ -5,13 +5,25 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "macro.h"
 #include "metrics.h"
+
+/* One connection: reading its request head, then writing its response. */
+struct client {
+	int fd; /* -1: a free slot */
+	uint64_t deadline_ms;
+	size_t len;
+	char req[AGENT_METRICS_MAX_REQUEST + 1];
+	char *out; /* the response once the request is read */
+	size_t out_len, out_off;
+};
 
 struct agent_metrics_server {
 	int fd;
@@ -21,7 +33,12 @@ struct agent_metrics_server {
 	bool started;
 	agent_metrics_render_fn fn;
 	void *ctx;
+	struct client clients[AGENT_METRICS_MAX_CLIENTS];
+	uint64_t accept_after_ms; /* accept(2) failed (out of fds?): not before then */
 };
+
+/* How long accepting pauses after accept(2) fails for want of a resource, instead of spinning on it. */
+#define METRICS_ACCEPT_BACKOFF_MS 100
 
 static int split_address(const char *address, char *host, size_t hsize, char *port, size_t psize)
 {
@@ -47,98 +64,191 @@ static int split_address(const char *address, char *host, size_t hsize, char *po
 	return 0;
 }
 
-static void write_all(int fd, const char *buf, size_t len)
+static uint64_t now_ms(void)
 {
-	while (len > 0) {
-		struct pollfd p = { fd, POLLOUT, 0 };
-		ssize_t n;
-		if (poll(&p, 1, AGENT_METRICS_IO_TIMEOUT_MS) <= 0)
-			return;
-		n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void respond(int fd, const char *status, const char *ctype, const char *body, size_t blen)
+static void client_close(struct client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->out);
+	c->fd = -1;
+	c->out = NULL;
+	c->len = c->out_len = c->out_off = 0;
+}
+
+/* The response, whole, to be written as the socket takes it. */
+static void respond(struct client *c, const char *status, const char *ctype, const char *body, size_t blen)
 {
 	char head[256];
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
 			 ctype, blen);
 
-	write_all(fd, head, (size_t)n);
+	c->out = malloc((size_t)n + blen);
+	if (!c->out) {
+		client_close(c);
+		return;
+	}
+	memcpy(c->out, head, (size_t)n);
 	if (blen)
-		write_all(fd, body, blen);
+		memcpy(c->out + n, body, blen);
+	c->out_len = (size_t)n + blen;
+	c->out_off = 0;
 }
 
-static void serve(struct agent_metrics_server *s, int fd)
+/* A complete request head in c->req (or one too long): its response. */
+static void handle_request(struct agent_metrics_server *s, struct client *c, bool too_long)
 {
-	char req[AGENT_METRICS_MAX_REQUEST + 1];
-	size_t len = 0;
+	const char *req = c->req;
 
-	/* Read until the end of the headers; the body of a GET is ignored. */
-	while (len < AGENT_METRICS_MAX_REQUEST) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t n;
-		if (poll(&p, 1, AGENT_METRICS_IO_TIMEOUT_MS) <= 0)
-			return;
-		n = recv(fd, req + len, AGENT_METRICS_MAX_REQUEST - len, 0);
-		if (n <= 0)
-			return;
-		len += (size_t)n;
-		req[len] = '\0';
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-			break;
-	}
-	req[len] = '\0';
-	if (strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET /metrics?", 13) == 0) {
+	if (too_long) {
+		static const char msg[] = "request head too long\n";
+		respond(c, "431 Request Header Fields Too Large", "text/plain", msg, sizeof(msg) - 1);
+	} else if (strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET /metrics?", 13) == 0) {
 		char *body = NULL;
 		size_t blen = 0;
 		FILE *f = open_memstream(&body, &blen);
 		if (!f) {
-			respond(fd, "500 Internal Server Error", "text/plain", "", 0);
+			respond(c, "500 Internal Server Error", "text/plain", "", 0);
 			return;
 		}
 		s->fn(s->ctx, f);
 		fclose(f);
-		respond(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, blen);
+		respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, blen);
 		free(body);
 	} else if (strncmp(req, "GET ", 4) == 0 || strncmp(req, "HEAD ", 5) == 0) {
 		static const char nf[] = "not found: the metrics are at /metrics\n";
-		respond(fd, "404 Not Found", "text/plain", nf, sizeof(nf) - 1);
+		respond(c, "404 Not Found", "text/plain", nf, sizeof(nf) - 1);
 	} else {
-		respond(fd, "405 Method Not Allowed", "text/plain", "", 0);
+		respond(c, "405 Method Not Allowed", "text/plain", "", 0);
 	}
 }
 
+/* Reads what the socket has; the body of a GET is ignored. */
+static void client_read(struct agent_metrics_server *s, struct client *c)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, c->req + c->len, AGENT_METRICS_MAX_REQUEST - c->len, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			client_close(c);
+			return;
+		}
+		c->len += (size_t)n;
+		c->req[c->len] = '\0';
+		if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n")) {
+			handle_request(s, c, false);
+			return;
+		}
+		if (c->len == AGENT_METRICS_MAX_REQUEST) {
+			handle_request(s, c, true);
+			return;
+		}
+	}
+}
+
+/* Writes what the socket takes; closes once all is written. */
+static void client_write(struct client *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n < 0)
+			break;
+		c->out_off += (size_t)n;
+	}
+	client_close(c);
+}
+
+static void accept_clients(struct agent_metrics_server *s, uint64_t now)
+{
+	for (size_t i = 0; i < AGENT_METRICS_MAX_CLIENTS; i++) {
+		struct client *c = &s->clients[i];
+
+		if (c->fd >= 0)
+			continue;
+		c->fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c->fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+				s->accept_after_ms = now + METRICS_ACCEPT_BACKOFF_MS;
+			return;
+		}
+		c->deadline_ms = now + AGENT_METRICS_DEADLINE_MS;
+	}
+}
+
+/*
+ * One poll over the listening socket (while a slot is free), the stop pipe
+ * and every client, woken by the nearest deadline: a client that stalls
+ * costs its slot until its deadline, never another client's turn.
+ */
 static void *thread_main(void *arg)
 {
 	struct agent_metrics_server *s = arg;
 
 	for (;;) {
-		struct pollfd p[2] = { { s->fd, POLLIN, 0 }, { s->stop_pipe[0], POLLIN, 0 } };
-		int c;
+		struct pollfd p[2 + AGENT_METRICS_MAX_CLIENTS];
+		struct client *owner[2 + AGENT_METRICS_MAX_CLIENTS] = { NULL };
+		uint64_t now = now_ms(), next = UINT64_MAX;
+		bool free_slot = false;
+		nfds_t n = 2;
+		int timeout;
 
-		if (poll(p, 2, -1) < 0) {
+		p[0] = (struct pollfd){ s->stop_pipe[0], POLLIN, 0 };
+		for (size_t i = 0; i < AGENT_METRICS_MAX_CLIENTS; i++) {
+			struct client *c = &s->clients[i];
+
+			if (c->fd >= 0 && now >= c->deadline_ms)
+				client_close(c);
+			if (c->fd < 0) {
+				free_slot = true;
+				continue;
+			}
+			next = SR_MIN(next, c->deadline_ms);
+			owner[n] = c;
+			p[n++] = (struct pollfd){ c->fd, c->out ? POLLOUT : POLLIN, 0 };
+		}
+		/* All slots busy: new connections wait in the backlog. */
+		if (free_slot && now < s->accept_after_ms) {
+			free_slot = false;
+			next = SR_MIN(next, s->accept_after_ms);
+		}
+		p[1] = (struct pollfd){ free_slot ? s->fd : -1, POLLIN, 0 };
+		timeout = next == UINT64_MAX ? -1 : (int)(next - now);
+		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (p[1].revents)
+		if (p[0].revents)
 			break;
-		if (!(p[0].revents & POLLIN))
-			continue;
-		c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (c < 0)
-			continue;
-		serve(s, c);
-		close(c);
+		for (nfds_t i = 2; i < n; i++) {
+			struct client *c = owner[i];
+
+			if (!p[i].revents)
+				continue;
+			if (!c->out)
+				client_read(s, c);
+			/* A response made just now is written at once: the socket usually takes it whole. */
+			if (c->fd >= 0 && c->out)
+				client_write(c);
+		}
+		if (p[1].revents & POLLIN)
+			accept_clients(s, now_ms());
 	}
 	return NULL;
 }
@@ -164,12 +274,14 @@ struct agent_metrics_server *agent_metrics_server_new(const char *address, agent
 	s->stop_pipe[0] = s->stop_pipe[1] = -1;
 	s->fn = fn;
 	s->ctx = ctx;
+	for (size_t i = 0; i < AGENT_METRICS_MAX_CLIENTS; i++)
+		s->clients[i].fd = -1;
 	r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
 	if (r != 0) {
 		r = -EADDRNOTAVAIL;
 		goto fail;
 	}
-	s->fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	s->fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->fd < 0) {
 		r = -errno;
 		goto fail;
@@ -186,10 +298,6 @@ struct agent_metrics_server *agent_metrics_server_new(const char *address, agent
 		r = -errno;
 		goto fail;
 	}
-	r = -pthread_create(&s->thread, NULL, thread_main, s);
-	if (r < 0)
-		goto fail;
-	s->started = true;
 	freeaddrinfo(res);
 	return s;
 fail:
@@ -198,6 +306,16 @@ fail:
 	agent_metrics_server_free(s);
 	errno = -r;
 	return NULL;
+}
+
+int agent_metrics_server__start(struct agent_metrics_server *s)
+{
+	int r = -pthread_create(&s->thread, NULL, thread_main, s);
+
+	if (r < 0)
+		return r;
+	s->started = true;
+	return 0;
 }
 
 int agent_metrics_server__port(const struct agent_metrics_server *s)
@@ -217,6 +335,8 @@ void agent_metrics_server_free(struct agent_metrics_server *s)
 		}
 		pthread_join(s->thread, NULL);
 	}
+	for (size_t i = 0; i < AGENT_METRICS_MAX_CLIENTS; i++)
+		client_close(&s->clients[i]);
 	if (s->fd >= 0)
 		close(s->fd);
 	if (s->stop_pipe[0] >= 0)

@@ -375,7 +375,7 @@ static int varint(const uint8_t *t, size_t len, size_t *pos, uint32_t *ret)
 
 	do {
 		if (*pos >= len || shift > 28)
-			return -1;
+			return -EINVAL;
 		b = t[(*pos)++];
 		v |= (uint32_t)(b & 63) << shift;
 		shift += 6;
@@ -389,7 +389,7 @@ static int svarint(const uint8_t *t, size_t len, size_t *pos, int32_t *ret)
 	uint32_t v;
 
 	if (varint(t, len, pos, &v) < 0)
-		return -1;
+		return -EINVAL;
 	*ret = (v & 1) ? -(int32_t)(v >> 1) : (int32_t)(v >> 1);
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "agent.h"
 #include "memstats.h"
+#include "privs.h"
 #include "proc.h"
 #include "python.h"
 #include "profile.h"
@@ -254,6 +255,41 @@ static void render_jit(FILE *f, const struct agent_run_metrics *m)
 		p->processes, p->entries, p->memory_bytes, p->bytes_read, p->bad_lines, p->processes_forgotten);
 }
 
+/* The capabilities the agent holds now (read live: they are the metrics thread's, like every thread's). */
+static void render_privileges(FILE *f, const struct agent_run_metrics *m)
+{
+	static const char *const sets[] = { "effective", "permitted", "bounding" };
+	struct agent_privs p;
+
+	fprintf(f,
+		"# HELP stackrelay_agent_privileges_dropped 1 when the agent dropped the capabilities only setup "
+		"needs and set no_new_privs; 0 with --keep-privileges.\n"
+		"# TYPE stackrelay_agent_privileges_dropped gauge\n"
+		"stackrelay_agent_privileges_dropped %d\n",
+		m->privileges_dropped ? 1 : 0);
+	if (agent_privs_read(&p) < 0)
+		return;
+	fprintf(f, "# HELP stackrelay_agent_capability The agent's capabilities while it profiles: one series per "
+		   "capability in each set.\n"
+		   "# TYPE stackrelay_agent_capability gauge\n");
+	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+		uint64_t caps = i == 0 ? p.effective : i == 1 ? p.permitted : p.bounding;
+
+		for (int bit = 0; bit < 64; bit++) {
+			const char *name = agent_privs_name(bit);
+
+			if ((caps & AGENT_CAP(bit)) && name)
+				fprintf(f, "stackrelay_agent_capability{set=\"%s\",capability=\"%s\"} 1\n", sets[i],
+					name);
+		}
+	}
+	fprintf(f,
+		"# HELP stackrelay_agent_no_new_privs 1 when no_new_privs is set: no execve can gain privileges.\n"
+		"# TYPE stackrelay_agent_no_new_privs gauge\n"
+		"stackrelay_agent_no_new_privs %d\n",
+		p.no_new_privs ? 1 : 0);
+}
+
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 {
 	static const char *const filtered[] = {
@@ -370,4 +406,5 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 	render_unwinding(f, m);
 	render_jit(f, m);
 	render_memory(f);
+	render_privileges(f, m);
 }

@@ -66,6 +66,7 @@ struct run_ctx {
 	struct agent_python *python; /* NULL: python.enabled off, or no table unwinding */
 	struct agent_python_stats python_stats;
 	int known_files_fd;
+	bool privileges_dropped; /* the capabilities only setup needs are gone (privs.h) */
 	/* Processes whose mappings the unwinder has not seen yet (FIFO; see agent_run_queue_unwinder()). */
 	struct agent_proc **unwind_queue;
 	size_t unwind_head, unwind_n, unwind_cap;

@@ -36,6 +36,7 @@
 #include "metrics.h"
 #include "output.h"
 #include "perfmaps.h"
+#include "privs.h"
 #include "proc.h"
 #include "profile.h"
 #include "python.h"
@@ -243,12 +244,62 @@ static void render_metrics(void *ctx, FILE *f)
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
 	m.python = c->python ? &c->python_stats : NULL;
 	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
+	m.privileges_dropped = c->privileges_dropped;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;
 	}
 	agent_run_metrics_render(f, &m);
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Setup is done: the BPF programs are loaded and attached, the perf events,
+ * ring buffer and maps are open, the kernel's identity is read and the
+ * metrics socket is bound. What follows reads files and memory of processes
+ * that may be hostile, so the capabilities only setup needed go now, before
+ * any thread starts (privs.h; docs/security.md, "The agent's privileges").
+ */
+static int drop_privileges(struct run_ctx *c, bool keep_all)
+{
+	struct agent_privs_needs needs = { .kernel_symbols = c->cfg->profiling.kernel_stacks };
+	struct agent_privs before;
+	const char *admin_for;
+	char kept[512], dropped[1024];
+	uint64_t want;
+	bool bounding;
+	int r;
+
+	r = agent_privs_read(&before);
+	if (r < 0) {
+		sr_log_error("agent", "cannot read the agent's capabilities; stopping", "error=\"%s\"", strerror(-r));
+		return r;
+	}
+	if (keep_all) {
+		agent_privs_names(before.effective, kept, sizeof(kept));
+		sr_log_warn("agent", "keeping every capability while profiling (--keep-privileges)", "capabilities=%s",
+			    kept);
+		return 0;
+	}
+	want = agent_privs_wanted(before.permitted, &needs, &admin_for);
+	agent_privs_names(want, kept, sizeof(kept));
+	agent_privs_names(before.permitted & ~want, dropped, sizeof(dropped));
+	r = agent_privs_drop(want, &bounding);
+	if (r < 0) {
+		sr_log_error("agent",
+			     "cannot drop the capabilities only setup needs; stopping (--keep-privileges runs with "
+			     "them)",
+			     "keep=%s error=\"%s\"", kept, strerror(-r));
+		return r;
+	}
+	c->privileges_dropped = true;
+	if (admin_for)
+		sr_log_warn("agent", "keeping CAP_SYS_ADMIN while profiling", "for=\"%s\" hint=\"%s\"", admin_for,
+			    "grant CAP_BPF and CAP_CHECKPOINT_RESTORE (kernel 5.9+) so that it can go");
+	sr_log_info("agent", "dropped the capabilities only setup needs",
+		    "kept=%s dropped=%s bounding_set=%s no_new_privs=1", kept, dropped,
+		    bounding ? "dropped" : "unchanged(no_CAP_SETPCAP)");
+	return 0;
 }
 
 /* profiling.pids (strings) and profiling.cgroups (paths) to what the BPF maps hold. */
@@ -463,6 +514,19 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		goto out;
 	}
 
+	/* Bound now, served from a thread started after the drop (threads keep the capabilities they start with). */
+	if (cfg->telemetry.metrics_address && cfg->telemetry.metrics_address[0]) {
+		c.metrics = agent_metrics_server_new(cfg->telemetry.metrics_address, render_metrics, &c);
+		if (!c.metrics) {
+			r = -errno;
+			sr_log_error("agent", "cannot serve metrics", "address=%s error=\"%s\"",
+				     cfg->telemetry.metrics_address, strerror(errno));
+			goto out;
+		}
+	}
+	r = drop_privileges(&c, opts->keep_privileges);
+	if (r < 0)
+		goto out;
 	if (opts->send) {
 		c.sender = agent_sender_new(cfg, c.store);
 		if (!c.sender) {
@@ -471,12 +535,11 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			goto out;
 		}
 	}
-	if (cfg->telemetry.metrics_address && cfg->telemetry.metrics_address[0]) {
-		c.metrics = agent_metrics_server_new(cfg->telemetry.metrics_address, render_metrics, &c);
-		if (!c.metrics) {
-			r = -errno;
+	if (c.metrics) {
+		r = agent_metrics_server__start(c.metrics);
+		if (r < 0) {
 			sr_log_error("agent", "cannot serve metrics", "address=%s error=\"%s\"",
-				     cfg->telemetry.metrics_address, strerror(errno));
+				     cfg->telemetry.metrics_address, strerror(-r));
 			goto out;
 		}
 		sr_log_info("agent", "serving metrics", "address=%s port=%d", cfg->telemetry.metrics_address,

@@ -37,6 +37,7 @@ struct agent_run_metrics {
 	const struct agent_perfmaps_stats *perfmaps; /* NULL: perf_maps.enabled false */
 	const struct agent_sender_stats *sender;     /* NULL: no sender */
 	const struct agent_python_stats *python;     /* NULL: python.enabled off */
+	bool privileges_dropped;		     /* false: --keep-privileges */
 };
 
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m);

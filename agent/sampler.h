@@ -3,7 +3,7 @@
  * Kernel glue: loads bpf/profile.bpf.c, opens one cpu-clock perf event per
  * online CPU in frequency mode, attaches the sampling program and the
  * exec/exit tracepoints, and hands each ring-buffer record to a callback.
- * Configured through rodata and map sizes before load (STYLE.md 3); libbpf's
+ * Configured through rodata and map sizes before load (docs/style.md 3); libbpf's
  * own log goes to sr_log (component "libbpf").
  */
 #ifndef SR_AGENT_SAMPLER_H

@@ -88,7 +88,7 @@ uint64_t agent_unwind_rd_encoded(struct reader *r, uint8_t enc, uint8_t addr_siz
 
 /*
  * Reads an entry's header at off: its length and, for an FDE, where its CIE
- * is. Returns 1 for a CIE, 2 for an FDE, 0 at the end of the section, -1 when
+ * is. Returns 1 for a CIE, 2 for an FDE, 0 at the end of the section, -EINVAL when
  * malformed. ret_body is where the entry's content starts after the ID field.
  */
 int agent_unwind_read_entry(const struct section *sec, size_t off, size_t *ret_next, struct reader *ret_body,
@@ -100,7 +100,7 @@ int agent_unwind_read_entry(const struct section *sec, size_t off, size_t *ret_n
 	const uint8_t *id_pos;
 
 	if (r.err)
-		return off == sec->len ? 0 : -1;
+		return off == sec->len ? 0 : -EINVAL;
 	if (len == 0) /* the terminator .eh_frame ends with (crtend.o) */
 		return 0;
 	if (len == 0xffffffffu) {
@@ -110,7 +110,7 @@ int agent_unwind_read_entry(const struct section *sec, size_t off, size_t *ret_n
 			id_size = 8;
 	}
 	if (r.err || len > (uint64_t)(r.end - r.p) || len < id_size)
-		return -1;
+		return -EINVAL;
 	*ret_next = (size_t)(r.p - sec->base) + (size_t)len;
 	ret_body->end = r.p + len;
 	id_pos = r.p;
@@ -122,14 +122,14 @@ int agent_unwind_read_entry(const struct section *sec, size_t off, size_t *ret_n
 			return 1;
 		/* The CIE pointer counts back from the field itself. */
 		if (id > (uint64_t)(id_pos - sec->base))
-			return -1;
+			return -EINVAL;
 		*ret_cie_off = (size_t)(id_pos - sec->base) - (size_t)id;
 		return 2;
 	}
 	if (id == (id_size == 8 ? ~(uint64_t)0 : 0xffffffffu))
 		return 1;
 	if (id >= sec->len)
-		return -1;
+		return -EINVAL;
 	*ret_cie_off = (size_t)id;
 	return 2;
 }

@@ -195,7 +195,7 @@ uint64_t agent_unwind_rd_encoded(struct reader *r, uint8_t enc, uint8_t addr_siz
 				 const struct agent_unwind_sections *s, bool with_base);
 /*
  * Reads an entry's header at off: its length and, for an FDE, where its CIE
- * is. Returns 1 for a CIE, 2 for an FDE, 0 at the end of the section, -1 when
+ * is. Returns 1 for a CIE, 2 for an FDE, 0 at the end of the section, -EINVAL when
  * malformed. ret_body is where the entry's content starts after the ID field.
  */
 int agent_unwind_read_entry(const struct section *sec, size_t off, size_t *ret_next, struct reader *ret_body,

@@ -107,7 +107,7 @@ static int64_t uleb_as_s64(struct reader *r)
 	return (int64_t)v;
 }
 
-/* The PLT's CFA: rsp + 8 + ((rip & 15) >= N) << 3. Returns N, or -1 for any other expression. */
+/* The PLT's CFA: rsp + 8 + ((rip & 15) >= N) << 3. Returns N, or -ENOENT for any other expression. */
 static int match_plt(const uint8_t *e, size_t len)
 {
 	static const uint8_t head[] = { DW_OP_breg0 + DW_REG_RSP, 8, DW_OP_bregx_rip, 0, DW_OP_lit0 + 15, DW_OP_and };
@@ -115,23 +115,23 @@ static int match_plt(const uint8_t *e, size_t len)
 
 	if (len != sizeof(head) + 1 + sizeof(tail) || memcmp(e, head, sizeof(head)) != 0 ||
 	    memcmp(e + sizeof(head) + 1, tail, sizeof(tail)) != 0)
-		return -1;
+		return -ENOENT;
 	if (e[sizeof(head)] < DW_OP_lit0 || e[sizeof(head)] > DW_OP_lit0 + 31)
-		return -1;
+		return -ENOENT;
 	return e[sizeof(head)] - DW_OP_lit0;
 }
 
-/* GCC's realigned frame: CFA = *(rbp + k). Returns 0 and k, or -1. */
+/* GCC's realigned frame: CFA = *(rbp + k). Returns 0 and k, or -ENOENT. */
 static int match_deref_rbp(const uint8_t *e, size_t len, int16_t *ret_k)
 {
 	struct reader r = { e, e + len, false };
 	int64_t k;
 
 	if (len < 3 || rd_u8(&r) != DW_OP_breg0 + DW_REG_RBP)
-		return -1;
+		return -ENOENT;
 	k = rd_sleb(&r);
 	if (r.err || r.p + 1 != r.end || *r.p != DW_OP_deref || k < INT16_MIN || k > INT16_MAX)
-		return -1;
+		return -ENOENT;
 	*ret_k = (int16_t)k;
 	return 0;
 }

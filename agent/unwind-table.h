@@ -4,7 +4,7 @@
  * pc, how to find the caller's frame (bpf/unwind.h says what a row holds).
  * Pure code over bytes: the section bytes are untrusted input, so every read
  * is bounds-checked, every loop bounded, and tests/fuzz/fuzz-unwind-table.c
- * drives it (STYLE.md 11, 13). No BPF, no /proc: agent/unwinder.c loads the
+ * drives it (docs/style.md 11, 13). No BPF, no /proc: agent/unwinder.c loads the
  * result into the kernel.
  */
 #ifndef SR_AGENT_UNWIND_TABLE_H

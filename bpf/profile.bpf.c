@@ -21,7 +21,7 @@
 #define PF_KTHREAD 0x00200000
 #define VM_EXEC	   0x00000004
 
-/* Set by the agent between open and load (STYLE.md 3). */
+/* Set by the agent between open and load (docs/style.md 3). */
 const volatile bool skip_idle = true;
 const volatile bool skip_kthreads = false;
 const volatile bool kernel_stacks = true;

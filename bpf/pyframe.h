@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Types shared by the Python frame walker (pyframe.bpf.h) and the agent
- * (agent/python.c, agent/pycode.c). Fixed-width types only (STYLE.md 1).
+ * (agent/python.c, agent/pycode.c). Fixed-width types only (docs/style.md 1).
  *
  * For a sampled thread of a process in py_procs, the walker finds the
  * thread's PyThreadState (the interpreter's thread list, matched on

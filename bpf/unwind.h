@@ -2,7 +2,7 @@
 /*
  * Types shared by the table unwinder in profile.bpf.c and the agent, which
  * builds the tables from .eh_frame / .debug_frame (agent/unwind-table.c) and
- * loads them (agent/unwinder.c). Fixed-width types only (STYLE.md 1).
+ * loads them (agent/unwinder.c). Fixed-width types only (docs/style.md 1).
  *
  * x86-64 only: the rules name RSP, RBP and RIP, and the return address is
  * always at CFA - 8 (the x86-64 psABI's CIE rule; a table whose CIE says

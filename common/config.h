@@ -11,8 +11,8 @@
  *
  * Loading a file:
  *   1. libyaml parses it into a node tree (syntax errors stop here);
- *   2. `${env:NAME}` / `${env:NAME:-default}` are substituted in every scalar
- *      (a missing variable is an error; `$$` is a literal `$`);
+ *   2. `${env:NAME}` / `${NAME}` / `${env:NAME:-default}` / `${file:PATH}` are substituted in every scalar
+ *      (an unset variable is an empty string and a warning; `$$` is a literal `$`);
  *   3. each section is checked against its sr_field table: unknown keys, wrong
  *      node types, bad numbers, durations, sizes, enum values, bounds;
  *   4. a section without problems is re-emitted in normalized form (units
@@ -150,6 +150,8 @@ unsigned sr_yaml_node_line(const struct sr_yaml_node *n);
 unsigned sr_yaml_node_column(const struct sr_yaml_node *n);
 /* Scalar text after substitution; NULL if not a scalar. */
 const char *sr_yaml_scalar(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);
+/* Replaces a scalar's value as later reads see it (a reference resolved by the loader). Returns 0 or -errno. */
+int sr_yaml_set_scalar(struct sr_yaml_doc *doc, const struct sr_yaml_node *n, const char *value);
 /* True for a plain `~`, `null`, or empty scalar (a key with no value). */
 bool sr_yaml_is_null(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);
 size_t sr_yaml_mapping_size(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n);
@@ -184,10 +186,15 @@ void sr_config_free(const struct sr_field *fields, void *cfg);
  */
 size_t sr_config_describe(const struct sr_field *fields, const char *prefix, bool markdown, FILE *f);
 
+/* The largest file a ${file:PATH} reference may name (a token, a header value). */
+#define SR_ENV_FILE_MAX (1 << 20)
+
 /*
- * Expands ${env:NAME} and ${env:NAME:-default} in s; `$$` is a literal `$`.
- * Returns 0 with *ret (malloc'd), -ENOENT for an unset variable without a
- * default, -EINVAL for bad syntax; errbuf then says which and where.
+ * Expands ${env:NAME}, ${NAME}, ${env:NAME:-default} and ${file:PATH} in s;
+ * `$$` is a literal `$`. Returns 0 with *ret (malloc'd); 1 with *ret when an
+ * unset variable without a default became an empty string (errbuf says
+ * which: a warning); -EINVAL for bad syntax or an unsupported scheme, or
+ * -errno for a file that cannot be read, errbuf then saying which and where.
  * getenv_fn lets tests supply the environment (NULL: getenv).
  */
 int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize, const char *(*getenv_fn)(const char *name));

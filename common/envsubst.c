@@ -1,16 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * ${env:NAME} substitution, with the OTel Collector's syntax so that users
- * can carry their configs over: `${env:NAME}`, `${env:NAME:-default}`, and
- * `$$` for a literal `$`. A `$` not followed by `{` or `$` is kept as it is.
+ * Substitution in config strings, with the OpenTelemetry Collector's syntax
+ * and meaning so that users can carry their configs over: `${env:NAME}`,
+ * `${NAME}` (env is the default scheme), `${env:NAME:-default}`,
+ * `${file:PATH}` (the file's content, trailing newlines dropped, as a token
+ * file mounted from a Secret is written), and `$$` for a literal `$`. A `$`
+ * not followed by `{` or `$` is kept as it is. An unset variable without a
+ * default becomes an empty string with a warning, as in the Collector.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "config.h"
+#include "common/config.h"
 
 struct strbuf {
 	char *s;
@@ -50,10 +57,131 @@ static const char *default_getenv(const char *name)
 	return getenv(name);
 }
 
+/* The content of a ${file:PATH} reference: a regular file of at most SR_ENV_FILE_MAX bytes. */
+static int append_file(struct strbuf *b, const char *path, char *errbuf, size_t errsize)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), r = 0;
+
+	if (fd < 0) {
+		r = -errno;
+		snprintf(errbuf, errsize, "${file:%s}: %s", path, strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SR_ENV_FILE_MAX) {
+		snprintf(errbuf, errsize, "${file:%s}: not a regular file of at most %d bytes", path, SR_ENV_FILE_MAX);
+		r = -EINVAL;
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			snprintf(errbuf, errsize, "${file:%s}: %s", path, strerror(-r));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		len--;
+	r = strbuf_append(b, buf, len);
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+/*
+ * One ${...} reference between dollar and close. Sets *warned (and errbuf)
+ * when an unset variable became an empty string.
+ */
+static int expand_one(struct strbuf *b, const char *s, const char *dollar, const char *close, char *errbuf,
+		      size_t errsize, const char *(*getenv_fn)(const char *name), bool *warned)
+{
+	const char *name = dollar + 2, *q = name, *def = NULL;
+	size_t name_len, def_len = 0;
+	char name_buf[256];
+	int ref_len = (int)(close - dollar + 1);
+
+	if (!is_name_start(*q)) {
+		snprintf(errbuf, errsize, "invalid variable name in \"%.*s\"", ref_len, dollar);
+		return -EINVAL;
+	}
+	while (is_name_char(*q))
+		q++;
+	/* "${scheme:...}": env and file are the Collector's default providers. */
+	if (q[0] == ':' && q[1] != '-') {
+		size_t scheme_len = (size_t)(q - name);
+		if (scheme_len == 4 && strncmp(name, "file", 4) == 0) {
+			char path[4096];
+			size_t plen = (size_t)(close - (q + 1));
+			if (plen == 0 || plen >= sizeof(path)) {
+				snprintf(errbuf, errsize, "invalid file reference \"%.*s\"", ref_len, dollar);
+				return -EINVAL;
+			}
+			memcpy(path, q + 1, plen);
+			path[plen] = '\0';
+			return append_file(b, path, errbuf, errsize);
+		}
+		if (scheme_len != 3 || strncmp(name, "env", 3) != 0) {
+			snprintf(errbuf, errsize,
+				 "unsupported substitution \"%.*s\" at offset %zu: the schemes are env "
+				 "(${env:NAME}, or ${NAME}) and file (${file:PATH})",
+				 ref_len, dollar, (size_t)(dollar - s));
+			return -EINVAL;
+		}
+		name = q = q + 1;
+		if (!is_name_start(*q)) {
+			snprintf(errbuf, errsize, "invalid variable name in \"%.*s\"", ref_len, dollar);
+			return -EINVAL;
+		}
+		while (is_name_char(*q))
+			q++;
+	}
+	name_len = (size_t)(q - name);
+	if (q[0] == ':' && q[1] == '-') {
+		def = q + 2;
+		def_len = (size_t)(close - def);
+	} else if (q != close) {
+		snprintf(errbuf, errsize, "invalid variable name in \"%.*s\"", ref_len, dollar);
+		return -EINVAL;
+	}
+	if (name_len >= sizeof(name_buf)) {
+		snprintf(errbuf, errsize, "variable name longer than %zu characters", sizeof(name_buf) - 1);
+		return -EINVAL;
+	}
+	memcpy(name_buf, name, name_len);
+	name_buf[name_len] = '\0';
+	const char *value = getenv_fn(name_buf);
+	if (value)
+		return strbuf_append(b, value, strlen(value));
+	if (def)
+		return strbuf_append(b, def, def_len);
+	if (!*warned)
+		snprintf(errbuf, errsize,
+			 "environment variable %s is not set: using an empty string (write ${env:%s:-default} to "
+			 "give a default)",
+			 name_buf, name_buf);
+	*warned = true;
+	return 0;
+}
+
 int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize, const char *(*getenv_fn)(const char *name))
 {
 	struct strbuf b = { 0 };
 	const char *p = s;
+	bool warned = false;
 	int r = 0;
 
 	if (!getenv_fn)
@@ -97,61 +225,13 @@ int sr_env_expand(const char *s, char **ret, char *errbuf, size_t errsize, const
 			r = -EINVAL;
 			goto fail;
 		}
-		const char *inner = dollar + 2;
-		if (strncmp(inner, "env:", 4) != 0) {
-			snprintf(errbuf, errsize, "unsupported substitution \"%.*s\": only ${env:NAME} is supported",
-				 (int)(close - dollar + 1), dollar);
-			r = -EINVAL;
-			goto fail;
-		}
-		const char *name = inner + 4, *q = name;
-		if (!is_name_start(*q)) {
-			snprintf(errbuf, errsize, "invalid variable name in \"%.*s\"", (int)(close - dollar + 1),
-				 dollar);
-			r = -EINVAL;
-			goto fail;
-		}
-		while (is_name_char(*q))
-			q++;
-		size_t name_len = (size_t)(q - name);
-		const char *def = NULL;
-		size_t def_len = 0;
-		if (q[0] == ':' && q[1] == '-') {
-			def = q + 2;
-			def_len = (size_t)(close - def);
-		} else if (q != close) {
-			snprintf(errbuf, errsize, "invalid variable name in \"%.*s\"", (int)(close - dollar + 1),
-				 dollar);
-			r = -EINVAL;
-			goto fail;
-		}
-
-		char name_buf[256];
-		if (name_len >= sizeof(name_buf)) {
-			snprintf(errbuf, errsize, "variable name longer than %zu characters", sizeof(name_buf) - 1);
-			r = -EINVAL;
-			goto fail;
-		}
-		memcpy(name_buf, name, name_len);
-		name_buf[name_len] = '\0';
-		const char *value = getenv_fn(name_buf);
-		if (value) {
-			r = strbuf_append(&b, value, strlen(value));
-		} else if (def) {
-			r = strbuf_append(&b, def, def_len);
-		} else {
-			snprintf(errbuf, errsize,
-				 "environment variable %s is not set (write ${env:%s:-default} to give a default)",
-				 name_buf, name_buf);
-			r = -ENOENT;
-			goto fail;
-		}
+		r = expand_one(&b, s, dollar, close, errbuf, errsize, getenv_fn, &warned);
 		if (r < 0)
 			goto fail;
 		p = close + 1;
 	}
 	*ret = b.s;
-	return 0;
+	return warned ? 1 : 0;
 
 fail:
 	if (r == -ENOMEM && errsize)

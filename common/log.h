@@ -3,7 +3,7 @@
  * Logging: one logfmt line per event on stderr,
  *   ts=2026-11-21T07:41:36.123Z level=info component=gateway msg="listening" address=0.0.0.0:7480
  * The level is checked before anything is formatted. Library code returns
- * errors; only main() and pipeline-stage boundaries log (STYLE.md 8).
+ * errors; only main() and pipeline-stage boundaries log (docs/style.md 8).
  */
 #ifndef SR_LOG_H
 #define SR_LOG_H

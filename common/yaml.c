@@ -104,6 +104,25 @@ const char *sr_yaml_scalar(const struct sr_yaml_doc *doc, const struct sr_yaml_n
 	return (const char *)y->data.scalar.value;
 }
 
+int sr_yaml_set_scalar(struct sr_yaml_doc *doc, const struct sr_yaml_node *n, const char *value)
+{
+	const yaml_node_t *y = (const yaml_node_t *)n;
+	size_t i;
+	char *copy;
+
+	if (!y || y->type != YAML_SCALAR_NODE)
+		return -EINVAL;
+	i = node_index(doc, n);
+	if (i >= doc->n_nodes)
+		return -EINVAL;
+	copy = strdup(value);
+	if (!copy)
+		return -ENOMEM;
+	free(doc->expanded[i]);
+	doc->expanded[i] = copy;
+	return 0;
+}
+
 bool sr_yaml_scalar_failed(const struct sr_yaml_doc *doc, const struct sr_yaml_node *n)
 {
 	size_t i = node_index(doc, n);
@@ -236,6 +255,8 @@ static void expand_walk(struct expand_ctx *c, const struct sr_yaml_node *n, char
 			sr_diag_add(c->d, doc->file, sr_yaml_node_line(n), sr_yaml_node_column(n), path, "%s", err);
 			return;
 		}
+		if (r > 0)
+			sr_diag_warn(c->d, doc->file, sr_yaml_node_line(n), sr_yaml_node_column(n), path, "%s", err);
 		doc->expanded[idx] = out;
 		return;
 	}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Gateway components are plugins (STYLE.md 9): each receiver, processor and
+ * Gateway components are plugins (docs/style.md 9): each receiver, processor and
  * exporter is one file exporting one `const struct gw_component_type`, listed
  * in the table in registry.c. Its config schema (an sr_field table) rejects
  * unknown keys and is the source of its documentation.
@@ -66,7 +66,10 @@ struct gw_component {
 
 /* The static table of every component type (registry.c). */
 extern const struct gw_component_type *const gw_component_types[];
+/* By type name or by one of the Collector's names for it (k8sattributes, otlphttp, otlp). */
 const struct gw_component_type *gw_component_type_find(enum gw_component_kind kind, const char *name);
+/* The type an OpenTelemetry Collector name stands for, or NULL. */
+const char *gw_component_type_alias_of(enum gw_component_kind kind, const char *alias);
 const char *gw_component_kind_to_string(enum gw_component_kind kind);
 /* "receivers", "processors", "exporters": the config section of a kind. */
 const char *gw_component_kind_section(enum gw_component_kind kind);

@@ -61,7 +61,8 @@ static void usage(FILE *f)
 	fputs(gw_default_config, f);
 	fprintf(f, "\nComponents and their keys (type, default, meaning):\n");
 	gw_config_describe(f, false);
-	fprintf(f, "\nStrings may use ${env:NAME} and ${env:NAME:-default}. See docs/configuration.md.\n");
+	fprintf(f, "\nStrings may use ${env:NAME} (or ${NAME}), ${env:NAME:-default} and ${file:PATH}. See "
+		   "docs/configuration.md.\n");
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
@@ -227,6 +228,9 @@ int main(int argc, char **argv)
 		.metrics_address = g.cfg->service.metrics_address && g.cfg->service.metrics_address[0]
 					   ? g.cfg->service.metrics_address
 					   : NULL,
+		.metrics_off = g.cfg->service.metrics_level == GW_METRICS_LEVEL_NONE,
+		.health_address = g.cfg->extensions.health_address,
+		.health_path = g.cfg->extensions.health_path,
 		.shutdown_timeout_ns = g.cfg->service.shutdown_timeout_ns,
 	};
 	g.rt = gw_runtime_new(&rc);

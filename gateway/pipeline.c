@@ -41,16 +41,25 @@ const char gw_default_config[] = "receivers:\n"
 				 "    metrics:\n"
 				 "      address: 127.0.0.1:8888\n";
 
-/* Bounds on what one file may configure (STYLE.md 14). */
+/* Bounds on what one file may configure (docs/style.md 14). */
 #define GW_MAX_COMPONENTS 256
 #define GW_MAX_PIPELINES  64
 #define GW_MAX_ID_LEN	  128
 
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", "trace", NULL };
 
+static const char *const metrics_level_names[] = { "none", "basic", "normal", "detailed", NULL };
+
 static const struct sr_field metrics_fields[] = {
 	SR_FIELD_STR("address", struct gw_service_config, metrics_address, .def = "127.0.0.1:8888",
 		     .doc = "host:port serving /metrics (Prometheus), /healthz and /readyz; empty: none."),
+	{ .key = "readers",
+	  .kind = SR_FIELD_EXTERNAL,
+	  .doc = "The Collector's form of `address`: one `pull` reader with a `prometheus` exporter "
+		 "(`host`, `port`) sets the address; instead of `address`." },
+	SR_FIELD_ENUMERATION("level", struct gw_service_config, metrics_level, metrics_level_names, .def = "normal",
+			     .doc = "The Collector's metrics level. stackrelay has one set of metrics: none turns "
+				    "/metrics off (404; /healthz and /readyz stay), the others serve it."),
 	SR_FIELD_END,
 };
 
@@ -77,6 +86,9 @@ static const struct sr_field telemetry_fields[] = {
 
 /* `pipelines` is walked by load_pipelines(): its keys are names. */
 static const struct sr_field service_fields[] = {
+	{ .key = "extensions",
+	  .kind = SR_FIELD_EXTERNAL,
+	  .doc = "The IDs of the extensions to start (the Collector's; see extensions)." },
 	{ .key = "pipelines",
 	  .kind = SR_FIELD_EXTERNAL,
 	  .doc = "Pipelines by name (`profiles` or `profiles/<name>`), each with receivers, processors (in "
@@ -112,7 +124,7 @@ static const struct sr_field pipeline_fields[] = {
 	SR_FIELD_END,
 };
 
-static const char *const top_keys[] = { "receivers", "processors", "exporters", "service", NULL };
+static const char *const top_keys[] = { "receivers", "processors", "exporters", "extensions", "service", NULL };
 
 static void component_free(struct gw_component *c)
 {
@@ -132,6 +144,7 @@ void gw_config_free(struct gw_config *cfg)
 	for (size_t i = 0; i < cfg->n_components; i++)
 		component_free(cfg->components[i]);
 	free(cfg->components);
+	gw_extensions_free(&cfg->extensions);
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
 		free((char *)cfg->pipelines[i].name);
 		free(cfg->pipelines[i].receivers);
@@ -381,6 +394,108 @@ static int load_pipelines(struct gw_config *cfg, const struct sr_yaml_doc *doc, 
 	return 0;
 }
 
+/* Where a Collector's Prometheus pull reader listens, as "host:port" ([host]:port for IPv6). */
+static void load_metric_reader(struct gw_config *cfg, const struct sr_yaml_doc *doc, const struct sr_yaml_node *reader,
+			       const char *path, struct sr_diag *d)
+{
+	const char *file = sr_yaml_doc_file(doc);
+	const struct sr_yaml_node *pull = sr_yaml_mapping_get(doc, reader, "pull");
+	const struct sr_yaml_node *exp = pull ? sr_yaml_mapping_get(doc, pull, "exporter") : NULL;
+	const struct sr_yaml_node *prom = exp ? sr_yaml_mapping_get(doc, exp, "prometheus") : NULL;
+	const char *host = "localhost", *port = NULL;
+	char where[160], *addr = NULL;
+
+	if (sr_yaml_node_type(doc, reader) != SR_YAML_MAPPING || sr_yaml_mapping_size(doc, reader) != 1 ||
+	    (!pull && !sr_yaml_mapping_get(doc, reader, "periodic"))) {
+		sr_diag_add(d, file, sr_yaml_node_line(reader), sr_yaml_node_column(reader), path,
+			    "expected a reader: {pull: {exporter: {prometheus: {host: ..., port: ...}}}}");
+		return;
+	}
+	if (!pull) {
+		sr_diag_add(d, file, sr_yaml_node_line(reader), sr_yaml_node_column(reader), path,
+			    "periodic (push) readers are not supported: the gateway's metrics are pulled from "
+			    "/metrics; use pull.exporter.prometheus");
+		return;
+	}
+	if (!prom || sr_yaml_node_type(doc, prom) != SR_YAML_MAPPING) {
+		sr_diag_add(d, file, sr_yaml_node_line(pull), sr_yaml_node_column(pull), path,
+			    "only pull.exporter.prometheus readers are supported");
+		return;
+	}
+	snprintf(where, sizeof(where), "%s.pull.exporter.prometheus", path);
+	size_t n = sr_yaml_mapping_size(doc, prom);
+	for (size_t i = 0; i < n; i++) {
+		const struct sr_yaml_node *k, *v;
+		sr_yaml_mapping_pair(doc, prom, i, &k, &v);
+		const char *ks = sr_yaml_scalar(doc, k), *vs = sr_yaml_scalar(doc, v);
+		if (ks && strcmp(ks, "host") == 0 && vs) {
+			host = vs;
+		} else if (ks && strcmp(ks, "port") == 0 && vs) {
+			char *end;
+			unsigned long p = strtoul(vs, &end, 10);
+			if (*end || p == 0 || p > 65535) {
+				sr_diag_add(d, file, sr_yaml_node_line(v), sr_yaml_node_column(v), where,
+					    "port: \"%s\" is not a port number (1 to 65535)", vs);
+				return;
+			}
+			port = vs;
+		} else if (ks && (strcmp(ks, "without_units") == 0 || strcmp(ks, "without_type_suffix") == 0 ||
+				  strcmp(ks, "without_scope_info") == 0 ||
+				  strcmp(ks, "with_resource_constant_labels") == 0)) {
+			sr_diag_warn(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), where,
+				     "%s is ignored: the gateway's metric names are fixed (docs/gateway.md)", ks);
+		} else {
+			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), where,
+				    "unknown key \"%s\" (expected host or port)", ks ? ks : "?");
+			return;
+		}
+	}
+	if (!port) {
+		sr_diag_add(d, file, sr_yaml_node_line(prom), sr_yaml_node_column(prom), where,
+			    "missing required key \"port\"");
+		return;
+	}
+	if (asprintf(&addr, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port) < 0)
+		return;
+	free(cfg->service.metrics_address);
+	cfg->service.metrics_address = addr;
+}
+
+/* service.telemetry.metrics.readers: the Collector's way to say where /metrics is served. */
+static void load_metric_readers(struct gw_config *cfg, const struct sr_yaml_doc *doc,
+				const struct sr_yaml_node *service, struct sr_diag *d)
+{
+	const char *file = sr_yaml_doc_file(doc);
+	const struct sr_yaml_node *t = service ? sr_yaml_mapping_get(doc, service, "telemetry") : NULL;
+	const struct sr_yaml_node *m = t ? sr_yaml_mapping_get(doc, t, "metrics") : NULL;
+	const struct sr_yaml_node *readers = m ? sr_yaml_mapping_get(doc, m, "readers") : NULL;
+	const char *path = "service.telemetry.metrics.readers";
+	char item[64];
+
+	if (!readers || sr_yaml_is_null(doc, readers))
+		return;
+	if (sr_yaml_mapping_get(doc, m, "address")) {
+		sr_diag_add(d, file, sr_yaml_node_line(readers), sr_yaml_node_column(readers), path,
+			    "set address or readers, not both");
+		return;
+	}
+	if (sr_yaml_node_type(doc, readers) != SR_YAML_SEQUENCE) {
+		sr_diag_add(d, file, sr_yaml_node_line(readers), sr_yaml_node_column(readers), path,
+			    "expected a list of readers");
+		return;
+	}
+	size_t n = sr_yaml_sequence_size(doc, readers);
+	if (n > 1) {
+		sr_diag_add(d, file, sr_yaml_node_line(readers), sr_yaml_node_column(readers), path,
+			    "%zu readers: the gateway serves one /metrics endpoint, so list one pull reader", n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		snprintf(item, sizeof(item), "%s[%zu]", path, i);
+		load_metric_reader(cfg, doc, sr_yaml_sequence_item(doc, readers, i), item, d);
+	}
+}
+
 static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struct sr_diag *d)
 {
 	const char *file = sr_yaml_doc_file(doc);
@@ -407,10 +522,20 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 		for (size_t j = 0; ks && top_keys[j]; j++)
 			known |= strcmp(ks, top_keys[j]) == 0;
 		if (!known)
-			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), NULL,
-				    "unknown key \"%s\" (expected receivers, processors, exporters or service)",
-				    ks ? ks : "?");
+			sr_diag_add(
+				d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), NULL,
+				"unknown key \"%s\" (expected receivers, processors, exporters, extensions or service)",
+				ks ? ks : "?");
 	}
+	const struct sr_yaml_node *service = sr_yaml_mapping_get(doc, root, "service");
+	if (service && sr_yaml_node_type(doc, service) != SR_YAML_MAPPING)
+		service = NULL; /* reported below */
+	/* Extensions first: a sending_queue may name a file_storage extension. */
+	r = gw_extensions_load(&cfg->extensions, doc, root, service, d);
+	if (r >= 0)
+		r = gw_extensions_resolve_storage(&cfg->extensions, doc, root, d);
+	if (r < 0)
+		return r;
 	cfg->components = calloc(GW_MAX_COMPONENTS, sizeof(*cfg->components));
 	if (!cfg->components)
 		return -ENOMEM;
@@ -422,7 +547,7 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 			return r;
 	}
 
-	const struct sr_yaml_node *service = sr_yaml_mapping_get(doc, root, "service");
+	service = sr_yaml_mapping_get(doc, root, "service");
 	if (!service || sr_yaml_is_null(doc, service)) {
 		sr_diag_add(d, file, 0, 0, NULL, "no service section: add service.pipelines");
 	} else if (sr_yaml_node_type(doc, service) != SR_YAML_MAPPING) {
@@ -432,6 +557,7 @@ static int config_from_doc(struct sr_yaml_doc *doc, struct gw_config *cfg, struc
 	}
 	/* Reports unknown keys and loads telemetry and shutdown_timeout (defaults without service); pipelines next. */
 	sr_config_load(doc, service, "service", service_fields, &cfg->service, d);
+	load_metric_readers(cfg, doc, service, d);
 	r = load_pipelines(cfg, doc, service, d);
 	if (r < 0)
 		return r;
@@ -529,6 +655,7 @@ size_t gw_config_describe(FILE *f, bool markdown)
 			unchecked += sr_config_describe(t->config_fields, prefix, markdown, f);
 		}
 	}
+	unchecked += gw_extensions_describe(f, markdown);
 	if (markdown)
 		fprintf(f, "\n### `service`\n\n| key | type | default | description |\n|---|---|---|---|\n");
 	else

@@ -2,7 +2,7 @@
 /*
  * The gateway's configuration: components (receivers, processors,
  * exporters) by ID, and service.pipelines wiring them, in the OTel
- * Collector's shape (DESIGN.md "Gateway config shape").
+ * Collector's shape (docs/configuration.md).
  */
 #ifndef SR_GW_PIPELINE_H
 #define SR_GW_PIPELINE_H
@@ -13,11 +13,16 @@
 
 #include "component.h"
 #include "core/runtime.h"
+#include "gateway/extensions.h"
 
 struct sr_diag;
 
+/* The Collector's telemetry.metrics.level values; stackrelay has one set of metrics, so only none differs. */
+enum { GW_METRICS_LEVEL_NONE, GW_METRICS_LEVEL_BASIC, GW_METRICS_LEVEL_NORMAL, GW_METRICS_LEVEL_DETAILED };
+
 struct gw_service_config {
-	char *metrics_address; /* telemetry.metrics.address; empty: no telemetry server */
+	char *metrics_address; /* telemetry.metrics.address, or its readers' pull reader; empty: no server */
+	int metrics_level;     /* telemetry.metrics.level: GW_METRICS_LEVEL_* */
 	int log_level;	       /* telemetry.logs.level: enum sr_log_level */
 	uint64_t shutdown_timeout_ns;
 };
@@ -31,6 +36,7 @@ struct gw_config {
 	struct gw_pipeline_def *pipelines;
 	size_t n_pipelines;
 	struct gw_service_config service;
+	struct gw_extensions extensions;
 };
 
 /* The configuration used when no --config is given (YAML text). */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Every component type the gateway knows, in one table (STYLE.md 9). A new
+ * Every component type the gateway knows, in one table (docs/style.md 9). A new
  * receiver, processor or exporter is one file exporting one
  * `const struct gw_component_type` plus one line here.
  */
@@ -45,11 +45,38 @@ const struct gw_component_type *const gw_component_types[] = {
 };
 /* clang-format on */
 
+/*
+ * The OpenTelemetry Collector's names for the same components, so that a
+ * Collector config loads as it is written: the contrib processor's old name,
+ * the HTTP exporter's old name, and `otlp`, which is the Collector's gRPC
+ * exporter. A component keeps the ID it was written with (`otlphttp/x`).
+ */
+static const struct {
+	enum gw_component_kind kind;
+	const char *alias, *name;
+} aliases[] = {
+	{ GW_PROCESSOR, "k8sattributes", "k8s_attributes" },
+	{ GW_EXPORTER, "otlphttp", "otlp_http" },
+	{ GW_EXPORTER, "otlp", "otlp_grpc" },
+};
+
+const char *gw_component_type_alias_of(enum gw_component_kind kind, const char *alias)
+{
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (aliases[i].kind == kind && strcmp(aliases[i].alias, alias) == 0)
+			return aliases[i].name;
+	return NULL;
+}
+
 /* Tests may add types of their own (a table ending with NULL). */
 const struct gw_component_type *const *gw_component_types_extra;
 
 const struct gw_component_type *gw_component_type_find(enum gw_component_kind kind, const char *name)
 {
+	const char *canonical = gw_component_type_alias_of(kind, name);
+
+	if (canonical)
+		name = canonical;
 	for (size_t i = 0; gw_component_types[i]; i++)
 		if (gw_component_types[i]->kind == kind && strcmp(gw_component_types[i]->name, name) == 0)
 			return gw_component_types[i];

@@ -223,7 +223,7 @@ static int ingest_times(struct gw_stores *st, const struct buf *body, uint64_t f
 	char err[256] = "";
 
 	for (unsigned it = 0; it < iterations; it++) {
-		if (gw_ingest_process(st, body->p, body->len, first_seq + it, &res, err, sizeof(err)) < 0 ||
+		if (gw_ingest_process(st, NULL, body->p, body->len, first_seq + it, &res, err, sizeof(err)) < 0 ||
 		    res.accepted != counts) {
 			fprintf(stderr, "%s failed: %s\n", what, err);
 			return -1;
@@ -293,7 +293,7 @@ int main(int argc, char **argv)
 	struct gw_ingest_result res;
 	char err[256];
 	field_varint(&req, 1, 1);
-	if (gw_ingest_process(st, defs.p, defs.len, 1, &res, err, sizeof(err)) < 0) {
+	if (gw_ingest_process(st, NULL, defs.p, defs.len, 1, &res, err, sizeof(err)) < 0) {
 		fprintf(stderr, "definitions: %s\n", err);
 		return 1;
 	}
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 	double t1 = now();
 	struct gw_profiles *acc = gw_profiles_new();
 	for (unsigned it = 0; it < iterations; it++) {
-		gw_ingest_process(st, req.p, req.len, 100000 + it, &res, err, sizeof(err));
+		gw_ingest_process(st, NULL, req.p, req.len, 100000 + it, &res, err, sizeof(err));
 		gw_profiles__merge(acc, res.batch);
 		res.batch = NULL;
 		gw_ingest_result_free(&res);

@@ -78,6 +78,8 @@ struct gw_executable *gw_executable_new(const struct gw_executable_def *def)
 	atomic_init(&e->symbolizer, NULL);
 	atomic_init(&e->symbols_pending_until, 0);
 	atomic_init(&e->symbols_asked_until, 0);
+	atomic_init(&e->symbols_asked_of, 0);
+	atomic_init(&e->symbols_answer_until, 0);
 	return e;
 }
 
@@ -136,6 +138,8 @@ struct gw_kernel *gw_kernel_new(const struct gw_kernel_def *def)
 	atomic_init(&k->flags, 0);
 	atomic_init(&k->symbols_pending_until, 0);
 	atomic_init(&k->symbols_asked_until, 0);
+	atomic_init(&k->symbols_asked_of, 0);
+	atomic_init(&k->symbols_answer_until, 0);
 	return k;
 }
 
@@ -408,6 +412,31 @@ static bool ask_claim(atomic_uint_fast64_t *until, uint64_t ttl_ns)
 						       memory_order_relaxed);
 }
 
+static void ask_record(atomic_uint_fast64_t *of, atomic_uint_fast64_t *until, uint64_t identity, uint64_t answer_ns)
+{
+	/* The deadline first: an upload that reads the new identity with the old deadline is at worst refused. */
+	atomic_store_explicit(until, 0, memory_order_relaxed);
+	atomic_store_explicit(of, identity, memory_order_release);
+	atomic_store_explicit(until, mono_now_ns() + answer_ns, memory_order_release);
+}
+
+static bool ask_answered(atomic_uint_fast64_t *of, atomic_uint_fast64_t *until, uint64_t identity)
+{
+	uint_fast64_t who = identity;
+
+	if (!identity || atomic_load_explicit(until, memory_order_acquire) <= mono_now_ns())
+		return false;
+	/* Once: a second upload of the same agent for the same ask is not an answer. */
+	return atomic_compare_exchange_strong_explicit(of, &who, 0, memory_order_acq_rel, memory_order_relaxed);
+}
+
+static void ask_forget(atomic_uint_fast64_t *asked_until, atomic_uint_fast64_t *of, atomic_uint_fast64_t *until)
+{
+	atomic_store_explicit(asked_until, 0, memory_order_relaxed);
+	atomic_store_explicit(until, 0, memory_order_relaxed);
+	atomic_store_explicit(of, 0, memory_order_relaxed);
+}
+
 bool gw_executable__claim_ask(struct gw_executable *e, uint64_t ttl_ns)
 {
 	return ask_claim(&e->symbols_asked_until, ttl_ns);
@@ -415,7 +444,7 @@ bool gw_executable__claim_ask(struct gw_executable *e, uint64_t ttl_ns)
 
 void gw_executable__release_ask(struct gw_executable *e)
 {
-	atomic_store_explicit(&e->symbols_asked_until, 0, memory_order_relaxed);
+	ask_forget(&e->symbols_asked_until, &e->symbols_asked_of, &e->symbols_answer_until);
 }
 
 bool gw_kernel__claim_ask(struct gw_kernel *k, uint64_t ttl_ns)
@@ -425,7 +454,27 @@ bool gw_kernel__claim_ask(struct gw_kernel *k, uint64_t ttl_ns)
 
 void gw_kernel__release_ask(struct gw_kernel *k)
 {
-	atomic_store_explicit(&k->symbols_asked_until, 0, memory_order_relaxed);
+	ask_forget(&k->symbols_asked_until, &k->symbols_asked_of, &k->symbols_answer_until);
+}
+
+void gw_executable__record_ask(struct gw_executable *e, uint64_t identity, uint64_t answer_ns)
+{
+	ask_record(&e->symbols_asked_of, &e->symbols_answer_until, identity, answer_ns);
+}
+
+bool gw_executable__answered(struct gw_executable *e, uint64_t identity)
+{
+	return ask_answered(&e->symbols_asked_of, &e->symbols_answer_until, identity);
+}
+
+void gw_kernel__record_ask(struct gw_kernel *k, uint64_t identity, uint64_t answer_ns)
+{
+	ask_record(&k->symbols_asked_of, &k->symbols_answer_until, identity, answer_ns);
+}
+
+bool gw_kernel__answered(struct gw_kernel *k, uint64_t identity)
+{
+	return ask_answered(&k->symbols_asked_of, &k->symbols_answer_until, identity);
 }
 
 void gw_executable__set_lookup(struct gw_executable *e, uint64_t pending_ns)

@@ -156,6 +156,8 @@ struct gw_executable {
 	atomic_uint_fast64_t symbols_pending_until;
 	/* Until when (CLOCK_MONOTONIC ns) one agent is being asked for its symbols (gw_executable__claim_ask). */
 	atomic_uint_fast64_t symbols_asked_until;
+	/* Who was asked (an agent identity, gw_ingest_identity()) and until when its upload is taken (0: nobody). */
+	atomic_uint_fast64_t symbols_asked_of, symbols_answer_until;
 };
 
 struct gw_kernel_module {
@@ -184,8 +186,9 @@ struct gw_kernel {
 	uint32_t n_modules;
 	_Atomic(void *) symbolizer; /* set-once slot for the symbolize processor */
 	atomic_uint flags;	    /* GW_EXE_WANT_SYMBOLS, GW_EXE_SYMBOLS_UPLOADED, as for executables */
-	atomic_uint_fast64_t symbols_pending_until; /* as for executables */
-	atomic_uint_fast64_t symbols_asked_until;   /* as for executables */
+	atomic_uint_fast64_t symbols_pending_until;		     /* as for executables */
+	atomic_uint_fast64_t symbols_asked_until;		     /* as for executables */
+	atomic_uint_fast64_t symbols_asked_of, symbols_answer_until; /* as for executables */
 };
 
 /* What an executable is made from (all strings may be NULL = ""). */
@@ -503,6 +506,21 @@ bool gw_executable__claim_ask(struct gw_executable *e, uint64_t ttl_ns);
 void gw_executable__release_ask(struct gw_executable *e);
 bool gw_kernel__claim_ask(struct gw_kernel *k, uint64_t ttl_ns);
 void gw_kernel__release_ask(struct gw_kernel *k);
+
+/*
+ * Who may upload a table (docs/agent-protocol.md, "Who may upload"): after a
+ * successful claim the receiver records the identity of the agent it asks
+ * (a non-zero hash of its instance and authenticated principal) and how long
+ * that agent's answer is taken (answer_ns, longer than the claim: an agent
+ * uploads at 1 MiB/s behind its other uploads). answered() is true, once,
+ * for that identity within that time, and ends the ask (a table or an error
+ * answers it); release_ask forgets it. Thread-safe (atomics): a second agent
+ * asked after the first one's claim expired replaces it.
+ */
+void gw_executable__record_ask(struct gw_executable *e, uint64_t identity, uint64_t answer_ns);
+bool gw_executable__answered(struct gw_executable *e, uint64_t identity);
+void gw_kernel__record_ask(struct gw_kernel *k, uint64_t identity, uint64_t answer_ns);
+bool gw_kernel__answered(struct gw_kernel *k, uint64_t identity);
 
 /*
  * Symbol lookup progress, for agents that probe IDs at exit (PushRequest.probe_symbols,

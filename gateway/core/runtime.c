@@ -46,11 +46,15 @@ struct gw_runtime {
 	const struct gw_pipeline_def *pipes;
 	size_t n_pipes;
 	char *metrics_address;
+	bool metrics_off;
+	char *health_address, *health_path;
+	struct gw_telemetry *health;
 	uint64_t shutdown_timeout_ns;
 	struct gw_stores *stores;
 	struct gw_accounting *acct;
 	struct admission *admission;
 	size_t n_admission;
+	const char *refusal; /* why the last gw_runtime__admit() refused */
 	gw_symbol_table_fn sym_fn;
 	void *sym_ud;
 	/* Upload admission, read by receivers' decode threads. */
@@ -92,6 +96,10 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 	rt->shutdown_timeout_ns = cfg->shutdown_timeout_ns ? cfg->shutdown_timeout_ns
 							   : GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS;
 	if (cfg->metrics_address && *cfg->metrics_address && !(rt->metrics_address = strdup(cfg->metrics_address)))
+		goto fail;
+	rt->metrics_off = cfg->metrics_off;
+	if (cfg->health_address && (!(rt->health_address = strdup(cfg->health_address)) ||
+				    !(rt->health_path = strdup(cfg->health_path ? cfg->health_path : "/"))))
 		goto fail;
 	rt->comps = calloc(cfg->n_components ? cfg->n_components : 1, sizeof(*rt->comps));
 	rt->stores = gw_stores_new(cfg->store_limits);
@@ -345,7 +353,7 @@ static void telemetry_handler(void *userdata, const char *path, int *ret_status,
 	const char *msg;
 
 	*ret_content_type = "text/plain; charset=utf-8";
-	if (strcmp(path, "/metrics") == 0) {
+	if (strcmp(path, "/metrics") == 0 && !rt->metrics_off) {
 		struct gw_metrics_writer *w = gw_metrics_writer_new();
 		if (!w)
 			goto fail;
@@ -402,6 +410,34 @@ void gw_runtime__remove_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *u
 	}
 }
 
+/*
+ * The health_check extension's answer, as the Collector's: 200 with a JSON
+ * status while the pipelines run, 503 while starting or shutting down.
+ */
+static void health_handler(void *userdata, const char *path, int *ret_status, char **ret_body, size_t *ret_len,
+			   const char **ret_content_type)
+{
+	struct gw_runtime *rt = userdata;
+	const char *msg;
+
+	*ret_content_type = "application/json";
+	if (strcmp(path, rt->health_path) != 0) {
+		*ret_status = 404;
+		*ret_content_type = "text/plain; charset=utf-8";
+		msg = "not found\n";
+	} else if (gw_runtime__ready(rt)) {
+		*ret_status = 200;
+		msg = "{\"status\":\"Server available\"}\n";
+	} else {
+		*ret_status = 503;
+		msg = "{\"status\":\"Server not available\"}\n";
+	}
+	*ret_body = strdup(msg);
+	*ret_len = *ret_body ? strlen(msg) : 0;
+	if (!*ret_body)
+		*ret_status = 500;
+}
+
 /* ---- start ---- */
 
 static const enum gw_component_kind start_order[] = { GW_EXPORTER, GW_PROCESSOR, GW_RECEIVER };
@@ -422,6 +458,18 @@ int gw_runtime__start(struct gw_runtime *rt)
 		}
 		sr_log_info("gateway", "telemetry server listening", "address=%s",
 			    gw_telemetry__address(rt->telemetry));
+	}
+	if (rt->health_address) {
+		char err[256] = "";
+		rt->health = gw_telemetry_new(rt->loop, rt->health_address, health_handler, rt, err, sizeof(err));
+		if (!rt->health) {
+			r = -errno;
+			sr_log_error("gateway", "cannot start the health_check extension", "address=%s error=\"%s\"",
+				     rt->health_address, err);
+			return r;
+		}
+		sr_log_info("gateway", "health_check listening", "address=%s path=%s",
+			    gw_telemetry__address(rt->health), rt->health_path);
 	}
 	/* Downstream first, so nothing flows into a component that is not running. */
 	for (size_t k = 0; k < SR_ARRAY_SIZE(start_order); k++) {
@@ -670,9 +718,14 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 
 	for (size_t i = 0; i < rt->n_admission; i++) {
 		uint32_t ms = 0;
+		const char *why = NULL;
+
 		if (!rt->admission[i].fn)
 			continue;
-		if (rt->admission[i].fn(rt->admission[i].c, &ms) < 0) {
+		if (rt->admission[i].fn(rt->admission[i].c, &ms, &why) < 0) {
+			/* The check that asks for the longest wait names the refusal. */
+			if (r == 0 || ms > worst)
+				rt->refusal = why ? why : rt->admission[i].c->id;
 			r = -EBUSY;
 			worst = SR_MAX(worst, ms);
 		}
@@ -682,10 +735,15 @@ int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms)
 	return r;
 }
 
+const char *gw_runtime__refusal(struct gw_runtime *rt)
+{
+	return rt->refusal ? rt->refusal : "the gateway is not taking data";
+}
+
 bool gw_runtime__admits(struct gw_runtime *rt)
 {
 	for (size_t i = 0; i < rt->n_admission; i++)
-		if (rt->admission[i].fn && rt->admission[i].fn(rt->admission[i].c, NULL) < 0)
+		if (rt->admission[i].fn && rt->admission[i].fn(rt->admission[i].c, NULL, NULL) < 0)
 			return false;
 	return true;
 }
@@ -783,6 +841,8 @@ static void finish(struct gw_runtime *rt, bool timed_out)
 	/* Nothing more to serve: let the loop end. */
 	gw_telemetry_close(rt->telemetry);
 	rt->telemetry = NULL;
+	gw_telemetry_close(rt->health);
+	rt->health = NULL;
 	if (rt->done)
 		rt->done(rt, timed_out, rt->done_ud);
 }
@@ -874,6 +934,7 @@ void gw_runtime_free(struct gw_runtime *rt)
 		return;
 	destroy_all(rt);
 	gw_telemetry_close(rt->telemetry);
+	gw_telemetry_close(rt->health);
 	gw_stores_free(rt->stores);
 	gw_accounting_free(rt->acct);
 	free(rt->collectors);
@@ -881,6 +942,8 @@ void gw_runtime_free(struct gw_runtime *rt)
 	free(rt->shedders);
 	free(rt->comps);
 	free(rt->metrics_address);
+	free(rt->health_address);
+	free(rt->health_path);
 	if (rt->timer_init) {
 		/* The timer is embedded: free the runtime when it is closed. */
 		rt->shutdown_timer.data = rt;

@@ -76,6 +76,11 @@ struct gw_runtime_config {
 	size_t n_pipelines;
 	/* service.telemetry.metrics.address ("host:port"); NULL: no telemetry server. */
 	const char *metrics_address;
+	/* service.telemetry.metrics.level: none; /metrics answers 404, health endpoints stay. */
+	bool metrics_off;
+	/* The health_check extension's endpoint and path; NULL: none. */
+	const char *health_address;
+	const char *health_path;
 	/* service.shutdown_timeout; 0: GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS. */
 	uint64_t shutdown_timeout_ns;
 	/* Definition store bounds; NULL: defaults (model.h). */
@@ -129,14 +134,16 @@ void gw_component_refused(struct gw_component *c, const char *reason, uint64_t s
 void gw_component_exported(struct gw_component *c, uint64_t samples);
 
 /*
- * Admission control (the memory_limiter sets it): receivers call
+ * Admission control (the memory_limiter sets it; so does an exporter whose
+ * sending queue is full or whose disk cannot take it): receivers call
  * gw_runtime__admit() before taking a request; when any registered check
  * refuses, the request is answered "retry later" with *ret_retry_after_ms.
- * check returns 0 to admit or -EBUSY with a delay; called with
- * ret_retry_after_ms NULL it is only asked (gw_runtime__admits: nothing is
+ * check returns 0 to admit or -EBUSY with a delay and *ret_why (a sentence
+ * for the refused sender, alive until the next check); called with both
+ * out-parameters NULL it is only asked (gw_runtime__admits: nothing is
  * counted). Loop thread only.
  */
-typedef int (*gw_admission_fn)(struct gw_component *c, uint32_t *ret_retry_after_ms);
+typedef int (*gw_admission_fn)(struct gw_component *c, uint32_t *ret_retry_after_ms, const char **ret_why);
 int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_admission_fn fn);
 /*
  * Whether gw_runtime__admit() would admit a request now, without counting a
@@ -145,6 +152,8 @@ int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_
  */
 bool gw_runtime__admits(struct gw_runtime *rt);
 int gw_runtime__admit(struct gw_runtime *rt, uint32_t *ret_retry_after_ms);
+/* Why the last gw_runtime__admit() refused, for the answer ("the gateway is over its memory limit"). */
+const char *gw_runtime__refusal(struct gw_runtime *rt);
 
 /*
  * Shedding (the memory_limiter calls gw_runtime__shed() above its hard

@@ -63,10 +63,16 @@ const struct sr_field gw_export_queue_fields[] = {
 		     .doc = "Requests in flight at once.", .min = 1, .max = GW_EXPORT_MAX_CONSUMERS),
 	SR_FIELD_BOOLEAN("block_on_overflow", struct gw_export_queue_config, block_on_overflow, .def = "false",
 			 .doc = "When full, make receivers answer 'retry later' (agents keep the data) instead of "
-				"dropping the oldest queued request."),
+				"dropping the oldest queued request. Always on with storage."),
 	SR_FIELD_STR("storage", struct gw_export_queue_config, storage,
 		     .doc = "Directory of a persistent queue: requests are written there (fsync) before they are "
-			    "acknowledged and replayed after a restart."),
+			    "acknowledged and replayed after a restart. While the disk cannot take a write "
+			    "(full, quota, I/O error) receivers answer 'retry later' and what is already inside "
+			    "is held in memory."),
+	SR_FIELD_DUR("disk_check_interval", struct gw_export_queue_config, disk_check_interval, .def = "1s",
+		     .doc = "With storage, while the disk cannot take a write: how often it is tried again (the "
+			    "requests held in memory, else a probe file as large as the write that failed); "
+			    "refused senders are told to retry after this long."),
 	SR_FIELD_END,
 };
 
@@ -81,6 +87,10 @@ int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
 	}
 	if (cfg->retry_on_failure.enabled && cfg->retry_on_failure.initial_interval == 0) {
 		sr_diag_add(d, NULL, 0, 0, path, "retry_on_failure.initial_interval must be > 0");
+		r = -EINVAL;
+	}
+	if (cfg->sending_queue.disk_check_interval < GW_EXPORT_MIN_DISK_CHECK_NS) {
+		sr_diag_add(d, NULL, 0, 0, path, "sending_queue.disk_check_interval must be at least 10ms");
 		r = -EINVAL;
 	}
 	if (cfg->sending_queue.storage && *cfg->sending_queue.storage && cfg->sending_queue.storage[0] != '/') {

@@ -3,8 +3,9 @@
  * The exporter's way in (exporthelper-private.h): gw_exporter_consume() hands
  * a batch to the libuv thread pool, which encodes it as OTLP (and gzips it
  * unless compression is none); back on the loop, the request goes into the
- * sending queue, room made by dropping the oldest request when the queue is
- * full, and the consumers are kicked (exporthelper.c).
+ * sending queue, room made by dropping the oldest request when a memory
+ * queue is full, and the consumers are kicked (exporthelper.c). A request
+ * the disk cannot take is held in memory (exporthelper-disk.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -40,8 +41,12 @@ static bool make_room(struct exporter *x, uint64_t len)
 {
 	uint64_t max = gw_queue__max_bytes(x->queue);
 
-	if (x->cfg->sending_queue.block_on_overflow)
-		/* Receivers are held back by admission; what is already in the pipeline still fits, up to a hard bound. */
+	if (x->cfg->sending_queue.block_on_overflow || gw_queue__persistent(x->queue))
+		/*
+		 * Receivers are held back by admission (exporthelper-disk.c); what
+		 * is already in the pipeline still fits, up to a hard bound. A
+		 * persistent queue never drops what it made durable to make room.
+		 */
 		return gw_queue__bytes(x->queue) + len <= max * GW_EXPORT_BLOCK_HARD_FACTOR;
 	while (gw_queue__bytes(x->queue) + len > max) {
 		struct gw_queue_item *old = gw_queue__take_oldest(x->queue);
@@ -116,14 +121,17 @@ static void encode_done(uv_work_t *w, int status)
 	r = gw_queue__push(x->queue, j->data, j->len, j->samples,
 			   (x->gzip ? GW_QUEUE_GZIP : 0) | (x->enc.version == GW_OTLP_V1_9 ? GW_QUEUE_OTLP_V1_9 : 0));
 	if (r < 0) {
-		sr_log_error(x->c->id, "could not write a request to the queue; samples dropped",
-			     "samples=%" PRIu64 " error=%s", samples, strerror(-r));
-		gw_component_drop_samples(x->c, "queue_write_error", samples);
+		/* Not a disk failure (those are held, below): no memory for the item, or larger than any item may be. */
+		sr_log_error(x->c->id, "could not queue a request; samples dropped", "samples=%" PRIu64 " error=%s",
+			     samples, strerror(-r));
+		gw_component_drop_samples(x->c, r == -EFBIG ? "too_large" : "out_of_memory", samples);
+	} else if (r == GW_QUEUE_HELD) {
+		gw_exporter_disk_held(x);
 	}
-	sr_log_debug(x->c->id, "request queued", "samples=%" PRIu64 " bytes=%zu queue_bytes=%" PRIu64, samples, j->len,
-		     gw_queue__bytes(x->queue));
+	sr_log_debug(x->c->id, "request queued", "samples=%" PRIu64 " bytes=%zu queue_bytes=%" PRIu64 " held=%d",
+		     samples, j->len, gw_queue__bytes(x->queue), r == GW_QUEUE_HELD);
 	/* Samples of equal stacks merge, so the encoded count equals the batch's. */
-	if (r == 0 && j->samples != samples)
+	if (r >= 0 && j->samples != samples)
 		gw_component_drop_samples(x->c, "encode_mismatch", samples - SR_MIN(samples, j->samples));
 	gw_exporter_kick(x);
 out:

@@ -3,8 +3,8 @@
  * The exporter otlp_http and otlp_grpc share (exporthelper.h), but for its way
  * in (exporthelper-enqueue.c): create, start, shutdown and destroy; the
  * consumers that send queued requests, retry them with backoff and split
- * those the backend finds too large; the runtime's hooks (metrics, shedding,
- * admission).
+ * those the backend finds too large; the runtime's hooks (metrics, shedding;
+ * admission is in exporthelper-disk.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,9 +26,6 @@
 #include "pbwire.h"
 #include "queue.h"
 #include "units.h"
-
-/* While block_on_overflow holds receivers back, agents are told to retry after this long. */
-#define EXPORT_BLOCK_RETRY_AFTER_MS 1000
 
 /* ---- the exporter ---- */
 
@@ -60,10 +57,19 @@ void gw_exporter_maybe_done(struct exporter *x)
 
 	if (!x->shutting_down || !x->done || x->jobs > 0)
 		return;
-	if (gw_queue__persistent(x->queue))
+	if (gw_queue__persistent(x->queue)) {
+		/*
+		 * Everything the pipeline handed over is queued now. What only
+		 * memory holds (the disk could not take it) is delivered first:
+		 * exporthelper-disk.c stops sending after it, then comes back here.
+		 */
+		if (!x->stopped_sending) {
+			gw_exporter_disk_drain(x);
+			return;
+		}
 		/* Everything is on disk: nothing to wait for once no request is in flight. */
 		idle = gw_queue__in_flight(x->queue) == 0;
-	else
+	} else
 		idle = gw_queue__waiting(x->queue) == 0 && gw_queue__in_flight(x->queue) == 0;
 	if (idle) {
 		void (*done)(struct gw_component * c) = x->done;
@@ -135,9 +141,11 @@ static void split_item(struct consumer *k)
 			*h = (struct sr_pbw){ 0 };
 		}
 		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags);
+		if (r == GW_QUEUE_HELD)
+			gw_exporter_disk_held(x); /* in memory until the disk takes it */
 		if (r < 0) {
-			/* The half already queued stays queued: drop only this one. */
-			gw_component_drop_samples(x->c, "queue_write_error", i == 0 ? ca : cb);
+			/* No memory for it (a disk failure holds it instead): drop only this half. */
+			gw_component_drop_samples(x->c, "out_of_memory", i == 0 ? ca : cb);
 			sr_log_error(x->c->id, "could not queue half of a split request; its samples are dropped",
 				     "samples=%" PRIu64 " error=%s", i == 0 ? ca : cb, strerror(-r));
 		}
@@ -309,7 +317,7 @@ void gw_exporter_kick(struct exporter *x)
 	if (!x->started || x->destroyed)
 		return;
 	/* Persistent queues stop sending at shutdown: what is on disk is safe. */
-	if (x->shutting_down && gw_queue__persistent(x->queue))
+	if (x->shutting_down && gw_queue__persistent(x->queue) && x->stopped_sending)
 		return;
 	for (size_t i = 0; i < x->n_consumers; i++) {
 		struct consumer *k = &x->consumers[i];
@@ -336,7 +344,9 @@ void gw_exporter_kick(struct exporter *x)
  * The memory_limiter's shedding hook (gw_runtime__shed): drops the oldest
  * waiting request of a memory queue, counted with reason. Requests in flight
  * stay (their bytes are on the wire already). A persistent queue keeps its
- * waiting requests on disk, not in memory: nothing to shed there.
+ * waiting requests on disk, not in memory: only those it holds in memory
+ * because the disk could not take them can be shed (an OOM kill would lose
+ * them and everything else in memory).
  */
 static uint64_t shed(struct gw_component *c, const char *reason)
 {
@@ -344,9 +354,9 @@ static uint64_t shed(struct gw_component *c, const char *reason)
 	struct gw_queue_item *it;
 	uint64_t bytes;
 
-	if (!x || !x->queue || gw_queue__persistent(x->queue))
+	if (!x || !x->queue)
 		return 0;
-	it = gw_queue__take_oldest(x->queue);
+	it = gw_queue__persistent(x->queue) ? gw_queue__take_oldest_held(x->queue) : gw_queue__take_oldest(x->queue);
 	if (!it)
 		return 0;
 	bytes = it->len;
@@ -367,18 +377,6 @@ size_t gw_exporter_queued_requests(struct gw_component *c, size_t *ret_in_flight
 	if (ret_in_flight)
 		*ret_in_flight = in_flight;
 	return x && x->queue ? gw_queue__waiting(x->queue) + in_flight : 0;
-}
-
-static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
-{
-	struct exporter *x = c->state;
-
-	if (x->queue && gw_queue__bytes(x->queue) >= gw_queue__max_bytes(x->queue)) {
-		if (ret_retry_after_ms)
-			*ret_retry_after_ms = EXPORT_BLOCK_RETRY_AFTER_MS;
-		return -EBUSY;
-	}
-	return 0;
 }
 
 static void metrics(struct gw_metrics_writer *w, void *userdata)
@@ -415,6 +413,7 @@ static void metrics(struct gw_metrics_writer *w, void *userdata)
 			l, (double)x->shed_requests);
 	gw_metrics__add(w, "stackrelay_gateway_export_sent_bytes_total", GW_METRIC_COUNTER,
 			"Bytes of requests the backend accepted (after compression).", l, (double)x->bytes_sent);
+	gw_exporter_disk_metrics(w, x, l);
 }
 
 int gw_exporter_create(struct gw_component *c, const struct gw_export_transport *t)
@@ -532,8 +531,9 @@ int gw_exporter_start(struct gw_component *c)
 		x->consumers[i].timer.data = &x->consumers[i];
 		x->open_handles++;
 	}
-	if (cfg->sending_queue.block_on_overflow)
-		gw_runtime__set_admission(c->runtime, c, admission);
+	gw_exporter_disk_start(x);
+	if (cfg->sending_queue.block_on_overflow || gw_queue__persistent(x->queue))
+		gw_runtime__set_admission(c->runtime, c, gw_exporter_admission);
 	if (gw_runtime__add_metrics(c->runtime, metrics, x) == 0)
 		x->metrics_added = true;
 	if (gw_runtime__add_shedder(c->runtime, c, shed) == 0)
@@ -552,23 +552,26 @@ void gw_exporter_shutdown(struct gw_component *c, void (*done)(struct gw_compone
 
 	x->shutting_down = true;
 	x->done = done;
-	if (x->queue && gw_queue__persistent(x->queue)) {
-		/* Items waiting for a retry go back to the queue, i.e. stay on disk for the next start. */
-		for (size_t i = 0; i < x->n_consumers; i++) {
-			struct consumer *k = &x->consumers[i];
-
-			if (k->item && uv_is_active((uv_handle_t *)&k->timer)) {
-				uv_timer_stop(&k->timer);
-				gw_queue__unpop(x->queue, k->item);
-				k->item = NULL;
-				k->sending = false;
-			}
-		}
-		/* Requests in flight are aborted; their callbacks put the items back the same way. */
-		gw_http_client__close(x->http);
-		x->http = NULL;
-	}
 	gw_exporter_maybe_done(x);
+}
+
+void gw_exporter_stop_sending(struct exporter *x)
+{
+	x->stopped_sending = true;
+	/* Items waiting for a retry go back to the queue, i.e. stay on disk for the next start. */
+	for (size_t i = 0; i < x->n_consumers; i++) {
+		struct consumer *k = &x->consumers[i];
+
+		if (k->item && uv_is_active((uv_handle_t *)&k->timer)) {
+			uv_timer_stop(&k->timer);
+			gw_queue__unpop(x->queue, k->item);
+			k->item = NULL;
+			k->sending = false;
+		}
+	}
+	/* Requests in flight are aborted; their callbacks put the items back the same way. */
+	gw_http_client__close(x->http);
+	x->http = NULL;
 }
 
 static void timer_closed(uv_handle_t *h)
@@ -609,6 +612,8 @@ void gw_exporter_destroy(struct gw_component *c)
 			free(k->framed);
 			k->framed = NULL;
 		}
+		/* What a persistent queue holds in memory for want of disk: tried once more, else counted. */
+		gw_exporter_disk_destroy(x);
 		if (!gw_queue__persistent(x->queue)) {
 			/* A memory queue dies with the process: what is left is dropped, and counted. */
 			uint64_t lost = 0;

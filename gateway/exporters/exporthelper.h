@@ -32,6 +32,8 @@ struct gw_profiles;
 #define GW_EXPORT_MAX_CONSUMERS 256
 /* With block_on_overflow the queue may exceed queue_size_mib by what is already inside the pipeline, up to this factor. */
 #define GW_EXPORT_BLOCK_HARD_FACTOR 2
+/* sending_queue.disk_check_interval's lower bound: a probe writes as much as a request. */
+#define GW_EXPORT_MIN_DISK_CHECK_NS (10ULL * 1000000ULL)
 /* Most user headers sent (headers:); the config rejects more. */
 #define GW_EXPORT_MAX_HEADERS 64
 /* A 413 is split at most this deep (2^depth parts) before the part is dropped. */
@@ -59,6 +61,7 @@ struct gw_export_queue_config {
 	uint64_t num_consumers;
 	bool block_on_overflow;
 	char *storage;
+	uint64_t disk_check_interval;
 };
 
 /* The config struct of otlp_http and otlp_grpc (each has its own key table). */

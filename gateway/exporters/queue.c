@@ -31,7 +31,14 @@ struct gw_queue {
 	uint64_t bytes, samples;
 	uint64_t next_seq;
 	char corrupt_path[PATH_MAX];
+	/* The disk could not take an item: held items and why (docs/exporters.md, "Sending queue"). */
+	int disk_error;
+	uint64_t failed_bytes; /* size of the write that failed: what a probe must write */
+	size_t n_held;
+	uint64_t held_bytes;
 };
+
+#define QUEUE_PROBE_NAME ".probe.tmp"
 
 static uint64_t item_bytes(const struct gw_queue *q, const struct gw_queue_item *it)
 {
@@ -394,6 +401,22 @@ void gw_queue_close(struct gw_queue *q)
 	free(q);
 }
 
+static void hold(struct gw_queue *q, struct gw_queue_item *it)
+{
+	it->held = true;
+	q->n_held++;
+	q->held_bytes += item_bytes(q, it);
+}
+
+static void unhold(struct gw_queue *q, struct gw_queue_item *it)
+{
+	if (!it->held)
+		return;
+	it->held = false;
+	q->n_held--;
+	q->held_bytes -= item_bytes(q, it);
+}
+
 static int persist(struct gw_queue *q, uint64_t seq, const uint8_t *data, size_t len, uint64_t samples, uint32_t flags)
 {
 	char tmp[64], name[64];
@@ -441,13 +464,22 @@ int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t sampl
 	it->samples = samples;
 	it->flags = flags;
 	it->len = len;
+	r = 0;
 	if (q->dir) {
-		r = persist(q, it->seq, data, len, samples, flags);
-		/* On disk the bytes are read back when sent: memory holds only what is in flight. */
-		free(data);
-		if (r < 0) {
-			free(it);
-			return r;
+		/* While the disk is failing, only retry_disk() tries it: a write per batch would fail alike, slowly. */
+		r = q->disk_error ? q->disk_error : persist(q, it->seq, data, len, samples, flags);
+		if (r == 0) {
+			/* On disk the bytes are read back when sent: memory holds only what is in flight. */
+			free(data);
+		} else {
+			/* Taken upstream already: kept in memory, not dropped, until the disk takes it. */
+			if (!q->disk_error) {
+				q->disk_error = r;
+				q->failed_bytes = item_bytes(q, it);
+			}
+			it->data = data;
+			hold(q, it);
+			r = GW_QUEUE_HELD;
 		}
 	} else {
 		it->data = data;
@@ -455,6 +487,67 @@ int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t sampl
 	list_append(q, it);
 	q->bytes += item_bytes(q, it);
 	q->samples += samples;
+	return r;
+}
+
+/* Writes and deletes a probe file of q->failed_bytes: can the disk take a write like the one that failed? */
+static int probe(struct gw_queue *q)
+{
+	static const uint8_t zeros[64 * 1024];
+	uint64_t left = SR_MAX(q->failed_bytes, (uint64_t)1);
+	int fd, r = 0;
+
+	fd = openat(q->dir_fd, QUEUE_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (r == 0 && left > 0) {
+		size_t n = (size_t)SR_MIN(left, (uint64_t)sizeof(zeros));
+
+		r = gw_write_all(fd, zeros, n);
+		left -= n;
+	}
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	unlinkat(q->dir_fd, QUEUE_PROBE_NAME, 0);
+	return r;
+}
+
+int gw_queue__retry_disk(struct gw_queue *q)
+{
+	bool wrote = false;
+	int r;
+
+	if (!q->dir || (!q->disk_error && !q->n_held))
+		return 0;
+	/* In flight first (the oldest), then waiting: a sender keeps its bytes, a waiting item reads them back. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct gw_queue_item *it = pass ? q->head : q->flying; it; it = it->next) {
+			if (!it->held)
+				continue;
+			r = persist(q, it->seq, it->data, it->len, it->samples, it->flags);
+			if (r < 0) {
+				if (!q->disk_error)
+					q->failed_bytes = item_bytes(q, it);
+				q->disk_error = r;
+				return r;
+			}
+			unhold(q, it);
+			if (!it->in_flight)
+				SR_FREE(it->data);
+			wrote = true;
+		}
+	}
+	if (!wrote) {
+		r = probe(q);
+		if (r < 0) {
+			q->disk_error = r;
+			return r;
+		}
+	}
+	q->disk_error = 0;
+	q->failed_bytes = 0;
 	return 0;
 }
 
@@ -501,9 +594,9 @@ struct gw_queue_item *gw_queue__pop(struct gw_queue *q, uint64_t *ret_corrupt_sa
 		list_remove(q, it);
 		if (q->dir && !it->data)
 			r = load(q, it);
-		if (r == 0 || r == -ENOMEM) {
-			if (r == -ENOMEM) {
-				/* Try again later rather than call it corrupt. */
+		if (r == 0 || r == -ENOMEM || r == -EMFILE || r == -ENFILE) {
+			if (r != 0) {
+				/* Out of memory or descriptors: try again later rather than call it corrupt. */
 				list_prepend(q, it);
 				return NULL;
 			}
@@ -533,13 +626,14 @@ void gw_queue__done(struct gw_queue *q, struct gw_queue_item *it)
 	if (!it)
 		return;
 	flying_remove(q, it);
-	if (q->dir) {
+	if (q->dir && !it->held) {
 		char name[64];
 
 		item_name(name, sizeof(name), it->seq, false);
 		/* Not fsync'ed: a crash may resurrect a delivered item (at-least-once, never lost). */
 		unlinkat(q->dir_fd, name, 0);
 	}
+	unhold(q, it);
 	q->bytes -= item_bytes(q, it);
 	q->samples -= it->samples;
 	free(it->data);
@@ -549,7 +643,8 @@ void gw_queue__done(struct gw_queue *q, struct gw_queue_item *it)
 void gw_queue__unpop(struct gw_queue *q, struct gw_queue_item *it)
 {
 	flying_remove(q, it);
-	if (q->dir)
+	/* A held item has no file to read back from: its bytes stay. */
+	if (q->dir && !it->held)
 		SR_FREE(it->data);
 	list_prepend(q, it);
 }
@@ -561,6 +656,32 @@ struct gw_queue_item *gw_queue__take_oldest(struct gw_queue *q)
 	if (it)
 		list_remove(q, it);
 	return it;
+}
+
+struct gw_queue_item *gw_queue__take_oldest_held(struct gw_queue *q)
+{
+	for (struct gw_queue_item *it = q->head; it; it = it->next) {
+		if (it->held) {
+			list_remove(q, it);
+			return it;
+		}
+	}
+	return NULL;
+}
+
+int gw_queue__disk_error(const struct gw_queue *q)
+{
+	return q->disk_error;
+}
+
+size_t gw_queue__held(const struct gw_queue *q)
+{
+	return q->n_held;
+}
+
+uint64_t gw_queue__held_bytes(const struct gw_queue *q)
+{
+	return q->held_bytes;
 }
 
 uint64_t gw_queue__bytes(const struct gw_queue *q)

@@ -15,6 +15,13 @@
  *          checksum is wrong is renamed to <name>.corrupt, kept for
  *          inspection, and reported as an error.
  *
+ * When the disk cannot take an item (ENOSPC, EDQUOT, EIO, EROFS...), push
+ * keeps it in memory instead ("held") and the queue is failing: later pushes
+ * are held without touching the disk, until retry_disk() writes every held
+ * item (or, with none held, a probe file as large as the write that failed)
+ * and the disk is taken back. Held items are sent like any other; what the
+ * owner does meanwhile (refuse new data, bound the memory) is its business.
+ *
  * File format (little endian): "SRQ1", u32 format 1, u32 flags, u32 0,
  * u64 samples, u64 payload length, u32 crc32(payload), u32 crc32(first 36
  * header bytes), payload.
@@ -45,6 +52,7 @@ struct gw_queue_item {
 	uint8_t *data; /* loaded while popped; NULL otherwise for disk items */
 	size_t len;    /* payload length */
 	bool in_flight;
+	bool held; /* persistent queue: in memory only, the disk could not take it */
 	/* for the owner of a popped item */
 	void *userdata;
 };
@@ -71,10 +79,14 @@ struct gw_queue *gw_queue_open(const struct gw_queue_config *cfg, struct gw_queu
 /* Frees memory, popped items included; persistent items stay on disk. NULL is fine. */
 void gw_queue_close(struct gw_queue *q);
 
+/* gw_queue__push(): queued, but in memory only (the disk could not take it). */
+#define GW_QUEUE_HELD 1
 /*
  * Appends an item; takes ownership of data (malloc'd) in every case.
- * Persistent: durable on return. -errno (ENOSPC, EIO...) when it could not
- * be stored: the item is then not queued and data is freed.
+ * Persistent: durable when it returns 0; GW_QUEUE_HELD when the disk could
+ * not take it (or is failing already) and it is queued in memory instead
+ * (gw_queue__disk_error() says why). -ENOMEM or -EFBIG (over
+ * GW_QUEUE_ITEM_MAX_BYTES): not queued, data freed.
  */
 int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t samples, uint32_t flags);
 /*
@@ -91,6 +103,24 @@ void gw_queue__done(struct gw_queue *q, struct gw_queue_item *it);
 void gw_queue__unpop(struct gw_queue *q, struct gw_queue_item *it);
 /* Removes the oldest waiting item (drop-oldest on overflow); NULL when none waits. Call done() after accounting. */
 struct gw_queue_item *gw_queue__take_oldest(struct gw_queue *q);
+/* The same among held items only (memory to give back); NULL when none is held and waiting. */
+struct gw_queue_item *gw_queue__take_oldest_held(struct gw_queue *q);
+
+/* -errno of the disk write that failed and made the queue hold items, 0 while the disk takes them. */
+int gw_queue__disk_error(const struct gw_queue *q);
+/* Items held in memory for want of disk (waiting and in flight), and their bytes. */
+size_t gw_queue__held(const struct gw_queue *q);
+uint64_t gw_queue__held_bytes(const struct gw_queue *q);
+/*
+ * Tries the disk again: writes the held items (in flight, then waiting),
+ * or, when none is held, a probe file (.probe.tmp, as large as the write
+ * that failed, fsync'ed, then deleted). 0: every write succeeded, the disk
+ * is taken back (disk_error 0); an item written in flight keeps its bytes
+ * until done. Else the -errno of the first failure; what was not written
+ * stays held. 0 at once on a memory queue, or with nothing held and a disk
+ * that is not failing.
+ */
+int gw_queue__retry_disk(struct gw_queue *q);
 
 /* Bytes held: payloads waiting and in flight (on disk: file sizes). */
 uint64_t gw_queue__bytes(const struct gw_queue *q);

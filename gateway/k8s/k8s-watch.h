@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decoders of what the Kubernetes API server sends, as pure functions over
- * bytes (STYLE.md 11): the client's transfer callbacks hand them whatever
+ * bytes (docs/style.md 11): the client's transfer callbacks hand them whatever
  * arrived, and unit tests and the fuzzer (tests/fuzz/fuzz-k8s-watch.c) drive
  * them without a network.
  *

@@ -81,7 +81,8 @@ static const struct sr_field assoc_source_fields[] = {
 			     .doc = "resource_attribute, or connection: the IP address of the peer that sent the data "
 				    "(OTLP senders; never a stackrelay agent, which is not the workload)."),
 	SR_FIELD_STR("name", struct assoc_source_config, name,
-		     .doc = "resource_attribute: container.id, k8s.pod.uid or k8s.pod.ip."),
+		     .doc = "resource_attribute: container.id, k8s.pod.uid, k8s.pod.ip, or host.name (matched as a pod "
+			    "IP)."),
 	SR_FIELD_END,
 };
 
@@ -179,10 +180,13 @@ int k8sattr_parse_association(const struct k8s_attributes_config *cfg, enum asso
 			key = ASSOC_POD_UID;
 		} else if (src->name && strcmp(src->name, "k8s.pod.ip") == 0) {
 			key = ASSOC_POD_IP;
+		} else if (src->name && strcmp(src->name, "host.name") == 0) {
+			/* As in the Collector: a sender in a pod often names its host by the pod's IP. */
+			key = ASSOC_HOST_NAME;
 		} else {
 			snprintf(err, errsize,
 				 "pod_association[%u].sources[0].name: \"%s\" is not supported; use container.id, "
-				 "k8s.pod.uid or k8s.pod.ip (or from: connection)",
+				 "k8s.pod.uid, k8s.pod.ip or host.name (or from: connection)",
 				 i, src->name ? src->name : "");
 			return -EINVAL;
 		}

@@ -102,6 +102,7 @@ enum assoc_key {
 	ASSOC_POD_UID,	    /* resource attribute k8s.pod.uid */
 	ASSOC_POD_IP,	    /* resource attribute k8s.pod.ip */
 	ASSOC_CONNECTION,   /* the address of the peer that sent it (gw_resource.peer_addr) */
+	ASSOC_HOST_NAME,    /* resource attribute host.name holding a pod IP, as OTLP senders in pods set it */
 };
 
 extern const char *const k8s_auth_type_names[];

@@ -62,7 +62,7 @@ struct k8sp {
 	uint64_t held_samples;
 	/* Counters for /metrics. */
 	uint64_t resources, unmatched, exe_service_names;
-	uint64_t matched[ASSOC_CONNECTION + 1]; /* by enum assoc_key */
+	uint64_t matched[ASSOC_HOST_NAME + 1]; /* by enum assoc_key */
 	uint64_t released_unsynced, held_overflow;
 	void (*done)(struct gw_component *c);
 	unsigned pending; /* handles closing */
@@ -133,6 +133,9 @@ static int enrich(struct k8sp *kp, struct gw_profiles *p)
 				break;
 			case ASSOC_CONNECTION:
 				pod = k8s_cache__pod_by_ip(kp->cache, r->peer_addr);
+				break;
+			case ASSOC_HOST_NAME:
+				pod = k8s_cache__pod_by_ip(kp->cache, gw_resource__string(r, "host.name"));
 				break;
 			}
 			if (pod)
@@ -258,6 +261,8 @@ static void metrics_cb(struct gw_metrics_writer *w, void *userdata)
 	C("resources_matched_pod_ip_total", "Resources matched by k8s.pod.ip.", kp->matched[ASSOC_POD_IP]);
 	C("resources_matched_connection_total", "Resources matched by the sender's IP address.",
 	  kp->matched[ASSOC_CONNECTION]);
+	C("resources_matched_host_name_total", "Resources matched by a pod IP in host.name.",
+	  kp->matched[ASSOC_HOST_NAME]);
 	C("resources_excluded_total", "Resources of pods matched by exclude.pods, left unlabelled.", kp->excluded);
 	C("released_unsynced_samples_total", "Held samples passed on unsynced (timeout or bound).",
 	  kp->released_unsynced);

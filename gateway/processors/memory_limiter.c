@@ -365,7 +365,7 @@ static void on_check(uv_timer_t *t)
 	measure(m);
 }
 
-static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
+static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms, const char **ret_why)
 {
 	struct memlim *m = c->state;
 
@@ -375,6 +375,8 @@ static int admission(struct gw_component *c, uint32_t *ret_retry_after_ms)
 		return -EBUSY; /* only asked */
 	m->refusals++;
 	*ret_retry_after_ms = (uint32_t)SR_MAX(m->cfg->check_interval / 1000000 * 2, (uint64_t)MEM_MIN_RETRY_AFTER_MS);
+	if (ret_why)
+		*ret_why = "the gateway is over its memory limit";
 	return -EBUSY;
 }
 

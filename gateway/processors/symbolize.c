@@ -361,6 +361,16 @@ static void metrics_cb(struct gw_metrics_writer *w, void *userdata)
 	C("uploads_rejected_total", "Symbol tables uploaded by agents and rejected (over a limit, malformed).",
 	  st.uploads_rejected);
 	C("upload_errors_total", "Agents' reports that they cannot read an executable.", st.upload_errors);
+	C("uploads_outranked_total",
+	  "Symbol tables uploaded by agents and not taken: a debug file, the store or debuginfod named it already.",
+	  st.uploads_outranked);
+	C("debug_paths_refused_dot_dot_total",
+	  "debug_dirs lookups refused before opening: the agent's path or .gnu_debuglink has a \".\" or \"..\" "
+	  "component.",
+	  st.debug_paths_dot_dot);
+	C("debug_paths_refused_escaping_total",
+	  "debug_dirs lookups refused: the file (or a link on its way) leads out of its debug directory.",
+	  st.debug_paths_escaping);
 	G("uploads_pending_bytes", "Uploaded symbol tables waiting to be added (max_pending_uploads bounds them).",
 	  gw_runtime__symbol_tables_pending(sp->c->runtime));
 #undef C

@@ -49,6 +49,7 @@ void gw_agent_stream_free(struct h2stream *s)
 	free(s->body);
 	free(s->resp);
 	free(s->grpc_message);
+	free(s->token_node);
 	free(s);
 }
 
@@ -61,6 +62,7 @@ void gw_agent_conn_free(struct conn *c)
 	gw_h1_free(c->h1);
 	nghttp2_session_del(c->h2);
 	SSL_free(c->ssl); /* frees the BIOs too */
+	gw_agent_conn_identity_free(c);
 	free(c);
 	rx->handles--;
 	gw_agent_rx_maybe_done(rx);
@@ -220,7 +222,7 @@ struct h2stream *gw_agent_stream_new(struct conn *c, int32_t id)
 	s->started_ms = gw_agent_now_ms(c->rx);
 	s->started_ns = uv_hrtime();
 	c->last_request_ms = s->started_ms;
-	s->auth_ok = !c->rx->cfg->auth.bearer_token_file;
+	s->auth_ok = !c->rx->cfg->auth.bearer_token_file && !c->rx->cfg->auth.node_tokens_file;
 	s->next = c->streams;
 	if (c->streams)
 		c->streams->prev = s;
@@ -310,6 +312,12 @@ void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *n
 			gw_agent_stream_error(s, 413,
 					      c->rx->ops ? c->rx->ops->too_large_msg
 							 : "content-length exceeds max_request_bytes");
+	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.node_tokens_file) {
+		/* One token per node: the token also says which node the request may speak for. */
+		gw_agent_node_tokens_recheck(c->rx);
+		free(s->token_node);
+		s->token_node = gw_agent_node_token_lookup(c->rx, value, valuelen);
+		s->auth_ok = s->token_node != NULL;
 	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.bearer_token_file) {
 		gw_agent_token_recheck(c->rx);
 		s->auth_ok = gw_agent_token_ok(c->rx, value, valuelen);
@@ -566,6 +574,10 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 			return;
 		}
 		c->tls_done = true;
+		if (gw_agent_conn_identity(c) < 0) {
+			gw_agent_conn_close(c);
+			return;
+		}
 	}
 	for (;;) {
 		uint8_t tmp[16384];
@@ -671,6 +683,7 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 	if (!c)
 		return;
 	c->rx = rx;
+	c->serial = ++rx->conn_serial;
 	uv_tcp_init(rx->loop, &c->tcp);
 	c->tcp.data = c;
 	rx->handles++;

@@ -514,7 +514,7 @@ int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, c
 {
 	const struct sr_pbr start = r;
 	struct sr_pb_slice id = { 0 }, t = { 0 };
-	size_t n_sym = 0, n_src = 0, strbytes = 1;
+	size_t n_sym = 0, n_src = 0, n_err = 0, strbytes = 1;
 	struct gw_symbol_table *tab = NULL;
 	struct gw_executable *exe = NULL;
 	struct gw_kernel *kernel = NULL;
@@ -562,6 +562,7 @@ int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, c
 				FAIL(&r, "SymbolTable.sources/error: malformed");
 			strbytes += SR_MIN(t.n, (size_t)GW_AGENT_MAX_STRING_BYTES) + 1;
 			n_src += f == stackrelay_v1_SymbolTable_sources_tag;
+			n_err += f == stackrelay_v1_SymbolTable_error_tag && t.n > 0;
 			break;
 		default:
 			if ((e = sr_pbr__skip(&r, wt)) < 0)
@@ -574,8 +575,21 @@ int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, c
 	exe = gw_stores__executable(defs->stores, id.p, id.n);
 	if (!exe)
 		kernel = gw_stores__kernel(defs->stores, id.p, id.n);
-	if (!exe && !kernel)
-		goto out; /* evicted meanwhile: the symbolizer asks again when it needs it */
+	if (!exe && !kernel) {
+		/* Evicted meanwhile: the symbolizer asks again when it needs it. */
+		defs->res->tables_refused[GW_UPLOAD_UNKNOWN]++;
+		goto out;
+	}
+	/*
+	 * Only the answer to this replica's ask of this agent is taken: any other
+	 * table would rename frames of executables other nodes run, and an error
+	 * would mark them unavailable. Ignored and counted, never a bad request:
+	 * the rest of the request (its samples) is taken as usual.
+	 */
+	if (!(exe ? gw_executable__answered(exe, defs->identity) : gw_kernel__answered(kernel, defs->identity))) {
+		defs->res->tables_refused[n_sym || !n_err ? GW_UPLOAD_NOT_ASKED : GW_UPLOAD_ERROR_NOT_ASKED]++;
+		goto out;
+	}
 
 	size_t bytes = sizeof(*tab) + n_sym * sizeof(struct gw_symbol) + n_src * sizeof(char *) + strbytes;
 	tab = calloc(1, bytes);

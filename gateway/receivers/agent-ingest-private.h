@@ -74,6 +74,8 @@ struct gw_ingest_defs {
 	 * stacks would otherwise never accept them).
 	 */
 	struct gw_bytes_set *stacks;
+	/* Who sent it (gw_ingest_identity): a table is taken only as the answer to an ask recorded for it. */
+	uint64_t identity;
 };
 
 /*

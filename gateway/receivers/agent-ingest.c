@@ -25,6 +25,38 @@
 #include "model.h"
 #include "pbwire.h"
 
+const char *const gw_upload_refusal_names[GW_UPLOAD_REFUSAL_MAX] = {
+	[GW_UPLOAD_NOT_ASKED] = "not_asked",
+	[GW_UPLOAD_ERROR_NOT_ASKED] = "error_not_asked",
+	[GW_UPLOAD_UNKNOWN] = "unknown_executable",
+};
+
+/* ---- who sent it ---- */
+
+uint64_t gw_ingest_identity(const struct gw_ingest_peer *peer, const uint8_t *instance_id, size_t instance_id_len)
+{
+	const char *principal = peer && peer->principal ? peer->principal : "";
+	uint64_t seed = XXH3_64bits(principal, strlen(principal)), h;
+
+	/* A process's instance ID outlives its connections; without one, the connection is the agent. */
+	if (instance_id_len)
+		h = XXH3_64bits_withSeed(instance_id, instance_id_len, seed);
+	else {
+		uint64_t serial = peer ? peer->conn_serial : 0;
+		h = XXH3_64bits_withSeed(&serial, sizeof(serial), ~seed);
+	}
+	return h ? h : 1;
+}
+
+/* Is s one of the names the peer may speak for? */
+static bool peer_binds(const struct gw_ingest_peer *peer, struct sr_pb_slice s)
+{
+	for (size_t i = 0; i < peer->n_node_names; i++)
+		if (strlen(peer->node_names[i]) == s.n && memcmp(peer->node_names[i], s.p, s.n) == 0)
+			return true;
+	return false;
+}
+
 /* ---- header ---- */
 
 int gw_ingest_header(const uint8_t *body, size_t len, struct gw_ingest_header *ret, char *errbuf, size_t errsize)
@@ -357,8 +389,8 @@ static int do_probe(struct gw_ingest_ctx *c, struct sr_pbr m, char *errbuf, size
 	return e < 0 ? e : 0;
 }
 
-static int process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch, bool definitions_only,
-		   struct gw_ingest_result *res, char *errbuf, size_t errsize)
+static int process(struct gw_stores *stores, const struct gw_ingest_peer *peer, const uint8_t *body, size_t len,
+		   uint64_t epoch, bool definitions_only, struct gw_ingest_result *res, char *errbuf, size_t errsize)
 {
 	struct sr_pbr r = sr_pbr_of(body, len);
 	struct gw_ingest_ctx c = { .stores = stores,
@@ -374,14 +406,31 @@ static int process(struct gw_stores *stores, const uint8_t *body, size_t len, ui
 	if ((e = gw_ingest_header(body, len, &h, errbuf, errsize)) < 0)
 		return e;
 	c.frequency_hz = h.frequency_hz;
+	c.defs.identity = gw_ingest_identity(peer, h.instance_id, h.instance_id_len);
 	res->batch = gw_profiles_new();
 	if (!res->batch) {
 		e = -ENOMEM;
 		goto fail;
 	}
 	/* Definitions before their users, whatever the order on the wire. */
-	if ((e = each_field(r, stackrelay_v1_PushRequest_agent_tag, do_agent, &c, errbuf, errsize)) < 0 ||
-	    (e = each_field(r, stackrelay_v1_PushRequest_executables_tag, do_executable, &c, errbuf, errsize)) < 0 ||
+	if ((e = each_field(r, stackrelay_v1_PushRequest_agent_tag, do_agent, &c, errbuf, errsize)) < 0)
+		goto fail;
+	/* A bound peer speaks for its own node only: checked before anything of the request is taken. */
+	if (peer && peer->bind) {
+		struct sr_pb_slice node = c.node_name.n ? c.node_name : c.host_name;
+		char name[GW_AGENT_MAX_STRING_BYTES + 1];
+		if (!peer_binds(peer, node)) {
+			snprintf(errbuf, errsize,
+				 "AgentInfo.%s \"%s\" is not a node this client may speak for (its %s names %s%s%s)",
+				 c.node_name.n ? "node_name" : "host_name", gw_ingest_cstr(name, node),
+				 peer->principal ? "certificate or token" : "credentials",
+				 peer->n_node_names ? "\"" : "no node", peer->n_node_names ? peer->node_names[0] : "",
+				 peer->n_node_names ? "\"" : "");
+			e = -EPERM;
+			goto fail;
+		}
+	}
+	if ((e = each_field(r, stackrelay_v1_PushRequest_executables_tag, do_executable, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_kernels_tag, do_kernel, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_functions_tag, do_function, &c, errbuf, errsize)) < 0 ||
 	    (e = each_field(r, stackrelay_v1_PushRequest_stacks_tag, do_stack, &c, errbuf, errsize)) < 0 ||
@@ -445,16 +494,17 @@ out:
 	return e;
 }
 
-int gw_ingest_process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
-		      struct gw_ingest_result *res, char *errbuf, size_t errsize)
+int gw_ingest_process(struct gw_stores *stores, const struct gw_ingest_peer *peer, const uint8_t *body, size_t len,
+		      uint64_t epoch, struct gw_ingest_result *res, char *errbuf, size_t errsize)
 {
-	return process(stores, body, len, epoch, false, res, errbuf, errsize);
+	return process(stores, peer, body, len, epoch, false, res, errbuf, errsize);
 }
 
-int gw_ingest_process_definitions(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
-				  struct gw_ingest_result *res, char *errbuf, size_t errsize)
+int gw_ingest_process_definitions(struct gw_stores *stores, const struct gw_ingest_peer *peer, const uint8_t *body,
+				  size_t len, uint64_t epoch, struct gw_ingest_result *res, char *errbuf,
+				  size_t errsize)
 {
-	return process(stores, body, len, epoch, true, res, errbuf, errsize);
+	return process(stores, peer, body, len, epoch, true, res, errbuf, errsize);
 }
 
 void gw_ingest_result_release_asks(struct gw_ingest_result *res)

@@ -53,6 +53,51 @@ struct gw_symbol_table;
  */
 #define GW_AGENT_WANTED_ASK_NS (30ULL * 1000 * 1000 * 1000)
 
+/*
+ * How long an agent asked for a table (wanted_symbols) may answer it: its
+ * upload (a table, or an error) is accepted from that agent only, within this
+ * time (docs/agent-protocol.md, "Who may upload"). Longer than
+ * GW_AGENT_WANTED_ASK_NS: an agent's uploads queue behind each other at
+ * 1 MiB/s and behind its retries; another agent asked after the claim
+ * expired takes the ask over.
+ */
+#define GW_AGENT_ANSWER_NS (5ULL * 60 * 1000 * 1000 * 1000)
+
+/* Why a symbol table in a request was not taken (counted per reason on /metrics). */
+enum gw_upload_refusal {
+	GW_UPLOAD_NOT_ASKED,	   /* a table this replica did not ask this agent for */
+	GW_UPLOAD_ERROR_NOT_ASKED, /* an error-only table that answers no request of this agent */
+	GW_UPLOAD_UNKNOWN,	   /* its executable or kernel is not stored (evicted meanwhile) */
+	GW_UPLOAD_REFUSAL_MAX,
+};
+
+/* The metric label of each refusal. */
+extern const char *const gw_upload_refusal_names[GW_UPLOAD_REFUSAL_MAX];
+
+/*
+ * Who sent a request, beyond what it says of itself: the receiver's
+ * connection and what its TLS client certificate or bearer token proves.
+ * NULL (tests, fuzzers): one anonymous connection, nothing bound.
+ */
+struct gw_ingest_peer {
+	uint64_t conn_serial;  /* unique per connection: the identity of a request without instance_id */
+	const char *principal; /* the certificate's subject or the token's node; NULL: none */
+	/*
+	 * bind: AgentInfo.node_name (host_name when it has none) must be one of
+	 * node_names, else the request is refused (-EPERM, errbuf says why).
+	 */
+	bool bind;
+	const char *const *node_names;
+	size_t n_node_names;
+};
+
+/*
+ * The identity an ask is recorded under (gw_executable__record_ask): the
+ * agent's instance_id (any connection of that process, the same replica), or
+ * the connection when the request has none, tied to the principal. Never 0.
+ */
+uint64_t gw_ingest_identity(const struct gw_ingest_peer *peer, const uint8_t *instance_id, size_t instance_id_len);
+
 /* What the first look at a request found. */
 struct gw_ingest_header {
 	uint32_t protocol_version;
@@ -86,6 +131,8 @@ struct gw_ingest_result {
 	uint64_t probes, symbols_pending;
 	uint64_t defined_stacks, defined_executables, defined_kernels, defined_functions;
 	struct gw_ingest_agent_drops drops;
+	/* Symbol tables not taken, by reason (the rest of the request is). */
+	uint64_t tables_refused[GW_UPLOAD_REFUSAL_MAX];
 	/* The executables and kernels this response asks for (claimed, referenced): gw_ingest_result_release_asks. */
 	struct gw_executable **asked_exes;
 	size_t n_asked_exes;
@@ -99,19 +146,21 @@ struct gw_ingest_result {
 /*
  * Processes a decoded (plain) PushRequest body whose header was checked.
  * Returns 0 with *res filled (free with gw_ingest_result_free), or -EBADMSG
- * (errbuf says what) / -ENOMEM; then nothing is accepted (definitions already
+ * (errbuf says what) / -ENOMEM / -EPERM (the peer may not speak for the node
+ * the request names; errbuf says which); then nothing is accepted (definitions already
  * interned stay: they are content-addressed and harmless).
  * epoch: a number unique per call (de-duplicates work within the request).
  */
-int gw_ingest_process(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
-		      struct gw_ingest_result *res, char *errbuf, size_t errsize);
+int gw_ingest_process(struct gw_stores *stores, const struct gw_ingest_peer *peer, const uint8_t *body, size_t len,
+		      uint64_t epoch, struct gw_ingest_result *res, char *errbuf, size_t errsize);
 /*
  * The same for a resend answered from the de-duplication window: only the
  * definitions and symbol tables are taken (samples were counted the first
  * time); res->response is not meaningful.
  */
-int gw_ingest_process_definitions(struct gw_stores *stores, const uint8_t *body, size_t len, uint64_t epoch,
-				  struct gw_ingest_result *res, char *errbuf, size_t errsize);
+int gw_ingest_process_definitions(struct gw_stores *stores, const struct gw_ingest_peer *peer, const uint8_t *body,
+				  size_t len, uint64_t epoch, struct gw_ingest_result *res, char *errbuf,
+				  size_t errsize);
 void gw_ingest_result_free(struct gw_ingest_result *res);
 /*
  * The response will not reach the agent (its stream is gone, or the request is

@@ -49,14 +49,22 @@
 
 /* ---- configuration ---- */
 
+/* tls.client_identity: what a client certificate proves (agent-identity.c). */
+struct agent_client_identity_config {
+	bool bind_node_name;
+	char *node_name_template; /* "{node}" when unset */
+};
+
 struct agent_tls_config {
 	char *cert_file;
 	char *key_file;
 	char *client_ca_file;
+	struct agent_client_identity_config client_identity;
 };
 
 struct agent_auth_config {
 	char *bearer_token_file;
+	char *node_tokens_file; /* lines "<node name> <token>": each token speaks for its node only */
 };
 
 struct agent_keepalive_config {
@@ -118,6 +126,7 @@ struct h2stream {
 	int error_status;    /* found while reading headers: answered at end of headers */
 	const char *error_msg;
 	bool gzip, auth_ok, responded, have_ctype;
+	char *token_node;      /* auth.node_tokens_file: the node its token speaks for (malloc'd) */
 	bool processing;       /* complete and being decoded: request_timeout no longer applies */
 	uint64_t header_bytes; /* of the header list, counted as HTTP/2 does (name + value + 32 each) */
 	uint64_t content_length;
@@ -156,6 +165,11 @@ struct conn {
 	struct gw_h1 *h1;    /* HTTP/1.1 connection (gw-h1.c), NULL for HTTP/2 */
 	uint8_t peer_ip[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
 	uint8_t peer_ip_len;
+	uint64_t serial; /* unique per receiver: the identity of an agent that sends no instance_id */
+	/* What the client certificate proves (tls.client_identity; agent-identity.c), freed with the conn. */
+	char *principal;   /* its subject CN, or NULL */
+	char **node_names; /* the nodes it may speak for */
+	size_t n_node_names;
 };
 
 struct wreq {
@@ -173,11 +187,13 @@ struct agent_stats {
 	uint64_t symbol_tables_deferred; /* uploads answered 429: the symbolizer had max_pending_uploads */
 	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
 	uint64_t probes, probes_pending;
+	uint64_t tables_refused[GW_UPLOAD_REFUSAL_MAX]; /* symbol tables not taken, by reason */
+	uint64_t identity_refusals; /* requests naming a node their certificate or token does not bind */
 	struct gw_ingest_agent_drops agent_drops;
 };
 
-enum { ST_200, ST_400, ST_401, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_431, ST_503, ST_500 };
-static const int status_codes[] = { 200, 400, 401, 404, 405, 408, 413, 415, 429, 431, 503, 500 };
+enum { ST_200, ST_400, ST_401, ST_403, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_431, ST_503, ST_500 };
+static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 431, 503, 500 };
 
 /*
  * Another protocol served by these connections (the `otlp` receiver): set in
@@ -222,6 +238,12 @@ struct agent_rx {
 	size_t token_len;
 	struct timespec token_mtime;
 	uint64_t token_checked_ms;
+	/* auth.node_tokens_file (agent-identity.c) */
+	struct agent_node_token *node_tokens;
+	size_t n_node_tokens;
+	struct timespec node_tokens_mtime;
+	uint64_t node_tokens_checked_ms;
+	uint64_t conn_serial; /* the last conn.serial given */
 	uint64_t shutdown_started_ms;
 	uint64_t last_warn_ms, last_tls_warn_ms;
 	/* watch_stores() (agent-tick.c): per store watched, the figures at the start of its window, and its last warning. */
@@ -278,12 +300,29 @@ struct work {
 	size_t plain_len;
 	struct gw_ingest_header h;
 	struct gw_ingest_result res;
+	/* Who sent it: the connection's identity and what its certificate or token binds (agent-identity.c). */
+	struct gw_ingest_peer peer;
+	char *token_node; /* taken from the stream; peer.node_names may point at it */
 };
 
 static inline uint64_t gw_agent_now_ms(struct agent_rx *rx)
 {
 	return uv_now(rx->loop);
 }
+
+/* agent-identity.c: what a client certificate or a node token proves. */
+/* Reads auth.node_tokens_file: 0, or -errno with err saying what and on which line. */
+int gw_agent_node_tokens_load(struct agent_rx *rx, char *err, size_t errsize);
+void gw_agent_node_tokens_free(struct agent_rx *rx);
+/* Re-reads the file when it changed (at most every 10 s). */
+void gw_agent_node_tokens_recheck(struct agent_rx *rx);
+/* The node an `Authorization: Bearer <token>` value speaks for (a copy), or NULL: no such token. */
+char *gw_agent_node_token_lookup(struct agent_rx *rx, const uint8_t *value, size_t len);
+/* After the TLS handshake: the certificate's CN and DNS names, through tls.client_identity's template. */
+int gw_agent_conn_identity(struct conn *c);
+void gw_agent_conn_identity_free(struct conn *c);
+/* Fills w->peer from its connection and stream (takes s->token_node). */
+void gw_agent_work_peer(struct work *w, struct conn *c, struct h2stream *s);
 
 /* agent.c: the component's life and its bearer token. */
 void gw_agent_rx_maybe_free(struct agent_rx *rx);

@@ -38,6 +38,9 @@ static uint64_t ingest_epoch;
 
 static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
 {
+	for (size_t i = 0; i < GW_UPLOAD_REFUSAL_MAX; i++)
+		rx->st.tables_refused[i] += res->tables_refused[i];
+	memset(res->tables_refused, 0, sizeof(res->tables_refused));
 	for (size_t i = 0; i < res->n_tables; i++) {
 		rx->st.symbol_tables++;
 		gw_runtime__symbol_table(rx->c->runtime, res->tables[i]);
@@ -54,6 +57,7 @@ static void work_free(struct work *w)
 	free(w->body);
 	free(w->plain);
 	gw_ingest_result_free(&w->res);
+	free(w->token_node);
 	free(w);
 }
 
@@ -132,7 +136,9 @@ static void work_run(struct work *w)
 	 * in work_finish): definitions are content-addressed, so interning them is
 	 * harmless either way, and the samples only count if work_finish says so.
 	 */
-	e = gw_ingest_process(w->stores, body, len, w->epoch, &w->res, err, sizeof(err));
+	e = gw_ingest_process(w->stores, &w->peer, body, len, w->epoch, &w->res, err, sizeof(err));
+	if (e == -EPERM)
+		return work_fail(w, 403, 0, "%s", err);
 	if (e == -ENOMEM)
 		return work_fail(w, 503, 1000, "the gateway is out of memory; retry later");
 	if (e < 0)
@@ -156,6 +162,8 @@ static void work_finish(struct work *w)
 	if (w->status) {
 		if (w->status == 400)
 			rx->st.protocol_errors++;
+		if (w->status == 403)
+			rx->st.identity_refusals++;
 		if (w->upload_deferred)
 			rx->st.symbol_tables_deferred++;
 		if (s)
@@ -195,7 +203,9 @@ static void work_finish(struct work *w)
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, w->res.received);
 		/* Its wanted_symbols are not delivered either: the next request (this resend, or another agent's) asks. */
 		gw_ingest_result_release_asks(&w->res);
-		gw_agent_respond_error(s, 429, retry_ms, "the gateway is over its memory limit; retry after %u ms",
+		/* Its tables answered asks (now spent): kept, as when the stream is gone, or the resend's are refused. */
+		hand_over_tables(rx, &w->res);
+		gw_agent_respond_error(s, 429, retry_ms, "%s; retry after %u ms", gw_runtime__refusal(comp->runtime),
 				       retry_ms);
 		goto out;
 	}
@@ -316,6 +326,7 @@ void gw_agent_process_request(struct h2stream *s)
 	w->epoch = ++ingest_epoch;
 	w->max_request_bytes = rx->cfg->max_request_bytes;
 	w->stores = gw_runtime__stores(rx->c->runtime);
+	gw_agent_work_peer(w, c, s);
 	w->closed = !gw_runtime__admits(rx->c->runtime);
 	/* The body moves to the work (still counted in inflight_bytes until it is freed). */
 	w->body = s->body;

@@ -199,7 +199,8 @@ static const char *thread_name(struct gw_ingest_ctx *c, struct sr_pb_slice s)
 
 /*
  * Lists a wanted executable (x) or kernel (k) in this response when no other
- * agent is being asked for it (claim_ask); the claim is kept with the result,
+ * agent is being asked for it (claim_ask), and records that this agent was
+ * asked (its upload is taken from it only); the claim is kept with the result,
  * so it can be released if the response is never delivered. Returns 1 when
  * listed, 0 when another agent has it or the list is full.
  */
@@ -217,6 +218,7 @@ int gw_ingest_ask_for(struct gw_ingest_ctx *c, struct gw_executable *x, struct g
 		res->asked_exes = v;
 		if (!gw_executable__claim_ask(x, GW_AGENT_WANTED_ASK_NS))
 			return 0;
+		gw_executable__record_ask(x, c->defs.identity, GW_AGENT_ANSWER_NS);
 		v[res->n_asked_exes++] = gw_executable__ref(x);
 		e = gw_idlist__add(&c->wanted, x->id.bytes, x->id.len);
 	} else {
@@ -226,6 +228,7 @@ int gw_ingest_ask_for(struct gw_ingest_ctx *c, struct gw_executable *x, struct g
 		res->asked_kernels = v;
 		if (!gw_kernel__claim_ask(k, GW_AGENT_WANTED_ASK_NS))
 			return 0;
+		gw_kernel__record_ask(k, c->defs.identity, GW_AGENT_ANSWER_NS);
 		v[res->n_asked_kernels++] = gw_kernel__ref(k);
 		e = gw_idlist__add(&c->wanted, k->id.bytes, k->id.len);
 	}

@@ -48,12 +48,27 @@
 #include "runtime.h"
 #include "units.h"
 
+static const struct sr_field client_identity_fields[] = {
+	SR_FIELD_BOOLEAN("bind_node_name", struct agent_client_identity_config, bind_node_name, .def = "false",
+			 .doc = "Each request's AgentInfo.node_name (host_name when it has none) must be a name of the "
+				"client certificate (its subject CN or a DNS subject alternative name, read through "
+				"node_name_template); other requests are answered 403. Needs client_ca_file."),
+	SR_FIELD_STR("node_name_template", struct agent_client_identity_config, node_name_template, .def = "{node}",
+		     .doc = "How a certificate name spells a node name: `{node}` stands for it, e.g. "
+			    "`system:node:{node}` for certificates named as the kubelet's are."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field tls_fields[] = {
 	SR_FIELD_STR("cert_file", struct agent_tls_config, cert_file,
 		     .doc = "PEM server certificate (chain). With key_file, the receiver speaks TLS (ALPN h2) only."),
 	SR_FIELD_STR("key_file", struct agent_tls_config, key_file, .doc = "PEM private key of cert_file."),
 	SR_FIELD_STR("client_ca_file", struct agent_tls_config, client_ca_file,
 		     .doc = "PEM CA bundle; when set, every agent must present a certificate it signed (mTLS)."),
+	SR_FIELD_MAP("client_identity", struct agent_tls_config, client_identity, struct agent_client_identity_config,
+		     client_identity_fields,
+		     .doc = "What a client certificate proves: with bind_node_name, the node it may speak for "
+			    "(docs/security.md, \"The gateway against hostile peers\")."),
 	SR_FIELD_END,
 };
 
@@ -61,6 +76,11 @@ static const struct sr_field auth_fields[] = {
 	SR_FIELD_STR("bearer_token_file", struct agent_auth_config, bearer_token_file,
 		     .doc = "File holding the token agents must send as `Authorization: Bearer <token>`; re-read "
 			    "when it changes (checked every 10s)."),
+	SR_FIELD_STR("node_tokens_file", struct agent_auth_config, node_tokens_file,
+		     .doc = "One token per node: a file of `<node name> <token>` lines (`#` comments); a request's "
+			    "bearer token must be one of them and speaks for its node only: AgentInfo.node_name "
+			    "(host_name when it has none) must be that node, else 403. Re-read when it changes "
+			    "(checked every 10s). Excludes bearer_token_file."),
 	SR_FIELD_END,
 };
 
@@ -143,10 +163,12 @@ static const struct sr_field agent_fields[] = {
 			    "close the connection."),
 	SR_FIELD_MAP("stream_resets", struct agent_config, stream_resets, struct agent_stream_resets_config,
 		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
-	SR_FIELD_BYTES("max_request_bytes", struct agent_config, max_request_bytes, .def = "32MiB", .min = 1024,
-		       .max = 1073741824,
-		       .doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
-			      "default leaves room for the agent's largest symbol upload (16MiB)."),
+	SR_FIELD_BYTES(
+		"max_request_bytes", struct agent_config, max_request_bytes, .def = "32MiB", .min = 1024,
+		.max = 1073741824,
+		.doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
+		       "default leaves room for the agent's largest symbol upload (gateway.max_symbol_upload_size, "
+		       "8MiB by default)."),
 	SR_FIELD_BYTES("max_inflight_bytes", struct agent_config, max_inflight_bytes, .def = "256MiB", .min = 1024,
 		       .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
@@ -307,6 +329,10 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		  rx->st.protocol_errors },
 		{ "stackrelay_gateway_agent_auth_failures_total", "Requests without the right bearer token.",
 		  rx->st.auth_failures },
+		{ "stackrelay_gateway_agent_identity_refusals_total",
+		  "Requests answered 403: their node name is not one their client certificate or node token "
+		  "speaks for (tls.client_identity, auth.node_tokens_file).",
+		  rx->st.identity_refusals },
 		{ "stackrelay_gateway_agent_request_bytes_total", "Request body bytes as received (compressed).",
 		  rx->st.bytes_wire },
 		{ "stackrelay_gateway_agent_request_decoded_bytes_total", "Request body bytes after decompression.",
@@ -349,6 +375,15 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 				  "Seconds from a request's first header to its answer (queued, read, decoded and "
 				  "admitted to the pipeline; not the write of the answer).",
 				  lbl, &rx->request_duration);
+	for (size_t i = 0; i < GW_UPLOAD_REFUSAL_MAX; i++) {
+		snprintf(l2, sizeof(l2), "%s", lbl);
+		gw_metrics_label(l2, sizeof(l2), "reason", gw_upload_refusal_names[i]);
+		gw_metrics__add(w, "stackrelay_gateway_agent_symbol_tables_refused_total", GW_METRIC_COUNTER,
+				"Symbol tables not taken, by reason: not_asked (this replica did not ask that agent "
+				"for it), error_not_asked (an error answering no ask), unknown_executable (not "
+				"stored); the rest of the request was.",
+				l2, (double)rx->st.tables_refused[i]);
+	}
 	const struct {
 		const char *kind;
 		uint64_t v;
@@ -397,6 +432,7 @@ void gw_agent_rx_maybe_free(struct agent_rx *rx)
 	nghttp2_option_del(rx->h2opt);
 	gw_dedupe_free(rx->dedupe);
 	free(rx->token);
+	gw_agent_node_tokens_free(rx);
 	free(rx);
 }
 
@@ -418,6 +454,22 @@ static int agent_validate(const void *config, const char *path, struct sr_diag *
 
 	if (!!cfg->tls.cert_file != !!cfg->tls.key_file) {
 		sr_diag_add(d, NULL, 0, 0, path, "tls: cert_file and key_file go together (one is missing)");
+		r = -EINVAL;
+	}
+	if (cfg->tls.client_identity.bind_node_name && !cfg->tls.client_ca_file) {
+		sr_diag_add(d, NULL, 0, 0, path,
+			    "tls.client_identity.bind_node_name needs tls.client_ca_file (client certificates)");
+		r = -EINVAL;
+	}
+	if (cfg->tls.client_identity.node_name_template &&
+	    !strstr(cfg->tls.client_identity.node_name_template, "{node}")) {
+		sr_diag_add(d, NULL, 0, 0, path, "tls.client_identity.node_name_template must contain {node}");
+		r = -EINVAL;
+	}
+	if (cfg->auth.bearer_token_file && cfg->auth.node_tokens_file) {
+		sr_diag_add(d, NULL, 0, 0, path,
+			    "auth: bearer_token_file and node_tokens_file exclude each other (a shared token would "
+			    "speak for every node)");
 		r = -EINVAL;
 	}
 	if (cfg->tls.client_ca_file && !cfg->tls.cert_file) {
@@ -518,7 +570,12 @@ static int agent_start(struct gw_component *c)
 		sr_log_error(COMPONENT, "cannot load the bearer token", "id=%s error=\"%s\"", c->id, err);
 		return r;
 	}
+	if (cfg->auth.node_tokens_file && (r = gw_agent_node_tokens_load(rx, err, sizeof(err))) < 0) {
+		sr_log_error(COMPONENT, "cannot load the node tokens", "id=%s error=\"%s\"", c->id, err);
+		return r;
+	}
 	rx->token_checked_ms = uv_now(rx->loop);
+	rx->node_tokens_checked_ms = rx->token_checked_ms;
 	rx->dedupe = gw_dedupe_new((uint32_t)cfg->dedupe.max_entries, cfg->dedupe.max_bytes);
 	if (!rx->dedupe)
 		return -ENOMEM;
@@ -542,7 +599,9 @@ static int agent_start(struct gw_component *c)
 	gw_runtime__add_metrics(c->runtime, write_metrics, rx);
 	sr_log_info(COMPONENT, "listening for agents", "id=%s address=%s tls=%s mtls=%s auth=%s", c->id, rx->address,
 		    rx->ssl_ctx ? "yes" : "no", cfg->tls.client_ca_file ? "yes" : "no",
-		    cfg->auth.bearer_token_file ? "bearer" : "none");
+		    cfg->auth.node_tokens_file	  ? "node_tokens"
+		    : cfg->auth.bearer_token_file ? "bearer"
+						  : "none");
 	return 0;
 }
 

@@ -423,8 +423,8 @@ static void job_finish(struct otlp_job *j)
 	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
 		gw_component_received(comp, res->received);
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->received);
-		gw_agent_respond_error(s, l->proto == OTLP_GRPC ? 503 : 429, retry_ms,
-				       "the gateway is over its memory limit; retry after %u ms", retry_ms);
+		gw_agent_respond_error(s, l->proto == OTLP_GRPC ? 503 : 429, retry_ms, "%s; retry after %u ms",
+				       gw_runtime__refusal(comp->runtime), retry_ms);
 		return;
 	}
 	gw_component_received(comp, res->received);

@@ -50,11 +50,11 @@ static int mkdir_p(const char *path)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
 			return -errno;
 		*p = '/';
 	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
 }
@@ -219,28 +219,39 @@ static int entry_path(struct gw_symstore *st, const char *sub, const char *hex, 
 		return -EINVAL;
 	if ((size_t)snprintf(buf, size, "%s/%s/%.2s", st->dir, sub, hex) >= size)
 		return -ENAMETOOLONG;
-	if (mkdirs && mkdir(buf, 0755) < 0 && errno != EEXIST)
+	if (mkdirs && mkdir(buf, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	if ((size_t)snprintf(buf, size, "%s/%s/%.2s/%s%s", st->dir, sub, hex, hex + 2, suffix) >= size)
 		return -ENAMETOOLONG;
 	return 0;
 }
 
-int gw_symstore__read_table(struct gw_symstore *st, const char *hex, size_t max_len, void **ret, size_t *ret_len)
+static const char *table_suffix(enum gw_symstore_source src)
+{
+	return src == GW_SYMSTORE_UPLOAD ? ".upload.sym" : ".sym";
+}
+
+int gw_symstore__read_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, size_t max_len,
+			    void **ret, size_t *ret_len)
 {
 	char path[PATH_MAX];
 	struct stat sb;
 	void *buf = NULL;
 	int fd, r;
 
-	r = entry_path(st, "symtab", hex, ".sym", path, sizeof(path), false);
+	r = entry_path(st, "symtab", hex, table_suffix(src), path, sizeof(path), false);
 	if (r < 0)
 		return r;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Only a regular file: whatever else sits in cache_dir (a FIFO) must not hang a worker. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &sb) < 0) {
 		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		r = -EINVAL;
 		goto out;
 	}
 	if ((uint64_t)sb.st_size > max_len) {
@@ -276,17 +287,18 @@ out:
 	return r;
 }
 
-int gw_symstore__write_table(struct gw_symstore *st, const char *hex, const void *buf, size_t len)
+int gw_symstore__write_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, const void *buf,
+			     size_t len)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	int fd, r;
 
 	pthread_mutex_lock(&st->lock);
-	r = entry_path(st, "symtab", hex, ".sym", path, sizeof(path), true);
+	r = entry_path(st, "symtab", hex, table_suffix(src), path, sizeof(path), true);
 	if (r < 0)
 		goto out;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(), st->tmp_seq++);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -337,7 +349,7 @@ static int copy_file(const char *src, const char *dst)
 
 	if (in < 0)
 		return -errno;
-	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (out < 0) {
 		r = -errno;
 		goto done;
@@ -390,7 +402,8 @@ int gw_symstore__adopt_debug(struct gw_symstore *st, const char *hex, const char
 			goto out;
 		}
 	}
-	if (stat(buf, &sb) < 0) {
+	/* A renamed download keeps the debuginfod client's mode: debug files stay private to the gateway. */
+	if (chmod(buf, 0600) < 0 || stat(buf, &sb) < 0) {
 		r = -errno;
 		goto out;
 	}

@@ -2,6 +2,7 @@
 /*
  * The symbolizer's on-disk store under cache_dir:
  *   symtab/xx/rest.sym        serialized symbol tables (gw_symtab__serialize)
+ *   symtab/xx/rest.upload.sym the same, uploaded by an agent (ranked below the rest)
  *   .build-id/xx/rest.debug   debug files fetched from debuginfod, in the
  *                             /usr/lib/debug layout (so cache_dir can also be
  *                             given to other tools as a debug directory)
@@ -22,9 +23,21 @@ struct gw_symstore;
 struct gw_symstore *gw_symstore_new(const char *dir, uint64_t max_bytes);
 void gw_symstore_free(struct gw_symstore *st);
 
-/* Reads symtab/xx/rest.sym (at most max_len bytes) into a malloc'd buffer; -ENOENT when absent. */
-int gw_symstore__read_table(struct gw_symstore *st, const char *hex, size_t max_len, void **ret, size_t *ret_len);
-int gw_symstore__write_table(struct gw_symstore *st, const char *hex, const void *buf, size_t len);
+/*
+ * Where a stored table came from. An agent's upload is kept apart
+ * (symtab/xx/rest.upload.sym) so that it never overwrites, nor is read
+ * before, a table made from a debug file or fetched from debuginfod.
+ */
+enum gw_symstore_source {
+	GW_SYMSTORE_TRUSTED, /* debug directories, debuginfod: symtab/xx/rest.sym */
+	GW_SYMSTORE_UPLOAD,  /* an agent's upload: symtab/xx/rest.upload.sym */
+};
+
+/* Reads a stored table (at most max_len bytes) into a malloc'd buffer; -ENOENT when absent. */
+int gw_symstore__read_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, size_t max_len,
+			    void **ret, size_t *ret_len);
+int gw_symstore__write_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, const void *buf,
+			     size_t len);
 /* Path of .build-id/xx/rest.debug when it exists; -ENOENT otherwise. */
 int gw_symstore__debug_path(struct gw_symstore *st, const char *hex, char *buf, size_t size);
 /* Moves (or copies) src into .build-id/xx/rest.debug; the new path goes to buf. */

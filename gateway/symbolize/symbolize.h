@@ -7,11 +7,13 @@
  *
  * SOURCES, in order, per executable ID:
  *   1. memory: a byte-bounded LRU of loaded symbol sources (memory_cache_size);
- *   2. disk: cache_dir/symtab/xx/rest.sym (tables built before: uploads and
- *      debuginfod results survive restarts), cache_dir/.build-id/xx/rest.debug
+ *   2. disk: cache_dir/symtab/xx/rest.sym (tables built before from debug
+ *      files and debuginfod survive restarts), cache_dir/.build-id/xx/rest.debug
  *      (debug files fetched from debuginfod), then every debug_dirs entry in the
  *      /usr/lib/debug layout (.build-id/xx/rest.debug, and the
- *      .gnu_debuglink name next to the executable's path);
+ *      .gnu_debuglink name next to the executable's path; opened beneath the
+ *      directory: a path with ".." or a link out of it is refused), then an
+ *      agent's stored upload (cache_dir/symtab/xx/rest.upload.sym);
  *   3. debuginfod (libdebuginfod): debuginfo, else the executable, by GNU
  *      build ID, on the symbolizer's own fetch threads (at most
  *      debuginfod_max_concurrency at once), each bounded by debuginfod_timeout;
@@ -123,6 +125,9 @@ struct gw_symbolizer_stats {
 	uint64_t disk_hits; /* tables or debug files found on disk */
 	uint64_t debuginfod_fetches, debuginfod_ok, debuginfod_failed;
 	uint64_t uploads_accepted, uploads_rejected, upload_errors;
+	uint64_t uploads_outranked; /* uploads refused: a debug file or debuginfod named it already */
+	/* debug_dirs lookups refused: an agent's path or debuglink with "."/"..", a file leading out of the dir */
+	uint64_t debug_paths_dot_dot, debug_paths_escaping;
 	uint64_t evictions;
 	uint64_t memory_bytes, memory_entries;
 	uint64_t disk_bytes;
@@ -176,10 +181,14 @@ bool gw_sym_handle__has_lines(const struct gw_sym_handle *h);
  * Validated before use: 1..64-byte ID, at most GW_SYMTAB_MAX_SYMBOLS
  * symbols, 24 bytes per symbol plus names within max_upload_bytes, names
  * non-empty (cut at GW_SYMTAB_MAX_NAME), address + size not overflowing.
- * An upload for an ID already resolved from a debug file is ignored (the debug
- * file has lines). The table is also written to the disk store. Returns 0,
+ * Sources are ranked: an upload never replaces a table from a debug file,
+ * the store's trusted tables or debuginfod (-EEXIST, counted in
+ * uploads_outranked), and a trusted source found later replaces it. The
+ * receiver takes an upload only from the agent it asked (docs/agent-protocol.md,
+ * "Who may upload"); this function trusts its caller for that. The table is
+ * also written to the disk store, apart from trusted tables. Returns 0,
  * -EINVAL (bad ID), -E2BIG (over a limit), -EBADMSG (no usable symbol),
- * -ENOMEM. Any thread; the work is proportional to the table.
+ * -EEXIST (outranked), -ENOMEM. Any thread; the work is proportional to the table.
  */
 int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t id_len,
 			      const struct gw_symbol *symbols, size_t n_symbols, const char *error);

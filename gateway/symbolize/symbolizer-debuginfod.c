@@ -67,7 +67,7 @@ static void fetch_one(struct gw_symbolizer *s, debuginfod_client *c, struct fetc
 			void *buf;
 			size_t len;
 			if (h->tab && gw_symtab__serialize(h->tab, &buf, &len) == 0) {
-				(void)gw_symstore__write_table(s->store, hex, buf, len);
+				(void)gw_symstore__write_table(s->store, GW_SYMSTORE_TRUSTED, hex, buf, len);
 				free(buf);
 			}
 		}
@@ -81,7 +81,8 @@ static void fetch_one(struct gw_symbolizer *s, debuginfod_client *c, struct fetc
 	/* The entry may have changed meanwhile (an upload made it READY, then it was evicted). */
 	pthread_mutex_lock(&s->lock);
 	struct entry *e = gw_sym_map_find(s, id, id_len, gw_sym_id_hash(id, id_len));
-	if (e && e->state == E_FETCHING) {
+	/* What debuginfod found outranks an agent's upload that came meanwhile. */
+	if (e && (e->state == E_FETCHING || (h && e->state == E_READY && e->h && e->h->from_upload))) {
 		if (h)
 			gw_sym_set_ready(s, e, h);
 		else

@@ -91,7 +91,9 @@ struct gw_symbolizer {
 	struct {
 		_Atomic uint64_t memory_hits, memory_misses, disk_hits;
 		_Atomic uint64_t debuginfod_fetches, debuginfod_ok, debuginfod_failed;
-		_Atomic uint64_t uploads_accepted, uploads_rejected, upload_errors, evictions;
+		_Atomic uint64_t uploads_accepted, uploads_rejected, upload_errors, uploads_outranked, evictions;
+		/* debug-directory lookups refused: a "."/".." component, a link out of the directory */
+		_Atomic uint64_t debug_paths_dot_dot, debug_paths_escaping;
 	} st;
 };
 

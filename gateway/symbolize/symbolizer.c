@@ -247,8 +247,13 @@ enum gw_sym_state gw_symbolizer__acquire(struct gw_symbolizer *s, const uint8_t 
 	pthread_mutex_lock(&s->lock);
 	bool waiters = e->waiters;
 	e->waiters = false;
-	if (e->state != E_LOADING) {
-		/* An upload arrived meanwhile (add_upload replaced the state): it wins. */
+	if (e->state == E_READY && r == 0 && !h->from_upload && e->h && e->h->from_upload) {
+		/* An upload arrived meanwhile; a debug file or the store outranks it. */
+		gw_sym_set_ready(s, e, h);
+		*ret_handle = gw_sym_handle_ref(h);
+		st = GW_SYM_READY;
+	} else if (e->state != E_LOADING) {
+		/* An upload arrived meanwhile (add_upload replaced the state) and nothing local outranks it. */
 		st = e->state == E_READY ? GW_SYM_READY : GW_SYM_WANTED;
 		if (st == GW_SYM_READY)
 			*ret_handle = gw_sym_handle_ref(e->h);
@@ -343,12 +348,22 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 	gw_symtab_builder_free(b);
 	b = NULL;
 	gw_sym_handle_account(h, 0);
+	pthread_mutex_lock(&s->lock);
+	e = gw_sym_map_find(s, id, id_len, hash);
+	if (e && e->state == E_READY && e->h && !e->h->from_upload) {
+		/* A debug file, the store or debuginfod named it: an agent's table never replaces that. */
+		pthread_mutex_unlock(&s->lock);
+		STAT_INC(s, uploads_outranked);
+		r = -EEXIST;
+		goto fail_counted;
+	}
+	pthread_mutex_unlock(&s->lock);
 	if (s->store) {
 		void *buf;
 		size_t len;
 		gw_sym_hex(id, id_len, hex, sizeof(hex));
 		if (gw_symtab__serialize(h->tab, &buf, &len) == 0) {
-			(void)gw_symstore__write_table(s->store, hex, buf, len);
+			(void)gw_symstore__write_table(s->store, GW_SYMSTORE_UPLOAD, hex, buf, len);
 			free(buf);
 		}
 	}
@@ -356,7 +371,7 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 	e = gw_sym_map_find(s, id, id_len, hash);
 	if (!e)
 		e = map_insert(s, id, id_len, hash);
-	if (e && !(e->state == E_READY && e->h && !e->h->from_upload && e->h->dw)) {
+	if (e && !(e->state == E_READY && e->h && !e->h->from_upload)) {
 		if (e->state == E_FETCHING) {
 			/*
 			 * Still queued: take it out of the queue so the fetch thread never sees it.
@@ -383,9 +398,10 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 	gw_sym_notify(s);
 	return 0;
 fail:
+	STAT_INC(s, uploads_rejected);
+fail_counted:
 	gw_symtab_builder_free(b);
 	gw_sym_handle__release(h);
-	STAT_INC(s, uploads_rejected);
 	return r;
 }
 
@@ -477,6 +493,9 @@ void gw_symbolizer__stats(struct gw_symbolizer *s, struct gw_symbolizer_stats *r
 	ret->uploads_accepted = atomic_load(&s->st.uploads_accepted);
 	ret->uploads_rejected = atomic_load(&s->st.uploads_rejected);
 	ret->upload_errors = atomic_load(&s->st.upload_errors);
+	ret->uploads_outranked = atomic_load(&s->st.uploads_outranked);
+	ret->debug_paths_dot_dot = atomic_load(&s->st.debug_paths_dot_dot);
+	ret->debug_paths_escaping = atomic_load(&s->st.debug_paths_escaping);
 	ret->evictions = atomic_load(&s->st.evictions);
 	pthread_mutex_lock(&s->lock);
 	ret->memory_bytes = s->bytes;

@@ -5,8 +5,10 @@
 #   1. builds tools/chart-render (Go text/template + sprig, as Helm renders)
 #      and runs its go tests;
 #   2. renders charts/stackrelay with its default values and with every
-#      charts/stackrelay/ci/*-values.yaml, and compares manifests and NOTES
-#      with the golden files in tests/chart/golden/;
+#      charts/stackrelay/ci/*-values.yaml, as an upgrade of a release whose
+#      generated Secrets are tests/chart/existing-objects.yaml, and compares
+#      manifests and NOTES with the golden files in tests/chart/golden/;
+#      checks what a first install generates (check-generated.mjs);
 #   3. validates every rendered object against the Kubernetes schemas
 #      (tests/chart/validate.mjs);
 #   4. renders every tests/chart/invalid/*.yaml and expects the error its
@@ -104,11 +106,12 @@ fi
 rendered=()
 for values in "$chart"/ci/*-values.yaml; do
 	name=$(basename "$values" -values.yaml)
-	if ! "$renderer" -f "$values" --namespace observability "$chart" >"$work/$name.yaml" 2>"$work/$name.err"; then
+	if ! "$renderer" -f "$values" --namespace observability --lookup "$here/existing-objects.yaml" "$chart" \
+		>"$work/$name.yaml" 2>"$work/$name.err"; then
 		fail "$name: render failed: $(cat "$work/$name.err")"
 		continue
 	fi
-	"$renderer" -f "$values" --namespace observability --notes "$chart" |
+	"$renderer" -f "$values" --namespace observability --lookup "$here/existing-objects.yaml" --notes "$chart" |
 		sed -n '/^NOTES:$/,$p' >"$work/$name.notes.txt"
 	compare "$name: manifests" "$golden/$name.yaml" "$work/$name.yaml"
 	compare "$name: NOTES.txt" "$golden/$name.notes.txt" "$work/$name.notes.txt"
@@ -122,6 +125,27 @@ if [ ${#rendered[@]} -gt 0 ]; then
 		fail "kubernetes schemas:"
 		sed 's/^/    /' "$work/validate.out"
 	fi
+fi
+
+# A first install (lookup finds nothing) generates the bearer token and the
+# TLS CA and certificates; two installs must not share them.
+fresh=$chart/ci/generated-tls-values.yaml
+if "$renderer" -f "$fresh" --namespace observability "$chart" >"$work/fresh1.yaml" 2>"$work/fresh.err" &&
+	"$renderer" -f "$fresh" --namespace observability "$chart" >"$work/fresh2.yaml" 2>>"$work/fresh.err" &&
+	node "$here/check-generated.mjs" "$work/fresh1.yaml" "$work/fresh2.yaml" >"$work/fresh.out" 2>&1; then
+	pass "first install: $(tail -n 1 "$work/fresh.out")"
+else
+	fail "first install: generated Secrets:"
+	sed 's/^/    /' "$work/fresh.err" "$work/fresh.out" 2>/dev/null
+fi
+# An upgrade keeps them: the rendered Secrets are the looked-up ones.
+if "$renderer" -f "$fresh" --namespace observability --lookup "$here/existing-objects.yaml" "$chart" \
+	>"$work/upgrade.yaml" 2>"$work/upgrade.err" &&
+	node "$here/check-generated.mjs" --kept "$here/existing-objects.yaml" "$work/upgrade.yaml" >"$work/upgrade.out" 2>&1; then
+	pass "upgrade: $(tail -n 1 "$work/upgrade.out")"
+else
+	fail "upgrade: generated Secrets not kept:"
+	sed 's/^/    /' "$work/upgrade.err" "$work/upgrade.out"
 fi
 
 for values in "$here"/invalid/*.yaml; do

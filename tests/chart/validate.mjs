@@ -12,7 +12,10 @@
 //     declarations, recursively;
 //  3. what the API server checks beyond the schema and a chart gets wrong
 //     most: names (DNS-1123 / DNS-1035 and 63 characters), label keys and
-//     values, duplicate objects, selectors that do not match their template.
+//     values, duplicate objects, selectors that do not match their template,
+//     NetworkPolicies whose pod selectors select none of the rendered pods
+//     (a policy that selects nothing leaves the pods open; a peer that
+//     matches nothing shuts their clients out).
 //
 // Prints one line per problem ("FILE: Kind/name: path: message") and exits 1
 // if there was any, 0 otherwise.
@@ -31,6 +34,9 @@ function modelLocation(apiVersion) {
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
   if (group === "monitoring.coreos.com") {
     return { pkg: "@kubernetes-models/prometheus-operator", dir: `${group}/${version}` };
+  }
+  if (group === "cert-manager.io") {
+    return { pkg: "@kubernetes-models/cert-manager", dir: `${group}/${version}` };
   }
   return { pkg: "kubernetes-models", dir: group ? `${group}/${version}` : version };
 }
@@ -118,7 +124,10 @@ function loadDecl(file) {
   for (const m of src.matchAll(/export interface (\w+)(\s+extends\s+([\w, ]+))?\s*\{/g)) {
     const open = m.index + m[0].length - 1;
     const body = src.slice(open + 1, matchBrace(src, open));
-    interfaces.set(m[1], { props: parseProps(body, file), typeMeta: /TypeMeta/.test(m[3] || "") });
+    // Interfaces that extend others (cert-manager's IssuerSpec extends
+    // IssuerConfig) get the bases' fields in resolve().
+    const bases = (m[3] || "").split(",").map((x) => x.trim()).filter((x) => x && x !== "TypeMeta");
+    interfaces.set(m[1], { props: parseProps(body, file), typeMeta: /TypeMeta/.test(m[3] || ""), bases, file });
   }
   const decl = { imports, aliases, interfaces };
   fileCache.set(file, decl);
@@ -128,6 +137,10 @@ function loadDecl(file) {
 // The interface a type name refers to from file, or null (type alias,
 // primitive wrapper like IntOrString or Quantity, or unknown: not checked).
 function resolve(name, file) {
+  return withBases(resolveOwn(name, file));
+}
+
+function resolveOwn(name, file) {
   const decl = loadDecl(file);
   if (decl.interfaces.has(name)) return decl.interfaces.get(name);
   const local = decl.aliases.get(name);
@@ -137,6 +150,20 @@ function resolve(name, file) {
   const tdecl = loadDecl(target);
   const tlocal = tdecl.aliases.get(name) || name;
   return tdecl.interfaces.get(tlocal) || null;
+}
+
+// An interface with the fields of the interfaces it extends; an unknown
+// base leaves it unchecked (null) rather than reporting fields as unknown.
+function withBases(iface) {
+  if (!iface || !iface.bases || iface.bases.length === 0) return iface;
+  if (iface.merged !== undefined) return iface.merged;
+  const props = new Map(iface.props);
+  for (const base of iface.bases) {
+    const b = resolve(base, iface.file);
+    if (!b) return (iface.merged = null);
+    for (const [k, v] of b.props) if (!props.has(k)) props.set(k, v);
+  }
+  return (iface.merged = { props, typeMeta: iface.typeMeta });
 }
 
 function checkFields(value, type, where, problems) {
@@ -225,8 +252,38 @@ const problems = [];
 const seen = new Set();
 let objects = 0;
 
+const workloadKinds = new Set(["Deployment", "StatefulSet", "DaemonSet"]);
+const matches = (sel, labels) => Object.entries(sel || {}).every(([k, v]) => (labels || {})[k] === v);
+
+// NetworkPolicy pod selectors (the policy's and its same-namespace peers')
+// against the pod templates rendered with them.
+function checkNetworkPolicies(objs) {
+  const out = [];
+  const pods = objs.filter((o) => workloadKinds.has(o.kind)).map((o) => ({
+    ns: (o.metadata || {}).namespace,
+    labels: ((((o.spec || {}).template || {}).metadata) || {}).labels || {},
+  }));
+  for (const np of objs.filter((o) => o.kind === "NetworkPolicy")) {
+    const ns = (np.metadata || {}).namespace;
+    const id = `NetworkPolicy/${(np.metadata || {}).name}`;
+    const selects = (sel) => pods.some((p) => p.ns === ns && matches(sel, p.labels));
+    const own = ((np.spec || {}).podSelector || {}).matchLabels;
+    if (own && !selects(own)) out.push(`${id}: spec.podSelector selects none of the rendered pods`);
+    ((np.spec || {}).ingress || []).forEach((rule, i) => {
+      (rule.from || []).forEach((peer, j) => {
+        const sel = (peer.podSelector || {}).matchLabels;
+        if (sel && Object.keys(sel).length && !peer.namespaceSelector && !selects(sel)) {
+          out.push(`${id}: spec.ingress[${i}].from[${j}].podSelector selects none of the rendered pods`);
+        }
+      });
+    });
+  }
+  return out;
+}
+
 for (const file of process.argv.slice(2)) {
   const docs = parseAllDocuments(readFileSync(file, "utf8"));
+  const fileObjects = [];
   for (const doc of docs) {
     if (doc.errors.length) {
       problems.push(`${file}: YAML: ${doc.errors[0].message}`);
@@ -235,6 +292,7 @@ for (const file of process.argv.slice(2)) {
     const obj = doc.toJSON();
     if (obj === null || obj === undefined) continue;
     objects++;
+    fileObjects.push(obj);
     const id = `${obj.kind}/${(obj.metadata || {}).name}`;
     const local = [];
     const key = `${file} ${obj.apiVersion} ${id} ${(obj.metadata || {}).namespace || ""}`;
@@ -257,6 +315,7 @@ for (const file of process.argv.slice(2)) {
     checkServerRules(obj, local);
     for (const p of local) problems.push(`${file}: ${id}: ${p}`);
   }
+  for (const p of checkNetworkPolicies(fileObjects)) problems.push(`${file}: ${p}`);
 }
 
 for (const p of problems) console.log(p);

@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (gw_ingest_count_samples(data, size, &n, err, sizeof(err)) < 0 &&
 		    (!memchr(err, '\0', sizeof(err)) || !err[0]))
 			abort(); /* a refusal's 400 says what is wrong */
-		if (gw_ingest_process(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0) {
+		if (gw_ingest_process(stores, NULL, data, size, ++epoch, &res, err, sizeof(err)) == 0) {
 			if (res.batch && gw_profiles__check(res.batch) != 0)
 				abort();
 			if (res.accepted + res.refused_missing != res.received)
@@ -109,13 +109,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (res.batch) {
 				flag_batch(res.batch, size ? data[size - 1] : 0);
 				gw_ingest_result_free(&res);
-				if (gw_ingest_process(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0 &&
+				if (gw_ingest_process(stores, NULL, data, size, ++epoch, &res, err, sizeof(err)) == 0 &&
 				    res.symbols_pending > res.probes)
 					abort();
 			}
 			gw_ingest_result_free(&res);
 		}
-		if (gw_ingest_process_definitions(stores, data, size, ++epoch, &res, err, sizeof(err)) == 0)
+		if (gw_ingest_process_definitions(stores, NULL, data, size, ++epoch, &res, err, sizeof(err)) == 0)
 			gw_ingest_result_free(&res);
 	}
 	free(plain);

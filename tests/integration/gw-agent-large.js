@@ -42,13 +42,22 @@ const L = require('./gw-lib.js');
     gw = await L.startGateway(`
 receivers:
   agent: {endpoint: 127.0.0.1:0}
+processors:
+  # Nothing can name the world's executables but their agents: they are asked to upload (wanted_symbols).
+  symbolize: {debug_dirs: [], debuginfod_urls: [], wait_for_symbols: 0s}
 exporters:
   otlp_http: {endpoint: ${sink.url}, compression: none}
 service:
   pipelines:
-    profiles: {receivers: [agent], exporters: [otlp_http]}
+    profiles: {receivers: [agent], processors: [symbolize], exporters: [otlp_http]}
   telemetry: {metrics: {address: 127.0.0.1:0}}
 `, dir);
+    // A request that uses executable e alone (to be asked for its table, a request must use it; a stack with
+    // other executables too would have this instance asked for theirs, and no other instance for 30 s).
+    const using = (e) => {
+      const st = { id: L.id('only', e.id.toString('hex')), frames: [{ exe: e.id, address: 0x1000, kind: 1 }] };
+      return { stacks: [st], executables: [e], samples: [{ stackId: st.id, count: 1 }] };
+    };
     const session = await L.connect(`http://${gw.agentAddress}`);
     const received = async () => (await L.metrics(gw.metricsAddress))
       .get('stackrelay_gateway_samples_received_total', { component: 'agent' });
@@ -69,7 +78,9 @@ service:
       const symbols = [];
       for (let i = 0; i < 200000; i++)
         symbols.push({ address: 0x400000 + ((i * 7919) % 200000) * 16, size: 16, name: `_ZN9stackrelay4test${i}fnEv` });
-      const upload = { instanceId: crypto.randomBytes(16), sequence: 1, executables: world.exes.slice(0, 1),
+      const inst = crypto.randomBytes(16);
+      const seq = await L.waitAsked(session, inst, [world.exes[0].id], using(world.exes[0]));
+      const upload = { instanceId: inst, sequence: seq, executables: world.exes.slice(0, 1),
         symbolTables: [{ exe: world.exes[0].id, symbols, sources: ['.symtab'] }] };
       const other = await L.connect(`http://${gw.agentAddress}`);
       const t0 = Date.now();
@@ -133,9 +144,13 @@ service:
       try {
         // Encoded before connecting: building them blocks this process for seconds, long enough for the
         // gateway's keepalive or header timeout to close a connection that is open meanwhile.
-        const bodies = world.exes.slice(0, 6).map((e, k) => L.encodePushRequest({ instanceId: crypto.randomBytes(16),
+        const insts = world.exes.slice(0, 6).map(() => crypto.randomBytes(16));
+        const bodies = world.exes.slice(0, 6).map((e, k) => L.encodePushRequest({ instanceId: insts[k],
           sequence: 1, executables: [e], symbolTables: [{ exe: e.id, symbols: table(k), sources: ['.symtab'] }] }));
         const s2 = await L.connect(`http://${g2.agentAddress}`);
+        // Each instance waits to be asked for its executable's table first, as agents do.
+        for (let k = 0; k < 6; k++)
+          await L.waitAsked(s2, insts[k], [world.exes[k].id], using(world.exes[k]));
         let deferred = 0;
         await Promise.all(bodies.map(async (body) => {
           for (let attempt = 0; ; attempt++) {

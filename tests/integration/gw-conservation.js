@@ -3,7 +3,7 @@
 //
 // Conservation through replicas, resets and restarts. A test agent written
 // here (Node, independent of the C agent) sends a known multiset of samples
-// the way DESIGN.md's agent protocol says: definitions once, `missing_*`
+// the way docs/agent-protocol.md says: definitions once, `missing_*`
 // answered by a resend (new sequence) with the definitions, a request whose
 // answer was lost resent with the same sequence and the same bytes.
 //

@@ -87,7 +87,8 @@ function symbolTable(t) {
   return w.string(4, t.error);
 }
 
-// req: {version, instanceId, sequence, frequency, hostName, nodeName, samples, stacks, executables, kernels, symbolTables, drops}
+// req: {version, instanceId, sequence, frequency, hostName, nodeName, samples, stacks, executables, kernels, symbolTables,
+//      drops, probeSymbols}
 function encodePushRequest(req) {
   const w = new Writer().varint(1, req.version ?? 1);
   w.msg(2, new Writer().bytes(1, req.instanceId).string(2, req.hostName ?? 'node-a').string(3, req.nodeName)
@@ -98,6 +99,7 @@ function encodePushRequest(req) {
   for (const e of req.executables || []) w.msg(7, executableDef(e));
   for (const k of req.kernels || []) w.msg(8, kernelDef(k));
   for (const t of req.symbolTables || []) w.msg(9, symbolTable(t));
+  for (const p of req.probeSymbols || []) w.bytes(11, p);
   if (req.drops)
     w.msg(10, new Writer().varint(1, req.drops.ringBufferFull).varint(2, req.drops.stackErrors)
       .varint(3, req.drops.bufferOverflow).varint(4, req.drops.processUnknown));
@@ -295,6 +297,33 @@ async function metrics(address) {
   };
 }
 
+// Follows the protocol before uploading tables (docs/agent-protocol.md, "Who may upload"): a gateway takes a
+// table only from the agent instance it asked in wanted_symbols. Sends first (a request whose samples use the
+// executables, as instanceId), then probes ids until each was listed as wanted in an answer to this instance.
+// Needs a symbolize processor that cannot name them otherwise. Returns the next free sequence.
+async function waitAsked(session, instanceId, ids, first, opts = {}) {
+  const want = new Set(ids.map((b) => Buffer.from(b).toString('hex')));
+  let seq = opts.sequence ?? 1000;
+  const note = (r) => {
+    if (r.status !== 200) throw new Error(`asking to be asked: status ${r.status} ${r.response.error}`);
+    for (const h of r.response.wantedSymbols) want.delete(h);
+  };
+  if (first) {
+    const r = await push(session, { ...first, instanceId, sequence: seq++ }, opts);
+    note(r);
+    if (first.samples && r.response.accepted !== first.samples.reduce((n, x) => n + (x.count || 0), 0))
+      throw new Error(`asking to be asked: ${r.response.accepted} samples accepted`);
+  }
+  const end = Date.now() + (opts.waitMs ?? 30000);
+  while (want.size) {
+    if (Date.now() > end) throw new Error(`the gateway did not ask for ${[...want].join(', ')}`);
+    await new Promise((res) => setTimeout(res, 100));
+    note(await push(session, { instanceId, sequence: seq++, probeSymbols: ids, nodeName: first && first.nodeName },
+      opts));
+  }
+  return seq;
+}
+
 async function waitFor(fn, timeoutMs = 10000, what = 'condition') {
   const end = Date.now() + timeoutMs;
   let last;
@@ -384,6 +413,6 @@ function runChecks(checks) {
 }
 
 module.exports = {
-  Writer, encodePushRequest, decodePushResponse, makeWorld, id, connect, post, push, tmpdir, startGateway,
+  Writer, encodePushRequest, decodePushResponse, makeWorld, id, connect, post, push, waitAsked, tmpdir, startGateway,
   stopGateway, httpGet, metrics, waitFor, startSink, makeCerts, splitAddress, agentGatewayYaml, runChecks,
 };

@@ -67,5 +67,26 @@ for name in agent gateway; do
 	fi
 done
 
+# Every User= of an installed unit is a user the installed sysusers.d file
+# creates, and the two services do not share one.
+sysusers=$work$prefix/lib/sysusers.d/stackrelay.conf
+users=()
+for name in agent gateway; do
+	unit=$work$prefix/lib/systemd/system/stackrelay-$name.service
+	[ -f "$unit" ] && [ -f "$sysusers" ] || continue
+	user=$(sed -n 's/^User=//p' "$unit" | tail -n 1)
+	users+=("$user")
+	if [ -n "$user" ] && grep -qE "^u $user " "$sysusers"; then
+		echo "ok: stackrelay-$name.service runs as $user, which sysusers.d creates"
+	else
+		echo "FAIL: stackrelay-$name.service: User=$user is not declared in $prefix/lib/sysusers.d/stackrelay.conf"
+		fail=1
+	fi
+done
+if [ ${#users[@]} = 2 ] && [ "${users[0]}" = "${users[1]}" ]; then
+	echo "FAIL: the agent and the gateway both run as ${users[0]}"
+	fail=1
+fi
+
 [ $fail = 0 ] && echo "meson install: ${#expected[@]} files where expected"
 exit $fail

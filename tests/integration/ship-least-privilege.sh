@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The agent profiles with exactly the capabilities the systemd unit and the
-# Helm chart grant, and no more (DESIGN.md, least privilege):
+# Helm chart grant, and no more (least privilege: docs/install-kubernetes.md, "Agent privileges"):
 #   1. as the systemd unit runs it: an unprivileged user (65534) holding the
 #      unit's AmbientCapabilities= as ambient capabilities, the bounding set
 #      cut to them, no_new_privs;

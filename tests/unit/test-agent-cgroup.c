@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Container and pod identity from /proc/PID/cgroup: every line shape of DESIGN.md, and what is not a container. */
+/* Container and pod identity from /proc/PID/cgroup: every line shape docs/agent.md lists, and what is not a container. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -291,7 +291,7 @@ static void test_every_problem_reported_with_position(void **state)
 			      "queue_size: lots\n"			   /* 4: bad size */
 			      "mode: fancy\n"				   /* 5: bad enum */
 			      "verbose: maybe\n"			   /* 6: bad bool */
-			      "headers: {A: \"${env:SR_TEST_MISSING}\"}\n" /* 7: missing variable */
+			      "headers: {A: \"${env:SR_TEST_MISSING}\"}\n" /* 7: unset variable: a warning */
 			      "retry: {initial_interval: 5}\n"		   /* 8: number without unit */
 			      "urls: [a, b, c, d]\n"			   /* 9: too many */
 			      "rules: [{action: [x]}]\n"		   /* 10: wrong node type */
@@ -307,12 +307,14 @@ static void test_every_problem_reported_with_position(void **state)
 	assert_true(has(d, "test.yaml:5:7: error: mode: invalid value \"fancy\": expected one of none, simplified, "
 			   "templates, full"));
 	assert_true(has(d, "test.yaml:6:10: error: verbose: invalid bool \"maybe\""));
-	assert_true(has(d, "test.yaml:7:14: error: headers.A: environment variable SR_TEST_MISSING is not set"));
+	assert_true(has(d, "test.yaml:7:14: warning: headers.A: environment variable SR_TEST_MISSING is not set: using "
+			   "an empty string"));
 	assert_true(has(d, "test.yaml:8:27: error: retry.initial_interval: invalid duration \"5\""));
 	assert_true(has(d, "test.yaml:9:7: error: urls: has 4 entries: must have from 0 to 3"));
 	assert_true(has(d, "test.yaml:10:18: error: rules[0].action: expected a string, got a sequence"));
 	assert_true(has(d, "test.yaml:11:8: error: token: expected a string, got a mapping"));
-	assert_int_equal(sr_diag_errors(d), 12);
+	assert_int_equal(sr_diag_errors(d), 11);
+	assert_int_equal(sr_diag_warnings(d), 1);
 	sr_diag_free(d);
 }
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -341,9 +342,16 @@ static void on_deadline(uv_timer_t *t)
 	}
 }
 
-static uint64_t last_drops[8];
-static const char *const drop_reasons[] = { "rejected_400", "too_large", "retries_exhausted", "queue_full",
-					    "shutdown",	    "rejected",	 "memory_limit",      NULL };
+static uint64_t last_drops[9];
+static const char *const drop_reasons[] = { "rejected_400",
+					    "too_large",
+					    "retries_exhausted",
+					    "queue_full",
+					    "shutdown",
+					    "rejected",
+					    "memory_limit",
+					    "queue_unwritable_at_shutdown",
+					    NULL };
 
 /*
  * Runs source → otlp_http (config yaml) until exported + dropped reaches
@@ -733,6 +741,112 @@ static void test_persistent_queue_survives_kill9(void **state)
 	}
 }
 
+/* ---- persistent queue: a disk that cannot take a write ---- */
+
+/* Writes past RLIMIT_FSIZE fail with EFBIG (SIGXFSZ ignored): the disk says no, as a full one does. */
+static void limit_file_size(rlim_t bytes)
+{
+	struct rlimit rl;
+
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = bytes == RLIM_INFINITY ? rl.rlim_max : bytes;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+static struct {
+	unsigned refused_at_restore;
+	bool restored;
+	char why[256];
+} disk_test;
+
+/* After a few refusals, space again: the exporter's probe must take the disk back. */
+static void disk_hook(struct run *r)
+{
+	if (disk_test.restored || the_source->refused < 5)
+		return;
+	snprintf(disk_test.why, sizeof(disk_test.why), "%s", gw_runtime__refusal(r->rt));
+	disk_test.refused_at_restore = the_source->refused;
+	limit_file_size(RLIM_INFINITY);
+	disk_test.restored = true;
+}
+
+static void test_disk_failure_refuses_then_recovers(void **state)
+{
+	char dir[] = "/tmp/sr-pqdisk-XXXXXX", yaml[512];
+	struct fake f;
+	struct source src = { .n_batches = 12, .n_resources = 2, .n_samples = 50, .first_tag = 140 };
+	struct run r;
+	struct json_object *st;
+
+	assert_non_null(mkdtemp(dir));
+	fake_start(&f, NULL); /* before the limit: the fake is another process with its own */
+	snprintf(yaml, sizeof(yaml),
+		 "endpoint: http://127.0.0.1:%d\n"
+		 "retry_on_failure: {initial_interval: 20ms}\n"
+		 "sending_queue: {storage: %s/queue, disk_check_interval: 50ms}\n",
+		 f.port, dir);
+	memset(&disk_test, 0, sizeof(disk_test));
+	signal(SIGXFSZ, SIG_IGN);
+	limit_file_size(64); /* the queue's lock file is empty; no request fits */
+	check_hook = disk_hook;
+	run_pipeline(yaml, &src, 0, TEST_DEADLINE_MS, &r);
+	check_hook = NULL;
+	limit_file_size(RLIM_INFINITY);
+	/* Refused while the disk said no, with the reason; nothing taken was dropped; all delivered once. */
+	assert_true(disk_test.restored);
+	assert_non_null(strstr(disk_test.why, "cannot write its queue to disk (File too large)"));
+	assert_true(src.refused >= disk_test.refused_at_restore);
+	assert_int_equal(r.dropped, 0);
+	assert_int_equal(r.final_dropped, 0);
+	assert_int_equal(r.exported, src.emitted);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	json_object_put(st);
+	fake_stop(&f);
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+/*
+ * The disk never takes a write and the backend is down: the source is
+ * refused, what was taken is held in memory until shutdown, and what
+ * shutdown_timeout could not deliver is counted, not lost silently.
+ */
+static void test_disk_failure_at_shutdown(void **state)
+{
+	char dir[] = "/tmp/sr-pqdisk-XXXXXX", yaml[512];
+	struct source src = { .n_batches = 20, .n_resources = 1, .n_samples = 20, .first_tag = 160 };
+	struct run r;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(yaml, sizeof(yaml),
+		 "endpoint: http://127.0.0.1:1\n"
+		 "retry_on_failure: {initial_interval: 20ms, max_elapsed_time: 0s}\n"
+		 "sending_queue: {storage: %s/queue, disk_check_interval: 50ms}\n",
+		 dir);
+	signal(SIGXFSZ, SIG_IGN);
+	limit_file_size(64);
+	/* Nothing is ever delivered: the deadline shuts the run down. */
+	run_pipeline(yaml, &src, UINT64_MAX, 1500, &r);
+	limit_file_size(RLIM_INFINITY);
+	assert_true(src.refused > 0);
+	assert_true(src.next < src.n_batches); /* refused batches were never taken */
+	assert_int_equal(r.dropped, 0);	       /* nothing dropped while running */
+	assert_int_equal(r.final_exported, 0);
+	assert_int_equal(r.final_dropped, src.emitted);
+	assert_int_equal(dropped_reason(&r, "queue_unwritable_at_shutdown"), src.emitted);
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 static void test_block_on_overflow_refuses(void **state)
 {
 	/* A tiny queue that blocks: the source is told to retry later instead of anything being dropped. */
@@ -1074,6 +1188,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_drop_oldest_when_full),
 		cmocka_unit_test(test_block_on_overflow_refuses),
 		cmocka_unit_test(test_persistent_queue_survives_kill9),
+		cmocka_unit_test(test_disk_failure_refuses_then_recovers),
+		cmocka_unit_test(test_disk_failure_at_shutdown),
 		cmocka_unit_test(test_grpc),
 		cmocka_unit_test(test_grpc_split_on_resource_exhausted),
 		cmocka_unit_test(test_memory_limiter_sheds_oldest),

@@ -2,18 +2,21 @@
 /*
  * The sending queue: memory accounting, and the disk queue's crash safety —
  * replay after reopen (as after kill -9), stale temporary files, corrupt
- * files moved aside and kept, and the directory lock.
+ * files moved aside and kept, and the directory lock — and a disk that
+ * cannot take a write: items held in memory, retried, the disk taken back.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,11 +184,129 @@ static void test_persistent(void **state)
 	}
 }
 
+/*
+ * Writes beyond RLIMIT_FSIZE fail with EFBIG (SIGXFSZ ignored): a disk that
+ * cannot take a write, for any user, the way a full one (ENOSPC) does.
+ */
+static void limit_file_size(rlim_t bytes)
+{
+	struct rlimit rl;
+
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = bytes == RLIM_INFINITY ? rl.rlim_max : bytes;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+static void test_disk_failure(void **state)
+{
+	char dir[] = "/tmp/sr-queue-test-XXXXXX";
+	struct gw_queue_config cfg = { .max_bytes = 1 << 20, .storage_dir = dir };
+	struct gw_queue_replay rep;
+	struct gw_queue *q;
+	struct gw_queue_item *a, *b;
+	const uint64_t item = 100 + GW_QUEUE_HEADER_SIZE;
+
+	signal(SIGXFSZ, SIG_IGN);
+	assert_non_null(mkdtemp(dir));
+	q = gw_queue_open(&cfg, &rep, NULL);
+	assert_non_null(q);
+	assert_int_equal(gw_queue__push(q, blob(100, 1), 100, 10, 0), 0);
+	assert_int_equal(gw_queue__retry_disk(q), 0); /* not failing: nothing to do */
+
+	/* The disk fails: the item is kept in memory, queued and counted, not dropped. */
+	limit_file_size(64);
+	assert_int_equal(gw_queue__push(q, blob(100, 2), 100, 20, GW_QUEUE_GZIP), GW_QUEUE_HELD);
+	assert_int_equal(gw_queue__disk_error(q), -EFBIG);
+	assert_int_equal(gw_queue__held(q), 1);
+	assert_int_equal(gw_queue__held_bytes(q), item);
+	assert_int_equal(gw_queue__bytes(q), 2 * item);
+	assert_int_equal(gw_queue__samples(q), 30);
+	assert_int_equal(count_files(dir, ".srq"), 1);
+	assert_int_equal(count_files(dir, ".tmp"), 0); /* the failed write left nothing behind */
+	/* While failing, later items are held without touching the disk. */
+	assert_int_equal(gw_queue__push(q, blob(100, 3), 100, 30, 0), GW_QUEUE_HELD);
+	assert_int_equal(gw_queue__held(q), 2);
+	assert_int_equal(gw_queue__retry_disk(q), -EFBIG);
+	assert_int_equal(gw_queue__held(q), 2);
+
+	/* Held items are sent like the others, from memory, in order; unpop keeps their bytes. */
+	a = gw_queue__pop(q, NULL, NULL);
+	assert_int_equal(a->samples, 10);
+	b = gw_queue__pop(q, NULL, NULL);
+	assert_int_equal(b->samples, 20);
+	assert_true(b->held);
+	assert_int_equal(b->data[99], 2);
+	gw_queue__unpop(q, b);
+	assert_non_null(b->data);
+	gw_queue__done(q, a);
+	b = gw_queue__pop(q, NULL, NULL);
+	assert_int_equal(b->data[0], 2);
+	gw_queue__done(q, b); /* delivered from memory */
+	assert_int_equal(gw_queue__held(q), 1);
+	assert_int_equal(gw_queue__bytes(q), item);
+
+	/*
+	 * Space again: the held item, in flight, is written (with its place in
+	 * the order) and keeps its bytes for its sender; the disk is taken back.
+	 */
+	b = gw_queue__pop(q, NULL, NULL);
+	assert_true(b->held);
+	limit_file_size(RLIM_INFINITY);
+	assert_int_equal(gw_queue__retry_disk(q), 0);
+	assert_int_equal(gw_queue__disk_error(q), 0);
+	assert_int_equal(gw_queue__held(q), 0);
+	assert_int_equal(gw_queue__held_bytes(q), 0);
+	assert_int_equal(count_files(dir, ".srq"), 1);
+	assert_false(b->held);
+	assert_int_equal(b->data[10], 3);
+	gw_queue__unpop(q, b); /* on disk now: its bytes are read back when sent */
+	assert_null(b->data);
+	assert_int_equal(gw_queue__push(q, blob(100, 4), 100, 40, 0), 0);
+	gw_queue_close(q);
+	q = gw_queue_open(&cfg, &rep, NULL);
+	assert_non_null(q);
+	assert_int_equal(rep.items, 2);
+	assert_int_equal(rep.samples, 70);
+	a = gw_queue__pop(q, NULL, NULL);
+	assert_int_equal(a->samples, 30);
+	assert_int_equal(a->data[50], 3);
+	gw_queue__done(q, a);
+
+	/*
+	 * Nothing held (all delivered) while failing: the probe writes as much
+	 * as the write that failed, and leaves no file.
+	 */
+	limit_file_size(64);
+	assert_int_equal(gw_queue__push(q, blob(100, 5), 100, 50, 0), GW_QUEUE_HELD);
+	a = gw_queue__take_oldest_held(q);
+	assert_non_null(a);
+	assert_int_equal(a->samples, 50);
+	gw_queue__done(q, a);
+	assert_null(gw_queue__take_oldest_held(q)); /* the one on disk is not held */
+	assert_int_equal(gw_queue__held(q), 0);
+	assert_int_equal(gw_queue__retry_disk(q), -EFBIG);
+	assert_int_equal(count_files(dir, ".tmp"), 0);
+	limit_file_size(item + 1);
+	assert_int_equal(gw_queue__retry_disk(q), 0); /* a probe of item bytes fits now */
+	assert_int_equal(gw_queue__disk_error(q), 0);
+	assert_int_equal(count_files(dir, ".tmp"), 0);
+	limit_file_size(RLIM_INFINITY);
+	gw_queue_close(q);
+
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_memory),
 		cmocka_unit_test(test_persistent),
+		cmocka_unit_test(test_disk_failure),
 	};
 
 	return cmocka_run_group_tests_name("export-queue", tests, NULL, NULL);

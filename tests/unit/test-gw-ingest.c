@@ -213,7 +213,7 @@ static uint64_t epoch = 1;
 static int run(struct gw_stores *st, struct pbw *w, struct gw_ingest_result *res, stackrelay_v1_PushResponse *m)
 {
 	char err[256] = "";
-	int r = gw_ingest_process(st, w->p, w->len, ++epoch, res, err, sizeof(err));
+	int r = gw_ingest_process(st, NULL, w->p, w->len, ++epoch, res, err, sizeof(err));
 	if (r == 0 && m)
 		decode(res, m);
 	else if (r < 0)
@@ -513,7 +513,7 @@ static void test_functions(void **state)
 	}
 	{
 		char err[256] = "";
-		assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+		assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 		assert_non_null(strstr(err, "without function_id"));
 	}
 	free(w.p);
@@ -522,7 +522,7 @@ static void test_functions(void **state)
 	add_function(&w, FUNC_A, "cpython", "", NULL, 0);
 	{
 		char err[256] = "";
-		assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+		assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 		assert_non_null(strstr(err, "FunctionDef without name"));
 	}
 	free(w.p);
@@ -626,7 +626,7 @@ static void test_kernel_spaces(void **state)
 	f_bytes(&kb, 1, BAD, sizeof(BAD));
 	f_varint(&kb, 6, 7);
 	f_msg(&w, 8, &kb);
-	assert_true(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)) < 0);
+	assert_true(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)) < 0);
 	assert_non_null(strstr(err, "KernelDef.addressing: unknown value 7"));
 	assert_null(gw_stores__kernel(st, BAD, sizeof(BAD)));
 	free(w.p);
@@ -676,7 +676,7 @@ static void test_off_cpu(void **state)
 	f_varint(&s, 8, 1);
 	f_varint(&s, 14, 7);
 	f_msg(&w, 5, &s);
-	assert_true(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)) < 0);
+	assert_true(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)) < 0);
 	assert_non_null(strstr(err, "profile_type"));
 	gw_ingest_result_free(&res);
 	free(w.p);
@@ -844,7 +844,7 @@ static void *ask_agent_run(void *arg)
 
 	/* No cmocka asserts off the main thread: the results are checked after the join. */
 	pthread_barrier_wait(a->start);
-	a->rc = gw_ingest_process(a->st, a->req.p, a->req.len, a->epoch, &a->res, err, sizeof(err));
+	a->rc = gw_ingest_process(a->st, NULL, a->req.p, a->req.len, a->epoch, &a->res, err, sizeof(err));
 	return NULL;
 }
 
@@ -1030,7 +1030,8 @@ static void test_probes(void **state)
 	probe_req(&w, ids, lens, 5);
 	{
 		char err[256];
-		assert_int_equal(gw_ingest_process_definitions(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
+		assert_int_equal(gw_ingest_process_definitions(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)),
+				 0);
 		assert_int_equal(res.probes, 0);
 		gw_ingest_result_free(&res);
 	}
@@ -1132,12 +1133,12 @@ static void test_probes_bounds(void **state)
 		lens[i] = 8;
 	}
 	probe_req(&w, ids, lens, N - 1); /* at the limit: fine */
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.probes, GW_AGENT_MAX_PROBES_PER_REQUEST);
 	gw_ingest_result_free(&res);
 	free(w.p);
 	probe_req(&w, ids, lens, N);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	assert_non_null(strstr(err, "probe_symbols"));
 	assert_non_null(strstr(err, "1024"));
 	free(w.p);
@@ -1145,7 +1146,7 @@ static void test_probes_bounds(void **state)
 	for (int i = 0; i < N; i++)
 		ids[i] = idbuf[0];
 	probe_req(&w, ids, lens, N);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), 0);
 	assert_int_equal(res.probes, 1);
 	gw_ingest_result_free(&res);
 	free(w.p);
@@ -1153,18 +1154,18 @@ static void test_probes_bounds(void **state)
 	ids[0] = big;
 	lens[0] = 0;
 	probe_req(&w, ids, lens, 1);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	assert_non_null(strstr(err, "probe_symbols"));
 	free(w.p);
 	lens[0] = sizeof(big);
 	probe_req(&w, ids, lens, 1);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	free(w.p);
 	/* Wrong wire type: a varint where bytes belong. */
 	w = (struct pbw){ 0 };
 	add_header(&w, NULL, 0);
 	f_varint(&w, 11, 5);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	free(w.p);
 	free(idbuf);
 	free(ids);
@@ -1188,7 +1189,7 @@ static void test_malformed_never_crashes(void **state)
 	add_sample(&w, STACK_1, 3, "app", "main", "c");
 	/* Every truncation and every single-byte corruption: a result or a clean error. */
 	for (size_t n = 0; n <= w.len; n++) {
-		int r = gw_ingest_process(st, w.p, n, ++epoch, &res, err, sizeof(err));
+		int r = gw_ingest_process(st, NULL, w.p, n, ++epoch, &res, err, sizeof(err));
 		if (r == 0) {
 			ok++;
 			gw_ingest_result_free(&res);
@@ -1201,7 +1202,7 @@ static void test_malformed_never_crashes(void **state)
 	for (size_t i = 0; i < w.len; i++) {
 		uint8_t saved = w.p[i];
 		w.p[i] ^= 0xff;
-		int r = gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err));
+		int r = gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err));
 		if (r == 0)
 			gw_ingest_result_free(&res);
 		else
@@ -1219,14 +1220,14 @@ static void test_malformed_never_crashes(void **state)
 	for (int i = 0; i <= GW_AGENT_MAX_FRAMES_PER_STACK; i++)
 		add_frame(&s, NULL, 0, (uint64_t)i, 3);
 	f_msg(&w, 6, &s);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	assert_non_null(strstr(err, "frames"));
 	free(w.p);
 
 	/* a wrong wire type for a known field */
 	w = (struct pbw){ 0 };
 	f_str(&w, 1, "one");
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	assert_non_null(strstr(err, "protocol_version"));
 	/* The 400 names the byte: the value after the one-byte tag. */
 	assert_non_null(strstr(err, "(at byte 1)"));
@@ -1237,7 +1238,7 @@ static void test_malformed_never_crashes(void **state)
 	add_header(&w, NULL, 0);
 	size_t at = w.len + 2; /* the sample's tag and one-byte length */
 	f_bytes(&w, stackrelay_v1_PushRequest_samples_tag, "\x00\x01", 2);
-	assert_int_equal(gw_ingest_process(st, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
+	assert_int_equal(gw_ingest_process(st, NULL, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EBADMSG);
 	char want[64];
 	snprintf(want, sizeof(want), "Sample: bad field key (at byte %zu)", at);
 	assert_non_null(strstr(err, want));
@@ -1378,7 +1379,7 @@ static void *race_churn(void *arg)
 	while (!atomic_load(&r->stop)) {
 		struct gw_ingest_result res;
 
-		if (gw_ingest_process_definitions(r->st, w.p, w.len, ++ep, &res, err, sizeof(err)) == 0)
+		if (gw_ingest_process_definitions(r->st, NULL, w.p, w.len, ++ep, &res, err, sizeof(err)) == 0)
 			gw_ingest_result_free(&res);
 		gw_stores__set_limit(r->st, GW_STORE_STACKS, 1); /* evicts it */
 		gw_stores__set_limit(r->st, GW_STORE_STACKS, 0);
@@ -1422,6 +1423,195 @@ static void test_one_answer_per_id(void **state)
 	gw_stores_free(r.st);
 }
 
+/* A request with a header naming node, and one table for exe (symbols, or only an error). */
+static void add_table(struct pbw *w, const uint8_t *exe, const char *name, const char *error)
+{
+	struct pbw t = { 0 }, sym = { 0 };
+	f_bytes(&t, 1, exe, 20);
+	if (name) {
+		f_varint(&sym, 1, 0x1000);
+		f_str(&sym, 3, name);
+		f_msg(&t, 2, &sym);
+	}
+	if (error)
+		f_str(&t, 4, error);
+	f_msg(w, 9, &t);
+}
+
+static int run_as(struct gw_stores *st, const struct gw_ingest_peer *peer, struct pbw *w, struct gw_ingest_result *res,
+		  stackrelay_v1_PushResponse *m)
+{
+	char err[512] = "";
+	int r = gw_ingest_process(st, peer, w->p, w->len, ++epoch, res, err, sizeof(err));
+	if (r == 0 && m)
+		decode(res, m);
+	return r;
+}
+
+/* Symbol tables are taken only from the agent this gateway asked, once, for what it asked. */
+static void test_uploads_only_when_asked(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+
+	/* The victim's executable and stack are defined (by anyone: they are content-addressed). */
+	add_header(&w, "victim", 1);
+	add_exe(&w, EXE_A, "a");
+	add_stack(&w, STACK_1, EXE_A);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Nobody was asked: a table and an error-only table are ignored and counted; the samples are taken. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "attacker", 1);
+	add_sample(&w, STACK_1, 5, "app", NULL, NULL);
+	add_table(&w, EXE_A, "evil", NULL);
+	add_table(&w, EXE_A, NULL, "cannot read");
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(accepted(&m), 5);
+	assert_int_equal(res.n_tables, 0);
+	assert_int_equal(res.tables_refused[GW_UPLOAD_NOT_ASKED], 1);
+	assert_int_equal(res.tables_refused[GW_UPLOAD_ERROR_NOT_ASKED], 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* The symbolizer wants A; the victim's request is the one asked. */
+	struct gw_executable *a = gw_stores__executable(st, EXE_A, 20);
+	assert_non_null(a);
+	gw_executable__set_want_symbols(a, true);
+	w = (struct pbw){ 0 };
+	add_header(&w, "victim", 2);
+	add_sample(&w, STACK_1, 1, "app", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Another agent's table for A, even while A is wanted, is not an answer. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "attacker", 2);
+	add_table(&w, EXE_A, "evil", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 0);
+	assert_int_equal(res.tables_refused[GW_UPLOAD_NOT_ASKED], 1);
+	assert_true(gw_executable__wants_symbols(a));
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* The same agent on another connection (its instance_id) answers: taken once. */
+	struct gw_ingest_peer other_conn = { .conn_serial = 7 };
+	w = (struct pbw){ 0 };
+	add_header(&w, "victim", 3);
+	add_table(&w, EXE_A, "good", NULL);
+	assert_int_equal(run_as(st, &other_conn, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 1);
+	assert_string_equal(res.tables[0]->symbols[0].name, "good");
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* A second table for the same ask is not taken. */
+	w = (struct pbw){ 0 };
+	add_header(&w, "victim", 4);
+	add_table(&w, EXE_A, "again", NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 0);
+	assert_int_equal(res.tables_refused[GW_UPLOAD_NOT_ASKED], 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Asked again, an error from the agent asked answers too; a response never delivered forgets the ask. */
+	gw_executable__set_want_symbols(a, true);
+	gw_executable__release_ask(a);
+	w = (struct pbw){ 0 };
+	add_header(&w, "victim", 5);
+	add_sample(&w, STACK_1, 1, "app", NULL, NULL);
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	w = (struct pbw){ 0 };
+	add_header(&w, "victim", 6);
+	add_table(&w, EXE_A, NULL, "cannot read");
+	assert_int_equal(run(st, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 1);
+	assert_string_equal(res.tables[0]->error, "cannot read");
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	/* Without instance_id the connection is the agent: another connection's upload is not an answer. */
+	struct gw_ingest_peer c1 = { .conn_serial = 1 }, c2 = { .conn_serial = 2 };
+	gw_executable__set_want_symbols(a, true);
+	gw_executable__release_ask(a);
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	add_sample(&w, STACK_1, 1, "app", NULL, NULL);
+	assert_int_equal(run_as(st, &c1, &w, &res, &m), 0);
+	assert_int_equal(m.wanted_symbols_count, 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+	w = (struct pbw){ 0 };
+	add_header(&w, NULL, 0);
+	add_table(&w, EXE_A, "evil", NULL);
+	assert_int_equal(run_as(st, &c2, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	assert_int_equal(run_as(st, &c1, &w, &res, &m), 0);
+	assert_int_equal(res.n_tables, 1);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	free(w.p);
+
+	gw_executable__unref(a);
+	gw_stores_free(st);
+}
+
+/* A peer bound to its node (certificate or node token) cannot speak for another node. */
+static void test_node_binding(void **state)
+{
+	struct gw_stores *st = gw_stores_new(NULL);
+	struct gw_ingest_result res;
+	stackrelay_v1_PushResponse m;
+	struct pbw w = { 0 };
+	char err[512] = "";
+	const char *node1[] = { "node-1" }, *other[] = { "node-2" };
+	struct gw_ingest_peer good = {
+		.conn_serial = 1, .principal = "node-1", .bind = true, .node_names = node1, .n_node_names = 1
+	};
+	struct gw_ingest_peer bad = {
+		.conn_serial = 2, .principal = "node-2", .bind = true, .node_names = other, .n_node_names = 1
+	};
+	struct gw_ingest_peer none = { .conn_serial = 3, .bind = true };
+
+	add_header(&w, "agent", 1); /* says node-1 */
+	add_exe(&w, EXE_A, "a");
+	assert_int_equal(run_as(st, &good, &w, &res, &m), 0);
+	pb_release(stackrelay_v1_PushResponse_fields, &m);
+	gw_ingest_result_free(&res);
+	assert_int_equal(gw_ingest_process(st, &bad, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "AgentInfo.node_name \"node-1\""));
+	assert_non_null(strstr(err, "node-2"));
+	assert_int_equal(gw_ingest_process(st, &none, w.p, w.len, ++epoch, &res, err, sizeof(err)), -EPERM);
+	free(w.p);
+	/* The identity of an ask includes the principal: the same instance_id with other credentials is another agent. */
+	assert_true(gw_ingest_identity(&good, (const uint8_t *)"x", 1) !=
+		    gw_ingest_identity(&bad, (const uint8_t *)"x", 1));
+	assert_true(gw_ingest_identity(NULL, NULL, 0) != 0);
+	gw_stores_free(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1444,6 +1634,8 @@ int main(void)
 		cmocka_unit_test(test_dedupe),
 		cmocka_unit_test(test_error_response),
 		cmocka_unit_test(test_one_answer_per_id),
+		cmocka_unit_test(test_uploads_only_when_asked),
+		cmocka_unit_test(test_node_binding),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

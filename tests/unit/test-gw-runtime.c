@@ -116,10 +116,11 @@ static int sink_consume(struct gw_component *c, struct gw_profiles *p)
 
 static unsigned refusals_counted;
 
-static int refuse_admission(struct gw_component *c, uint32_t *ret_ms)
+static int refuse_admission(struct gw_component *c, uint32_t *ret_ms, const char **ret_why)
 {
 	if (ret_ms) { /* NULL: only asked */
 		*ret_ms = 250;
+		*ret_why = "held for the test";
 		refusals_counted++;
 	}
 	return -EBUSY;
@@ -216,6 +217,7 @@ static void test_routing_and_shutdown(void **state)
 	assert_int_equal(refusals_counted, 0);
 	assert_int_equal(gw_runtime__admit(rt, &ms), -EBUSY);
 	assert_int_equal(ms, 250);
+	assert_string_equal(gw_runtime__refusal(rt), "held for the test");
 	assert_int_equal(refusals_counted, 1);
 	gw_runtime__set_admission(rt, &hold, NULL);
 	assert_int_equal(gw_runtime__admit(rt, &ms), 0);

@@ -30,30 +30,31 @@ static void test_sources(void **state)
 	struct assoc_source_config src[] = {
 		{ .from = 0, .name = S("container.id") }, { .from = 0, .name = S("k8s.pod.uid") },
 		{ .from = 0, .name = S("k8s.pod.ip") },	  { .from = 1 },
-		{ .from = 1, .name = S("ip") },
+		{ .from = 1, .name = S("ip") },		  { .from = 0, .name = S("host.name") },
 	};
-	enum assoc_key keys[5];
+	enum assoc_key keys[6];
 	char err[256];
 
-	assert_int_equal(parse(src, 5, keys, err, sizeof(err)), 5);
+	assert_int_equal(parse(src, 6, keys, err, sizeof(err)), 6);
 	assert_int_equal(keys[0], ASSOC_CONTAINER_ID);
 	assert_int_equal(keys[1], ASSOC_POD_UID);
 	assert_int_equal(keys[2], ASSOC_POD_IP);
 	assert_int_equal(keys[3], ASSOC_CONNECTION);
 	assert_int_equal(keys[4], ASSOC_CONNECTION);
+	assert_int_equal(keys[5], ASSOC_HOST_NAME);
 }
 
 static void test_errors(void **state)
 {
 	struct assoc_source_config unknown[] = { { .from = 0, .name = S("container.id") },
-						 { .from = 0, .name = S("host.name") } };
+						 { .from = 0, .name = S("service.name") } };
 	struct assoc_source_config conn_name[] = { { .from = 1, .name = S("container.id") } };
 	struct assoc_source_config many[K8SATTR_MAX_ASSOC + 1];
 	char err[256];
 
 	assert_int_equal(parse(unknown, 2, NULL, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "pod_association[1].sources[0].name"));
-	assert_non_null(strstr(err, "host.name"));
+	assert_non_null(strstr(err, "service.name"));
 	assert_int_equal(parse(conn_name, 1, NULL, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "from: connection"));
 	for (int i = 0; i <= K8SATTR_MAX_ASSOC; i++)

@@ -300,6 +300,141 @@ static void test_kernel_kallsyms(void **state)
 	free(l.names);
 }
 
+static struct gw_symbolizer *new_sym_dirs(const char *cache_dir, const char *debug_dir)
+{
+	const char *dirs[] = { debug_dir };
+	struct gw_symbolizer *s = gw_symbolizer_new(&(struct gw_symbolizer_config){
+		.demangle = GW_DEMANGLE_TEMPLATES,
+		.cache_dir = cache_dir,
+		.debug_dirs = dirs,
+		.n_debug_dirs = 1,
+		.notify = on_notify,
+	});
+	assert_non_null(s);
+	return s;
+}
+
+static void sh(const char *fmt, ...)
+{
+	char cmd[PATH_MAX * 4];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The poisoned table an attacker uploads: every fixture function renamed. */
+static void poison(struct symlist *l, struct symlist *evil)
+{
+	*evil = *l;
+	evil->v = calloc(l->n, sizeof(*evil->v));
+	for (size_t i = 0; i < l->n; i++)
+		evil->v[i] = (struct gw_symbol){ .address = l->v[i].address, .size = l->v[i].size, .name = "evil" };
+}
+
+/*
+ * Sources are ranked: an upload never replaces a debug file's table, and a
+ * stored upload never shadows a debug file found at the next start.
+ */
+static void test_upload_outranked(void **state)
+{
+	const char *fixtures = getenv("SR_TEST_FIXTURES");
+	char prog[PATH_MAX], cache[PATH_MAX], debug[PATH_MAX], hex[64];
+	struct symlist l = { 0 }, evil;
+	uint8_t bid[64];
+	struct gw_sym_handle *h = NULL;
+	struct gw_symbolizer *s;
+	struct gw_symbolizer_stats st;
+	const char *name, *sys;
+	int n;
+
+	if (system("command -v gcc >/dev/null && command -v nm >/dev/null") != 0)
+		skip();
+	snprintf(prog, sizeof(prog), "%s/rprog", tmp);
+	snprintf(cache, sizeof(cache), "%s/rcache", tmp);
+	snprintf(debug, sizeof(debug), "%s/rdebug", tmp);
+	sh("gcc -O1 -Wl,--build-id -o '%s' '%s/sym/prog.c'", prog, fixtures ? fixtures : "tests/fixtures");
+	read_nm(prog, &l);
+	poison(&l, &evil);
+	s = new_sym(NULL, 0);
+	n = gw_symbolizer__add_file(s, prog, bid, sizeof(bid));
+	gw_symbolizer_free(s);
+	assert_true(n == 20);
+	for (int i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", bid[i]);
+	struct gw_sym_hint hint = { .build_id = bid, .build_id_len = (size_t)n };
+
+	/* 1. Nothing local yet: the (asked) upload is taken and stored. */
+	s = new_sym_dirs(cache, debug);
+	assert_int_equal(gw_symbolizer__acquire(s, bid, (size_t)n, &hint, &h), GW_SYM_WANTED);
+	assert_int_equal(gw_symbolizer__add_upload(s, bid, (size_t)n, evil.v, evil.n, ""), 0);
+	gw_symbolizer_free(s);
+
+	/* 2. The operator installs the debug file: at the next start it wins over the stored upload. */
+	sh("mkdir -p '%s/.build-id/%.2s' && cp '%s' '%s/.build-id/%.2s/%s.debug'", debug, hex, prog, debug, hex,
+	   hex + 2);
+	s = new_sym_dirs(cache, debug);
+	assert_int_equal(gw_symbolizer__acquire(s, bid, (size_t)n, &hint, &h), GW_SYM_READY);
+	assert_int_equal(gw_sym_handle__function(h, find(&l, "sr_fixture_leaf"), &name, &sys), 0);
+	assert_string_equal(name, "sr_fixture_leaf");
+	gw_sym_handle__release(h);
+
+	/* 3. An upload for it now is refused and counted; the names stay. */
+	assert_int_equal(gw_symbolizer__add_upload(s, bid, (size_t)n, evil.v, evil.n, ""), -EEXIST);
+	gw_symbolizer__stats(s, &st);
+	assert_int_equal(st.uploads_outranked, 1);
+	assert_int_equal(gw_symbolizer__acquire(s, bid, (size_t)n, &hint, &h), GW_SYM_READY);
+	assert_int_equal(gw_sym_handle__function(h, find(&l, "sr_fixture_leaf"), &name, &sys), 0);
+	assert_string_equal(name, "sr_fixture_leaf");
+	gw_sym_handle__release(h);
+	gw_symbolizer_free(s);
+	free(evil.v);
+	free(l.v);
+	free(l.names);
+}
+
+/*
+ * Debug-directory lookups stay beneath their directory: an agent's path with
+ * ".." (how a host library was named) and links out of it are refused and
+ * counted; a link that stays inside (Fedora's .build-id layout) works.
+ */
+static void test_debug_dir_traversal(void **state)
+{
+	const char *fixtures = getenv("SR_TEST_FIXTURES");
+	char prog[PATH_MAX], debug[PATH_MAX], host[PATH_MAX];
+	uint8_t id[16] = { 0x77, 1, 2, 3 }, id2[16] = { 0x77, 2 }, id3[16] = { 0x77, 3 };
+	struct gw_sym_handle *h = NULL;
+	struct gw_symbolizer *s;
+	struct gw_symbolizer_stats st;
+
+	if (system("command -v gcc >/dev/null") != 0)
+		skip();
+	snprintf(prog, sizeof(prog), "%s/tprog", tmp);
+	snprintf(debug, sizeof(debug), "%s/tdebug", tmp);
+	snprintf(host, sizeof(host), "%s/thost", tmp);
+	sh("gcc -O1 -o '%s' '%s/sym/prog.c'", prog, fixtures ? fixtures : "tests/fixtures");
+	/* The "host's own library", next to the debug directory; a link out of it; a link within it. */
+	sh("mkdir -p '%s/usr/bin' '%s' && cp '%s' '%s/libz.so.1' && ln -s ../thost/libz.so.1 '%s/out.debug' && "
+	   "cp '%s' '%s/usr/bin/in.real' && ln -s in.real '%s/usr/bin/in.debug'",
+	   debug, host, prog, host, debug, prog, debug, debug);
+
+	s = new_sym_dirs(NULL, debug);
+	struct gw_sym_hint dotdot = { .path = "/../thost/x", .debuglink = "libz.so.1" };
+	assert_int_equal(gw_symbolizer__acquire(s, id, sizeof(id), &dotdot, &h), GW_SYM_WANTED);
+	struct gw_sym_hint out = { .path = "/x", .debuglink = "out.debug" };
+	assert_int_equal(gw_symbolizer__acquire(s, id2, sizeof(id2), &out, &h), GW_SYM_WANTED);
+	gw_symbolizer__stats(s, &st);
+	assert_int_equal(st.debug_paths_dot_dot, 1);
+	assert_true(st.debug_paths_escaping >= 1);
+	/* A debuglink next to the executable's path, through a link that stays inside: found. */
+	struct gw_sym_hint in = { .path = "/usr/bin/in", .debuglink = "in.debug" };
+	assert_int_equal(gw_symbolizer__acquire(s, id3, sizeof(id3), &in, &h), GW_SYM_READY);
+	gw_sym_handle__release(h);
+	gw_symbolizer_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -307,6 +442,8 @@ int main(void)
 		cmocka_unit_test(test_upload_error_and_limits),
 		cmocka_unit_test(test_cache_bounds),
 		cmocka_unit_test(test_kernel_kallsyms),
+		cmocka_unit_test(test_upload_outranked),
+		cmocka_unit_test(test_debug_dir_traversal),
 	};
 	return cmocka_run_group_tests_name("sym-upload", tests, setup, teardown);
 }

@@ -13,11 +13,14 @@
 // chart be rendered, diffed against golden manifests and schema-validated in
 // CI. It implements what charts/stackrelay uses and what a chart commonly
 // uses; it is not a Helm replacement (no subcharts, hooks are rendered like
-// any manifest, lookup always returns an empty map as `helm template` does).
+// any manifest). lookup returns an empty map as `helm template` does, or,
+// with --lookup, the objects of a file standing for what the cluster already
+// holds, as `helm upgrade` sees them.
 //
 //	chart-render [-f values.yaml]... [--set key=value]... [--name NAME]
 //	             [--namespace NS] [--kube-version 1.30.0]
-//	             [--api-versions group/version]... [--notes] CHART_DIR
+//	             [--api-versions group/version]... [--lookup objects.yaml]
+//	             [--notes] CHART_DIR
 //
 // Exit status: 0 rendered, 1 a chart or values error (message on stderr),
 // 2 bad usage.
@@ -115,6 +118,58 @@ type renderer struct {
 	chartName string
 	tmpl      *template.Template
 	top       map[string]interface{}
+	// What lookup finds: the objects of --lookup (none without it).
+	cluster []map[string]interface{}
+}
+
+// lookup behaves as Helm's: the object with that apiVersion, kind,
+// namespace and name, an empty map when there is none, and with an empty
+// name a list ({items: [...]}) of every object of that kind in namespace.
+func (r *renderer) lookup(apiVersion, kind, namespace, name string) (map[string]interface{}, error) {
+	var items []interface{}
+	for _, o := range r.cluster {
+		meta, _ := o["metadata"].(map[string]interface{})
+		if o["apiVersion"] != apiVersion || o["kind"] != kind || meta == nil {
+			continue
+		}
+		if ns, _ := meta["namespace"].(string); namespace != "" && ns != namespace {
+			continue
+		}
+		if name == "" {
+			items = append(items, o)
+		} else if meta["name"] == name {
+			return o, nil
+		}
+	}
+	if name == "" {
+		if items == nil {
+			items = []interface{}{}
+		}
+		return map[string]interface{}{"apiVersion": "v1", "kind": kind + "List", "items": items}, nil
+	}
+	return map[string]interface{}{}, nil
+}
+
+// loadCluster reads --lookup: multi-document YAML, one object per document.
+func loadCluster(file string) ([]map[string]interface{}, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var objs []map[string]interface{}
+	for i, doc := range splitDocuments(string(b)) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		o, err := readYAMLMap([]byte(doc), fmt.Sprintf("%s: document %d", file, i+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(o) > 0 {
+			objs = append(objs, o)
+		}
+	}
+	return objs, nil
 }
 
 func fatalf(format string, args ...interface{}) {
@@ -326,9 +381,7 @@ func (r *renderer) funcMap() template.FuncMap {
 		return v, nil
 	}
 	f["fail"] = func(msg string) (string, error) { return "", errors.New(msg) }
-	f["lookup"] = func(apiVersion, kind, namespace, name string) (map[string]interface{}, error) {
-		return map[string]interface{}{}, nil
-	}
+	f["lookup"] = r.lookup
 	f["include"] = func(name string, data interface{}) (string, error) {
 		if includeDepth[name] >= maxIncludeDepth {
 			return "", fmt.Errorf("rendering template has a nested reference name: %s", name)
@@ -478,6 +531,7 @@ func main() {
 	namespace := flag.String("namespace", "default", "release namespace (.Release.Namespace)")
 	kubeVer := flag.String("kube-version", "1.30.0", "Kubernetes version for .Capabilities.KubeVersion")
 	notes := flag.Bool("notes", false, "print the rendered NOTES.txt after the manifests")
+	lookupFile := flag.String("lookup", "", "multi-document YAML of the objects lookup finds (as on an upgrade)")
 	flag.Var(&valueFiles, "f", "values file merged over the chart's values.yaml (repeatable, later wins)")
 	flag.Var(&sets, "set", "key.path=value merged last (repeatable)")
 	flag.Var(&apis, "api-versions", "extra API version for .Capabilities.APIVersions (repeatable)")
@@ -537,6 +591,12 @@ func main() {
 	rel := release{Name: *name, Namespace: *namespace, Revision: 1, IsInstall: true, Service: "Helm"}
 
 	r := &renderer{chartName: chartName}
+	if *lookupFile != "" {
+		if r.cluster, err = loadCluster(*lookupFile); err != nil {
+			fatalf("--lookup: %v", err)
+		}
+		rel.Revision, rel.IsInstall, rel.IsUpgrade = 2, false, true
+	}
 	r.tmpl = template.New("gotpl").Option("missingkey=zero")
 	r.tmpl.Funcs(r.funcMap())
 	for _, tf := range tmplFiles {

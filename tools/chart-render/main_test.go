@@ -121,3 +121,24 @@ func TestSplitDocuments(t *testing.T) {
 		t.Fatalf("split: %q", docs)
 	}
 }
+
+func TestLookup(t *testing.T) {
+	r := &renderer{cluster: []map[string]interface{}{
+		mustMap(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: a, namespace: ns}\ndata: {k: dg==}\n"),
+		mustMap(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: b, namespace: other}\n"),
+	}}
+	o, _ := r.lookup("v1", "Secret", "ns", "a")
+	if d, _ := o["data"].(map[string]interface{}); d["k"] != "dg==" {
+		t.Fatalf("lookup of an existing object: %v", o)
+	}
+	if o, _ := r.lookup("v1", "Secret", "ns", "b"); len(o) != 0 {
+		t.Fatalf("lookup in the wrong namespace found %v", o)
+	}
+	if o, _ := r.lookup("v1", "ConfigMap", "ns", "a"); len(o) != 0 {
+		t.Fatalf("lookup of the wrong kind found %v", o)
+	}
+	l, _ := r.lookup("v1", "Secret", "", "")
+	if items, _ := l["items"].([]interface{}); len(items) != 2 {
+		t.Fatalf("list in every namespace: %v", l)
+	}
+}

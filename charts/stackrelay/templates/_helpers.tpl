@@ -82,6 +82,57 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s.%s.svc" (include "stackrelay.gatewayName" .) .Release.Namespace }}
 {{- end }}
 
+{{/* Where TLS certificates come from: "existing", "certManager", "generated", or "" when TLS is off. */}}
+{{- define "stackrelay.tlsSource" -}}
+{{- if .Values.tls.enabled }}
+{{- if or .Values.tls.gatewaySecret .Values.tls.agentSecret }}existing
+{{- else if .Values.tls.certManager.enabled }}certManager
+{{- else }}generated
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "stackrelay.gatewayTLSSecret" -}}
+{{- default (printf "%s-gateway-tls" (include "stackrelay.fullname" .)) .Values.tls.gatewaySecret }}
+{{- end }}
+
+{{- define "stackrelay.agentTLSSecret" -}}
+{{- default (printf "%s-agent-tls" (include "stackrelay.fullname" .)) .Values.tls.agentSecret }}
+{{- end }}
+
+{{/* The NetworkPolicy peer allowed to scrape metrics (networkPolicy.metrics), as a one-item list. */}}
+{{- define "stackrelay.scrapers" -}}
+{{- $m := .Values.networkPolicy.metrics -}}
+- namespaceSelector:{{ if $m.namespaceSelector }}{{ toYaml $m.namespaceSelector | nindent 4 }}{{ else }} {}{{ end }}
+  podSelector:{{ if $m.podSelector }}{{ toYaml $m.podSelector | nindent 4 }}{{ else }} {}{{ end }}
+{{- end }}
+
+{{/* The Secret holding the agents' bearer token, and its key. */}}
+{{- define "stackrelay.tokenSecret" -}}
+{{- default (printf "%s-agent-token" (include "stackrelay.fullname" .)) .Values.auth.existingSecret }}
+{{- end }}
+
+{{- define "stackrelay.tokenKey" -}}
+{{- if .Values.auth.existingSecret }}{{ .Values.auth.existingSecretKey }}{{ else }}token{{ end }}
+{{- end }}
+
+{{/* Where the token Secret is mounted in agents and gateways (one file, "token"). */}}
+{{- define "stackrelay.tokenFile" -}}
+/etc/stackrelay/auth/token
+{{- end }}
+
+{{/* The Secret volume of the token: include with the context, nindent it under volumes. */}}
+{{- define "stackrelay.tokenVolume" -}}
+- name: auth
+  secret:
+    secretName: {{ include "stackrelay.tokenSecret" . }}
+    items:
+      - key: {{ include "stackrelay.tokenKey" . }}
+        path: token
+    # 0440: the gateway reads it through its fsGroup.
+    defaultMode: 288
+{{- end }}
+
 {{/*
 A Kubernetes quantity of bytes in MiB, rounded down: "2Gi" -> 2048,
 "1500Mi" -> 1500, "2G" -> 1907, "1073741824" -> 1024.
@@ -132,6 +183,9 @@ in src deletes the key.
 {{- $_ := set $tls "client_ca_file" "/etc/stackrelay/tls/ca.crt" }}
 {{- end }}
 {{- $_ := set $receiver "tls" $tls }}
+{{- end }}
+{{- if .Values.auth.enabled }}
+{{- $_ := set $receiver "auth" (dict "bearer_token_file" (include "stackrelay.tokenFile" .)) }}
 {{- end }}
 {{- $wired := dict
   "receivers" (dict "agent" $receiver)
@@ -196,6 +250,9 @@ in src deletes the key.
 {{- end }}
 {{- $_ := set $gw "tls" $tls }}
 {{- end }}
+{{- if .Values.auth.enabled }}
+{{- $_ := set $gw "bearer_token_file" (include "stackrelay.tokenFile" .) }}
+{{- end }}
 {{- $wired := dict
   "node_name" "${env:NODE_NAME}"
   "gateway" $gw
@@ -208,11 +265,18 @@ in src deletes the key.
 
 {{/* Checks across values that the JSON schema cannot express. */}}
 {{- define "stackrelay.validate" -}}
-{{- if and .Values.tls.enabled (not .Values.tls.gatewaySecret) }}
-{{- fail "tls.enabled needs tls.gatewaySecret: a Secret with tls.crt, tls.key (and ca.crt for clientAuth)" }}
+{{- $t := .Values.tls }}
+{{- if and $t.enabled $t.agentSecret (not $t.gatewaySecret) }}
+{{- fail "tls.agentSecret needs tls.gatewaySecret: a Secret with tls.crt, tls.key (and ca.crt for clientAuth); or leave both empty for the chart's certificates" }}
 {{- end }}
-{{- if and .Values.tls.enabled .Values.agent.enabled (not .Values.tls.agentSecret) }}
-{{- fail "tls.enabled needs tls.agentSecret: a Secret with ca.crt (and tls.crt, tls.key for clientAuth) for the agents" }}
+{{- if and $t.enabled $t.gatewaySecret .Values.agent.enabled (not $t.agentSecret) }}
+{{- fail "tls.gatewaySecret needs tls.agentSecret: a Secret with ca.crt (and tls.crt, tls.key for clientAuth) for the agents; or leave both empty for the chart's certificates" }}
+{{- end }}
+{{- if and $t.enabled $t.gatewaySecret $t.certManager.enabled }}
+{{- fail "tls.certManager.enabled with tls.gatewaySecret: cert-manager writes the chart's own Secrets; set one or the other" }}
+{{- end }}
+{{- if and .Values.auth.existingSecret (not .Values.auth.enabled) }}
+{{- fail "auth.existingSecret is set but auth.enabled is false: the token would not be checked" }}
 {{- end }}
 {{- if and .Values.gateway.queue.persistence.enabled .Values.gateway.autoscaling.enabled }}
 {{- fail "gateway.queue.persistence.enabled with gateway.autoscaling.enabled: scaling a StatefulSet down strands queued data in the removed replica's volume; turn one of them off" }}
@@ -239,7 +303,7 @@ env:
   {{- end }}
 securityContext:
   # Root inside the container, but only with the capabilities eBPF
-  # profiling needs (DESIGN.md, least privilege); not privileged.
+  # profiling needs (least privilege: docs/install-kubernetes.md, "Agent privileges"); not privileged.
   runAsUser: 0
   runAsNonRoot: false
   privileged: false
@@ -266,6 +330,11 @@ volumeMounts:
   {{- if .Values.tls.enabled }}
   - name: tls
     mountPath: /etc/stackrelay/tls
+    readOnly: true
+  {{- end }}
+  {{- if .Values.auth.enabled }}
+  - name: auth
+    mountPath: /etc/stackrelay/auth
     readOnly: true
   {{- end }}
 {{- end }}

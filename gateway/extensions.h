@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The OpenTelemetry Collector's `extensions` section and
+ * `service.extensions`, so that a Collector config loads as it is written:
+ * health_check serves its endpoint, file_storage names a directory that a
+ * sending_queue may point at, pprof and zpages (Go runtime pages) are
+ * accepted with a warning and do nothing.
+ */
+#ifndef SR_GW_EXTENSIONS_H
+#define SR_GW_EXTENSIONS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct sr_diag;
+struct sr_yaml_doc;
+struct sr_yaml_node;
+
+/* What the enabled extensions ask of the gateway. */
+struct gw_extensions {
+	char *health_address; /* health_check's endpoint; NULL: none */
+	char *health_path;    /* its path, "/" by default */
+	/* file_storage extensions by ID: a sending_queue's `storage: file_storage/x` is that directory. */
+	struct gw_file_storage {
+		char *id;
+		char *directory;
+	} * storages;
+	size_t n_storages;
+};
+
+/*
+ * Loads `extensions` (root) and `service.extensions` (service). Problems go to
+ * d with their positions. Returns 0, or -ENOMEM.
+ */
+int gw_extensions_load(struct gw_extensions *ext, const struct sr_yaml_doc *doc, const struct sr_yaml_node *root,
+		       const struct sr_yaml_node *service, struct sr_diag *d);
+void gw_extensions_free(struct gw_extensions *ext);
+
+/*
+ * Points every exporter's `sending_queue.storage: file_storage[/name]` at a
+ * directory below that extension's, named after the exporter, before the
+ * exporters' settings are read. Returns 0 or -ENOMEM.
+ */
+int gw_extensions_resolve_storage(const struct gw_extensions *ext, struct sr_yaml_doc *doc,
+				  const struct sr_yaml_node *root, struct sr_diag *d);
+
+/* The directory of file_storage extension id, or NULL when there is none by that ID. */
+const char *gw_extensions__storage_directory(const struct gw_extensions *ext, const char *id);
+
+/* For --help and docs: the extensions and their keys. */
+size_t gw_extensions_describe(FILE *f, bool markdown);
+
+#endif
