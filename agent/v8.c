@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * V8 postmortem metadata and SharedFunctionInfo names (agent/v8.h).
- * WORK IN PROGRESS: not wired into the agent yet.
  */
 #include <errno.h>
 #include <stdbool.h>

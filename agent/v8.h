@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * V8 (Node.js) metadata and function names, outside BPF (WORK IN PROGRESS:
- * not wired into the agent yet).
+ * V8 (Node.js) metadata and function names, outside BPF (agent/nodejs.c
+ * uses them for the frames bpf/v8.bpf.h records).
  *
  * agent_v8_meta_read() reads a node binary's postmortem metadata: the
  * v8dbg_* symbols V8's build emits (tools/gen-postmortem-metadata.py), each
