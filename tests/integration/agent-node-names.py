@@ -22,6 +22,9 @@ spends its CPU budget while the others are stopped (SIGSTOP). Checked:
     profile is itself more than 5 points off the program's own clock (V8's
     sampler thread runs late on a loaded runner): then, as always, the
     agent's split of that run is checked against the program's own clock;
+  - late: a fifth, v8-split.js started after the agent (a shell waiting on
+    a pipe execs node under its PID, so the --pid filter knows it), is
+    checked as the plain run;
   - worker: >= 90 % of the worker thread's samples have spin as their leaf
     JavaScript frame;
   - --perf-basic-prof run: the agent still names alphaWork and betaWork by
@@ -157,6 +160,10 @@ def main():
         for k, argv in runs.items():
             procs[k] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
             pids[k] = int(procs[k].stdout.readline())
+        # Started after the agent: a shell that waits for a line, then execs node under its own PID (known now).
+        procs["late"] = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", node, split, str(SECONDS)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        pids["late"] = procs["late"].pid
         metrics_port = free_port()
         cfg = os.path.join(env.tmp, "agent.yaml")
         with open(cfg, "w") as f:
@@ -179,7 +186,7 @@ def main():
             v = metric(text, 'stackrelay_agent_nodejs_frames_total{result="recorded"}')
             n = metric(text, "stackrelay_agent_nodejs_processes_total")
             # The worker's process is idle until released: it is given to BPF at its first sample.
-            return v and v > 0 and n and n >= len(pids) - 1
+            return v and v > 0 and n and n >= len(pids) - 2
         c.check(wait_for(named, 120), "the warm-ups' JavaScript frames are recorded in BPF for the three "
                 "warming processes")
         # The workloads waiting their turn are stopped: on this 2-CPU runner their warm-ups would take CPU
@@ -199,6 +206,25 @@ def main():
             done[k] = procs[k].stdout.readline().strip()
             c.check(procs[k].wait(timeout=300) == 0 and done[k].startswith("done"),
                     "%s: workload spent its CPU budget (%s)" % (k, done[k]))
+        # The late one: node starts now, warms up until the agent has named its frames, then runs.
+        procs["late"].stdin.write("start\n")
+        procs["late"].stdin.flush()
+        c.check(int(procs["late"].stdout.readline()) == pids["late"], "late: node started under the gate's PID")
+
+        def late_named():
+            try:
+                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=5).read().decode()
+            except OSError:
+                return None
+            n = metric(text, "stackrelay_agent_nodejs_processes_total")
+            return n and n >= len(pids)
+        c.check(wait_for(late_named, 120), "late: the process started after the agent is given to the BPF namer")
+        go["late"] = time.time_ns()
+        procs["late"].stdin.write("go\n")
+        procs["late"].stdin.flush()
+        done["late"] = procs["late"].stdout.readline().strip()
+        c.check(procs["late"].wait(timeout=300) == 0 and done["late"].startswith("done"),
+                "late: workload spent its CPU budget (%s)" % done["late"])
         rc, stderr = agentlib.stop_agent(agent, log)
         agent = None
         c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
@@ -209,32 +235,34 @@ def main():
         def main_samples(k):
             return [s for s in out.for_pid(pids[k]) if s.tid == pids[k] and s.start_time_unix_nano >= go[k]]
 
-        # Plain run: names, script, lines, runtime, and the split against the workload's own clock.
-        m = re.search(r"alpha_ns=(\d+) beta_ns=(\d+)", done["plain"])
-        own = 100.0 * int(m.group(1)) / (int(m.group(1)) + int(m.group(2))) if m else -100
-        samples = main_samples("plain")
-        total = sum(s.count for s in samples)
-        counts, _ = nm.leaf_shares(samples)
-        a, b = counts.get("alphaWork", 0), counts.get("betaWork", 0)
-        c.check(total >= 1000 and a + b >= 0.9 * total,
-                "plain: %d of %d main-thread samples (%.1f%%) have alphaWork or betaWork as their leaf "
-                "JavaScript frame (>= 90%%); leaves: %s" %
-                (a + b, total, 100.0 * (a + b) / total if total else 0,
-                 sorted(counts.items(), key=lambda kv: -kv[1])[:6]))
-        seen = {}
-        for s in samples:
-            for fr in nm.js(s):
-                seen.setdefault(fr[0], fr)
-        for fname, line in (("alphaWork", alpha_line), ("betaWork", beta_line)):
-            c.check(seen.get(fname) == (fname, split, line, "v8js"),
-                    "plain: %s is named with its script, first line and runtime v8js (%s)" %
-                    (fname, seen.get(fname)))
-        mine = 100.0 * a / (a + b) if a + b else -100
-        c.check(abs(mine - own) <= 5,
-                "plain: alphaWork's share %.1f%% of the agent's samples vs %.1f%% of the workload's own clock "
-                "(+-5 points)" % (mine, own))
-        for k in ("timedAlpha", "round", "run"):
-            c.check(k in seen, "plain: the caller %s is named on the stacks" % k)
+        # Plain run and the one started after the agent: names, script, lines, runtime, and the split against
+        # the workload's own clock.
+        for run in ("plain", "late"):
+            m = re.search(r"alpha_ns=(\d+) beta_ns=(\d+)", done[run])
+            own = 100.0 * int(m.group(1)) / (int(m.group(1)) + int(m.group(2))) if m else -100
+            samples = main_samples(run)
+            total = sum(s.count for s in samples)
+            counts, _ = nm.leaf_shares(samples)
+            a, b = counts.get("alphaWork", 0), counts.get("betaWork", 0)
+            c.check(total >= 1000 and a + b >= 0.9 * total,
+                    "%s: %d of %d main-thread samples (%.1f%%) have alphaWork or betaWork as their leaf "
+                    "JavaScript frame (>= 90%%); leaves: %s" %
+                    (run, a + b, total, 100.0 * (a + b) / total if total else 0,
+                     sorted(counts.items(), key=lambda kv: -kv[1])[:6]))
+            seen = {}
+            for s in samples:
+                for fr in nm.js(s):
+                    seen.setdefault(fr[0], fr)
+            for fname, line in (("alphaWork", alpha_line), ("betaWork", beta_line)):
+                c.check(seen.get(fname) == (fname, split, line, "v8js"),
+                        "%s: %s is named with its script, first line and runtime v8js (%s)" %
+                        (run, fname, seen.get(fname)))
+            mine = 100.0 * a / (a + b) if a + b else -100
+            c.check(abs(mine - own) <= 5,
+                    "%s: alphaWork's share %.1f%% of the agent's samples vs %.1f%% of the workload's own clock "
+                    "(+-5 points)" % (run, mine, own))
+            for k in ("timedAlpha", "round", "run"):
+                c.check(k in seen, "%s: the caller %s is named on the stacks" % (run, k))
 
         # --cpu-prof: the agent and V8's profiler agree on the top functions.
         profs = glob.glob(os.path.join(prof_dir, "*.cpuprofile"))
