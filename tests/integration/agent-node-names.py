@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Node.js JavaScript frames by name, without flags (real eBPF, Debian's /usr/bin/node).
 
-Four workloads start and wait (each prints its pid, then warms up until a line
+Five workloads start and wait (each prints its pid, then warms up until a line
 arrives on stdin): tests/workloads/v8-split.js three times (no flags; with
---cpu-prof, V8's own profiler; with --perf-basic-prof, a perf map) and
-tests/workloads/v8-worker.js. The agent (--pid filter, --output,
-profiling.unwinding auto, nodejs.enabled by default) starts, and once its
-/metrics show a named JavaScript frame each workload is released in turn and
-spends its CPU budget while the others are stopped (SIGSTOP). Checked:
+--cpu-prof, V8's own profiler; with --perf-basic-prof, a perf map),
+tests/workloads/v8-worker.js and tests/workloads/v8-deopt.js. The agent
+(--pid filter, --output, profiling.unwinding auto, nodejs.enabled by
+default) starts, and once its /metrics show a named JavaScript frame each
+workload is released in turn and spends its CPU budget while the others are
+stopped (SIGSTOP). Checked:
   - plain run: its main thread's samples after the start line whose leaf
     JavaScript frame is alphaWork or betaWork are >= 90 % of them; those
     functions are INTERPRETED frames of runtime "v8js" whose file is the
@@ -25,6 +26,9 @@ spends its CPU budget while the others are stopped (SIGSTOP). Checked:
   - late: a fifth, v8-split.js started after the agent (a shell waiting on
     a pipe execs node under its PID, so the --pid filter knows it), is
     checked as the plain run;
+  - deopt: tests/workloads/v8-deopt.js under --trace-deopt: shapeWork is
+    deoptimized (the trace says so) and >= 90 % of the samples have it as
+    their leaf JavaScript frame, named with script and first line;
   - worker: >= 90 % of the worker thread's samples have spin as their leaf
     JavaScript frame;
   - --perf-basic-prof run: the agent still names alphaWork and betaWork by
@@ -46,6 +50,7 @@ from ports import free_port  # noqa: E402
 import agentlib  # noqa: E402
 
 SECONDS = 3
+DEOPT_SECONDS = 2
 WORKER_SECONDS = 2
 FREQ = 997
 INTERPRETED = 4
@@ -67,6 +72,21 @@ def wait_for(cond, timeout):
             return v
         time.sleep(0.1)
     return None
+
+
+TRACE = []
+
+
+def first_line(p, want):
+    """The first line of p's stdout that want() accepts; the lines before it (--trace-deopt's) go to TRACE."""
+    while True:
+        line = p.stdout.readline()
+        if not line:
+            return ""
+        line = line.strip()
+        if want(line):
+            return line
+        TRACE.append(line)
 
 
 def line_of(path, text):
@@ -146,6 +166,8 @@ def main():
     procs = {}
     agent = None
     split = os.path.join(env.src, "tests", "workloads", "v8-split.js")
+    deopt = os.path.join(env.src, "tests", "workloads", "v8-deopt.js")
+    deopt_line = line_of(deopt, "function shapeWork(")
     alpha_line = line_of(split, "function alphaWork(")
     beta_line = line_of(split, "function betaWork(")
     prof_dir = os.path.join(env.tmp, "prof")
@@ -155,11 +177,12 @@ def main():
             "cpuprof": [node, "--cpu-prof", "--cpu-prof-dir=" + prof_dir, split, str(SECONDS)],
             "perfmap": [node, "--perf-basic-prof", split, str(SECONDS)],
             "worker": [node, os.path.join(env.src, "tests", "workloads", "v8-worker.js"), str(WORKER_SECONDS)],
+            "deopt": [node, "--trace-deopt", deopt, str(DEOPT_SECONDS)],
         }
         pids = {}
         for k, argv in runs.items():
             procs[k] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
-            pids[k] = int(procs[k].stdout.readline())
+            pids[k] = int(first_line(procs[k], lambda x: x.isdigit()))
         # Started after the agent: a shell that waits for a line, then execs node under its own PID (known now).
         procs["late"] = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", node, split, str(SECONDS)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
@@ -191,7 +214,7 @@ def main():
                 "warming processes")
         # The workloads waiting their turn are stopped: on this 2-CPU runner their warm-ups would take CPU
         # from the one measured, and its own clock (wall time) would count their time slices.
-        order = ("plain", "cpuprof", "perfmap", "worker")
+        order = ("plain", "cpuprof", "perfmap", "worker", "deopt")
         for k in order:
             os.kill(pids[k], signal.SIGSTOP)
         go = {}
@@ -203,7 +226,7 @@ def main():
             go_mono[k] = time.monotonic_ns()
             procs[k].stdin.write("go\n")
             procs[k].stdin.flush()
-            done[k] = procs[k].stdout.readline().strip()
+            done[k] = first_line(procs[k], lambda x: x.startswith("done"))
             c.check(procs[k].wait(timeout=300) == 0 and done[k].startswith("done"),
                     "%s: workload spent its CPU budget (%s)" % (k, done[k]))
         # The late one: node starts now, warms up until the agent has named its frames, then runs.
@@ -295,8 +318,27 @@ def main():
                 c.check(abs(ours - ref[k]) <= 5, "cpuprof: %s has %.1f%% of the agent's leaf JavaScript frames vs "
                         "%.1f%% of V8's self samples (+-5 points)" % (k, ours, ref[k]))
 
+        # Deoptimizations: the function keeps its name through them.
+        deopts = [t for t in TRACE if "shapeWork" in t and ("deoptimiz" in t.lower() or "bailout" in t.lower())]
+        c.check(len(deopts) >= 1, "deopt: --trace-deopt shows shapeWork deoptimized %d times (>= 1)" % len(deopts))
+        samples = main_samples("deopt")
+        total = sum(s.count for s in samples)
+        counts, _ = nm.leaf_shares(samples)
+        seen = {}
+        for s in samples:
+            for fr in nm.js(s):
+                seen.setdefault(fr[0], fr)
+        c.check(total >= 500 and counts.get("shapeWork", 0) >= 0.9 * total,
+                "deopt: %d of %d main-thread samples (%.1f%%) have shapeWork as their leaf JavaScript frame (>= 90%%); "
+                "leaves: %s" % (counts.get("shapeWork", 0), total,
+                                100.0 * counts.get("shapeWork", 0) / total if total else 0,
+                                sorted(counts.items(), key=lambda kv: -kv[1])[:6]))
+        c.check(seen.get("shapeWork") == ("shapeWork", deopt, deopt_line, "v8js"),
+                "deopt: shapeWork is named with its script and first line (%s)" % (seen.get("shapeWork"),))
+
         # Worker thread.
-        wk = [s for s in out.for_pid(pids["worker"]) if s.tid != pids["worker"] and s.start_time_unix_nano >= go["worker"]]
+        wk = [s for s in out.for_pid(pids["worker"])
+              if s.tid != pids["worker"] and s.start_time_unix_nano >= go["worker"]]
         wk_total = sum(s.count for s in wk)
         counts, _ = nm.leaf_shares(wk)
         c.check(wk_total >= 300 and counts.get("spin", 0) >= 0.9 * wk_total,
