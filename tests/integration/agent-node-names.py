@@ -31,6 +31,8 @@ stopped (SIGSTOP). Checked:
     their leaf JavaScript frame, named with script and first line;
   - worker: >= 90 % of the worker thread's samples have spin as their leaf
     JavaScript frame;
+  - the agent's exit log: <= 1 % of the JavaScript frames recorded in BPF
+    stayed unnamed;
   - --perf-basic-prof run: the agent still names alphaWork and betaWork by
     V8's metadata, and the process's perf map names the same functions at the
     same script and line ("JS:*alphaWork /path/v8-split.js:14:19").
@@ -251,6 +253,11 @@ def main():
         rc, stderr = agentlib.stop_agent(agent, log)
         agent = None
         c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
+        js = {k: int(v) for k, v in (agentlib.logfmt_fields(stderr, "nodejs frames") or {}).items() if v.isdigit()}
+        print("# nodejs frames: " + " ".join("%s=%d" % kv for kv in sorted(js.items())))
+        c.check(js.get("frames", 0) > 0 and js.get("unnamed_frames", 0) <= 0.01 * js.get("frames", 0),
+                "exit log: %d of %d JavaScript frames recorded in BPF stayed unnamed (<= 1%%)" %
+                (js.get("unnamed_frames", 0), js.get("frames", 0)))
 
         out = agentlib.Output(env.pb, out_path)
         nm = Names(out)
