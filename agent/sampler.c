@@ -408,6 +408,8 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 					     o->table_unwinding && o->nodejs
 						     ? (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 1024u * 1024)
 						     : 1);
+	if (!r && !(o->table_unwinding && o->nodejs))
+		r = bpf_map__set_max_entries(s->skel->maps.v8_sfis_seen, 1);
 	if (!r)
 		r = bpf_map__set_max_entries(s->skel->maps.known_files, AGENT_KNOWN_FILES_MAX);
 	/* Task storage (off_cpu_start) needs 5.11; it is only made when off_cpu is on. */

@@ -23,6 +23,26 @@ struct {
 	__type(value, struct v8_proc);
 } v8_procs SEC(".maps");
 
+/*
+ * (tgid, SharedFunctionInfo) seen lately. A sample with one not in it wakes
+ * the agent at once (through the scratch state's py_new, as a new Python
+ * code object does): the agent reads the function's name from the
+ * process's memory, which a short-lived process takes with it when it exits.
+ */
+#define V8_SFIS_SEEN 65536
+struct v8_sfi_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 sfi;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, V8_SFIS_SEEN);
+	__type(key, struct v8_sfi_key);
+	__type(value, __u8);
+} v8_sfis_seen SEC(".maps");
+
 static __always_inline bool v8_is_object(__u64 v)
 {
 	return (v & V8_HEAP_OBJECT_TAG_MASK) == V8_HEAP_OBJECT_TAG && !(v & ~V8_FRAME_ADDR_MASK);
@@ -102,6 +122,15 @@ __noinline int v8_frame(__u32 slot)
 		return 0;
 	st->sample.ustack[idx] = V8_FRAME_FLAG | sfi;
 	st->v8_frames++;
+	if (!st->py_new) {
+		struct v8_sfi_key k = { .tgid = st->sample.hdr.pid, .sfi = sfi };
+		__u8 one = 1;
+
+		if (!bpf_map_lookup_elem(&v8_sfis_seen, &k)) {
+			bpf_map_update_elem(&v8_sfis_seen, &k, &one, BPF_ANY);
+			st->py_new = 1;
+		}
+	}
 	return 1;
 }
 

@@ -26,6 +26,11 @@ stopped (SIGSTOP). Checked:
   - late: a fifth, v8-split.js started after the agent (a shell waiting on
     a pipe execs node under its PID, so the --pid filter knows it), is
     checked as the plain run;
+  - short: v8-split.js started after the agent for SHORT_SECONDS of CPU,
+    exiting at once: <= 5 % of its samples keep a JavaScript frame unnamed
+    (a function not seen lately wakes the agent, which reads the names
+    while the process lives), >= 60 % name alphaWork or betaWork (the rest
+    is node's start-up);
   - deopt: tests/workloads/v8-deopt.js under --trace-deopt: shapeWork is
     deoptimized (the trace says so) and >= 90 % of the samples have it as
     their leaf JavaScript frame, named with script and first line;
@@ -53,9 +58,12 @@ import agentlib  # noqa: E402
 
 SECONDS = 3
 DEOPT_SECONDS = 2
+SHORT_SECONDS = 0.5
 WORKER_SECONDS = 2
 FREQ = 997
 INTERPRETED = 4
+UNKNOWN = 3
+V8_FRAME_FLAG = 1 << 62  # bpf/v8frame.h: what an unnamed V8 frame keeps as its address
 WARM_UP = ("warmUp", "warmSlice")
 
 
@@ -189,6 +197,11 @@ def main():
         procs["late"] = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", node, split, str(SECONDS)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
         pids["late"] = procs["late"].pid
+        # Short-lived: runs SHORT_SECONDS of CPU at once and exits; named only if the agent reads its functions
+        # while it lives (a new function wakes the agent).
+        procs["short"] = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh", node, split, str(SHORT_SECONDS)],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        pids["short"] = procs["short"].pid
         metrics_port = free_port()
         cfg = os.path.join(env.tmp, "agent.yaml")
         with open(cfg, "w") as f:
@@ -211,9 +224,9 @@ def main():
             v = metric(text, 'stackrelay_agent_nodejs_frames_total{result="recorded"}')
             n = metric(text, "stackrelay_agent_nodejs_processes_total")
             # The worker's process is idle until released: it is given to BPF at its first sample.
-            return v and v > 0 and n and n >= len(pids) - 2
-        c.check(wait_for(named, 120), "the warm-ups' JavaScript frames are recorded in BPF for the three "
-                "warming processes")
+            return v and v > 0 and n and n >= len(runs) - 1
+        c.check(wait_for(named, 120), "the warm-ups' JavaScript frames are recorded in BPF for the %d "
+                "warming processes" % (len(runs) - 1))
         # The workloads waiting their turn are stopped: on this 2-CPU runner their warm-ups would take CPU
         # from the one measured, and its own clock (wall time) would count their time slices.
         order = ("plain", "cpuprof", "perfmap", "worker", "deopt")
@@ -242,7 +255,7 @@ def main():
             except OSError:
                 return None
             n = metric(text, "stackrelay_agent_nodejs_processes_total")
-            return n and n >= len(pids)
+            return n and n >= len(pids) - 1
         c.check(wait_for(late_named, 120), "late: the process started after the agent is given to the BPF namer")
         go["late"] = time.time_ns()
         procs["late"].stdin.write("go\n")
@@ -250,6 +263,14 @@ def main():
         done["late"] = procs["late"].stdout.readline().strip()
         c.check(procs["late"].wait(timeout=300) == 0 and done["late"].startswith("done"),
                 "late: workload spent its CPU budget (%s)" % done["late"])
+        go["short"] = time.time_ns()
+        procs["short"].stdin.write("start\ngo\n")
+        procs["short"].stdin.flush()
+        c.check(int(procs["short"].stdout.readline()) == pids["short"], "short: node started under the gate's PID")
+        done["short"] = procs["short"].stdout.readline().strip()
+        c.check(procs["short"].wait(timeout=300) == 0 and done["short"].startswith("done"),
+                "short: workload spent its CPU budget and exited (%s)" % done["short"])
+        time.sleep(1.5)  # the agent's next drain (1 s) takes the exited process's last samples
         rc, stderr = agentlib.stop_agent(agent, log)
         agent = None
         c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
@@ -324,6 +345,22 @@ def main():
                 ours = 100.0 * counts.get(k, 0) / total if total else 0
                 c.check(abs(ours - ref[k]) <= 5, "cpuprof: %s has %.1f%% of the agent's leaf JavaScript frames vs "
                         "%.1f%% of V8's self samples (+-5 points)" % (k, ours, ref[k]))
+
+        # Short-lived: its functions are named although it is gone by the time its samples are read.
+        samples = [s for s in out.for_pid(pids["short"]) if s.tid == pids["short"]]
+        total = sum(s.count for s in samples)
+        counts, _ = nm.leaf_shares(samples)
+        a, b = counts.get("alphaWork", 0), counts.get("betaWork", 0)
+        unnamed = sum(s.count for s in samples
+                      if any(f.kind == UNKNOWN and f.address & V8_FRAME_FLAG for f in out.frames(s)))
+        print("# short: %d samples, %d name alphaWork or betaWork, %d have an unnamed V8 frame; leaves: %s" %
+              (total, a + b, unnamed, sorted(counts.items(), key=lambda kv: -kv[1])[:6]))
+        c.check(total >= 100 and unnamed <= 0.05 * total,
+                "short: %d of %d main-thread samples (%.1f%%) of a %.1f s process have a JavaScript frame left "
+                "unnamed (<= 5%%)" % (unnamed, total, 100.0 * unnamed / total if total else 0, SHORT_SECONDS))
+        c.check(a + b >= 0.6 * total, "short: %d of %d samples (%.1f%%) name alphaWork or betaWork as their leaf "
+                "JavaScript frame (>= 60%%: the rest is node's start-up)" %
+                (a + b, total, 100.0 * (a + b) / total if total else 0))
 
         # Deoptimizations: the function keeps its name through them.
         deopts = [t for t in TRACE if "shapeWork" in t and ("deoptimiz" in t.lower() or "bailout" in t.lower())]
