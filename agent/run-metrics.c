@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/version.h"
 #include "agent.h"
 #include "memstats.h"
 #include "privs.h"
@@ -32,6 +33,16 @@ static uint64_t rss_bytes(void)
 }
 
 /* The agent's memory itemized: resident pages by kind, and its BPF maps' kernel memory by map. */
+static void render_build_info(FILE *f)
+{
+	fprintf(f,
+		"# HELP stackrelay_build_info The build: version, commit (git describe), the agent protocol and the "
+		"OTLP profiles versions it speaks; always 1.\n"
+		"# TYPE stackrelay_build_info gauge\n"
+		"stackrelay_build_info{version=\"%s\",commit=\"%s\",agent_protocol=\"%s\",otlp_profiles=\"%s\"} 1\n",
+		sr_version(), sr_git_describe(), SR_AGENT_PROTOCOL_VERSION, SR_OTLP_PROFILES_VERSIONS);
+}
+
 static void render_memory(FILE *f)
 {
 	struct agent_rss rss;
@@ -406,5 +417,6 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 	render_unwinding(f, m);
 	render_jit(f, m);
 	render_memory(f);
+	render_build_info(f);
 	render_privileges(f, m);
 }
