@@ -13,6 +13,9 @@ symlink out of the tree (to /etc/passwd). Only then does the gateway come up
 and want every executable's symbols, so the agent's sender reopens both by
 path, on its one thread.
 
+The test runs in a cgroup of its own (cgroup v2) and the agent profiles only
+that cgroup, so the rest of the machine does not move the RSS measured.
+
 Checks: the agent's peak RSS (VmHWM) stays within 64 MiB; the honest
 workload's samples are accepted, and keep being accepted after the sender met
 the FIFO (it was never stuck); the swapped files are answered with an error
@@ -48,6 +51,43 @@ end = time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
     pass
 """
+
+
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split(" ")[0] == "cgroup2":
+                return left.split(" ")[4]
+    return None
+
+
+def enter_cgroup(tmp_name):
+    """Moves this test (and so every process it starts) into a cgroup of its own, so the agent
+    profiles only them: the machine's other processes would move the RSS measured. Returns
+    (the cgroup's path for profiling.cgroups, a function that undoes it), or (None, None)."""
+    mnt = cgroup2_mount()
+    if not mnt:
+        return None, None
+    with open("/proc/self/cgroup") as f:
+        old = next((ln.strip()[3:] for ln in f if ln.startswith("0::")), None)
+    path = os.path.join(mnt, tmp_name)
+    try:
+        os.mkdir(path)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    except OSError as e:
+        print("no cgroup of its own (%s): the agent profiles the whole machine" % e)
+        return None, None
+
+    def leave():
+        try:
+            with open(os.path.join(mnt, old.lstrip("/"), "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            os.rmdir(path)
+        except OSError as e:
+            print("cleanup: cannot remove %s: %s" % (path, e))
+    return path, leave
 
 
 def free_port():
@@ -104,6 +144,7 @@ def main():
     procs = []
     fake = None
     agent = None
+    cgroup, leave_cgroup = enter_cgroup("sr-hostile-agent-%d" % os.getpid())
     try:
         bomb = os.path.join(env.tmp, "bomb.so")
         note = os.path.join(env.tmp, "note.so")
@@ -121,8 +162,10 @@ def main():
         cfg = os.path.join(env.tmp, "agent.yaml")
         with open(cfg, "w") as f:
             f.write("gateway:\n  endpoint: http://127.0.0.1:%d\n  flush_timeout: 2s\n"
-                    "profiling:\n  frequency: 99\n  report_interval: 1s\n"
-                    "telemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" % (gw_port, m_port))
+                    "profiling:\n  frequency: 99\n  report_interval: 1s\n" % gw_port)
+            if cgroup:
+                f.write("  cgroups: [\"%s\"]\n" % cgroup)
+            f.write("telemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" % m_port)
         honest, (honest_pid,) = agentlib.start([env.workload("alphabeta-fp"), "120"])
         procs.append(honest)
         agent, log = agentlib.start_agent(env, ["--config", cfg, "--duration", "180"])
@@ -147,6 +190,7 @@ def main():
         os.unlink(link_victim)
         os.symlink("/etc/passwd", link_victim)
 
+        parsed_kb = status_kb(agent.pid, "VmHWM")
         fake = sender_lib.Fake(env.tmp, "hostile", ["--want-symbols"], port=gw_port)
 
         def tables_for_victims():
@@ -181,7 +225,8 @@ def main():
                 refused.get("path_escape", 0))
 
         hwm_kb = status_kb(agent.pid, "VmHWM")
-        print("agent VmHWM: %d kB before the hostile processes, %d kB after" % (before_kb, hwm_kb))
+        print("agent VmHWM: %d kB before the hostile processes, %d kB after them, %d kB after the uploads" %
+              (before_kb, parsed_kb, hwm_kb))
         c.check(hwm_kb <= RSS_BUDGET_KB, "the agent's peak RSS stayed within 64 MiB (%d kB)" % hwm_kb)
 
         rc, _ = agentlib.stop_agent(agent, log)
@@ -198,6 +243,9 @@ def main():
             p.wait()
         if fake is not None:
             fake.stop()
+        if leave_cgroup:
+            time.sleep(0.1)
+            leave_cgroup()
         env.cleanup()
 
 
