@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "memstats.h"
 #include "privs.h"
+#include "parse-limits.h"
 #include "proc.h"
 #include "python.h"
 #include "profile.h"
@@ -66,6 +67,20 @@ static void render_memory(FILE *f)
 			fprintf(f, "stackrelay_agent_bpf_map_bytes{map=\"%s\"} %" PRIu64 "\n", maps[i].name,
 				maps[i].bytes);
 	}
+}
+
+/* Files and paths a parser or an open refused, by reason (parse-limits.h). */
+static void render_parse_refusals(FILE *f)
+{
+	uint64_t n[AGENT_PARSE_REFUSAL__MAX];
+
+	agent_parse_refusals(n);
+	fprintf(f, "# HELP stackrelay_agent_parse_refused_total Files refused by a parser's limits or an open of a "
+		   "container's path, by reason.\n"
+		   "# TYPE stackrelay_agent_parse_refused_total counter\n");
+	for (int i = 0; i < AGENT_PARSE_REFUSAL__MAX; i++)
+		fprintf(f, "stackrelay_agent_parse_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+			agent_parse_refusal_names[i], n[i]);
 }
 
 static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
@@ -419,4 +434,5 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 	render_memory(f);
 	render_build_info(f);
 	render_privileges(f, m);
+	render_parse_refusals(f);
 }
