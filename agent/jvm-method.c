@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * HotSpot Method* names and lines (jvm-method.h).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "jvm-method.h"
+#include "utf8.h"
+
+size_t agent_jvm_class_name(const uint8_t *sym, size_t len, char *out, size_t cap)
+{
+	size_t n;
+
+	if (cap < 2) {
+		if (cap)
+			out[0] = '\0';
+		return 0;
+	}
+	n = sr_utf8_copy(out, sym, len, cap - 1);
+	out[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (out[i] == '/')
+			out[i] = '.';
+	return n;
+}
+
+/* HotSpot's UNSIGNED5 (CompressedReadStream::read_int): bytes below 192 end a number of up to five. */
+static int read_u5(const uint8_t *p, size_t len, size_t *pos, uint32_t *ret)
+{
+	uint32_t sum = 0;
+
+	for (unsigned i = 0; i < 5; i++) {
+		uint32_t b;
+
+		if (*pos >= len)
+			return -EINVAL;
+		b = p[(*pos)++];
+		sum += b << (6 * i);
+		if (b < 192 || i == 4) {
+			*ret = sum;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int read_signed(const uint8_t *p, size_t len, size_t *pos, int32_t *ret)
+{
+	uint32_t v;
+
+	if (read_u5(p, len, pos, &v) < 0)
+		return -EINVAL;
+	/* Zig-zag: the low bit is the sign. */
+	*ret = (int32_t)((v >> 1) ^ (0u - (v & 1)));
+	return 0;
+}
+
+int32_t agent_jvm_line(const uint8_t *table, size_t len, uint32_t bci)
+{
+	uint32_t cur_bci = 0, best_bci = 0;
+	int32_t line = 0, best = 0;
+	size_t pos = 0;
+
+	/* Each entry takes at least a byte: len bounds the loop. */
+	while (pos < len) {
+		uint8_t b = table[pos++];
+		int32_t dbci, dline;
+
+		if (b == 0)
+			break;
+		if (b == 0xff) {
+			if (read_signed(table, len, &pos, &dbci) < 0 || read_signed(table, len, &pos, &dline) < 0)
+				break;
+		} else {
+			dbci = b >> 3;
+			dline = b & 7;
+		}
+		cur_bci += (uint32_t)dbci;
+		line = (int32_t)((uint32_t)line + (uint32_t)dline);
+		if (cur_bci == bci)
+			return line > 0 ? line : 0;
+		/* The table is in bci order in practice; the best entry below bci wins, as in Method::line_number_from_bci. */
+		if (cur_bci < bci && cur_bci >= best_bci) {
+			best_bci = cur_bci;
+			best = line;
+		}
+	}
+	return best > 0 ? best : 0;
+}
+
+static int read_ptr(const struct agent_jvm_reader *r, uint64_t addr, uint64_t *ret)
+{
+	if (!addr || addr + 8 < addr)
+		return -EINVAL;
+	return r->read(r->ctx, addr, ret, 8);
+}
+
+static uint16_t get_u16(const uint8_t *buf, uint16_t at)
+{
+	uint16_t v;
+
+	memcpy(&v, buf + at, 2);
+	return v;
+}
+
+/* A Symbol's text, cut at AGENT_JVM_MAX_SYMBOL bytes, into out (valid UTF-8 or class-name form). */
+static int read_symbol(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t sym, bool klass,
+		       char *out, size_t cap)
+{
+	uint8_t head[64], body[AGENT_JVM_MAX_SYMBOL];
+	uint16_t len;
+	size_t n;
+	int err;
+
+	if (!sym || l->symbol_body > sizeof(head) || l->symbol_length + 2u > sizeof(head))
+		return -EINVAL;
+	err = r->read(r->ctx, sym, head, l->symbol_body);
+	if (err < 0)
+		return err;
+	len = get_u16(head, l->symbol_length);
+	n = len < sizeof(body) ? len : sizeof(body);
+	if (n) {
+		err = r->read(r->ctx, sym + l->symbol_body, body, n);
+		if (err < 0)
+			return err;
+	}
+	if (klass) {
+		agent_jvm_class_name(body, n, out, cap);
+	} else {
+		size_t w = sr_utf8_copy(out, body, n, cap - 1);
+
+		out[w] = '\0';
+	}
+	if (len > n)
+		strcat(out, "...");
+	return 0;
+}
+
+int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t method,
+			  struct agent_jvm_method *ret)
+{
+	uint8_t cm[256], cp[256];
+	uint64_t constants, name_sym, file_sym = 0, klass_name;
+	uint16_t flags, name_index, file_index;
+	int32_t cp_len;
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	if (l->constmethod_size > sizeof(cm) || l->constantpool_size > sizeof(cp) ||
+	    l->constmethod_constants + 8u > l->constmethod_size || l->constmethod_flags + 2u > l->constmethod_size ||
+	    l->constmethod_code_size + 2u > l->constmethod_size ||
+	    l->constmethod_name_index + 2u > l->constmethod_size ||
+	    l->constantpool_pool_holder + 8u > l->constantpool_size ||
+	    l->constantpool_source_file_name_index + 2u > l->constantpool_size ||
+	    l->constantpool_length + 4u > l->constantpool_size)
+		return -EINVAL;
+	err = read_ptr(r, method + l->method_constmethod, &ret->const_method);
+	if (err == 0)
+		err = ret->const_method ? r->read(r->ctx, ret->const_method, cm, l->constmethod_size) : -EINVAL;
+	if (err < 0)
+		return err;
+	memcpy(&constants, cm + l->constmethod_constants, 8);
+	flags = get_u16(cm, l->constmethod_flags);
+	ret->code_size = get_u16(cm, l->constmethod_code_size);
+	name_index = get_u16(cm, l->constmethod_name_index);
+	if (!constants)
+		return -EINVAL;
+	err = r->read(r->ctx, constants, cp, l->constantpool_size);
+	if (err < 0)
+		return err;
+	memcpy(&ret->holder, cp + l->constantpool_pool_holder, 8);
+	memcpy(&cp_len, cp + l->constantpool_length, 4);
+	file_index = get_u16(cp, l->constantpool_source_file_name_index);
+	/* Index 0 is never a valid constant pool entry. */
+	if (!name_index || cp_len <= 0 || name_index >= cp_len || file_index >= cp_len)
+		return -EINVAL;
+	err = read_ptr(r, constants + l->constantpool_size + 8ull * name_index, &name_sym);
+	if (err == 0 && file_index)
+		err = read_ptr(r, constants + l->constantpool_size + 8ull * file_index, &file_sym);
+	if (err == 0)
+		err = read_ptr(r, ret->holder + l->klass_name, &klass_name);
+	if (err == 0)
+		err = read_symbol(r, l, name_sym, false, ret->name, sizeof(ret->name) - 3);
+	if (err == 0)
+		err = read_symbol(r, l, klass_name, true, ret->klass, sizeof(ret->klass) - 3);
+	if (err == 0 && file_sym)
+		err = read_symbol(r, l, file_sym, false, ret->file, sizeof(ret->file) - 3);
+	if (err < 0)
+		return err;
+	ret->name_symbol = name_sym;
+	if (flags & l->constmethod_has_linenumber_table)
+		ret->line_table = ret->const_method + l->constmethod_size + ret->code_size;
+	return 0;
+}
+
+int32_t agent_jvm_method_line(const struct agent_jvm_reader *r, const struct agent_jvm_method *m, uint32_t bci)
+{
+	uint8_t table[AGENT_JVM_MAX_LINETABLE];
+	size_t have = 0;
+
+	if (!m->line_table || bci >= m->code_size)
+		return 0;
+	/* A page at a time: the table's end is not known before its 0 byte, and the next page may be unmapped. */
+	while (have < sizeof(table)) {
+		uint64_t at = m->line_table + have;
+		size_t n = 4096 - (size_t)(at & 4095);
+
+		if (n > sizeof(table) - have)
+			n = sizeof(table) - have;
+		if (r->read(r->ctx, at, table + have, n) < 0)
+			break;
+		have += n;
+		if (memchr(table + have - n, 0, n))
+			break;
+	}
+	return agent_jvm_line(table, have, bci);
+}

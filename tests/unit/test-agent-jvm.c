@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * HotSpot support against a real JVM: a small Java program is compiled with
+ * javac and run until C2 has compiled its hot method; the test then reads
+ * the JVM's vmStructs tables from its memory, derives the layout, walks the
+ * code cache's heaps, finds each nmethod again through the segment map, and
+ * names its Method* (class, method, file, line). Skipped when the JDK is not
+ * installed. The pure decoders (class names, line tables) are tested on
+ * their own too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/jvm-codecache.h"
+#include "agent/jvm-method.h"
+#include "agent/jvm.h"
+#include "agent/procmaps.h"
+#include "test-filter.h"
+
+extern char **environ;
+
+static void class_names(void **state)
+{
+	char out[64];
+
+	(void)state;
+	assert_int_equal(agent_jvm_class_name((const uint8_t *)"java/lang/String", 16, out, sizeof(out)), 16);
+	assert_string_equal(out, "java.lang.String");
+	agent_jvm_class_name((const uint8_t *)"java/util/HashMap$Node", 22, out, sizeof(out));
+	assert_string_equal(out, "java.util.HashMap$Node");
+	/* Not UTF-8: replaced, never copied. */
+	agent_jvm_class_name((const uint8_t *)"a/\xff", 3, out, sizeof(out));
+	assert_string_equal(out, "a.?");
+	/* Cut to fit. */
+	assert_int_equal(agent_jvm_class_name((const uint8_t *)"abcdef", 6, out, 4), 3);
+	assert_string_equal(out, "abc");
+}
+
+/* HotSpot's writer (CompressedWriteStream::write_int and write_signed_int), to build tables. */
+static size_t put_u5(uint8_t *p, uint32_t v)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < 4 && v >= 192; i++) {
+		p[n++] = (uint8_t)(192 + ((v - 192) & 63));
+		v = (v - 192) >> 6;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+static size_t put_pair(uint8_t *p, int32_t dbci, int32_t dline)
+{
+	size_t n = 0;
+
+	if (dbci >= 0 && dbci < 32 && dline >= 0 && dline < 8) {
+		p[0] = (uint8_t)(dbci << 3 | dline);
+		return 1;
+	}
+	p[n++] = 0xff;
+	n += put_u5(p + n, ((uint32_t)dbci << 1) ^ (uint32_t)(dbci >> 31));
+	n += put_u5(p + n, ((uint32_t)dline << 1) ^ (uint32_t)(dline >> 31));
+	return n;
+}
+
+static void line_tables(void **state)
+{
+	uint8_t t[64];
+	size_t n = 0;
+
+	(void)state;
+	/* bci 0 → line 10, bci 4 → 11, bci 300 → 9 (a loop's condition), bci 305 → 5000 */
+	n += put_pair(t + n, 0, 10);
+	n += put_pair(t + n, 4, 1);
+	n += put_pair(t + n, 296, -2);
+	n += put_pair(t + n, 5, 4991);
+	t[n++] = 0;
+	assert_int_equal(agent_jvm_line(t, n, 0), 10);
+	assert_int_equal(agent_jvm_line(t, n, 3), 10);
+	assert_int_equal(agent_jvm_line(t, n, 4), 11);
+	assert_int_equal(agent_jvm_line(t, n, 299), 11);
+	assert_int_equal(agent_jvm_line(t, n, 300), 9);
+	assert_int_equal(agent_jvm_line(t, n, 305), 5000);
+	assert_int_equal(agent_jvm_line(t, n, 60000), 5000);
+	/* Cut in the middle of a long entry: what came before stands. */
+	assert_int_equal(agent_jvm_line(t, 4, 300), 11);
+	assert_int_equal(agent_jvm_line(t, 0, 3), 0);
+}
+
+/* The Java program: spin() is hot (C2 compiles it), small() is inlined into it. Line numbers matter below. */
+static const char hot_java[] = "public class Hot {\n"		       /* 1 */
+			       "    static int small(int x) {\n"       /* 2 */
+			       "        return x * 31 + 7;\n"	       /* 3 */
+			       "    }\n"			       /* 4 */
+			       "    static long spin(int n) {\n"       /* 5 */
+			       "        long s = 0;\n"		       /* 6 */
+			       "        for (int i = 0; i < n; i++)\n" /* 7 */
+			       "            s += small(i);\n"	       /* 8 */
+			       "        return s;\n"		       /* 9 */
+			       "    }\n"			       /* 10 */
+			       "    public static void main(String[] a) throws Exception {\n"
+			       "        long s = 0;\n"
+			       "        for (int i = 0; i < 20000; i++)\n"
+			       "            s += spin(1000);\n"
+			       "        System.out.println(\"ready \" + s);\n"
+			       "        System.out.flush();\n"
+			       "        System.in.read();\n"
+			       "    }\n"
+			       "}\n";
+
+struct jvm_child {
+	char dir[64];
+	pid_t pid;
+	int in;	 /* its stdin: closing it ends the program */
+	int out; /* its stdout */
+};
+
+static int run_wait(char *const argv[])
+{
+	pid_t pid;
+	int status;
+
+	if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) != 0)
+		return -ENOENT;
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+/* Compiles Hot.java and starts it; false (and the test is skipped) without a JDK. */
+static bool start_jvm(struct jvm_child *c)
+{
+	posix_spawn_file_actions_t fa;
+	int pin[2], pout[2];
+	char path[128], line[128];
+	char *javac[] = { (char *)"javac", (char *)"-g", (char *)"-d", c->dir, path, NULL };
+	char *java[] = { (char *)"java", (char *)"-cp", c->dir, (char *)"Hot", NULL };
+	FILE *f, *out;
+
+	strcpy(c->dir, "/tmp/sr-test-jvm-XXXXXX");
+	if (!mkdtemp(c->dir))
+		return false;
+	snprintf(path, sizeof(path), "%s/Hot.java", c->dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(hot_java, f);
+	fclose(f);
+	if (run_wait(javac) < 0)
+		return false;
+	assert_int_equal(pipe(pin), 0);
+	assert_int_equal(pipe(pout), 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pin[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
+	posix_spawn_file_actions_addclose(&fa, pin[1]);
+	posix_spawn_file_actions_addclose(&fa, pout[0]);
+	assert_int_equal(posix_spawnp(&c->pid, "java", &fa, NULL, java, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pin[0]);
+	close(pout[1]);
+	c->in = pin[1];
+	out = fdopen(pout[0], "r");
+	assert_non_null(out);
+	/* "ready" comes once spin() has run 20,000 times: C2 has compiled it by then. */
+	assert_non_null(fgets(line, sizeof(line), out));
+	assert_memory_equal(line, "ready ", 6);
+	fclose(out);
+	return true;
+}
+
+static void stop_jvm(struct jvm_child *c)
+{
+	char cmd[128];
+	int status;
+
+	close(c->in);
+	if (waitpid(c->pid, &status, 0) < 0)
+		kill(c->pid, SIGKILL);
+	snprintf(cmd, sizeof(cmd), "%s/Hot.java", c->dir);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/Hot.class", c->dir);
+	unlink(cmd);
+	rmdir(c->dir);
+}
+
+/* libjvm.so's path and load bias in the process (its first mapping maps file offset 0 at ELF address 0). */
+static void find_libjvm(pid_t pid, char *path, size_t cap, uint64_t *bias)
+{
+	char file[64], *buf = malloc(1 << 20);
+	struct agent_map *maps;
+	size_t n = 0, bad;
+	ssize_t len;
+	int fd;
+
+	assert_non_null(buf);
+	snprintf(file, sizeof(file), "/proc/%d/maps", (int)pid);
+	fd = open(file, O_RDONLY);
+	assert_true(fd >= 0);
+	/* A read of /proc/PID/maps returns a page at most. */
+	for (size_t have = 0;;) {
+		len = read(fd, buf + have, (1 << 20) - 1 - have);
+		assert_true(len >= 0);
+		if (len == 0) {
+			len = (ssize_t)have;
+			break;
+		}
+		have += (size_t)len;
+	}
+	close(fd);
+	assert_true(len > 0);
+	assert_int_equal(agent_procmaps_parse(buf, (size_t)len, false, &maps, &n, &bad), 0);
+	path[0] = '\0';
+	for (size_t i = 0; i < n && !path[0]; i++) {
+		if (maps[i].path && strstr(maps[i].path, "/libjvm.so") && maps[i].offset == 0) {
+			snprintf(path, cap, "%s", maps[i].path);
+			*bias = maps[i].start;
+		}
+	}
+	agent_procmaps_free(maps, n);
+	free(buf);
+	assert_true(path[0]);
+}
+
+static int peek(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return agent_jvm_peek((uint32_t)(uintptr_t)ctx, addr, buf, len);
+}
+
+static void read_cstr(const struct agent_jvm_reader *r, uint64_t addr, char *out, size_t cap)
+{
+	out[0] = '\0';
+	for (size_t i = 0; i + 1 < cap; i++) {
+		if (r->read(r->ctx, addr + i, out + i, 1) < 0 || !out[i])
+			return;
+		out[i + 1] = '\0';
+	}
+}
+
+static void real_jvm(void **state)
+{
+	struct agent_jvm_heap heaps[AGENT_JVM_MAX_HEAPS];
+	struct agent_jvm_tables *t;
+	struct agent_jvm_layout l;
+	struct agent_jvm_reader r;
+	struct jvm_child c;
+	uint64_t syms[AGENT_JVM_N_SYMS], bias = 0, v;
+	const char *missing = NULL;
+	char lib[512];
+	size_t counts[4];
+	int n_heaps, fd, nmethods = 0, spin = 0, main_named = 0;
+
+	(void)state;
+	if (!start_jvm(&c))
+		skip();
+	r.read = peek;
+	r.ctx = (void *)(uintptr_t)c.pid;
+	find_libjvm(c.pid, lib, sizeof(lib), &bias);
+	fd = open(lib, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(agent_jvm_file_syms(fd, syms), 0);
+	close(fd);
+
+	t = agent_jvm_tables_of((uint32_t)c.pid, bias, syms);
+	assert_non_null(t);
+	agent_jvm_tables__counts(t, counts);
+	/* OpenJDK 17: hundreds of each. */
+	assert_true(counts[0] > 500 && counts[1] > 500 && counts[2] > 100 && counts[3] > 10);
+	assert_int_equal(agent_jvm_tables__field(t, "Method", "_constMethod", &v), 0);
+	assert_int_equal(agent_jvm_tables__is_static(t, "CodeCache", "_heaps"), 1);
+	assert_int_equal(agent_jvm_tables__size(t, "Symbol", &v), 0);
+	assert_int_equal(agent_jvm_layout_from(t, &l, &missing), 0);
+	assert_null(missing);
+	agent_jvm_tables_free(t);
+	assert_int_equal(l.interp_frame_method, -3);
+	assert_int_equal(l.interp_frame_bcp, -8);
+
+	n_heaps = agent_jvm_heaps_read(&r, &l, heaps, AGENT_JVM_MAX_HEAPS);
+	assert_true(n_heaps >= 1);
+	for (int h = 0; h < n_heaps; h++) {
+		uint64_t block = heaps[h].low;
+
+		/* Every block, in order: each blob found by its own code through the segment map too. */
+		for (int i = 0; i < 1000000 && block < heaps[h].high; i++) {
+			uint64_t len = 0, blob, name_ptr, code_begin, method, found;
+			uint8_t used = 0;
+			char name[64];
+			struct agent_jvm_method m;
+
+			if (r.read(r.ctx, block + l.heapblock_length, &len, 8) < 0 || !len)
+				break;
+			assert_int_equal(r.read(r.ctx, block + l.heapblock_used, &used, 1), 0);
+			blob = block + l.heapblock_size;
+			block += len << heaps[h].log2_segment;
+			if (!used)
+				continue;
+			assert_int_equal(r.read(r.ctx, blob + l.codeblob_name, &name_ptr, 8), 0);
+			read_cstr(&r, name_ptr, name, sizeof(name));
+			assert_int_equal(r.read(r.ctx, blob + l.codeblob_code_begin, &code_begin, 8), 0);
+			assert_int_equal(agent_jvm_blob_at(&r, &l, &heaps[h], code_begin, &found), 0);
+			assert_int_equal(found, blob);
+			if (strcmp(name, "nmethod"))
+				continue;
+			nmethods++;
+			assert_int_equal(r.read(r.ctx, blob + l.nmethod_method, &method, 8), 0);
+			assert_int_equal(agent_jvm_method_read(&r, &l, method, &m), 0);
+			if (!strcmp(m.klass, "Hot") && !strcmp(m.name, "spin")) {
+				spin++;
+				assert_string_equal(m.file, "Hot.java");
+				/* bci 0 is "long s = 0" on line 6; the method's last bytecode returns on line 9. */
+				assert_int_equal(agent_jvm_method_line(&r, &m, 0), 6);
+				assert_int_equal(agent_jvm_method_line(&r, &m, m.code_size - 1), 9);
+			}
+			if (!strcmp(m.klass, "java.lang.String") || !strcmp(m.klass, "java.lang.Object"))
+				main_named++;
+		}
+	}
+	assert_true(nmethods > 0);
+	assert_true(spin >= 1);
+	assert_true(main_named >= 1);
+	stop_jvm(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(class_names),
+		cmocka_unit_test(line_tables),
+		cmocka_unit_test(real_jvm),
+	};
+
+	sr_test_filter_from_env();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
