@@ -217,3 +217,115 @@ int32_t agent_jvm_method_line(const struct agent_jvm_reader *r, const struct age
 	}
 	return agent_jvm_line(table, have, bci);
 }
+
+int agent_jvm_scope_decode(const uint8_t *data, size_t len, uint32_t decode_offset, struct agent_jvm_scope *ret)
+{
+	size_t pos = decode_offset;
+	uint32_t bci;
+
+	if (decode_offset >= len)
+		return -EINVAL;
+	if (read_u5(data, len, &pos, &ret->sender) < 0 || read_u5(data, len, &pos, &ret->method_index) < 0 ||
+	    read_u5(data, len, &pos, &bci) < 0 || bci > INT32_MAX)
+		return -EINVAL;
+	/* Stored as bci - InvocationEntryBci (-1). */
+	ret->bci = (int32_t)(bci - 1);
+	return 0;
+}
+
+/* Reads count PcDescs from at, a chunk at a time, and returns the first with a pc offset >= target. */
+static int find_pcdesc(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t at, size_t count,
+		       int32_t target, uint32_t *ret_decode)
+{
+	uint8_t chunk[4096];
+	size_t per = sizeof(chunk) / l->pcdesc_size;
+
+	for (size_t done = 0; done < count;) {
+		size_t n = count - done < per ? count - done : per;
+		int err = r->read(r->ctx, at + done * l->pcdesc_size, chunk, n * l->pcdesc_size);
+
+		if (err < 0)
+			return err;
+		for (size_t i = 0; i < n; i++) {
+			int32_t pc_offset, decode;
+
+			memcpy(&pc_offset, chunk + i * l->pcdesc_size + l->pcdesc_pc_offset, 4);
+			memcpy(&decode, chunk + i * l->pcdesc_size + l->pcdesc_scope_decode_offset, 4);
+			/* PcDescs are in pc order; the first one is a sentinel at offset -1. */
+			if (pc_offset >= target) {
+				if (decode < 0)
+					return -EINVAL;
+				*ret_decode = (uint32_t)decode;
+				return 0;
+			}
+		}
+		done += n;
+	}
+	return -ENOENT;
+}
+
+int agent_jvm_nmethod_frames(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t nmethod,
+			     uint64_t pc, struct agent_jvm_frame *ret, int max)
+{
+	uint64_t code_begin, scopes_data;
+	int32_t metadata_off, pcs_off, deps_off;
+	uint32_t decode = 0;
+	uint64_t pcs, pcs_end, data_end;
+	int n = 0, err;
+
+	if (l->pcdesc_size < 8 || l->pcdesc_size > 64 || l->pcdesc_pc_offset + 4u > l->pcdesc_size ||
+	    l->pcdesc_scope_decode_offset + 4u > l->pcdesc_size)
+		return -EINVAL;
+	err = r->read(r->ctx, nmethod + l->codeblob_code_begin, &code_begin, 8);
+	if (err == 0)
+		err = r->read(r->ctx, nmethod + l->nmethod_scopes_data, &scopes_data, 8);
+	if (err == 0)
+		err = r->read(r->ctx, nmethod + l->nmethod_metadata_offset, &metadata_off, 4);
+	if (err == 0)
+		err = r->read(r->ctx, nmethod + l->nmethod_scopes_pcs_offset, &pcs_off, 4);
+	if (err == 0)
+		err = r->read(r->ctx, nmethod + l->nmethod_dependencies_offset, &deps_off, 4);
+	if (err < 0)
+		return err;
+	/* The nmethod's sections, in order: metadata, scopes data, PcDescs. */
+	pcs = nmethod + (uint64_t)pcs_off;
+	pcs_end = nmethod + (uint64_t)deps_off;
+	data_end = pcs;
+	if (metadata_off <= 0 || pcs_off <= metadata_off || deps_off < pcs_off || pc < code_begin ||
+	    pc - code_begin > INT32_MAX || scopes_data < nmethod + (uint64_t)metadata_off || scopes_data > data_end ||
+	    (pcs_end - pcs) / l->pcdesc_size > AGENT_JVM_MAX_PCDESCS)
+		return -EINVAL;
+	err = find_pcdesc(r, l, pcs, (size_t)((pcs_end - pcs) / l->pcdesc_size), (int32_t)(pc - code_begin), &decode);
+	if (err < 0)
+		return err;
+	/* decode 0 is DebugInformationRecorder::serialized_null: no scope. */
+	for (int depth = 0; decode && depth < AGENT_JVM_MAX_SCOPES && n < max; depth++) {
+		uint8_t buf[16];
+		struct agent_jvm_scope s;
+		uint64_t at = scopes_data + decode, method;
+		size_t len;
+
+		if (at >= data_end || at < scopes_data)
+			return -EINVAL;
+		len = data_end - at < sizeof(buf) ? (size_t)(data_end - at) : sizeof(buf);
+		err = r->read(r->ctx, at, buf, len);
+		if (err < 0)
+			return err;
+		if (agent_jvm_scope_decode(buf, len, 0, &s) < 0 || !s.method_index)
+			return -EINVAL;
+		/* metadata_at(i) is the (i - 1)th Metadata* from metadata_begin, which ends where the scopes data starts. */
+		if ((uint64_t)s.method_index > (scopes_data - nmethod - (uint64_t)metadata_off) / 8)
+			return -EINVAL;
+		err = r->read(r->ctx, nmethod + (uint64_t)metadata_off + 8ull * (s.method_index - 1), &method, 8);
+		if (err < 0)
+			return err;
+		ret[n].method = method;
+		ret[n].bci = s.bci;
+		n++;
+		/* A sender is encoded before the scope inlined into it. */
+		if (s.sender >= decode)
+			return s.sender ? -EINVAL : n;
+		decode = s.sender;
+	}
+	return n;
+}

@@ -69,4 +69,40 @@ int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_j
  */
 int32_t agent_jvm_method_line(const struct agent_jvm_reader *r, const struct agent_jvm_method *m, uint32_t bci);
 
+/* Inlined scopes followed at most from one pc (C2's MaxInlineLevel is 15). */
+#define AGENT_JVM_MAX_SCOPES 32
+/* PcDescs searched at most in one nmethod (a large C2 method has a few thousand). */
+#define AGENT_JVM_MAX_PCDESCS 65536
+
+/* One scope of a compiled frame: which method (an index into the nmethod's metadata, 1-based) and where in it. */
+struct agent_jvm_scope {
+	uint32_t method_index; /* 0: none */
+	int32_t bci;	       /* -1: the method's entry (InvocationEntryBci) */
+	uint32_t sender;       /* the decode offset of the scope this one is inlined into, 0 for the outermost */
+};
+
+/*
+ * Decodes the scope at decode_offset of an nmethod's scopes data (len
+ * bytes): its sender's offset, metadata index and bci, three UNSIGNED5
+ * numbers (ScopeDesc::decode_body). 0 or -EINVAL.
+ */
+int agent_jvm_scope_decode(const uint8_t *data, size_t len, uint32_t decode_offset, struct agent_jvm_scope *ret);
+
+/* A frame of a compiled method: its Method* and bci, innermost first. */
+struct agent_jvm_frame {
+	uint64_t method;
+	int32_t bci;
+};
+
+/*
+ * The Java frames of pc in the nmethod at nmethod (inlined ones first, the
+ * nmethod's own method last), up to max: the scopes of the first PcDesc at
+ * or after pc (the debug information a sampled pc reaches next; a return
+ * address has its own). Returns how many, -ENOENT when the nmethod has no
+ * PcDesc there, -EINVAL when its PcDescs or scopes make no sense, or the
+ * reader's error.
+ */
+int agent_jvm_nmethod_frames(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t nmethod,
+			     uint64_t pc, struct agent_jvm_frame *ret, int max);
+
 #endif

@@ -4,8 +4,9 @@
  * agent/jvm-codecache.c) on any bytes: the input is the JVM's memory at
  * FUZZ_BASE with OpenJDK 17's layout; its first 8 bytes are the Method*
  * to name, the next 8 a pc to look up, and CodeCache::_heaps is the cell at
- * FUZZ_BASE + 16. The whole input is a line number table and a class name
- * too. Nothing may be read outside the input, names stay terminated within
+ * FUZZ_BASE + 16; an nmethod is at FUZZ_BASE + 0x2000 (the pc is looked
+ * up in it too). The whole input is a line number table, scopes data and a
+ * class name too. Nothing may be read outside the input, names stay terminated within
  * their buffers, lines are never negative.
  */
 #include <errno.h>
@@ -47,6 +48,13 @@ static const struct agent_jvm_layout jdk17 = {
 	.heapblock_size = 16,
 	.heapblock_used = 8,
 	.codeblob_name = 0x60,
+	.codeblob_code_begin = 0x20,
+	.nmethod_scopes_data = 0x78,
+	.nmethod_metadata_offset = 0x104,
+	.nmethod_scopes_pcs_offset = 0x10c,
+	.nmethod_dependencies_offset = 0x110,
+	.pcdesc_scope_decode_offset = 4,
+	.pcdesc_size = 16,
 	.method_constmethod = 8,
 	.constmethod_constants = 8,
 	.constmethod_flags = 0x1c,
@@ -75,7 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct image im = { data, size };
 	struct agent_jvm_reader r = { image_read, &im };
 	struct agent_jvm_heap heaps[AGENT_JVM_MAX_HEAPS];
+	struct agent_jvm_frame frames[AGENT_JVM_MAX_SCOPES];
 	struct agent_jvm_method m;
+	struct agent_jvm_scope scope;
 	uint64_t method, pc, blob;
 	char name[32];
 	int n;
@@ -88,6 +98,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	memcpy(&method, data, 8);
 	memcpy(&pc, data + 8, 8);
+	if (agent_jvm_scope_decode(data, size, data[1], &scope) == 0 && scope.bci < -1)
+		abort();
+	n = agent_jvm_nmethod_frames(&r, &jdk17, FUZZ_BASE + 0x2000, pc, frames, AGENT_JVM_MAX_SCOPES);
+	if (n > AGENT_JVM_MAX_SCOPES)
+		abort();
 	if (agent_jvm_method_read(&r, &jdk17, method, &m) == 0) {
 		check_str(m.klass, sizeof(m.klass));
 		check_str(m.name, sizeof(m.name));

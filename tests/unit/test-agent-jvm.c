@@ -249,6 +249,55 @@ static void read_cstr(const struct agent_jvm_reader *r, uint64_t addr, char *out
 	}
 }
 
+/* Pcs where Hot.small() is a frame of its own inlined into Hot.spin() at line 8. */
+static int small_in_spin;
+
+/*
+ * The frames of pcs across an nmethod: whenever there are some, the
+ * outermost is the nmethod's own method, every one is a method with a name
+ * and its bci is inside it. Returns how many pcs had inlined frames.
+ */
+static int check_frames(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t blob,
+			uint64_t method)
+{
+	struct agent_jvm_frame frames[AGENT_JVM_MAX_SCOPES];
+	uint64_t begin, end;
+	int inlined = 0;
+
+	assert_int_equal(r->read(r->ctx, blob + l->codeblob_code_begin, &begin, 8), 0);
+	assert_int_equal(r->read(r->ctx, blob + l->codeblob_code_end, &end, 8), 0);
+	for (uint64_t pc = begin; pc < end; pc += 16) {
+		int n = agent_jvm_nmethod_frames(r, l, blob, pc, frames, AGENT_JVM_MAX_SCOPES);
+		struct agent_jvm_method names[2];
+
+		if (n == -ENOENT)
+			break;
+		if (n < 0)
+			fprintf(stderr, "frames: %d at +%llu\n", n, (unsigned long long)(pc - begin));
+		assert_true(n >= 0);
+		if (n == 0)
+			continue;
+		assert_int_equal(frames[n - 1].method, method);
+		for (int i = 0; i < n; i++) {
+			struct agent_jvm_method m;
+
+			assert_int_equal(agent_jvm_method_read(r, l, frames[i].method, &m), 0);
+			assert_true(m.name[0] && m.klass[0]);
+			assert_true(frames[i].bci >= -1 && frames[i].bci < (int32_t)m.code_size);
+			if (getenv("SR_TEST_VERBOSE"))
+				fprintf(stderr, "%s%s.%s bci %d line %d\n", i ? "  in " : "", m.klass, m.name,
+					frames[i].bci,
+					frames[i].bci >= 0 ? agent_jvm_method_line(r, &m, (uint32_t)frames[i].bci) : 0);
+		}
+		inlined += n > 1;
+		if (n == 2 && agent_jvm_method_read(r, l, frames[0].method, &names[0]) == 0 &&
+		    agent_jvm_method_read(r, l, frames[1].method, &names[1]) == 0 && !strcmp(names[0].name, "small") &&
+		    !strcmp(names[1].name, "spin") && agent_jvm_method_line(r, &names[1], (uint32_t)frames[1].bci) == 8)
+			small_in_spin++;
+	}
+	return inlined;
+}
+
 static void real_jvm(void **state)
 {
 	struct agent_jvm_heap heaps[AGENT_JVM_MAX_HEAPS];
@@ -260,7 +309,7 @@ static void real_jvm(void **state)
 	const char *missing = NULL;
 	char lib[512];
 	size_t counts[4];
-	int n_heaps, fd, nmethods = 0, spin = 0, main_named = 0;
+	int n_heaps, fd, nmethods = 0, spin = 0, main_named = 0, inlined = 0;
 
 	(void)state;
 	if (!start_jvm(&c))
@@ -325,11 +374,15 @@ static void real_jvm(void **state)
 			}
 			if (!strcmp(m.klass, "java.lang.String") || !strcmp(m.klass, "java.lang.Object"))
 				main_named++;
+			inlined += check_frames(&r, &l, blob, method);
 		}
 	}
 	assert_true(nmethods > 0);
 	assert_true(spin >= 1);
 	assert_true(main_named >= 1);
+	/* The JDK's own hot methods have calls inside inlined code: some pcs have inlined frames. */
+	assert_true(inlined >= 1);
+	assert_true(small_in_spin >= 1);
 	stop_jvm(&c);
 }
 
