@@ -138,12 +138,22 @@ static int read_symbol(const struct agent_jvm_reader *r, const struct agent_jvm_
 	return 0;
 }
 
-int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t method,
-			  struct agent_jvm_method *ret)
+/* What a method's names are read from. */
+struct method_head {
+	uint64_t const_method;
+	uint64_t constants;
+	uint64_t holder;
+	uint64_t name_symbol;
+	uint16_t flags;
+	uint16_t code_size;
+	uint16_t file_index;
+};
+
+static int read_head(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t method,
+		     struct method_head *ret)
 {
 	uint8_t cm[256], cp[256];
-	uint64_t constants, name_sym, file_sym = 0, klass_name;
-	uint16_t flags, name_index, file_index;
+	uint16_t name_index;
 	int32_t cp_len;
 	int err;
 
@@ -161,37 +171,65 @@ int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_j
 		err = ret->const_method ? r->read(r->ctx, ret->const_method, cm, l->constmethod_size) : -EINVAL;
 	if (err < 0)
 		return err;
-	memcpy(&constants, cm + l->constmethod_constants, 8);
-	flags = get_u16(cm, l->constmethod_flags);
+	memcpy(&ret->constants, cm + l->constmethod_constants, 8);
+	ret->flags = get_u16(cm, l->constmethod_flags);
 	ret->code_size = get_u16(cm, l->constmethod_code_size);
 	name_index = get_u16(cm, l->constmethod_name_index);
-	if (!constants)
+	if (!ret->constants)
 		return -EINVAL;
-	err = r->read(r->ctx, constants, cp, l->constantpool_size);
+	err = r->read(r->ctx, ret->constants, cp, l->constantpool_size);
 	if (err < 0)
 		return err;
 	memcpy(&ret->holder, cp + l->constantpool_pool_holder, 8);
 	memcpy(&cp_len, cp + l->constantpool_length, 4);
-	file_index = get_u16(cp, l->constantpool_source_file_name_index);
+	ret->file_index = get_u16(cp, l->constantpool_source_file_name_index);
 	/* Index 0 is never a valid constant pool entry. */
-	if (!name_index || cp_len <= 0 || name_index >= cp_len || file_index >= cp_len)
+	if (!name_index || cp_len <= 0 || name_index >= cp_len || ret->file_index >= cp_len || !ret->holder)
 		return -EINVAL;
-	err = read_ptr(r, constants + l->constantpool_size + 8ull * name_index, &name_sym);
-	if (err == 0 && file_index)
-		err = read_ptr(r, constants + l->constantpool_size + 8ull * file_index, &file_sym);
+	return read_ptr(r, ret->constants + l->constantpool_size + 8ull * name_index, &ret->name_symbol);
+}
+
+int agent_jvm_method_ids(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t method,
+			 uint64_t *ret_const_method, uint64_t *ret_holder, uint64_t *ret_name_symbol)
+{
+	struct method_head h;
+	int err = read_head(r, l, method, &h);
+
+	if (err < 0)
+		return err;
+	*ret_const_method = h.const_method;
+	*ret_holder = h.holder;
+	*ret_name_symbol = h.name_symbol;
+	return 0;
+}
+
+int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t method,
+			  struct agent_jvm_method *ret)
+{
+	uint64_t file_sym = 0, klass_name;
+	struct method_head h;
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	err = read_head(r, l, method, &h);
+	if (err == 0 && h.file_index)
+		err = read_ptr(r, h.constants + l->constantpool_size + 8ull * h.file_index, &file_sym);
 	if (err == 0)
-		err = read_ptr(r, ret->holder + l->klass_name, &klass_name);
+		err = read_ptr(r, h.holder + l->klass_name, &klass_name);
 	if (err == 0)
-		err = read_symbol(r, l, name_sym, false, ret->name, sizeof(ret->name) - 3);
+		err = read_symbol(r, l, h.name_symbol, false, ret->name, sizeof(ret->name) - 3);
 	if (err == 0)
 		err = read_symbol(r, l, klass_name, true, ret->klass, sizeof(ret->klass) - 3);
 	if (err == 0 && file_sym)
 		err = read_symbol(r, l, file_sym, false, ret->file, sizeof(ret->file) - 3);
 	if (err < 0)
 		return err;
-	ret->name_symbol = name_sym;
-	if (flags & l->constmethod_has_linenumber_table)
-		ret->line_table = ret->const_method + l->constmethod_size + ret->code_size;
+	ret->const_method = h.const_method;
+	ret->holder = h.holder;
+	ret->name_symbol = h.name_symbol;
+	ret->code_size = h.code_size;
+	if (h.flags & l->constmethod_has_linenumber_table)
+		ret->line_table = h.const_method + l->constmethod_size + h.code_size;
 	return 0;
 }
 

@@ -63,6 +63,14 @@ int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_j
 			  struct agent_jvm_method *ret);
 
 /*
+ * What a Method* points to now: its ConstMethod, holder class and name
+ * Symbol (the fields of struct agent_jvm_method that say which method it
+ * is). 0, -EINVAL, or the reader's error.
+ */
+int agent_jvm_method_ids(const struct agent_jvm_reader *r, const struct agent_jvm_layout *l, uint64_t method,
+			 uint64_t *ret_const_method, uint64_t *ret_holder, uint64_t *ret_name_symbol);
+
+/*
  * The line of bci in a method read by agent_jvm_method_read(): reads its
  * line number table (a page at a time, up to AGENT_JVM_MAX_LINETABLE).
  * The line, or 0 when unknown.

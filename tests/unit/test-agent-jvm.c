@@ -298,6 +298,49 @@ static int check_frames(const struct agent_jvm_reader *r, const struct agent_jvm
 	return inlined;
 }
 
+/* The per-build layout cache and the method name cache, on the same JVM. */
+static void check_cache(const struct jvm_child *c, const char *lib, uint64_t bias, const struct agent_jvm_layout *l,
+			uint64_t spin_method)
+{
+	struct agent_jvm *j = agent_jvm_new(0);
+	uint8_t key[12] = { 0 }, other[12] = { 1 };
+	const struct agent_jvm_layout *pl;
+	struct agent_jvm_named named;
+	struct agent_jvm_stats st;
+	int fd = open(lib, O_RDONLY | O_CLOEXEC);
+
+	assert_non_null(j);
+	assert_true(fd >= 0);
+	memcpy(key, &c->pid, 4);
+	assert_int_equal(agent_jvm__add(j, key, (uint32_t)c->pid, fd, bias), 0);
+	/* A second process of the same build: the layout is not read again. */
+	assert_int_equal(agent_jvm__add(j, other, (uint32_t)c->pid, fd, bias), 0);
+	close(fd);
+	agent_jvm__stats(j, &st);
+	assert_int_equal(st.builds, 1);
+	assert_int_equal(st.processes, 2);
+	pl = agent_jvm__layout(j, key);
+	assert_non_null(pl);
+	assert_memory_equal(pl, l, sizeof(*l));
+
+	assert_int_equal(agent_jvm__method(j, key, spin_method, 0, &named), 0);
+	assert_string_equal(named.klass, "Hot");
+	assert_string_equal(named.name, "spin");
+	assert_string_equal(named.file, "Hot.java");
+	assert_int_equal(named.line, 6);
+	assert_int_equal(agent_jvm__method(j, key, spin_method, -1, &named), 0);
+	assert_int_equal(named.line, 0);
+	agent_jvm__stats(j, &st);
+	assert_int_equal(st.method_reads, 1);
+	assert_int_equal(st.methods_cached, 1);
+	/* Not a Method*: its "ConstMethod" is not one. */
+	assert_int_equal(agent_jvm__method(j, key, l->codecache_heaps_addr, 0, &named), -ENOENT);
+	agent_jvm__forget(j, key);
+	assert_null(agent_jvm__layout(j, key));
+	assert_int_equal(agent_jvm__method(j, key, spin_method, 0, &named), -ENOENT);
+	agent_jvm_free(j);
+}
+
 static void real_jvm(void **state)
 {
 	struct agent_jvm_heap heaps[AGENT_JVM_MAX_HEAPS];
@@ -310,6 +353,7 @@ static void real_jvm(void **state)
 	char lib[512];
 	size_t counts[4];
 	int n_heaps, fd, nmethods = 0, spin = 0, main_named = 0, inlined = 0;
+	uint64_t spin_method = 0;
 
 	(void)state;
 	if (!start_jvm(&c))
@@ -367,6 +411,7 @@ static void real_jvm(void **state)
 			assert_int_equal(agent_jvm_method_read(&r, &l, method, &m), 0);
 			if (!strcmp(m.klass, "Hot") && !strcmp(m.name, "spin")) {
 				spin++;
+				spin_method = method;
 				assert_string_equal(m.file, "Hot.java");
 				/* bci 0 is "long s = 0" on line 6; the method's last bytecode returns on line 9. */
 				assert_int_equal(agent_jvm_method_line(&r, &m, 0), 6);
@@ -383,6 +428,7 @@ static void real_jvm(void **state)
 	/* The JDK's own hot methods have calls inside inlined code: some pcs have inlined frames. */
 	assert_true(inlined >= 1);
 	assert_true(small_in_spin >= 1);
+	check_cache(&c, lib, bias, &l, spin_method);
 	stop_jvm(&c);
 }
 
