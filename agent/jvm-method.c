@@ -235,14 +235,19 @@ int agent_jvm_method_read(const struct agent_jvm_reader *r, const struct agent_j
 
 int32_t agent_jvm_method_line(const struct agent_jvm_reader *r, const struct agent_jvm_method *m, uint32_t bci)
 {
+	return agent_jvm_line_at(r, m->line_table, m->code_size, bci);
+}
+
+int32_t agent_jvm_line_at(const struct agent_jvm_reader *r, uint64_t line_table, uint16_t code_size, uint32_t bci)
+{
 	uint8_t table[AGENT_JVM_MAX_LINETABLE];
 	size_t have = 0;
 
-	if (!m->line_table || bci >= m->code_size)
+	if (!line_table || bci >= code_size)
 		return 0;
 	/* A page at a time: the table's end is not known before its 0 byte, and the next page may be unmapped. */
 	while (have < sizeof(table)) {
-		uint64_t at = m->line_table + have;
+		uint64_t at = line_table + have;
 		size_t n = 4096 - (size_t)(at & 4095);
 
 		if (n > sizeof(table) - have)

@@ -76,6 +76,8 @@ int agent_jvm_method_ids(const struct agent_jvm_reader *r, const struct agent_jv
  * The line, or 0 when unknown.
  */
 int32_t agent_jvm_method_line(const struct agent_jvm_reader *r, const struct agent_jvm_method *m, uint32_t bci);
+/* The same from the table's address and the method's code size (struct agent_jvm_method's line_table, code_size). */
+int32_t agent_jvm_line_at(const struct agent_jvm_reader *r, uint64_t line_table, uint16_t code_size, uint32_t bci);
 
 /* Inlined scopes followed at most from one pc (C2's MaxInlineLevel is 15). */
 #define AGENT_JVM_MAX_SCOPES 32

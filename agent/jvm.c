@@ -97,10 +97,42 @@ struct jvm_proc {
 	struct agent_jvm_layout layout; /* relocated */
 };
 
+/* A named method, its three strings packed after it (names average ~20 bytes: ~150 bytes an entry). */
 struct jvm_name {
 	uint8_t key[20]; /* the process's key, then the Method* */
-	struct agent_jvm_method m;
+	uint16_t code_size;
+	uint64_t const_method; /* what it was read from: it stands while these are the same */
+	uint64_t holder;
+	uint64_t name_symbol;
+	uint64_t line_table;
+	const char *klass;
+	const char *name;
+	const char *file;
+	char strings[];
 };
+
+/* A cache entry for m: one allocation. NULL + errno. */
+static struct jvm_name *name_new(const uint8_t key[20], const struct agent_jvm_method *m)
+{
+	size_t lk = strlen(m->klass) + 1, ln = strlen(m->name) + 1, lf = strlen(m->file) + 1;
+	struct jvm_name *n = malloc(sizeof(*n) + lk + ln + lf);
+
+	if (!n)
+		return NULL;
+	memcpy(n->key, key, sizeof(n->key));
+	n->code_size = m->code_size;
+	n->const_method = m->const_method;
+	n->holder = m->holder;
+	n->name_symbol = m->name_symbol;
+	n->line_table = m->line_table;
+	memcpy(n->strings, m->klass, lk);
+	memcpy(n->strings + lk, m->name, ln);
+	memcpy(n->strings + lk + ln, m->file, lf);
+	n->klass = n->strings;
+	n->name = n->strings + lk;
+	n->file = n->strings + lk + ln;
+	return n;
+}
 
 struct agent_jvm {
 	uint64_t max_methods;
@@ -278,6 +310,7 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 	const struct jvm_proc *p = agent_htab__get(&j->procs, key, 12);
 	struct agent_jvm_reader r;
 	uint64_t cm, holder, sym;
+	struct agent_jvm_method m;
 	uint8_t nkey[20];
 	struct jvm_name *n;
 	int err;
@@ -292,7 +325,7 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 	n = agent_htab__get(&j->names, nkey, sizeof(nkey));
 	/* Checked on every use: a class can be unloaded and its Method*'s memory reused for another method. */
 	err = agent_jvm_method_ids(&r, &p->layout, method, &cm, &holder, &sym);
-	if (err < 0 || (n && (n->m.const_method != cm || n->m.holder != holder || n->m.name_symbol != sym))) {
+	if (err < 0 || (n && (n->const_method != cm || n->holder != holder || n->name_symbol != sym))) {
 		if (n) {
 			agent_htab__remove(&j->names, nkey, sizeof(nkey));
 			free(n);
@@ -308,26 +341,24 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 			clear_names(j);
 			j->stats.cache_resets++;
 		}
-		n = calloc(1, sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		memcpy(n->key, nkey, sizeof(nkey));
 		j->stats.method_reads++;
-		if (agent_jvm_method_read(&r, &p->layout, method, &n->m) < 0) {
+		if (agent_jvm_method_read(&r, &p->layout, method, &m) < 0) {
 			j->stats.method_read_errors++;
-			free(n);
 			return -ENOENT;
 		}
+		n = name_new(nkey, &m);
+		if (!n)
+			return -ENOMEM;
 		if (agent_htab__put(&j->names, n) < 0) {
 			free(n);
 			return -ENOMEM;
 		}
 		j->stats.methods_cached++;
 	}
-	ret->klass = n->m.klass;
-	ret->name = n->m.name;
-	ret->file = n->m.file;
-	ret->line = bci >= 0 ? agent_jvm_method_line(&r, &n->m, (uint32_t)bci) : 0;
+	ret->klass = n->klass;
+	ret->name = n->name;
+	ret->file = n->file;
+	ret->line = bci >= 0 ? agent_jvm_line_at(&r, n->line_table, n->code_size, (uint32_t)bci) : 0;
 	return 0;
 }
 

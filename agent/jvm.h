@@ -31,8 +31,13 @@ int agent_jvm_peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 
 /* libjvm builds whose layout is kept (by build ID; a JDK upgrade adds one). */
 #define AGENT_JVM_MAX_BUILDS 64
-/* Named Method*s kept (all JVMs together); the cache is emptied when full. About 900 bytes each. */
-#define AGENT_JVM_DEFAULT_MAX_METHODS 8192
+/*
+ * Named Method*s kept (all JVMs together); the cache is emptied when full.
+ * An entry is 80 bytes, its names ~70 for a java.* method, with malloc's
+ * overhead and its hash slot about 200 bytes: 32768 entries take about
+ * 6.5 MiB, a JVM with 20,000 compiled methods about 4 MiB.
+ */
+#define AGENT_JVM_DEFAULT_MAX_METHODS 32768
 
 struct agent_jvm_stats {
 	uint64_t processes;	     /* JVMs whose layout is known */
