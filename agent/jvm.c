@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -14,6 +15,7 @@
 #include "elfinfo.h"
 #include "htab.h"
 #include "jvm.h"
+#include "parse-limits.h"
 
 int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 {
@@ -23,7 +25,10 @@ int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 	GElf_Shdr sh;
 
 	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* Within the parse limits (parse-limits.h), read with pread rather than mapped: no SIGBUS on truncation. */
+	if (agent_elf_preflight_fd(fd) < 0)
+		return -EINVAL;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -EINVAL;
 	memset(ret_vaddr, 0, AGENT_JVM_N_SYMS * sizeof(*ret_vaddr));
@@ -33,10 +38,9 @@ int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d)
+		if (agent_parse_section_data(scn, false, &d) < 0)
 			continue;
-		n = sh.sh_size / sh.sh_entsize;
+		n = d->d_size / sh.sh_entsize;
 		for (size_t i = 0; i < n; i++) {
 			GElf_Sym sym;
 			const char *name;
