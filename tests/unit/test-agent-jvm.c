@@ -186,14 +186,21 @@ static void stop_jvm(struct jvm_child *c)
 	char cmd[128];
 	int status;
 
-	close(c->in);
-	if (waitpid(c->pid, &status, 0) < 0)
+	if (c->in >= 0)
+		close(c->in);
+	c->in = -1;
+	/* Its work is done (or an assertion failed): nothing to wait for. */
+	if (c->pid > 0) {
 		kill(c->pid, SIGKILL);
+		waitpid(c->pid, &status, 0);
+	}
+	c->pid = -1;
 	snprintf(cmd, sizeof(cmd), "%s/Hot.java", c->dir);
 	unlink(cmd);
 	snprintf(cmd, sizeof(cmd), "%s/Hot.class", c->dir);
 	unlink(cmd);
 	rmdir(c->dir);
+	c->dir[0] = '\0';
 }
 
 /* libjvm.so's path and load bias in the process (its first mapping maps file offset 0 at ELF address 0). */
@@ -341,13 +348,23 @@ static void check_cache(const struct jvm_child *c, const char *lib, uint64_t bia
 	agent_jvm_free(j);
 }
 
+/* The JVM of real_jvm, stopped and its files removed by the teardown even when an assertion failed or it was skipped. */
+static struct jvm_child c = { .pid = -1, .in = -1 };
+
+static int real_jvm_teardown(void **state)
+{
+	(void)state;
+	if (c.dir[0])
+		stop_jvm(&c);
+	return 0;
+}
+
 static void real_jvm(void **state)
 {
 	struct agent_jvm_heap heaps[AGENT_JVM_MAX_HEAPS];
 	struct agent_jvm_tables *t;
 	struct agent_jvm_layout l;
 	struct agent_jvm_reader r;
-	struct jvm_child c;
 	uint64_t syms[AGENT_JVM_N_SYMS], bias = 0, v;
 	const char *missing = NULL;
 	char lib[512];
@@ -429,7 +446,6 @@ static void real_jvm(void **state)
 	assert_true(inlined >= 1);
 	assert_true(small_in_spin >= 1);
 	check_cache(&c, lib, bias, &l, spin_method);
-	stop_jvm(&c);
 }
 
 int main(void)
@@ -437,7 +453,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(class_names),
 		cmocka_unit_test(line_tables),
-		cmocka_unit_test(real_jvm),
+		cmocka_unit_test_teardown(real_jvm, real_jvm_teardown),
 	};
 
 	sr_test_filter_from_env();
