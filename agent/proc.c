@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "container-open.h"
 #include "htab.h"
 #include "proc.h"
@@ -69,7 +70,7 @@ static struct agent_exe *load_vdso(struct agent_procs *p, uint64_t *ret_size)
 	struct agent_exe_def def = { 0 };
 	uint64_t size = 0;
 
-	if (!base || agent_read_file("/proc/self/maps", AGENT_MAPS_MAX_BYTES, &maps, &len) < 0)
+	if (!base || sr_read_file("/proc/self/maps", AGENT_MAPS_MAX_BYTES, &maps, &len) < 0)
 		return NULL;
 	if (agent_procmaps_parse(maps, len, false, &m, &n, NULL) < 0)
 		goto out;
@@ -281,7 +282,7 @@ static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t n
 	proc->refresh_free = false;
 	p->stats.maps_reads++;
 	snprintf(path, sizeof(path), "/proc/%u/maps", proc->pid);
-	r = agent_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
+	r = sr_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
 	if (r < 0) {
 		p->stats.maps_read_errors++;
 		if (r == -ENOENT || r == -ESRCH)
@@ -340,7 +341,7 @@ static int read_stat_start(uint32_t pid, uint64_t *ret_ticks)
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	r = agent_read_file(path, 8192, &buf, &len);
+	r = sr_read_file(path, 8192, &buf, &len);
 	if (r < 0)
 		return r;
 	p = strrchr(buf, ')');
@@ -380,7 +381,7 @@ static bool read_info(struct agent_procs *p, struct agent_proc *proc)
 		proc->exe_path = strdup(buf);
 	}
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", proc->pid);
-	if (agent_read_file(path, 1 << 20, &cg, &len) == 0) {
+	if (sr_read_file(path, 1 << 20, &cg, &len) == 0) {
 		agent_cgroup_parse(cg, len, &proc->cg);
 		free(cg);
 	}

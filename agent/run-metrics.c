@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/version.h"
 #include "agent.h"
 #include "memstats.h"
@@ -25,7 +26,7 @@ static uint64_t rss_bytes(void)
 	size_t len;
 	unsigned long long pages = 0;
 
-	if (agent_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
+	if (sr_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
 		if (sscanf(buf, "%*u %llu", &pages) != 1)
 			pages = 0;
 		free(buf);
