@@ -25,6 +25,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "agent.h"
 #include "agent/config.h"
 #include "log.h"
@@ -60,7 +61,7 @@ static int read_long(const char *path, long *ret)
 {
 	char *buf = NULL;
 	size_t len;
-	int r = agent_read_file(path, 4096, &buf, &len);
+	int r = sr_read_file(path, 4096, &buf, &len);
 
 	if (r < 0)
 		return r;
@@ -75,7 +76,7 @@ static uint64_t effective_caps(void)
 	size_t len;
 	unsigned long long caps = 0;
 
-	if (agent_read_file("/proc/self/status", 1 << 16, &buf, &len) < 0)
+	if (sr_read_file("/proc/self/status", 1 << 16, &buf, &len) < 0)
 		return 0;
 	p = strstr(buf, "\nCapEff:");
 	if (p)

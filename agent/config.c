@@ -94,6 +94,16 @@ static const struct sr_field profiling_fields[] = {
 		       .min = 1 << 20, .max = 16LL << 30,
 		       .doc = "Kernel memory for unwind tables (8 bytes a row; libc needs about 0.3 MiB, "
 			      "libLLVM about 10 MiB). Least recently used tables are evicted beyond it."),
+	SR_FIELD_BYTES("max_section_size", struct agent_profiling_config, max_section_bytes, .def = "64MiB",
+		       .min = 1 << 20, .max = 1LL << 30,
+		       .doc = "Largest section of a mapped file the agent reads into memory (.eh_frame, .symtab, "
+			      ".dynsym, .gopclntab, a compressed section's bytes); a file with a larger one is "
+			      "refused and counted (stackrelay_agent_parse_refused_total, docs/security.md)."),
+	SR_FIELD_BYTES("max_inflated_size", struct agent_profiling_config, max_inflated_bytes, .def = "32MiB",
+		       .min = 1 << 20, .max = 1LL << 30,
+		       .doc = "Largest size a compressed section (.debug_frame) may inflate to, checked against what "
+			      "its header declares before anything is inflated; also refused: more than 64 times "
+			      "its compressed size."),
 	SR_FIELD_ENUMERATION(
 		"mapping_hook", struct agent_profiling_config, mapping_hook, agent_mapping_hook_names, .def = "auto",
 		.doc = "Where new executable mappings are watched. auto: the first the kernel allows of "

@@ -44,7 +44,9 @@ struct agent_profiling_config {
 	uint64_t max_stacks;
 	int unwinding; /* index into agent_unwinding_names */
 	uint64_t unwind_table_bytes;
-	int mapping_hook; /* index into agent_mapping_hook_names */
+	uint64_t max_section_bytes;  /* parse-limits.h */
+	uint64_t max_inflated_bytes; /* parse-limits.h */
+	int mapping_hook;	     /* index into agent_mapping_hook_names */
 };
 
 enum agent_unwinding { AGENT_UNWIND_AUTO = 0, AGENT_UNWIND_FP = 1 };

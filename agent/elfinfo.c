@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "elfinfo.h"
+#include "parse-limits.h"
 
 #ifndef NT_GNU_BUILD_ID
 #define NT_GNU_BUILD_ID 3
@@ -53,18 +54,76 @@ int agent_elf_note_build_id(const void *buf, size_t len, size_t align, uint8_t *
 	return 0;
 }
 
-static void note_build_id(Elf_Data *d, size_t align, struct agent_elf_info *ret)
+/* Where read_elf() reads a note's bytes from: the file (fd >= 0) or memory. */
+struct source {
+	int fd;
+	const uint8_t *mem;
+	size_t len;
+};
+
+/*
+ * The build ID from the notes at [off, off + size) of the file. Notes are
+ * read here with one bounded pread rather than through libelf, which copies
+ * a misaligned note of any size it declares (elf_getdata_rawchunk): a note
+ * run that is misaligned for its alignment or larger than
+ * AGENT_PARSE_MAX_NOTE_BYTES is refused and counted. The bytes are walked in
+ * the host's order: the agent reads x86-64 and arm64 files on their own host.
+ */
+static void note_build_id(const struct source *src, uint64_t off, uint64_t size, uint64_t align,
+			  struct agent_elf_info *ret)
 {
+	uint8_t *buf;
+	size_t a = align == 8 ? 8 : 4;
 	int n;
 
-	if (ret->build_id_len || !d || !d->d_buf)
+	if (ret->build_id_len || size == 0)
 		return;
-	n = agent_elf_note_build_id(d->d_buf, d->d_size, align, ret->build_id);
+	if (off % a != 0 || size > AGENT_PARSE_MAX_NOTE_BYTES) {
+		agent_parse_refused(AGENT_PARSE_NOTE);
+		return;
+	}
+	buf = malloc((size_t)size);
+	if (!buf)
+		return;
+	if (src->fd >= 0) {
+		ssize_t got = pread(src->fd, buf, (size_t)size, (off_t)off);
+		if (got != (ssize_t)size)
+			goto out;
+	} else {
+		if (off > src->len || src->len - off < size)
+			goto out;
+		memcpy(buf, src->mem + off, (size_t)size);
+	}
+	n = agent_elf_note_build_id(buf, (size_t)size, a, ret->build_id);
 	if (n > 0)
 		ret->build_id_len = (size_t)n;
+out:
+	free(buf);
 }
 
-static int read_elf(Elf *elf, struct agent_elf_info *ret)
+/* The NUL-terminated name in .gnu_debuglink (a name, 4-byte CRC after it): read bounded, as a note is. */
+static void read_debuglink(const struct source *src, const GElf_Shdr *sh, struct agent_elf_info *ret)
+{
+	char buf[AGENT_DEBUGLINK_MAX];
+	size_t want = sh->sh_size < sizeof(buf) ? (size_t)sh->sh_size : sizeof(buf);
+	size_t n;
+
+	if (want == 0 || (sh->sh_flags & SHF_COMPRESSED))
+		return;
+	if (src->fd >= 0) {
+		if (pread(src->fd, buf, want, (off_t)sh->sh_offset) != (ssize_t)want)
+			return;
+	} else {
+		if (sh->sh_offset > src->len || src->len - sh->sh_offset < want)
+			return;
+		memcpy(buf, src->mem + sh->sh_offset, want);
+	}
+	n = strnlen(buf, want);
+	if (n < want)
+		memcpy(ret->debuglink, buf, n + 1);
+}
+
+static int read_elf(Elf *elf, const struct source *src, struct agent_elf_info *ret)
 {
 	GElf_Ehdr ehdr;
 	size_t phnum, shstrndx;
@@ -89,11 +148,8 @@ static int read_elf(Elf *elf, struct agent_elf_info *ret)
 				.filesz = ph.p_filesz,
 				.flags = ph.p_flags,
 			};
-		} else if (ph.p_type == PT_NOTE && !ret->build_id_len && ph.p_filesz > 0) {
-			/* ELF_T_NHDR(8) makes libelf convert the note headers to host byte order. */
-			Elf_Type t = ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR;
-			note_build_id(elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, t),
-				      ph.p_align == 8 ? 8 : 4, ret);
+		} else if (ph.p_type == PT_NOTE) {
+			note_build_id(src, ph.p_offset, ph.p_filesz, ph.p_align, ret);
 		}
 	}
 	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
@@ -107,33 +163,36 @@ static int read_elf(Elf *elf, struct agent_elf_info *ret)
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
 		if (!name)
 			continue;
-		if (sh.sh_type == SHT_NOTE && !ret->build_id_len)
-			note_build_id(elf_getdata(scn, NULL), sh.sh_addralign == 8 ? 8 : 4, ret);
+		if (sh.sh_type == SHT_NOTE && !(sh.sh_flags & SHF_COMPRESSED))
+			note_build_id(src, sh.sh_offset, sh.sh_size, sh.sh_addralign, ret);
 		else if (strcmp(name, ".gopclntab") == 0 || strcmp(name, ".go.buildinfo") == 0)
 			ret->is_go = true;
-		else if (strcmp(name, ".gnu_debuglink") == 0 && sh.sh_type != SHT_NOBITS) {
-			Elf_Data *d = elf_getdata(scn, NULL);
-			if (d && d->d_buf && d->d_size > 0) {
-				size_t n = strnlen(d->d_buf, d->d_size);
-				if (n < d->d_size && n < sizeof(ret->debuglink))
-					memcpy(ret->debuglink, d->d_buf, n + 1);
-			}
-		}
+		else if (strcmp(name, ".gnu_debuglink") == 0 && sh.sh_type != SHT_NOBITS)
+			read_debuglink(src, &sh, ret);
 	}
 	return 0;
 }
 
 int agent_elf_read_fd(int fd, struct agent_elf_info *ret)
 {
+	struct source src = { .fd = fd };
 	Elf *elf;
 	int r;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOTSUP;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	r = agent_elf_preflight_fd(fd);
+	if (r < 0)
+		return r;
+	/*
+	 * ELF_C_READ: libelf reads the headers with pread and nothing else is
+	 * read through it here. A mapping (ELF_C_READ_MMAP) would raise SIGBUS
+	 * in the agent when the file is truncated under it.
+	 */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -ENOEXEC;
-	r = read_elf(elf, ret);
+	r = read_elf(elf, &src, ret);
 	elf_end(elf);
 	return r;
 }
@@ -146,6 +205,9 @@ int agent_elf_read_mem(const void *buf, size_t len, struct agent_elf_info *ret)
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOTSUP;
+	r = agent_elf_preflight_mem(buf, len);
+	if (r < 0)
+		return r;
 	/* elf_memory() wants a writable buffer it may convert in place. */
 	copy = malloc(len ? len : 1);
 	if (!copy)
@@ -156,7 +218,7 @@ int agent_elf_read_mem(const void *buf, size_t len, struct agent_elf_info *ret)
 		free(copy);
 		return -ENOEXEC;
 	}
-	r = read_elf(elf, ret);
+	r = read_elf(elf, &(struct source){ .fd = -1, .mem = buf, .len = len }, ret);
 	elf_end(elf);
 	free(copy);
 	return r;

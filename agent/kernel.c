@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "kernel.h"
 #include "util.h"
 
@@ -18,7 +19,7 @@ static void read_module_build_id(const char *root, struct agent_kernel_module *m
 	int r;
 
 	snprintf(path, sizeof(path), "%s/sys/module/%s/notes/.note.gnu.build-id", root, m->name);
-	if (agent_read_file(path, 4096, &buf, &len) == 0) {
+	if (sr_read_file(path, 4096, &buf, &len) == 0) {
 		r = agent_elf_note_build_id(buf, len, 4, m->build_id);
 		if (r > 0)
 			m->build_id_len = (size_t)r;
@@ -80,14 +81,14 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 		snprintf(ret->release, sizeof(ret->release), "%s", u.release);
 
 	snprintf(path, sizeof(path), "%s/sys/kernel/notes", root);
-	if (agent_read_file(path, 1 << 20, &buf, &len) == 0) {
+	if (sr_read_file(path, 1 << 20, &buf, &len) == 0) {
 		r = agent_elf_note_build_id(buf, len, 4, ret->build_id);
 		if (r > 0)
 			ret->build_id_len = (size_t)r;
 		SR_FREE(buf);
 	}
 	snprintf(path, sizeof(path), "%s/proc/sys/kernel/random/boot_id", root);
-	if (agent_read_file(path, 4096, &buf, &len) == 0) {
+	if (sr_read_file(path, 4096, &buf, &len) == 0) {
 		while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
 			len--;
 		snprintf(ret->boot_id, sizeof(ret->boot_id), "%.*s", (int)len, buf);
@@ -97,7 +98,7 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 	snprintf(path, sizeof(path), "%s/proc/kallsyms", root);
 	read_text(path, ret);
 	snprintf(path, sizeof(path), "%s/proc/modules", root);
-	if (agent_read_file(path, 16 << 20, &buf, &len) == 0) {
+	if (sr_read_file(path, 16 << 20, &buf, &len) == 0) {
 		r = agent_kernel_parse_modules(buf, len, &ret->modules, &ret->n_modules);
 		SR_FREE(buf);
 		if (r < 0)
@@ -121,7 +122,7 @@ int agent_kernel_refresh_modules(struct agent_kernel *k, const char *root)
 	int r;
 
 	snprintf(path, sizeof(path), "%s/proc/modules", root);
-	r = agent_read_file(path, 16 << 20, &buf, &len);
+	r = sr_read_file(path, 16 << 20, &buf, &len);
 	if (r < 0)
 		return r;
 	r = agent_kernel_parse_modules(buf, len, &now, &n_now);

@@ -15,6 +15,7 @@
 
 #include <bpf/bpf.h>
 
+#include "common/fileio.h"
 #include "memstats.h"
 #include "util.h"
 
@@ -29,7 +30,7 @@ int agent_memstats_rss(struct agent_rss *ret)
 	int kind = 1, r;
 
 	memset(ret, 0, sizeof(*ret));
-	r = agent_read_file("/proc/self/smaps", SMAPS_MAX, &buf, &len);
+	r = sr_read_file("/proc/self/smaps", SMAPS_MAX, &buf, &len);
 	if (r < 0)
 		return r;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -67,7 +68,7 @@ static uint64_t fdinfo_memlock(int fd)
 	unsigned long long v = 0;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	if (agent_read_file(path, FDINFO_MAX, &buf, &len) < 0)
+	if (sr_read_file(path, FDINFO_MAX, &buf, &len) < 0)
 		return 0;
 	p = strstr(buf, "memlock:");
 	if (!p || sscanf(p, "memlock: %llu", &v) != 1)

@@ -2,14 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/fsopen.h"
 #include "functions.h"
 #include "htab.h"
 #include "list.h"
@@ -17,6 +16,7 @@
 #include "macro.h"
 #include "perfmap.h"
 #include "perfmaps.h"
+#include "parse-limits.h"
 
 #define LOG_COMPONENT "perf-maps"
 
@@ -175,8 +175,8 @@ static uint32_t ns_pid(const struct agent_perfmaps *m, uint32_t pid)
 }
 
 /*
- * Opens the map inside the process's root: symlinks may not lead out of it
- * (RESOLVE_IN_ROOT; without openat2, the last component may not be one), it
+ * Opens the map inside the process's root (common/fsopen.h): symlinks may not
+ * lead out of it, without openat2 none is followed at all, a FIFO does not block; it
  * must be a regular file owned by the process's user or root, so a process
  * cannot make the agent read another file as its perf map.
  */
@@ -194,21 +194,18 @@ static int open_map(const struct agent_perfmaps *m, uint32_t pid, struct stat *r
 	if (root < 0)
 		return -errno;
 	snprintf(name, sizeof(name), "tmp/perf-%u.map", ns_pid(m, pid));
-	{
-		struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-					.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
-
-		fd = (int)syscall(SYS_openat2, root, name, &how, sizeof(how));
-		if (fd < 0 && (errno == ENOSYS || errno == E2BIG))
-			fd = openat(root, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	}
-	if (fd < 0)
-		fd = -errno;
+	fd = sr_fs_openat(root, name, SR_FS_IN_ROOT, 0);
 	close(root);
+	if (fd == -EXDEV || fd == -ELOOP)
+		agent_parse_refused(AGENT_PARSE_ESCAPE);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, ret_st) < 0 || !S_ISREG(ret_st->st_mode) ||
-	    (ret_st->st_uid != pst.st_uid && ret_st->st_uid != 0)) {
+	if (sr_fs_check_regular(fd, 0, ret_st) < 0) {
+		agent_parse_refused(AGENT_PARSE_NOT_REGULAR);
+		close(fd);
+		return -EPERM;
+	}
+	if (ret_st->st_uid != pst.st_uid && ret_st->st_uid != 0) {
 		close(fd);
 		return -EPERM;
 	}

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
+#include "container-open.h"
 #include "htab.h"
 #include "proc.h"
 #include "procmaps.h"
@@ -68,7 +70,7 @@ static struct agent_exe *load_vdso(struct agent_procs *p, uint64_t *ret_size)
 	struct agent_exe_def def = { 0 };
 	uint64_t size = 0;
 
-	if (!base || agent_read_file("/proc/self/maps", AGENT_MAPS_MAX_BYTES, &maps, &len) < 0)
+	if (!base || sr_read_file("/proc/self/maps", AGENT_MAPS_MAX_BYTES, &maps, &len) < 0)
 		return NULL;
 	if (agent_procmaps_parse(maps, len, false, &m, &n, NULL) < 0)
 		goto out;
@@ -195,30 +197,27 @@ static void exes_trim(struct agent_procs *p)
 /* Identify the file behind one mapping. Returns a referenced cache entry or NULL. */
 static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *proc, const struct agent_map *m)
 {
-	char mf[96], *rootpath = NULL;
-	const char *opened = NULL;
 	struct stat st;
 	uint64_t key[4];
 	struct agent_exe *e;
 	struct agent_exe_def def = { 0 };
-	int fd = -1;
+	int fd;
 
-	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	if (stat(mf, &st) == 0) {
-		opened = mf;
-	} else {
-		if (m->deleted || asprintf(&rootpath, "/proc/%u/root%s", proc->pid, m->path) < 0) {
-			rootpath = NULL;
+	/*
+	 * Open first and identify by the descriptor (fstat), never stat a path
+	 * and open it after: between the two a container can put a FIFO or a
+	 * symlink there. map_files reaches deleted and other-namespace files;
+	 * without access to it, the path inside the process's root is trusted
+	 * only if it is the same inode.
+	 */
+	fd = agent_open_map_file(proc->pid, m->start, m->end, &st);
+	if (fd < 0) {
+		if (m->deleted)
 			return NULL;
-		}
-		/* Without map_files access, trust the root path only if it is the same inode. */
-		if (stat(rootpath, &st) < 0 || (uint64_t)st.st_ino != m->inode)
-			goto fail;
-		opened = rootpath;
+		fd = agent_open_in_root(proc->pid, m->path, 0, m->inode, &st);
+		if (fd < 0)
+			return NULL;
 	}
-	if (!S_ISREG(st.st_mode))
-		goto fail;
 	key[0] = (uint64_t)st.st_dev;
 	key[1] = (uint64_t)st.st_ino;
 	key[2] = timespec_ns(&st.st_mtim);
@@ -234,8 +233,7 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 	memcpy(e->key, key, sizeof(key));
 	e->store_idx = -1;
 	p->stats.elf_reads++;
-	fd = open(opened, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && agent_elf_read_fd(fd, &e->elf) == 0) {
+	if (agent_elf_read_fd(fd, &e->elf) == 0) {
 		def.path = m->path;
 		def.size = (uint64_t)st.st_size;
 		def.debuglink = e->elf.debuglink;
@@ -255,8 +253,6 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 	} else {
 		p->stats.elf_errors++;
 	}
-	if (fd >= 0)
-		close(fd);
 	if (agent_htab__put(&p->exes, e) < 0) {
 		free(e);
 		goto fail;
@@ -268,10 +264,10 @@ found:
 		agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, m->start, m->end,
 				      m->path);
 	e->refs++;
-	free(rootpath);
+	close(fd);
 	return e;
 fail:
-	free(rootpath);
+	close(fd);
 	return NULL;
 }
 
@@ -286,7 +282,7 @@ static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t n
 	proc->refresh_free = false;
 	p->stats.maps_reads++;
 	snprintf(path, sizeof(path), "/proc/%u/maps", proc->pid);
-	r = agent_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
+	r = sr_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
 	if (r < 0) {
 		p->stats.maps_read_errors++;
 		if (r == -ENOENT || r == -ESRCH)
@@ -345,7 +341,7 @@ static int read_stat_start(uint32_t pid, uint64_t *ret_ticks)
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	r = agent_read_file(path, 8192, &buf, &len);
+	r = sr_read_file(path, 8192, &buf, &len);
 	if (r < 0)
 		return r;
 	p = strrchr(buf, ')');
@@ -385,7 +381,7 @@ static bool read_info(struct agent_procs *p, struct agent_proc *proc)
 		proc->exe_path = strdup(buf);
 	}
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", proc->pid);
-	if (agent_read_file(path, 1 << 20, &cg, &len) == 0) {
+	if (sr_read_file(path, 1 << 20, &cg, &len) == 0) {
 		agent_cgroup_parse(cg, len, &proc->cg);
 		free(cg);
 	}

@@ -16,8 +16,10 @@
 
 #include <bpf/bpf.h>
 
+#include "container-open.h"
 #include "htab.h"
 #include "log.h"
+#include "parse-limits.h"
 #include "proc.h"
 #include "pycode.h"
 #include "python.h"
@@ -159,22 +161,19 @@ static const char *version_text(uint16_t version)
 	return buf;
 }
 
-/* Reads 4 bytes at ELF virtual address vaddr from the section that holds them. */
-static int read_u32_at(Elf *elf, uint64_t vaddr, uint32_t *ret)
+/* Reads 4 bytes at ELF virtual address vaddr from the section that holds them, with one pread. */
+static int read_u32_at(Elf *elf, int fd, uint64_t vaddr, uint32_t *ret)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 
 	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *d;
-
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || vaddr < sh.sh_addr ||
 		    vaddr + 4 > sh.sh_addr + sh.sh_size)
 			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || vaddr - sh.sh_addr + 4 > d->d_size)
+		if ((sh.sh_flags & SHF_COMPRESSED) ||
+		    pread(fd, ret, 4, (off_t)(sh.sh_offset + (vaddr - sh.sh_addr))) != 4)
 			return -EINVAL;
-		memcpy(ret, (const uint8_t *)d->d_buf + (vaddr - sh.sh_addr), 4);
 		return 0;
 	}
 	return -ENOENT;
@@ -183,7 +182,8 @@ static int read_u32_at(Elf *elf, uint64_t vaddr, uint32_t *ret)
 /* Looks up the interpreter's symbols in .symtab and .dynsym; fills f. */
 static void examine(int fd, const char *path, struct py_file *f)
 {
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* Within the parse limits (parse-limits.h), read with pread rather than mapped: no SIGBUS on truncation. */
+	Elf *elf = agent_elf_preflight_fd(fd) == 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
 	uint64_t version_addr = 0;
 	Elf_Scn *scn = NULL;
 	uint16_t version = 0;
@@ -198,10 +198,9 @@ static void examine(int fd, const char *path, struct py_file *f)
 
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d)
+		if (agent_parse_section_data(scn, false, &d) < 0)
 			continue;
-		n = sh.sh_size / sh.sh_entsize;
+		n = d->d_size / sh.sh_entsize;
 		for (size_t i = 0; i < n; i++) {
 			GElf_Sym sym;
 			const char *name;
@@ -225,7 +224,7 @@ static void examine(int fd, const char *path, struct py_file *f)
 	}
 	f->interpreter = f->runtime && f->eval && f->eval_size && f->code_type;
 	/* Py_Version (3.11+) is PY_VERSION_HEX; before it, the file name says the version. */
-	if (f->interpreter && version_addr && read_u32_at(elf, version_addr, &hex) == 0)
+	if (f->interpreter && version_addr && read_u32_at(elf, fd, version_addr, &hex) == 0)
 		version = (uint16_t)(hex >> 16);
 	if (version_from_name(path) == AGENT_PY_VERSION(3, 255))
 		version = AGENT_PY_VERSION(3, 255);
@@ -263,7 +262,7 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 	memcpy(f->key, key, sizeof(f->key));
 	/* Only interpreters are read: a file named python3.X or libpython3.X. */
 	if (version_from_name(path)) {
-		fd = open(link, O_RDONLY | O_CLOEXEC);
+		fd = agent_open_map_file(proc->pid, m->start, m->end, NULL);
 		if (fd < 0) {
 			free(f);
 			return NULL;

@@ -6,10 +6,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
+#include "common/version.h"
 #include "agent.h"
 #include "memstats.h"
 #include "nodejs.h"
 #include "privs.h"
+#include "parse-limits.h"
 #include "proc.h"
 #include "python.h"
 #include "profile.h"
@@ -24,7 +27,7 @@ static uint64_t rss_bytes(void)
 	size_t len;
 	unsigned long long pages = 0;
 
-	if (agent_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
+	if (sr_read_file("/proc/self/statm", 4096, &buf, &len) == 0) {
 		if (sscanf(buf, "%*u %llu", &pages) != 1)
 			pages = 0;
 		free(buf);
@@ -33,6 +36,16 @@ static uint64_t rss_bytes(void)
 }
 
 /* The agent's memory itemized: resident pages by kind, and its BPF maps' kernel memory by map. */
+static void render_build_info(FILE *f)
+{
+	fprintf(f,
+		"# HELP stackrelay_build_info The build: version, commit (git describe), the agent protocol and the "
+		"OTLP profiles versions it speaks; always 1.\n"
+		"# TYPE stackrelay_build_info gauge\n"
+		"stackrelay_build_info{version=\"%s\",commit=\"%s\",agent_protocol=\"%s\",otlp_profiles=\"%s\"} 1\n",
+		sr_version(), sr_git_describe(), SR_AGENT_PROTOCOL_VERSION, SR_OTLP_PROFILES_VERSIONS);
+}
+
 static void render_memory(FILE *f)
 {
 	struct agent_rss rss;
@@ -56,6 +69,20 @@ static void render_memory(FILE *f)
 			fprintf(f, "stackrelay_agent_bpf_map_bytes{map=\"%s\"} %" PRIu64 "\n", maps[i].name,
 				maps[i].bytes);
 	}
+}
+
+/* Files and paths a parser or an open refused, by reason (parse-limits.h). */
+static void render_parse_refusals(FILE *f)
+{
+	uint64_t n[AGENT_PARSE_REFUSAL__MAX];
+
+	agent_parse_refusals(n);
+	fprintf(f, "# HELP stackrelay_agent_parse_refused_total Files refused by a parser's limits or an open of a "
+		   "container's path, by reason.\n"
+		   "# TYPE stackrelay_agent_parse_refused_total counter\n");
+	for (int i = 0; i < AGENT_PARSE_REFUSAL__MAX; i++)
+		fprintf(f, "stackrelay_agent_parse_refused_total{reason=\"%s\"} %" PRIu64 "\n",
+			agent_parse_refusal_names[i], n[i]);
 }
 
 static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
@@ -433,5 +460,7 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 	render_unwinding(f, m);
 	render_jit(f, m);
 	render_memory(f);
+	render_build_info(f);
 	render_privileges(f, m);
+	render_parse_refusals(f);
 }

@@ -35,6 +35,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "output.h"
+#include "parse-limits.h"
 #include "perfmaps.h"
 #include "privs.h"
 #include "proc.h"
@@ -381,6 +382,11 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	 * agent-check-metrics: 36 MiB without, 25 MiB with).
 	 */
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+	/* Before any parser runs: every file a process maps is read within these (parse-limits.h). */
+	agent_parse_limits_set(&(struct agent_parse_limits){
+		.max_section_bytes = pc->max_section_bytes,
+		.max_inflated_bytes = pc->max_inflated_bytes,
+	});
 	if (pc->frequency_hz < 1 || pc->frequency_hz > 1000) {
 		sr_log_error("agent", "profiling.frequency must be 1-1000", "value=%" PRIu64, pc->frequency_hz);
 		return -EINVAL;

@@ -16,6 +16,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "common/fileio.h"
 #include "log.h"
 #include "profile.h"
 #include "profile.skel.h"
@@ -112,7 +113,7 @@ int agent_cgroup2_mount(char *buf, size_t size)
 	size_t len;
 	int r = -ENOENT;
 
-	if (agent_read_file("/proc/self/mountinfo", 4 << 20, &mi, &len) < 0)
+	if (sr_read_file("/proc/self/mountinfo", 4 << 20, &mi, &len) < 0)
 		return -ENOENT;
 	for (line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		/* id parent major:minor root mountpoint options [optional...] - fstype source superopts */
@@ -217,7 +218,7 @@ static int open_perf_events(struct agent_sampler *s, uint32_t hz, const char **r
 	size_t len;
 	int n, r;
 
-	r = agent_read_file("/sys/devices/system/cpu/online", 4096, &buf, &len);
+	r = sr_read_file("/sys/devices/system/cpu/online", 4096, &buf, &len);
 	if (r < 0) {
 		*ret_what = "read /sys/devices/system/cpu/online";
 		return r;

@@ -14,6 +14,7 @@
 
 #include <pb_decode.h>
 
+#include "container-open.h"
 #include "htab.h"
 #include "list.h"
 #include "macro.h"
@@ -610,20 +611,6 @@ out:
 	return r;
 }
 
-static int open_verified(const char *path, uint64_t dev, uint64_t ino)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino) {
-		close(fd);
-		return -ENOENT;
-	}
-	return fd;
-}
-
 /*
  * The vDSO has no file: hand out a copy of the agent's own image (the same
  * in every 64-bit process of this kernel) in a memfd, so its symbols can be
@@ -649,8 +636,10 @@ static int open_vdso(uint64_t size)
 int agent_store__open_executable(struct agent_store *s, const uint8_t *id, size_t len)
 {
 	struct exe_entry *e;
-	char mf[128], *root_path = NULL, *seen_path = NULL;
-	uint64_t dev, ino;
+	char *seen_path = NULL;
+	uint64_t dev, ino, map_start = 0, map_end = 0;
+	uint32_t pid;
+	struct stat st;
 	int fd = -ENOENT;
 
 	pthread_mutex_lock(&s->lock);
@@ -664,40 +653,44 @@ int agent_store__open_executable(struct agent_store *s, const uint8_t *id, size_
 		pthread_mutex_unlock(&s->lock);
 		return -ENOENT;
 	}
-	mf[0] = '\0';
-	if (e->pid)
-		snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", e->pid, (unsigned long long)e->map_start,
-			 (unsigned long long)e->map_end);
-	if (e->pid && e->seen_path && asprintf(&root_path, "/proc/%u/root%s", e->pid, e->seen_path) < 0)
-		root_path = NULL;
+	pid = e->pid;
+	map_start = e->map_start;
+	map_end = e->map_end;
 	if (e->seen_path)
 		seen_path = strdup(e->seen_path);
 	dev = e->dev;
 	ino = e->ino;
 	pthread_mutex_unlock(&s->lock);
 
-	/* map_files reaches deleted and other-namespace files; /proc/PID/root needs less privilege. */
-	if (mf[0])
-		fd = open_verified(mf, dev, ino);
-	if (fd < 0 && root_path)
-		fd = open_verified(root_path, dev, ino);
+	/*
+	 * This runs on the sender's one thread: nothing here may block. Every
+	 * open is O_NONBLOCK and accepts only a regular file with the device
+	 * and inode identified when the file was first read
+	 * (container-open.h): a container that swaps the file for a FIFO, a
+	 * symlink out of its root or another file gets a refusal, counted.
+	 * map_files reaches deleted and other-namespace files; /proc/PID/root
+	 * needs less privilege.
+	 */
+	if (pid) {
+		fd = agent_open_map_file(pid, map_start, map_end, &st);
+		if (fd >= 0 && ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino)) {
+			close(fd);
+			fd = -ENOENT;
+		}
+	}
+	if (fd < 0 && pid && seen_path)
+		fd = agent_open_in_root(pid, seen_path, dev, ino, NULL);
 	/*
 	 * The last process that mapped it may have exited (a short-lived
 	 * shell, say) while the file is still there: try the path in the host's
 	 * mount namespace (/proc/1/root, the agent runs with hostPID) and in
-	 * the agent's own. The device and inode check makes sure it is the
-	 * same file, not another one at that path.
+	 * the agent's own, the same file or none.
 	 */
 	if (fd < 0 && seen_path) {
-		char *host_path = NULL;
-		if (asprintf(&host_path, "/proc/1/root%s", seen_path) >= 0) {
-			fd = open_verified(host_path, dev, ino);
-			free(host_path);
-		}
+		fd = agent_open_in_root(1, seen_path, dev, ino, NULL);
 		if (fd < 0)
-			fd = open_verified(seen_path, dev, ino);
+			fd = agent_open_in_root(0, seen_path, dev, ino, NULL);
 	}
-	free(root_path);
 	free(seen_path);
 	return fd < 0 ? -ENOENT : fd;
 }

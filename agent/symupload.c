@@ -30,6 +30,7 @@
 
 #include "gateway/symbolize/gopclntab.h"
 #include "common/macro.h"
+#include "parse-limits.h"
 #include "symupload.h"
 
 struct sym {
@@ -80,15 +81,21 @@ static int collect(Elf *e, Elf64_Word type, struct syms *out)
 	int found = 0, r;
 
 	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr shdr;
+		GElf_Shdr shdr, strs_sh;
+		Elf_Scn *strs;
 		Elf_Data *data;
 		size_t entsize, count;
 
 		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != type)
 			continue;
-		data = elf_getdata(scn, NULL);
+		/* The table and its strings are read whole: both within max_section_bytes, or the file is refused. */
+		r = agent_parse_section_data(scn, false, &data);
+		if (r == 0 && (strs = elf_getscn(e, shdr.sh_link)) && gelf_getshdr(strs, &strs_sh))
+			r = agent_parse_check_section(strs_sh.sh_size);
+		if (r == -E2BIG)
+			return r;
 		entsize = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
-		if (!data || !entsize)
+		if (r < 0 || !entsize)
 			continue;
 		count = data->d_size / entsize;
 		for (size_t i = 0; i < count; i++) {
@@ -152,14 +159,19 @@ static uint8_t *debugdata(Elf *e, size_t *ret_size)
 			continue;
 		name = elf_strptr(e, shstrndx, shdr.sh_name);
 		if (name && strcmp(name, ".gnu_debugdata") == 0) {
-			data = elf_getdata(scn, NULL);
+			if (agent_parse_section_data(scn, false, &data) < 0)
+				data = NULL;
 			break;
 		}
 	}
 	if (!data || !data->d_buf || !data->d_size)
 		return NULL;
-	/* The memory limit bounds the decoder's dictionary; the output bound is ours. */
-	if (lzma_stream_decoder(&z, 256ULL * 1024 * 1024, 0) != LZMA_OK)
+	/*
+	 * The memory limit bounds the decoder's dictionary (an xz header may ask
+	 * for up to 1.5 GiB); the output bound is ours. Past either, the file's
+	 * MiniDebugInfo is refused and counted.
+	 */
+	if (lzma_stream_decoder(&z, AGENT_PARSE_MAX_XZ_MEMORY, 0) != LZMA_OK)
 		return NULL;
 	z.next_in = data->d_buf;
 	z.avail_in = data->d_size;
@@ -168,8 +180,10 @@ static uint8_t *debugdata(Elf *e, size_t *ret_size)
 			size_t ncap = cap ? cap * 2 : 64 * 1024;
 			uint8_t *p;
 
-			if (cap >= AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES)
+			if (cap >= AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES) {
+				agent_parse_refused(AGENT_PARSE_XZ);
 				goto fail;
+			}
 			if (ncap > AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES)
 				ncap = AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES;
 			p = realloc(out, ncap);
@@ -182,6 +196,8 @@ static uint8_t *debugdata(Elf *e, size_t *ret_size)
 		}
 		lr = lzma_code(&z, LZMA_FINISH);
 	} while (lr == LZMA_OK);
+	if (lr == LZMA_MEMLIMIT_ERROR)
+		agent_parse_refused(AGENT_PARSE_XZ);
 	if (lr != LZMA_STREAM_END)
 		goto fail;
 	*ret_size = (size_t)z.total_out;
@@ -477,11 +493,16 @@ static int collect_gopclntab(Elf *e, struct syms *out)
 		else if (shdr.sh_type != SHT_PROGBITS)
 			continue;
 		else if (!tab && (strcmp(name, ".gopclntab") == 0 || strcmp(name, ".data.rel.ro.gopclntab") == 0))
-			tab = elf_getdata(scn, NULL);
+			r = agent_parse_section_data(scn, false, &tab);
 		else if (strcmp(name, ".data.rel.ro") == 0)
-			scan[0] = elf_getdata(scn, NULL);
+			r = agent_parse_section_data(scn, false, &scan[0]);
 		else if (strcmp(name, ".rodata") == 0)
-			scan[1] = elf_getdata(scn, NULL);
+			r = agent_parse_section_data(scn, false, &scan[1]);
+		else
+			continue;
+		/* Read whole, as the table is walked: a section past max_section_bytes refuses the file. */
+		if (r == -E2BIG)
+			return r;
 	}
 	if (tab && tab->d_buf && tab->d_size)
 		return walk_pclntab(tab->d_buf, tab->d_size, text, out);
@@ -527,7 +548,7 @@ static int extract(Elf *e, uint64_t max_bytes, struct agent_symtab *ret)
 		sources |= SRC_DYNSYM;
 	/* MiniDebugInfo is only there when the file was stripped; a corrupt one is skipped, not fatal. */
 	mini = debugdata(e, &mini_size);
-	if (mini) {
+	if (mini && agent_elf_preflight_mem(mini, mini_size) == 0) {
 		inner = elf_memory((char *)mini, mini_size);
 		if (check_elf(inner) == 0) {
 			r = collect(inner, SHT_SYMTAB, &all);
@@ -564,6 +585,9 @@ int agent_symupload_extract_mem(const void *data, size_t size, uint64_t max_byte
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOTSUP;
+	r = agent_elf_preflight_mem(data, size);
+	if (r < 0)
+		return r;
 	e = elf_memory((char *)data, size);
 	if (!e)
 		return -ENOEXEC;
@@ -579,7 +603,14 @@ int agent_symupload_extract_fd(int fd, uint64_t max_bytes, struct agent_symtab *
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOTSUP;
-	/* ELF_C_READ reads with pread: a file truncated under us gives errors, not SIGBUS as a mapping would. */
+	r = agent_elf_preflight_fd(fd);
+	if (r < 0)
+		return r;
+	/*
+	 * ELF_C_READ reads with pread: a file truncated under us gives errors,
+	 * not SIGBUS as a mapping would. Each section is read whole into memory
+	 * of its size, which agent_parse_section_data() checks first.
+	 */
 	e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e)
 		return -ENOEXEC;

@@ -20,8 +20,12 @@
 #include "kernel.h"
 #include "stackrelay/v1/ingest.pb.h"
 
-/* Decompressed .gnu_debugdata larger than this is refused. */
-#define AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES (64 * 1024 * 1024)
+/*
+ * Decompressed .gnu_debugdata larger than this is refused (counted as "xz",
+ * parse-limits.h), as is one whose decoder needs more than
+ * AGENT_PARSE_MAX_XZ_MEMORY.
+ */
+#define AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES (32 * 1024 * 1024)
 /* Symbols taken from one file at most (before the byte limit applies). */
 #define AGENT_SYMUPLOAD_MAX_SYMBOLS (4 * 1024 * 1024)
 /* Longer names are cut (C++ templates can be enormous). */

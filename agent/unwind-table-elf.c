@@ -7,23 +7,40 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gelf.h>
 #include <libelf.h>
 
+#include "parse-limits.h"
 #include "unwind-table-private.h"
+
+/* len bytes at off of the file, in a malloc()ed buffer; NULL when they cannot all be read. */
+static uint8_t *read_range(int fd, uint64_t off, size_t len)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+
+	if (buf && pread(fd, buf, len, (off_t)off) != (ssize_t)len) {
+		free(buf);
+		buf = NULL;
+	}
+	return buf;
+}
 
 /*
  * A file without section headers still has PT_GNU_EH_FRAME, whose header
  * points at .eh_frame; the section runs to its terminator, within the
- * PT_LOAD segment that holds it.
+ * PT_LOAD segment that holds it. Both are read with pread, the second
+ * within max_section_bytes; *ret_owned is the buffer to free.
  */
-static int sections_from_phdrs(Elf *elf, const uint8_t *raw, size_t raw_len, struct agent_unwind_sections *s)
+static int sections_from_phdrs(Elf *elf, int fd, struct agent_unwind_sections *s, uint8_t **ret_owned)
 {
 	size_t n;
 	GElf_Phdr ph, hdr_ph = { 0 };
 	bool have_hdr = false;
+	uint8_t hdr[32];
 
 	if (elf_getphdrnum(elf, &n) < 0)
 		return -ENOENT;
@@ -32,16 +49,22 @@ static int sections_from_phdrs(Elf *elf, const uint8_t *raw, size_t raw_len, str
 			hdr_ph = ph;
 			have_hdr = true;
 		}
-	if (!have_hdr || hdr_ph.p_offset > raw_len || raw_len - hdr_ph.p_offset < 8)
+	if (!have_hdr || hdr_ph.p_filesz < 8)
 		return -ENOENT;
 	{
-		const struct section hs = { raw + hdr_ph.p_offset, raw_len - hdr_ph.p_offset, hdr_ph.p_vaddr, true };
+		/* The header's first field pointer is at byte 4: 8 bytes at most with any encoding. */
+		size_t hdr_len = hdr_ph.p_filesz < sizeof(hdr) ? (size_t)hdr_ph.p_filesz : sizeof(hdr);
+		const struct section hs = { hdr, hdr_len, hdr_ph.p_vaddr, true };
 		struct reader r = { hs.base, hs.base + hs.len, false };
-		uint8_t version = rd_u8(&r), enc = rd_u8(&r);
+		uint8_t version, enc;
 		/* In .eh_frame_hdr, DW_EH_PE_datarel is relative to the start of .eh_frame_hdr itself (LSB). */
 		struct agent_unwind_sections hdr_bases = *s;
 		uint64_t eh_vaddr;
 
+		if (pread(fd, hdr, hdr_len, (off_t)hdr_ph.p_offset) != (ssize_t)hdr_len)
+			return -ENOENT;
+		version = rd_u8(&r);
+		enc = rd_u8(&r);
 		hdr_bases.data_vaddr = hdr_ph.p_vaddr;
 		rd_u8(&r);
 		rd_u8(&r);
@@ -51,13 +74,19 @@ static int sections_from_phdrs(Elf *elf, const uint8_t *raw, size_t raw_len, str
 		if (r.err)
 			return -ENOENT;
 		for (size_t i = 0; i < n; i++) {
+			uint64_t len;
+
 			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || eh_vaddr < ph.p_vaddr ||
 			    eh_vaddr - ph.p_vaddr >= ph.p_filesz)
 				continue;
-			if (ph.p_offset > raw_len || ph.p_filesz > raw_len - ph.p_offset)
+			len = ph.p_filesz - (eh_vaddr - ph.p_vaddr);
+			if (agent_parse_check_section(len) < 0)
+				return -E2BIG;
+			*ret_owned = read_range(fd, ph.p_offset + (eh_vaddr - ph.p_vaddr), (size_t)len);
+			if (!*ret_owned)
 				return -ENOENT;
-			s->eh_frame = raw + ph.p_offset + (eh_vaddr - ph.p_vaddr);
-			s->eh_frame_len = (size_t)(ph.p_filesz - (eh_vaddr - ph.p_vaddr));
+			s->eh_frame = *ret_owned;
+			s->eh_frame_len = (size_t)len;
 			s->eh_frame_vaddr = eh_vaddr;
 			return 0;
 		}
@@ -71,15 +100,24 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr eh;
 	GElf_Shdr sh;
-	size_t shstrndx, raw_len = 0;
-	const uint8_t *raw;
+	size_t shstrndx;
+	uint8_t *owned = NULL;
 	Elf *elf;
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOEXEC;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	r = agent_elf_preflight_fd(fd);
+	if (r < 0)
+		return r;
+	/*
+	 * ELF_C_READ: libelf reads each section asked for with pread into memory
+	 * of its size, which agent_parse_section_data() checks first. A mapping
+	 * (ELF_C_READ_MMAP) would cost no copy but raise SIGBUS in the agent
+	 * when the file is truncated under it.
+	 */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -ENOEXEC;
 	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 ||
@@ -88,7 +126,6 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 		r = -ENOEXEC;
 		goto out;
 	}
-	raw = (const uint8_t *)elf_rawfile(elf, &raw_len);
 	s.entry = eh.e_entry;
 	if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
 		while ((scn = elf_nextscn(elf, scn))) {
@@ -99,16 +136,21 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 			    !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
 				continue;
 			if (strcmp(name, ".eh_frame") == 0) {
-				if ((d = elf_getdata(scn, NULL)) && d->d_buf) {
+				r = agent_parse_section_data(scn, false, &d);
+				if (r == -E2BIG)
+					goto out;
+				if (r == 0 && d->d_buf) {
 					s.eh_frame = d->d_buf;
 					s.eh_frame_len = d->d_size;
 					s.eh_frame_vaddr = sh.sh_addr;
 				}
 			} else if (strcmp(name, ".debug_frame") == 0) {
-				/* Compressed (SHF_COMPRESSED) debug sections are inflated in memory. */
-				if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
-					continue;
-				if ((d = elf_getdata(scn, NULL)) && d->d_buf) {
+				/*
+				 * Compressed (SHF_COMPRESSED) debug sections are inflated in
+				 * memory, after their declared size is checked: a section
+				 * over the limits is left out, .eh_frame still serves.
+				 */
+				if (agent_parse_section_data(scn, true, &d) == 0 && d->d_buf) {
 					s.debug_frame = d->d_buf;
 					s.debug_frame_len = d->d_size;
 				}
@@ -119,8 +161,11 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 			}
 		}
 	}
-	if (!s.eh_frame && !s.debug_frame && raw)
-		sections_from_phdrs(elf, raw, raw_len, &s);
+	if (!s.eh_frame && !s.debug_frame) {
+		r = sections_from_phdrs(elf, fd, &s, &owned);
+		if (r == -E2BIG)
+			goto out;
+	}
 	if (!s.eh_frame && !s.debug_frame) {
 		r = -ENOENT;
 		goto out;
@@ -128,5 +173,6 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 	r = agent_unwind_table_build(&s, max_rows, ret);
 out:
 	elf_end(elf);
+	free(owned);
 	return r;
 }

@@ -14,6 +14,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
+#include "container-open.h"
 #include "htab.h"
 #include "list.h"
 #include "proc.h"
@@ -300,7 +301,6 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 	const uint64_t *key = agent_exe__key(m->exe);
 	struct table *t = agent_htab__get(&u->tables, key, 4 * sizeof(uint64_t));
 	uint64_t t0;
-	char path[96];
 	int fd, r;
 
 	if (t) {
@@ -313,9 +313,7 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 	t0 = mono_ns();
 	fd = -1;
 	if (!agent_exe__is_vdso(m->exe)) {
-		snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-			 (unsigned long long)m->end);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = agent_open_map_file(proc->pid, m->start, m->end, NULL);
 		if (fd < 0) {
 			/* Not remembered: another process that maps the file may still be readable. */
 			u->stats.no_table[AGENT_UNWIND_NT_UNREADABLE]++;

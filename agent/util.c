@@ -8,67 +8,6 @@
 
 #include "util.h"
 
-int agent_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
-{
-	size_t len = 0, cap = 4096;
-	char *buf = NULL;
-	int fd, r;
-
-	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(cap);
-	if (!buf) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	for (;;) {
-		ssize_t n;
-		if (len + 1 >= cap) {
-			char *nb;
-			if (cap > max) {
-				r = -EFBIG;
-				goto fail;
-			}
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > max) {
-		r = -EFBIG;
-		goto fail;
-	}
-	close(fd);
-	buf[len] = '\0';
-	*ret_buf = buf;
-	*ret_len = len;
-	return 0;
-fail:
-	free(buf);
-	close(fd);
-	return r;
-}
-
-int agent_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
-{
-	return agent_read_fileat(AT_FDCWD, path, max, ret_buf, ret_len);
-}
-
 uint64_t *agent_pb_u64(uint64_t v)
 {
 	uint64_t *p = malloc(sizeof(*p));

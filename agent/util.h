@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Small helpers of the agent: whole-file reads, nanopb field allocation. */
+/* Small helpers of the agent: nanopb field allocation, PID namespaces. (Whole-file reads: common/fileio.h.) */
 #ifndef SR_AGENT_UTIL_H
 #define SR_AGENT_UTIL_H
 
@@ -10,13 +10,6 @@
 #include <pb.h>
 
 #include "macro.h"
-
-/*
- * Reads a whole file (procfs files report size 0, so this reads until EOF)
- * into a NUL-terminated buffer. More than max bytes: -EFBIG. Returns 0 or -errno.
- */
-int agent_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
-int agent_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);
 
 /*
  * nanopb with FT_POINTER allocates every field, scalars included, and

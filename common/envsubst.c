@@ -9,15 +9,13 @@
  * default becomes an empty string with a warning, as in the Collector.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/config.h"
+#include "common/fileio.h"
 
 struct strbuf {
 	char *s;
@@ -62,43 +60,20 @@ static int append_file(struct strbuf *b, const char *path, char *errbuf, size_t 
 {
 	char *buf = NULL;
 	size_t len = 0;
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), r = 0;
+	int r = sr_read_file(path, SR_ENV_FILE_MAX, &buf, &len);
 
-	if (fd < 0) {
-		r = -errno;
-		snprintf(errbuf, errsize, "${file:%s}: %s", path, strerror(-r));
+	if (r == -EINVAL || r == -EFBIG) {
+		snprintf(errbuf, errsize, "${file:%s}: not a regular file of at most %d bytes", path, SR_ENV_FILE_MAX);
 		return r;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SR_ENV_FILE_MAX) {
-		snprintf(errbuf, errsize, "${file:%s}: not a regular file of at most %d bytes", path, SR_ENV_FILE_MAX);
-		r = -EINVAL;
-		goto out;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			snprintf(errbuf, errsize, "${file:%s}: %s", path, strerror(-r));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+	if (r < 0) {
+		snprintf(errbuf, errsize, "${file:%s}: %s", path, strerror(-r));
+		return r;
 	}
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
 		len--;
 	r = strbuf_append(b, buf, len);
-out:
 	free(buf);
-	close(fd);
 	return r;
 }
 

@@ -11,6 +11,16 @@
 #include "sr-config.h"
 #include "version.h"
 
+const char *sr_version(void)
+{
+	return SR_VERSION;
+}
+
+const char *sr_git_describe(void)
+{
+	return SR_GIT_DESCRIBE;
+}
+
 void sr_print_version(FILE *f, const char *program)
 {
 	const nghttp2_info *h2 = nghttp2_version(0);

@@ -17,6 +17,7 @@
 #include "runtime.h"
 #include "slot-pool.h"
 #include "telemetry.h"
+#include "common/version.h"
 
 struct rt_comp {
 	struct gw_component *c;
@@ -226,6 +227,15 @@ static void process_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 			(double)mi.fordblks);
 	gw_metrics__add(w, "process_start_time_seconds", GW_METRIC_GAUGE,
 			"Start time of the process since the Unix epoch in seconds.", NULL, (double)rt->start_time_s);
+	char info[256] = "";
+	gw_metrics_label(info, sizeof(info), "version", sr_version());
+	gw_metrics_label(info, sizeof(info), "commit", sr_git_describe());
+	gw_metrics_label(info, sizeof(info), "agent_protocol", SR_AGENT_PROTOCOL_VERSION);
+	gw_metrics_label(info, sizeof(info), "otlp_profiles", SR_OTLP_PROFILES_VERSIONS);
+	gw_metrics__add(w, "stackrelay_build_info", GW_METRIC_GAUGE,
+			"The build: version, commit (git describe), the agent protocol and the OTLP profiles "
+			"versions it speaks; always 1.",
+			info, 1);
 	DIR *d = opendir("/proc/self/fd");
 	if (d) {
 		unsigned n = 0;

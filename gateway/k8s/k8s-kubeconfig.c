@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 #include <yaml.h>
 
+#include "common/fileio.h"
 #include "common/macro.h"
 #include "k8s-kubeconfig.h"
 
@@ -35,49 +36,7 @@ void k8s_conn_clear(struct k8s_conn *c)
 
 int k8s_read_file(const char *path, char **ret, size_t *ret_len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	char *buf = NULL;
-	size_t len = 0;
-	int r;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (st.st_size > (off_t)K8S_CONFIG_FILE_MAX) {
-		r = -EFBIG;
-		goto out;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	*ret = buf;
-	if (ret_len)
-		*ret_len = len;
-	buf = NULL;
-	r = 0;
-out:
-	free(buf);
-	close(fd);
-	return r;
+	return sr_read_file(path, K8S_CONFIG_FILE_MAX, ret, ret_len);
 }
 
 static char *trim_dup(const char *s)

@@ -123,6 +123,10 @@ def main():
                     "ring buffer of %d KiB: %d KiB of kernel memory, %d KiB of the agent's resident BPF map pages "
                     "(mapped twice)" % (ring // 1024, events // 1024, (kinds[0] or 0) // 1024))
             c.check(m.get("stackrelay_agent_processes", 0) >= 1, "processes tracked >= 1")
+            info = [k for k in m if k.startswith("stackrelay_build_info{")]
+            c.check(len(info) == 1 and 'agent_protocol="stackrelay.v1"' in info[0] and
+                    'otlp_profiles="1.9,1.10"' in info[0] and m[info[0]] == 1,
+                    "stackrelay_build_info names the version, commit and protocols (%s)" % info)
         c.check(status == 404, "GET / is 404 (got %s)" % status)
         return c.finish()
     finally:

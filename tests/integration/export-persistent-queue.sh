@@ -50,14 +50,17 @@ EOF
 "$agent" --config "$work/agent.yaml" --pid "$wl" --duration 3 >"$work/agent.log" 2>&1 ||
 	{ echo "FAIL: agent"; cat "$work/agent.log"; exit 1; }
 
-# Wait until everything the exporter received is in the queue (on disk), settled past the batch timeout.
+# Wait until everything the receiver accepted has reached the exporter (the symbolize stage may hold
+# samples until the agent's symbol tables, which it uploads only when asked, have come) and is in the
+# queue on disk, settled past the batch timeout.
 queued=0
 prev=
-for _ in $(seq 60); do
+for _ in $(seq 100); do
+	taken=$(sr_metric stackrelay_gateway_samples_accepted_total 'component="agent"')
 	received=$(sr_metric stackrelay_gateway_samples_received_total 'component="otlp_http"')
 	queued=$(sr_metric stackrelay_gateway_export_queue_samples 'exporter="otlp_http"')
-	now="$received/$queued"
-	if [ "${received%.*}" -gt 0 ] && [ "${queued%.*}" = "${received%.*}" ]; then
+	now="$taken/$received/$queued"
+	if [ "${received%.*}" -gt 0 ] && [ "${queued%.*}" = "${received%.*}" ] && [ "${taken%.*}" = "${received%.*}" ]; then
 		[ "$prev" = "$now" ] && break
 		prev=$now
 		sleep 1

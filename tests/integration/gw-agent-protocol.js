@@ -33,6 +33,12 @@ function samplesFor(stacks, count = 3, extra = {}) {
 
 async function m() { return L.metrics(gw.metricsAddress); }
 
+test('stackrelay_build_info names the version, commit and protocols', async () => {
+  const info = (await m()).text.split('\n').filter((l) => l.startsWith('stackrelay_build_info{'));
+  assert.equal(info.length, 1, info.join('\n'));
+  assert.match(info[0], /version="[0-9][^"]*",commit="[^"]+",agent_protocol="stackrelay\.v1",otlp_profiles="1\.9,1\.10"\} 1$/);
+});
+
 test('samples without definitions are refused and their IDs listed missing', async () => {
   const r = await L.push(session, { instanceId: instance, sequence: ++seq, samples: samplesFor(world.stacks.slice(0, 4)) });
   assert.equal(r.status, 200);

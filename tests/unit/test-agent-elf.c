@@ -15,11 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "agent/elfinfo.h"
+#include "agent/parse-limits.h"
+#include "agent/unwind-table.h"
 
 static size_t put_note(uint8_t *buf, size_t align, uint32_t type, const char *name, const uint8_t *desc,
 		       uint32_t descsz)
@@ -182,6 +185,80 @@ static void test_synthetic_elf(void **state)
 	assert_int_equal(agent_elf_read_mem("not an elf file", 15, &e), -ENOEXEC);
 }
 
+/* Reads a file of the fuzz corpus (tests/fuzz/corpus/DIR/NAME) into a memfd. */
+static int corpus_fd(const char *dir, const char *name)
+{
+	const char *fixtures = getenv("SR_TEST_FIXTURES");
+	char path[4096], buf[65536];
+	int in, fd;
+	ssize_t n;
+
+	if (!fixtures)
+		return -1;
+	snprintf(path, sizeof(path), "%s/../fuzz/corpus/%s/%s", fixtures, dir, name);
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(in >= 0);
+	fd = memfd_create(name, MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(fd, buf, (size_t)n), n);
+	close(in);
+	return fd;
+}
+
+/* A note run at an offset misaligned for its alignment is refused and counted, never copied. */
+static void test_misaligned_note_refused(void **state)
+{
+	uint64_t before[AGENT_PARSE_REFUSAL__MAX], after[AGENT_PARSE_REFUSAL__MAX];
+	struct agent_elf_info e;
+	int fd;
+
+	(void)state;
+	fd = corpus_fd("elfnote", "misaligned-note");
+	if (fd < 0)
+		skip();
+	agent_parse_refusals(before);
+	assert_int_equal(agent_elf_read_fd(fd, &e), 0);
+	assert_int_equal(e.build_id_len, 0);
+	agent_parse_refusals(after);
+	assert_int_equal(after[AGENT_PARSE_NOTE], before[AGENT_PARSE_NOTE] + 1);
+	close(fd);
+}
+
+/* A compressed .debug_frame that declares (and would inflate to) 60 MB is refused before libelf allocates it. */
+static void test_zlib_bomb_refused(void **state)
+{
+	uint64_t before[AGENT_PARSE_REFUSAL__MAX], after[AGENT_PARSE_REFUSAL__MAX];
+	struct agent_unwind_table t;
+	int fd;
+
+	(void)state;
+	fd = corpus_fd("unwind-table", "zlib-bomb-debug-frame");
+	if (fd < 0)
+		skip();
+	agent_parse_refusals(before);
+	assert_int_equal(agent_unwind_table_build_fd(fd, AGENT_UNWIND_MAX_ROWS_DEFAULT, &t), -ENOENT);
+	agent_parse_refusals(after);
+	assert_int_equal(after[AGENT_PARSE_INFLATED_SIZE], before[AGENT_PARSE_INFLATED_SIZE] + 1);
+	close(fd);
+}
+
+/* Counts of headers past the limits, in the ELF header or in section header 0, are refused before elf_begin(). */
+static void test_header_counts_refused(void **state)
+{
+	static uint8_t buf[0x1100];
+	struct agent_elf_info e;
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)buf;
+
+	(void)state;
+	make_elf(buf, sizeof(buf), true);
+	eh->e_phnum = AGENT_PARSE_MAX_PHDRS + 1;
+	eh->e_phoff = 0;
+	assert_int_equal(agent_elf_read_mem(buf, sizeof(buf), &e), -E2BIG);
+	make_elf(buf, sizeof(buf), true);
+	assert_int_equal(agent_elf_preflight_mem(buf, sizeof(buf)), 0);
+}
+
 static void test_self_and_hash(void **state)
 {
 	struct agent_elf_info e;
@@ -278,9 +355,14 @@ static void test_fixtures(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_notes),	      cmocka_unit_test(test_offset_to_vaddr),
-		cmocka_unit_test(test_synthetic_elf), cmocka_unit_test(test_self_and_hash),
+		cmocka_unit_test(test_notes),
+		cmocka_unit_test(test_offset_to_vaddr),
+		cmocka_unit_test(test_synthetic_elf),
+		cmocka_unit_test(test_self_and_hash),
 		cmocka_unit_test(test_fixtures),
+		cmocka_unit_test(test_misaligned_note_refused),
+		cmocka_unit_test(test_zlib_bomb_refused),
+		cmocka_unit_test(test_header_counts_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

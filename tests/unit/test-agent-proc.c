@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "common/fileio.h"
 #include "agent/elfinfo.h"
 #include "agent/event.h"
 #include "agent/proc.h"
@@ -50,7 +51,7 @@ static uint64_t self_start_ns(void)
 	size_t len;
 	unsigned long long ticks = 0;
 
-	assert_int_equal(agent_read_file("/proc/self/stat", 8192, &buf, &len), 0);
+	assert_int_equal(sr_read_file("/proc/self/stat", 8192, &buf, &len), 0);
 	p = strrchr(buf, ')');
 	assert_non_null(p);
 	assert_int_equal(sscanf(p + 1,
@@ -85,7 +86,7 @@ static int setup(void **state)
 	assert_non_null(f->procs);
 	agent_procs__on_file(f->procs, on_file, f);
 	f->start_ns = self_start_ns();
-	assert_int_equal(agent_read_file("/proc/self/maps", 1 << 20, &buf, &len), 0);
+	assert_int_equal(sr_read_file("/proc/self/maps", 1 << 20, &buf, &len), 0);
 	assert_int_equal(agent_procmaps_parse(buf, len, true, &maps, &n, NULL), 0);
 	m = agent_procmaps_find(maps, n, (uint64_t)(uintptr_t)test_marker);
 	assert_non_null(m);

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * HotSpot JVMs: libjvm.so's exports, a JVM's tables read from its memory,
+ * layouts per libjvm build, JVM processes and their named methods (jvm.h).
+ */
+#include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "elfinfo.h"
+#include "htab.h"
+#include "jvm.h"
+#include "parse-limits.h"
+
+int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
+{
+	Elf *elf;
+	Elf_Scn *scn = NULL;
+	unsigned found = 0;
+	GElf_Shdr sh;
+
+	elf_version(EV_CURRENT);
+	/* Within the parse limits (parse-limits.h), read with pread rather than mapped: no SIGBUS on truncation. */
+	if (agent_elf_preflight_fd(fd) < 0)
+		return -EINVAL;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf)
+		return -EINVAL;
+	memset(ret_vaddr, 0, AGENT_JVM_N_SYMS * sizeof(*ret_vaddr));
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		if (agent_parse_section_data(scn, false, &d) < 0)
+			continue;
+		n = d->d_size / sh.sh_entsize;
+		for (size_t i = 0; i < n; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name || strncmp(name, "gHotSpotVM", 10))
+				continue;
+			for (unsigned s = 0; s < AGENT_JVM_N_SYMS; s++) {
+				if (!ret_vaddr[s] && !strcmp(name, agent_jvm_sym_name(s))) {
+					ret_vaddr[s] = sym.st_value;
+					found++;
+				}
+			}
+		}
+	}
+	elf_end(elf);
+	return found == AGENT_JVM_N_SYMS ? 0 : -ENOENT;
+}
+
+int agent_jvm_peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+static int peek_cb(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return agent_jvm_peek((uint32_t)(uintptr_t)ctx, addr, buf, len);
+}
+
+struct agent_jvm_tables *agent_jvm_tables_of(uint32_t pid, uint64_t bias, const uint64_t vaddr[AGENT_JVM_N_SYMS])
+{
+	struct agent_jvm_reader r = { peek_cb, (void *)(uintptr_t)pid };
+	uint64_t syms[AGENT_JVM_N_SYMS];
+
+	for (unsigned s = 0; s < AGENT_JVM_N_SYMS; s++)
+		syms[s] = vaddr[s] + bias;
+	return agent_jvm_tables_read(&r, syms);
+}
+
+/* A libjvm build: its symbols and layout, static addresses as ELF virtual addresses. */
+struct jvm_build {
+	uint8_t key[1 + AGENT_BUILD_ID_MAX]; /* length, then the build ID */
+	bool understood;
+	const char *missing; /* what the tables lacked, when not understood */
+	struct agent_jvm_layout layout;
+};
+
+struct jvm_proc {
+	uint8_t key[12];
+	uint32_t pid;
+	struct agent_jvm_layout layout; /* relocated */
+};
+
+/* A named method, its three strings packed after it (names average ~20 bytes: ~150 bytes an entry). */
+struct jvm_name {
+	uint8_t key[20]; /* the process's key, then the Method* */
+	uint16_t code_size;
+	uint64_t const_method; /* what it was read from: it stands while these are the same */
+	uint64_t holder;
+	uint64_t name_symbol;
+	uint64_t line_table;
+	const char *klass;
+	const char *name;
+	const char *file;
+	char strings[];
+};
+
+/* A cache entry for m: one allocation. NULL + errno. */
+static struct jvm_name *name_new(const uint8_t key[20], const struct agent_jvm_method *m)
+{
+	size_t lk = strlen(m->klass) + 1, ln = strlen(m->name) + 1, lf = strlen(m->file) + 1;
+	struct jvm_name *n = malloc(sizeof(*n) + lk + ln + lf);
+
+	if (!n)
+		return NULL;
+	memcpy(n->key, key, sizeof(n->key));
+	n->code_size = m->code_size;
+	n->const_method = m->const_method;
+	n->holder = m->holder;
+	n->name_symbol = m->name_symbol;
+	n->line_table = m->line_table;
+	memcpy(n->strings, m->klass, lk);
+	memcpy(n->strings + lk, m->name, ln);
+	memcpy(n->strings + lk + ln, m->file, lf);
+	n->klass = n->strings;
+	n->name = n->strings + lk;
+	n->file = n->strings + lk + ln;
+	return n;
+}
+
+struct agent_jvm {
+	uint64_t max_methods;
+	struct agent_htab builds;
+	struct agent_htab procs;
+	struct agent_htab names;
+	struct agent_jvm_stats stats;
+};
+
+static const void *build_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct jvm_build *)0)->key);
+	return ((const struct jvm_build *)v)->key;
+}
+
+static const void *proc_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct jvm_proc *)0)->key);
+	return ((const struct jvm_proc *)v)->key;
+}
+
+static const void *name_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct jvm_name *)0)->key);
+	return ((const struct jvm_name *)v)->key;
+}
+
+struct agent_jvm *agent_jvm_new(uint64_t max_methods)
+{
+	struct agent_jvm *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->max_methods = max_methods ? max_methods : AGENT_JVM_DEFAULT_MAX_METHODS;
+	agent_htab_init(&j->builds, build_key);
+	agent_htab_init(&j->procs, proc_key);
+	agent_htab_init(&j->names, name_key);
+	return j;
+}
+
+static void clear_names(struct agent_jvm *j)
+{
+	void *v;
+
+	for (size_t i = 0; (v = agent_htab__next(&j->names, &i));)
+		free(v);
+	agent_htab_done(&j->names);
+	agent_htab_init(&j->names, name_key);
+	j->stats.methods_cached = 0;
+}
+
+void agent_jvm_free(struct agent_jvm *j)
+{
+	void *v;
+
+	if (!j)
+		return;
+	clear_names(j);
+	for (size_t i = 0; (v = agent_htab__next(&j->builds, &i));)
+		free(v);
+	for (size_t i = 0; (v = agent_htab__next(&j->procs, &i));)
+		free(v);
+	agent_htab_done(&j->builds);
+	agent_htab_done(&j->procs);
+	agent_htab_done(&j->names);
+	free(j);
+}
+
+/* The layout's static addresses moved by delta (bias to relocate, minus bias to un-relocate). */
+static void relocate(struct agent_jvm_layout *l, uint64_t delta)
+{
+	l->codecache_heaps_addr += delta;
+	l->codecache_low_addr += delta;
+	l->codecache_high_addr += delta;
+}
+
+/* Reads the build's layout from the process (bias relocates the symbols). */
+static int read_build(struct jvm_build *b, uint32_t pid, uint64_t bias, const uint64_t vaddr[AGENT_JVM_N_SYMS])
+{
+	struct agent_jvm_tables *t = agent_jvm_tables_of(pid, bias, vaddr);
+	int err;
+
+	if (!t)
+		return -errno;
+	err = agent_jvm_layout_from(t, &b->layout, &b->missing);
+	agent_jvm_tables_free(t);
+	if (err == -ENOTSUP) {
+		b->understood = false;
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	b->understood = true;
+	relocate(&b->layout, 0 - bias);
+	return 0;
+}
+
+int agent_jvm__add(struct agent_jvm *j, const uint8_t key[12], uint32_t pid, int fd, uint64_t bias)
+{
+	uint64_t vaddr[AGENT_JVM_N_SYMS];
+	struct agent_elf_info elf;
+	uint8_t bkey[1 + AGENT_BUILD_ID_MAX] = { 0 };
+	struct jvm_build nb = { 0 }, *b;
+	struct jvm_proc *p;
+	int err;
+
+	err = agent_jvm_file_syms(fd, vaddr);
+	if (err < 0)
+		return err == -EINVAL ? -ENOENT : err;
+	err = agent_elf_read_fd(fd, &elf);
+	if (err < 0)
+		return err == -ENOEXEC ? -ENOENT : err;
+	/* Without a build ID every file is its own build, read again for each process. */
+	bkey[0] = (uint8_t)elf.build_id_len;
+	memcpy(bkey + 1, elf.build_id, elf.build_id_len);
+	b = elf.build_id_len ? agent_htab__get(&j->builds, bkey, sizeof(bkey)) : NULL;
+	if (!b) {
+		memcpy(nb.key, bkey, sizeof(bkey));
+		err = read_build(&nb, pid, bias, vaddr);
+		if (err == -EAGAIN)
+			j->stats.starting++;
+		if (err < 0)
+			return err;
+		j->stats.builds++;
+		if (elf.build_id_len && j->builds.n < AGENT_JVM_MAX_BUILDS) {
+			b = malloc(sizeof(*b));
+			if (!b)
+				return -ENOMEM;
+			*b = nb;
+			if (agent_htab__put(&j->builds, b) < 0) {
+				free(b);
+				return -ENOMEM;
+			}
+		} else {
+			b = &nb;
+		}
+	}
+	if (!b->understood) {
+		j->stats.not_understood++;
+		return -ENOTSUP;
+	}
+	p = agent_htab__get(&j->procs, key, 12);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memcpy(p->key, key, 12);
+		if (agent_htab__put(&j->procs, p) < 0) {
+			free(p);
+			return -ENOMEM;
+		}
+		j->stats.processes++;
+	}
+	p->pid = pid;
+	p->layout = b->layout;
+	relocate(&p->layout, bias);
+	return 0;
+}
+
+const struct agent_jvm_layout *agent_jvm__layout(const struct agent_jvm *j, const uint8_t key[12])
+{
+	const struct jvm_proc *p = agent_htab__get(&j->procs, key, 12);
+
+	return p ? &p->layout : NULL;
+}
+
+void agent_jvm__forget(struct agent_jvm *j, const uint8_t key[12])
+{
+	free(agent_htab__remove(&j->procs, key, 12));
+}
+
+int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t method, int32_t bci,
+		      struct agent_jvm_named *ret)
+{
+	const struct jvm_proc *p = agent_htab__get(&j->procs, key, 12);
+	struct agent_jvm_reader r;
+	uint64_t cm, holder, sym;
+	struct agent_jvm_method m;
+	uint8_t nkey[20];
+	struct jvm_name *n;
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!p || !method)
+		return -ENOENT;
+	r.read = peek_cb;
+	r.ctx = (void *)(uintptr_t)p->pid;
+	memcpy(nkey, key, 12);
+	memcpy(nkey + 12, &method, 8);
+	n = agent_htab__get(&j->names, nkey, sizeof(nkey));
+	/* Checked on every use: a class can be unloaded and its Method*'s memory reused for another method. */
+	err = agent_jvm_method_ids(&r, &p->layout, method, &cm, &holder, &sym);
+	if (err < 0 || (n && (n->const_method != cm || n->holder != holder || n->name_symbol != sym))) {
+		if (n) {
+			agent_htab__remove(&j->names, nkey, sizeof(nkey));
+			free(n);
+			j->stats.methods_cached--;
+		}
+		j->stats.method_read_errors += err < 0;
+		if (err < 0)
+			return -ENOENT;
+		n = NULL;
+	}
+	if (!n) {
+		if (j->stats.methods_cached >= j->max_methods) {
+			clear_names(j);
+			j->stats.cache_resets++;
+		}
+		j->stats.method_reads++;
+		if (agent_jvm_method_read(&r, &p->layout, method, &m) < 0) {
+			j->stats.method_read_errors++;
+			return -ENOENT;
+		}
+		n = name_new(nkey, &m);
+		if (!n)
+			return -ENOMEM;
+		if (agent_htab__put(&j->names, n) < 0) {
+			free(n);
+			return -ENOMEM;
+		}
+		j->stats.methods_cached++;
+	}
+	ret->klass = n->klass;
+	ret->name = n->name;
+	ret->file = n->file;
+	ret->line = bci >= 0 ? agent_jvm_line_at(&r, n->line_table, n->code_size, (uint32_t)bci) : 0;
+	return 0;
+}
+
+void agent_jvm__stats(const struct agent_jvm *j, struct agent_jvm_stats *ret)
+{
+	*ret = j->stats;
+}

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fileio.h"
+
+int sr_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = NULL;
+	struct stat st;
+	int fd, r;
+
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+		goto fail;
+	}
+	buf = malloc(cap);
+	if (!buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (;;) {
+		ssize_t n;
+		if (len + 1 >= cap) {
+			char *nb;
+			if (cap > max) {
+				r = -EFBIG;
+				goto fail;
+			}
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > max) {
+		r = -EFBIG;
+		goto fail;
+	}
+	close(fd);
+	buf[len] = '\0';
+	*ret_buf = buf;
+	if (ret_len)
+		*ret_len = len;
+	return 0;
+fail:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int sr_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+	return sr_read_fileat(AT_FDCWD, path, max, ret_buf, ret_len);
+}

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/fileio.h"
+
+/* /proc files say size 0: they are read to their end. */
+static void test_proc_file(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(sr_read_file("/proc/self/stat", 8192, &buf, &len), 0);
+	assert_true(len > 10);
+	assert_int_equal(strlen(buf), len);
+	free(buf);
+	assert_int_equal(sr_read_file("/proc/self/maps", 16, &buf, &len), -EFBIG);
+}
+
+/* A FIFO is refused at once (no writer is needed to open it), a directory too. */
+static void test_not_regular(void **state)
+{
+	char dir[] = "/tmp/sr-fileio-XXXXXX", fifo[64], file[64], *buf = NULL;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(sr_read_file(fifo, 4096, &buf, NULL), -EINVAL);
+	assert_int_equal(sr_read_file(dir, 4096, &buf, NULL), -EINVAL);
+	assert_int_equal(sr_read_file("/nonexistent/x", 4096, &buf, NULL), -ENOENT);
+	snprintf(file, sizeof(file), "%s/file", dir);
+	assert_non_null(f = fopen(file, "w"));
+	fputs("token\n", f);
+	fclose(f);
+	assert_int_equal(sr_read_fileat(AT_FDCWD, file, 6, &buf, NULL), 0);
+	assert_string_equal(buf, "token\n");
+	free(buf);
+	assert_int_equal(sr_read_file(file, 5, &buf, NULL), -EFBIG);
+	unlink(fifo);
+	unlink(file);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_proc_file),
+		cmocka_unit_test(test_not_regular),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
