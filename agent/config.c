@@ -132,6 +132,18 @@ static const struct sr_field off_cpu_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field nodejs_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_nodejs_config, enabled, .def = "true",
+			 .doc = "Name the JavaScript frames of Node.js processes (function, script, the "
+				"function's first line) from the node binary's V8 metadata, without flags. Needs "
+				"table unwinding (profiling.unwinding: auto)."),
+	SR_FIELD_U64("max_functions", struct agent_nodejs_config, max_functions, .def = "65536", .min = 1024,
+		     .max = 16 * 1024 * 1024,
+		     .doc = "JavaScript functions whose names are kept (about 600 bytes each); the cache is "
+			    "emptied when full and refilled as samples need."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field python_fields[] = {
 	SR_FIELD_BOOLEAN("enabled", struct agent_python_config, enabled, .def = "true",
 			 .doc = "Name the Python frames of CPython 3.8-3.13 processes (function, file, line), "
@@ -209,6 +221,8 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "Off-CPU profiling: how long threads wait, and where."),
 	SR_FIELD_MAP("python", struct agent_config, python, struct agent_python_config, python_fields,
 		     .doc = "CPython frames by name."),
+	SR_FIELD_MAP("nodejs", struct agent_config, nodejs, struct agent_nodejs_config, nodejs_fields,
+		     .doc = "Node.js (V8) JavaScript frames by name."),
 	SR_FIELD_MAP("perf_maps", struct agent_config, perf_maps, struct agent_perf_maps_config, perf_maps_fields,
 		     .doc = "JIT code named from perf maps."),
 	SR_FIELD_STR("output", struct agent_config, output,

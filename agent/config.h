@@ -74,6 +74,12 @@ struct agent_python_config {
 	uint64_t max_code_objects;
 };
 
+/* nodejs: V8 JavaScript frames by name (docs/agent.md, "Runtimes: Node.js frames by name"). */
+struct agent_nodejs_config {
+	bool enabled;
+	uint64_t max_functions;
+};
+
 /* perf_maps: names of JIT code from /tmp/perf-PID.map (docs/agent.md, "JIT code: perf maps"). */
 struct agent_perf_maps_config {
 	bool enabled;
@@ -93,6 +99,7 @@ struct agent_config {
 	struct agent_profiling_config profiling;
 	struct agent_off_cpu_config off_cpu;
 	struct agent_python_config python;
+	struct agent_nodejs_config nodejs;
 	struct agent_perf_maps_config perf_maps;
 	char *output;
 	struct agent_telemetry_config telemetry;

@@ -10,6 +10,7 @@
 #include "common/version.h"
 #include "agent.h"
 #include "memstats.h"
+#include "nodejs.h"
 #include "privs.h"
 #include "parse-limits.h"
 #include "proc.h"
@@ -171,6 +172,32 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			m->bpf[PROFILE_CNT_PY_NO_FRAME], m->bpf[PROFILE_CNT_PY_FRAMES], m->python->processes,
 			m->python->unsupported, m->python->codes_cached, m->python->code_reads,
 			m->python->code_read_errors);
+	if (m->nodejs)
+		fprintf(f,
+			"# HELP stackrelay_agent_nodejs_frames_total JavaScript frames recorded in BPF, by whether "
+			"the agent named them (unnamed: no SharedFunctionInfo there any more, or the process was "
+			"gone before it was read).\n"
+			"# TYPE stackrelay_agent_nodejs_frames_total counter\n"
+			"stackrelay_agent_nodejs_frames_total{result=\"recorded\"} %" PRIu64 "\n"
+			"stackrelay_agent_nodejs_frames_total{result=\"unnamed\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_processes_total Node.js processes given to the BPF namer.\n"
+			"# TYPE stackrelay_agent_nodejs_processes_total counter\n"
+			"stackrelay_agent_nodejs_processes_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_unsupported_total node binaries whose V8 metadata lacks what "
+			"the namer needs.\n"
+			"# TYPE stackrelay_agent_nodejs_unsupported_total counter\n"
+			"stackrelay_agent_nodejs_unsupported_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_functions Functions cached (nodejs.max_functions).\n"
+			"# TYPE stackrelay_agent_nodejs_functions gauge\n"
+			"stackrelay_agent_nodejs_functions %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_function_reads_total Functions described from process "
+			"memory, by result.\n"
+			"# TYPE stackrelay_agent_nodejs_function_reads_total counter\n"
+			"stackrelay_agent_nodejs_function_reads_total{result=\"read\"} %" PRIu64 "\n"
+			"stackrelay_agent_nodejs_function_reads_total{result=\"error\"} %" PRIu64 "\n",
+			m->bpf[PROFILE_CNT_V8_FRAMES], m->run->v8_unnamed_frames, m->nodejs->processes,
+			m->nodejs->unsupported, m->nodejs->functions_cached, m->nodejs->function_reads,
+			m->nodejs->function_read_errors);
 	if (!m->unwinder)
 		return;
 	fprintf(f,

@@ -18,6 +18,7 @@
 #include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
+#include "nodejs.h"
 #include "python.h"
 #include "run.h"
 #include "store.h"
@@ -65,6 +66,8 @@ struct run_ctx {
 	struct agent_unwinder_stats unwinder_stats;
 	struct agent_python *python; /* NULL: python.enabled off, or no table unwinding */
 	struct agent_python_stats python_stats;
+	struct agent_nodejs *nodejs; /* NULL: nodejs.enabled off, or no table unwinding */
+	struct agent_nodejs_stats nodejs_stats;
 	int known_files_fd;
 	bool privileges_dropped; /* the capabilities only setup needs are gone (privs.h) */
 	/* Processes whose mappings the unwinder has not seen yet (FIFO; see agent_run_queue_unwinder()). */

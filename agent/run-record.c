@@ -17,6 +17,7 @@
 #include "aggregate.h"
 #include "event.h"
 #include "functions.h"
+#include "nodejs.h"
 #include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
@@ -25,6 +26,7 @@
 #include "run-private.h"
 #include "store.h"
 #include "util.h"
+#include "v8frame.h"
 
 /*
  * A Python frame of the BPF walker (bpf/pyframe.h): an INTERPRETED frame of a
@@ -54,6 +56,42 @@ static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t va
 	ret->address = pf.offset;
 	ret->exe = (uint32_t)fn;
 	ret->line = (uint32_t)pf.line;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
+}
+
+/*
+ * A V8 frame of the BPF namer (bpf/v8frame.h): an INTERPRETED frame of a
+ * "v8js" function (the runtime is the OpenTelemetry frame type), named
+ * "function (script:line)"-wise as node --cpu-prof names it, its line the
+ * function's first. A frame that cannot be named stays UNKNOWN with the
+ * namer's value.
+ */
+static void v8_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
+{
+	struct agent_js_frame jf;
+	struct agent_function_def def = { 0 };
+	int64_t fn;
+
+	ret->address = value;
+	ret->exe = AGENT_EXE_NONE;
+	ret->line = 0;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+	if (!c->nodejs || !proc || agent_nodejs__frame(c->nodejs, proc, value, &jf) < 0) {
+		c->stats.v8_unnamed_frames++;
+		return;
+	}
+	def.runtime = "v8js";
+	def.name = jf.name;
+	def.file_name = jf.script;
+	def.start_line = jf.line;
+	fn = agent_store__add_function(c->store, &def, c->window);
+	if (fn < 0) {
+		c->stats.v8_unnamed_frames++;
+		return;
+	}
+	ret->address = 0;
+	ret->exe = (uint32_t)fn;
+	ret->line = jf.line;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
 }
 
@@ -145,6 +183,8 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
 			if (s->ustack[i] & PY_FRAME_FLAG) {
 				python_frame(c, proc, s->ustack[i], &frames[n]);
+			} else if (s->ustack[i] & V8_FRAME_FLAG) {
+				v8_frame(c, proc, s->ustack[i], &frames[n]);
 			} else if (same_image) {
 				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
 					resolve_jit(c, s, addr, &frames[n]);

@@ -121,6 +121,12 @@ static void sync_queued(struct run_ctx *c)
 					sr_log_debug("agent", "cannot give a Python process to the frame walker",
 						     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
 			}
+			if (c->nodejs) {
+				r = agent_nodejs__sync(c->nodejs, proc);
+				if (r < 0 && r != -ENOENT && r != -ENOTSUP)
+					sr_log_debug("agent", "cannot give a Node.js process to the frame namer",
+						     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+			}
 		}
 		if (agent_sampler__consume(c->sampler) < 0)
 			break;
@@ -145,6 +151,8 @@ static void forget_proc(void *ctx, struct agent_proc *proc)
 		agent_unwinder__forget(c->unwinder, proc);
 	if (c->python)
 		agent_python__forget(c->python, proc);
+	if (c->nodejs)
+		agent_nodejs__forget(c->nodejs, proc);
 }
 
 /* A file the agent identified: its mappings stop waking the agent. */
@@ -180,6 +188,8 @@ static void update_stats(struct run_ctx *c)
 		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
 	if (c->python)
 		agent_python__stats(c->python, &c->python_stats);
+	if (c->nodejs)
+		agent_nodejs__stats(c->nodejs, &c->nodejs_stats);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -244,6 +254,7 @@ static void render_metrics(void *ctx, FILE *f)
 	m.store = &c->store_stats;
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
 	m.python = c->python ? &c->python_stats : NULL;
+	m.nodejs = c->nodejs ? &c->nodejs_stats : NULL;
 	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	m.privileges_dropped = c->privileges_dropped;
 	if (c->sender) {
@@ -466,6 +477,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.track_mmaps = pc->mapping_hook != AGENT_HOOK_NONE,
 		.mapping_hook = pc->mapping_hook,
 		.python = cfg->python.enabled,
+		.nodejs = cfg->nodejs.enabled,
 		.off_cpu = cfg->off_cpu.enabled,
 		.off_cpu_min_block_ns = cfg->off_cpu.min_block_ns,
 		.off_cpu_probability = cfg->off_cpu.probability,
@@ -508,6 +520,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			if (so.python) {
 				c.python = agent_python_new(sm.py_procs, cfg->python.max_code_objects);
 				if (!c.python) {
+					r = -errno;
+					goto out;
+				}
+			}
+			if (so.nodejs) {
+				c.nodejs = agent_nodejs_new(sm.v8_procs, cfg->nodejs.max_functions);
+				if (!c.nodejs) {
 					r = -errno;
 					goto out;
 				}
@@ -664,6 +683,15 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			    c.python_stats.unsupported, c.python_stats.codes_cached, c.python_stats.code_reads,
 			    c.python_stats.code_read_errors);
 	}
+	if (c.nodejs) {
+		agent_nodejs__stats(c.nodejs, &c.nodejs_stats);
+		sr_log_info("agent", "nodejs frames",
+			    "frames=%" PRIu64 " unnamed_frames=%" PRIu64 " processes=%" PRIu64 " unsupported=%" PRIu64
+			    " functions=%" PRIu64 " function_reads=%" PRIu64 " read_errors=%" PRIu64,
+			    c.bpf[PROFILE_CNT_V8_FRAMES], c.stats.v8_unnamed_frames, c.nodejs_stats.processes,
+			    c.nodejs_stats.unsupported, c.nodejs_stats.functions_cached, c.nodejs_stats.function_reads,
+			    c.nodejs_stats.function_read_errors);
+	}
 	/* The same counters as /metrics' stackrelay_agent_unwind_*: a --duration run has no scrape. */
 	if (c.unwinder)
 		sr_log_info("agent", "unwinding stopped",
@@ -683,6 +711,7 @@ out:
 	agent_sampler_free(c.sampler);
 	agent_unwinder_free(c.unwinder);
 	agent_python_free(c.python);
+	agent_nodejs_free(c.nodejs);
 	free(c.unwind_queue);
 	if (c.sender)
 		agent_sender_free(c.sender);

@@ -16,6 +16,7 @@ struct agent_run_stats {
 	uint64_t dropped_stack_errors;
 	uint64_t dropped_overflow;
 	uint64_t frames_unattributed;
+	uint64_t v8_unnamed_frames;	     /* V8 frames recorded in BPF that could not be named */
 	uint64_t jit_frames[AGENT_JIT__MAX]; /* frames in anonymous executable memory, by result */
 	uint64_t bad_records;
 	uint64_t execs;
@@ -25,6 +26,7 @@ struct agent_run_stats {
 
 /* What /metrics shows, taken under the loop's lock (run.c). Pointers may be NULL where noted. */
 struct agent_python_stats;
+struct agent_nodejs_stats;
 
 struct agent_run_metrics {
 	const uint64_t *bpf;		  /* PROFILE_CNT__MAX */
@@ -37,6 +39,7 @@ struct agent_run_metrics {
 	const struct agent_perfmaps_stats *perfmaps; /* NULL: perf_maps.enabled false */
 	const struct agent_sender_stats *sender;     /* NULL: no sender */
 	const struct agent_python_stats *python;     /* NULL: python.enabled off */
+	const struct agent_nodejs_stats *nodejs;     /* NULL: nodejs.enabled off */
 	bool privileges_dropped;		     /* false: --keep-privileges */
 };
 

@@ -33,6 +33,8 @@ const volatile bool track_mmaps = false;
 const volatile bool table_unwinding = false;
 /* Walk the Python frames of processes the agent put in py_procs (python: true). */
 const volatile bool python_frames = false;
+/* Name the JavaScript frames of processes the agent put in v8_procs (nodejs.enabled). */
+const volatile bool v8_frames = false;
 /* Wake the agent for samples only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1024 * 1024;
 /*
@@ -114,6 +116,7 @@ static __always_inline void count(__u32 which)
 
 #include "unwind.bpf.h"
 #include "pyframe.bpf.h"
+#include "v8.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -275,6 +278,9 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	st->py_new = 0;
 	if (python_frames)
 		py_begin(slot);
+	st->v8.start_boottime_ns = 0;
+	if (v8_frames)
+		v8_begin(slot);
 	count(PROFILE_CNT_UNWIND_STACKS);
 	return st;
 }
@@ -299,6 +305,8 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
 	count_add(PROFILE_CNT_UNWIND_FP_FRAMES, st->fp_frames);
 	if (st->py_frames)
 		count_add(PROFILE_CNT_PY_FRAMES, st->py_frames);
+	if (st->v8.start_boottime_ns)
+		count_add(PROFILE_CNT_V8_FRAMES, st->v8_frames);
 	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
 	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
 	wake = sample_wakeup(&st->sample);
@@ -450,6 +458,8 @@ static __always_inline int task_event(__u32 type)
 		/* ... and the old image's interpreter is gone (the agent adds the new one's if it has one). */
 		if (python_frames && bpf_map_lookup_elem(&py_procs, &tgid))
 			bpf_map_delete_elem(&py_procs, &tgid);
+		if (v8_frames && bpf_map_lookup_elem(&v8_procs, &tgid))
+			bpf_map_delete_elem(&v8_procs, &tgid);
 	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;

@@ -75,6 +75,7 @@ enum profile_counter {
 	PROFILE_CNT_PY_NO_THREAD, /* no PyThreadState is the sampled thread's (a thread Python does not know, or > PY_MAX_THREADS) */
 	PROFILE_CNT_PY_NO_FRAME, /* the thread has no Python frame (between calls, or not started) */
 	PROFILE_CNT_PY_FRAMES,	 /* Python frames recorded */
+	PROFILE_CNT_V8_FRAMES,	 /* V8 (Node.js) JavaScript frames recorded (v8.bpf.h) */
 	PROFILE_CNT__MAX,
 };
 

@@ -22,6 +22,7 @@
 #include "profile.h"
 #include "pyframe.h"
 #include "unwind.h"
+#include "v8frame.h"
 
 /* Frames per program run; PROFILE_MAX_STACK_DEPTH / this must stay under the kernel's 33 tail calls. */
 #define UNWIND_FRAMES_PER_PROG 32
@@ -91,6 +92,10 @@ struct unwind_scratch_state {
 	__u32 py_frames;
 	__u32 py_new; /* a code object not seen lately: wake the agent to name it while the process lives */
 	__u32 pad3;
+	/* V8 frames (v8.bpf.h): the process's offsets (start_boottime_ns 0: not V8), frames named. */
+	struct v8_proc v8;
+	__u32 v8_frames;
+	__u32 pad4;
 };
 
 /*
@@ -112,6 +117,8 @@ struct {
 } unwind_scratch SEC(".maps");
 
 static __always_inline void count(__u32 which);
+/* v8.bpf.h: names the frame about to be crossed by its frame pointer when it is JavaScript. */
+__noinline int v8_frame(__u32 slot);
 
 /*
  * The searches are global functions of scalars: the verifier checks each
@@ -253,6 +260,8 @@ static __always_inline int unwind_fp_step(struct unwind_scratch_state *st, int w
 
 	if (!st->rbp_valid)
 		return why_fail;
+	if (st->v8.start_boottime_ns)
+		v8_frame(st->slot);
 	/* glibc's _start clears RBP: a chain that ends in 0 is complete. */
 	if (st->rbp == 0)
 		return PROFILE_CNT_UNWIND_END_COMPLETE;

@@ -4,7 +4,8 @@
 
 tests/workloads/perfmap-hot.js runs under `node --perf-basic-prof` (V8 then
 writes /tmp/perf-PID.map) and spends SECONDS of CPU time (its own clock, not
-wall time) in hotFunction. The agent (pid filter, --output) sends to a real
+wall time) in hotFunction. The agent (pid filter, --output, nodejs.enabled
+false so that the perf map names the frames) sends to a real
 gateway (symbolize, batch; file, pprof and flamegraph exporters). Checked:
   - node wrote its perf map, and hotFunction is in it;
   - the agent's output: >= 90 % of the main thread's samples have a JIT frame
@@ -190,6 +191,9 @@ def main():
             f.write("gateway: {endpoint: http://127.0.0.1:%d}\n"
                     "profiling: {report_interval: 1s}\n"
                     "perf_maps: {enabled: true}\n"
+                    # V8's metadata would name node's JavaScript frames before the perf map could: off, so this
+                    # test shows the perf map's path (agent-node-names shows both name the same functions).
+                    "nodejs: {enabled: false}\n"
                     "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % (port, metrics_port))
         out_path = os.path.join(work, "out.pb")
         agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Node.js processes: node binary recognition, v8_procs entries and the
+ * function cache (nodejs.h). Runs on the sampling thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <linux/types.h>
+
+#include "htab.h"
+#include "nodejs.h"
+#include "proc.h"
+#include "v8.h"
+#include "v8frame.h"
+
+/* What a file is to V8, examined once per (dev, inode, mtime, size). */
+struct js_file {
+	uint64_t key[4];
+	bool v8;	/* has v8dbg_* symbols */
+	bool supported; /* ... with everything the walk needs */
+	struct agent_v8_meta meta;
+};
+
+/* A Node.js process: the metadata of its build. */
+struct js_proc {
+	uint8_t key[12]; /* pid + start_ns, as agent_proc.key */
+	const struct js_file *file;
+};
+
+/* Longest span of a SharedFunctionInfo's head read to check a cached entry. */
+#define JS_HEAD_MAX 256
+
+struct js_function {
+	uint8_t key[20]; /* pid (4), start_ns (8), SharedFunctionInfo (8) */
+	/* What the entry was read from: the map, name-or-scope-info and script slots. */
+	uint64_t map, nos, sod;
+	struct agent_v8_function fn;
+};
+
+struct agent_nodejs {
+	int procs_fd;
+	uint64_t max_functions;
+	struct agent_htab files;
+	struct agent_htab procs;
+	struct agent_htab functions;
+	size_t n_files;
+	struct agent_nodejs_stats stats;
+};
+
+static const void *file_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct js_file *)0)->key);
+	return ((const struct js_file *)v)->key;
+}
+
+static const void *proc_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct js_proc *)0)->key);
+	return ((const struct js_proc *)v)->key;
+}
+
+static const void *function_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct js_function *)0)->key);
+	return ((const struct js_function *)v)->key;
+}
+
+struct agent_nodejs *agent_nodejs_new(int procs_fd, uint64_t max_functions)
+{
+	struct agent_nodejs *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return NULL;
+	n->procs_fd = procs_fd;
+	n->max_functions = max_functions ? max_functions : AGENT_NODEJS_DEFAULT_MAX_FUNCTIONS;
+	agent_htab_init(&n->files, file_key);
+	agent_htab_init(&n->procs, proc_key);
+	agent_htab_init(&n->functions, function_key);
+	elf_version(EV_CURRENT);
+	return n;
+}
+
+static void free_all(struct agent_htab *h, agent_htab_key_fn key_of)
+{
+	void *v;
+
+	for (size_t i = 0; (v = agent_htab__next(h, &i));)
+		free(v);
+	agent_htab_done(h);
+	agent_htab_init(h, key_of);
+}
+
+void agent_nodejs_free(struct agent_nodejs *n)
+{
+	if (!n)
+		return;
+	free_all(&n->functions, function_key);
+	free_all(&n->procs, proc_key);
+	free_all(&n->files, file_key);
+	agent_htab_done(&n->functions);
+	agent_htab_done(&n->procs);
+	agent_htab_done(&n->files);
+	free(n);
+}
+
+/* Whether the file's name is one V8 is shipped in: node (node20, nodejs, ...) or libnode.so. */
+static bool node_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "node", 4) || !strncmp(base, "libnode.so", 10);
+}
+
+/* The file behind m, examined on first sight. NULL when it cannot be read now. */
+static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	const uint64_t *key = agent_exe__key(m->exe);
+	struct js_file *f = agent_htab__get(&n->files, key, 4 * sizeof(uint64_t));
+	char link[96], path[512];
+	ssize_t len;
+	Elf *elf;
+	int fd, r;
+
+	if (f || n->n_files >= AGENT_NODEJS_MAX_FILES || agent_exe__is_vdso(m->exe))
+		return f;
+	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (len < 0)
+		return NULL;
+	path[len] = '\0';
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	memcpy(f->key, key, sizeof(f->key));
+	/* Only files named like a node binary are read: the others' symbol tables are never scanned. */
+	if (node_name(path)) {
+		fd = open(link, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			free(f);
+			return NULL;
+		}
+		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		r = elf ? agent_v8_meta_read(elf, &f->meta) : -EINVAL;
+		f->v8 = r != -ENOENT && elf;
+		f->supported = r == 0;
+		if (elf)
+			elf_end(elf);
+		close(fd);
+	}
+	if (agent_htab__put(&n->files, f) < 0) {
+		free(f);
+		return NULL;
+	}
+	n->n_files++;
+	return f;
+}
+
+/* Whether the process still maps the file at m (an exec may have replaced it: agent/python.c says more). */
+static bool still_mapped(const struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	const uint64_t *key = agent_exe__key(m->exe);
+	char link[96];
+	struct stat st;
+
+	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	return stat(link, &st) == 0 && (uint64_t)st.st_dev == key[0] && (uint64_t)st.st_ino == key[1];
+}
+
+int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
+{
+	const struct js_file *f = NULL;
+	struct v8_proc v = { 0 };
+	struct js_proc *e;
+
+	for (size_t i = 0; i < proc->n_maps && !f; i++) {
+		struct js_file *c;
+
+		if (!proc->maps[i].exe)
+			continue;
+		c = file_for(n, proc, &proc->maps[i]);
+		if (c && c->v8 && still_mapped(proc, &proc->maps[i]))
+			f = c;
+	}
+	if (!f || !f->supported)
+		agent_nodejs__forget(n, proc);
+	if (!f)
+		return -ENOENT;
+	if (!f->supported) {
+		n->stats.unsupported++;
+		return -ENOTSUP;
+	}
+	e = agent_htab__get(&n->procs, proc->key, sizeof(proc->key));
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		memcpy(e->key, proc->key, sizeof(e->key));
+		if (agent_htab__put(&n->procs, e) < 0) {
+			free(e);
+			return -ENOMEM;
+		}
+		n->stats.processes++;
+	}
+	e->file = f;
+	v.start_boottime_ns = proc->start_ns;
+	v.off_fp_function = (__s16)f->meta.off_fp_function;
+	v.off_fp_context = (__s16)f->meta.off_fp_context;
+	v.heap_object_map = (__u16)f->meta.heap_object_map;
+	v.map_instance_type = (__u16)f->meta.map_instance_type;
+	v.js_function_shared = (__u16)f->meta.js_function_shared;
+	v.type_js_function_first = (__u16)f->meta.type_js_function_first;
+	v.type_js_function_last = (__u16)f->meta.type_js_function_last;
+	v.type_sfi = (__u16)f->meta.type_sfi;
+	if (n->procs_fd >= 0 && bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
+{
+	struct js_proc *e = agent_htab__remove(&n->procs, proc->key, sizeof(proc->key));
+	struct v8_proc v;
+
+	if (!e)
+		return;
+	free(e);
+	/* Unless the PID already names a newer process. */
+	if (n->procs_fd >= 0 && bpf_map_lookup_elem(n->procs_fd, &proc->pid, &v) == 0 &&
+	    v.start_boottime_ns == proc->start_ns)
+		bpf_map_delete_elem(n->procs_fd, &proc->pid);
+	/* Its functions stay until the cache is emptied: they are few next to the limit. */
+}
+
+/* agent_v8_read_fn over process_vm_readv: exactly len bytes, or -errno. */
+static int peek(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	pid_t pid = (pid_t)(uintptr_t)ctx;
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+	if (r < 0)
+		return -errno;
+	return (size_t)r == len ? 0 : -EFAULT;
+}
+
+/* The three words a cached entry is checked against, from one read of the object's head. */
+static int read_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t sfi, uint64_t ret[3])
+{
+	const uint32_t offs[3] = { m->heap_object_map, m->sfi_name_or_scope_info, m->sfi_script_or_debug_info };
+	uint8_t head[JS_HEAD_MAX];
+	uint32_t span = 0;
+	int r;
+
+	for (int i = 0; i < 3; i++)
+		span = offs[i] + 8 > span ? offs[i] + 8 : span;
+	if (span > sizeof(head))
+		return -EINVAL;
+	r = peek((void *)(uintptr_t)pid, sfi - m->heap_object_tag, head, span);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < 3; i++)
+		memcpy(&ret[i], head + offs[i], 8);
+	return 0;
+}
+
+static void drop_function(struct agent_nodejs *n, struct js_function *fn)
+{
+	agent_htab__remove(&n->functions, fn->key, sizeof(fn->key));
+	free(fn);
+	n->stats.functions_cached--;
+}
+
+int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
+			struct agent_js_frame *ret)
+{
+	const struct js_proc *e = agent_htab__get(&n->procs, proc->key, sizeof(proc->key));
+	uint64_t sfi = value & V8_FRAME_ADDR_MASK, head[3];
+	struct js_function *fn;
+	uint8_t key[20];
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->sfi = sfi;
+	if (!e || !(value & V8_FRAME_FLAG))
+		return -ENOENT;
+	memcpy(key, proc->key, 12);
+	memcpy(key + 12, &sfi, 8);
+	fn = agent_htab__get(&n->functions, key, sizeof(key));
+	/*
+	 * A process that is gone (samples are often read after it exited)
+	 * keeps what was read while it lived; a live one's entry stands only
+	 * while the object's head is what it was read from.
+	 */
+	r = read_head(&e->file->meta, proc->pid, sfi, head);
+	if (r < 0) {
+		if (fn)
+			goto found;
+		n->stats.function_read_errors++;
+		return -ENOENT;
+	}
+	if (fn && (fn->map != head[0] || fn->nos != head[1] || fn->sod != head[2])) {
+		drop_function(n, fn);
+		fn = NULL;
+	}
+	if (!fn) {
+		if (n->stats.functions_cached >= n->max_functions) {
+			free_all(&n->functions, function_key);
+			n->stats.functions_cached = 0;
+			n->stats.cache_resets++;
+		}
+		fn = calloc(1, sizeof(*fn));
+		if (!fn)
+			return -ENOMEM;
+		memcpy(fn->key, key, sizeof(key));
+		n->stats.function_reads++;
+		r = agent_v8_describe(&e->file->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
+		if (r < 0) {
+			n->stats.function_read_errors++;
+			free(fn);
+			return -ENOENT;
+		}
+		fn->map = head[0];
+		fn->nos = head[1];
+		fn->sod = head[2];
+		if (agent_htab__put(&n->functions, fn) < 0) {
+			free(fn);
+			return -ENOMEM;
+		}
+		n->stats.functions_cached++;
+	}
+found:
+	/* V8's profilers show a function without a name as "(anonymous)". */
+	ret->name = fn->fn.name[0] ? fn->fn.name : "(anonymous)";
+	ret->script = fn->fn.script;
+	ret->line = fn->fn.start_line;
+	return 0;
+}
+
+int agent_nodejs__add(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_v8_meta *m)
+{
+	struct js_file *f = calloc(1, sizeof(*f));
+	struct js_proc *e = calloc(1, sizeof(*e));
+
+	if (!f || !e)
+		goto fail;
+	/* A key no file has (device and inode all ones, the process's PID as mtime). */
+	memset(f->key, 0xff, sizeof(f->key));
+	f->key[2] = proc->pid;
+	f->v8 = f->supported = true;
+	f->meta = *m;
+	memcpy(e->key, proc->key, sizeof(e->key));
+	e->file = f;
+	if (agent_htab__put(&n->files, f) < 0)
+		goto fail;
+	n->n_files++;
+	f = NULL;
+	if (agent_htab__put(&n->procs, e) < 0)
+		goto fail;
+	n->stats.processes++;
+	return 0;
+fail:
+	free(f);
+	free(e);
+	return -ENOMEM;
+}
+
+void agent_nodejs__stats(struct agent_nodejs *n, struct agent_nodejs_stats *ret)
+{
+	*ret = n->stats;
+}

@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * V8 postmortem metadata and SharedFunctionInfo names (agent/v8.h).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "v8.h"
+
+/* ScopeInfo keeps up to this many context local names inline (V8's kScopeInfoMaxInlinedLocalNamesSize). */
+#define V8_MAX_INLINED_LOCALS 75
+/* Chunk a string is read in. */
+#define V8_CHUNK 512
+
+enum meta_kind { META_I32, META_U32 };
+
+struct meta_field {
+	const char *name;
+	size_t off;
+	bool required;
+	enum meta_kind kind;
+};
+
+#define F(sym, field, req)                                                                                             \
+	{                                                                                                              \
+		"v8dbg_" sym, offsetof(struct agent_v8_meta, field), req, META_U32                                     \
+	}
+#define FI(sym, field, req)                                                                                            \
+	{                                                                                                              \
+		"v8dbg_" sym, offsetof(struct agent_v8_meta, field), req, META_I32                                     \
+	}
+
+static const struct meta_field fields[] = {
+	FI("off_fp_function", off_fp_function, true),
+	FI("off_fp_context", off_fp_context, true),
+	FI("off_fp_bytecode_array", off_fp_bytecode_array, false),
+	FI("off_fp_bytecode_offset", off_fp_bytecode_offset, false),
+	F("HeapObjectTag", heap_object_tag, true),
+	F("HeapObjectTagMask", heap_object_tag_mask, true),
+	F("SmiShiftSize", smi_shift, true),
+	F("class_HeapObject__map__Map", heap_object_map, true),
+	F("class_Map__instance_type__uint16_t", map_instance_type, true),
+	F("class_JSFunction__shared__SharedFunctionInfo", js_function_shared, true),
+	F("class_SharedFunctionInfo__name_or_scope_info__Object", sfi_name_or_scope_info, true),
+	F("class_SharedFunctionInfo__script_or_debug_info__HeapObject", sfi_script_or_debug_info, true),
+	F("class_Script__name__Object", script_name, true),
+	F("class_Script__source__Object", script_source, true),
+	F("class_String__length__int32_t", string_length, true),
+	F("class_SeqOneByteString__chars__char", seq_one_byte_chars, true),
+	F("class_SeqTwoByteString__chars__char", seq_two_byte_chars, true),
+	F("class_ConsString__first__String", cons_first, true),
+	F("class_ConsString__second__String", cons_second, true),
+	F("class_ThinString__actual__String", thin_actual, true),
+	F("scopeinfo_idx_first_vars", scopeinfo_first_vars, true),
+	F("scopeinfo_idx_ncontextlocals", scopeinfo_ncontextlocals, true),
+	F("type_JSFunction__JS_FUNCTION_TYPE", type_js_function_first, true),
+	F("type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE", type_sfi, true),
+	F("type_Script__SCRIPT_TYPE", type_script, true),
+	F("type_ScopeInfo__SCOPE_INFO_TYPE", type_scope_info, true),
+	F("FirstNonstringType", first_nonstring_type, true),
+	F("StringEncodingMask", string_encoding_mask, true),
+	F("StringRepresentationMask", string_representation_mask, true),
+	F("OneByteStringTag", one_byte_string_tag, true),
+	F("SeqStringTag", seq_string_tag, false),
+	F("ConsStringTag", cons_string_tag, true),
+	F("ThinStringTag", thin_string_tag, true),
+};
+
+#define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
+
+/* A symbol's int: from its section's bytes, or 0 in .bss (the metadata script leaves zeros there). */
+static int read_sym_i32(Elf *elf, const GElf_Sym *sym, int32_t *ret)
+{
+	Elf_Scn *scn = elf_getscn(elf, sym->st_shndx);
+	Elf_Data *d;
+	GElf_Shdr sh;
+
+	if (sym->st_size != 4 || !scn || !gelf_getshdr(scn, &sh))
+		return -EINVAL;
+	if (sh.sh_type == SHT_NOBITS) {
+		*ret = 0;
+		return 0;
+	}
+	if (sym->st_value < sh.sh_addr || sym->st_value - sh.sh_addr + 4 > sh.sh_size)
+		return -EINVAL;
+	d = elf_getdata(scn, NULL);
+	if (!d || !d->d_buf || sym->st_value - sh.sh_addr + 4 > d->d_size)
+		return -EINVAL;
+	memcpy(ret, (const uint8_t *)d->d_buf + (sym->st_value - sh.sh_addr), 4);
+	return 0;
+}
+
+int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
+{
+	bool found[N_FIELDS] = { false };
+	uint32_t next_type = UINT32_MAX;
+	int32_t types[1024];
+	size_t n_types = 0, seen = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	memset(ret, 0, sizeof(*ret));
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d)
+			continue;
+		n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; i < n; i++) {
+			const char *name;
+			GElf_Sym sym;
+			int32_t v;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name || strncmp(name, "v8dbg_", 6) != 0 || read_sym_i32(elf, &sym, &v) < 0)
+				continue;
+			seen++;
+			if (!strncmp(name, "v8dbg_type_", 11) && n_types < sizeof(types) / sizeof(types[0]))
+				types[n_types++] = v;
+			for (size_t k = 0; k < N_FIELDS; k++) {
+				if (found[k] || strcmp(name, fields[k].name) != 0)
+					continue;
+				if (fields[k].kind == META_I32)
+					memcpy((uint8_t *)ret + fields[k].off, &v, 4);
+				else if (v >= 0)
+					memcpy((uint8_t *)ret + fields[k].off, &v, 4);
+				else
+					return -EINVAL;
+				found[k] = true;
+			}
+		}
+	}
+	if (!seen)
+		return -ENOENT;
+	for (size_t k = 0; k < N_FIELDS; k++)
+		if (fields[k].required && !found[k])
+			return -EINVAL;
+	/*
+	 * JSFunction's subclasses (class constructors, the builtin
+	 * constructors) take the instance types right after JS_FUNCTION_TYPE,
+	 * and only the first is exported: the range ends before the next
+	 * exported type.
+	 */
+	for (size_t i = 0; i < n_types; i++)
+		if (types[i] > (int32_t)ret->type_js_function_first && (uint32_t)types[i] < next_type)
+			next_type = (uint32_t)types[i];
+	ret->type_js_function_last = next_type == UINT32_MAX ? ret->type_js_function_first : next_type - 1;
+	/* A Smi's value is above its tag bit and the shift: 32 on 64-bit builds without pointer compression. */
+	ret->smi_shift += 1;
+	if (ret->smi_shift != 32 || ret->heap_object_tag_mask != 3 || ret->heap_object_tag != 1 ||
+	    ret->off_fp_function >= 0 || ret->off_fp_function < -256 || ret->string_representation_mask > 0xff ||
+	    ret->first_nonstring_type > 0xffff)
+		return -EINVAL;
+	return 0;
+}
+
+struct reader {
+	const struct agent_v8_meta *m;
+	agent_v8_read_fn read;
+	void *ctx;
+};
+
+static bool is_object(const struct reader *r, uint64_t tagged)
+{
+	return (tagged & r->m->heap_object_tag_mask) == r->m->heap_object_tag;
+}
+
+static uint64_t untag(const struct reader *r, uint64_t tagged)
+{
+	return tagged - r->m->heap_object_tag;
+}
+
+static int read_u64(const struct reader *r, uint64_t addr, uint64_t *ret)
+{
+	return r->read(r->ctx, addr, ret, sizeof(*ret));
+}
+
+/* The instance type of a tagged object, read through its map; -EINVAL when it is no object. */
+static int type_of(const struct reader *r, uint64_t tagged, uint32_t *ret)
+{
+	uint64_t map;
+	uint16_t t;
+	int e;
+
+	if (!is_object(r, tagged))
+		return -EINVAL;
+	if ((e = read_u64(r, untag(r, tagged) + r->m->heap_object_map, &map)) < 0)
+		return e;
+	if (!is_object(r, map))
+		return -EINVAL;
+	if ((e = r->read(r->ctx, untag(r, map) + r->m->map_instance_type, &t, sizeof(t))) < 0)
+		return e;
+	*ret = t;
+	return 0;
+}
+
+static bool smi_value(const struct reader *r, uint64_t v, int64_t *ret)
+{
+	if (v & 1)
+		return false;
+	*ret = (int64_t)v >> r->m->smi_shift;
+	return true;
+}
+
+/* What a string walk does with each piece of characters (one byte each; two-byte ones are narrowed). */
+typedef bool (*visit_fn)(void *vctx, const char *s, size_t n);
+
+/* Visits up to limit characters of the string; returns 0 or -errno. */
+static int walk_string(const struct reader *r, uint64_t tagged, size_t limit, visit_fn visit, void *vctx, int depth)
+{
+	const struct agent_v8_meta *m = r->m;
+	uint32_t type, repr;
+	uint64_t base, p;
+	int32_t len;
+	int e;
+
+	if (depth > AGENT_V8_MAX_CONS)
+		return -ELOOP;
+	if ((e = type_of(r, tagged, &type)) < 0)
+		return e;
+	if (type >= m->first_nonstring_type)
+		return -EINVAL;
+	base = untag(r, tagged);
+	repr = type & m->string_representation_mask;
+	if (repr == m->thin_string_tag) {
+		if ((e = read_u64(r, base + m->thin_actual, &p)) < 0)
+			return e;
+		return walk_string(r, p, limit, visit, vctx, depth + 1);
+	}
+	if (repr == m->cons_string_tag) {
+		uint64_t first, second;
+
+		if ((e = read_u64(r, base + m->cons_first, &first)) < 0 ||
+		    (e = read_u64(r, base + m->cons_second, &second)) < 0)
+			return e;
+		if ((e = walk_string(r, first, limit, visit, vctx, depth + 1)) < 0)
+			return e;
+		return walk_string(r, second, limit, visit, vctx, depth + 1);
+	}
+	if (repr != m->seq_string_tag)
+		return -EOPNOTSUPP; /* external and sliced strings: not read (yet) */
+	if ((e = r->read(r->ctx, base + m->string_length, &len, sizeof(len))) < 0)
+		return e;
+	if (len < 0)
+		return -EINVAL;
+	if ((size_t)len > limit)
+		len = (int32_t)limit;
+	for (int32_t off = 0; off < len;) {
+		char buf[V8_CHUNK];
+		size_t n = (size_t)(len - off) < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
+
+		if ((type & m->string_encoding_mask) == m->one_byte_string_tag) {
+			e = r->read(r->ctx, base + m->seq_one_byte_chars + (uint64_t)off, buf, n);
+		} else {
+			uint16_t wide[V8_CHUNK / 2];
+
+			n = n > V8_CHUNK / 2 ? V8_CHUNK / 2 : n;
+			e = r->read(r->ctx, base + m->seq_two_byte_chars + 2 * (uint64_t)off, wide, 2 * n);
+			for (size_t i = 0; e == 0 && i < n; i++)
+				buf[i] = wide[i] < 0x80 ? (char)wide[i] : '?';
+		}
+		if (e < 0)
+			return e;
+		if (!visit(vctx, buf, n))
+			return 0;
+		off += (int32_t)n;
+	}
+	return 0;
+}
+
+struct copy_ctx {
+	char *out;
+	size_t cap;
+	size_t n;
+};
+
+static bool copy_visit(void *vctx, const char *s, size_t n)
+{
+	struct copy_ctx *c = vctx;
+
+	for (size_t i = 0; i < n && c->n + 1 < c->cap; i++)
+		c->out[c->n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	c->out[c->n] = '\0';
+	return c->n + 1 < c->cap;
+}
+
+static int copy_string(const struct reader *r, uint64_t tagged, char *out, size_t cap)
+{
+	struct copy_ctx c = { out, cap, 0 };
+
+	out[0] = '\0';
+	return walk_string(r, tagged, cap - 1, copy_visit, &c, 0);
+}
+
+struct line_ctx {
+	uint32_t pos; /* characters left before the position */
+	uint32_t line;
+	bool done;
+};
+
+static bool line_visit(void *vctx, const char *s, size_t n)
+{
+	struct line_ctx *c = vctx;
+
+	for (size_t i = 0; i < n; i++) {
+		if (c->pos == 0) {
+			c->done = true;
+			return false;
+		}
+		c->pos--;
+		if (s[i] == '\n')
+			c->line++;
+	}
+	return true;
+}
+
+/* The function's name and position from its ScopeInfo (its layout is not in the metadata: see below). */
+static int from_scope_info(const struct reader *r, uint64_t scope, struct agent_v8_function *ret)
+{
+	const struct agent_v8_meta *m = r->m;
+	uint64_t base = untag(r, scope), v, locals_v;
+	int64_t locals, a, b;
+	uint32_t slot, type;
+	int e;
+
+	if ((e = read_u64(r, base + 8 + 8 * (uint64_t)m->scopeinfo_ncontextlocals, &locals_v)) < 0)
+		return e;
+	if (!smi_value(r, locals_v, &locals) || locals < 0 || locals > 4096)
+		return -EINVAL;
+	/*
+	 * Past the header (flags, parameter count, context local count) come
+	 * the context locals' names and infos (names in a hash table past
+	 * V8_MAX_INLINED_LOCALS), then optional slots whose presence the
+	 * flags' bits say, in a layout that changes between V8 versions and is
+	 * not in the metadata: the function's name is the first string among
+	 * the next few slots, and its start and end positions the first two
+	 * Smis after it with start < end. Checked on V8 11.3 (Node 20).
+	 */
+	slot = m->scopeinfo_first_vars + (locals > V8_MAX_INLINED_LOCALS ? 1 : 2 * (uint32_t)locals);
+	for (uint32_t i = 0; i < AGENT_V8_SCOPE_SCAN; i++, slot++) {
+		if ((e = read_u64(r, base + 8 + 8 * (uint64_t)slot, &v)) < 0)
+			return e;
+		if (is_object(r, v) && type_of(r, v, &type) == 0 && type < m->first_nonstring_type) {
+			e = copy_string(r, v, ret->name, sizeof(ret->name));
+			if (e < 0 && e != -EOPNOTSUPP)
+				return e;
+			/* Past the name's slot index (a Smi, -1 when the name has no variable). */
+			slot += 2;
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < AGENT_V8_SCOPE_SCAN; i++, slot++) {
+		uint64_t w;
+
+		if ((e = read_u64(r, base + 8 + 8 * (uint64_t)slot, &v)) < 0 ||
+		    (e = read_u64(r, base + 8 + 8 * (uint64_t)(slot + 1), &w)) < 0)
+			return e;
+		if (smi_value(r, v, &a) && smi_value(r, w, &b) && a >= 0 && a < b && b <= INT32_MAX) {
+			ret->start_pos = (uint32_t)a;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+int agent_v8_describe(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi,
+		      struct agent_v8_function *ret)
+{
+	struct reader r = { m, read, ctx };
+	uint64_t nos, sod, name, source;
+	uint32_t type;
+	int e;
+
+	memset(ret, 0, sizeof(*ret));
+	if ((e = type_of(&r, sfi, &type)) < 0)
+		return e;
+	if (type != m->type_sfi)
+		return -EINVAL;
+	if ((e = read_u64(&r, untag(&r, sfi) + m->sfi_name_or_scope_info, &nos)) < 0)
+		return e;
+	if (is_object(&r, nos) && type_of(&r, nos, &type) == 0) {
+		if (type == m->type_scope_info)
+			e = from_scope_info(&r, nos, ret);
+		else if (type < m->first_nonstring_type)
+			e = copy_string(&r, nos, ret->name, sizeof(ret->name));
+		if (e < 0 && e != -EOPNOTSUPP)
+			return e;
+	}
+	if ((e = read_u64(&r, untag(&r, sfi) + m->sfi_script_or_debug_info, &sod)) < 0)
+		return e;
+	/* A DebugInfo (a debugger attached) in place of the script: no script name. */
+	if (type_of(&r, sod, &type) < 0 || type != m->type_script)
+		return 0;
+	if (read_u64(&r, untag(&r, sod) + m->script_name, &name) == 0)
+		(void)copy_string(&r, name, ret->script, sizeof(ret->script));
+	if (ret->start_pos && read_u64(&r, untag(&r, sod) + m->script_source, &source) == 0) {
+		struct line_ctx lc = { .pos = ret->start_pos, .line = 1 };
+
+		if (walk_string(&r, source, AGENT_V8_MAX_SOURCE, line_visit, &lc, 0) == 0 && (lc.done || lc.pos == 0))
+			ret->start_line = lc.line;
+	}
+	return 0;
+}

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * V8 (Node.js) metadata and function names, outside BPF (agent/nodejs.c
+ * uses them for the frames bpf/v8.bpf.h records).
+ *
+ * agent_v8_meta_read() reads a node binary's postmortem metadata: the
+ * v8dbg_* symbols V8's build emits (tools/gen-postmortem-metadata.py), each
+ * an int holding a frame offset, an object field offset, a tag or an
+ * instance type of that very build. Nothing here is hard-coded per version.
+ *
+ * agent_v8_describe() names a SharedFunctionInfo (what a JavaScript frame's
+ * JSFunction points to) from the process's memory through a bounded reader:
+ * every byte is untrusted, every object's type is checked against its map
+ * before a field of it is used, and every length is bounded.
+ */
+#ifndef SR_AGENT_V8_H
+#define SR_AGENT_V8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gelf.h>
+
+/* Bytes of a function name or script name kept (longer ones are cut). */
+#define AGENT_V8_MAX_NAME 256
+/* Characters of a script's source scanned to turn a position into a line. */
+#define AGENT_V8_MAX_SOURCE (4u << 20)
+/* Pieces of a cons string followed. */
+#define AGENT_V8_MAX_CONS 16
+/* ScopeInfo slots scanned for the function name (past the context locals). */
+#define AGENT_V8_SCOPE_SCAN 8
+
+struct agent_v8_meta {
+	/* Frame layout: offsets from a JavaScript frame's frame pointer. */
+	int32_t off_fp_function;
+	int32_t off_fp_context;
+	int32_t off_fp_bytecode_array;
+	int32_t off_fp_bytecode_offset;
+	/* Tags. */
+	uint32_t heap_object_tag;
+	uint32_t heap_object_tag_mask;
+	uint32_t smi_shift; /* SmiShiftSize + SmiTagSize: 32 on 64-bit builds without pointer compression */
+	/* Field offsets (from the object's untagged address). */
+	uint32_t heap_object_map;
+	uint32_t map_instance_type;
+	uint32_t js_function_shared;
+	uint32_t sfi_name_or_scope_info;
+	uint32_t sfi_script_or_debug_info;
+	uint32_t script_name;
+	uint32_t script_source;
+	uint32_t string_length;
+	uint32_t seq_one_byte_chars;
+	uint32_t seq_two_byte_chars;
+	uint32_t cons_first;
+	uint32_t cons_second;
+	uint32_t thin_actual;
+	uint32_t scopeinfo_first_vars;
+	uint32_t scopeinfo_ncontextlocals;
+	/* Instance types and string type bits. */
+	uint32_t type_js_function_first;
+	uint32_t type_js_function_last; /* derived: the next exported type, minus one */
+	uint32_t type_sfi;
+	uint32_t type_script;
+	uint32_t type_scope_info;
+	uint32_t first_nonstring_type;
+	uint32_t string_encoding_mask;
+	uint32_t string_representation_mask;
+	uint32_t one_byte_string_tag;
+	uint32_t seq_string_tag;
+	uint32_t cons_string_tag;
+	uint32_t thin_string_tag;
+};
+
+/* Reads len bytes of the process at addr into buf; returns 0 or -errno (a short read is an error). */
+typedef int (*agent_v8_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+
+struct agent_v8_function {
+	char name[AGENT_V8_MAX_NAME];	/* "" for an anonymous function */
+	char script[AGENT_V8_MAX_NAME]; /* the script's name (a path, or a node: URL), "" when unknown */
+	uint32_t start_line;		/* 1-based line of the function's start, 0 when unknown */
+	uint32_t start_pos;		/* the function's start position in its script (characters) */
+};
+
+/*
+ * Fills ret from elf's v8dbg_* symbols (.symtab and .dynsym). Returns 0,
+ * -ENOENT when the file has none (not a V8 build), -EINVAL when one the
+ * walk needs is missing or out of range.
+ */
+int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret);
+
+/*
+ * Names the SharedFunctionInfo at tagged pointer sfi. Returns 0, -EINVAL
+ * when an object is not what the metadata says it must be (a moved or
+ * collected object: the caller drops the frame's name rather than guess),
+ * or the reader's error.
+ */
+int agent_v8_describe(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi,
+		      struct agent_v8_function *ret);
+
+#endif

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
+/*
+ * V8 (Node.js) JavaScript frames inside the table unwinder (bpf/v8frame.h
+ * says what is recorded). v8_begin() runs once per sample and copies the
+ * process's offsets into the scratch state when it is in v8_procs;
+ * v8_frame() runs for each frame the unwinder crosses by its frame pointer
+ * and, when the frame is a JavaScript one, replaces the pc just recorded
+ * with the function's SharedFunctionInfo. Both are global functions
+ * (checked once by the verifier); a frame costs at most six reads of
+ * process memory and no loop.
+ */
+#ifndef SR_BPF_V8_BPF_H
+#define SR_BPF_V8_BPF_H
+
+#include "v8frame.h"
+
+/* tgid -> its V8 offsets; sized to profiling.max_processes by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct v8_proc);
+} v8_procs SEC(".maps");
+
+/*
+ * (tgid, SharedFunctionInfo) seen lately. A sample with one not in it wakes
+ * the agent at once (through the scratch state's py_new, as a new Python
+ * code object does): the agent reads the function's name from the
+ * process's memory, which a short-lived process takes with it when it exits.
+ */
+#define V8_SFIS_SEEN 65536
+struct v8_sfi_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 sfi;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, V8_SFIS_SEEN);
+	__type(key, struct v8_sfi_key);
+	__type(value, __u8);
+} v8_sfis_seen SEC(".maps");
+
+static __always_inline bool v8_is_object(__u64 v)
+{
+	return (v & V8_HEAP_OBJECT_TAG_MASK) == V8_HEAP_OBJECT_TAG && !(v & ~V8_FRAME_ADDR_MASK);
+}
+
+static __always_inline __u64 v8_read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* The instance type of a tagged heap object, read through its map; 0xffffffff when it is not one. */
+static __always_inline __u32 v8_type_of(const struct v8_proc *p, __u64 obj)
+{
+	__u64 map = v8_read_ptr(obj - V8_HEAP_OBJECT_TAG + p->heap_object_map);
+	__u16 t;
+
+	if (!v8_is_object(map) ||
+	    bpf_probe_read_user(&t, sizeof(t), (const void *)(map - V8_HEAP_OBJECT_TAG + p->map_instance_type)))
+		return 0xffffffff;
+	return t;
+}
+
+/* Sets up the scratch state of slot for this sample's V8 frames, when its process is V8. */
+__noinline int v8_begin(__u32 slot)
+{
+	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct v8_proc *p;
+
+	if (!st)
+		return 0;
+	st->v8.start_boottime_ns = 0;
+	st->v8_frames = 0;
+	p = bpf_map_lookup_elem(&v8_procs, &tgid);
+	if (p && p->start_boottime_ns == st->sample.hdr.start_boottime_ns)
+		st->v8 = *p;
+	return 0;
+}
+
+/*
+ * The frame the unwinder stands on is crossed by its frame pointer: when it
+ * is a JavaScript frame, its recorded pc (the last ustack slot) becomes the
+ * function's SharedFunctionInfo. Returns 1 when it did.
+ */
+__noinline int v8_frame(__u32 slot)
+{
+	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
+	const struct v8_proc *p;
+	__u64 fp, fn, sfi, v;
+	__u32 t, idx;
+
+	if (!st || !st->v8.start_boottime_ns || !st->rbp_valid)
+		return 0;
+	p = &st->v8;
+	fp = st->rbp;
+	if (fp < st->rsp || (fp & 7) || st->n == 0)
+		return 0;
+	/* Typed frames (entry, exit, stubs) keep a Smi marker where JavaScript frames keep their context. */
+	v = v8_read_ptr(fp + p->off_fp_context);
+	if (!v8_is_object(v))
+		return 0;
+	fn = v8_read_ptr(fp + p->off_fp_function);
+	if (!v8_is_object(fn))
+		return 0;
+	t = v8_type_of(p, fn);
+	if (t < p->type_js_function_first || t > p->type_js_function_last)
+		return 0;
+	sfi = v8_read_ptr(fn - V8_HEAP_OBJECT_TAG + p->js_function_shared);
+	if (!v8_is_object(sfi) || v8_type_of(p, sfi) != p->type_sfi)
+		return 0;
+	idx = st->n - 1;
+	if (idx >= PROFILE_MAX_STACK_DEPTH)
+		return 0;
+	st->sample.ustack[idx] = V8_FRAME_FLAG | sfi;
+	st->v8_frames++;
+	if (!st->py_new) {
+		struct v8_sfi_key k = { .tgid = st->sample.hdr.pid, .sfi = sfi };
+		__u8 one = 1;
+
+		if (!bpf_map_lookup_elem(&v8_sfis_seen, &k)) {
+			bpf_map_update_elem(&v8_sfis_seen, &k, &one, BPF_ANY);
+			st->py_new = 1;
+		}
+	}
+	return 1;
+}
+
+#endif

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Types shared by the V8 frame namer (v8.bpf.h) and the agent
+ * (agent/nodejs.c). Fixed-width types only (docs/style.md 1).
+ *
+ * For a sampled thread of a process in v8_procs, every frame the table
+ * unwinder crosses by its frame pointer (JIT code, V8's embedded builtins)
+ * is checked for a JavaScript frame: the slot at fp + off_fp_context holds a
+ * heap object (typed frames keep a Smi marker there) and the slot at
+ * fp + off_fp_function a JSFunction (its map's instance type in the
+ * JSFunction range). Such a frame is recorded as the function's
+ * SharedFunctionInfo instead of its pc: one u64 in the sample's ustack
+ * (V8_FRAME_*), which the agent names from the process's memory.
+ */
+#ifndef SR_BPF_V8FRAME_H
+#define SR_BPF_V8FRAME_H
+
+/* A V8 process, keyed by tgid in v8_procs. Offsets from the node binary's v8dbg_* symbols. */
+struct v8_proc {
+	__u64 start_boottime_ns; /* tells a reused PID apart */
+	__s16 off_fp_function;	 /* v8dbg_off_fp_function: the JSFunction, from the frame pointer */
+	__s16 off_fp_context;	 /* v8dbg_off_fp_context: the context, or a typed frame's Smi marker */
+	__u16 heap_object_map;	 /* HeapObject::map, from the untagged address */
+	__u16 map_instance_type; /* Map::instance_type (a u16) */
+	__u16 js_function_shared;
+	__u16 type_js_function_first; /* [first, last]: JSFunction and its subclasses' instance types */
+	__u16 type_js_function_last;
+	__u16 type_sfi; /* SHARED_FUNCTION_INFO_TYPE */
+};
+
+/* A V8 frame in a sample's ustack: this bit, then the SharedFunctionInfo's tagged address. */
+#define V8_FRAME_FLAG	   (1ULL << 62)
+#define V8_FRAME_ADDR_BITS 47
+#define V8_FRAME_ADDR_MASK ((1ULL << V8_FRAME_ADDR_BITS) - 1)
+/* V8's heap object tag on 64-bit builds: a tagged pointer ends in binary 01. */
+#define V8_HEAP_OBJECT_TAG	1
+#define V8_HEAP_OBJECT_TAG_MASK 3
+
+#endif

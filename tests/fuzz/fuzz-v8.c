@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The V8 SharedFunctionInfo decoder (agent/v8.c) on any bytes: the input is
+ * a process's memory at FUZZ_BASE, its first four bytes the offset of the
+ * tagged SharedFunctionInfo pointer to name. The metadata is Node 20's
+ * (V8 11.3, as agent_v8_meta_read() reads it from Debian's node). Nothing
+ * may be read outside the image, a cycle of cons strings or objects must
+ * end, and the names stay terminated and printable within their buffers.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/v8.h"
+
+#define FUZZ_BASE 0x10000u
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct image {
+	const uint8_t *p;
+	size_t n;
+};
+
+static int read_image(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct image *im = ctx;
+
+	if (addr < FUZZ_BASE || addr - FUZZ_BASE > im->n || len > im->n - (addr - FUZZ_BASE))
+		return -EFAULT;
+	memcpy(buf, im->p + (addr - FUZZ_BASE), len);
+	return 0;
+}
+
+static const struct agent_v8_meta node20 = {
+	.off_fp_function = -16,
+	.off_fp_context = -8,
+	.off_fp_bytecode_array = -32,
+	.off_fp_bytecode_offset = -40,
+	.heap_object_tag = 1,
+	.heap_object_tag_mask = 3,
+	.smi_shift = 32,
+	.heap_object_map = 0,
+	.map_instance_type = 12,
+	.js_function_shared = 24,
+	.sfi_name_or_scope_info = 16,
+	.sfi_script_or_debug_info = 32,
+	.script_name = 16,
+	.script_source = 8,
+	.string_length = 12,
+	.seq_one_byte_chars = 16,
+	.seq_two_byte_chars = 16,
+	.cons_first = 16,
+	.cons_second = 24,
+	.thin_actual = 16,
+	.scopeinfo_first_vars = 3,
+	.scopeinfo_ncontextlocals = 2,
+	.type_js_function_first = 2066,
+	.type_js_function_last = 2096,
+	.type_sfi = 262,
+	.type_script = 167,
+	.type_scope_info = 261,
+	.first_nonstring_type = 128,
+	.string_encoding_mask = 8,
+	.string_representation_mask = 7,
+	.one_byte_string_tag = 8,
+	.seq_string_tag = 0,
+	.cons_string_tag = 1,
+	.thin_string_tag = 5,
+};
+
+static void check_text(const char *s, size_t cap)
+{
+	size_t n = strnlen(s, cap);
+
+	if (n >= cap)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct image im = { data, size };
+	struct agent_v8_function f;
+	uint32_t off;
+
+	if (size < 4 || size > 1 << 20)
+		return 0;
+	memcpy(&off, data, 4);
+	if (agent_v8_describe(&node20, read_image, &im, (uint64_t)FUZZ_BASE + off, &f) == 0) {
+		check_text(f.name, sizeof(f.name));
+		check_text(f.script, sizeof(f.script));
+	}
+	return 0;
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The Node.js function cache (agent/nodejs.c) over objects built in this
+ * process's own memory and read back with process_vm_readv: a function is
+ * described once and then served from the cache while its head is the same;
+ * an object replaced at the same address (another name: the garbage collector
+ * moved or freed the function) is described anew, never given the old name;
+ * an object that is no SharedFunctionInfo any more is refused; a full cache
+ * is emptied.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <linux/types.h>
+
+#include "agent/nodejs.h"
+#include "agent/proc.h"
+#include "agent/v8.h"
+#include "bpf/v8frame.h"
+
+/* The layout of tests/unit/test-agent-v8.c (V8 11.3's offsets, made up where the namer does not care). */
+static const struct agent_v8_meta m = {
+	.off_fp_function = -16,
+	.heap_object_tag = 1,
+	.heap_object_tag_mask = 3,
+	.smi_shift = 32,
+	.heap_object_map = 0,
+	.map_instance_type = 12,
+	.js_function_shared = 24,
+	.sfi_name_or_scope_info = 16,
+	.sfi_script_or_debug_info = 32,
+	.script_name = 16,
+	.script_source = 8,
+	.string_length = 12,
+	.seq_one_byte_chars = 16,
+	.seq_two_byte_chars = 16,
+	.cons_first = 16,
+	.cons_second = 24,
+	.thin_actual = 16,
+	.scopeinfo_first_vars = 3,
+	.scopeinfo_ncontextlocals = 2,
+	.type_js_function_first = 2066,
+	.type_js_function_last = 2096,
+	.type_sfi = 262,
+	.type_script = 167,
+	.type_scope_info = 261,
+	.first_nonstring_type = 128,
+	.string_encoding_mask = 8,
+	.string_representation_mask = 7,
+	.one_byte_string_tag = 8,
+	.seq_string_tag = 0,
+	.cons_string_tag = 1,
+	.thin_string_tag = 5,
+};
+
+/* The heap: 8-byte slots, objects at fixed slots. */
+static uint64_t heap[256];
+enum { MAP_SFI = 0, MAP_STR = 4, MAP_OTHER = 8, STR_A = 16, STR_B = 24, SFI = 40, SFI2 = 48 };
+
+static uint64_t tagged(int slot)
+{
+	return (uint64_t)(uintptr_t)&heap[slot] + 1;
+}
+
+static void map(int slot, uint16_t type)
+{
+	memcpy((uint8_t *)&heap[slot] + m.map_instance_type, &type, sizeof(type));
+}
+
+static void str(int slot, const char *s)
+{
+	int32_t len = (int32_t)strlen(s);
+
+	heap[slot] = tagged(MAP_STR);
+	memcpy((uint8_t *)&heap[slot] + m.string_length, &len, sizeof(len));
+	memcpy((uint8_t *)&heap[slot] + m.seq_one_byte_chars, s, (size_t)len);
+}
+
+static void sfi(int slot, int name)
+{
+	heap[slot] = tagged(MAP_SFI);
+	heap[slot + 2] = tagged(name); /* name_or_scope_info at 16 */
+	heap[slot + 4] = 0;	       /* script_or_debug_info at 32: a Smi, no script */
+}
+
+static struct agent_proc self(void)
+{
+	struct agent_proc p = { 0 };
+
+	p.pid = (uint32_t)getpid();
+	p.start_ns = 42;
+	memcpy(p.key, &p.pid, 4);
+	memcpy(p.key + 4, &p.start_ns, 8);
+	return p;
+}
+
+static void setup_heap(void)
+{
+	memset(heap, 0, sizeof(heap));
+	map(MAP_SFI, 262);
+	map(MAP_STR, 8);
+	map(MAP_OTHER, 300);
+	str(STR_A, "alphaWork");
+	str(STR_B, "betaWork");
+	sfi(SFI, STR_A);
+	sfi(SFI2, STR_B);
+}
+
+static void test_cached_while_same(void **state)
+{
+	struct agent_nodejs *n = agent_nodejs_new(-1, 0);
+	struct agent_proc p = self();
+	struct agent_nodejs_stats st;
+	struct agent_js_frame f;
+
+	(void)state;
+	setup_heap();
+	assert_non_null(n);
+	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_string_equal(f.name, "alphaWork");
+	assert_string_equal(f.script, "");
+	/* The string's characters change but the object's head does not: the cached name stands. */
+	str(STR_A, "alphaXork");
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_string_equal(f.name, "alphaWork");
+	agent_nodejs__stats(n, &st);
+	assert_int_equal(st.function_reads, 1);
+	assert_int_equal(st.functions_cached, 1);
+	/* Not a V8 frame, or a process the namer does not know. */
+	assert_int_equal(agent_nodejs__frame(n, &p, tagged(SFI), &f), -ENOENT);
+	p.start_ns++;
+	memcpy(p.key + 4, &p.start_ns, 8);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), -ENOENT);
+	agent_nodejs_free(n);
+}
+
+static void test_replaced_object_described_anew(void **state)
+{
+	struct agent_nodejs *n = agent_nodejs_new(-1, 0);
+	struct agent_proc p = self();
+	struct agent_nodejs_stats st;
+	struct agent_js_frame f;
+
+	(void)state;
+	setup_heap();
+	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_string_equal(f.name, "alphaWork");
+	/* Another function at the same address: its name slot differs, so it is read again. */
+	sfi(SFI, STR_B);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_string_equal(f.name, "betaWork");
+	/* Something else at the address (its map is another type's): refused, and forgotten. */
+	heap[SFI] = tagged(MAP_OTHER);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), -ENOENT);
+	agent_nodejs__stats(n, &st);
+	assert_int_equal(st.function_reads, 3);
+	assert_int_equal(st.function_read_errors, 1);
+	assert_int_equal(st.functions_cached, 0);
+	agent_nodejs_free(n);
+}
+
+static void test_full_cache_emptied(void **state)
+{
+	struct agent_nodejs *n = agent_nodejs_new(-1, 1);
+	struct agent_proc p = self();
+	struct agent_nodejs_stats st;
+	struct agent_js_frame f;
+
+	(void)state;
+	setup_heap();
+	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI2), &f), 0);
+	assert_string_equal(f.name, "betaWork");
+	agent_nodejs__stats(n, &st);
+	assert_int_equal(st.cache_resets, 1);
+	assert_int_equal(st.functions_cached, 1);
+	agent_nodejs_free(n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cached_while_same),
+		cmocka_unit_test(test_replaced_object_described_anew),
+		cmocka_unit_test(test_full_cache_emptied),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

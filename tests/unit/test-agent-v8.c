@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The V8 SharedFunctionInfo decoder (agent/v8.c) over a memory image built
+ * here as V8 11.3 (Node 20) lays objects out: the name from a ScopeInfo or
+ * a plain string, the script's name, the start line from the source; a
+ * wrong map (an object moved or collected) refused; a loop of cons strings
+ * ended; and the metadata reader on Debian's node when it is installed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/v8.h"
+
+#define BASE 0x10000u
+#define SIZE 4096
+
+static uint8_t img[SIZE];
+
+static int read_img(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	if (addr < BASE || addr - BASE > SIZE || len > SIZE - (addr - BASE))
+		return -EFAULT;
+	memcpy(buf, img + (addr - BASE), len);
+	return 0;
+}
+
+static const struct agent_v8_meta m = {
+	.off_fp_function = -16,
+	.heap_object_tag = 1,
+	.heap_object_tag_mask = 3,
+	.smi_shift = 32,
+	.heap_object_map = 0,
+	.map_instance_type = 12,
+	.js_function_shared = 24,
+	.sfi_name_or_scope_info = 16,
+	.sfi_script_or_debug_info = 32,
+	.script_name = 16,
+	.script_source = 8,
+	.string_length = 12,
+	.seq_one_byte_chars = 16,
+	.seq_two_byte_chars = 16,
+	.cons_first = 16,
+	.cons_second = 24,
+	.thin_actual = 16,
+	.scopeinfo_first_vars = 3,
+	.scopeinfo_ncontextlocals = 2,
+	.type_js_function_first = 2066,
+	.type_js_function_last = 2096,
+	.type_sfi = 262,
+	.type_script = 167,
+	.type_scope_info = 261,
+	.first_nonstring_type = 128,
+	.string_encoding_mask = 8,
+	.string_representation_mask = 7,
+	.one_byte_string_tag = 8,
+	.seq_string_tag = 0,
+	.cons_string_tag = 1,
+	.thin_string_tag = 5,
+};
+
+static void put64(size_t off, uint64_t v)
+{
+	memcpy(img + off, &v, 8);
+}
+
+static uint64_t tag(size_t off)
+{
+	return BASE + off + 1;
+}
+
+static uint64_t smi(int64_t v)
+{
+	return (uint64_t)v << 32;
+}
+
+static uint64_t map(size_t off, uint16_t type)
+{
+	put64(off, tag(off));
+	memcpy(img + off + 12, &type, 2);
+	return tag(off);
+}
+
+static uint64_t seq(size_t off, uint64_t one_byte_map, const char *s)
+{
+	int32_t n = (int32_t)strlen(s);
+
+	put64(off, one_byte_map);
+	memcpy(img + off + 12, &n, 4);
+	memcpy(img + off + 16, s, (size_t)n);
+	return tag(off);
+}
+
+/* An SFI at 0x800 whose ScopeInfo (0x600) names it, of a Script (0x700) with a name and a source. */
+static uint64_t build(void)
+{
+	uint64_t sfi_map, scope_map, script_map, str_map, name, path, src;
+	uint64_t slots[8];
+
+	memset(img, 0, sizeof(img));
+	sfi_map = map(0x100, 262);
+	scope_map = map(0x120, 261);
+	script_map = map(0x140, 167);
+	str_map = map(0x160, 8);
+	name = seq(0x400, str_map, "alphaWork");
+	path = seq(0x440, str_map, "/srv/app/hot.js");
+	src = seq(0x500, str_map, "'use strict';\n\nfunction alphaWork(n) {\n  return n;\n}\n");
+	/* flags, parameter count, no context locals, the name, its slot index, inferred name, start, end. */
+	slots[0] = smi(1);
+	slots[1] = smi(1);
+	slots[2] = smi(0);
+	slots[3] = name;
+	slots[4] = smi(-1);
+	slots[5] = map(0x1a0, 131); /* the inferred name: undefined (an Oddball) */
+	slots[6] = smi(33);
+	slots[7] = smi(51);
+	put64(0x600, scope_map);
+	for (size_t i = 0; i < 8; i++)
+		put64(0x608 + 8 * i, slots[i]);
+	put64(0x700, script_map);
+	put64(0x708, src);
+	put64(0x710, path);
+	put64(0x800, sfi_map);
+	put64(0x810, tag(0x600));
+	put64(0x820, tag(0x700));
+	return tag(0x800);
+}
+
+static void test_scope_info_name(void **state)
+{
+	struct agent_v8_function f;
+	uint64_t sfi = build();
+
+	(void)state;
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, sfi, &f), 0);
+	assert_string_equal(f.name, "alphaWork");
+	assert_string_equal(f.script, "/srv/app/hot.js");
+	assert_int_equal(f.start_pos, 33);
+	assert_int_equal(f.start_line, 3);
+}
+
+static void test_string_name_and_cons(void **state)
+{
+	struct agent_v8_function f;
+	uint64_t sfi = build(), str_map = tag(0x160), cons_map = map(0x180, 1);
+
+	(void)state;
+	/* An uncompiled function: name_or_scope_info is the name, here a cons string "be" + "ta". */
+	put64(0x900, cons_map);
+	put64(0x910, seq(0x940, str_map, "be"));
+	put64(0x918, seq(0x980, str_map, "ta"));
+	put64(0x810, tag(0x900));
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, sfi, &f), 0);
+	assert_string_equal(f.name, "beta");
+	assert_int_equal(f.start_line, 0);
+	/* A cons string that contains itself ends at AGENT_V8_MAX_CONS. */
+	put64(0x910, tag(0x900));
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, sfi, &f), -ELOOP);
+}
+
+static void test_moved_objects_refused(void **state)
+{
+	struct agent_v8_function f;
+	uint64_t sfi = build();
+
+	(void)state;
+	/* Not an SFI any more (its map says a Script): refused, not guessed. */
+	put64(0x800, tag(0x140));
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, sfi, &f), -EINVAL);
+	/* A Smi or an address outside the process. */
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, smi(5), &f), -EINVAL);
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, 0x7f0000000001ull, &f), -EFAULT);
+	/* The script gone (a DebugInfo's map): the name stays, no script. */
+	sfi = build();
+	put64(0x820, tag(0x100));
+	assert_int_equal(agent_v8_describe(&m, read_img, NULL, sfi, &f), 0);
+	assert_string_equal(f.name, "alphaWork");
+	assert_string_equal(f.script, "");
+}
+
+/* Debian's node 20: the values checked against a live process's objects (%DebugPrint). */
+static void test_meta_of_node(void **state)
+{
+	struct agent_v8_meta got;
+	int fd = open("/usr/bin/node", O_RDONLY | O_CLOEXEC);
+	Elf *elf;
+
+	(void)state;
+	if (fd < 0)
+		skip();
+	assert_int_not_equal(elf_version(EV_CURRENT), EV_NONE);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	assert_non_null(elf);
+	if (agent_v8_meta_read(elf, &got) == 0) {
+		/* Layout facts every 64-bit V8 without pointer compression has. */
+		assert_int_equal(got.off_fp_function, -16);
+		assert_int_equal(got.smi_shift, 32);
+		assert_true(got.type_js_function_last >= got.type_js_function_first);
+		assert_int_not_equal(got.type_sfi, got.type_scope_info);
+	}
+	elf_end(elf);
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_scope_info_name),
+		cmocka_unit_test(test_string_name_and_cons),
+		cmocka_unit_test(test_moved_objects_refused),
+		cmocka_unit_test(test_meta_of_node),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
