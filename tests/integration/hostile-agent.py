@@ -227,7 +227,12 @@ def main():
         hwm_kb = status_kb(agent.pid, "VmHWM")
         print("agent VmHWM: %d kB before the hostile processes, %d kB after them, %d kB after the uploads" %
               (before_kb, parsed_kb, hwm_kb))
-        c.check(hwm_kb <= RSS_BUDGET_KB, "the agent's peak RSS stayed within 64 MiB (%d kB)" % hwm_kb)
+        if agentlib.sanitized(env.agent):
+            # ASan's shadow memory and its quarantine of freed blocks (256 MiB by default) are no
+            # measure of the agent's own; the refusals above still show nothing was inflated.
+            c.check(hwm_kb > 0, "the agent's peak RSS %d kB (bound not checked under AddressSanitizer)" % hwm_kb)
+        else:
+            c.check(hwm_kb <= RSS_BUDGET_KB, "the agent's peak RSS stayed within 64 MiB (%d kB)" % hwm_kb)
 
         rc, _ = agentlib.stop_agent(agent, log)
         agent = None
