@@ -19,45 +19,11 @@
 #include <cmocka.h>
 #include <linux/types.h>
 
+#include "v8-test-meta.h"
 #include "agent/nodejs.h"
 #include "agent/proc.h"
 #include "agent/v8.h"
 #include "bpf/v8frame.h"
-
-/* The layout of tests/unit/test-agent-v8.c (V8 11.3's offsets, made up where the namer does not care). */
-static const struct agent_v8_meta m = {
-	.off_fp_function = -16,
-	.heap_object_tag = 1,
-	.heap_object_tag_mask = 3,
-	.smi_shift = 32,
-	.heap_object_map = 0,
-	.map_instance_type = 12,
-	.js_function_shared = 24,
-	.sfi_name_or_scope_info = 16,
-	.sfi_script_or_debug_info = 32,
-	.script_name = 16,
-	.script_source = 8,
-	.string_length = 12,
-	.seq_one_byte_chars = 16,
-	.seq_two_byte_chars = 16,
-	.cons_first = 16,
-	.cons_second = 24,
-	.thin_actual = 16,
-	.scopeinfo_first_vars = 3,
-	.scopeinfo_ncontextlocals = 2,
-	.type_js_function_first = 2066,
-	.type_js_function_last = 2096,
-	.type_sfi = 262,
-	.type_script = 167,
-	.type_scope_info = 261,
-	.first_nonstring_type = 128,
-	.string_encoding_mask = 8,
-	.string_representation_mask = 7,
-	.one_byte_string_tag = 8,
-	.seq_string_tag = 0,
-	.cons_string_tag = 1,
-	.thin_string_tag = 5,
-};
 
 /* The heap: 8-byte slots, objects at fixed slots. */
 static uint64_t heap[256];

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "v8-test-meta.h"
 #include "agent/v8.h"
 
 #define BASE 0x10000u
@@ -34,40 +35,6 @@ static int read_img(void *ctx, uint64_t addr, void *buf, size_t len)
 	memcpy(buf, img + (addr - BASE), len);
 	return 0;
 }
-
-static const struct agent_v8_meta m = {
-	.off_fp_function = -16,
-	.heap_object_tag = 1,
-	.heap_object_tag_mask = 3,
-	.smi_shift = 32,
-	.heap_object_map = 0,
-	.map_instance_type = 12,
-	.js_function_shared = 24,
-	.sfi_name_or_scope_info = 16,
-	.sfi_script_or_debug_info = 32,
-	.script_name = 16,
-	.script_source = 8,
-	.string_length = 12,
-	.seq_one_byte_chars = 16,
-	.seq_two_byte_chars = 16,
-	.cons_first = 16,
-	.cons_second = 24,
-	.thin_actual = 16,
-	.scopeinfo_first_vars = 3,
-	.scopeinfo_ncontextlocals = 2,
-	.type_js_function_first = 2066,
-	.type_js_function_last = 2096,
-	.type_sfi = 262,
-	.type_script = 167,
-	.type_scope_info = 261,
-	.first_nonstring_type = 128,
-	.string_encoding_mask = 8,
-	.string_representation_mask = 7,
-	.one_byte_string_tag = 8,
-	.seq_string_tag = 0,
-	.cons_string_tag = 1,
-	.thin_string_tag = 5,
-};
 
 static void put64(size_t off, uint64_t v)
 {
