@@ -22,6 +22,9 @@
 #include "jvm.h"
 #include "proc.h"
 
+/* Longest blob name kept. */
+#define JAVA_STUB_NAME_MAX 63
+
 /* What a file is to the JVM walker, examined once per (dev, inode, mtime, size): only its name is looked at here. */
 struct java_file {
 	uint64_t key[4];
@@ -55,12 +58,22 @@ struct java_pc {
 /* Compiled pcs kept (all JVMs together); the table is emptied when full. */
 #define JAVA_MAX_PCS 32768
 
+/* A pc in the JVM's own code (a stub, an adapter) and the name of its blob. */
+struct java_stub {
+	uint8_t key[20]; /* the process's key, then the pc */
+	char name[JAVA_STUB_NAME_MAX + 1];
+};
+
+/* Stub pcs kept (all JVMs together); the table is emptied when full. */
+#define JAVA_MAX_STUBS 4096
+
 struct agent_java {
 	int procs_fd;
 	struct agent_jvm *jvm;
 	struct agent_htab files;
 	struct agent_htab procs;
 	struct agent_htab pcs;
+	struct agent_htab stubs;
 	size_t n_files;
 	struct agent_java_stats stats;
 	char name[2 * AGENT_JVM_MAX_SYMBOL + 16];
@@ -82,6 +95,12 @@ static const void *pc_key(const void *v, size_t *len)
 {
 	*len = sizeof(((const struct java_pc *)0)->key);
 	return ((const struct java_pc *)v)->key;
+}
+
+static const void *stub_key(const void *v, size_t *len)
+{
+	*len = sizeof(((const struct java_stub *)0)->key);
+	return ((const struct java_stub *)v)->key;
 }
 
 static void free_all(struct agent_htab *h, agent_htab_key_fn key_of)
@@ -109,6 +128,7 @@ struct agent_java *agent_java_new(int procs_fd, uint64_t max_methods)
 	agent_htab_init(&j->files, file_key);
 	agent_htab_init(&j->procs, proc_key);
 	agent_htab_init(&j->pcs, pc_key);
+	agent_htab_init(&j->stubs, stub_key);
 	return j;
 }
 
@@ -116,9 +136,11 @@ void agent_java_free(struct agent_java *j)
 {
 	if (!j)
 		return;
+	free_all(&j->stubs, stub_key);
 	free_all(&j->pcs, pc_key);
 	free_all(&j->procs, proc_key);
 	free_all(&j->files, file_key);
+	agent_htab_done(&j->stubs);
 	agent_htab_done(&j->pcs);
 	agent_htab_done(&j->procs);
 	agent_htab_done(&j->files);
@@ -407,6 +429,61 @@ int agent_java__name(struct agent_java *j, const struct agent_proc *proc, const 
 	ret->file = nm.file;
 	ret->line = nm.line;
 	return 0;
+}
+
+const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc, uint64_t addr)
+{
+	const struct java_proc *e = agent_htab__get(&j->procs, proc->key, sizeof(proc->key));
+	const struct agent_jvm_layout *l;
+	struct agent_jvm_reader r;
+	struct java_stub *st;
+	uint64_t blob = 0, name_ptr;
+	uint8_t key[20];
+	char name[JAVA_STUB_NAME_MAX + 1];
+	int found = -ENOENT;
+
+	if (!e || !e->ready)
+		return NULL;
+	memcpy(key, proc->key, 12);
+	memcpy(key + 12, &addr, 8);
+	st = agent_htab__get(&j->stubs, key, sizeof(key));
+	if (st) {
+		j->stats.stubs_named++;
+		return st->name;
+	}
+	l = agent_jvm__layout(j->jvm, proc->key);
+	if (!l)
+		return NULL;
+	r = reader_of(e->pid);
+	for (int i = 0; i < e->n_heaps && found == -ENOENT; i++)
+		if (addr >= e->heaps[i].low && addr < e->heaps[i].high)
+			found = agent_jvm_blob_at(&r, l, &e->heaps[i], addr, &blob);
+	if (found < 0 || r.read(r.ctx, blob + l->codeblob_name, &name_ptr, sizeof(name_ptr)) < 0)
+		return NULL;
+	/* A C string in the JVM's memory: read in one piece, cut at its end, printable ASCII only. */
+	memset(name, 0, sizeof(name));
+	for (size_t len = JAVA_STUB_NAME_MAX; len >= 8; len /= 2)
+		if (r.read(r.ctx, name_ptr, name, len) == 0)
+			break;
+	name[JAVA_STUB_NAME_MAX] = '\0';
+	for (size_t i = 0; name[i]; i++)
+		if (name[i] < 0x20 || name[i] > 0x7e)
+			name[i] = '?';
+	if (!name[0])
+		return NULL;
+	if (j->stubs.n >= JAVA_MAX_STUBS)
+		free_all(&j->stubs, stub_key);
+	st = malloc(sizeof(*st));
+	if (!st)
+		return NULL;
+	memcpy(st->key, key, sizeof(key));
+	memcpy(st->name, name, sizeof(name));
+	if (agent_htab__put(&j->stubs, st) < 0) {
+		free(st);
+		return NULL;
+	}
+	j->stats.stubs_named++;
+	return st->name;
 }
 
 void agent_java__stats(struct agent_java *j, struct agent_java_stats *ret)

@@ -43,6 +43,7 @@ struct agent_java_stats {
 	uint64_t method_read_errors; /* ... that could not be read or were not methods */
 	uint64_t compiled_stale;     /* compiled frames whose code was freed or replaced before it was read */
 	uint64_t cache_resets;	     /* the method cache was full and emptied */
+	uint64_t stubs_named;	     /* frames in the JVM's own code (stubs, adapters) named by their blob */
 };
 
 struct agent_java;
@@ -83,6 +84,14 @@ struct agent_java_named {
 /* Names one frame of agent_java__frames(). 0 or -ENOENT. */
 int agent_java__name(struct agent_java *j, const struct agent_proc *proc, const struct agent_jvm_frame *f,
 		     struct agent_java_named *ret);
+/*
+ * The name of the JVM code blob that holds addr when it is not Java code
+ * (the walker records those as pcs): "StubRoutines (1)", "I2C/C2I
+ * adapters", "Interpreter". NULL when addr is not in the process's code
+ * heaps or the blob's name cannot be read. Cached per process and address
+ * (such blobs live as long as the JVM); the string lasts until the next call.
+ */
+const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc, uint64_t addr);
 void agent_java__stats(struct agent_java *j, struct agent_java_stats *ret);
 
 #endif

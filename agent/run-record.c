@@ -148,15 +148,31 @@ static size_t java_frames(struct run_ctx *c, struct agent_proc *proc, uint64_t v
 }
 
 /*
- * A frame in anonymous executable memory: JIT code, named from the process's
- * perf map when it has one that covers the address (a JIT frame of a
- * "perf-map" function), else left UNKNOWN (shown as [unknown] 0x...); counted by result.
+ * A frame in anonymous executable memory: a JVM's own code named after its
+ * code blob; JIT code, named from the process's perf map when it has one
+ * that covers the address (a JIT frame of a "perf-map" function), else left
+ * UNKNOWN (shown as [unknown] 0x...); counted by result.
  */
-static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
+static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, struct agent_proc *proc, uint64_t addr,
+			struct agent_frame *f)
 {
 	enum agent_jit_result why = AGENT_JIT_DISABLED;
 	const char *name;
 	size_t len = 0;
+
+	/* A JVM's own code (stubs, adapters): named after its code blob, a JIT frame of a "jvm" function. */
+	if (c->java && proc && (name = agent_java__stub(c->java, proc, addr))) {
+		struct agent_function_def d = { .runtime = "jvm", .name = name };
+		int64_t idx = agent_store__add_function(c->store, &d, c->window);
+
+		if (idx >= 0) {
+			f->kind = stackrelay_v1_FrameKind_FRAME_KIND_JIT;
+			f->exe = (uint32_t)idx;
+			f->line = 0;
+			f->address = addr;
+			return;
+		}
+	}
 
 	if (c->perfmaps) {
 		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
@@ -247,7 +263,7 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 				v8_frame(c, proc, s->ustack[i], &frames[n]);
 			} else if (same_image) {
 				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
-					resolve_jit(c, s, addr, &frames[n]);
+					resolve_jit(c, s, proc, addr, &frames[n]);
 			} else {
 				frames[n].address = addr;
 				frames[n].exe = AGENT_EXE_NONE;

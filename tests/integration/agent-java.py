@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Java frames unwound and named, without flags (real eBPF, Debian's OpenJDK).
+
+tests/workloads/JavaHot.java is compiled (javac -g) and run three times, one
+after the other: as users run Java (no flags: the interpreter, C1 and C2,
+with C2's inlining), with -Xint (every frame interpreted) and with
+-XX:TieredStopAtLevel=1 (C1 only). Each run prints its pid and waits; the
+agent (--pid filter, --output, java.enabled by default) starts, and once its
+/metrics count the JVM as given to the walker the workload is released and
+spends SECONDS of CPU in main -> alpha x 11 -> spin -> mid -> work.
+Checked for each run, over the samples whose stack holds a JavaHot frame:
+  - >= 90 % hold the whole Java chain in order: work, mid (inlined into spin
+    by C2 in the plain run), spin, eleven alpha, main; every frame of it an
+    INTERPRETED frame of a "jvm" function named JavaHot.<method> with file
+    JavaHot.java;
+  - >= 90 % go on below main to native code (the stack reaches the thread's
+    root: the frame below the Java frames is named, the last frame is the
+    thread's entry in libc);
+  - the lines: mid's, spin's, alpha's (the caller frames) and main's are the
+    lines of their calls in JavaHot.java; in the -Xint run work's line is one
+    of its body's;
+  - the agent's exit log: >= 90 % of the table-unwound stacks complete, and
+    <= 5 % of the Java frames recorded in BPF stayed unnamed.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402
+import agentlib  # noqa: E402
+
+SECONDS = 3
+FREQ = 97
+INTERPRETED = 4
+JIT = 5
+UNKNOWN = 3
+CHAIN = ["JavaHot.work", "JavaHot.mid", "JavaHot.spin"] + ["JavaHot.alpha"] * 11 + ["JavaHot.main"]
+RUNS = [("plain", []), ("interpreted", ["-Xint"]), ("c1", ["-XX:TieredStopAtLevel=1"])]
+
+
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def line_of(path, text):
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise AssertionError("%s not in %s" % (text, path))
+
+
+def body_lines(path, method):
+    """The lines of a method's body in the source (from its declaration to the next method's)."""
+    lines = open(path).read().splitlines()
+    start = next(i for i, l in enumerate(lines, 1) if re.search(r"static \w+ %s\(" % method, l))
+    end = next((i for i, l in enumerate(lines, 1) if i > start and re.search(r"^\s+(public )?static ", l)),
+               len(lines))
+    return set(range(start, end))
+
+
+def java_frames(out, sample):
+    """(name, file, line, runtime) of the sample's named Java method frames, leaf first, and the index of the
+    outermost one in the stack's frames (-1 when none)."""
+    res, last = [], -1
+    frames = out.frames(sample)
+    for i, f in enumerate(frames):
+        if f.kind != INTERPRETED:
+            continue
+        fn = out.functions.get(f.function_id)
+        if fn is None or fn.runtime != "jvm":
+            continue
+        res.append((fn.name, fn.file_name, f.line, fn.runtime))
+        last = i
+    return res, last
+
+
+def one_run(env, c, java, classes, src, label, flags):
+    w = agent = None
+    try:
+        w = subprocess.Popen([java] + flags + ["-cp", classes, "JavaHot", str(SECONDS)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        pid = int(w.stdout.readline())
+        port = free_port()
+        cfg = os.path.join(env.tmp, "agent-%s.yaml" % label)
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
+        out_path = os.path.join(env.tmp, "out-%s.pb" % label)
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "%s: the agent starts" % label)
+            return
+        # The JVM is given to the walker once its tables are filled in (at start-up, before main runs).
+        deadline = time.monotonic() + 60
+        known = False
+        while time.monotonic() < deadline and not known:
+            try:
+                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+                known = (metric(text, "stackrelay_agent_java_processes_total") or 0) >= 1
+            except OSError:
+                pass
+            if not known:
+                time.sleep(0.2)
+        c.check(known, "%s: the agent gives the JVM to the Java walker" % label)
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        done = w.stdout.readline()
+        w.wait(timeout=120)
+        c.check(done.startswith("done"), "%s: the workload ran (%r)" % (label, done.strip()))
+        time.sleep(1.5)
+        rc, stderr = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "%s: the agent exits 0 (got %s)" % (label, rc))
+        out = agentlib.Output(env.pb, out_path)
+        check_samples(c, out, pid, src, label)
+        unw = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
+        stacks = int(unw.get("stacks_table", 0))
+        complete = int(unw.get("end_complete", 0))
+        c.check(stacks > 0 and complete >= 0.9 * stacks,
+                "%s: >= 90%% of table-unwound stacks complete (%d of %d; %s)" % (label, complete, stacks, unw))
+        jf = agentlib.logfmt_fields(stderr, "java frames") or {}
+        recorded = int(jf.get("frames_recorded", 0))
+        unnamed = int(jf.get("unnamed_frames", 0))
+        c.check(recorded > 0 and unnamed <= 0.05 * recorded,
+                "%s: <= 5%% of Java frames recorded stay unnamed (%d of %d)" % (label, unnamed, recorded))
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def check_samples(c, out, pid, src, label):
+    samples = out.for_pid(pid)
+    java = []
+    for s in samples:
+        jf, last = java_frames(out, s)
+        if any(n.startswith("JavaHot.") for n, _, _, _ in jf):
+            java.append((s, jf, last))
+    total = sum(s.count or 1 for s, _, _ in java)
+    c.check(total >= 50, "%s: >= 50 samples hold a JavaHot frame (%d)" % (label, total))
+    if not total:
+        return
+    whole = below = 0
+    lines = {"JavaHot.mid": line_of(src, "return work(s, x) + 1;"), "JavaHot.spin": line_of(src, "s = mid(s, i);"),
+             "JavaHot.main": line_of(src, "s += alpha(10);")}
+    alpha_call = line_of(src, "return alpha(depth - 1) + 1;")
+    alpha_leaf = line_of(src, "return spin(3000);")
+    work_body = body_lines(src, "work")
+    bad_lines = {}
+    for s, jf, last in java:
+        n = s.count or 1
+        names = [x[0] for x in jf]
+        if names[:len(CHAIN)] == CHAIN and all(f == "JavaHot.java" for _, f, _, _ in jf[:len(CHAIN)]):
+            whole += n
+            for i, (name, _, line, _) in enumerate(jf[:len(CHAIN)]):
+                want = lines.get(name)
+                if name == "JavaHot.alpha":
+                    want = alpha_leaf if i == 3 else alpha_call
+                if name == "JavaHot.work":
+                    if label == "interpreted" and line not in work_body:
+                        bad_lines[(name, line)] = bad_lines.get((name, line), 0) + n
+                    continue
+                if line != want:
+                    bad_lines[(name, line)] = bad_lines.get((name, line), 0) + n
+        frames = out.frames(s)
+        # Below main: the call stub (named after its code blob), JavaCalls and the launcher's threads, to the root.
+        if last >= 0 and last + 1 < len(frames) and frames[last + 1].kind != UNKNOWN and \
+                all(f.kind != UNKNOWN for f in frames[last + 1:]) and len(frames) - last - 1 >= 3:
+            below += n
+    c.check(whole >= 0.9 * total, "%s: >= 90%% of Java samples hold work < mid < spin < alpha x 11 < main "
+            "(%d of %d)" % (label, whole, total))
+    c.check(below >= 0.9 * total, "%s: >= 90%% of Java samples go on below main to named native frames "
+            "(%d of %d)" % (label, below, total))
+    c.check(sum(bad_lines.values()) <= 0.05 * max(whole, 1),
+            "%s: frames' lines are their calls' lines (wrong: %s)" % (label, bad_lines))
+    for s, jf, last in java[:1]:
+        print("%s: a stack: %s" % (label, " < ".join("%s:%d" % (n, l) for n, _, l, _ in jf)))
+
+
+def main():
+    agentlib.require_root_bpf()
+    env = agentlib.Env()
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if not java or not javac:
+        agentlib.skip("no JDK (java, javac: openjdk-17-jdk-headless, scripts/install-deps)")
+    src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
+    classes = os.path.join(env.tmp, "classes")
+    subprocess.run([javac, "-g", "-d", classes, src], check=True)
+    c = agentlib.Checks()
+    for label, flags in RUNS:
+        one_run(env, c, java, classes, src, label, flags)
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
