@@ -22,7 +22,20 @@ Checked for each run, over the samples whose stack holds a JavaHot frame:
     of its body's;
   - the agent's exit log: >= 90 % of the table-unwound stacks complete, and
     <= 5 % of the Java frames recorded in BPF stayed unnamed.
+Then tests/workloads/JavaSplit.java, a split it times itself (alphaWork, too
+big to inline, and betaWork, which C2 inlines into its caller), is started
+after the agent (a shell waiting on a pipe execs java under its PID, so the
+--pid filter knows it) with JFR recording (-XX:StartFlightRecording,
+settings=profile, a sample every 2 ms; the agent at 997 Hz). Checked:
+  - the JVM started after the agent is given to the walker;
+  - >= 95 % of the table-unwound stacks complete;
+  - of the main thread's samples after the program's start line whose leaf
+    Java frame is alphaWork or betaWork, alphaWork's share is within +-5
+    points of the program's own clock (System.nanoTime around each call),
+    and within +-5 points of JFR's jdk.ExecutionSample top frames
+    (`jfr print --json`) over the same methods.
 """
+import json
 import os
 import re
 import shutil
@@ -37,6 +50,7 @@ import agentlib  # noqa: E402
 
 SECONDS = 3
 FREQ = 97
+SPLIT_FREQ = 997
 INTERPRETED = 4
 JIT = 5
 UNKNOWN = 3
@@ -189,6 +203,116 @@ def check_samples(c, out, pid, src, label):
         print("%s: a stack: %s" % (label, " < ".join("%s:%d" % (n, l) for n, _, l, _ in jf)))
 
 
+def leaf_java(out, sample):
+    jf, _ = java_frames(out, sample)
+    return jf[0][0] if jf else None
+
+
+def jfr_top_shares(jfr, path, methods):
+    """Top-frame counts of JFR's execution samples over the given methods (class.method)."""
+    r = subprocess.run([jfr, "print", "--json", "--events", "jdk.ExecutionSample", path], capture_output=True,
+                       text=True, timeout=120)
+    counts = {m: 0 for m in methods}
+    for ev in json.loads(r.stdout)["recording"]["events"]:
+        frames = ev["values"]["stackTrace"]["frames"]
+        if not frames:
+            continue
+        m = frames[0]["method"]
+        name = "%s.%s" % (m["type"]["name"].replace("/", "."), m["name"])
+        if name in counts:
+            counts[name] += 1
+    return counts
+
+
+def split_run(env, c, java, classes):
+    """JavaSplit started after the agent, with JFR: the split against its own clock and against JFR."""
+    jfr = shutil.which("jfr") or os.path.join(os.path.dirname(os.path.realpath(java)), "jfr")
+    rec = os.path.join(env.tmp, "split.jfr")
+    w = agent = None
+    try:
+        w = subprocess.Popen(["sh", "-c", 'read x; exec "$0" "$@"', java,
+                              "-XX:StartFlightRecording=filename=%s,settings=profile,jdk.ExecutionSample#period=2ms" % rec, "-cp", classes,
+                              "JavaSplit", str(SECONDS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=env.tmp)
+        pid = w.pid
+        port = free_port()
+        cfg = os.path.join(env.tmp, "agent-split.yaml")
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
+        out_path = os.path.join(env.tmp, "out-split.pb")
+        # 997 Hz, JFR every 2 ms: thousands of samples each, so 5 points is several standard errors.
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(SPLIT_FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "split: the agent starts")
+            return
+        w.stdin.write("start\n")
+        w.stdin.flush()
+        # JFR prints its start-up lines first.
+        line = w.stdout.readline()
+        while line and not line.strip().isdigit():
+            line = w.stdout.readline()
+        c.check(line.strip() == str(pid), "split: java started under the gate's PID (%r)" % line.strip())
+        deadline = time.monotonic() + 60
+        known = False
+        while time.monotonic() < deadline and not known:
+            try:
+                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+                known = (metric(text, "stackrelay_agent_java_processes_total") or 0) >= 1
+            except OSError:
+                pass
+            if not known:
+                time.sleep(0.2)
+        c.check(known, "split: the JVM started after the agent is given to the Java walker")
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        started = w.stdout.readline()
+        go = time.time_ns()
+        done = w.stdout.readline().split()
+        w.wait(timeout=120)
+        c.check(started.startswith("start") and len(done) == 4 and done[0] == "done",
+                "split: the workload ran (%r %r)" % (started.strip(), done))
+        time.sleep(1.5)
+        rc, stderr = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "split: the agent exits 0 (got %s)" % rc)
+        unw = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
+        stacks, complete = int(unw.get("stacks_table", 0)), int(unw.get("end_complete", 0))
+        c.check(stacks > 0 and complete >= 0.95 * stacks,
+                "split: >= 95%% of table-unwound stacks complete (%d of %d)" % (complete, stacks))
+        if len(done) != 4:
+            return
+        own = 100.0 * int(done[1]) / (int(done[1]) + int(done[2]))
+        out = agentlib.Output(env.pb, out_path)
+        counts = {"JavaSplit.alphaWork": 0, "JavaSplit.betaWork": 0}
+        for s in out.for_pid(pid):
+            if s.start_time_unix_nano < go:
+                continue
+            leaf = leaf_java(out, s)
+            if leaf in counts:
+                counts[leaf] += s.count or 1
+        a, b = counts["JavaSplit.alphaWork"], counts["JavaSplit.betaWork"]
+        ours = 100.0 * a / (a + b) if a + b else -100
+        c.check(a + b >= 1000 and abs(ours - own) <= 5,
+                "split: alphaWork's share of the leaf frames is within 5 points of the program's clock "
+                "(agent %.1f%% of %d, clock %.1f%%)" % (ours, a + b, own))
+        if not os.path.exists(jfr):
+            print("# no jfr tool beside java: the JFR comparison is skipped")
+            return
+        jc = jfr_top_shares(jfr, rec, counts.keys())
+        ja, jb = jc["JavaSplit.alphaWork"], jc["JavaSplit.betaWork"]
+        theirs = 100.0 * ja / (ja + jb) if ja + jb else -100
+        c.check(ja + jb >= 500 and abs(ours - theirs) <= 5,
+                "split: alphaWork's share is within 5 points of JFR's top frames (agent %.1f%%, JFR %.1f%% of %d)"
+                % (ours, theirs, ja + jb))
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def main():
     agentlib.require_root_bpf()
     env = agentlib.Env()
@@ -197,10 +321,12 @@ def main():
         agentlib.skip("no JDK (java, javac: openjdk-17-jdk-headless, scripts/install-deps)")
     src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
     classes = os.path.join(env.tmp, "classes")
-    subprocess.run([javac, "-g", "-d", classes, src], check=True)
+    subprocess.run([javac, "-g", "-d", classes, src, os.path.join(env.src, "tests", "workloads", "JavaSplit.java")],
+                   check=True)
     c = agentlib.Checks()
     for label, flags in RUNS:
         one_run(env, c, java, classes, src, label, flags)
+    split_run(env, c, java, classes)
     return c.finish()
 
 
