@@ -10,10 +10,11 @@ agent (--pid filter, --output, java.enabled by default) starts, and once its
 /metrics count the JVM as given to the walker the workload is released and
 spends SECONDS of CPU in main -> alpha x 11 -> spin -> mid -> work.
 Checked for each run, over the samples whose stack holds a JavaHot frame:
-  - >= 90 % hold the whole Java chain in order: work, mid (inlined into spin
-    by C2 in the plain run), spin, eleven alpha, main; every frame of it an
-    INTERPRETED frame of a "jvm" function named JavaHot.<method> with file
-    JavaHot.java;
+  - >= 90 % hold the Java chain in order from their leaf Java frame on (work,
+    mid (inlined into spin by C2 in the plain run), spin, eleven alpha, main:
+    a sample in spin's own code holds spin < alpha x 11 < main), and >= 70 %
+    all of it; every frame of it an INTERPRETED frame of a "jvm" function
+    named JavaHot.<method> with file JavaHot.java;
   - >= 90 % go on below main to native code (the stack reaches the thread's
     root: the frame below the Java frames is named, the last frame is the
     thread's entry in libc);
@@ -34,6 +35,14 @@ settings=profile, a sample every 2 ms; the agent at 997 Hz). Checked:
     points of the program's own clock (System.nanoTime around each call),
     and within +-5 points of JFR's jdk.ExecutionSample top frames
     (`jfr print --json`) over the same methods.
+Last, tests/workloads/JavaUnload.java loads a class Gen UNLOAD_PHASES times,
+each from a directory of its own where its one method is named phase0,
+phase1, ... (javac here), runs it hot for PHASE_SECONDS, and drops and
+unloads it (System.gc()); HotSpot puts each new Gen where the last one was
+(-Xlog:class+unload shows the same Klass address every time), so its
+methods' addresses are reused. Checked: of the samples in aggregation
+windows that lie inside phase K, every Gen frame is named Gen.phaseK (none
+after another phase's method), and each phase has >= 20 such frames.
 """
 import json
 import os
@@ -51,6 +60,8 @@ import agentlib  # noqa: E402
 SECONDS = 3
 FREQ = 97
 SPLIT_FREQ = 997
+UNLOAD_PHASES = 4
+PHASE_SECONDS = 2.5
 INTERPRETED = 4
 JIT = 5
 UNKNOWN = 3
@@ -166,7 +177,7 @@ def check_samples(c, out, pid, src, label):
     c.check(total >= 50, "%s: >= 50 samples hold a JavaHot frame (%d)" % (label, total))
     if not total:
         return
-    whole = below = 0
+    whole = full = below = 0
     lines = {"JavaHot.mid": line_of(src, "return work(s, x) + 1;"), "JavaHot.spin": line_of(src, "s = mid(s, i);"),
              "JavaHot.main": line_of(src, "s += alpha(10);")}
     alpha_call = line_of(src, "return alpha(depth - 1) + 1;")
@@ -176,12 +187,19 @@ def check_samples(c, out, pid, src, label):
     for s, jf, last in java:
         n = s.count or 1
         names = [x[0] for x in jf]
-        if names[:len(CHAIN)] == CHAIN and all(f == "JavaHot.java" for _, f, _, _ in jf[:len(CHAIN)]):
+        # Time spent in spin, alpha or main themselves is theirs: the chain may start anywhere in CHAIN.
+        tail = CHAIN[len(CHAIN) - len(names):] if len(names) <= len(CHAIN) else None
+        if names == CHAIN:
+            full += n
+        if names == tail and all(f == "JavaHot.java" for _, f, _, _ in jf):
             whole += n
-            for i, (name, _, line, _) in enumerate(jf[:len(CHAIN)]):
+            skip = len(CHAIN) - len(names)
+            for i, (name, _, line, _) in enumerate(jf, skip):
                 want = lines.get(name)
                 if name == "JavaHot.alpha":
                     want = alpha_leaf if i == 3 else alpha_call
+                if i == skip and name != "JavaHot.work":
+                    continue  # a leaf's line is where it runs, not a call
                 if name == "JavaHot.work":
                     if label == "interpreted" and line not in work_body:
                         bad_lines[(name, line)] = bad_lines.get((name, line), 0) + n
@@ -193,8 +211,10 @@ def check_samples(c, out, pid, src, label):
         if last >= 0 and last + 1 < len(frames) and frames[last + 1].kind != UNKNOWN and \
                 all(f.kind != UNKNOWN for f in frames[last + 1:]) and len(frames) - last - 1 >= 3:
             below += n
-    c.check(whole >= 0.9 * total, "%s: >= 90%% of Java samples hold work < mid < spin < alpha x 11 < main "
-            "(%d of %d)" % (label, whole, total))
+    c.check(whole >= 0.9 * total, "%s: >= 90%% of Java samples hold the chain work < mid < spin < alpha x 11 < "
+            "main from their leaf Java frame on (%d of %d)" % (label, whole, total))
+    c.check(full >= 0.7 * total, "%s: >= 70%% of Java samples hold all of it, work their leaf (%d of %d)" %
+            (label, full, total))
     c.check(below >= 0.9 * total, "%s: >= 90%% of Java samples go on below main to named native frames "
             "(%d of %d)" % (label, below, total))
     c.check(sum(bad_lines.values()) <= 0.05 * max(whole, 1),
@@ -313,6 +333,79 @@ def split_run(env, c, java, classes):
                 p.wait()
 
 
+def unload_run(env, c, java, classes):
+    """Classes unloaded and their methods' memory reused: frames keep the name of the method that ran."""
+    dirs = []
+    for k in range(UNLOAD_PHASES):
+        d = os.path.join(env.tmp, "gen%d" % k)
+        os.makedirs(d)
+        with open(os.path.join(d, "Gen.java"), "w") as f:
+            f.write("public class Gen {\n"
+                    "    public static long phase%d(long s) {\n"
+                    "        for (int i = 0; i < 20000; i++)\n"
+                    "            s = s * 31 + (i ^ %d);\n"
+                    "        return s;\n"
+                    "    }\n"
+                    "}\n" % (k, k))
+        subprocess.run([shutil.which("javac"), "-d", d, os.path.join(d, "Gen.java")], check=True)
+        dirs.append(d)
+    w = agent = None
+    try:
+        w = subprocess.Popen([java, "-cp", classes, "JavaUnload", str(PHASE_SECONDS)] + dirs, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        pid = int(w.stdout.readline())
+        cfg = os.path.join(env.tmp, "agent-unload.yaml")
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % free_port())
+        out_path = os.path.join(env.tmp, "out-unload.pb")
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "unload: the agent starts")
+            return
+        # System.nanoTime is CLOCK_MONOTONIC: the phases' bounds in wall-clock time, as the samples carry.
+        offset = time.time_ns() - time.monotonic_ns()
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        phases = []
+        for line in w.stdout:
+            f = line.split()
+            if f and f[0] == "phase":
+                phases.append((int(f[1]), int(f[2]) + offset, int(f[3]) + offset))
+            if f and f[0] == "done":
+                break
+        w.wait(timeout=120)
+        c.check(len(phases) == UNLOAD_PHASES, "unload: the workload ran %d phases" % len(phases))
+        time.sleep(1.5)
+        rc, _ = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "unload: the agent exits 0 (got %s)" % rc)
+        out = agentlib.Output(env.pb, out_path)
+        right = {k: 0 for k, _, _ in phases}
+        wrong = {}
+        for s in out.for_pid(pid):
+            phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
+            if not phase:
+                continue
+            jf, _ = java_frames(out, s)
+            for name, _, _, _ in jf:
+                if not name.startswith("Gen."):
+                    continue
+                if name == "Gen.phase%d" % phase[0]:
+                    right[phase[0]] += s.count or 1
+                else:
+                    wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
+        c.check(not wrong, "unload: no Gen frame is named after another phase's method (wrong: %s)" % wrong)
+        c.check(all(v >= 20 for v in right.values()),
+                "unload: each phase has >= 20 Gen frames named after its own method (%s)" % right)
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def main():
     agentlib.require_root_bpf()
     env = agentlib.Env()
@@ -321,12 +414,14 @@ def main():
         agentlib.skip("no JDK (java, javac: openjdk-17-jdk-headless, scripts/install-deps)")
     src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
     classes = os.path.join(env.tmp, "classes")
-    subprocess.run([javac, "-g", "-d", classes, src, os.path.join(env.src, "tests", "workloads", "JavaSplit.java")],
+    subprocess.run([javac, "-g", "-d", classes, src] +
+                   [os.path.join(env.src, "tests", "workloads", w) for w in ("JavaSplit.java", "JavaUnload.java")],
                    check=True)
     c = agentlib.Checks()
     for label, flags in RUNS:
         one_run(env, c, java, classes, src, label, flags)
     split_run(env, c, java, classes)
+    unload_run(env, c, java, classes)
     return c.finish()
 
 
