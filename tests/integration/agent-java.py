@@ -43,6 +43,12 @@ unloads it (System.gc()); HotSpot puts each new Gen where the last one was
 methods' addresses are reused. Checked: of the samples in aggregation
 windows that lie inside phase K, every Gen frame is named Gen.phaseK (none
 after another phase's method), and each phase has >= 20 such frames.
+And tests/workloads/JavaDeopt.java: run() is compiled by C2 with
+Circle.area inlined behind a type check, then called with Squares, which
+deoptimizes it and has it compiled again (-XX:+PrintCompilation, which only
+prints, shows "made not entrant"). Checked: in windows inside the Circle
+phase no frame is named Square.area and in those inside the Square phase
+none Circle.area; each phase has >= 20 frames of its own shape's method.
 """
 import json
 import os
@@ -406,6 +412,68 @@ def unload_run(env, c, java, classes):
                 p.wait()
 
 
+def deopt_run(env, c, java, classes):
+    """A compiled method deoptimized and compiled again: frames keep the name of the code that ran."""
+    w = agent = None
+    try:
+        w = subprocess.Popen([java, "-XX:+PrintCompilation", "-cp", classes, "JavaDeopt", str(PHASE_SECONDS)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        line = w.stdout.readline()
+        while line and not line.strip().isdigit():
+            line = w.stdout.readline()
+        pid = int(line)
+        cfg = os.path.join(env.tmp, "agent-deopt.yaml")
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % free_port())
+        out_path = os.path.join(env.tmp, "out-deopt.pb")
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "deopt: the agent starts")
+            return
+        offset = time.time_ns() - time.monotonic_ns()
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        phases, deopt = [], False
+        for line in w.stdout:
+            f = line.split()
+            if f and f[0] == "phase":
+                phases.append((int(f[1]), int(f[2]) + offset, int(f[3]) + offset))
+            elif len(phases) == 1 and "JavaDeopt::run" in line and "made not entrant" in line:
+                deopt = True
+            elif f and f[0] == "done":
+                break
+        w.wait(timeout=120)
+        c.check(len(phases) == 2, "deopt: the workload ran 2 phases")
+        c.check(deopt, "deopt: JavaDeopt.run was deoptimized when the Squares came (PrintCompilation)")
+        time.sleep(1.5)
+        rc, _ = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "deopt: the agent exits 0 (got %s)" % rc)
+        out = agentlib.Output(env.pb, out_path)
+        own = {0: "JavaDeopt$Circle.area", 1: "JavaDeopt$Square.area"}
+        right = {0: 0, 1: 0}
+        wrong = {}
+        for s in out.for_pid(pid):
+            phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
+            if not phase:
+                continue
+            for name, _, _, _ in java_frames(out, s)[0]:
+                if name == own[phase[0]]:
+                    right[phase[0]] += s.count or 1
+                elif name == own[1 - phase[0]]:
+                    wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
+        c.check(not wrong, "deopt: no frame is named after the other phase's shape (wrong: %s)" % wrong)
+        c.check(all(v >= 20 for v in right.values()),
+                "deopt: each phase has >= 20 frames of its own shape's area (%s)" % right)
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def main():
     agentlib.require_root_bpf()
     env = agentlib.Env()
@@ -415,13 +483,14 @@ def main():
     src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
     classes = os.path.join(env.tmp, "classes")
     subprocess.run([javac, "-g", "-d", classes, src] +
-                   [os.path.join(env.src, "tests", "workloads", w) for w in ("JavaSplit.java", "JavaUnload.java")],
+                   [os.path.join(env.src, "tests", "workloads", w) for w in ("JavaSplit.java", "JavaUnload.java", "JavaDeopt.java")],
                    check=True)
     c = agentlib.Checks()
     for label, flags in RUNS:
         one_run(env, c, java, classes, src, label, flags)
     split_run(env, c, java, classes)
     unload_run(env, c, java, classes)
+    deopt_run(env, c, java, classes)
     return c.finish()
 
 
