@@ -55,17 +55,11 @@ struct java_pc {
 	struct agent_jvm_frame frames[];
 };
 
-/* Compiled pcs kept (all JVMs together); the table is emptied when full. */
-#define JAVA_MAX_PCS 32768
-
 /* A pc in the JVM's own code (a stub, an adapter) and the name of its blob. */
 struct java_stub {
 	uint8_t key[20]; /* the process's key, then the pc */
 	char name[JAVA_STUB_NAME_MAX + 1];
 };
-
-/* Stub pcs kept (all JVMs together); the table is emptied when full. */
-#define JAVA_MAX_STUBS 4096
 
 struct agent_java {
 	int procs_fd;
@@ -398,7 +392,7 @@ int agent_java__frames(struct agent_java *j, const struct agent_proc *proc, uint
 		n = compiled_frames(j, e, l, value, frames, AGENT_JVM_MAX_SCOPES);
 		if (n < 0)
 			return n;
-		if (j->pcs.n >= JAVA_MAX_PCS)
+		if (j->pcs.n >= AGENT_JAVA_MAX_PCS)
 			free_all(&j->pcs, pc_key);
 		c = malloc(sizeof(*c) + (size_t)n * sizeof(c->frames[0]));
 		if (!c)
@@ -471,7 +465,7 @@ const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc
 			name[i] = '?';
 	if (!name[0])
 		return NULL;
-	if (j->stubs.n >= JAVA_MAX_STUBS)
+	if (j->stubs.n >= AGENT_JAVA_MAX_STUBS)
 		free_all(&j->stubs, stub_key);
 	st = malloc(sizeof(*st));
 	if (!st)
@@ -496,5 +490,7 @@ void agent_java__stats(struct agent_java *j, struct agent_java_stats *ret)
 	j->stats.method_reads = s.method_reads;
 	j->stats.method_read_errors = s.method_read_errors;
 	j->stats.cache_resets = s.cache_resets;
+	j->stats.pcs_cached = j->pcs.n;
+	j->stats.stubs_cached = j->stubs.n;
 	*ret = j->stats;
 }

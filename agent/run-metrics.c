@@ -200,6 +200,27 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			m->bpf[PROFILE_CNT_V8_FRAMES], m->run->v8_unnamed_frames, m->nodejs->processes,
 			m->nodejs->unsupported, m->nodejs->functions_cached, m->nodejs->function_reads,
 			m->nodejs->function_read_errors);
+	if (m->n_caches) {
+		fprintf(f, "# HELP stackrelay_agent_cache_entries Entries each of the agent's caches holds now (one "
+			   "that stays at its limit is full, not leaking).\n"
+			   "# TYPE stackrelay_agent_cache_entries gauge\n");
+		for (size_t i = 0; i < m->n_caches; i++)
+			fprintf(f, "stackrelay_agent_cache_entries{cache=\"%s\"} %" PRIu64 "\n", m->caches[i].name,
+				m->caches[i].entries);
+		fprintf(f, "# HELP stackrelay_agent_cache_limit The bound of each cache, in entries.\n"
+			   "# TYPE stackrelay_agent_cache_limit gauge\n");
+		for (size_t i = 0; i < m->n_caches; i++)
+			if (m->caches[i].limit)
+				fprintf(f, "stackrelay_agent_cache_limit{cache=\"%s\"} %" PRIu64 "\n",
+					m->caches[i].name, m->caches[i].limit);
+	}
+	fprintf(f,
+		"# HELP stackrelay_agent_heap_bytes malloc's main arena, where the profiling loop keeps its caches "
+		"(the sender's thread allocates from an arena of its own): in use, and held but free.\n"
+		"# TYPE stackrelay_agent_heap_bytes gauge\n"
+		"stackrelay_agent_heap_bytes{state=\"in_use\"} %" PRIu64 "\n"
+		"stackrelay_agent_heap_bytes{state=\"free\"} %" PRIu64 "\n",
+		m->heap_in_use, m->heap_free);
 	if (m->java)
 		fprintf(f,
 			"# HELP stackrelay_agent_java_frames_total Java frames: recorded in BPF (one a compiled or "

@@ -249,11 +249,47 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 	return 0;
 }
 
+/* The caches that grow with processes, files and code, with their bounds (under the loop's lock). */
+static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g, size_t cap)
+{
+	const struct agent_config *cfg = c->cfg;
+	size_t n = 0;
+
+#define GAUGE(nm, e, l)                                                                                                \
+	do {                                                                                                           \
+		if (n < cap)                                                                                           \
+			g[n++] = (struct agent_cache_gauge){ nm, (e), (l) };                                           \
+	} while (0)
+	GAUGE("processes", c->procs_stats.processes,
+	      cfg->profiling.max_processes ? cfg->profiling.max_processes : AGENT_DEFAULT_MAX_PROCESSES);
+	GAUGE("files", c->procs_stats.executables_cached, AGENT_EXE_CACHE_MAX);
+	GAUGE("stacks", c->store_stats.stacks, cfg->profiling.max_stacks);
+	GAUGE("executables", c->store_stats.executables, AGENT_STORE_MAX_EXECUTABLES);
+	GAUGE("functions", c->store_stats.functions, AGENT_FUNCTIONS_MAX);
+	if (c->unwinder)
+		GAUGE("unwind_tables", c->unwinder_stats.tables, 0);
+	if (c->perfmaps)
+		GAUGE("perf_map_entries", c->perfmaps_stats.entries, 0);
+	if (c->python)
+		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects);
+	if (c->nodejs)
+		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions);
+	if (c->java) {
+		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods);
+		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS);
+		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS);
+	}
+#undef GAUGE
+	return n;
+}
+
 static void render_metrics(void *ctx, FILE *f)
 {
 	struct run_ctx *c = ctx;
 	struct agent_run_metrics m = { 0 };
 	struct agent_sender_stats ss;
+	struct agent_cache_gauge caches[16];
+	struct mallinfo2 mi = mallinfo2();
 
 	pthread_mutex_lock(&c->lock);
 	m.bpf = c->bpf;
@@ -268,6 +304,10 @@ static void render_metrics(void *ctx, FILE *f)
 	m.java = c->java ? &c->java_stats : NULL;
 	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	m.privileges_dropped = c->privileges_dropped;
+	m.caches = caches;
+	m.n_caches = cache_gauges(c, caches, SR_ARRAY_SIZE(caches));
+	m.heap_in_use = mi.uordblks + mi.hblkhd;
+	m.heap_free = mi.fordblks;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;

@@ -31,6 +31,12 @@ struct agent_python_stats;
 struct agent_nodejs_stats;
 struct agent_java_stats;
 
+struct agent_cache_gauge {
+	const char *name;
+	uint64_t entries;
+	uint64_t limit; /* 0: bounded otherwise (docs/agent.md, "Memory") */
+};
+
 struct agent_run_metrics {
 	const uint64_t *bpf;		  /* PROFILE_CNT__MAX */
 	const uint64_t *bpf_lost_per_cpu; /* n_cpus, may be NULL */
@@ -45,6 +51,11 @@ struct agent_run_metrics {
 	const struct agent_nodejs_stats *nodejs;     /* NULL: nodejs.enabled off */
 	const struct agent_java_stats *java;	     /* NULL: java.enabled off */
 	bool privileges_dropped;		     /* false: --keep-privileges */
+	/* What each cache that grows with processes, files and code holds now, and its bound. */
+	const struct agent_cache_gauge *caches;
+	size_t n_caches;
+	uint64_t heap_in_use; /* malloc's bytes in use (mallinfo2: arena and mmapped) */
+	uint64_t heap_free;   /* ... held by malloc but free */
 };
 
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m);
