@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "core/model.h"
 #include "pbwire.h"
 
@@ -120,23 +121,12 @@ static inline void gw_otlp_imap_set(struct imap *m, uint32_t slot, uint64_t hash
 		uint32_t n, cap;                                                                                       \
 	}
 
+/* OTLP indexes are int32: a table never holds more. */
 static inline int gw_otlp_vec_grow(void **v, uint32_t *cap, size_t elem, uint32_t need)
 {
-	uint32_t c = *cap ? *cap : 64;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
 	if (need > INT32_MAX)
 		return -E2BIG;
-	while (c < need)
-		c = c > UINT32_MAX / 2 ? need : c * 2;
-	nv = realloc(*v, (size_t)c * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = c;
-	return 0;
+	return sr_grow_u32(v, cap, need, elem, 64);
 }
 
 #define VEC_PUSH(vec, ret)                                                                                             \

@@ -7,6 +7,7 @@
 
 #include <elfutils/libdw.h>
 
+#include "common/grow.h"
 #include "dwarflines.h"
 
 /* Most address ranges indexed per file (a bound on the index's memory: 24 bytes each). */
@@ -73,18 +74,15 @@ static int range_cmp(const void *a, const void *b)
 
 static int push_range(struct gw_dwarf *d, uint64_t start, uint64_t end, uint32_t cu)
 {
+	int r;
+
 	if (start >= end || start == 0)
 		return 0;
 	if (d->n_ranges >= DWARF_MAX_RANGES)
 		return -E2BIG;
-	if (d->n_ranges == d->cap_ranges) {
-		size_t c = d->cap_ranges ? d->cap_ranges * 2 : 256;
-		struct cu_range *n = realloc(d->ranges, c * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		d->ranges = n;
-		d->cap_ranges = c;
-	}
+	r = sr_grow((void **)&d->ranges, &d->cap_ranges, d->n_ranges + 1, sizeof(*d->ranges), 256);
+	if (r < 0)
+		return r;
 	d->ranges[d->n_ranges++] = (struct cu_range){ .start = start, .end = end, .cu = cu };
 	return 0;
 }
