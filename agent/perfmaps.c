@@ -14,7 +14,7 @@
 #include "htab.h"
 #include "list.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "perfmap.h"
 #include "perfmaps.h"
 #include "parse-limits.h"

@@ -17,7 +17,7 @@
 #include "container-open.h"
 #include "htab.h"
 #include "list.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "store.h"
 #include "util.h"
 

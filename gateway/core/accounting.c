@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "accounting.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "metrics.h"
 
 struct reason_count {

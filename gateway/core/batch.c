@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #include "common/grow.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 
 /* Arena chunk size; larger strings get a chunk of their own. */

@@ -27,7 +27,7 @@
 #include "core/runtime.h"
 #include "local.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 #define FG_FRAME_HEIGHT 16
 #define FG_FONT_SIZE	12

@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "core/model.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-dict-writer-private.h"
 #include "otlp_encode.h"
 #include "pbwire.h"

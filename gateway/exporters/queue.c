@@ -13,7 +13,7 @@
 
 #include <zlib.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "local.h"
 #include "queue.h"
 

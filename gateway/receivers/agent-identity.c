@@ -28,7 +28,7 @@
 #include "agent-private.h"
 #include "component.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 /* Largest node_tokens_file read, and most tokens in it (one per node of a large cluster, with room). */
 #define AGENT_NODE_TOKENS_MAX_BYTES (16u << 20)

@@ -12,7 +12,7 @@
 
 #include "agent-ingest-private.h"
 #include "agent-ingest.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "utf8.h"
 
 /* A NUL-terminated UTF-8 copy in a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1. */

@@ -19,7 +19,7 @@
 
 #include "common/grow.h"
 #include "core/model.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-decode-private.h"
 #include "otlp-decode.h"
 #include "pbwire.h"

@@ -7,7 +7,7 @@
 
 #include "common/grow.h"
 #include "gopclntab.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "symtab.h"
 
 /* malloc(0) may return NULL; empty tables still get arrays. */
