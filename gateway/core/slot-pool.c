@@ -6,7 +6,8 @@
  * the slots themselves, so a page of free slots could not be given back
  * without losing the list, and a pool stayed at the most it ever held. In a
  * 10-minute soak at 2,000 nodes the stack slabs kept 21 MiB mapped and not
- * live as the mix of stack depths shifted (docs/reliability.md). Here the
+ * live as the mix of stack depths shifted (docs/history/2026-11-fleet-scale.md).
+ * Here the
  * free slots are bits in the chunk's header, each page counts the live
  * slots that overlap it, and a trim gives back every resident page whose
  * count is zero with madvise(MADV_DONTNEED): a private anonymous page reads
