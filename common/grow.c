@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The one growth helper (grow.h): the capacity rule once, with its overflow checks, and three thin entry points. */
+/* The one growth helper (grow.h): the capacity rule once, with its overflow checks. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@ static int next_cap(size_t cap, size_t want, size_t elem, size_t first, size_t m
 	return 0;
 }
 
-static int grow(void **arr, size_t *cap, size_t want, size_t elem, size_t first, size_t max, int zero)
+int sr_grow_realloc(void **arr, size_t *cap, size_t want, size_t elem, size_t first, size_t max, bool zero)
 {
 	size_t c;
 	void *p;
@@ -52,20 +52,10 @@ static int grow(void **arr, size_t *cap, size_t want, size_t elem, size_t first,
 	return 0;
 }
 
-int sr_grow(void **arr, size_t *cap, size_t want, size_t elem, size_t first)
-{
-	return grow(arr, cap, want, elem, first, SIZE_MAX, 0);
-}
-
-int sr_grow_zero(void **arr, size_t *cap, size_t want, size_t elem, size_t first)
-{
-	return grow(arr, cap, want, elem, first, SIZE_MAX, 1);
-}
-
-int sr_grow_u32(void **arr, uint32_t *cap, uint32_t want, size_t elem, uint32_t first)
+int sr_grow_realloc_u32(void **arr, uint32_t *cap, uint32_t want, size_t elem, uint32_t first)
 {
 	size_t c = *cap;
-	int r = grow(arr, &c, want, elem, first, UINT32_MAX, 0);
+	int r = sr_grow_realloc(arr, &c, want, elem, first, UINT32_MAX, false);
 
 	if (r == 0)
 		*cap = (uint32_t)c;
