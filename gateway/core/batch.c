@@ -151,12 +151,19 @@ const char *gw_profiles__strdup(struct gw_profiles *p, const char *s)
 	return s ? gw_profiles__strndup(p, s, strlen(s)) : NULL;
 }
 
-/* sr_grow_u32() with the batch's memory account kept: every byte the arrays gain is counted. */
+/*
+ * sr_grow_u32() with the batch's memory account kept: every byte the arrays
+ * gain is counted. The account is a shared atomic, so a push that fits must
+ * return before touching it.
+ */
 static int grow(struct gw_profiles *p, void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
 	uint32_t was = *cap;
-	int r = sr_grow_u32(arr, cap, need, elem, 4);
+	int r;
 
+	if (need <= was)
+		return 0;
+	r = sr_grow_realloc_u32(arr, cap, need, elem, 4);
 	if (r == 0)
 		mem_add(p, (int64_t)((size_t)(*cap - was) * elem));
 	return r;
