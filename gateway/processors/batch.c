@@ -24,7 +24,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 struct batch_config {
 	uint64_t timeout;
