@@ -57,11 +57,11 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
 import agentlib  # noqa: E402
+import metricslib  # noqa: E402
 
 SECONDS = 3
 FREQ = 97
@@ -73,13 +73,6 @@ JIT = 5
 UNKNOWN = 3
 CHAIN = ["JavaHot.work", "JavaHot.mid", "JavaHot.spin"] + ["JavaHot.alpha"] * 11 + ["JavaHot.main"]
 RUNS = [("plain", []), ("interpreted", ["-Xint"]), ("c1", ["-XX:TieredStopAtLevel=1"])]
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def line_of(path, text):
@@ -137,8 +130,8 @@ def one_run(env, c, java, classes, src, label, flags):
         known = False
         while time.monotonic() < deadline and not known:
             try:
-                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
-                known = (metric(text, "stackrelay_agent_java_processes_total") or 0) >= 1
+                text = metricslib.scrape(port, timeout=5)
+                known = metricslib.parse(text).get("stackrelay_agent_java_processes_total", 0) >= 1
             except OSError:
                 pass
             if not known:
@@ -284,8 +277,8 @@ def split_run(env, c, java, classes):
         known = False
         while time.monotonic() < deadline and not known:
             try:
-                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
-                known = (metric(text, "stackrelay_agent_java_processes_total") or 0) >= 1
+                text = metricslib.scrape(port, timeout=5)
+                known = metricslib.parse(text).get("stackrelay_agent_java_processes_total", 0) >= 1
             except OSError:
                 pass
             if not known:
