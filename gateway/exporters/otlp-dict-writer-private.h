@@ -132,8 +132,8 @@ static inline int gw_otlp_vec_grow(void **v, uint32_t *cap, size_t elem, uint32_
 #define GW_OTLP_VEC_PUSH(vec, ret)                                                                                     \
 	({                                                                                                             \
 		int r_ = gw_otlp_vec_grow((void **)&(vec).v, &(vec).cap, sizeof(*(vec).v), (vec).n + 1);               \
-		if (r_ == 0)                                                                                           \
-			(ret) = &(vec).v[(vec).n++];                                                                   \
+		/* Set on failure too (NULL): the compiler then knows it is set after every push. */                   \
+		(ret) = r_ == 0 ? &(vec).v[(vec).n++] : NULL;                                                          \
 		r_;                                                                                                    \
 	})
 

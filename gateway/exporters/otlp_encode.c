@@ -201,7 +201,7 @@ static void write_key_value(struct sr_pbw *w, uint32_t field, const struct gw_at
 static int sample_attr(struct enc *e, const struct gw_attr *a)
 {
 	int64_t idx = gw_otlp_dict_attr(&e->d, a);
-	int32_t *slot = NULL;
+	int32_t *slot;
 
 	if (idx < 0)
 		return (int)idx;
