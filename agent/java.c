@@ -20,6 +20,7 @@
 #include "java.h"
 #include "jvm-codecache.h"
 #include "jvm.h"
+#include "proc-cache.h"
 #include "proc.h"
 
 /* Longest blob name kept. */
@@ -46,18 +47,18 @@ struct java_proc {
  * The frames of one compiled pc, keyed by what the walker recorded: the
  * process, the pc and the low bits of the compile ID. Code freed and
  * another nmethod put at the same pc has another compile ID, so an entry
- * never names new code; it outlives the process, whose samples are often
- * read after it exited.
+ * never names new code; it lasts until the process is retired (its last
+ * samples are often read after it exited).
  */
 struct java_pc {
-	uint8_t key[20]; /* the process's key, then the recorded value */
+	struct agent_pcache_entry base; /* key: the process's key, then the recorded value */
 	int n;
 	struct agent_jvm_frame frames[];
 };
 
 /* A pc in the JVM's own code (a stub, an adapter) and the name of its blob. */
 struct java_stub {
-	uint8_t key[20]; /* the process's key, then the pc */
+	struct agent_pcache_entry base; /* key: the process's key, then the pc */
 	char name[JAVA_STUB_NAME_MAX + 1];
 };
 
@@ -66,8 +67,8 @@ struct agent_java {
 	struct agent_jvm *jvm;
 	struct agent_htab files;
 	struct agent_htab procs;
-	struct agent_htab pcs;
-	struct agent_htab stubs;
+	struct agent_pcache pcs;
+	struct agent_pcache stubs;
 	size_t n_files;
 	struct agent_java_stats stats;
 	char name[2 * AGENT_JVM_MAX_SYMBOL + 16];
@@ -85,16 +86,9 @@ static const void *proc_key(const void *v, size_t *len)
 	return ((const struct java_proc *)v)->key;
 }
 
-static const void *pc_key(const void *v, size_t *len)
+static void entry_free(struct agent_pcache_entry *e)
 {
-	*len = sizeof(((const struct java_pc *)0)->key);
-	return ((const struct java_pc *)v)->key;
-}
-
-static const void *stub_key(const void *v, size_t *len)
-{
-	*len = sizeof(((const struct java_stub *)0)->key);
-	return ((const struct java_stub *)v)->key;
+	free(e);
 }
 
 static void free_all(struct agent_htab *h, agent_htab_key_fn key_of)
@@ -121,8 +115,8 @@ struct agent_java *agent_java_new(int procs_fd, uint64_t max_methods)
 	j->procs_fd = procs_fd;
 	agent_htab_init(&j->files, file_key);
 	agent_htab_init(&j->procs, proc_key);
-	agent_htab_init(&j->pcs, pc_key);
-	agent_htab_init(&j->stubs, stub_key);
+	agent_pcache_init(&j->pcs, AGENT_JAVA_MAX_PCS, entry_free);
+	agent_pcache_init(&j->stubs, AGENT_JAVA_MAX_STUBS, entry_free);
 	return j;
 }
 
@@ -130,12 +124,10 @@ void agent_java_free(struct agent_java *j)
 {
 	if (!j)
 		return;
-	free_all(&j->stubs, stub_key);
-	free_all(&j->pcs, pc_key);
+	agent_pcache_done(&j->stubs);
+	agent_pcache_done(&j->pcs);
 	free_all(&j->procs, proc_key);
 	free_all(&j->files, file_key);
-	agent_htab_done(&j->stubs);
-	agent_htab_done(&j->pcs);
 	agent_htab_done(&j->procs);
 	agent_htab_done(&j->files);
 	agent_jvm_free(j->jvm);
@@ -319,7 +311,10 @@ void agent_java__forget(struct agent_java *j, const struct agent_proc *proc)
 	struct java_proc *e = agent_htab__remove(&j->procs, proc->key, sizeof(proc->key));
 	struct hotspot_proc v;
 
+	/* Its layout, named methods, compiled and stub pcs go with it. */
 	agent_jvm__forget(j->jvm, proc->key);
+	agent_pcache__forget(&j->pcs, proc->key);
+	agent_pcache__forget(&j->stubs, proc->key);
 	if (!e)
 		return;
 	free(e);
@@ -327,7 +322,6 @@ void agent_java__forget(struct agent_java *j, const struct agent_proc *proc)
 	if (j->procs_fd >= 0 && bpf_map_lookup_elem(j->procs_fd, &proc->pid, &v) == 0 &&
 	    v.start_boottime_ns == proc->start_ns)
 		bpf_map_delete_elem(j->procs_fd, &proc->pid);
-	/* Its compiled pcs and named methods stay until their caches are emptied. */
 }
 
 /* Reads the frames of a compiled pc from the live process. Returns how many, or -ENOENT. */
@@ -382,7 +376,7 @@ int agent_java__frames(struct agent_java *j, const struct agent_proc *proc, uint
 	}
 	memcpy(key, proc->key, 12);
 	memcpy(key + 12, &value, 8);
-	c = agent_htab__get(&j->pcs, key, sizeof(key));
+	c = (struct java_pc *)agent_pcache__get(&j->pcs, key);
 	if (!c) {
 		struct agent_jvm_frame frames[AGENT_JVM_MAX_SCOPES];
 
@@ -392,15 +386,13 @@ int agent_java__frames(struct agent_java *j, const struct agent_proc *proc, uint
 		n = compiled_frames(j, e, l, value, frames, AGENT_JVM_MAX_SCOPES);
 		if (n < 0)
 			return n;
-		if (j->pcs.n >= AGENT_JAVA_MAX_PCS)
-			free_all(&j->pcs, pc_key);
 		c = malloc(sizeof(*c) + (size_t)n * sizeof(c->frames[0]));
 		if (!c)
 			return -ENOMEM;
-		memcpy(c->key, key, sizeof(key));
+		memcpy(c->base.key, key, sizeof(key));
 		c->n = n;
 		memcpy(c->frames, frames, (size_t)n * sizeof(frames[0]));
-		if (agent_htab__put(&j->pcs, c) < 0) {
+		if (agent_pcache__put(&j->pcs, &c->base) < 0) {
 			free(c);
 			return -ENOMEM;
 		}
@@ -440,7 +432,7 @@ const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc
 		return NULL;
 	memcpy(key, proc->key, 12);
 	memcpy(key + 12, &addr, 8);
-	st = agent_htab__get(&j->stubs, key, sizeof(key));
+	st = (struct java_stub *)agent_pcache__get(&j->stubs, key);
 	if (st) {
 		j->stats.stubs_named++;
 		return st->name;
@@ -465,14 +457,12 @@ const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc
 			name[i] = '?';
 	if (!name[0])
 		return NULL;
-	if (j->stubs.n >= AGENT_JAVA_MAX_STUBS)
-		free_all(&j->stubs, stub_key);
 	st = malloc(sizeof(*st));
 	if (!st)
 		return NULL;
-	memcpy(st->key, key, sizeof(key));
+	memcpy(st->base.key, key, sizeof(key));
 	memcpy(st->name, name, sizeof(name));
-	if (agent_htab__put(&j->stubs, st) < 0) {
+	if (agent_pcache__put(&j->stubs, &st->base) < 0) {
 		free(st);
 		return NULL;
 	}
@@ -489,7 +479,7 @@ void agent_java__stats(struct agent_java *j, struct agent_java_stats *ret)
 	j->stats.methods_cached = s.methods_cached;
 	j->stats.method_reads = s.method_reads;
 	j->stats.method_read_errors = s.method_read_errors;
-	j->stats.cache_resets = s.cache_resets;
+	j->stats.evicted = s.evicted + j->pcs.evicted + j->stubs.evicted;
 	j->stats.pcs_cached = j->pcs.n;
 	j->stats.stubs_cached = j->stubs.n;
 	*ret = j->stats;

@@ -33,7 +33,7 @@ struct agent_proc;
 #define AGENT_JAVA_MAX_FILES 1024
 #define AGENT_JAVA_RETRY_NS  (500ULL * 1000 * 1000)
 #define AGENT_JAVA_MAX_TRIES 120
-/* Compiled pcs whose frames are kept, and stub pcs whose names are (all JVMs together; emptied when full). */
+/* Compiled pcs whose frames are kept, and stub pcs whose names are (all JVMs together; the least recently used evicted). */
 #define AGENT_JAVA_MAX_PCS   32768
 #define AGENT_JAVA_MAX_STUBS 4096
 
@@ -45,7 +45,7 @@ struct agent_java_stats {
 	uint64_t method_reads;	     /* Method*s read from JVMs */
 	uint64_t method_read_errors; /* ... that could not be read or were not methods */
 	uint64_t compiled_stale;     /* compiled frames whose code was freed or replaced before it was read */
-	uint64_t cache_resets;	     /* the method cache was full and emptied */
+	uint64_t evicted;	     /* least recently used methods, pcs and stubs dropped for new ones */
 	uint64_t stubs_named;	     /* frames in the JVM's own code (stubs, adapters) named by their blob */
 	uint64_t pcs_cached;	     /* compiled pcs whose frames are cached now (AGENT_JAVA_MAX_PCS) */
 	uint64_t stubs_cached;	     /* stub pcs whose names are cached now (AGENT_JAVA_MAX_STUBS) */

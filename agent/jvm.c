@@ -16,6 +16,7 @@
 #include "htab.h"
 #include "jvm.h"
 #include "parse-limits.h"
+#include "proc-cache.h"
 
 int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 {
@@ -106,7 +107,7 @@ struct jvm_proc {
 
 /* A named method, its three strings packed after it (names average ~20 bytes: ~180 bytes an entry). */
 struct jvm_name {
-	uint8_t key[20]; /* the process's key, then the Method* */
+	struct agent_pcache_entry base; /* key: the process's key, then the Method* */
 	uint16_t code_size;
 	/*
 	 * The line of a bci costs a read of the method's line table: a hot
@@ -134,7 +135,7 @@ static struct jvm_name *name_new(const uint8_t key[20], const struct agent_jvm_m
 
 	if (!n)
 		return NULL;
-	memcpy(n->key, key, sizeof(n->key));
+	memcpy(n->base.key, key, AGENT_PCACHE_KEY);
 	n->code_size = m->code_size;
 	for (int i = 0; i < JVM_LINE_MEMO; i++)
 		n->memo[i].bci = -1;
@@ -155,7 +156,7 @@ struct agent_jvm {
 	uint64_t max_methods;
 	struct agent_htab builds;
 	struct agent_htab procs;
-	struct agent_htab names;
+	struct agent_pcache names;
 	struct agent_jvm_stats stats;
 };
 
@@ -171,10 +172,9 @@ static const void *proc_key(const void *v, size_t *len)
 	return ((const struct jvm_proc *)v)->key;
 }
 
-static const void *name_key(const void *v, size_t *len)
+static void name_free(struct agent_pcache_entry *e)
 {
-	*len = sizeof(((const struct jvm_name *)0)->key);
-	return ((const struct jvm_name *)v)->key;
+	free(e);
 }
 
 struct agent_jvm *agent_jvm_new(uint64_t max_methods)
@@ -186,19 +186,8 @@ struct agent_jvm *agent_jvm_new(uint64_t max_methods)
 	j->max_methods = max_methods ? max_methods : AGENT_JVM_DEFAULT_MAX_METHODS;
 	agent_htab_init(&j->builds, build_key);
 	agent_htab_init(&j->procs, proc_key);
-	agent_htab_init(&j->names, name_key);
+	agent_pcache_init(&j->names, j->max_methods, name_free);
 	return j;
-}
-
-static void clear_names(struct agent_jvm *j)
-{
-	void *v;
-
-	for (size_t i = 0; (v = agent_htab__next(&j->names, &i));)
-		free(v);
-	agent_htab_done(&j->names);
-	agent_htab_init(&j->names, name_key);
-	j->stats.methods_cached = 0;
 }
 
 void agent_jvm_free(struct agent_jvm *j)
@@ -207,14 +196,13 @@ void agent_jvm_free(struct agent_jvm *j)
 
 	if (!j)
 		return;
-	clear_names(j);
+	agent_pcache_done(&j->names);
 	for (size_t i = 0; (v = agent_htab__next(&j->builds, &i));)
 		free(v);
 	for (size_t i = 0; (v = agent_htab__next(&j->procs, &i));)
 		free(v);
 	agent_htab_done(&j->builds);
 	agent_htab_done(&j->procs);
-	agent_htab_done(&j->names);
 	free(j);
 }
 
@@ -319,6 +307,7 @@ const struct agent_jvm_layout *agent_jvm__layout(const struct agent_jvm *j, cons
 void agent_jvm__forget(struct agent_jvm *j, const uint8_t key[12])
 {
 	free(agent_htab__remove(&j->procs, key, 12));
+	agent_pcache__forget(&j->names, key);
 }
 
 int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t method, int32_t bci,
@@ -339,28 +328,21 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 	r.ctx = (void *)(uintptr_t)p->pid;
 	memcpy(nkey, key, 12);
 	memcpy(nkey + 12, &method, 8);
-	n = agent_htab__get(&j->names, nkey, sizeof(nkey));
+	n = (struct jvm_name *)agent_pcache__get(&j->names, nkey);
 	/* Checked on every use: a class can be unloaded and its Method*'s memory reused for another method. */
 	err = agent_jvm_method_ids(&r, &p->layout, method, &cm, &holder, &sym);
 	/* A process that is gone (its last samples are read after it exited) keeps what was read while it lived. */
 	if (err == -ESRCH && n)
 		goto named;
 	if (err < 0 || (n && (n->const_method != cm || n->holder != holder || n->name_symbol != sym))) {
-		if (n) {
-			agent_htab__remove(&j->names, nkey, sizeof(nkey));
-			free(n);
-			j->stats.methods_cached--;
-		}
+		if (n)
+			agent_pcache__drop(&j->names, &n->base);
 		j->stats.method_read_errors += err < 0;
 		if (err < 0)
 			return -ENOENT;
 		n = NULL;
 	}
 	if (!n) {
-		if (j->stats.methods_cached >= j->max_methods) {
-			clear_names(j);
-			j->stats.cache_resets++;
-		}
 		j->stats.method_reads++;
 		if (agent_jvm_method_read(&r, &p->layout, method, &m) < 0) {
 			j->stats.method_read_errors++;
@@ -369,11 +351,10 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 		n = name_new(nkey, &m);
 		if (!n)
 			return -ENOMEM;
-		if (agent_htab__put(&j->names, n) < 0) {
+		if (agent_pcache__put(&j->names, &n->base) < 0) {
 			free(n);
 			return -ENOMEM;
 		}
-		j->stats.methods_cached++;
 	}
 named:
 	ret->klass = n->klass;
@@ -400,4 +381,6 @@ named:
 void agent_jvm__stats(const struct agent_jvm *j, struct agent_jvm_stats *ret)
 {
 	*ret = j->stats;
+	ret->methods_cached = j->names.n;
+	ret->evicted = j->names.evicted;
 }

@@ -32,7 +32,8 @@ int agent_jvm_peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 /* libjvm builds whose layout is kept (by build ID; a JDK upgrade adds one). */
 #define AGENT_JVM_MAX_BUILDS 64
 /*
- * Named Method*s kept (all JVMs together); the cache is emptied when full.
+ * Named Method*s kept (all JVMs together; agent/proc-cache.h: the least
+ * recently used is evicted, a retired process's go with it).
  * An entry is 112 bytes, its names ~70 for a java.* method, with malloc's
  * overhead and its hash slot about 230 bytes: 32768 entries take about
  * 7.5 MiB. Only methods that samples meet are named.
@@ -47,7 +48,7 @@ struct agent_jvm_stats {
 	uint64_t methods_cached;     /* Method*s named in the cache now */
 	uint64_t method_reads;	     /* Method*s read from JVMs */
 	uint64_t method_read_errors; /* ... that could not be read or were not methods */
-	uint64_t cache_resets;	     /* the method cache was full and emptied */
+	uint64_t evicted;	     /* least recently used methods dropped for new ones */
 };
 
 /* A Java frame, named. The strings live in the agent_jvm cache until its next call. */
@@ -76,7 +77,7 @@ void agent_jvm_free(struct agent_jvm *j);
 int agent_jvm__add(struct agent_jvm *j, const uint8_t key[12], uint32_t pid, int fd, uint64_t bias);
 /* The process's layout (static addresses relocated for it), or NULL when it is not a known JVM. */
 const struct agent_jvm_layout *agent_jvm__layout(const struct agent_jvm *j, const uint8_t key[12]);
-/* The process is gone. Its named methods stay until the cache is emptied. */
+/* The process is gone: its layout and named methods are released. */
 void agent_jvm__forget(struct agent_jvm *j, const uint8_t key[12]);
 /*
  * Names the Method* at method of the process, with the line of bci (-1 or

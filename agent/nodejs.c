@@ -21,6 +21,7 @@
 #include "container-open.h"
 #include "htab.h"
 #include "nodejs.h"
+#include "proc-cache.h"
 #include "proc.h"
 #include "v8.h"
 #include "v8frame.h"
@@ -43,7 +44,7 @@ struct js_proc {
 #define JS_HEAD_MAX 256
 
 struct js_function {
-	uint8_t key[20]; /* pid (4), start_ns (8), SharedFunctionInfo (8) */
+	struct agent_pcache_entry base; /* key: pid (4), start_ns (8), SharedFunctionInfo (8) */
 	/* What the entry was read from: the map, name-or-scope-info and script slots. */
 	uint64_t map, nos, sod;
 	struct agent_v8_function fn;
@@ -54,7 +55,7 @@ struct agent_nodejs {
 	uint64_t max_functions;
 	struct agent_htab files;
 	struct agent_htab procs;
-	struct agent_htab functions;
+	struct agent_pcache functions;
 	size_t n_files;
 	struct agent_nodejs_stats stats;
 };
@@ -71,10 +72,9 @@ static const void *proc_key(const void *v, size_t *len)
 	return ((const struct js_proc *)v)->key;
 }
 
-static const void *function_key(const void *v, size_t *len)
+static void function_free(struct agent_pcache_entry *e)
 {
-	*len = sizeof(((const struct js_function *)0)->key);
-	return ((const struct js_function *)v)->key;
+	free(e);
 }
 
 struct agent_nodejs *agent_nodejs_new(int procs_fd, uint64_t max_functions)
@@ -87,7 +87,7 @@ struct agent_nodejs *agent_nodejs_new(int procs_fd, uint64_t max_functions)
 	n->max_functions = max_functions ? max_functions : AGENT_NODEJS_DEFAULT_MAX_FUNCTIONS;
 	agent_htab_init(&n->files, file_key);
 	agent_htab_init(&n->procs, proc_key);
-	agent_htab_init(&n->functions, function_key);
+	agent_pcache_init(&n->functions, n->max_functions, function_free);
 	elf_version(EV_CURRENT);
 	return n;
 }
@@ -106,10 +106,9 @@ void agent_nodejs_free(struct agent_nodejs *n)
 {
 	if (!n)
 		return;
-	free_all(&n->functions, function_key);
+	agent_pcache_done(&n->functions);
 	free_all(&n->procs, proc_key);
 	free_all(&n->files, file_key);
-	agent_htab_done(&n->functions);
 	agent_htab_done(&n->procs);
 	agent_htab_done(&n->files);
 	free(n);
@@ -219,6 +218,8 @@ void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
 	struct js_proc *e = agent_htab__remove(&n->procs, proc->key, sizeof(proc->key));
 	struct v8_proc v;
 
+	/* Its functions go with it. */
+	agent_pcache__forget(&n->functions, proc->key);
 	if (!e)
 		return;
 	free(e);
@@ -226,7 +227,6 @@ void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
 	if (n->procs_fd >= 0 && bpf_map_lookup_elem(n->procs_fd, &proc->pid, &v) == 0 &&
 	    v.start_boottime_ns == proc->start_ns)
 		bpf_map_delete_elem(n->procs_fd, &proc->pid);
-	/* Its functions stay until the cache is emptied: they are few next to the limit. */
 }
 
 /* agent_v8_read_fn over process_vm_readv: exactly len bytes, or -errno. */
@@ -263,9 +263,7 @@ static int read_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t sfi, 
 
 static void drop_function(struct agent_nodejs *n, struct js_function *fn)
 {
-	agent_htab__remove(&n->functions, fn->key, sizeof(fn->key));
-	free(fn);
-	n->stats.functions_cached--;
+	agent_pcache__drop(&n->functions, &fn->base);
 }
 
 int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
@@ -283,7 +281,7 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 		return -ENOENT;
 	memcpy(key, proc->key, 12);
 	memcpy(key + 12, &sfi, 8);
-	fn = agent_htab__get(&n->functions, key, sizeof(key));
+	fn = (struct js_function *)agent_pcache__get(&n->functions, key);
 	/*
 	 * A process that is gone (samples are often read after it exited)
 	 * keeps what was read while it lived; a live one's entry stands only
@@ -301,15 +299,10 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 		fn = NULL;
 	}
 	if (!fn) {
-		if (n->stats.functions_cached >= n->max_functions) {
-			free_all(&n->functions, function_key);
-			n->stats.functions_cached = 0;
-			n->stats.cache_resets++;
-		}
 		fn = calloc(1, sizeof(*fn));
 		if (!fn)
 			return -ENOMEM;
-		memcpy(fn->key, key, sizeof(key));
+		memcpy(fn->base.key, key, sizeof(key));
 		n->stats.function_reads++;
 		r = agent_v8_describe(&e->file->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
 		if (r < 0) {
@@ -320,11 +313,10 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 		fn->map = head[0];
 		fn->nos = head[1];
 		fn->sod = head[2];
-		if (agent_htab__put(&n->functions, fn) < 0) {
+		if (agent_pcache__put(&n->functions, &fn->base) < 0) {
 			free(fn);
 			return -ENOMEM;
 		}
-		n->stats.functions_cached++;
 	}
 found:
 	/* V8's profilers show a function without a name as "(anonymous)". */
@@ -364,5 +356,7 @@ fail:
 
 void agent_nodejs__stats(struct agent_nodejs *n, struct agent_nodejs_stats *ret)
 {
+	n->stats.functions_cached = n->functions.n;
+	n->stats.evicted = n->functions.evicted;
 	*ret = n->stats;
 }

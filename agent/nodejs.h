@@ -15,7 +15,8 @@
  * anew, never given the old name.
  *
  * Limits: AGENT_NODEJS_MAX_FILES files examined (by dev, inode, mtime,
- * size), max_functions functions cached (the cache is emptied when full),
+ * size), max_functions functions cached (agent/proc-cache.h: the least
+ * recently used is evicted, a retired process's go with it),
  * AGENT_V8_MAX_NAME bytes of a name or script.
  */
 #ifndef SR_AGENT_NODEJS_H
@@ -34,7 +35,7 @@ struct agent_nodejs_stats {
 	uint64_t functions_cached;     /* functions in the cache now */
 	uint64_t function_reads;       /* functions described from processes */
 	uint64_t function_read_errors; /* ... that could not be read or were no SharedFunctionInfo */
-	uint64_t cache_resets;	       /* the cache was full and emptied */
+	uint64_t evicted;	       /* least recently used functions dropped for new ones */
 };
 
 /* A V8 frame, named. The strings live in the agent_nodejs cache until its next call. */

@@ -18,6 +18,7 @@
 
 #include "container-open.h"
 #include "htab.h"
+#include "proc-cache.h"
 #include "log.h"
 #include "parse-limits.h"
 #include "proc.h"
@@ -43,9 +44,9 @@ struct py_proc_entry {
 };
 
 struct py_code {
-	uint8_t key[20];	   /* pid (4), start_ns (8), code address (8) */
-	uint8_t kind;		   /* enum agent_py_linetable_kind */
-	struct agent_py_code head; /* what the entry was read from: it stands while the head is the same */
+	struct agent_pcache_entry base; /* key: pid (4), start_ns (8), code address (8) */
+	uint8_t kind;			/* enum agent_py_linetable_kind */
+	struct agent_py_code head;	/* what the entry was read from: it stands while the head is the same */
 	char *name;
 	char *file;
 	uint8_t *table;
@@ -57,7 +58,7 @@ struct agent_python {
 	uint64_t max_codes;
 	struct agent_htab files;
 	struct agent_htab procs;
-	struct agent_htab codes;
+	struct agent_pcache codes;
 	size_t n_files;
 	struct agent_python_stats stats;
 };
@@ -74,10 +75,17 @@ static const void *proc_key(const void *v, size_t *len)
 	return ((const struct py_proc_entry *)v)->key;
 }
 
-static const void *code_key(const void *v, size_t *len)
+static void code_free(struct py_code *c)
 {
-	*len = sizeof(((const struct py_code *)0)->key);
-	return ((const struct py_code *)v)->key;
+	free(c->name);
+	free(c->file);
+	free(c->table);
+	free(c);
+}
+
+static void code_free_entry(struct agent_pcache_entry *e)
+{
+	code_free((struct py_code *)e);
 }
 
 struct agent_python *agent_python_new(int procs_fd, uint64_t max_codes)
@@ -90,28 +98,9 @@ struct agent_python *agent_python_new(int procs_fd, uint64_t max_codes)
 	py->max_codes = max_codes ? max_codes : AGENT_PY_DEFAULT_MAX_CODES;
 	agent_htab_init(&py->files, file_key);
 	agent_htab_init(&py->procs, proc_key);
-	agent_htab_init(&py->codes, code_key);
+	agent_pcache_init(&py->codes, py->max_codes, code_free_entry);
 	elf_version(EV_CURRENT);
 	return py;
-}
-
-static void code_free(struct py_code *c)
-{
-	free(c->name);
-	free(c->file);
-	free(c->table);
-	free(c);
-}
-
-static void clear_codes(struct agent_python *py)
-{
-	void *v;
-
-	for (size_t i = 0; (v = agent_htab__next(&py->codes, &i));)
-		code_free(v);
-	agent_htab_done(&py->codes);
-	agent_htab_init(&py->codes, code_key);
-	py->stats.codes_cached = 0;
 }
 
 void agent_python_free(struct agent_python *py)
@@ -120,7 +109,7 @@ void agent_python_free(struct agent_python *py)
 
 	if (!py)
 		return;
-	clear_codes(py);
+	agent_pcache_done(&py->codes);
 	for (size_t i = 0; (v = agent_htab__next(&py->files, &i));)
 		free(v);
 	for (size_t i = 0; (v = agent_htab__next(&py->procs, &i));)
@@ -332,6 +321,8 @@ void agent_python__forget(struct agent_python *py, const struct agent_proc *proc
 	struct py_proc_entry *e = agent_htab__remove(&py->procs, proc->key, sizeof(proc->key));
 	struct py_proc v;
 
+	/* Its code objects go with it: a host starts thousands of short Python processes. */
+	agent_pcache__forget(&py->codes, proc->key);
 	if (!e)
 		return;
 	free(e);
@@ -339,7 +330,6 @@ void agent_python__forget(struct agent_python *py, const struct agent_proc *proc
 	if (py->procs_fd >= 0 && bpf_map_lookup_elem(py->procs_fd, &proc->pid, &v) == 0 &&
 	    v.start_boottime_ns == proc->start_ns)
 		bpf_map_delete_elem(py->procs_fd, &proc->pid);
-	/* Its code objects stay until the cache is emptied: they are few next to the limit. */
 }
 
 /* Reads exactly len bytes of the process's memory. 0 or -errno. */
@@ -402,9 +392,7 @@ static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struc
 
 static void drop_code(struct agent_python *py, struct py_code *c)
 {
-	agent_htab__remove(&py->codes, c->key, sizeof(c->key));
-	code_free(c);
-	py->stats.codes_cached--;
+	agent_pcache__drop(&py->codes, &c->base);
 }
 
 int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, uint64_t value,
@@ -424,7 +412,7 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 		return -ENOENT;
 	memcpy(key, proc->key, 12);
 	memcpy(key + 12, &addr, 8);
-	c = agent_htab__get(&py->codes, key, sizeof(key));
+	c = (struct py_code *)agent_pcache__get(&py->codes, key);
 	/*
 	 * The head is read every time: a code object can be freed and another
 	 * made at its address (and a frame being set up can still point at a
@@ -447,25 +435,20 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 		c = NULL;
 	}
 	if (!c) {
-		if (py->stats.codes_cached >= py->max_codes) {
-			clear_codes(py);
-			py->stats.cache_resets++;
-		}
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return -ENOMEM;
-		memcpy(c->key, key, sizeof(key));
+		memcpy(c->base.key, key, sizeof(key));
 		py->stats.code_reads++;
 		if (!read_code(e->layout, proc->pid, &pc, c)) {
 			py->stats.code_read_errors++;
 			code_free(c);
 			return -ENOENT;
 		}
-		if (agent_htab__put(&py->codes, c) < 0) {
+		if (agent_pcache__put(&py->codes, &c->base) < 0) {
 			code_free(c);
 			return -ENOMEM;
 		}
-		py->stats.codes_cached++;
 	}
 	goto found;
 gone:
@@ -486,5 +469,7 @@ found:
 
 void agent_python__stats(struct agent_python *py, struct agent_python_stats *ret)
 {
+	py->stats.codes_cached = py->codes.n;
+	py->stats.evicted = py->codes.evicted;
 	*ret = py->stats;
 }

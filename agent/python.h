@@ -8,8 +8,8 @@
  * line table, read with process_vm_readv and decoded by agent/pycode.c.
  *
  * Limits: AGENT_PY_MAX_FILES interpreter files examined (by dev, inode,
- * mtime, size), max_codes code objects cached (the cache is emptied when
- * full), AGENT_PY_MAX_NAME bytes of a name, AGENT_PY_MAX_LINETABLE bytes of
+ * mtime, size), max_codes code objects cached (agent/proc-cache.h: the least
+ * recently used is evicted, a retired process's go with it), AGENT_PY_MAX_NAME bytes of a name, AGENT_PY_MAX_LINETABLE bytes of
  * a line table.
  */
 #ifndef SR_AGENT_PYTHON_H
@@ -29,7 +29,7 @@ struct agent_python_stats {
 	uint64_t codes_cached;	   /* code objects in the cache now */
 	uint64_t code_reads;	   /* code objects read from processes */
 	uint64_t code_read_errors; /* ... that could not be read or were not code objects */
-	uint64_t cache_resets;	   /* the cache was full and emptied */
+	uint64_t evicted;	   /* least recently used code objects dropped for new ones */
 };
 
 /* A Python frame, named. The strings live in the agent_python cache until its next call. */

@@ -133,7 +133,7 @@ static void test_replaced_object_described_anew(void **state)
 	agent_nodejs_free(n);
 }
 
-static void test_full_cache_emptied(void **state)
+static void test_full_cache_evicts(void **state)
 {
 	struct agent_nodejs *n = agent_nodejs_new(-1, 1);
 	struct agent_proc p = self();
@@ -147,7 +147,7 @@ static void test_full_cache_emptied(void **state)
 	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI2), &f), 0);
 	assert_string_equal(f.name, "betaWork");
 	agent_nodejs__stats(n, &st);
-	assert_int_equal(st.cache_resets, 1);
+	assert_int_equal(st.evicted, 1);
 	assert_int_equal(st.functions_cached, 1);
 	agent_nodejs_free(n);
 }
@@ -157,7 +157,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cached_while_same),
 		cmocka_unit_test(test_replaced_object_described_anew),
-		cmocka_unit_test(test_full_cache_emptied),
+		cmocka_unit_test(test_full_cache_evicts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

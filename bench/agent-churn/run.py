@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""bench/agent-churn: the agent's and the gateway's memory under process churn.
+
+The agent runs as deployed (whole host, default config but --frequency,
+sending to a stackrelay-gateway that exports to a local sink) while a loop
+starts short-lived processes at --rate a second, round robin:
+  - a fresh copy of /usr/bin/true whose GNU build ID is rewritten with random
+    bytes (a new executable with a new build ID, as a CI node sees after
+    every build), run once and deleted;
+  - Debian's python3 running a short loop;
+  - xz compressing a few KiB;
+  - sh -c with a pipeline (fork + exec of coreutils);
+  - every --node-every-th, node -e with a short loop (when node exists);
+  - every --unshare-every-th, the sh pipeline in a new mount namespace
+    (unshare -m), as a container's process is.
+Every --every seconds it records the agent's RSS by kind (anonymous, files,
+BPF maps), its heap (stackrelay_agent_heap_bytes) and every cache's entries
+(stackrelay_agent_cache_entries{cache}), and the gateway's RSS. At the end it
+prints the series and the growth over the second half of the run
+(target: agent RSS growth <= 1 %, peak <= 48 MiB).
+
+Usage (root, after building):
+  bench/agent-churn/run.py --build build [--minutes 60] [--rate 300] [--every 10] [--hz 97]
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agent-overhead"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "tests", "integration"))
+from steady import free_port, rss_kib, start_gateway, wait_ready  # noqa: E402
+import metricslib  # noqa: E402
+
+
+def build_id_offset(path):
+    """(file offset, length) of the GNU build ID's bytes in an ELF file (its note's descriptor)."""
+    out = subprocess.run(["readelf", "-W", "-S", path], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.replace("[ ", "[").split()
+        if len(f) > 5 and f[1] == ".note.gnu.build-id":
+            off = int(f[4], 16)
+            # Elf64_Nhdr: namesz, descsz, type (4 bytes each), then "GNU\0", then the ID.
+            return off + 16, 20
+    raise SystemExit("%s has no .note.gnu.build-id" % path)
+
+
+class Churn:
+    def __init__(self, args, tmp):
+        self.args = args
+        self.tmp = tmp
+        self.started = 0
+        self.stop = threading.Event()
+        self.true_path = "/usr/bin/true"
+        self.id_off, self.id_len = build_id_offset(self.true_path)
+        self.true_bytes = open(self.true_path, "rb").read()
+        self.node = shutil.which("node")
+        self.kinds = ["copy", "python", "xz", "sh"]
+
+    def fresh_true(self, n):
+        path = os.path.join(self.tmp, "true-%d" % n)
+        data = bytearray(self.true_bytes)
+        data[self.id_off:self.id_off + self.id_len] = random.randbytes(self.id_len)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o755)
+        return path
+
+    def one(self, n):
+        kind = self.kinds[n % len(self.kinds)]
+        if self.node and n % self.args.node_every == 0:
+            return subprocess.Popen([self.node, "-e", "let s=0; for (let i=0;i<2e5;i++) s+=i"])
+        if n % self.args.unshare_every == 0:
+            return subprocess.Popen(["unshare", "-m", "sh", "-c", "echo x | cat | wc -c > /dev/null"])
+        if kind == "copy":
+            path = self.fresh_true(n)
+            p = subprocess.Popen([path])
+            p.cleanup = path
+            return p
+        if kind == "python":
+            return subprocess.Popen(["python3", "-c", "sum(range(100000))"])
+        if kind == "xz":
+            return subprocess.Popen(["sh", "-c", "head -c 8192 /usr/bin/true | xz -9 > /dev/null"])
+        return subprocess.Popen(["sh", "-c", "ls /usr/bin | sort | head -1 > /dev/null"])
+
+    def run(self):
+        live = []
+        interval = 1.0 / self.args.rate
+        nxt = time.monotonic()
+        n = 0
+        while not self.stop.is_set():
+            now = time.monotonic()
+            if now < nxt:
+                time.sleep(min(nxt - now, 0.05))
+            nxt += interval
+            # Behind (a loaded host): start no more than 64 at once.
+            if len([p for p in live if p.poll() is None]) < 64:
+                live.append(self.one(n))
+                n += 1
+            done = [p for p in live if p.poll() is not None]
+            for p in done:
+                if getattr(p, "cleanup", None):
+                    os.unlink(p.cleanup)
+            live = [p for p in live if p.poll() is None]
+        for p in live:
+            p.wait()
+            if getattr(p, "cleanup", None):
+                os.unlink(p.cleanup)
+        self.started = n
+
+
+def snapshot(agent_pid, gw_pid, port):
+    rss, kinds = rss_kib(agent_pid)
+    gw_rss, _ = rss_kib(gw_pid)
+    caches, heap = {}, 0
+    try:
+        text = metricslib.scrape(port, timeout=5)
+        for family, labels, value, _ in metricslib.samples(text):
+            if family == "stackrelay_agent_cache_entries":
+                caches[labels["cache"]] = int(value)
+            elif family == "stackrelay_agent_heap_bytes" and labels.get("state") == "in_use":
+                heap = int(value)
+    except OSError:
+        pass
+    return {"rss": rss / 1024.0, "anon": kinds["anonymous"] / 1024.0, "files": kinds["files"] / 1024.0,
+            "bpf": kinds["bpf maps"] / 1024.0, "heap": heap / 1048576.0, "gw": gw_rss / 1024.0, "caches": caches}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--minutes", type=float, default=60)
+    ap.add_argument("--rate", type=float, default=300, help="processes started per second")
+    ap.add_argument("--every", type=float, default=10, help="seconds between snapshots")
+    ap.add_argument("--hz", type=int, default=97)
+    ap.add_argument("--node-every", type=int, default=50)
+    ap.add_argument("--unshare-every", type=int, default=10)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("run as root (the agent needs it)")
+    args.build = os.path.abspath(args.build)
+    tmp = tempfile.mkdtemp(prefix="sr-churn-")
+    gw = sink = agent = None
+    churn = Churn(args, tmp)
+    t = threading.Thread(target=churn.run, daemon=True)
+    try:
+        gw, sink, endpoint = start_gateway(args, tmp)
+        port = free_port()
+        cfg = os.path.join(tmp, "agent.yaml")
+        with open(cfg, "w") as f:
+            f.write("gateway:\n  endpoint: %s\ntelemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" % (endpoint, port))
+        agent = subprocess.Popen([os.path.join(args.build, "agent", "stackrelay-agent"), "--config", cfg,
+                                  "--frequency", str(args.hz), "--log-level", "info"], stderr=subprocess.PIPE,
+                                 text=True)
+        if not wait_ready(agent, "msg=profiling ", timeout=60):
+            raise SystemExit("agent did not start")
+        t.start()
+        start = time.monotonic()
+        series = []
+        while time.monotonic() - start < args.minutes * 60:
+            time.sleep(args.every)
+            s = snapshot(agent.pid, gw.pid, port)
+            s["t"] = time.monotonic() - start
+            series.append(s)
+            print("%6.0f s  agent RSS %6.1f MiB (anon %5.1f, files %5.1f, bpf %5.1f, heap %5.1f)  gateway %6.1f MiB  %s"
+                  % (s["t"], s["rss"], s["anon"], s["files"], s["bpf"], s["heap"], s["gw"],
+                     " ".join("%s=%d" % kv for kv in sorted(s["caches"].items()))), flush=True)
+        churn.stop.set()
+        t.join(timeout=120)
+    finally:
+        churn.stop.set()
+        for p in (agent, gw, sink):
+            if p and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if len(series) < 4:
+        return 1
+    half = series[len(series) // 2]
+    last = series[-1]
+    secs = last["t"]
+
+    def growth(k):
+        return 100.0 * (last[k] - half[k]) / half[k] if half[k] else 0.0
+    print("\n%d processes started in %.0f s (%.0f a second), agent at %d Hz sending to a gateway" %
+          (churn.started, secs, churn.started / secs, args.hz))
+    print("| | at half time | at the end | growth over the second half | peak |")
+    print("|---|---|---|---|---|")
+    for k, label in (("rss", "agent RSS, MiB"), ("anon", "agent anonymous, MiB"), ("heap", "agent heap in use, MiB"),
+                     ("gw", "gateway RSS, MiB")):
+        print("| %s | %.1f | %.1f | %+.2f %% | %.1f |" % (label, half[k], last[k], growth(k),
+                                                         max(s[k] for s in series)))
+    for name in sorted(last["caches"]):
+        print("| cache %s, entries | %d | %d | %+d | %d |" % (name, half["caches"].get(name, 0), last["caches"][name],
+                                                             last["caches"][name] - half["caches"].get(name, 0),
+                                                             max(s["caches"].get(name, 0) for s in series)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
