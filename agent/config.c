@@ -139,8 +139,8 @@ static const struct sr_field nodejs_fields[] = {
 				"table unwinding (profiling.unwinding: auto)."),
 	SR_FIELD_U64("max_functions", struct agent_nodejs_config, max_functions, .def = "65536", .min = 1024,
 		     .max = 16 * 1024 * 1024,
-		     .doc = "JavaScript functions whose names are kept (about 600 bytes each); the cache is "
-			    "emptied when full and refilled as samples need."),
+		     .doc = "JavaScript functions whose names are kept (about 600 bytes each); at the bound the "
+			    "least recently used is dropped, and a process's functions go when it exits."),
 	SR_FIELD_END,
 };
 
@@ -152,8 +152,8 @@ static const struct sr_field java_fields[] = {
 				"(profiling.unwinding: auto)."),
 	SR_FIELD_U64("max_methods", struct agent_java_config, max_methods, .def = "32768", .min = 1024,
 		     .max = 16 * 1024 * 1024,
-		     .doc = "Java methods whose names are kept (about 230 bytes each); the cache is emptied when "
-			    "full and refilled as samples need."),
+		     .doc = "Java methods whose names are kept (about 230 bytes each); at the bound the least "
+			    "recently used is dropped, and a process's methods go when it exits."),
 	SR_FIELD_END,
 };
 
@@ -165,8 +165,8 @@ static const struct sr_field python_fields[] = {
 	SR_FIELD_U64("max_code_objects", struct agent_python_config, max_code_objects, .def = "65536", .min = 1024,
 		     .max = 16 * 1024 * 1024,
 		     .doc = "Python code objects whose names and line tables are kept (about 300 bytes each "
-			    "plus the line table); the cache is emptied when full and refilled as samples "
-			    "need."),
+			    "plus the line table); at the bound the least recently used is dropped, and a "
+			    "process's code objects go when it exits."),
 	SR_FIELD_END,
 };
 

@@ -477,13 +477,18 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 		"# HELP stackrelay_agent_store_stacks_evicted_total Stack definitions evicted (max_stacks).\n"
 		"# TYPE stackrelay_agent_store_stacks_evicted_total counter\n"
 		"stackrelay_agent_store_stacks_evicted_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_stacks_expired_total Stack definitions dropped unused for 6 windows, "
+		"once nothing queued referred to them.\n"
+		"# TYPE stackrelay_agent_store_stacks_expired_total counter\n"
+		"stackrelay_agent_store_stacks_expired_total %" PRIu64 "\n"
 		"# HELP stackrelay_agent_store_executables Executable definitions held.\n"
 		"# TYPE stackrelay_agent_store_executables gauge\n"
 		"stackrelay_agent_store_executables %" PRIu64 "\n"
 		"# HELP stackrelay_agent_store_bytes Approximate heap bytes of the definition store.\n"
 		"# TYPE stackrelay_agent_store_bytes gauge\n"
 		"stackrelay_agent_store_bytes %" PRIu64 "\n",
-		m->store->stacks, m->store->stacks_evicted, m->store->executables, m->store->bytes);
+		m->store->stacks, m->store->stacks_evicted, m->store->stacks_expired, m->store->executables,
+		m->store->bytes);
 	fprintf(f,
 		"# HELP stackrelay_agent_windows_total Report windows flushed.\n"
 		"# TYPE stackrelay_agent_windows_total counter\n"

@@ -237,6 +237,19 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 			sr_log_error("agent", "cannot write output; samples of this window are lost", "error=\"%s\"",
 				     strerror(-r));
 	}
+	/*
+	 * Stacks of processes that are gone: dropped once nothing queued refers
+	 * to them (the sender looks definitions up when it sends). While the
+	 * gateway is away they stay, up to profiling.max_stacks.
+	 */
+	if (c->window >= AGENT_STORE_KEEP_WINDOWS) {
+		struct agent_sender_stats ss = { 0 };
+
+		if (c->sender)
+			agent_sender__stats(c->sender, &ss);
+		if (ss.buffered_bytes == 0)
+			agent_store__expire_stacks(c->store, c->window - AGENT_STORE_KEEP_WINDOWS);
+	}
 	if (c->sender && (b.n_samples || b.drops.ring_buffer_full || b.drops.stack_errors || b.drops.buffer_overflow))
 		agent_sender__submit(c->sender, &b);
 	agent_batch_free(&b);

@@ -54,6 +54,7 @@ struct agent_store {
 	struct sr_list lru; /* stacks, head is the most recently used */
 	uint64_t max_stacks;
 	uint64_t evicted;
+	uint64_t expired; /* dropped unused after AGENT_STORE_KEEP_WINDOWS windows */
 	struct agent_htab exes_by_id;
 	struct exe_entry **exes;
 	size_t n_exes, cap_exes;
@@ -342,6 +343,33 @@ void agent_stack_id(struct agent_store *s, const struct agent_frame *frames, siz
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void drop_stack_locked(struct agent_store *s, struct stack_entry *victim)
+{
+	sr_list__unlink(&s->lru, &victim->lru);
+	agent_htab__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
+	for (size_t i = 0; i < victim->n; i++)
+		if (agent_frame_kind_has_function(victim->frames[i].kind))
+			agent_functions__unref(&s->funcs, victim->frames[i].exe);
+	s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
+	free(victim);
+}
+
+size_t agent_store__expire_stacks(struct agent_store *s, uint64_t window)
+{
+	struct stack_entry *victim;
+	size_t n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	/* The list is in order of last use: the tail is the oldest. */
+	while ((victim = SR_LIST_ENTRY(s->lru.tail, struct stack_entry, lru)) && victim->last_window < window) {
+		drop_stack_locked(s, victim);
+		n++;
+	}
+	s->expired += n;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *frames, size_t n, bool truncated,
 			      uint64_t window, uint8_t ret_id[AGENT_STACK_ID_LEN])
 {
@@ -367,13 +395,7 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 			r = -ENOSPC;
 			goto out;
 		}
-		sr_list__unlink(&s->lru, &victim->lru);
-		agent_htab__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
-		for (size_t i = 0; i < victim->n; i++)
-			if (agent_frame_kind_has_function(victim->frames[i].kind))
-				agent_functions__unref(&s->funcs, victim->frames[i].exe);
-		s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
-		free(victim);
+		drop_stack_locked(s, victim);
 		s->evicted++;
 	}
 	e = malloc(sizeof(*e) + n * sizeof(e->frames[0]));
@@ -406,6 +428,7 @@ void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret)
 	pthread_mutex_lock(&s->lock);
 	ret->stacks = s->stacks.n;
 	ret->stacks_evicted = s->evicted;
+	ret->stacks_expired = s->expired;
 	ret->executables = s->n_exes;
 	ret->functions = s->funcs.n;
 	ret->functions_evicted = s->funcs.evicted;

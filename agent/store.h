@@ -7,6 +7,10 @@
  * Limits: at most max_stacks stacks (least recently used evicted first, but
  * never one used in the current window: then the new stack is refused and its
  * sample counted as dropped) and AGENT_STORE_MAX_EXECUTABLES executables.
+ * Stacks unused for AGENT_STORE_KEEP_WINDOWS windows are dropped once the
+ * sender has delivered everything that refers to them
+ * (agent_store__expire_stacks()): the stacks of processes that are gone do
+ * not stay until the bound.
  */
 #ifndef SR_AGENT_STORE_H
 #define SR_AGENT_STORE_H
@@ -23,6 +27,7 @@
 #define AGENT_STACK_ID_LEN	       16
 #define AGENT_STORE_MAX_EXECUTABLES    65536
 #define AGENT_STORE_DEFAULT_MAX_STACKS 16384
+#define AGENT_STORE_KEEP_WINDOWS       6
 
 /*
  * A frame's executable, as an index into the store's executables, or one of
@@ -89,6 +94,7 @@ struct agent_exe_def {
 struct agent_store_stats {
 	uint64_t stacks;
 	uint64_t stacks_evicted;
+	uint64_t stacks_expired; /* unused for AGENT_STORE_KEEP_WINDOWS windows, dropped */
 	uint64_t executables;
 	uint64_t functions;
 	uint64_t functions_evicted;
@@ -125,6 +131,12 @@ int agent_store__function_id(struct agent_store *s, uint32_t fn, uint8_t ret_id[
  */
 int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *frames, size_t n, bool truncated,
 			      uint64_t window, uint8_t ret_id[AGENT_STACK_ID_LEN]);
+/*
+ * Drops the stacks last used before window (the least recently used first).
+ * Call only when nothing queued refers to them any more: a definition the
+ * sender looks up later must still be here. Returns how many were dropped.
+ */
+size_t agent_store__expire_stacks(struct agent_store *s, uint64_t window);
 /* The ID alone, no store: the same function intern uses (unit tests). */
 void agent_stack_id(struct agent_store *s, const struct agent_frame *frames, size_t n,
 		    uint8_t ret_id[AGENT_STACK_ID_LEN]);

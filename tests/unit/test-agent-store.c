@@ -207,6 +207,40 @@ static void test_eviction(void **state)
 	agent_store_free(s);
 }
 
+/* Stacks not used since a window are dropped, the oldest first; the others stay. */
+static void test_expire(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(100, &a, &b);
+	struct agent_frame f = { .address = 0, .exe = a, .kind = 1 };
+	uint8_t ids[6][16];
+	struct agent_store_stats st;
+	stackrelay_v1_StackDef def;
+
+	(void)state;
+	/* Stack i last used in window i; stack 0 used again in window 5. */
+	for (int i = 0; i < 6; i++) {
+		f.address = (uint64_t)i;
+		assert_int_equal(agent_store__intern_stack(s, &f, 1, false, (uint64_t)i, ids[i]), 0);
+	}
+	f.address = 0;
+	assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 5, ids[0]), 0);
+	assert_int_equal(agent_store__expire_stacks(s, 3), 2); /* stacks 1 and 2 */
+	assert_int_equal(agent_store__stack(s, ids[1], 16, &def), -ENOENT);
+	assert_int_equal(agent_store__stack(s, ids[2], 16, &def), -ENOENT);
+	assert_int_equal(agent_store__stack(s, ids[0], 16, &def), 0);
+	pb_release(stackrelay_v1_StackDef_fields, &def);
+	assert_int_equal(agent_store__expire_stacks(s, 3), 0);
+	agent_store__stats(s, &st);
+	assert_int_equal(st.stacks, 4);
+	assert_int_equal(st.stacks_expired, 2);
+	assert_int_equal(st.stacks_evicted, 0);
+	assert_int_equal(agent_store__expire_stacks(s, 100), 4);
+	agent_store__stats(s, &st);
+	assert_int_equal(st.stacks, 0);
+	agent_store_free(s);
+}
+
 /* Functions: content-addressed, in stack IDs with their line, copied out by lookups, bounded. */
 static void test_functions(void **state)
 {
@@ -484,7 +518,7 @@ int main(void)
 		cmocka_unit_test(test_open_vdso),	 cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_aggregate),	 cmocka_unit_test(test_aggregate_off_cpu),
 		cmocka_unit_test(test_output_roundtrip), cmocka_unit_test(test_functions),
-		cmocka_unit_test(test_function_limit),
+		cmocka_unit_test(test_function_limit),	 cmocka_unit_test(test_expire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
