@@ -149,8 +149,13 @@ static struct java_file *file_for(struct agent_java *j, const struct agent_proc 
 	struct java_file *f = agent_htab__get(&j->files, key, 4 * sizeof(uint64_t));
 	char path[512];
 
-	if (f || j->n_files >= AGENT_JAVA_MAX_FILES || agent_exe__is_vdso(m->exe))
+	if (f || agent_exe__is_vdso(m->exe))
 		return f;
+	/* Full (a node running new builds all day): start again rather than stop recognising JVMs. */
+	if (j->n_files >= AGENT_JAVA_MAX_FILES) {
+		free_all(&j->files, file_key);
+		j->n_files = 0;
+	}
 	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
 	f = calloc(1, sizeof(*f));

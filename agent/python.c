@@ -236,8 +236,22 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 	char path[512];
 	int fd;
 
-	if (f || py->n_files >= AGENT_PY_MAX_FILES || agent_exe__is_vdso(m->exe))
+	if (f || agent_exe__is_vdso(m->exe))
 		return f;
+	/*
+	 * A node that runs new builds all day meets new files all day: when the
+	 * table is full it starts again (its entries are verdicts only, which no
+	 * process entry points to), rather than stop recognising interpreters.
+	 */
+	if (py->n_files >= AGENT_PY_MAX_FILES) {
+		void *v;
+
+		for (size_t i = 0; (v = agent_htab__next(&py->files, &i));)
+			free(v);
+		agent_htab_done(&py->files);
+		agent_htab_init(&py->files, file_key);
+		py->n_files = 0;
+	}
 	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
 	f = calloc(1, sizeof(*f));
