@@ -36,19 +36,17 @@ struct encode_job {
 	int error;
 };
 
-/* Makes room for len more bytes (drop-oldest), or says there is none. */
-static bool make_room(struct exporter *x, uint64_t len)
+/* Makes room for a request of len bytes and samples samples (drop-oldest), or says there is none. */
+static bool make_room(struct exporter *x, uint64_t len, uint64_t samples)
 {
-	uint64_t max = gw_queue__max_bytes(x->queue);
-
 	if (x->cfg->sending_queue.block_on_overflow || gw_queue__persistent(x->queue))
 		/*
 		 * Receivers are held back by admission (exporthelper-disk.c); what
 		 * is already in the pipeline still fits, up to a hard bound. A
 		 * persistent queue never drops what it made durable to make room.
 		 */
-		return gw_queue__bytes(x->queue) + len <= max * GW_EXPORT_BLOCK_HARD_FACTOR;
-	while (gw_queue__bytes(x->queue) + len > max) {
+		return gw_exporter_queue_fits(x, len, samples, GW_EXPORT_BLOCK_HARD_FACTOR);
+	while (!gw_exporter_queue_fits(x, len, samples, 1)) {
 		struct gw_queue_item *old = gw_queue__take_oldest(x->queue);
 
 		if (!old)
@@ -111,7 +109,7 @@ static void encode_done(uv_work_t *w, int status)
 		free(j->data);
 		goto out;
 	}
-	if (!make_room(x, j->len)) {
+	if (!make_room(x, j->len, j->samples)) {
 		sr_log_warn(x->c->id, "sending queue full; dropped a new request", "samples=%" PRIu64 " bytes=%zu",
 			    samples, j->len);
 		gw_component_drop_samples(x->c, "queue_full", samples);

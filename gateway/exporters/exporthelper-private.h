@@ -54,6 +54,8 @@ struct exporter {
 	bool gzip;
 	struct gw_http_client *http;
 	struct gw_queue *queue;
+	/* sending_queue.queue_size with sizer requests or items (0: none); bytes are the queue's own bound. */
+	uint64_t max_requests, max_samples;
 	struct consumer *consumers;
 	size_t n_consumers;
 	unsigned jobs;	       /* encodings on the thread pool */
@@ -81,6 +83,13 @@ struct exporter {
 };
 
 /* exporthelper.c; loop thread */
+/*
+ * Whether the queue, with one more request of len bytes and samples samples
+ * (0, 0: none more, the queue as it is), stays within its bounds times
+ * factor (1, or GW_EXPORT_BLOCK_HARD_FACTOR for what a blocking queue may
+ * still take): bytes, and the requests or samples of sending_queue.queue_size.
+ */
+bool gw_exporter_queue_fits(const struct exporter *x, uint64_t len, uint64_t samples, uint64_t factor);
 void gw_exporter_kick(struct exporter *x);
 void gw_exporter_maybe_done(struct exporter *x);
 void gw_exporter_maybe_free(struct exporter *x);

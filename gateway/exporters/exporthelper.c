@@ -312,6 +312,18 @@ static void send_item(struct consumer *k)
 	}
 }
 
+bool gw_exporter_queue_fits(const struct exporter *x, uint64_t len, uint64_t samples, uint64_t factor)
+{
+	const struct gw_queue *q = x->queue;
+
+	if (gw_queue__bytes(q) + len > gw_queue__max_bytes(q) * factor)
+		return false;
+	if (x->max_requests &&
+	    gw_queue__waiting(q) + gw_queue__in_flight(q) + (len || samples ? 1 : 0) > x->max_requests * factor)
+		return false;
+	return !x->max_samples || gw_queue__samples(q) + samples <= x->max_samples * factor;
+}
+
 void gw_exporter_kick(struct exporter *x)
 {
 	if (!x->started || x->destroyed)
@@ -392,7 +404,8 @@ static void metrics(struct gw_metrics_writer *w, void *userdata)
 			"Bytes of encoded requests held by the sending queue (waiting and in flight).", l,
 			(double)gw_queue__bytes(x->queue));
 	gw_metrics__add(w, "stackrelay_gateway_export_queue_capacity_bytes", GW_METRIC_GAUGE,
-			"Bound of the sending queue (queue_size_mib).", l, (double)gw_queue__max_bytes(x->queue));
+			"Bound of the sending queue in bytes (queue_size_mib, or queue_size with sizer bytes).", l,
+			(double)gw_queue__max_bytes(x->queue));
 	gw_metrics__add(w, "stackrelay_gateway_export_queue_requests", GW_METRIC_GAUGE,
 			"Requests in the sending queue (waiting and in flight).", l,
 			(double)(gw_queue__waiting(x->queue) + gw_queue__in_flight(x->queue)));
@@ -414,6 +427,12 @@ static void metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_metrics__add(w, "stackrelay_gateway_export_sent_bytes_total", GW_METRIC_COUNTER,
 			"Bytes of requests the backend accepted (after compression).", l, (double)x->bytes_sent);
 	gw_exporter_disk_metrics(w, x, l);
+}
+
+/* "1.2" -> 12; "" or NULL -> 0 (the TLS library's default). */
+static int tls_version(const char *s)
+{
+	return s && s[0] == '1' && s[1] == '.' && s[2] >= '0' && s[2] <= '3' && !s[3] ? 10 + (s[2] - '0') : 0;
 }
 
 int gw_exporter_create(struct gw_component *c, const struct gw_export_transport *t)
@@ -453,6 +472,9 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 		.cert_file = cfg->tls.cert_file,
 		.key_file = cfg->tls.key_file,
 		.insecure_skip_verify = cfg->tls.insecure_skip_verify,
+		.min_version =
+			tls_version(cfg->tls.min_version >= 0 ? gw_export_tls_versions[cfg->tls.min_version] : ""),
+		.max_version = tls_version(cfg->tls.max_version),
 	};
 	x->retry = (struct gw_retry_config){
 		.enabled = cfg->retry_on_failure.enabled,
@@ -498,6 +520,20 @@ int gw_exporter_start(struct gw_component *c)
 	const char *what = "";
 	int r;
 
+	/* The Collector's queue_size: a byte bound replaces queue_size_mib, a count adds to it. */
+	if (cfg->sending_queue.enabled && cfg->sending_queue.queue_size) {
+		switch (cfg->sending_queue.sizer) {
+		case GW_EXPORT_SIZER_BYTES:
+			qc.max_bytes = cfg->sending_queue.queue_size;
+			break;
+		case GW_EXPORT_SIZER_ITEMS:
+			x->max_samples = cfg->sending_queue.queue_size;
+			break;
+		default:
+			x->max_requests = cfg->sending_queue.queue_size;
+			break;
+		}
+	}
 	x->loop = gw_runtime__loop(c->runtime);
 	x->http = gw_http_client__new(x->loop);
 	if (!x->http) {

@@ -31,7 +31,11 @@ static char *grpc_url(const struct gw_export_config *cfg, const char **ret_error
 	l = strlen(e);
 	while (l > 0 && e[l - 1] == '/')
 		l--;
-	/* host:port means TLS, as in the Collector; http:// says plaintext (h2c). */
+	/*
+	 * host:port means TLS, as in the Collector, unless tls.insecure says
+	 * plaintext (and no ca_file says TLS after all, as there); http:// says
+	 * plaintext (h2c), https:// TLS whatever insecure says.
+	 */
 	if (strncasecmp(e, "http://", 7) == 0 || strncasecmp(e, "https://", 8) == 0)
 		r = asprintf(&url, "%.*s%s", (int)l, e, OTLP_GRPC_PATH);
 	else if (strstr(e, "://")) {
@@ -39,7 +43,9 @@ static char *grpc_url(const struct gw_export_config *cfg, const char **ret_error
 		errno = EINVAL;
 		return NULL;
 	} else
-		r = asprintf(&url, "https://%.*s%s", (int)l, e, OTLP_GRPC_PATH);
+		r = asprintf(&url, "%s%.*s%s",
+			     cfg->tls.insecure && !(cfg->tls.ca_file && *cfg->tls.ca_file) ? "http://" : "https://",
+			     (int)l, e, OTLP_GRPC_PATH);
 	return r < 0 ? NULL : url;
 }
 
@@ -152,7 +158,8 @@ static const struct gw_export_transport grpc_transport = {
 
 static const struct sr_field otlp_grpc_fields[] = {
 	SR_FIELD_STR("endpoint", struct gw_export_config, endpoint, .required = true,
-		     .doc = "host:port (TLS), https://host:port, or http://host:port (plaintext HTTP/2)."),
+		     .doc = "host:port (TLS; plaintext HTTP/2 with tls.insecure), https://host:port, or "
+			    "http://host:port (plaintext HTTP/2)."),
 	SR_FIELD_ENUMERATION("proto_version", struct gw_export_config, proto_version, gw_export_proto_versions,
 			     .def = "1.10", .doc = "OTLP profiles wire version: 1.10 or 1.9."),
 	SR_FIELD_ENUMERATION("compression", struct gw_export_config, compression, gw_export_compressions, .def = "gzip",

@@ -109,7 +109,7 @@ static const struct sr_field otlp_http_fields[] = {
 				    "service), sample (sample attributes) or resource (process.pid per resource). Each "
 				    "becomes a Pyroscope label, multiplying series."),
 	SR_FIELD_MAP("tls", struct gw_export_config, tls, struct gw_export_tls_config, gw_export_tls_fields,
-		     .doc = "TLS for https:// endpoints."),
+		     .doc = "TLS for https:// endpoints (the Collector's configtls client keys)."),
 	SR_FIELD_MAP("retry_on_failure", struct gw_export_config, retry_on_failure, struct gw_export_retry_config,
 		     gw_export_retry_fields,
 		     .doc = "Exponential backoff of failed requests (the Collector's defaults)."),
@@ -131,6 +131,12 @@ static int otlp_http_validate(const void *config, const char *path, struct sr_di
 		sr_diag_add(d, NULL, 0, 0, path, "%s: %s", cfg->profiles_endpoint ? "profiles_endpoint" : "endpoint",
 			    err ? err : "invalid");
 		r = -EINVAL;
+	} else if (cfg->tls.insecure && !cfg->tls.insecure_skip_verify && strncasecmp(url, "https://", 8) == 0) {
+		/* The Collector's otlphttp ignores insecure too; say so, since the name suggests otherwise. */
+		sr_diag_warn(d, NULL, 0, 0, path,
+			     "tls.insecure does not turn TLS off for an https:// endpoint (the scheme decides, as in "
+			     "the Collector's otlphttp): the server is still verified; tls.insecure_skip_verify "
+			     "skips that");
 	}
 	free(url);
 	return r;

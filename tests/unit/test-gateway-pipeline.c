@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "component.h"
+#include "exporters/exporthelper.h"
 #include "pipeline.h"
 
 struct recv_cfg {
@@ -366,6 +367,86 @@ static void test_extensions(void **state)
 	assert_true(has("service.extensions: extension \"file_storage\" is not defined in extensions"));
 }
 
+/* The Collector's configtls and sending_queue keys on the OTLP exporters, with the Collector's meaning. */
+static void test_collector_exporter_keys(void **state)
+{
+	static const char tail[] = "service: {pipelines: {profiles: {receivers: [testrecv], exporters: [%s]}}}\n";
+	char yaml[2048];
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+
+	(void)state;
+	snprintf(yaml, sizeof(yaml),
+		 "receivers: {testrecv: {endpoint: x}}\n"
+		 "exporters:\n"
+		 "  otlphttp/pyroscope:\n"
+		 "    endpoint: http://pyroscope:4040\n"
+		 "    tls: {insecure: true, min_version: \"1.3\", ca_file: /etc/ca.pem}\n"
+		 "    sending_queue: {enabled: true, num_consumers: 4, queue_size: 5000}\n"
+		 "  otlp/plain: {endpoint: collector:4317, tls: {insecure: true}}\n"
+		 "  otlp/ca:\n"
+		 "    endpoint: collector:4317\n"
+		 "    tls: {insecure: true, ca_file: /etc/ca.pem, max_version: \"1.2\"}\n"
+		 "    sending_queue: {queue_size: 268435456, sizer: bytes}\n"
+		 "  otlp/items: {endpoint: collector:4317, sending_queue: {queue_size: 100000, sizer: items}}\n"
+		 "%s",
+		 "service: {pipelines: {profiles: {receivers: [testrecv], "
+		 "exporters: [otlphttp/pyroscope, otlp/plain, otlp/ca, otlp/items]}}}\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_int_equal(sr_diag_warnings(diag), 0);
+	x = gw_config_component(cfg, "otlphttp/pyroscope")->config;
+	assert_true(x->tls.insecure);
+	assert_string_equal(gw_export_tls_versions[x->tls.min_version], "1.3");
+	assert_string_equal(x->tls.max_version, "");
+	assert_string_equal(x->tls.ca_file, "/etc/ca.pem");
+	assert_int_equal(x->sending_queue.queue_size, 5000);
+	assert_int_equal(x->sending_queue.sizer, GW_EXPORT_SIZER_REQUESTS);
+	assert_int_equal(x->sending_queue.queue_size_mib, GW_EXPORT_DEFAULT_QUEUE_MIB);
+	x = gw_config_component(cfg, "otlp/plain")->config;
+	assert_string_equal(gw_export_tls_versions[x->tls.min_version], "1.2");
+	x = gw_config_component(cfg, "otlp/ca")->config;
+	assert_int_equal(x->sending_queue.sizer, GW_EXPORT_SIZER_BYTES);
+	assert_string_equal(x->tls.max_version, "1.2");
+	x = gw_config_component(cfg, "otlp/items")->config;
+	assert_int_equal(x->sending_queue.sizer, GW_EXPORT_SIZER_ITEMS);
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* insecure with an https:// otlphttp endpoint: loads, and a warning says TLS stays on. */
+	snprintf(yaml, sizeof(yaml),
+		 "receivers: {testrecv: {endpoint: x}}\n"
+		 "exporters: {otlphttp: {endpoint: https://p:4040, tls: {insecure: true}}}\n"
+		 "%s",
+		 "");
+	snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml), tail, "otlphttp");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_true(has("warning: exporters.otlphttp: tls.insecure does not turn TLS off for an https:// endpoint"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* What has no meaning is refused, each with where and why. */
+	snprintf(yaml, sizeof(yaml),
+		 "receivers: {testrecv: {endpoint: x}}\n"
+		 "exporters:\n"
+		 "  otlp/a: {endpoint: c:4317, tls: {min_version: \"1.4\"}}\n"
+		 "  otlp/b: {endpoint: c:4317, tls: {min_version: \"1.3\", max_version: \"1.2\"}}\n"
+		 "  otlp/c: {endpoint: c:4317, tls: {max_version: \"TLS1.3\"}}\n"
+		 "  otlp/d: {endpoint: c:4317, sending_queue: {sizer: spans}}\n"
+		 "  otlp/e: {endpoint: c:4317, sending_queue: {sizer: bytes, queue_size: 1000}}\n"
+		 "  otlp/f: {endpoint: c:4317, sending_queue: {sizer: bytes, queue_size: 2097152, queue_size_mib: 8}}\n"
+		 "  otlp/g: {endpoint: c:4317, tls: {insecure_skip_verfy: true}}\n");
+	snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml), tail,
+		 "otlp/a, otlp/b, otlp/c, otlp/d, otlp/e, otlp/f, otlp/g");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), -EINVAL);
+	assert_true(has("gw.yaml:3:49: error: exporters.otlp/a.tls.min_version: invalid value \"1.4\""));
+	assert_true(has("exporters.otlp/b: tls.max_version 1.2 is older than min_version 1.3"));
+	assert_true(has("exporters.otlp/c: tls.max_version: \"TLS1.3\" is not 1.0, 1.1, 1.2 or 1.3"));
+	assert_true(has("exporters.otlp/d.sending_queue.sizer"));
+	assert_true(has("exporters.otlp/e: sending_queue.queue_size: 1000 bytes (sizer bytes) is less than 1MiB"));
+	assert_true(has("exporters.otlp/f: sending_queue: queue_size with sizer bytes and queue_size_mib"));
+	assert_true(has("did you mean \"insecure_skip_verify\""));
+}
+
 static void test_describe_lists_service(void **state)
 {
 	char *buf = NULL;
@@ -392,6 +473,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_collector_aliases, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collector_exporter_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
