@@ -1,0 +1,286 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Gateway configs written the way OpenTelemetry Collector users write them,
+loaded and run end to end (docs/otel-collector-migration.md): OTLP/HTTP
+profiles in (hand-written OTLP JSON, independent of the gateway's code), the
+real gateway, tests/fakes/fake_pyroscope.py out.
+
+Phases:
+  tls      `otlphttp` with the Collector's `tls` keys (ca_file, min_version,
+           insecure: false) and `sending_queue.queue_size`/`sizer` delivers
+           to a fake Pyroscope serving HTTPS with a certificate of a test CA
+           made with openssl; `min_version: "1.3"` against a server capped at
+           TLS 1.2 makes no delivery and counts network errors.
+
+Needs openssl (scripts/install-deps); skips (77) without it.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402
+
+SKIP = 77
+
+
+def log(*a):
+    print("collector-configs:", *a, flush=True)
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(SKIP)
+
+
+src = os.environ.get("SR_SOURCE_ROOT")
+gateway = os.environ.get("SR_GATEWAY")
+if not src or not gateway:
+    skip("run through meson test (SR_SOURCE_ROOT, SR_GATEWAY unset)")
+if not shutil.which("openssl"):
+    skip("openssl not installed (scripts/install-deps)")
+
+fake_pyroscope = os.path.join(src, "tests", "fakes", "fake_pyroscope.py")
+tmp = tempfile.mkdtemp(prefix="sr-collector-configs.")
+procs = []
+
+
+def cleanup():
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def wait_for(what, cond, timeout=90, logs=()):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            for path in logs:
+                with open(path) as f:
+                    sys.stderr.write("---- %s\n%s\n" % (path, f.read()[-4000:]))
+            raise SystemExit("FAIL: timed out waiting for " + what)
+        time.sleep(0.2)
+
+
+def http_get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read()
+    except Exception as e:  # noqa: BLE001 - not up yet, or refused: the caller waits
+        return 0, str(e).encode()
+
+
+# ---- certificates ----
+
+def make_certs(d):
+    """A test CA and a server certificate for 127.0.0.1 and localhost signed by it."""
+    os.makedirs(d, exist_ok=True)
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, capture_output=True)
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+         "-out", "ca.crt", "-days", "2", "-subj", "/CN=stackrelay collector-configs CA")
+    ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key",
+         "-out", "server.csr", "-subj", "/CN=localhost")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "server.crt", "-days", "2", "-extfile", "san.ext")
+    return lambda f: os.path.join(d, f)
+
+
+# ---- the fake Pyroscope and the gateway ----
+
+class Fake:
+    def __init__(self, name, *args):
+        self.port_file = os.path.join(tmp, name + ".port")
+        self.log = os.path.join(tmp, name + ".log")
+        self.proc = subprocess.Popen([sys.executable, fake_pyroscope, "--port-file", self.port_file,
+                                      "--lifetime", "600", *args],
+                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        procs.append(self.proc)
+        wait_for(name + " to listen", lambda: os.path.exists(self.port_file) or self.proc.poll() is not None)
+        if self.proc.poll() is not None:
+            raise SystemExit("FAIL: %s exited: %s" % (name, open(self.log).read()[-2000:]))
+        with open(self.port_file) as f:
+            self.port = int(f.read())
+        self.scheme = "https" if "--tls-cert" in args else "http"
+
+    def stats(self):
+        import ssl
+        ctx = ssl._create_unverified_context()  # the test's own fake, its stats only
+        with urllib.request.urlopen("%s://127.0.0.1:%d/stats" % (self.scheme, self.port), timeout=10,
+                                    context=ctx if self.scheme == "https" else None) as r:
+            return json.loads(r.read())
+
+
+class Gateway:
+    """A gateway on config text with {otlp_port} and {metrics_port} filled in, started on free ports."""
+
+    def __init__(self, name, config, env=None, attempts=5):
+        self.log = os.path.join(tmp, name + ".log")
+        self.path = os.path.join(tmp, name + ".yaml")
+        for _ in range(attempts):
+            self.otlp_port, self.metrics_port = free_port(), free_port()
+            with open(self.path, "w") as f:
+                f.write(config.replace("{otlp_port}", str(self.otlp_port))
+                        .replace("{metrics_port}", str(self.metrics_port)))
+            check = subprocess.run([gateway, "--validate", "--config", self.path], capture_output=True, text=True,
+                                   env=env)
+            if check.returncode != 0:
+                raise SystemExit("FAIL: %s does not validate:\n%s%s" % (name, check.stdout, check.stderr))
+            self.validate_output = check.stdout + check.stderr
+            self.proc = subprocess.Popen([gateway, "--config", self.path], stdout=open(self.log, "w"),
+                                         stderr=subprocess.STDOUT, env=env)
+            procs.append(self.proc)
+            deadline = time.monotonic() + 120
+            while self.proc.poll() is None:
+                if http_get("http://127.0.0.1:%d/readyz" % self.metrics_port)[0] == 200:
+                    return
+                if time.monotonic() > deadline:
+                    raise SystemExit("FAIL: %s not ready:\n%s" % (name, open(self.log).read()[-4000:]))
+                time.sleep(0.2)
+            if "in use" not in open(self.log).read().lower():
+                raise SystemExit("FAIL: %s exited:\n%s" % (name, open(self.log).read()[-4000:]))
+            log(name, "lost a race for a port; starting it again")
+        raise SystemExit("FAIL: %s: no free ports" % name)
+
+    def metric(self, family, filt=""):
+        _, body = http_get("http://127.0.0.1:%d/metrics" % self.metrics_port)
+        return sum(float(ln.split()[-1]) for ln in body.decode(errors="replace").splitlines()
+                   if ln.startswith(family) and ln[len(family):len(family) + 1] in ("{", " ") and filt in ln)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+
+
+# ---- OTLP in: hand-written OTLP/JSON, as the Collector's otlphttp exporter can send it ----
+
+def otlp_json(service, value, resource=None):
+    """One CPU profile of one sample (value) on the stack work <- main, for service."""
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "main", "work", "app.c"]
+    attrs = [{"key": "service.name", "value": {"stringValue": service}}]
+    for k, v in (resource or {}).items():
+        attrs.append({"key": k, "value": {"stringValue": v}})
+    return {
+        "dictionary": {
+            "stringTable": strings,
+            "mappingTable": [{}],
+            "attributeTable": [{}],
+            "functionTable": [{}, {"nameStrindex": 5, "filenameStrindex": 7},
+                              {"nameStrindex": 6, "filenameStrindex": 7}],
+            "locationTable": [{}, {"lines": [{"functionIndex": 2, "line": "10"}]},
+                              {"lines": [{"functionIndex": 1, "line": "3"}]}],
+            "stackTable": [{}, {"locationIndices": [1, 2]}],
+        },
+        "resourceProfiles": [{
+            "resource": {"attributes": attrs},
+            "scopeProfiles": [{"profiles": [{
+                "sampleType": {"typeStrindex": 1, "unitStrindex": 2},
+                "periodType": {"typeStrindex": 3, "unitStrindex": 4},
+                "period": "50000000",
+                "timeUnixNano": str(time.time_ns()),
+                "durationNano": "1000000000",
+                "samples": [{"stackIndex": 1, "values": [str(value)]}],
+            }]}],
+        }],
+    }
+
+
+def send(gw, service, value, headers=None, resource=None):
+    body = json.dumps(otlp_json(service, value, resource)).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1development/profiles" % gw.otlp_port, data=body,
+                                 method="POST", headers={"Content-Type": "application/json", **(headers or {})})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, r.status
+
+
+STACK = "work;main"
+
+
+def key(service):
+    return "%s|%s|" % (service, STACK)
+
+
+# ---- phases ----
+
+def tls_phase():
+    p = make_certs(os.path.join(tmp, "certs"))
+    fake = Fake("fake-tls", "--tls-cert", p("server.crt"), "--tls-key", p("server.key"))
+    fake12 = Fake("fake-tls12", "--tls-cert", p("server.crt"), "--tls-key", p("server.key"),
+                  "--tls-max-version", "1.2")
+    gw = Gateway("gateway-tls", """receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:{otlp_port}
+processors:
+  batch: {timeout: 200ms}
+exporters:
+  otlphttp/pyroscope:
+    endpoint: https://localhost:%d
+    tls:
+      insecure: false
+      ca_file: %s
+      min_version: "1.2"
+    sending_queue:
+      enabled: true
+      num_consumers: 2
+      queue_size: 100
+      sizer: requests
+    retry_on_failure: {enabled: true, initial_interval: 200ms, max_interval: 1s}
+  otlphttp/tls13:
+    endpoint: https://localhost:%d
+    tls: {ca_file: %s, min_version: "1.3"}
+    retry_on_failure: {enabled: true, initial_interval: 200ms, max_interval: 1s}
+service:
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [otlphttp/pyroscope, otlphttp/tls13]
+  telemetry:
+    metrics:
+      level: detailed
+      readers:
+        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: {metrics_port}}}}
+""" % (fake.port, p("ca.crt"), fake12.port, p("ca.crt")))
+    assert "warning" not in gw.validate_output, gw.validate_output
+    send(gw, "tls-app", 7)
+    send(gw, "tls-app", 5)
+    wait_for("12 samples over TLS at the fake Pyroscope",
+             lambda: fake.stats()["accepted_samples"] == 12, logs=[gw.log, fake.log])
+    assert fake.stats()["by_key"] == {key("tls-app"): 12}, fake.stats()["by_key"]
+    # TLS 1.3 at least, from a server that offers 1.2 at most: no handshake, network errors, nothing delivered.
+    wait_for("a network error of otlphttp/tls13",
+             lambda: gw.metric("stackrelay_gateway_export_requests_total",
+                               'exporter="otlphttp/tls13",outcome="network_error"') >= 1, logs=[gw.log])
+    assert fake12.stats()["requests"] == 0, fake12.stats()
+    gw.stop()
+    log("tls: delivered over TLS with ca_file; min_version 1.3 refused a TLS 1.2 server")
+
+
+def main():
+    try:
+        tls_phase()
+    finally:
+        cleanup()
+    print("PASS")
+
+
+main()
