@@ -29,6 +29,17 @@
 
 /* ---- the exporter ---- */
 
+/* Whether one of the first n "Name: value" lines has the header name of line h. */
+static bool metadata_sets(const char *const *lines, size_t n, const char *h)
+{
+	size_t hl = strcspn(h, ":");
+
+	for (size_t i = 0; i < n; i++)
+		if (strcspn(lines[i], ":") == hl && strncasecmp(lines[i], h, hl) == 0)
+			return true;
+	return false;
+}
+
 static void send_item(struct consumer *k);
 
 static void exporter_free(struct exporter *x)
@@ -140,7 +151,7 @@ static void split_item(struct consumer *k)
 		} else {
 			*h = (struct sr_pbw){ 0 };
 		}
-		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags);
+		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags, it->metadata);
 		if (r == GW_QUEUE_HELD)
 			gw_exporter_disk_held(x); /* in memory until the disk takes it */
 		if (r < 0) {
@@ -275,8 +286,26 @@ static void send_item(struct consumer *k)
 	struct gw_http_request req;
 	int r;
 
+	char meta[GW_QUEUE_METADATA_MAX + 1];
+
+	/*
+	 * The batch's metadata (a batch processor's metadata_keys: the tenant)
+	 * first, then the configured headers but those it sets: libcurl sends
+	 * both of a name twice, and the batch's value is the one that counts.
+	 */
+	if (k->item->metadata) {
+		memcpy(meta, k->item->metadata, k->item->metadata_len + 1);
+		for (char *line = meta, *end; *line && nh < GW_EXPORT_MAX_HEADERS; line = end + 1) {
+			end = strchr(line, '\n');
+			if (!end)
+				break;
+			*end = '\0';
+			hdrs[nh++] = line;
+		}
+	}
 	for (char **h = x->headers; h && *h && nh < GW_EXPORT_MAX_HEADERS; h++)
-		hdrs[nh++] = *h;
+		if (!metadata_sets(hdrs, nh, *h))
+			hdrs[nh++] = *h;
 	for (; extra && *extra && nh < SR_ARRAY_SIZE(hdrs) - 1; extra++)
 		hdrs[nh++] = *extra;
 	hdrs[nh] = NULL;

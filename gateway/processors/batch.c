@@ -9,11 +9,18 @@
  * estimated size reaches send_batch_max_bytes, or timeout after its first
  * sample arrived. send_batch_max_size caps the records of what is sent:
  * larger batches are cut. Batches of different pipelines are kept apart.
+ *
+ * metadata_keys, as in the Collector: batches are kept apart by the values
+ * of these request headers (a receiver's include_metadata), so a tenant's
+ * samples (X-Scope-OrgID) never share a request with another's; the values
+ * go on with the batch (gw_profiles.metadata) and exporters send them as
+ * headers. metadata_cardinality_limit bounds the distinct combinations.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <uv.h>
 
@@ -26,11 +33,20 @@
 #include "log.h"
 #include "macro.h"
 
+/* metadata_keys: at most this many; a header line kept per key at most this long. */
+#define BATCH_MAX_METADATA_KEYS	 16
+#define BATCH_METADATA_VALUE_MAX 1024
+#define BATCH_MAX_CARDINALITY	 100000
+#define BATCH_REASON_CARDINALITY "metadata_cardinality"
+
 struct batch_config {
 	uint64_t timeout;
 	uint64_t send_batch_size;
 	uint64_t send_batch_max_size;
 	uint64_t send_batch_max_bytes;
+	char **metadata_keys;
+	uint32_t n_metadata_keys;
+	uint64_t metadata_cardinality_limit;
 };
 
 static const struct sr_field batch_fields[] = {
@@ -46,6 +62,15 @@ static const struct sr_field batch_fields[] = {
 	SR_FIELD_BYTES("send_batch_max_bytes", struct batch_config, send_batch_max_bytes, .def = "8MiB",
 		       .doc = "Send once a batch's estimated memory reaches this; it bounds the encoded request too "
 			      "(which is smaller), keeping requests under the backend's body limit. 0: no cap."),
+	SR_FIELD_STRLIST("metadata_keys", struct batch_config, metadata_keys, n_metadata_keys,
+			 .doc = "Request headers (a receiver's include_metadata) whose values keep batches apart, "
+				"e.g. [X-Scope-OrgID]: one batch per tenant, and exporters send these headers with "
+				"each batch's values. Names are case-insensitive.",
+			 .min = 0, .max = BATCH_MAX_METADATA_KEYS),
+	SR_FIELD_U64("metadata_cardinality_limit", struct batch_config, metadata_cardinality_limit, .def = "1000",
+		     .doc = "Most distinct combinations of metadata_keys values at once; the samples of more are "
+			    "dropped (counted as metadata_cardinality).",
+		     .min = 1, .max = BATCH_MAX_CARDINALITY),
 	SR_FIELD_END,
 };
 
@@ -59,23 +84,40 @@ static int batch_validate(const void *config, const char *path, struct sr_diag *
 			    cfg->send_batch_max_size, cfg->send_batch_size);
 		return -EINVAL;
 	}
+	for (uint32_t i = 0; i < cfg->n_metadata_keys; i++) {
+		const char *k = cfg->metadata_keys[i];
+		if (!*k || strpbrk(k, ": \t\r\n") || k[0] == '-') {
+			sr_diag_add(d, NULL, 0, 0, path, "metadata_keys[%u]: \"%s\" is not a header name", i, k);
+			return -EINVAL;
+		}
+		for (uint32_t j = 0; j < i; j++)
+			if (strcasecmp(k, cfg->metadata_keys[j]) == 0) {
+				sr_diag_add(d, NULL, 0, 0, path, "metadata_keys: \"%s\" is listed twice", k);
+				return -EINVAL;
+			}
+	}
 	return 0;
 }
 
+/* A batch being filled: one per pipeline and combination of metadata_keys values. */
 struct pending {
 	struct batcher *b;
 	uv_timer_t timer;
 	struct gw_profiles *p; /* NULL when empty */
+	char *metadata;	       /* the values it is for ("Key: value\n" lines); NULL: none */
+	struct pending *next;  /* of the same pipeline */
 };
 
 struct batcher {
 	struct gw_component *c;
 	const struct batch_config *cfg;
-	struct pending **routes; /* by route_pipeline */
+	struct pending **routes; /* by route_pipeline: a list, one per metadata */
 	size_t n_routes;
+	size_t n_pending;
 	unsigned open_handles;
 	bool destroyed;
 	uint64_t sent_by_size, sent_by_timeout, sent_by_bytes, cuts;
+	uint64_t cardinality_drops;
 };
 
 struct cut_state {
@@ -174,6 +216,7 @@ static void pending_closed(uv_handle_t *h)
 	struct pending *pd = h->data;
 	struct batcher *b = pd->b;
 
+	free(pd->metadata);
 	free(pd);
 	if (--b->open_handles == 0 && b->destroyed) {
 		free(b->routes);
@@ -181,7 +224,58 @@ static void pending_closed(uv_handle_t *h)
 	}
 }
 
-static struct pending *route(struct batcher *b, uint32_t i)
+/*
+ * The metadata_keys values of p's request headers, as "Key: value\n" lines
+ * in the order of metadata_keys, with the names as written there (so the
+ * exporter sends them so); NULL (and 0) when none is present. -ENOMEM.
+ */
+static int select_metadata(const struct batch_config *cfg, const char *client, char **ret)
+{
+	char *out = NULL;
+	size_t len = 0;
+
+	*ret = NULL;
+	for (uint32_t i = 0; client && i < cfg->n_metadata_keys; i++) {
+		const char *k = cfg->metadata_keys[i];
+		size_t kl = strlen(k);
+
+		/* client holds lowercase names: the first line with this name wins. */
+		for (const char *line = client; *line;) {
+			const char *end = strchr(line, '\n');
+			size_t ll = end ? (size_t)(end - line) : strlen(line);
+
+			if (ll > kl + 1 && strncasecmp(line, k, kl) == 0 && line[kl] == ':') {
+				const char *v = line + kl + 1;
+				size_t vl = ll - kl - 1;
+				char *n;
+
+				while (vl && *v == ' ') {
+					v++;
+					vl--;
+				}
+				vl = SR_MIN(vl, (size_t)BATCH_METADATA_VALUE_MAX);
+				n = realloc(out, len + kl + vl + 4);
+				if (!n) {
+					free(out);
+					return -ENOMEM;
+				}
+				out = n;
+				len += (size_t)sprintf(out + len, "%s: %.*s\n", k, (int)vl, v);
+				break;
+			}
+			line += ll + (end ? 1 : 0);
+		}
+	}
+	*ret = out;
+	return 0;
+}
+
+static bool same_metadata(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static struct pending *route(struct batcher *b, uint32_t i, const char *metadata)
 {
 	if (i >= b->n_routes) {
 		struct pending **n = realloc(b->routes, (i + 1) * sizeof(*n));
@@ -192,18 +286,41 @@ static struct pending *route(struct batcher *b, uint32_t i)
 		b->routes = n;
 		b->n_routes = i + 1;
 	}
-	if (!b->routes[i]) {
-		struct pending *pd = calloc(1, sizeof(*pd));
+	for (struct pending *pd = b->routes[i]; pd; pd = pd->next)
+		if (same_metadata(pd->metadata, metadata))
+			return pd;
+	if (b->n_pending >= b->cfg->metadata_cardinality_limit) {
+		/* At the limit, a batch sent and not refilled since (another tenant's) takes the new values. */
+		for (struct pending *pd = b->routes[i]; pd; pd = pd->next) {
+			char *m = NULL;
 
-		if (!pd)
-			return NULL;
-		pd->b = b;
-		uv_timer_init(gw_runtime__loop(b->c->runtime), &pd->timer);
-		pd->timer.data = pd;
-		b->open_handles++;
-		b->routes[i] = pd;
+			if (pd->p)
+				continue;
+			if (metadata && !(m = strdup(metadata)))
+				return NULL;
+			free(pd->metadata);
+			pd->metadata = m;
+			return pd;
+		}
+		errno = EMFILE;
+		return NULL;
 	}
-	return b->routes[i];
+	struct pending *pd = calloc(1, sizeof(*pd));
+
+	if (!pd)
+		return NULL;
+	if (metadata && !(pd->metadata = strdup(metadata))) {
+		free(pd);
+		return NULL;
+	}
+	pd->b = b;
+	uv_timer_init(gw_runtime__loop(b->c->runtime), &pd->timer);
+	pd->timer.data = pd;
+	b->open_handles++;
+	b->n_pending++;
+	pd->next = b->routes[i];
+	b->routes[i] = pd;
+	return pd;
 }
 
 static int batch_consume(struct gw_component *c, struct gw_profiles *p)
@@ -212,16 +329,42 @@ static int batch_consume(struct gw_component *c, struct gw_profiles *p)
 	struct pending *pd;
 	int r;
 
+	char *meta = NULL;
+
 	r = gw_profiles__make_writable(&p);
 	if (r < 0) {
 		gw_component_drop(c, p, "out_of_memory");
 		return r;
 	}
+	/*
+	 * As the Collector's batch does, what leaves carries only the values of
+	 * metadata_keys (none without them), never the request's other headers.
+	 */
+	r = select_metadata(b->cfg, p->client_metadata, &meta);
+	if (r == 0)
+		r = gw_profiles__set_metadata(p, NULL, meta);
+	if (r < 0) {
+		free(meta);
+		gw_component_drop(c, p, "out_of_memory");
+		return r;
+	}
 	if (b->cfg->timeout == 0) {
+		free(meta);
 		send_on(b, p);
 		return 0;
 	}
-	pd = route(b, p->route_pipeline);
+	pd = route(b, p->route_pipeline, meta);
+	free(meta);
+	if (!pd && errno == EMFILE) {
+		if (b->cardinality_drops++ == 0)
+			sr_log_warn(
+				c->id,
+				"more combinations of metadata_keys values at once than metadata_cardinality_limit; "
+				"their samples are dropped",
+				"limit=%" PRIu64, b->cfg->metadata_cardinality_limit);
+		gw_component_drop(c, p, BATCH_REASON_CARDINALITY);
+		return 0;
+	}
 	if (!pd) {
 		/* No state for this pipeline: pass the batch on as it is. */
 		send_on(b, p);
@@ -266,6 +409,9 @@ static void batch_metrics(struct gw_metrics_writer *w, void *userdata)
 	}
 	gw_metrics__add(w, "stackrelay_gateway_batch_cuts_total", GW_METRIC_COUNTER,
 			"Batches cut because they exceeded send_batch_max_size.", l, (double)b->cuts);
+	gw_metrics__add(w, "stackrelay_gateway_batch_pending_batches", GW_METRIC_GAUGE,
+			"Batches being filled: one per pipeline and combination of metadata_keys values.", l,
+			(double)b->n_pending);
 }
 
 static int batch_create(struct gw_component *c)
@@ -292,8 +438,8 @@ static void batch_shutdown(struct gw_component *c, void (*done)(struct gw_compon
 
 	/* Upstream has stopped: send what is pending now. */
 	for (size_t i = 0; i < b->n_routes; i++)
-		if (b->routes[i])
-			flush(b->routes[i]);
+		for (struct pending *pd = b->routes[i]; pd; pd = pd->next)
+			flush(pd);
 	done(c);
 }
 
@@ -308,15 +454,16 @@ static void batch_destroy(struct gw_component *c)
 		gw_runtime__remove_metrics(c->runtime, batch_metrics, b);
 	b->destroyed = true;
 	for (size_t i = 0; i < b->n_routes; i++) {
-		struct pending *pd = b->routes[i];
+		struct pending *pd = b->routes[i], *next;
 
-		if (!pd)
-			continue;
-		if (pd->p)
-			gw_component_drop(c, pd->p, GW_REASON_SHUTDOWN);
-		pd->p = NULL;
-		uv_timer_stop(&pd->timer);
-		uv_close((uv_handle_t *)&pd->timer, pending_closed);
+		for (; pd; pd = next) {
+			next = pd->next;
+			if (pd->p)
+				gw_component_drop(c, pd->p, GW_REASON_SHUTDOWN);
+			pd->p = NULL;
+			uv_timer_stop(&pd->timer);
+			uv_close((uv_handle_t *)&pd->timer, pending_closed);
+		}
 	}
 	if (b->open_handles == 0) {
 		free(b->routes);
