@@ -20,6 +20,14 @@ Phases:
            the exporter's configured header. Through a persistent queue
            (sending_queue.storage) too, across a restart with the backend down.
 
+  examples every config of docs/examples/collector/ validates, then runs with
+           only its addresses pointed at the test's (listen addresses,
+           http://pyroscope:4040, the file_storage directory, and
+           auth_type: serviceAccount at a fake API server's kubeconfig):
+           OTLP in, profiles out at the fake Pyroscope with the example's
+           headers (bearer token from ${BACKEND_TOKEN}, tenants), pods'
+           metadata, health_check answering, the queue on disk.
+
 Needs openssl (scripts/install-deps); skips (77) without it.
 """
 import json
@@ -356,10 +364,133 @@ def tenants_phase():
     log("tenants: each tenant's samples in requests of their own with its X-Scope-OrgID, through the disk too")
 
 
+EXAMPLES = os.path.join(src, "docs", "examples", "collector")
+
+
+def fake_kube(pod_ip):
+    """The fake API server with one pod at pod_ip; returns the kubeconfig's path."""
+    d = os.path.join(tmp, "kube")
+    os.makedirs(d, exist_ok=True)
+    state = {"namespaces": [{"metadata": {"name": "shop", "uid": "ns-shop"}}],
+             "pods": [{"metadata": {"name": "checkout-7d9f8-x2x4p", "namespace": "shop", "uid": "pod-checkout"},
+                       "spec": {"nodeName": "node-a", "containers": [{"name": "app", "image": "shop/checkout:1"}]},
+                       "status": {"phase": "Running", "podIP": pod_ip}}]}
+    with open(os.path.join(d, "state.json"), "w") as f:
+        json.dump(state, f)
+    for name in ("accepted-token", "token"):
+        with open(os.path.join(d, name), "w") as f:
+            f.write("sa-token\n")
+    kube = subprocess.Popen(["node", os.path.join(src, "tests", "fakes", "fake-kube-apiserver.js"), "--dir", d,
+                             "--state", os.path.join(d, "state.json")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "kube.log"), "w"), text=True)
+    procs.append(kube)
+    line = kube.stdout.readline()
+    assert line.startswith("ready "), line
+    path = os.path.join(d, "kubeconfig")
+    with open(path, "w") as f:
+        f.write("""apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: fake
+  cluster: {server: "https://127.0.0.1:%d", certificate-authority: ca.crt}
+contexts:
+- name: test
+  context: {cluster: fake, user: sa}
+users:
+- name: sa
+  user: {tokenFile: token}
+""" % int(line.split()[1]))
+    return path
+
+
+def example(name, fake, extra_ports=None, kubeconfig=None):
+    """An example's text with its addresses pointed at the test's; {otlp_port} and {metrics_port} left for Gateway."""
+    with open(os.path.join(EXAMPLES, name)) as f:
+        text = f.read()
+    subs = [("0.0.0.0:4318", "127.0.0.1:{otlp_port}"),
+            ("0.0.0.0:4317", '""'),  # gRPC off: the test speaks OTLP/HTTP
+            ("http://pyroscope:4040", "http://127.0.0.1:%d" % fake.port),
+            ("host: 0.0.0.0", "host: 127.0.0.1"), ("port: 8888", "port: {metrics_port}")]
+    for old, new in (extra_ports or {}).items():
+        subs.append((old, new))
+    if kubeconfig:
+        subs.append(("auth_type: serviceAccount", "auth_type: kubeConfig\n    kube_config_path: " + kubeconfig))
+    for old, new in subs:
+        text = text.replace(old, new)
+    assert "0.0.0.0" not in text and "pyroscope:4040" not in text, text
+    return text
+
+
+def examples_phase():
+    names = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".yaml"))
+    assert names == ["bearer-token.yaml", "gateway-k8s.yaml", "multi-tenant.yaml", "persistent-queue.yaml"], names
+    env = dict(os.environ, BACKEND_TOKEN="s3cret-t0ken")
+    for name in names:
+        check = subprocess.run([gateway, "--validate", "--config", os.path.join(EXAMPLES, name)],
+                               capture_output=True, text=True, env=env)
+        assert check.returncode == 0, (name, check.stdout, check.stderr)
+        assert "warning" not in check.stdout + check.stderr, (name, check.stdout, check.stderr)
+
+    # otlp -> batch -> otlphttp with the bearer token from ${BACKEND_TOKEN}.
+    fake = Fake("fake-bearer")
+    gw = Gateway("example-bearer", example("bearer-token.yaml", fake), env=env)
+    send(gw, "bearer-app", 9)
+    gw.stop()  # flushes the batch (10s by default)
+    st = fake.stats()
+    assert st["accepted_samples"] == 9 and st["auth"] == ["Bearer s3cret-t0ken"], st
+    log("examples: bearer-token.yaml sent Authorization: Bearer from ${BACKEND_TOKEN}")
+
+    # Two tenants and one without the header.
+    fake = Fake("fake-multi")
+    gw = Gateway("example-multi", example("multi-tenant.yaml", fake))
+    send(gw, "shop", 6, headers={"X-Scope-OrgID": "team-shop"})
+    send(gw, "billing", 8, headers={"X-Scope-OrgID": "team-billing"})
+    send(gw, "legacy", 2)
+    gw.stop()
+    st = fake.stats()
+    assert {t: v["samples"] for t, v in st["tenants"].items()} == {"team-shop": 6, "team-billing": 8,
+                                                                   "anonymous": 2}, st["tenants"]
+    log("examples: multi-tenant.yaml sent each tenant's samples with its X-Scope-OrgID")
+
+    # file_storage queue and health_check.
+    fake = Fake("fake-queue")
+    health = free_port()
+    storage = os.path.join(tmp, "file_storage")
+    gw = Gateway("example-queue", example("persistent-queue.yaml", fake, {
+        "0.0.0.0:13133": "127.0.0.1:%d" % health, "/var/lib/otelcol/file_storage": storage}))
+    status, body = http_get("http://127.0.0.1:%d/" % health)
+    assert status == 200 and b"Server available" in body, (status, body)
+    send(gw, "queued-app", 11)
+    wait_for("the queued request delivered", lambda: fake.stats()["accepted_samples"] == 11, logs=[gw.log])
+    assert os.path.isdir(os.path.join(storage, "otlphttp_pyroscope")), os.listdir(storage)
+    gw.stop()
+    log("examples: persistent-queue.yaml queued in file_storage's directory; health_check answered")
+
+    # The gateway with k8sattributes: a sender's pod found by the k8s.pod.ip it reports.
+    if not shutil.which("node"):
+        log("examples: gateway-k8s.yaml run SKIPPED (node, for the fake API server, not installed)")
+        return
+    fake = Fake("fake-k8s")
+    health = free_port()
+    gw = Gateway("example-k8s", example("gateway-k8s.yaml", fake, {"0.0.0.0:13133": "127.0.0.1:%d" % health},
+                                        kubeconfig=fake_kube("10.1.2.3")))
+    assert http_get("http://127.0.0.1:%d/" % health)[0] == 200
+    send(gw, "checkout", 5, resource={"k8s.pod.ip": "10.1.2.3"})
+    gw.stop()
+    st = fake.stats()
+    assert st["accepted_samples"] == 5, st
+    attrs = st["last_shapes"]["resources"][0]["attributes"]
+    assert attrs.get("k8s.pod.name") == "checkout-7d9f8-x2x4p" and attrs.get("k8s.namespace.name") == "shop", attrs
+    assert attrs.get("k8s.node.name") == "node-a", attrs
+    log("examples: gateway-k8s.yaml named the sender's pod from k8s.pod.ip")
+
+
 def main():
     try:
         tls_phase()
         tenants_phase()
+        examples_phase()
     finally:
         cleanup()
     print("PASS")
