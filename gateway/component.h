@@ -25,8 +25,9 @@
 struct sr_diag;
 struct sr_field;
 struct gw_component;
-struct gw_profiles; /* the internal model: gateway/model.h */
-struct gw_runtime;  /* the pipeline runtime the instance lives in */
+struct gw_profiles;   /* the internal model: gateway/model.h */
+struct gw_runtime;    /* the pipeline runtime the instance lives in */
+struct gw_extensions; /* gateway/extensions.h */
 
 enum gw_component_kind {
 	GW_RECEIVER,
@@ -46,6 +47,12 @@ struct gw_component_type {
 	 * Optional.
 	 */
 	int (*validate)(const void *config, const char *path, struct sr_diag *d);
+	/*
+	 * Settings that name an extension (an exporter's auth.authenticator),
+	 * resolved once `extensions` is loaded: problems to d as validate's.
+	 * The config may keep pointers into ext, which outlives it. Optional.
+	 */
+	int (*resolve)(void *config, const struct gw_extensions *ext, const char *path, struct sr_diag *d);
 
 	int (*create)(struct gw_component *c);
 	int (*start)(struct gw_component *c);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include "common/config.h"
 #include "common/macro.h"
 #include "gateway/extensions.h"
@@ -25,6 +27,18 @@ struct health_config {
 struct storage_config {
 	char *directory;
 };
+
+struct basicauth_client {
+	char *username;
+	char *password;
+};
+
+struct basicauth_config {
+	struct basicauth_client client_auth;
+};
+
+/* Longest username:password of a basicauth extension (a header line must stay sane). */
+#define GW_BASICAUTH_MAX 4096
 
 static const struct sr_field health_fields[] = {
 	SR_FIELD_STR("endpoint", struct health_config, endpoint, .def = "localhost:13133",
@@ -52,6 +66,24 @@ static const struct sr_field storage_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field basicauth_client_fields[] = {
+	SR_FIELD_STR("username", struct basicauth_client, username, .doc = "The user name; may use ${env:NAME}."),
+	SR_FIELD_STR("password", struct basicauth_client, password, .secret = true,
+		     .doc = "The password; write it as ${env:NAME} or ${file:PATH}, not in the file."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field basicauth_fields[] = {
+	SR_FIELD_MAP("client_auth", struct basicauth_config, client_auth, struct basicauth_client,
+		     basicauth_client_fields,
+		     .doc = "The credentials an exporter whose auth.authenticator names this extension sends "
+			    "(HTTP basic authentication, as Grafana Cloud's Pyroscope takes)."),
+	{ .key = "htpasswd",
+	  .kind = SR_FIELD_EXTERNAL,
+	  .doc = "Refused: checking clients' passwords is not offered (receivers take auth.bearer_token_file)." },
+	SR_FIELD_END,
+};
+
 static const struct sr_field go_page_fields[] = {
 	{ .key = "endpoint", .kind = SR_FIELD_EXTERNAL, .doc = "Accepted and ignored." },
 	{ .key = "block_profile_fraction", .kind = SR_FIELD_EXTERNAL, .doc = "Accepted and ignored." },
@@ -60,7 +92,7 @@ static const struct sr_field go_page_fields[] = {
 	SR_FIELD_END,
 };
 
-enum ext_kind { EXT_HEALTH, EXT_STORAGE, EXT_GO_PAGE };
+enum ext_kind { EXT_HEALTH, EXT_STORAGE, EXT_BASICAUTH, EXT_GO_PAGE };
 
 static const struct {
 	const char *name;
@@ -73,6 +105,9 @@ static const struct {
 	  "has /healthz and /readyz too)." },
 	{ "file_storage", EXT_STORAGE, storage_fields,
 	  "A directory for the disk queue of exporters whose `sending_queue.storage` names this extension." },
+	{ "basicauth", EXT_BASICAUTH, basicauth_fields,
+	  "HTTP basic authentication for exporters: `auth: {authenticator: basicauth/x}` on otlp_http or otlp_grpc "
+	  "sends `Authorization: Basic` with client_auth's username and password." },
 	{ "pprof", EXT_GO_PAGE, go_page_fields,
 	  "Go runtime profiling pages: accepted and ignored (the gateway is not a Go program; profile it with "
 	  "stackrelay-agent)." },
@@ -151,6 +186,54 @@ static int load_one(struct gw_extensions *ext, const struct sr_yaml_doc *doc, in
 		sr_config_free(storage_fields, &c);
 		return s->id && s->directory ? 0 : -ENOMEM;
 	}
+	case EXT_BASICAUTH: {
+		struct basicauth_config c = { 0 };
+		const struct basicauth_client *ca = &c.client_auth;
+		char *plain = NULL, *header = NULL;
+		int r = 0;
+
+		if (sr_config_load(doc, v, path, basicauth_fields, &c, d) < 0)
+			return 0;
+		if (sr_yaml_mapping_get(doc, v, "htpasswd")) {
+			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), path,
+				    "htpasswd (checking clients' passwords) is not supported: the receivers take "
+				    "auth.bearer_token_file; use client_auth for exporters");
+		} else if (!ca->username || !*ca->username || !ca->password) {
+			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), path,
+				    "needs client_auth.username and client_auth.password");
+		} else if (strchr(ca->username, ':') ||
+			   strlen(ca->username) + strlen(ca->password) > GW_BASICAUTH_MAX) {
+			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), path,
+				    "client_auth.username may not contain ':', and username and password together are "
+				    "at most %d bytes",
+				    GW_BASICAUTH_MAX);
+		} else if (asprintf(&plain, "%s:%s", ca->username, ca->password) < 0) {
+			plain = NULL;
+			r = -ENOMEM;
+		} else {
+			size_t n = strlen(plain);
+			header = malloc(sizeof("Authorization: Basic ") + 4 * ((n + 2) / 3) + 1);
+			if (!header) {
+				r = -ENOMEM;
+			} else {
+				struct gw_authenticator *a = &ext->authenticators[ext->n_authenticators];
+				int w = (int)strlen(strcpy(header, "Authorization: Basic "));
+				EVP_EncodeBlock((unsigned char *)header + w, (const unsigned char *)plain, (int)n);
+				a->id = strdup(id);
+				a->header = header;
+				header = NULL;
+				ext->n_authenticators++;
+				if (!a->id)
+					r = -ENOMEM;
+			}
+		}
+		if (plain)
+			explicit_bzero(plain, strlen(plain));
+		free(plain);
+		free(header);
+		sr_config_free(basicauth_fields, &c);
+		return r;
+	}
 	case EXT_GO_PAGE: {
 		char ignored[8];
 		sr_config_load(doc, v, path, go_page_fields, ignored, d);
@@ -190,7 +273,8 @@ int gw_extensions_load(struct gw_extensions *ext, const struct sr_yaml_doc *doc,
 			return 0;
 		}
 		ext->storages = calloc(n ? n : 1, sizeof(*ext->storages));
-		if (!ext->storages)
+		ext->authenticators = calloc(n ? n : 1, sizeof(*ext->authenticators));
+		if (!ext->storages || !ext->authenticators)
 			return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -200,8 +284,8 @@ int gw_extensions_load(struct gw_extensions *ext, const struct sr_yaml_doc *doc,
 		int t = id ? type_of(id) : -1;
 		if (t < 0) {
 			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), "extensions",
-				    "unknown extension type \"%.*s\" (known: health_check, file_storage, pprof, "
-				    "zpages)",
+				    "unknown extension type \"%.*s\" (known: health_check, file_storage, basicauth, "
+				    "pprof, zpages)",
 				    id ? (int)strcspn(id, "/") : 1, id ? id : "?");
 			continue;
 		}
@@ -209,7 +293,7 @@ int gw_extensions_load(struct gw_extensions *ext, const struct sr_yaml_doc *doc,
 		if (!enabled(doc, list, id)) {
 			sr_diag_warn(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), "extensions",
 				     "extension \"%s\" is configured but service.extensions does not list it", id);
-			if (ext_types[t].kind != EXT_STORAGE)
+			if (ext_types[t].kind != EXT_STORAGE && ext_types[t].kind != EXT_BASICAUTH)
 				continue;
 		}
 		r = load_one(ext, doc, t, id, k, v, d);
@@ -278,6 +362,13 @@ void gw_extensions_free(struct gw_extensions *ext)
 		free(ext->storages[i].directory);
 	}
 	free(ext->storages);
+	for (size_t i = 0; i < ext->n_authenticators; i++) {
+		free(ext->authenticators[i].id);
+		if (ext->authenticators[i].header)
+			explicit_bzero(ext->authenticators[i].header, strlen(ext->authenticators[i].header));
+		free(ext->authenticators[i].header);
+	}
+	free(ext->authenticators);
 	memset(ext, 0, sizeof(*ext));
 }
 
@@ -286,6 +377,14 @@ const char *gw_extensions__storage_directory(const struct gw_extensions *ext, co
 	for (size_t i = 0; ext && i < ext->n_storages; i++)
 		if (strcmp(ext->storages[i].id, id) == 0)
 			return ext->storages[i].directory;
+	return NULL;
+}
+
+const struct gw_authenticator *gw_extensions__authenticator(const struct gw_extensions *ext, const char *id)
+{
+	for (size_t i = 0; ext && i < ext->n_authenticators; i++)
+		if (strcmp(ext->authenticators[i].id, id) == 0)
+			return &ext->authenticators[i];
 	return NULL;
 }
 

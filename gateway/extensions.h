@@ -3,8 +3,9 @@
  * The OpenTelemetry Collector's `extensions` section and
  * `service.extensions`, so that a Collector config loads as it is written:
  * health_check serves its endpoint, file_storage names a directory that a
- * sending_queue may point at, pprof and zpages (Go runtime pages) are
- * accepted with a warning and do nothing.
+ * sending_queue may point at, basicauth gives an exporter's `auth:
+ * {authenticator: basicauth/x}` its Authorization header, pprof and zpages
+ * (Go runtime pages) are accepted with a warning and do nothing.
  */
 #ifndef SR_GW_EXTENSIONS_H
 #define SR_GW_EXTENSIONS_H
@@ -26,6 +27,12 @@ struct gw_extensions {
 		char *directory;
 	} * storages;
 	size_t n_storages;
+	/* Client authenticators by ID (basicauth): the header an exporter naming one sends. */
+	struct gw_authenticator {
+		char *id;
+		char *header; /* "Authorization: Basic <base64(username:password)>" */
+	} * authenticators;
+	size_t n_authenticators;
 };
 
 /*
@@ -46,6 +53,9 @@ int gw_extensions_resolve_storage(const struct gw_extensions *ext, struct sr_yam
 
 /* The directory of file_storage extension id, or NULL when there is none by that ID. */
 const char *gw_extensions__storage_directory(const struct gw_extensions *ext, const char *id);
+
+/* The authenticator extension id, or NULL when there is none by that ID. */
+const struct gw_authenticator *gw_extensions__authenticator(const struct gw_extensions *ext, const char *id);
 
 /* For --help and docs: the extensions and their keys. */
 size_t gw_extensions_describe(FILE *f, bool markdown);

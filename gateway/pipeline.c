@@ -263,11 +263,12 @@ static int load_section(struct gw_config *cfg, const struct sr_yaml_doc *doc, co
 			memset(c->config, 0, type->config_size ? type->config_size : 1);
 			continue;
 		}
-		if (type->validate) {
-			sr_diag_set_context(d, file, line, col);
+		sr_diag_set_context(d, file, line, col);
+		if (type->validate)
 			type->validate(c->config, path, d);
-			sr_diag_set_context(d, NULL, 0, 0);
-		}
+		if (type->resolve)
+			type->resolve(c->config, &cfg->extensions, path, d);
+		sr_diag_set_context(d, NULL, 0, 0);
 	}
 	return 0;
 }

@@ -9,10 +9,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <pb_decode.h>
 
 #include "sr-config.h"
+#include "gateway/extensions.h"
 #include "exporthelper.h"
 #include "gzip.h"
 #include "log.h"
@@ -95,6 +97,45 @@ const struct sr_field gw_export_queue_fields[] = {
 			    "refused senders are told to retry after this long."),
 	SR_FIELD_END,
 };
+
+const struct sr_field gw_export_auth_fields[] = {
+	SR_FIELD_STR("authenticator", struct gw_export_auth_config, authenticator,
+		     .doc = "ID of a basicauth extension whose credentials every request carries (Authorization: "
+			    "Basic), as the Collector's auth.authenticator."),
+	SR_FIELD_END,
+};
+
+int gw_export_resolve(void *config, const struct gw_extensions *ext, const char *path, struct sr_diag *d)
+{
+	struct gw_export_config *cfg = config;
+	const struct gw_authenticator *a;
+	const char *id = cfg->auth.authenticator;
+
+	if (!id || !*id)
+		return 0;
+	a = gw_extensions__authenticator(ext, id);
+	if (!a) {
+		sr_diag_add(
+			d, NULL, 0, 0, path,
+			"auth.authenticator names \"%s\", which is not a basicauth extension defined in extensions%s",
+			id,
+			strncmp(id, "bearertokenauth", 15) == 0
+				? " (for a bearer token write headers: {Authorization: \"Bearer ${env:TOKEN}\"})"
+			: strncmp(id, "headers_setter", 14) == 0
+				? " (tenants: a batch processor's metadata_keys values are sent as headers by "
+				  "themselves)"
+				: "");
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < cfg->n_headers; i++)
+		if (strcasecmp(cfg->headers[i].key, "Authorization") == 0) {
+			sr_diag_add(d, NULL, 0, 0, path,
+				    "auth.authenticator and headers.Authorization both set it: keep one");
+			return -EINVAL;
+		}
+	cfg->auth.header = a->header;
+	return 0;
+}
 
 int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
 {

@@ -281,12 +281,12 @@ static void send_item(struct consumer *k)
 		.gzip = (k->item->flags & GW_QUEUE_GZIP) != 0,
 	};
 	const char *const *extra = x->t->headers(er.gzip);
-	const char *hdrs[GW_EXPORT_MAX_HEADERS + 8];
-	size_t nh = 0;
+	/* The batch's metadata, the configured headers and auth's, the transport's. */
+	const char *hdrs[2 * GW_EXPORT_MAX_HEADERS + 8];
+	size_t nh = 0, n_meta;
+	char meta[GW_QUEUE_METADATA_MAX + 1];
 	struct gw_http_request req;
 	int r;
-
-	char meta[GW_QUEUE_METADATA_MAX + 1];
 
 	/*
 	 * The batch's metadata (a batch processor's metadata_keys: the tenant)
@@ -303,8 +303,9 @@ static void send_item(struct consumer *k)
 			hdrs[nh++] = line;
 		}
 	}
-	for (char **h = x->headers; h && *h && nh < GW_EXPORT_MAX_HEADERS; h++)
-		if (!metadata_sets(hdrs, nh, *h))
+	n_meta = nh;
+	for (char **h = x->headers; h && *h && nh < 2 * GW_EXPORT_MAX_HEADERS + 1; h++)
+		if (!metadata_sets(hdrs, n_meta, *h))
 			hdrs[nh++] = *h;
 	for (; extra && *extra && nh < SR_ARRAY_SIZE(hdrs) - 1; extra++)
 		hdrs[nh++] = *extra;
@@ -484,7 +485,7 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 			     err ? err : strerror(-r));
 		goto fail;
 	}
-	x->headers = calloc(cfg->n_headers + 1, sizeof(char *));
+	x->headers = calloc(cfg->n_headers + 2, sizeof(char *));
 	if (!x->headers) {
 		r = -ENOMEM;
 		goto fail;
@@ -495,6 +496,11 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 			r = -ENOMEM;
 			goto fail;
 		}
+	}
+	/* auth.authenticator's header (basicauth), resolved when the config was loaded. */
+	if (cfg->auth.header && !(x->headers[cfg->n_headers] = strdup(cfg->auth.header))) {
+		r = -ENOMEM;
+		goto fail;
 	}
 	x->tls = (struct gw_http_tls){
 		.ca_file = cfg->tls.ca_file,

@@ -23,6 +23,7 @@
 #include "retry.h"
 
 struct gw_component;
+struct gw_extensions;
 struct gw_profiles;
 
 /* Default bound of the sending queue: what the exporter may hold, in MiB. */
@@ -76,6 +77,12 @@ struct gw_export_queue_config {
 	uint64_t disk_check_interval;
 };
 
+struct gw_export_auth_config {
+	char *authenticator; /* an extension ID (basicauth/x) */
+	/* Resolved (gw_export_resolve): the header it sends, in the extensions' memory; NULL: none. */
+	const char *header;
+};
+
 /* The config struct of otlp_http and otlp_grpc (each has its own key table). */
 struct gw_export_config {
 	char *endpoint;
@@ -91,6 +98,7 @@ struct gw_export_config {
 	struct gw_export_retry_config retry_on_failure;
 	bool retry_on_http_500;
 	struct gw_export_queue_config sending_queue;
+	struct gw_export_auth_config auth;
 };
 
 extern const char *const gw_export_proto_versions[];
@@ -101,7 +109,10 @@ extern const char *const gw_export_queue_sizers[];
 extern const struct sr_field gw_export_tls_fields[];
 extern const struct sr_field gw_export_retry_fields[];
 extern const struct sr_field gw_export_queue_fields[];
+extern const struct sr_field gw_export_auth_fields[];
 int gw_export_validate(const void *config, const char *path, struct sr_diag *d);
+/* Finds auth.authenticator among the extensions (component type's resolve). */
+int gw_export_resolve(void *config, const struct gw_extensions *ext, const char *path, struct sr_diag *d);
 
 struct gw_exporter;
 

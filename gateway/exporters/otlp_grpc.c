@@ -180,6 +180,8 @@ static const struct sr_field otlp_grpc_fields[] = {
 			 .doc = "Treat HTTP 500 from a non-gRPC peer as transient."),
 	SR_FIELD_MAP("sending_queue", struct gw_export_config, sending_queue, struct gw_export_queue_config,
 		     gw_export_queue_fields, .doc = "The queue between the pipeline and the network."),
+	SR_FIELD_MAP("auth", struct gw_export_config, auth, struct gw_export_auth_config, gw_export_auth_fields,
+		     .doc = "Authentication by an extension (basicauth), as in the Collector."),
 	SR_FIELD_END,
 };
 
@@ -210,6 +212,7 @@ const struct gw_component_type gw_exporter_otlp_grpc = {
 	.config_fields = otlp_grpc_fields,
 	.config_size = sizeof(struct gw_export_config),
 	.validate = otlp_grpc_validate,
+	.resolve = gw_export_resolve,
 	.create = otlp_grpc_create,
 	.start = gw_exporter_start,
 	.consume = gw_exporter_consume,

@@ -117,6 +117,8 @@ static const struct sr_field otlp_http_fields[] = {
 			 .doc = "Treat HTTP 500 as transient (Pyroscope uses it for temporary failures)."),
 	SR_FIELD_MAP("sending_queue", struct gw_export_config, sending_queue, struct gw_export_queue_config,
 		     gw_export_queue_fields, .doc = "The queue between the pipeline and the network."),
+	SR_FIELD_MAP("auth", struct gw_export_config, auth, struct gw_export_auth_config, gw_export_auth_fields,
+		     .doc = "Authentication by an extension (basicauth), as in the Collector."),
 	SR_FIELD_END,
 };
 
@@ -155,6 +157,7 @@ const struct gw_component_type gw_exporter_otlp_http = {
 	.config_fields = otlp_http_fields,
 	.config_size = sizeof(struct gw_export_config),
 	.validate = otlp_http_validate,
+	.resolve = gw_export_resolve,
 	.create = otlp_http_create,
 	.start = gw_exporter_start,
 	.consume = gw_exporter_consume,

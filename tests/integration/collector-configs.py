@@ -25,8 +25,8 @@ Phases:
            http://pyroscope:4040, the file_storage directory, and
            auth_type: serviceAccount at a fake API server's kubeconfig):
            OTLP in, profiles out at the fake Pyroscope with the example's
-           headers (bearer token from ${BACKEND_TOKEN}, tenants), pods'
-           metadata, health_check answering, the queue on disk.
+           headers (bearer token from ${BACKEND_TOKEN}, basicauth, tenants),
+           pods' metadata, health_check answering, the queue on disk.
 
 Needs openssl (scripts/install-deps); skips (77) without it.
 """
@@ -424,8 +424,10 @@ def example(name, fake, extra_ports=None, kubeconfig=None):
 
 def examples_phase():
     names = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".yaml"))
-    assert names == ["bearer-token.yaml", "gateway-k8s.yaml", "multi-tenant.yaml", "persistent-queue.yaml"], names
-    env = dict(os.environ, BACKEND_TOKEN="s3cret-t0ken")
+    assert names == ["basic-auth.yaml", "bearer-token.yaml", "gateway-k8s.yaml", "multi-tenant.yaml",
+                     "persistent-queue.yaml"], names
+    env = dict(os.environ, BACKEND_TOKEN="s3cret-t0ken", GRAFANA_CLOUD_USER="123456",
+               GRAFANA_CLOUD_TOKEN="glc_t0ken", GRAFANA_CLOUD_PROFILES_URL="http://127.0.0.1:1")
     for name in names:
         check = subprocess.run([gateway, "--validate", "--config", os.path.join(EXAMPLES, name)],
                                capture_output=True, text=True, env=env)
@@ -440,6 +442,16 @@ def examples_phase():
     st = fake.stats()
     assert st["accepted_samples"] == 9 and st["auth"] == ["Bearer s3cret-t0ken"], st
     log("examples: bearer-token.yaml sent Authorization: Bearer from ${BACKEND_TOKEN}")
+
+    # basicauth: Authorization: Basic base64(user:token), the URL from the environment too.
+    fake = Fake("fake-basic")
+    env_basic = dict(env, GRAFANA_CLOUD_PROFILES_URL="http://127.0.0.1:%d" % fake.port)
+    gw = Gateway("example-basic", example("basic-auth.yaml", fake), env=env_basic)
+    send(gw, "basic-app", 3)
+    gw.stop()
+    st = fake.stats()
+    assert st["accepted_samples"] == 3 and st["auth"] == ["Basic MTIzNDU2OmdsY190MGtlbg=="], st
+    log("examples: basic-auth.yaml sent Authorization: Basic from its basicauth extension")
 
     # Two tenants and one without the header.
     fake = Fake("fake-multi")

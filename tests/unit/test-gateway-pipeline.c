@@ -447,6 +447,55 @@ static void test_collector_exporter_keys(void **state)
 	assert_true(has("did you mean \"insecure_skip_verify\""));
 }
 
+/* basicauth and an exporter's auth.authenticator, as Grafana Cloud users write them for the Collector. */
+static void test_basicauth(void **state)
+{
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+
+	(void)state;
+	setenv("SR_TEST_PASSWORD", "pass", 1);
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  basicauth/grafana:\n"
+				      "    client_auth: {username: user, password: \"${env:SR_TEST_PASSWORD}\"}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp: {endpoint: https://p, auth: {authenticator: basicauth/grafana}}\n"
+				      "service:\n"
+				      "  extensions: [basicauth/grafana]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp]}}\n",
+				      &cfg, diag),
+		0);
+	x = gw_config_component(cfg, "otlphttp")->config;
+	/* base64("user:pass") */
+	assert_string_equal(x->auth.header, "Authorization: Basic dXNlcjpwYXNz");
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  basicauth/server: {htpasswd: {inline: \"u:p\"}}\n"
+				      "  basicauth/nopass: {client_auth: {username: u}}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp/a: {endpoint: https://p, auth: {authenticator: oauth2client}}\n"
+				      "  otlphttp/b:\n"
+				      "    endpoint: https://p\n"
+				      "    headers: {authorization: x}\n"
+				      "    auth: {authenticator: basicauth/nopass}\n"
+				      "service:\n"
+				      "  extensions: [basicauth/server, basicauth/nopass]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp/a]}}\n",
+				      &cfg, diag),
+		-EINVAL);
+	assert_true(has("extensions.basicauth/server: htpasswd (checking clients' passwords) is not supported"));
+	assert_true(has("extensions.basicauth/nopass: needs client_auth.username and client_auth.password"));
+	assert_true(has("exporters.otlphttp/a: auth.authenticator names \"oauth2client\", which is not a basicauth"));
+}
+
 static void test_describe_lists_service(void **state)
 {
 	char *buf = NULL;
@@ -474,6 +523,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_exporter_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_basicauth, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
