@@ -15,6 +15,9 @@
  * samples (X-Scope-OrgID) never share a request with another's; the values
  * go on with the batch (gw_profiles.metadata) and exporters send them as
  * headers. metadata_cardinality_limit bounds the distinct combinations.
+ * metadata_from_attributes gives data that came without such a header (the
+ * agents') a value from a resource attribute, e.g. X-Scope-OrgID from
+ * k8s.namespace.name: a batch of several namespaces is split per tenant.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,6 +50,8 @@ struct batch_config {
 	char **metadata_keys;
 	uint32_t n_metadata_keys;
 	uint64_t metadata_cardinality_limit;
+	struct sr_kv *metadata_from_attributes; /* metadata key -> resource attribute */
+	uint32_t n_metadata_from_attributes;
 };
 
 static const struct sr_field batch_fields[] = {
@@ -71,6 +76,12 @@ static const struct sr_field batch_fields[] = {
 		     .doc = "Most distinct combinations of metadata_keys values at once; the samples of more are "
 			    "dropped (counted as metadata_cardinality).",
 		     .min = 1, .max = BATCH_MAX_CARDINALITY),
+	SR_FIELD_STRMAP("metadata_from_attributes", struct batch_config, metadata_from_attributes,
+			n_metadata_from_attributes,
+			.doc = "For data that came without one of metadata_keys' headers (the agents'), its value "
+			       "from a resource attribute, e.g. {X-Scope-OrgID: k8s.namespace.name}: one tenant per "
+			       "namespace (k8s_attributes must run first; relabel can map namespaces to tenants).",
+			.min = 0, .max = BATCH_MAX_METADATA_KEYS),
 	SR_FIELD_END,
 };
 
@@ -83,6 +94,17 @@ static int batch_validate(const void *config, const char *path, struct sr_diag *
 			    "send_batch_max_size (%" PRIu64 ") must be 0 or >= send_batch_size (%" PRIu64 ")",
 			    cfg->send_batch_max_size, cfg->send_batch_size);
 		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < cfg->n_metadata_from_attributes; i++) {
+		const char *k = cfg->metadata_from_attributes[i].key;
+		bool listed = false;
+		for (uint32_t j = 0; j < cfg->n_metadata_keys; j++)
+			listed |= strcasecmp(k, cfg->metadata_keys[j]) == 0;
+		if (!listed) {
+			sr_diag_add(d, NULL, 0, 0, path, "metadata_from_attributes: \"%s\" is not one of metadata_keys",
+				    k);
+			return -EINVAL;
+		}
 	}
 	for (uint32_t i = 0; i < cfg->n_metadata_keys; i++) {
 		const char *k = cfg->metadata_keys[i];
@@ -229,18 +251,20 @@ static void pending_closed(uv_handle_t *h)
  * in the order of metadata_keys, with the names as written there (so the
  * exporter sends them so); NULL (and 0) when none is present. -ENOMEM.
  */
-static int select_metadata(const struct batch_config *cfg, const char *client, char **ret)
+static int select_metadata(const struct batch_config *cfg, const char *client, const struct gw_resource *res,
+			   char **ret)
 {
 	char *out = NULL;
 	size_t len = 0;
 
 	*ret = NULL;
-	for (uint32_t i = 0; client && i < cfg->n_metadata_keys; i++) {
+	for (uint32_t i = 0; i < cfg->n_metadata_keys; i++) {
 		const char *k = cfg->metadata_keys[i];
 		size_t kl = strlen(k);
+		size_t before = len;
 
 		/* client holds lowercase names: the first line with this name wins. */
-		for (const char *line = client; *line;) {
+		for (const char *line = client ? client : ""; *line;) {
 			const char *end = strchr(line, '\n');
 			size_t ll = end ? (size_t)(end - line) : strlen(line);
 
@@ -264,6 +288,26 @@ static int select_metadata(const struct batch_config *cfg, const char *client, c
 				break;
 			}
 			line += ll + (end ? 1 : 0);
+		}
+		/* No header: metadata_from_attributes' resource attribute, when the resource has it. */
+		for (uint32_t j = 0; len == before && res && j < cfg->n_metadata_from_attributes; j++) {
+			const struct gw_attr *a;
+			char *n;
+			size_t vl;
+
+			if (strcasecmp(cfg->metadata_from_attributes[j].key, k) != 0)
+				continue;
+			a = gw_resource__attr(res, cfg->metadata_from_attributes[j].value);
+			if (!a || a->type != GW_ATTR_STRING || !a->v.s || !*a->v.s || strpbrk(a->v.s, "\r\n"))
+				break;
+			vl = SR_MIN(strlen(a->v.s), (size_t)BATCH_METADATA_VALUE_MAX);
+			n = realloc(out, len + kl + vl + 4);
+			if (!n) {
+				free(out);
+				return -ENOMEM;
+			}
+			out = n;
+			len += (size_t)sprintf(out + len, "%s: %.*s\n", k, (int)vl, a->v.s);
 		}
 	}
 	*ret = out;
@@ -323,38 +367,18 @@ static struct pending *route(struct batcher *b, uint32_t i, const char *metadata
 	return pd;
 }
 
-static int batch_consume(struct gw_component *c, struct gw_profiles *p)
+/* One batch whose metadata is set (meta, NULL: none): into the pending batch of its pipeline and values. */
+static int consume_one(struct batcher *b, struct gw_profiles *p, const char *meta)
 {
-	struct batcher *b = c->state;
+	struct gw_component *c = b->c;
 	struct pending *pd;
 	int r;
 
-	char *meta = NULL;
-
-	r = gw_profiles__make_writable(&p);
-	if (r < 0) {
-		gw_component_drop(c, p, "out_of_memory");
-		return r;
-	}
-	/*
-	 * As the Collector's batch does, what leaves carries only the values of
-	 * metadata_keys (none without them), never the request's other headers.
-	 */
-	r = select_metadata(b->cfg, p->client_metadata, &meta);
-	if (r == 0)
-		r = gw_profiles__set_metadata(p, NULL, meta);
-	if (r < 0) {
-		free(meta);
-		gw_component_drop(c, p, "out_of_memory");
-		return r;
-	}
 	if (b->cfg->timeout == 0) {
-		free(meta);
 		send_on(b, p);
 		return 0;
 	}
 	pd = route(b, p->route_pipeline, meta);
-	free(meta);
 	if (!pd && errno == EMFILE) {
 		if (b->cardinality_drops++ == 0)
 			sr_log_warn(
@@ -390,6 +414,132 @@ static int batch_consume(struct gw_component *c, struct gw_profiles *p)
 		flush(pd);
 	}
 	return 0;
+}
+
+/*
+ * keep(): the samples of resources whose metadata (from the request or from
+ * their attributes) is want, or with exclude, is none of taken[].
+ */
+struct split_state {
+	const struct batch_config *cfg;
+	const char *client, *want;
+	char *const *taken;
+	uint32_t n_taken;
+	bool exclude;
+	const struct gw_resource *last;
+	bool last_keep;
+};
+
+static bool same_metadata(const char *a, const char *b);
+
+static bool keep_tenant(const struct gw_resource *r, const struct gw_sample *s, void *userdata)
+{
+	struct split_state *st = userdata;
+	char *m = NULL;
+
+	if (r != st->last) {
+		st->last = r;
+		if (select_metadata(st->cfg, st->client, r, &m) < 0) {
+			/* Out of memory: kept by the last part (p itself), which holds what no other took. */
+			st->last_keep = st->exclude;
+			return st->last_keep;
+		}
+		if (st->exclude) {
+			st->last_keep = true;
+			for (uint32_t i = 0; i < st->n_taken; i++)
+				st->last_keep &= !same_metadata(m, st->taken[i]);
+		} else {
+			st->last_keep = same_metadata(m, st->want);
+		}
+		free(m);
+	}
+	return st->last_keep;
+}
+
+static int batch_consume(struct gw_component *c, struct gw_profiles *p)
+{
+	struct batcher *b = c->state;
+	const struct batch_config *cfg = b->cfg;
+	char *client = NULL, **metas = NULL;
+	uint32_t n = 0;
+	int r = -ENOMEM;
+
+	r = gw_profiles__make_writable(&p);
+	if (r < 0) {
+		gw_component_drop(c, p, "out_of_memory");
+		return r;
+	}
+	/*
+	 * As the Collector's batch does, what leaves carries only the values of
+	 * metadata_keys (none without them), never the request's other headers.
+	 * With metadata_from_attributes the values may differ by resource: one
+	 * part per distinct value, in the order they first appear.
+	 */
+	if (p->client_metadata && !(client = strdup(p->client_metadata))) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	metas = calloc(cfg->n_metadata_from_attributes ? SR_MAX(p->n_resources, 1u) : 1, sizeof(*metas));
+	if (!metas) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (!cfg->n_metadata_from_attributes || p->n_resources == 0) {
+		if ((r = select_metadata(cfg, client, NULL, &metas[0])) < 0)
+			goto fail;
+		n = 1;
+	} else {
+		for (uint32_t i = 0; i < p->n_resources; i++) {
+			char *m;
+			bool seen = false;
+
+			if ((r = select_metadata(cfg, client, &p->resources[i], &m)) < 0)
+				goto fail;
+			for (uint32_t j = 0; j < n && !seen; j++)
+				seen = same_metadata(m, metas[j]);
+			if (seen)
+				free(m);
+			else
+				metas[n++] = m;
+		}
+	}
+	/* Every part but the last is a filtered copy; the last is p itself, keeping what no other took. */
+	for (uint32_t i = 0; i < n && p; i++) {
+		bool last = i + 1 == n;
+		struct gw_profiles *part = last ? p : gw_profiles__clone(p);
+		struct split_state st = {
+			.cfg = cfg, .client = client, .want = metas[i], .taken = metas, .n_taken = i, .exclude = last
+		};
+
+		if (!part) {
+			/* Cannot split: what is left is dropped rather than sent under another tenant. */
+			st.exclude = true;
+			gw_profiles__filter(p, keep_tenant, &st);
+			gw_component_drop(c, p, "out_of_memory");
+			p = NULL;
+			break;
+		}
+		if (n > 1)
+			gw_profiles__filter(part, keep_tenant, &st);
+		if (last)
+			p = NULL;
+		if (gw_profiles__set_metadata(part, NULL, metas[i]) < 0)
+			gw_component_drop(c, part, "out_of_memory");
+		else if (part->n_samples == 0 && part->total_count == 0)
+			gw_profiles__unref(part);
+		else
+			consume_one(b, part, metas[i]);
+	}
+	r = 0;
+	goto out;
+fail:
+	gw_component_drop(c, p, "out_of_memory");
+out:
+	for (uint32_t i = 0; metas && i < n; i++)
+		free(metas[i]);
+	free(metas);
+	free(client);
+	return r;
 }
 
 static void batch_metrics(struct gw_metrics_writer *w, void *userdata)

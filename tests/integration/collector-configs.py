@@ -17,7 +17,8 @@ Phases:
            requests of two tenants (and one without the header) in, and at
            the fake Pyroscope each tenant's samples arrive in requests of
            their own carrying their X-Scope-OrgID; the one without it gets
-           the exporter's configured header. Through a persistent queue
+           the exporter's configured header, one with k8s.namespace.name its
+           namespace (metadata_from_attributes). Through a persistent queue
            (sending_queue.storage) too, across a restart with the backend down.
 
   examples every config of docs/examples/collector/ validates, then runs with
@@ -301,6 +302,7 @@ processors:
   batch:
     timeout: 300ms
     metadata_keys: [X-Scope-OrgID]
+    metadata_from_attributes: {X-Scope-OrgID: k8s.namespace.name}
 exporters:
   otlphttp:
     endpoint: http://127.0.0.1:%d
@@ -325,13 +327,16 @@ def tenants_phase():
     fake = Fake("fake-tenants")
     queue = os.path.join(tmp, "tenant-queue")
     gw = Gateway("gateway-tenants", TENANTS_CONFIG % (fake.port, queue))
-    sent = {"tenant-a": 0, "tenant-b": 0, "fallback": 0}
+    sent = {"tenant-a": 0, "tenant-b": 0, "fallback": 0, "payments": 0}
     for i in range(6):
         tenant = "tenant-a" if i % 2 == 0 else "tenant-b"
         send(gw, "svc-" + tenant, 10 + i, headers={"X-Scope-OrgID": tenant})
         sent[tenant] += 10 + i
     send(gw, "svc-none", 4)
     sent["fallback"] += 4
+    # Without the header, as agents' data comes: the tenant is the namespace k8s_attributes adds.
+    send(gw, "svc-payments", 7, resource={"k8s.namespace.name": "payments"})
+    sent["payments"] += 7
     want = sum(sent.values())
     wait_for("every tenant's samples at the fake Pyroscope",
              lambda: fake.stats()["accepted_samples"] == want, logs=[gw.log, fake.log])
@@ -339,7 +344,7 @@ def tenants_phase():
     assert {t: v["samples"] for t, v in st["tenants"].items()} == sent, st["tenants"]
     # One service per tenant here: a request mixing tenants would show as a service under the wrong tenant.
     assert st["by_key"] == {key("svc-tenant-a"): sent["tenant-a"], key("svc-tenant-b"): sent["tenant-b"],
-                            key("svc-none"): 4}, st["by_key"]
+                            key("svc-none"): 4, key("svc-payments"): 7}, st["by_key"]
     assert all(v["requests"] >= 1 for v in st["tenants"].values()), st["tenants"]
     gw.stop()
     fake.proc.send_signal(signal.SIGTERM)

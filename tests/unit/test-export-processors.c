@@ -359,6 +359,25 @@ static void test_batch_metadata_keys(void **state)
 	assert_int_equal(meta_samples("x-scope-orgid: globex\n", &batches), 3 * 55);
 }
 
+static void test_batch_metadata_from_attributes(void **state)
+{
+	/* Agent-like batches of two services each: the tenant from service.name, unless the request had one. */
+	static const char *const reqs[] = { "user-agent: agent\n", "x-scope-orgid: explicit\n" };
+	struct source s = { .n_batches = 2, .n_resources = 2, .n_samples = 5, .client_metadata = reqs, .n_metadata = 2 };
+	unsigned batches;
+
+	assert_int_equal(run(&gw_processor_batch,
+			     "timeout: 1h\nmetadata_keys: [X-Scope-OrgID]\n"
+			     "metadata_from_attributes: {X-Scope-OrgID: service.name}\n",
+			     &s),
+			 0);
+	/* Batch 0 (tag 200) split by service; batch 1 (tag 201) whole under its header's tenant. */
+	assert_int_equal(cap.batches, 3);
+	assert_int_equal(meta_samples("X-Scope-OrgID: svc-200-0\n", &batches), 15);
+	assert_int_equal(meta_samples("X-Scope-OrgID: svc-200-1\n", &batches), 15);
+	assert_int_equal(meta_samples("X-Scope-OrgID: explicit\n", &batches), 30);
+}
+
 static void test_batch_config_errors(void **state)
 {
 	struct sr_diag *d = sr_diag_new();
@@ -761,6 +780,7 @@ int main(void)
 		cmocka_unit_test(test_batch_cuts_at_max_size),
 		cmocka_unit_test(test_batch_timeout_and_bytes),
 		cmocka_unit_test(test_batch_metadata_keys),
+		cmocka_unit_test(test_batch_metadata_from_attributes),
 		cmocka_unit_test(test_batch_config_errors),
 		cmocka_unit_test(test_memory_limiter_passes_under_limit),
 		cmocka_unit_test(test_memory_limiter_refuses_and_drops),
