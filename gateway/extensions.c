@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 
@@ -39,6 +40,23 @@ struct basicauth_config {
 
 /* Longest username:password of a basicauth extension (a header line must stay sane). */
 #define GW_BASICAUTH_MAX 4096
+/* Most headers one headers_setter sets. */
+#define GW_HEADERS_SETTER_MAX 32
+
+struct hs_rule_config {
+	char *key;
+	char *value;
+	char *from_context;
+	char *default_value;
+	int action;
+};
+
+struct hs_config {
+	struct hs_rule_config *headers;
+	uint32_t n_headers;
+};
+
+static const char *const hs_actions[] = { "upsert", "insert", "update", "delete", NULL };
 
 static const struct sr_field health_fields[] = {
 	SR_FIELD_STR("endpoint", struct health_config, endpoint, .def = "localhost:13133",
@@ -84,6 +102,31 @@ static const struct sr_field basicauth_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field hs_rule_fields[] = {
+	SR_FIELD_STR("key", struct hs_rule_config, key, .required = true, .doc = "The header's name."),
+	SR_FIELD_STR("value", struct hs_rule_config, value, .doc = "A fixed value."),
+	SR_FIELD_STR("from_context", struct hs_rule_config, from_context,
+		     .doc = "The request metadata key whose value it takes: one of a batch processor's "
+			    "metadata_keys (e.g. X-Scope-OrgID)."),
+	SR_FIELD_STR("default_value", struct hs_rule_config, default_value,
+		     .doc = "The value when the batch carries no from_context value."),
+	SR_FIELD_ENUMERATION("action", struct hs_rule_config, action, hs_actions, .def = "upsert",
+			     .doc = "upsert (set), insert (only where the exporter's headers do not set it), update "
+				    "(only where they do) or delete (remove it)."),
+	{ .key = "from_attribute",
+	  .kind = SR_FIELD_EXTERNAL,
+	  .doc = "Refused: authentication attributes do not exist here (use from_context)." },
+	SR_FIELD_END,
+};
+
+static const struct sr_field hs_fields[] = {
+	SR_FIELD_MAPLIST("headers", struct hs_config, headers, n_headers, struct hs_rule_config, hs_rule_fields,
+			 .doc = "The headers set on each request of an exporter whose auth.authenticator names this "
+				"extension.",
+			 .min = 1, .max = GW_HEADERS_SETTER_MAX),
+	SR_FIELD_END,
+};
+
 static const struct sr_field go_page_fields[] = {
 	{ .key = "endpoint", .kind = SR_FIELD_EXTERNAL, .doc = "Accepted and ignored." },
 	{ .key = "block_profile_fraction", .kind = SR_FIELD_EXTERNAL, .doc = "Accepted and ignored." },
@@ -92,7 +135,7 @@ static const struct sr_field go_page_fields[] = {
 	SR_FIELD_END,
 };
 
-enum ext_kind { EXT_HEALTH, EXT_STORAGE, EXT_BASICAUTH, EXT_GO_PAGE };
+enum ext_kind { EXT_HEALTH, EXT_STORAGE, EXT_BASICAUTH, EXT_HEADERS_SETTER, EXT_GO_PAGE };
 
 static const struct {
 	const char *name;
@@ -108,6 +151,10 @@ static const struct {
 	{ "basicauth", EXT_BASICAUTH, basicauth_fields,
 	  "HTTP basic authentication for exporters: `auth: {authenticator: basicauth/x}` on otlp_http or otlp_grpc "
 	  "sends `Authorization: Basic` with client_auth's username and password." },
+	{ "headers_setter", EXT_HEADERS_SETTER, hs_fields,
+	  "Request headers from the metadata a batch processor's metadata_keys keep (the tenant), for an exporter "
+	  "whose `auth: {authenticator: headers_setter}` names it. Without it the exporters send those values "
+	  "under their own names anyway." },
 	{ "pprof", EXT_GO_PAGE, go_page_fields,
 	  "Go runtime profiling pages: accepted and ignored (the gateway is not a Go program; profile it with "
 	  "stackrelay-agent)." },
@@ -234,6 +281,64 @@ static int load_one(struct gw_extensions *ext, const struct sr_yaml_doc *doc, in
 		sr_config_free(basicauth_fields, &c);
 		return r;
 	}
+	case EXT_HEADERS_SETTER: {
+		struct hs_config c = { 0 };
+		struct gw_authenticator *a = &ext->authenticators[ext->n_authenticators];
+		int r = 0;
+
+		if (sr_config_load(doc, v, path, hs_fields, &c, d) < 0)
+			return 0;
+		const struct sr_yaml_node *list = sr_yaml_mapping_get(doc, v, "headers");
+		for (uint32_t i = 0; i < c.n_headers; i++) {
+			const struct hs_rule_config *h = &c.headers[i];
+			if (sr_yaml_mapping_get(doc, sr_yaml_sequence_item(doc, list, i), "from_attribute")) {
+				sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), path,
+					    "headers[%u].from_attribute is not supported: there are no authentication "
+					    "attributes here; use from_context",
+					    i);
+				goto out_hs;
+			}
+			if (h->action != GW_HEADER_DELETE && !!h->value == !!h->from_context) {
+				sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), path,
+					    "headers[%u] (%s): set one of value and from_context", i, h->key);
+				goto out_hs;
+			}
+			if (strpbrk(h->key, ": \t\r\n") || (h->value && strpbrk(h->value, "\r\n")) ||
+			    (h->default_value && strpbrk(h->default_value, "\r\n"))) {
+				sr_diag_add(
+					d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), path,
+					"headers[%u]: a header name without ':' or blanks, values without line breaks",
+					i);
+				goto out_hs;
+			}
+		}
+		a->rules = calloc(c.n_headers, sizeof(*a->rules));
+		a->id = strdup(id);
+		if (!a->rules || !a->id) {
+			free(a->rules);
+			free(a->id);
+			a->rules = NULL;
+			a->id = NULL;
+			r = -ENOMEM;
+			goto out_hs;
+		}
+		ext->n_authenticators++;
+		for (uint32_t i = 0; i < c.n_headers; i++) {
+			const struct hs_rule_config *h = &c.headers[i];
+			struct gw_header_rule *to = &a->rules[a->n_rules++];
+			to->action = h->action;
+			to->key = strdup(h->key);
+			to->value = h->value ? strdup(h->value) : NULL;
+			to->from_context = h->from_context ? strdup(h->from_context) : NULL;
+			to->default_value = h->default_value ? strdup(h->default_value) : NULL;
+			if (!to->key || (h->value && !to->value) || (h->from_context && !to->from_context) ||
+			    (h->default_value && !to->default_value))
+				r = -ENOMEM;
+		}
+	out_hs:
+		sr_config_free(hs_fields, &c);
+		return r;
+	}
 	case EXT_GO_PAGE: {
 		char ignored[8];
 		sr_config_load(doc, v, path, go_page_fields, ignored, d);
@@ -285,7 +390,7 @@ int gw_extensions_load(struct gw_extensions *ext, const struct sr_yaml_doc *doc,
 		if (t < 0) {
 			sr_diag_add(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), "extensions",
 				    "unknown extension type \"%.*s\" (known: health_check, file_storage, basicauth, "
-				    "pprof, zpages)",
+				    "headers_setter, pprof, zpages)",
 				    id ? (int)strcspn(id, "/") : 1, id ? id : "?");
 			continue;
 		}
@@ -293,7 +398,8 @@ int gw_extensions_load(struct gw_extensions *ext, const struct sr_yaml_doc *doc,
 		if (!enabled(doc, list, id)) {
 			sr_diag_warn(d, file, sr_yaml_node_line(k), sr_yaml_node_column(k), "extensions",
 				     "extension \"%s\" is configured but service.extensions does not list it", id);
-			if (ext_types[t].kind != EXT_STORAGE && ext_types[t].kind != EXT_BASICAUTH)
+			if (ext_types[t].kind != EXT_STORAGE && ext_types[t].kind != EXT_BASICAUTH &&
+			    ext_types[t].kind != EXT_HEADERS_SETTER)
 				continue;
 		}
 		r = load_one(ext, doc, t, id, k, v, d);
@@ -367,6 +473,14 @@ void gw_extensions_free(struct gw_extensions *ext)
 		if (ext->authenticators[i].header)
 			explicit_bzero(ext->authenticators[i].header, strlen(ext->authenticators[i].header));
 		free(ext->authenticators[i].header);
+		for (size_t j = 0; j < ext->authenticators[i].n_rules; j++) {
+			struct gw_header_rule *h = &ext->authenticators[i].rules[j];
+			free(h->key);
+			free(h->value);
+			free(h->from_context);
+			free(h->default_value);
+		}
+		free(ext->authenticators[i].rules);
 	}
 	free(ext->authenticators);
 	memset(ext, 0, sizeof(*ext));
@@ -386,6 +500,37 @@ const struct gw_authenticator *gw_extensions__authenticator(const struct gw_exte
 		if (strcmp(ext->authenticators[i].id, id) == 0)
 			return &ext->authenticators[i];
 	return NULL;
+}
+
+const char *gw_header_rule__value(const struct gw_header_rule *r, const char *metadata, char *buf, size_t size)
+{
+	const char *v = r->value;
+	size_t n = v ? strlen(v) : 0;
+
+	if (!v && r->from_context) {
+		size_t kl = strlen(r->from_context);
+		for (const char *line = metadata ? metadata : ""; *line && !v;) {
+			const char *end = strchr(line, '\n');
+			size_t ll = end ? (size_t)(end - line) : strlen(line);
+			if (ll > kl && strncasecmp(line, r->from_context, kl) == 0 && line[kl] == ':') {
+				v = line + kl + 1;
+				n = ll - kl - 1;
+				while (n && *v == ' ') {
+					v++;
+					n--;
+				}
+			}
+			line += ll + (end ? 1 : 0);
+		}
+	}
+	if (!v) {
+		v = r->default_value;
+		if (!v)
+			return NULL;
+		n = strlen(v);
+	}
+	snprintf(buf, size, "%.*s", (int)n, v);
+	return buf;
 }
 
 size_t gw_extensions_describe(FILE *f, bool markdown)

@@ -115,25 +115,22 @@ int gw_export_resolve(void *config, const struct gw_extensions *ext, const char 
 		return 0;
 	a = gw_extensions__authenticator(ext, id);
 	if (!a) {
-		sr_diag_add(
-			d, NULL, 0, 0, path,
-			"auth.authenticator names \"%s\", which is not a basicauth extension defined in extensions%s",
-			id,
-			strncmp(id, "bearertokenauth", 15) == 0
-				? " (for a bearer token write headers: {Authorization: \"Bearer ${env:TOKEN}\"})"
-			: strncmp(id, "headers_setter", 14) == 0
-				? " (tenants: a batch processor's metadata_keys values are sent as headers by "
-				  "themselves)"
-				: "");
+		sr_diag_add(d, NULL, 0, 0, path,
+			    "auth.authenticator names \"%s\", which is not a basicauth or headers_setter extension "
+			    "defined in extensions%s",
+			    id,
+			    strncmp(id, "bearertokenauth", 15) == 0
+				    ? " (for a bearer token write headers: {Authorization: \"Bearer ${env:TOKEN}\"})"
+				    : "");
 		return -EINVAL;
 	}
-	for (uint32_t i = 0; i < cfg->n_headers; i++)
+	for (uint32_t i = 0; a->header && i < cfg->n_headers; i++)
 		if (strcasecmp(cfg->headers[i].key, "Authorization") == 0) {
 			sr_diag_add(d, NULL, 0, 0, path,
 				    "auth.authenticator and headers.Authorization both set it: keep one");
 			return -EINVAL;
 		}
-	cfg->auth.header = a->header;
+	cfg->auth.ext = a;
 	return 0;
 }
 

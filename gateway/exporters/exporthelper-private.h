@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "exporthelper.h"
+#include "gateway/extensions.h"
 
 struct gw_queue;
 struct gw_queue_item;
@@ -48,6 +49,9 @@ struct exporter {
 	uv_loop_t *loop;
 	char *url;
 	char **headers; /* NULL-terminated "Name: value" */
+	/* auth.authenticator's headers_setter rules (copied), applied to each request's metadata. */
+	struct gw_header_rule *rules;
+	size_t n_rules;
 	struct gw_http_tls tls;
 	struct gw_retry_config retry;
 	struct gw_otlp_options enc;

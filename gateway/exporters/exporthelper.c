@@ -50,6 +50,13 @@ static void exporter_free(struct exporter *x)
 	for (char **h = x->headers; h && *h; h++)
 		free(*h);
 	free(x->headers);
+	for (size_t i = 0; i < x->n_rules; i++) {
+		free(x->rules[i].key);
+		free(x->rules[i].value);
+		free(x->rules[i].from_context);
+		free(x->rules[i].default_value);
+	}
+	free(x->rules);
 	free(x->url);
 	free(x->consumers);
 	free(x);
@@ -272,6 +279,51 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 	gw_exporter_maybe_done(x);
 }
 
+/* Whether the configured headers set name (namelen bytes). */
+static bool configured_sets(const struct exporter *x, const char *name, size_t namelen)
+{
+	for (char **h = x->headers; h && *h; h++)
+		if (strcspn(*h, ":") == namelen && strncasecmp(*h, name, namelen) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * headers_setter: the header lines its rules make from a request's
+ * metadata, written into buf and pointed at from lines (at most max);
+ * deleted gets the names of the configured headers a delete removes.
+ * Returns the number of lines.
+ */
+static size_t apply_rules(const struct exporter *x, const char *metadata, char *buf, size_t size, const char **lines,
+			  size_t max, const char **deleted, size_t *ret_n_deleted)
+{
+	size_t n = 0, used = 0;
+
+	*ret_n_deleted = 0;
+	for (size_t i = 0; i < x->n_rules && n < max; i++) {
+		const struct gw_header_rule *r = &x->rules[i];
+		size_t kl = strlen(r->key);
+		char value[1024];
+		int w;
+
+		if (r->action == GW_HEADER_DELETE) {
+			if (*ret_n_deleted < max)
+				deleted[(*ret_n_deleted)++] = r->key;
+			continue;
+		}
+		if ((r->action == GW_HEADER_INSERT && configured_sets(x, r->key, kl)) ||
+		    (r->action == GW_HEADER_UPDATE && !configured_sets(x, r->key, kl)) ||
+		    !gw_header_rule__value(r, metadata, value, sizeof(value)))
+			continue;
+		w = snprintf(buf + used, size - used, "%s: %s", r->key, value);
+		if (w < 0 || (size_t)w >= size - used)
+			break;
+		lines[n++] = buf + used;
+		used += (size_t)w + 1;
+	}
+	return n;
+}
+
 static void send_item(struct consumer *k)
 {
 	struct exporter *x = k->x;
@@ -283,8 +335,9 @@ static void send_item(struct consumer *k)
 	const char *const *extra = x->t->headers(er.gzip);
 	/* The batch's metadata, the configured headers and auth's, the transport's. */
 	const char *hdrs[2 * GW_EXPORT_MAX_HEADERS + 8];
-	size_t nh = 0, n_meta;
+	size_t nh = 0, n_meta, n_deleted = 0;
 	char meta[GW_QUEUE_METADATA_MAX + 1];
+	const char *deleted[GW_EXPORT_MAX_HEADERS];
 	struct gw_http_request req;
 	int r;
 
@@ -292,8 +345,13 @@ static void send_item(struct consumer *k)
 	 * The batch's metadata (a batch processor's metadata_keys: the tenant)
 	 * first, then the configured headers but those it sets: libcurl sends
 	 * both of a name twice, and the batch's value is the one that counts.
+	 * With a headers_setter, its rules say which headers the metadata
+	 * makes, instead.
 	 */
-	if (k->item->metadata) {
+	if (x->n_rules) {
+		nh = apply_rules(x, k->item->metadata, meta, sizeof(meta), hdrs, GW_EXPORT_MAX_HEADERS, deleted,
+				 &n_deleted);
+	} else if (k->item->metadata) {
 		memcpy(meta, k->item->metadata, k->item->metadata_len + 1);
 		for (char *line = meta, *end; *line && nh < GW_EXPORT_MAX_HEADERS; line = end + 1) {
 			end = strchr(line, '\n');
@@ -305,7 +363,7 @@ static void send_item(struct consumer *k)
 	}
 	n_meta = nh;
 	for (char **h = x->headers; h && *h && nh < 2 * GW_EXPORT_MAX_HEADERS + 1; h++)
-		if (!metadata_sets(hdrs, n_meta, *h))
+		if (!metadata_sets(hdrs, n_meta, *h) && !metadata_sets(deleted, n_deleted, *h))
 			hdrs[nh++] = *h;
 	for (; extra && *extra && nh < SR_ARRAY_SIZE(hdrs) - 1; extra++)
 		hdrs[nh++] = *extra;
@@ -497,10 +555,31 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 			goto fail;
 		}
 	}
-	/* auth.authenticator's header (basicauth), resolved when the config was loaded. */
-	if (cfg->auth.header && !(x->headers[cfg->n_headers] = strdup(cfg->auth.header))) {
+	/* auth.authenticator's header (basicauth) or rules (headers_setter), resolved when the config was loaded. */
+	if (cfg->auth.ext && cfg->auth.ext->header && !(x->headers[cfg->n_headers] = strdup(cfg->auth.ext->header))) {
 		r = -ENOMEM;
 		goto fail;
+	}
+	if (cfg->auth.ext && cfg->auth.ext->n_rules) {
+		x->rules = calloc(cfg->auth.ext->n_rules, sizeof(*x->rules));
+		if (!x->rules) {
+			r = -ENOMEM;
+			goto fail;
+		}
+		for (size_t i = 0; i < cfg->auth.ext->n_rules; i++) {
+			const struct gw_header_rule *from = &cfg->auth.ext->rules[i];
+			struct gw_header_rule *to = &x->rules[x->n_rules++];
+			to->action = from->action;
+			to->key = strdup(from->key);
+			to->value = from->value ? strdup(from->value) : NULL;
+			to->from_context = from->from_context ? strdup(from->from_context) : NULL;
+			to->default_value = from->default_value ? strdup(from->default_value) : NULL;
+			if (!to->key || (from->value && !to->value) || (from->from_context && !to->from_context) ||
+			    (from->default_value && !to->default_value)) {
+				r = -ENOMEM;
+				goto fail;
+			}
+		}
 	}
 	x->tls = (struct gw_http_tls){
 		.ca_file = cfg->tls.ca_file,

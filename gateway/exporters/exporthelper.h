@@ -24,6 +24,7 @@
 
 struct gw_component;
 struct gw_extensions;
+struct gw_authenticator;
 struct gw_profiles;
 
 /* Default bound of the sending queue: what the exporter may hold, in MiB. */
@@ -78,9 +79,9 @@ struct gw_export_queue_config {
 };
 
 struct gw_export_auth_config {
-	char *authenticator; /* an extension ID (basicauth/x) */
-	/* Resolved (gw_export_resolve): the header it sends, in the extensions' memory; NULL: none. */
-	const char *header;
+	char *authenticator; /* an extension ID (basicauth/x, headers_setter) */
+	/* Resolved (gw_export_resolve): that extension, in the config's memory; NULL: none. */
+	const struct gw_authenticator *ext;
 };
 
 /* The config struct of otlp_http and otlp_grpc (each has its own key table). */

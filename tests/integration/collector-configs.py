@@ -429,8 +429,8 @@ def example(name, fake, extra_ports=None, kubeconfig=None):
 
 def examples_phase():
     names = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".yaml"))
-    assert names == ["basic-auth.yaml", "bearer-token.yaml", "gateway-k8s.yaml", "multi-tenant.yaml",
-                     "persistent-queue.yaml"], names
+    assert names == ["basic-auth.yaml", "bearer-token.yaml", "gateway-k8s.yaml", "multi-tenant-headers-setter.yaml",
+                     "multi-tenant.yaml", "persistent-queue.yaml"], names
     env = dict(os.environ, BACKEND_TOKEN="s3cret-t0ken", GRAFANA_CLOUD_USER="123456",
                GRAFANA_CLOUD_TOKEN="glc_t0ken", GRAFANA_CLOUD_PROFILES_URL="http://127.0.0.1:1")
     for name in names:
@@ -469,6 +469,16 @@ def examples_phase():
     assert {t: v["samples"] for t, v in st["tenants"].items()} == {"team-shop": 6, "team-billing": 8,
                                                                    "anonymous": 2}, st["tenants"]
     log("examples: multi-tenant.yaml sent each tenant's samples with its X-Scope-OrgID")
+
+    # The same through headers_setter: its rule sets the header, its default_value for the untenanted.
+    fake = Fake("fake-multi-hs")
+    gw = Gateway("example-multi-hs", example("multi-tenant-headers-setter.yaml", fake))
+    send(gw, "shop", 6, headers={"X-Scope-OrgID": "team-shop"})
+    send(gw, "legacy", 2)
+    gw.stop()
+    st = fake.stats()
+    assert {t: v["samples"] for t, v in st["tenants"].items()} == {"team-shop": 6, "anonymous": 2}, st["tenants"]
+    log("examples: multi-tenant-headers-setter.yaml set X-Scope-OrgID by its headers_setter rule")
 
     # file_storage queue and health_check.
     fake = Fake("fake-queue")

@@ -470,7 +470,7 @@ static void test_basicauth(void **state)
 		0);
 	x = gw_config_component(cfg, "otlphttp")->config;
 	/* base64("user:pass") */
-	assert_string_equal(x->auth.header, "Authorization: Basic dXNlcjpwYXNz");
+	assert_string_equal(x->auth.ext->header, "Authorization: Basic dXNlcjpwYXNz");
 	gw_config_free(cfg);
 	cfg = NULL;
 
@@ -494,6 +494,59 @@ static void test_basicauth(void **state)
 	assert_true(has("extensions.basicauth/server: htpasswd (checking clients' passwords) is not supported"));
 	assert_true(has("extensions.basicauth/nopass: needs client_auth.username and client_auth.password"));
 	assert_true(has("exporters.otlphttp/a: auth.authenticator names \"oauth2client\", which is not a basicauth"));
+}
+
+/* headers_setter, as the Collector's docs set tenants up with it. */
+static void test_headers_setter(void **state)
+{
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  headers_setter:\n"
+				      "    headers:\n"
+				      "      - {action: upsert, key: X-Scope-OrgID, from_context: x-scope-orgid,\n"
+				      "         default_value: anonymous}\n"
+				      "      - {key: X-Source, value: gateway}\n"
+				      "      - {action: delete, key: X-Debug}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp: {endpoint: http://p, auth: {authenticator: headers_setter}}\n"
+				      "service:\n"
+				      "  extensions: [headers_setter]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp]}}\n",
+				      &cfg, diag),
+		0);
+	x = gw_config_component(cfg, "otlphttp")->config;
+	assert_int_equal(x->auth.ext->n_rules, 3);
+	assert_null(x->auth.ext->header);
+	/* from_context: the batch's value (names case-insensitive), else default_value. */
+	assert_string_equal(gw_header_rule__value(&x->auth.ext->rules[0], "X-Scope-OrgID: acme\n", buf, sizeof(buf)),
+			    "acme");
+	assert_string_equal(gw_header_rule__value(&x->auth.ext->rules[0], NULL, buf, sizeof(buf)), "anonymous");
+	assert_string_equal(gw_header_rule__value(&x->auth.ext->rules[1], NULL, buf, sizeof(buf)), "gateway");
+	assert_int_equal(x->auth.ext->rules[2].action, GW_HEADER_DELETE);
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  headers_setter/a: {headers: [{key: K, value: v, from_context: c}]}\n"
+				      "  headers_setter/b: {headers: [{key: K, from_attribute: sub}]}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters: {otlphttp: {endpoint: http://p}}\n"
+				      "service:\n"
+				      "  extensions: [headers_setter/a, headers_setter/b]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp]}}\n",
+				      &cfg, diag),
+		-EINVAL);
+	assert_true(has("extensions.headers_setter/a: headers[0] (K): set one of value and from_context"));
+	assert_true(has("extensions.headers_setter/b: headers[0].from_attribute is not supported"));
 }
 
 static void test_describe_lists_service(void **state)
@@ -524,6 +577,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_exporter_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_basicauth, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_headers_setter, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
