@@ -3,9 +3,10 @@
  * The OpenTelemetry Collector's `extensions` section and
  * `service.extensions`, so that a Collector config loads as it is written:
  * health_check serves its endpoint, file_storage names a directory that a
- * sending_queue may point at, basicauth and headers_setter give an exporter's `auth:
- * {authenticator: ...}` its Authorization header or its headers from a batch's metadata, pprof and zpages
- * (Go runtime pages) are accepted with a warning and do nothing.
+ * sending_queue may point at, basicauth and headers_setter give an
+ * exporter whose `auth: {authenticator: ...}` names them an Authorization
+ * header or headers from each batch's metadata, pprof and zpages (Go
+ * runtime pages) are accepted with a warning and do nothing.
  */
 #ifndef SR_GW_EXTENSIONS_H
 #define SR_GW_EXTENSIONS_H
