@@ -312,29 +312,23 @@ static int load_one(struct gw_extensions *ext, const struct sr_yaml_doc *doc, in
 				goto out_hs;
 			}
 		}
-		a->rules = calloc(c.n_headers, sizeof(*a->rules));
+		/* The config's strings, then copies the extension owns. */
+		struct gw_header_rule view[GW_HEADERS_SETTER_MAX];
+		for (uint32_t i = 0; i < c.n_headers; i++)
+			view[i] = (struct gw_header_rule){ .key = c.headers[i].key,
+							   .value = c.headers[i].value,
+							   .from_context = c.headers[i].from_context,
+							   .default_value = c.headers[i].default_value,
+							   .action = c.headers[i].action };
 		a->id = strdup(id);
-		if (!a->rules || !a->id) {
-			free(a->rules);
+		if (!a->id || gw_header_rules_dup(view, c.n_headers, &a->rules) < 0) {
 			free(a->id);
-			a->rules = NULL;
 			a->id = NULL;
 			r = -ENOMEM;
 			goto out_hs;
 		}
+		a->n_rules = c.n_headers;
 		ext->n_authenticators++;
-		for (uint32_t i = 0; i < c.n_headers; i++) {
-			const struct hs_rule_config *h = &c.headers[i];
-			struct gw_header_rule *to = &a->rules[a->n_rules++];
-			to->action = h->action;
-			to->key = strdup(h->key);
-			to->value = h->value ? strdup(h->value) : NULL;
-			to->from_context = h->from_context ? strdup(h->from_context) : NULL;
-			to->default_value = h->default_value ? strdup(h->default_value) : NULL;
-			if (!to->key || (h->value && !to->value) || (h->from_context && !to->from_context) ||
-			    (h->default_value && !to->default_value))
-				r = -ENOMEM;
-		}
 	out_hs:
 		sr_config_free(hs_fields, &c);
 		return r;
@@ -473,14 +467,7 @@ void gw_extensions_free(struct gw_extensions *ext)
 		if (ext->authenticators[i].header)
 			explicit_bzero(ext->authenticators[i].header, strlen(ext->authenticators[i].header));
 		free(ext->authenticators[i].header);
-		for (size_t j = 0; j < ext->authenticators[i].n_rules; j++) {
-			struct gw_header_rule *h = &ext->authenticators[i].rules[j];
-			free(h->key);
-			free(h->value);
-			free(h->from_context);
-			free(h->default_value);
-		}
-		free(ext->authenticators[i].rules);
+		gw_header_rules_free(ext->authenticators[i].rules, ext->authenticators[i].n_rules);
 	}
 	free(ext->authenticators);
 	memset(ext, 0, sizeof(*ext));
@@ -500,6 +487,42 @@ const struct gw_authenticator *gw_extensions__authenticator(const struct gw_exte
 		if (strcmp(ext->authenticators[i].id, id) == 0)
 			return &ext->authenticators[i];
 	return NULL;
+}
+
+void gw_header_rules_free(struct gw_header_rule *rules, size_t n)
+{
+	for (size_t i = 0; rules && i < n; i++) {
+		free(rules[i].key);
+		free(rules[i].value);
+		free(rules[i].from_context);
+		free(rules[i].default_value);
+	}
+	free(rules);
+}
+
+int gw_header_rules_dup(const struct gw_header_rule *rules, size_t n, struct gw_header_rule **ret)
+{
+	struct gw_header_rule *out = calloc(n ? n : 1, sizeof(*out));
+
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct gw_header_rule *from = &rules[i];
+		struct gw_header_rule *to = &out[i];
+
+		to->action = from->action;
+		to->key = strdup(from->key);
+		to->value = from->value ? strdup(from->value) : NULL;
+		to->from_context = from->from_context ? strdup(from->from_context) : NULL;
+		to->default_value = from->default_value ? strdup(from->default_value) : NULL;
+		if (!to->key || (from->value && !to->value) || (from->from_context && !to->from_context) ||
+		    (from->default_value && !to->default_value)) {
+			gw_header_rules_free(out, i + 1);
+			return -ENOMEM;
+		}
+	}
+	*ret = out;
+	return 0;
 }
 
 const char *gw_header_rule__value(const struct gw_header_rule *r, const char *metadata, char *buf, size_t size)

@@ -73,6 +73,11 @@ const char *gw_extensions__storage_directory(const struct gw_extensions *ext, co
 /* The authenticator extension id, or NULL when there is none by that ID. */
 const struct gw_authenticator *gw_extensions__authenticator(const struct gw_extensions *ext, const char *id);
 
+/* Deep copies of n rules into *ret (calloc'd), or -ENOMEM (nothing left to free). */
+int gw_header_rules_dup(const struct gw_header_rule *rules, size_t n, struct gw_header_rule **ret);
+/* Frees n rules and the array; NULL is fine. */
+void gw_header_rules_free(struct gw_header_rule *rules, size_t n);
+
 /*
  * The value rule r gives a request whose batch carries metadata ("Name:
  * value\n" lines, NULL: none): value, the from_context key's value (names

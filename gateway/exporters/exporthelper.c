@@ -50,13 +50,7 @@ static void exporter_free(struct exporter *x)
 	for (char **h = x->headers; h && *h; h++)
 		free(*h);
 	free(x->headers);
-	for (size_t i = 0; i < x->n_rules; i++) {
-		free(x->rules[i].key);
-		free(x->rules[i].value);
-		free(x->rules[i].from_context);
-		free(x->rules[i].default_value);
-	}
-	free(x->rules);
+	gw_header_rules_free(x->rules, x->n_rules);
 	free(x->url);
 	free(x->consumers);
 	free(x);
@@ -561,25 +555,10 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 		goto fail;
 	}
 	if (cfg->auth.ext && cfg->auth.ext->n_rules) {
-		x->rules = calloc(cfg->auth.ext->n_rules, sizeof(*x->rules));
-		if (!x->rules) {
-			r = -ENOMEM;
+		r = gw_header_rules_dup(cfg->auth.ext->rules, cfg->auth.ext->n_rules, &x->rules);
+		if (r < 0)
 			goto fail;
-		}
-		for (size_t i = 0; i < cfg->auth.ext->n_rules; i++) {
-			const struct gw_header_rule *from = &cfg->auth.ext->rules[i];
-			struct gw_header_rule *to = &x->rules[x->n_rules++];
-			to->action = from->action;
-			to->key = strdup(from->key);
-			to->value = from->value ? strdup(from->value) : NULL;
-			to->from_context = from->from_context ? strdup(from->from_context) : NULL;
-			to->default_value = from->default_value ? strdup(from->default_value) : NULL;
-			if (!to->key || (from->value && !to->value) || (from->from_context && !to->from_context) ||
-			    (from->default_value && !to->default_value)) {
-				r = -ENOMEM;
-				goto fail;
-			}
-		}
+		x->n_rules = cfg->auth.ext->n_rules;
 	}
 	x->tls = (struct gw_http_tls){
 		.ca_file = cfg->tls.ca_file,
