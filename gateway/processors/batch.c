@@ -475,7 +475,10 @@ static int batch_consume(struct gw_component *c, struct gw_profiles *p)
 	 * With metadata_from_attributes the values may differ by resource: one
 	 * part per distinct value, in the order they first appear.
 	 */
-	if (p->client_metadata && !(client = strdup(p->client_metadata))) {
+	/* A batch from an earlier batch processor carries its selection only: that is its request metadata. */
+	const char *src = p->client_metadata ? p->client_metadata : p->metadata;
+
+	if (src && !(client = strdup(src))) {
 		r = -ENOMEM;
 		goto fail;
 	}

@@ -51,6 +51,7 @@ struct source {
 	/* When set, batch i carries client_metadata[i % n_metadata] as a receiver's include_metadata would. */
 	const char *const *client_metadata;
 	unsigned n_metadata;
+	bool selected; /* set them as an earlier batch processor's selection (gw_profiles.metadata) instead */
 	uint64_t emitted;
 	unsigned refused;
 };
@@ -90,7 +91,10 @@ static void tick(uv_timer_t *t)
 		    : xt_batch(gw_runtime__stores(c->runtime), 200 + s->next, s->n_resources, s->n_samples, &total);
 	assert_non_null(p);
 	if (s->n_metadata)
-		assert_int_equal(gw_profiles__set_metadata(p, s->client_metadata[s->next % s->n_metadata], NULL), 0);
+		assert_int_equal(
+			s->selected ? gw_profiles__set_metadata(p, NULL, s->client_metadata[s->next % s->n_metadata])
+				    : gw_profiles__set_metadata(p, s->client_metadata[s->next % s->n_metadata], NULL),
+			0);
 	s->next++;
 	s->emitted += total;
 	gw_component_received(c, total);
@@ -339,6 +343,17 @@ static void test_batch_metadata_keys(void **state)
 	assert_int_equal(batches, 1);
 	assert_int_equal(meta_samples("X-Scope-OrgID: globex\n", &batches), 3 * 55);
 	assert_int_equal(meta_samples("", &batches), 3 * 55);
+
+	/* Behind another batch processor: its selection is what the second one keeps apart by. */
+	s = (struct source){ .n_batches = 4,
+			     .n_resources = 1,
+			     .n_samples = 10,
+			     .client_metadata = reqs,
+			     .n_metadata = 2,
+			     .selected = true };
+	assert_int_equal(run(&gw_processor_batch, "timeout: 1h\nmetadata_keys: [X-Scope-OrgID]\n", &s), 0);
+	assert_int_equal(meta_samples("X-Scope-OrgID: acme\n", &batches), 2 * 55);
+	assert_int_equal(meta_samples("X-Scope-OrgID: globex\n", &batches), 2 * 55);
 
 	/* Without metadata_keys, every request merges and no header travels on (as in the Collector). */
 	s = (struct source){
