@@ -39,6 +39,12 @@ struct gw_component_type {
 	const char *name; /* "otlp_http" */
 	enum gw_component_kind kind;
 	const char *doc; /* one paragraph for docs/configuration.md */
+	/*
+	 * Where it means something else than the OpenTelemetry Collector's
+	 * component of the same name (one sentence), logged at start for
+	 * configs written for the Collector; NULL: nothing. Optional.
+	 */
+	const char *collector_note;
 	const struct sr_field *config_fields;
 	size_t config_size;
 	/*

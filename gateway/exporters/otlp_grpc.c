@@ -209,6 +209,7 @@ const struct gw_component_type gw_exporter_otlp_grpc = {
 	.kind = GW_EXPORTER,
 	.doc = "Sends profiles over OTLP/gRPC (ProfilesService/Export, HTTP/2), with the same retries and queue as "
 	       "otlp_http.",
+	.collector_note = "the sending queue is bounded in bytes (queue_size_mib) as well as by queue_size",
 	.config_fields = otlp_grpc_fields,
 	.config_size = sizeof(struct gw_export_config),
 	.validate = otlp_grpc_validate,

@@ -154,6 +154,9 @@ const struct gw_component_type gw_exporter_otlp_http = {
 	.kind = GW_EXPORTER,
 	.doc = "Sends profiles to Pyroscope or any OTLP receiver over HTTP (OTLP profiles v1.10 or v1.9, protobuf, "
 	       "gzip), with retries, a bytes-bounded sending queue and an optional crash-safe disk queue.",
+	.collector_note = "HTTP 500 is retried (retry_on_http_500: true), as Pyroscope answers 500 to transient "
+			  "failures, where the Collector drops the data; and the sending queue is bounded in bytes "
+			  "(queue_size_mib) as well",
 	.config_fields = otlp_http_fields,
 	.config_size = sizeof(struct gw_export_config),
 	.validate = otlp_http_validate,

@@ -629,6 +629,7 @@ const struct gw_component_type gw_processor_batch = {
 	.kind = GW_PROCESSOR,
 	.doc = "Merges batches (coalescing equal resources) until send_batch_size records, send_batch_max_bytes or "
 	       "timeout, so exporters send fewer, larger requests.",
+	.collector_note = "timeout defaults to 10s, not 200ms: fewer, larger profiles, which Pyroscope stores better",
 	.config_fields = batch_fields,
 	.config_size = sizeof(struct batch_config),
 	.validate = batch_validate,

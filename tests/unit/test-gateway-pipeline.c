@@ -275,6 +275,37 @@ static void test_collector_aliases(void **state)
 	gw_config_free(cfg);
 }
 
+/* A config written for the Collector is told, at start, where a component it uses means something else. */
+static void test_collector_notes(void **state)
+{
+	static const char fmt[] =
+		"receivers: {testrecv: {endpoint: x}}\n"
+		"processors: {memory_limiter: {limit_mib: 100}, testproc: {}}\n"
+		"exporters: {%s: {endpoint: http://p:4040}}\n"
+		"service: {pipelines: {profiles: {receivers: [testrecv], processors: [memory_limiter, "
+		"testproc], exporters: [%s]}}}\n";
+	const char *types[8], *notes[8];
+	char yaml[512];
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	snprintf(yaml, sizeof(yaml), fmt, "otlphttp/pyroscope", "otlphttp/pyroscope");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_int_equal(gw_config_collector_notes(cfg, types, notes, 8), 2);
+	assert_string_equal(types[0], "memory_limiter");
+	assert_non_null(strstr(notes[0], "RSS"));
+	assert_string_equal(types[1], "otlp_http");
+	assert_non_null(strstr(notes[1], "HTTP 500 is retried"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* The same written with stackrelay's names: nothing to say. */
+	snprintf(yaml, sizeof(yaml), fmt, "otlp_http/pyroscope", "otlp_http/pyroscope");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_int_equal(gw_config_collector_notes(cfg, types, notes, 8), 0);
+	gw_config_free(cfg);
+}
+
 /* service.telemetry.metrics.readers, as current Collectors write it, sets where /metrics is served. */
 static void test_metric_readers(void **state)
 {
@@ -573,6 +604,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_structure_problems, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_aliases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collector_notes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_exporter_keys, setup, teardown),
