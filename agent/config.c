@@ -144,6 +144,19 @@ static const struct sr_field nodejs_fields[] = {
 	SR_FIELD_END,
 };
 
+static const struct sr_field java_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_java_config, enabled, .def = "true",
+			 .doc = "Unwind and name the Java frames of HotSpot JVMs (interpreted and compiled, inlined "
+				"methods as frames of their own; package.Class.method, file, line) from the JVM's "
+				"own layout tables, without flags or a JVM agent. Needs table unwinding "
+				"(profiling.unwinding: auto)."),
+	SR_FIELD_U64("max_methods", struct agent_java_config, max_methods, .def = "32768", .min = 1024,
+		     .max = 16 * 1024 * 1024,
+		     .doc = "Java methods whose names are kept (about 230 bytes each); the cache is emptied when "
+			    "full and refilled as samples need."),
+	SR_FIELD_END,
+};
+
 static const struct sr_field python_fields[] = {
 	SR_FIELD_BOOLEAN("enabled", struct agent_python_config, enabled, .def = "true",
 			 .doc = "Name the Python frames of CPython 3.8-3.13 processes (function, file, line), "
@@ -223,6 +236,8 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "CPython frames by name."),
 	SR_FIELD_MAP("nodejs", struct agent_config, nodejs, struct agent_nodejs_config, nodejs_fields,
 		     .doc = "Node.js (V8) JavaScript frames by name."),
+	SR_FIELD_MAP("java", struct agent_config, java, struct agent_java_config, java_fields,
+		     .doc = "HotSpot (Java) frames unwound and named."),
 	SR_FIELD_MAP("perf_maps", struct agent_config, perf_maps, struct agent_perf_maps_config, perf_maps_fields,
 		     .doc = "JIT code named from perf maps."),
 	SR_FIELD_STR("output", struct agent_config, output,

@@ -80,6 +80,12 @@ struct agent_nodejs_config {
 	uint64_t max_functions;
 };
 
+/* java: HotSpot Java frames by name (docs/agent.md, "Runtimes: Java frames by name"). */
+struct agent_java_config {
+	bool enabled;
+	uint64_t max_methods;
+};
+
 /* perf_maps: names of JIT code from /tmp/perf-PID.map (docs/agent.md, "JIT code: perf maps"). */
 struct agent_perf_maps_config {
 	bool enabled;
@@ -100,6 +106,7 @@ struct agent_config {
 	struct agent_off_cpu_config off_cpu;
 	struct agent_python_config python;
 	struct agent_nodejs_config nodejs;
+	struct agent_java_config java;
 	struct agent_perf_maps_config perf_maps;
 	char *output;
 	struct agent_telemetry_config telemetry;

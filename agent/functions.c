@@ -6,7 +6,7 @@
 #include <xxhash.h>
 
 #include "functions.h"
-#include "macro.h"
+#include "common/macro.h"
 
 static const void *function_key(const void *v, size_t *len)
 {

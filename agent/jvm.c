@@ -101,10 +101,21 @@ struct jvm_proc {
 	struct agent_jvm_layout layout; /* relocated */
 };
 
-/* A named method, its three strings packed after it (names average ~20 bytes: ~150 bytes an entry). */
+/* Lines of bytecode indexes looked up lately, per method (by bci modulo this). */
+#define JVM_LINE_MEMO 4
+
+/* A named method, its three strings packed after it (names average ~20 bytes: ~180 bytes an entry). */
 struct jvm_name {
 	uint8_t key[20]; /* the process's key, then the Method* */
 	uint16_t code_size;
+	/*
+	 * The line of a bci costs a read of the method's line table: a hot
+	 * frame's is kept, and also answers once the process is gone.
+	 */
+	struct {
+		int32_t bci; /* -1: empty */
+		int32_t line;
+	} memo[JVM_LINE_MEMO];
 	uint64_t const_method; /* what it was read from: it stands while these are the same */
 	uint64_t holder;
 	uint64_t name_symbol;
@@ -125,6 +136,8 @@ static struct jvm_name *name_new(const uint8_t key[20], const struct agent_jvm_m
 		return NULL;
 	memcpy(n->key, key, sizeof(n->key));
 	n->code_size = m->code_size;
+	for (int i = 0; i < JVM_LINE_MEMO; i++)
+		n->memo[i].bci = -1;
 	n->const_method = m->const_method;
 	n->holder = m->holder;
 	n->name_symbol = m->name_symbol;
@@ -329,6 +342,9 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 	n = agent_htab__get(&j->names, nkey, sizeof(nkey));
 	/* Checked on every use: a class can be unloaded and its Method*'s memory reused for another method. */
 	err = agent_jvm_method_ids(&r, &p->layout, method, &cm, &holder, &sym);
+	/* A process that is gone (its last samples are read after it exited) keeps what was read while it lived. */
+	if (err == -ESRCH && n)
+		goto named;
 	if (err < 0 || (n && (n->const_method != cm || n->holder != holder || n->name_symbol != sym))) {
 		if (n) {
 			agent_htab__remove(&j->names, nkey, sizeof(nkey));
@@ -359,10 +375,25 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 		}
 		j->stats.methods_cached++;
 	}
+named:
 	ret->klass = n->klass;
 	ret->name = n->name;
 	ret->file = n->file;
-	ret->line = bci >= 0 ? agent_jvm_line_at(&r, n->line_table, n->code_size, (uint32_t)bci) : 0;
+	ret->line = 0;
+	if (bci >= 0) {
+		int slot = bci % JVM_LINE_MEMO;
+
+		if (n->memo[slot].bci != bci) {
+			ret->line = agent_jvm_line_at(&r, n->line_table, n->code_size, (uint32_t)bci);
+			/* A line not read (the process is gone) is not kept. */
+			if (ret->line > 0) {
+				n->memo[slot].bci = bci;
+				n->memo[slot].line = ret->line;
+			}
+		} else {
+			ret->line = n->memo[slot].line;
+		}
+	}
 	return 0;
 }
 

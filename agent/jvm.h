@@ -33,9 +33,9 @@ int agent_jvm_peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
 #define AGENT_JVM_MAX_BUILDS 64
 /*
  * Named Method*s kept (all JVMs together); the cache is emptied when full.
- * An entry is 80 bytes, its names ~70 for a java.* method, with malloc's
- * overhead and its hash slot about 200 bytes: 32768 entries take about
- * 6.5 MiB, a JVM with 20,000 compiled methods about 4 MiB.
+ * An entry is 112 bytes, its names ~70 for a java.* method, with malloc's
+ * overhead and its hash slot about 230 bytes: 32768 entries take about
+ * 7.5 MiB. Only methods that samples meet are named.
  */
 #define AGENT_JVM_DEFAULT_MAX_METHODS 32768
 

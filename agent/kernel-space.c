@@ -11,6 +11,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "kernel.h"
 
@@ -32,15 +33,11 @@ int agent_kernel_parse_modules(const char *buf, size_t len, struct agent_kernel_
 			line[ll] = '\0';
 			/* name size refcount deps state address [taint] */
 			if (sscanf(line, "%63s %llu %*d %*s %31s %llx", name, &size, state, &addr) == 4) {
-				if (n == cap) {
-					size_t ncap = cap ? cap * 2 : 64;
-					struct agent_kernel_module *nm = realloc(mods, ncap * sizeof(*mods));
-					if (!nm) {
-						free(mods);
-						return -ENOMEM;
-					}
-					mods = nm;
-					cap = ncap;
+				int gr = sr_grow((void **)&mods, &cap, n + 1, sizeof(*mods), 64);
+
+				if (gr < 0) {
+					free(mods);
+					return gr;
 				}
 				memset(&mods[n], 0, sizeof(mods[n]));
 				memcpy(mods[n].name, name, strlen(name) + 1);

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "metrics.h"
 
 /* One connection: reading its request head, then writing its response. */

@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
+#include "container-open.h"
 #include "htab.h"
 #include "nodejs.h"
 #include "proc.h"
@@ -128,26 +129,21 @@ static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc 
 {
 	const uint64_t *key = agent_exe__key(m->exe);
 	struct js_file *f = agent_htab__get(&n->files, key, 4 * sizeof(uint64_t));
-	char link[96], path[512];
-	ssize_t len;
+	char path[512];
 	Elf *elf;
 	int fd, r;
 
 	if (f || n->n_files >= AGENT_NODEJS_MAX_FILES || agent_exe__is_vdso(m->exe))
 		return f;
-	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	len = readlink(link, path, sizeof(path) - 1);
-	if (len < 0)
+	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
-	path[len] = '\0';
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
 	memcpy(f->key, key, sizeof(f->key));
 	/* Only files named like a node binary are read: the others' symbol tables are never scanned. */
 	if (node_name(path)) {
-		fd = open(link, O_RDONLY | O_CLOEXEC);
+		fd = agent_open_map_file(proc->pid, m->start, m->end, NULL);
 		if (fd < 0) {
 			free(f);
 			return NULL;
@@ -168,18 +164,6 @@ static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc 
 	return f;
 }
 
-/* Whether the process still maps the file at m (an exec may have replaced it: agent/python.c says more). */
-static bool still_mapped(const struct agent_proc *proc, const struct agent_proc_map *m)
-{
-	const uint64_t *key = agent_exe__key(m->exe);
-	char link[96];
-	struct stat st;
-
-	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	return stat(link, &st) == 0 && (uint64_t)st.st_dev == key[0] && (uint64_t)st.st_ino == key[1];
-}
-
 int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 {
 	const struct js_file *f = NULL;
@@ -192,7 +176,7 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		if (!proc->maps[i].exe)
 			continue;
 		c = file_for(n, proc, &proc->maps[i]);
-		if (c && c->v8 && still_mapped(proc, &proc->maps[i]))
+		if (c && c->v8 && agent_proc_map__current(proc, &proc->maps[i]))
 			f = c;
 	}
 	if (!f || !f->supported)

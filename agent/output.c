@@ -10,6 +10,7 @@
 #include <pb_decode.h>
 #include <pb_encode.h>
 
+#include "common/grow.h"
 #include "htab.h"
 #include "output.h"
 #include "sr-config.h"
@@ -134,30 +135,13 @@ static void defs_release(struct defs *d)
 	memset(d, 0, sizeof(*d));
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	void *na;
-	size_t ncap;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 16;
-	na = realloc(*arr, ncap * elem);
-	if (!na)
-		return -ENOMEM;
-	memset((char *)na + *cap * elem, 0, (ncap - *cap) * elem);
-	*arr = na;
-	*cap = ncap;
-	return 0;
-}
-
 static int add_exe(struct agent_output *o, struct agent_store *s, struct defs *d, const pb_bytes_array_t *id)
 {
 	int r;
 
 	if (!id || !first_use(o, 'e', id->bytes, id->size))
 		return 0;
-	r = grow((void **)&d->exes, &d->cap_exes, d->n_exes, sizeof(*d->exes));
+	r = sr_grow_zero((void **)&d->exes, &d->cap_exes, d->n_exes + 1, sizeof(*d->exes), 16);
 	if (r < 0)
 		return r;
 	r = agent_store__executable(s, id->bytes, id->size, &d->exes[d->n_exes]);
@@ -172,7 +156,7 @@ static int add_func(struct agent_output *o, struct agent_store *s, struct defs *
 
 	if (!id || !first_use(o, 'f', id->bytes, id->size))
 		return 0;
-	r = grow((void **)&d->funcs, &d->cap_funcs, d->n_funcs, sizeof(*d->funcs));
+	r = sr_grow_zero((void **)&d->funcs, &d->cap_funcs, d->n_funcs + 1, sizeof(*d->funcs), 16);
 	if (r < 0)
 		return r;
 	r = agent_store__function(s, id->bytes, id->size, &d->funcs[d->n_funcs]);
@@ -188,7 +172,7 @@ static int add_kernel(struct agent_output *o, struct agent_store *s, struct defs
 
 	if (!id || !first_use(o, 'k', id->bytes, id->size))
 		return 0;
-	r = grow((void **)&d->kernels, &d->cap_kernels, d->n_kernels, sizeof(*d->kernels));
+	r = sr_grow_zero((void **)&d->kernels, &d->cap_kernels, d->n_kernels + 1, sizeof(*d->kernels), 16);
 	if (r < 0)
 		return r;
 	r = agent_store__kernel(s, id->bytes, id->size, &d->kernels[d->n_kernels]);
@@ -208,7 +192,7 @@ static int add_sample_defs(struct agent_output *o, struct agent_store *s, struct
 		return r;
 	if (!smp->stack_id || !first_use(o, 's', smp->stack_id->bytes, smp->stack_id->size))
 		return 0;
-	r = grow((void **)&d->stacks, &d->cap_stacks, d->n_stacks, sizeof(*d->stacks));
+	r = sr_grow_zero((void **)&d->stacks, &d->cap_stacks, d->n_stacks + 1, sizeof(*d->stacks), 16);
 	if (r < 0)
 		return r;
 	st = &d->stacks[d->n_stacks];

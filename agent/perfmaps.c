@@ -9,11 +9,12 @@
 #include <unistd.h>
 
 #include "common/fsopen.h"
+#include "common/grow.h"
 #include "functions.h"
 #include "htab.h"
 #include "list.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "perfmap.h"
 #include "perfmaps.h"
 #include "parse-limits.h"
@@ -212,23 +213,6 @@ static int open_map(const struct agent_perfmaps *m, uint32_t pid, struct stat *r
 	return fd;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	p = realloc(*arr, c * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
 struct parse_ctx {
 	struct agent_perfmaps *m;
 	struct pm_proc *p;
@@ -243,8 +227,8 @@ static int on_line(void *userdata, const struct agent_perfmap_line *l)
 
 	if (p->n + p->n_fresh >= c->m->lim.max_entries_per_process)
 		return -ENOSPC;
-	if (grow((void **)&p->fresh, &p->cap_fresh, p->n_fresh + 1, sizeof(*p->fresh)) < 0 ||
-	    grow((void **)&p->names, &p->names_cap, p->names_len + len, 1) < 0)
+	if (sr_grow((void **)&p->fresh, &p->cap_fresh, p->n_fresh + 1, sizeof(*p->fresh), 64) < 0 ||
+	    sr_grow((void **)&p->names, &p->names_cap, p->names_len + len, 1, 64) < 0)
 		return -ENOMEM;
 	memcpy(p->names + p->names_len, l->name, len);
 	e = &p->fresh[p->n_fresh++];
@@ -276,7 +260,7 @@ static int merge(struct pm_proc *p)
 
 	if (!p->n_fresh)
 		return 0;
-	if (grow((void **)&p->e, &p->cap, p->n + p->n_fresh, sizeof(*p->e)) < 0)
+	if (sr_grow((void **)&p->e, &p->cap, p->n + p->n_fresh, sizeof(*p->e), 64) < 0)
 		return -ENOMEM;
 	memcpy(p->e + p->n, p->fresh, p->n_fresh * sizeof(*p->e));
 	p->n += p->n_fresh;

@@ -27,7 +27,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "privs.h"
 
 #ifndef PR_CAP_AMBIENT

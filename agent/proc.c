@@ -697,6 +697,40 @@ int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias)
 	return -ENOENT;
 }
 
+static void map_files_link(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap)
+{
+	snprintf(ret, cap, "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+}
+
+int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap)
+{
+	char link[96];
+	ssize_t n;
+
+	if (cap < 2)
+		return -EINVAL;
+	map_files_link(proc, m, link, sizeof(link));
+	n = readlink(link, ret, cap - 1);
+	if (n < 0)
+		return -errno;
+	ret[n] = '\0';
+	return 0;
+}
+
+bool agent_proc_map__current(const struct agent_proc *proc, const struct agent_proc_map *m)
+{
+	const uint64_t *key;
+	char link[96];
+	struct stat st;
+
+	if (!m->exe)
+		return false;
+	key = agent_exe__key(m->exe);
+	map_files_link(proc, m, link, sizeof(link));
+	return stat(link, &st) == 0 && (uint64_t)st.st_dev == key[0] && (uint64_t)st.st_ino == key[1];
+}
+
 void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ctx, struct agent_proc *proc), void *ctx)
 {
 	struct agent_proc *proc, **all;

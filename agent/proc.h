@@ -155,6 +155,19 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ct
 const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc, uint64_t addr);
 /* The load bias of a mapping: ELF vaddr = address - bias. Returns 0 or -ENOENT. */
 int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias);
+/*
+ * The path of the file mapped at m as the process sees it (the target of
+ * its /proc/PID/map_files link), NUL-terminated in ret (cap bytes).
+ * 0 or -errno.
+ */
+int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap);
+/*
+ * Whether the process still maps m's file there: the mappings the agent holds
+ * for a process that predates it can outlive an exec (its new image's
+ * mappings arrive without telling the old ones are gone), and a runtime that
+ * is no longer there must not be walked.
+ */
+bool agent_proc_map__current(const struct agent_proc *proc, const struct agent_proc_map *m);
 /* The file behind a mapping, for agent/unwinder.c: its identity key and ELF info, or NULL. */
 const uint64_t *agent_exe__key(const struct agent_exe *e);
 /* Whether e is the vDSO (no file: agent/unwinder.c reads the agent's own copy). */

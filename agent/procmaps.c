@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "procmaps.h"
 
@@ -184,16 +185,10 @@ int agent_procmaps_parse(const char *buf, size_t len, bool exec_only, struct age
 				r = -E2BIG;
 				break;
 			} else {
-				if (n == cap) {
-					size_t ncap = cap ? cap * 2 : 64;
-					struct agent_map *nm = realloc(maps, ncap * sizeof(*maps));
-					if (!nm) {
-						free(m.path);
-						r = -ENOMEM;
-						goto fail;
-					}
-					maps = nm;
-					cap = ncap;
+				r = sr_grow((void **)&maps, &cap, n + 1, sizeof(*maps), 64);
+				if (r < 0) {
+					free(m.path);
+					goto fail;
 				}
 				if (n > 0 && m.start < maps[n - 1].start)
 					sorted = false;

@@ -244,18 +244,13 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 {
 	const uint64_t *key = agent_exe__key(m->exe);
 	struct py_file *f = agent_htab__get(&py->files, key, 4 * sizeof(uint64_t));
-	char link[96], path[512];
-	ssize_t n;
+	char path[512];
 	int fd;
 
 	if (f || py->n_files >= AGENT_PY_MAX_FILES || agent_exe__is_vdso(m->exe))
 		return f;
-	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n < 0)
+	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
-	path[n] = '\0';
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
@@ -278,23 +273,6 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 	return f;
 }
 
-/*
- * Whether the process still maps the file at m: the mappings the agent holds
- * for a process that predates it can outlive an exec (its new image's
- * mappings arrive without telling the old ones are gone), and an interpreter
- * that is no longer there must not be walked.
- */
-static bool still_mapped(const struct agent_proc *proc, const struct agent_proc_map *m)
-{
-	const uint64_t *key = agent_exe__key(m->exe);
-	char link[96];
-	struct stat st;
-
-	snprintf(link, sizeof(link), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	return stat(link, &st) == 0 && (uint64_t)st.st_dev == key[0] && (uint64_t)st.st_ino == key[1];
-}
-
 int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 {
 	struct py_proc_entry *e;
@@ -309,7 +287,7 @@ int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 		if (!proc->maps[i].exe)
 			continue;
 		c = file_for(py, proc, &proc->maps[i]);
-		if (c && c->interpreter && still_mapped(proc, &proc->maps[i])) {
+		if (c && c->interpreter && agent_proc_map__current(proc, &proc->maps[i])) {
 			f = c;
 			m = &proc->maps[i];
 		}

@@ -10,6 +10,7 @@
 #include "common/version.h"
 #include "agent.h"
 #include "memstats.h"
+#include "java.h"
 #include "nodejs.h"
 #include "privs.h"
 #include "parse-limits.h"
@@ -95,6 +96,7 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 		[PROFILE_CNT_UNWIND_END_NO_RULE] = "unsupported_rule",
 		[PROFILE_CNT_UNWIND_END_READ_FAULT] = "read_fault",
 		[PROFILE_CNT_UNWIND_END_NO_CFI] = "no_cfi",
+		[PROFILE_CNT_UNWIND_END_JVM] = "jvm",
 		[PROFILE_CNT_UNWIND_END_DEPTH] = "depth",
 	};
 	static const char *const unattributed[AGENT_UNATTR__MAX] = {
@@ -198,6 +200,57 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			m->bpf[PROFILE_CNT_V8_FRAMES], m->run->v8_unnamed_frames, m->nodejs->processes,
 			m->nodejs->unsupported, m->nodejs->functions_cached, m->nodejs->function_reads,
 			m->nodejs->function_read_errors);
+	if (m->n_caches) {
+		fprintf(f, "# HELP stackrelay_agent_cache_entries Entries each of the agent's caches holds now (one "
+			   "that stays at its limit is full, not leaking).\n"
+			   "# TYPE stackrelay_agent_cache_entries gauge\n");
+		for (size_t i = 0; i < m->n_caches; i++)
+			fprintf(f, "stackrelay_agent_cache_entries{cache=\"%s\"} %" PRIu64 "\n", m->caches[i].name,
+				m->caches[i].entries);
+		fprintf(f, "# HELP stackrelay_agent_cache_limit The bound of each cache, in entries.\n"
+			   "# TYPE stackrelay_agent_cache_limit gauge\n");
+		for (size_t i = 0; i < m->n_caches; i++)
+			if (m->caches[i].limit)
+				fprintf(f, "stackrelay_agent_cache_limit{cache=\"%s\"} %" PRIu64 "\n",
+					m->caches[i].name, m->caches[i].limit);
+	}
+	fprintf(f,
+		"# HELP stackrelay_agent_heap_bytes malloc's main arena, where the profiling loop keeps its caches "
+		"(the sender's thread allocates from an arena of its own): in use, and held but free.\n"
+		"# TYPE stackrelay_agent_heap_bytes gauge\n"
+		"stackrelay_agent_heap_bytes{state=\"in_use\"} %" PRIu64 "\n"
+		"stackrelay_agent_heap_bytes{state=\"free\"} %" PRIu64 "\n",
+		m->heap_in_use, m->heap_free);
+	if (m->java)
+		fprintf(f,
+			"# HELP stackrelay_agent_java_frames_total Java frames: recorded in BPF (one a compiled or "
+			"interpreted frame), exported (inlined methods are frames of their own), or recorded but "
+			"not named (the code or method was gone before it was read).\n"
+			"# TYPE stackrelay_agent_java_frames_total counter\n"
+			"stackrelay_agent_java_frames_total{result=\"recorded\"} %" PRIu64 "\n"
+			"stackrelay_agent_java_frames_total{result=\"exported\"} %" PRIu64 "\n"
+			"stackrelay_agent_java_frames_total{result=\"unnamed\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_java_processes_total JVMs given to the BPF walker.\n"
+			"# TYPE stackrelay_agent_java_processes_total counter\n"
+			"stackrelay_agent_java_processes_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_java_not_understood_total JVMs whose layout tables lack what the "
+			"walker needs (their stacks are unwound as native code).\n"
+			"# TYPE stackrelay_agent_java_not_understood_total counter\n"
+			"stackrelay_agent_java_not_understood_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_java_methods Java methods named in the cache (java.max_methods).\n"
+			"# TYPE stackrelay_agent_java_methods gauge\n"
+			"stackrelay_agent_java_methods %" PRIu64 "\n"
+			"# HELP stackrelay_agent_java_method_reads_total Methods read from JVMs' memory, by result.\n"
+			"# TYPE stackrelay_agent_java_method_reads_total counter\n"
+			"stackrelay_agent_java_method_reads_total{result=\"read\"} %" PRIu64 "\n"
+			"stackrelay_agent_java_method_reads_total{result=\"error\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_java_compiled_stale_total Compiled frames whose code was freed or "
+			"replaced before the agent read it.\n"
+			"# TYPE stackrelay_agent_java_compiled_stale_total counter\n"
+			"stackrelay_agent_java_compiled_stale_total %" PRIu64 "\n",
+			m->bpf[PROFILE_CNT_JVM_FRAMES], m->run->java_frames, m->run->java_unnamed_frames,
+			m->java->processes, m->java->not_understood, m->java->methods_cached, m->java->method_reads,
+			m->java->method_read_errors, m->java->compiled_stale);
 	if (!m->unwinder)
 		return;
 	fprintf(f,

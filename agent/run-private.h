@@ -18,6 +18,7 @@
 #include "perfmaps.h"
 #include "proc.h"
 #include "profile.h"
+#include "java.h"
 #include "nodejs.h"
 #include "python.h"
 #include "run.h"
@@ -68,6 +69,8 @@ struct run_ctx {
 	struct agent_python_stats python_stats;
 	struct agent_nodejs *nodejs; /* NULL: nodejs.enabled off, or no table unwinding */
 	struct agent_nodejs_stats nodejs_stats;
+	struct agent_java *java; /* NULL: java.enabled off, or no table unwinding */
+	struct agent_java_stats java_stats;
 	int known_files_fd;
 	bool privileges_dropped; /* the capabilities only setup needs are gone (privs.h) */
 	/* Processes whose mappings the unwinder has not seen yet (FIFO; see agent_run_queue_unwinder()). */

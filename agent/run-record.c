@@ -7,6 +7,7 @@
  * content-addressed stack, counted into the current window or into a drop
  * counter. Exec, fork, mmap and exit records keep the process cache current.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,8 @@
 #include "aggregate.h"
 #include "event.h"
 #include "functions.h"
+#include "hotspot.h"
+#include "java.h"
 #include "nodejs.h"
 #include "perfmaps.h"
 #include "proc.h"
@@ -96,15 +99,80 @@ static void v8_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value,
 }
 
 /*
- * A frame in anonymous executable memory: JIT code, named from the process's
- * perf map when it has one that covers the address (a JIT frame of a
- * "perf-map" function), else left UNKNOWN (shown as [unknown] 0x...); counted by result.
+ * A Java frame of the HotSpot walker (bpf/hotspot.h): for compiled code the
+ * methods inlined at its pc, innermost first, then the method compiled; each
+ * an INTERPRETED frame of a "jvm" function (the OpenTelemetry frame type)
+ * named "package.Class.method", with its source line. Writes up to room
+ * frames and returns how many (at least one: a frame that cannot be named
+ * stays UNKNOWN with the walker's value).
  */
-static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint64_t addr, struct agent_frame *f)
+static size_t java_frames(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret,
+			  size_t room)
+{
+	struct agent_jvm_frame jf[AGENT_JVM_MAX_SCOPES];
+	size_t out = 0;
+	int n = -ENOENT;
+
+	if (c->java && proc)
+		n = agent_java__frames(c->java, proc, value, jf, (int)SR_MIN(room, (size_t)AGENT_JVM_MAX_SCOPES));
+	for (int i = 0; i < n; i++) {
+		struct agent_function_def def = { 0 };
+		struct agent_java_named nm;
+		int64_t fn;
+
+		/* Strings from the namer last until its next call: the store copies them first. */
+		if (agent_java__name(c->java, proc, &jf[i], &nm) < 0)
+			continue;
+		def.runtime = "jvm";
+		def.name = nm.name;
+		def.file_name = nm.file;
+		fn = agent_store__add_function(c->store, &def, c->window);
+		if (fn < 0)
+			continue;
+		ret[out].address = jf[i].bci >= 0 ? (uint64_t)jf[i].bci : 0;
+		ret[out].exe = (uint32_t)fn;
+		ret[out].line = nm.line > 0 ? (uint32_t)nm.line : 0;
+		ret[out].kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
+		out++;
+	}
+	if (out == 0) {
+		c->stats.java_unnamed_frames++;
+		ret[0].address = value;
+		ret[0].exe = AGENT_EXE_NONE;
+		ret[0].line = 0;
+		ret[0].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+		return 1;
+	}
+	c->stats.java_frames += out;
+	return out;
+}
+
+/*
+ * A frame in anonymous executable memory: a JVM's own code named after its
+ * code blob; JIT code, named from the process's perf map when it has one
+ * that covers the address (a JIT frame of a "perf-map" function), else left
+ * UNKNOWN (shown as [unknown] 0x...); counted by result.
+ */
+static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, struct agent_proc *proc, uint64_t addr,
+			struct agent_frame *f)
 {
 	enum agent_jit_result why = AGENT_JIT_DISABLED;
 	const char *name;
 	size_t len = 0;
+
+	/* A JVM's own code (stubs, adapters): named after its code blob, a JIT frame of a "jvm" function. */
+	if (c->java && proc && (name = agent_java__stub(c->java, proc, addr))) {
+		struct agent_function_def d = { .runtime = "jvm", .name = name };
+		int64_t idx = agent_store__add_function(c->store, &d, c->window);
+
+		if (idx >= 0) {
+			f->kind = stackrelay_v1_FrameKind_FRAME_KIND_JIT;
+			f->exe = (uint32_t)idx;
+			f->line = 0;
+			f->address = addr;
+			return;
+		}
+	}
 
 	if (c->perfmaps) {
 		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
@@ -134,7 +202,8 @@ static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, uint6
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 {
 	const struct profile_sample *s = ev->sample;
-	struct agent_frame frames[2 * PROFILE_MAX_STACK_DEPTH];
+	/* Room for a compiled Java frame's inlined methods beside the kernel and user stacks. */
+	struct agent_frame frames[4 * PROFILE_MAX_STACK_DEPTH];
 	struct agent_agg_key key = { 0 };
 	struct agent_agg_labels labels = { 0 };
 	struct agent_proc *proc = NULL;
@@ -178,16 +247,23 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		c->now_mono = agent_run_clock_ns(CLOCK_MONOTONIC);
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
 		agent_run_queue_unwinder(c, proc);
+		if (c->java && proc)
+			agent_java__retry(c->java, proc, c->now_mono);
 		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
 			if (s->ustack[i] & PY_FRAME_FLAG) {
 				python_frame(c, proc, s->ustack[i], &frames[n]);
+			} else if ((s->ustack[i] & HOTSPOT_FRAME_MASK) == HOTSPOT_FRAME_FLAG) {
+				/* Keeps a slot for each user frame still to come. */
+				n += java_frames(c, proc, s->ustack[i], &frames[n],
+						 SR_ARRAY_SIZE(frames) - n - (ev->n_ustack - i - 1)) -
+				     1;
 			} else if (s->ustack[i] & V8_FRAME_FLAG) {
 				v8_frame(c, proc, s->ustack[i], &frames[n]);
 			} else if (same_image) {
 				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
-					resolve_jit(c, s, addr, &frames[n]);
+					resolve_jit(c, s, proc, addr, &frames[n]);
 			} else {
 				frames[n].address = addr;
 				frames[n].exe = AGENT_EXE_NONE;

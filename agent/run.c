@@ -121,6 +121,12 @@ static void sync_queued(struct run_ctx *c)
 					sr_log_debug("agent", "cannot give a Python process to the frame walker",
 						     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
 			}
+			if (c->java) {
+				r = agent_java__sync(c->java, proc);
+				if (r < 0 && r != -ENOENT && r != -ENOTSUP && r != -EAGAIN)
+					sr_log_debug("agent", "cannot give a JVM to the Java frame walker",
+						     "pid=%u error=\"%s\"", proc->pid, strerror(-r));
+			}
 			if (c->nodejs) {
 				r = agent_nodejs__sync(c->nodejs, proc);
 				if (r < 0 && r != -ENOENT && r != -ENOTSUP)
@@ -153,6 +159,8 @@ static void forget_proc(void *ctx, struct agent_proc *proc)
 		agent_python__forget(c->python, proc);
 	if (c->nodejs)
 		agent_nodejs__forget(c->nodejs, proc);
+	if (c->java)
+		agent_java__forget(c->java, proc);
 }
 
 /* A file the agent identified: its mappings stop waking the agent. */
@@ -190,6 +198,8 @@ static void update_stats(struct run_ctx *c)
 		agent_python__stats(c->python, &c->python_stats);
 	if (c->nodejs)
 		agent_nodejs__stats(c->nodejs, &c->nodejs_stats);
+	if (c->java)
+		agent_java__stats(c->java, &c->java_stats);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -239,11 +249,47 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 	return 0;
 }
 
+/* The caches that grow with processes, files and code, with their bounds (under the loop's lock). */
+static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g, size_t cap)
+{
+	const struct agent_config *cfg = c->cfg;
+	size_t n = 0;
+
+#define GAUGE(nm, e, l)                                                                                                \
+	do {                                                                                                           \
+		if (n < cap)                                                                                           \
+			g[n++] = (struct agent_cache_gauge){ nm, (e), (l) };                                           \
+	} while (0)
+	GAUGE("processes", c->procs_stats.processes,
+	      cfg->profiling.max_processes ? cfg->profiling.max_processes : AGENT_DEFAULT_MAX_PROCESSES);
+	GAUGE("files", c->procs_stats.executables_cached, AGENT_EXE_CACHE_MAX);
+	GAUGE("stacks", c->store_stats.stacks, cfg->profiling.max_stacks);
+	GAUGE("executables", c->store_stats.executables, AGENT_STORE_MAX_EXECUTABLES);
+	GAUGE("functions", c->store_stats.functions, AGENT_FUNCTIONS_MAX);
+	if (c->unwinder)
+		GAUGE("unwind_tables", c->unwinder_stats.tables, 0);
+	if (c->perfmaps)
+		GAUGE("perf_map_entries", c->perfmaps_stats.entries, 0);
+	if (c->python)
+		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects);
+	if (c->nodejs)
+		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions);
+	if (c->java) {
+		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods);
+		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS);
+		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS);
+	}
+#undef GAUGE
+	return n;
+}
+
 static void render_metrics(void *ctx, FILE *f)
 {
 	struct run_ctx *c = ctx;
 	struct agent_run_metrics m = { 0 };
 	struct agent_sender_stats ss;
+	struct agent_cache_gauge caches[16];
+	struct mallinfo2 mi = mallinfo2();
 
 	pthread_mutex_lock(&c->lock);
 	m.bpf = c->bpf;
@@ -255,8 +301,13 @@ static void render_metrics(void *ctx, FILE *f)
 	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
 	m.python = c->python ? &c->python_stats : NULL;
 	m.nodejs = c->nodejs ? &c->nodejs_stats : NULL;
+	m.java = c->java ? &c->java_stats : NULL;
 	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	m.privileges_dropped = c->privileges_dropped;
+	m.caches = caches;
+	m.n_caches = cache_gauges(c, caches, SR_ARRAY_SIZE(caches));
+	m.heap_in_use = mi.uordblks + mi.hblkhd;
+	m.heap_free = mi.fordblks;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;
@@ -478,6 +529,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		.mapping_hook = pc->mapping_hook,
 		.python = cfg->python.enabled,
 		.nodejs = cfg->nodejs.enabled,
+		.java = cfg->java.enabled,
 		.off_cpu = cfg->off_cpu.enabled,
 		.off_cpu_min_block_ns = cfg->off_cpu.min_block_ns,
 		.off_cpu_probability = cfg->off_cpu.probability,
@@ -527,6 +579,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			if (so.nodejs) {
 				c.nodejs = agent_nodejs_new(sm.v8_procs, cfg->nodejs.max_functions);
 				if (!c.nodejs) {
+					r = -errno;
+					goto out;
+				}
+			}
+			if (so.java) {
+				c.java = agent_java_new(sm.hotspot_procs, cfg->java.max_methods);
+				if (!c.java) {
 					r = -errno;
 					goto out;
 				}
@@ -692,26 +751,37 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			    c.nodejs_stats.unsupported, c.nodejs_stats.functions_cached, c.nodejs_stats.function_reads,
 			    c.nodejs_stats.function_read_errors);
 	}
+	if (c.java) {
+		agent_java__stats(c.java, &c.java_stats);
+		sr_log_info("agent", "java frames",
+			    "frames_recorded=%" PRIu64 " frames_exported=%" PRIu64 " unnamed_frames=%" PRIu64
+			    " processes=%" PRIu64 " not_understood=%" PRIu64 " methods=%" PRIu64
+			    " method_reads=%" PRIu64 " read_errors=%" PRIu64 " compiled_stale=%" PRIu64,
+			    c.bpf[PROFILE_CNT_JVM_FRAMES], c.stats.java_frames, c.stats.java_unnamed_frames,
+			    c.java_stats.processes, c.java_stats.not_understood, c.java_stats.methods_cached,
+			    c.java_stats.method_reads, c.java_stats.method_read_errors, c.java_stats.compiled_stale);
+	}
 	/* The same counters as /metrics' stackrelay_agent_unwind_*: a --duration run has no scrape. */
 	if (c.unwinder)
 		sr_log_info("agent", "unwinding stopped",
 			    "stacks_table=%" PRIu64 " stacks_fp=%" PRIu64 " frames_table=%" PRIu64 " frames_fp=%" PRIu64
 			    " end_complete=%" PRIu64 " end_no_table=%" PRIu64 " end_no_mapping=%" PRIu64
 			    " end_table_evicted=%" PRIu64 " end_unsupported_rule=%" PRIu64 " end_read_fault=%" PRIu64
-			    " end_no_cfi=%" PRIu64 " end_depth=%" PRIu64 " tables_built=%" PRIu64,
+			    " end_no_cfi=%" PRIu64 " end_jvm=%" PRIu64 " end_depth=%" PRIu64 " tables_built=%" PRIu64,
 			    c.bpf[PROFILE_CNT_UNWIND_STACKS], c.bpf[PROFILE_CNT_UNWIND_FP_STACKS],
 			    c.bpf[PROFILE_CNT_UNWIND_TABLE_FRAMES], c.bpf[PROFILE_CNT_UNWIND_FP_FRAMES],
 			    c.bpf[PROFILE_CNT_UNWIND_END_COMPLETE], c.bpf[PROFILE_CNT_UNWIND_END_NO_TABLE],
 			    c.bpf[PROFILE_CNT_UNWIND_END_NO_MAPPING], c.bpf[PROFILE_CNT_UNWIND_END_EVICTED],
 			    c.bpf[PROFILE_CNT_UNWIND_END_NO_RULE], c.bpf[PROFILE_CNT_UNWIND_END_READ_FAULT],
-			    c.bpf[PROFILE_CNT_UNWIND_END_NO_CFI], c.bpf[PROFILE_CNT_UNWIND_END_DEPTH],
-			    c.unwinder_stats.tables_built);
+			    c.bpf[PROFILE_CNT_UNWIND_END_NO_CFI], c.bpf[PROFILE_CNT_UNWIND_END_JVM],
+			    c.bpf[PROFILE_CNT_UNWIND_END_DEPTH], c.unwinder_stats.tables_built);
 out:
 	agent_metrics_server_free(c.metrics);
 	agent_sampler_free(c.sampler);
 	agent_unwinder_free(c.unwinder);
 	agent_python_free(c.python);
 	agent_nodejs_free(c.nodejs);
+	agent_java_free(c.java);
 	free(c.unwind_queue);
 	if (c.sender)
 		agent_sender_free(c.sender);

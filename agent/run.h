@@ -17,6 +17,8 @@ struct agent_run_stats {
 	uint64_t dropped_overflow;
 	uint64_t frames_unattributed;
 	uint64_t v8_unnamed_frames;	     /* V8 frames recorded in BPF that could not be named */
+	uint64_t java_unnamed_frames;	     /* Java frames recorded in BPF that could not be named */
+	uint64_t java_frames;		     /* Java frames exported (inlined methods are frames of their own) */
 	uint64_t jit_frames[AGENT_JIT__MAX]; /* frames in anonymous executable memory, by result */
 	uint64_t bad_records;
 	uint64_t execs;
@@ -27,6 +29,13 @@ struct agent_run_stats {
 /* What /metrics shows, taken under the loop's lock (run.c). Pointers may be NULL where noted. */
 struct agent_python_stats;
 struct agent_nodejs_stats;
+struct agent_java_stats;
+
+struct agent_cache_gauge {
+	const char *name;
+	uint64_t entries;
+	uint64_t limit; /* 0: bounded otherwise (docs/agent.md, "Memory") */
+};
 
 struct agent_run_metrics {
 	const uint64_t *bpf;		  /* PROFILE_CNT__MAX */
@@ -40,7 +49,13 @@ struct agent_run_metrics {
 	const struct agent_sender_stats *sender;     /* NULL: no sender */
 	const struct agent_python_stats *python;     /* NULL: python.enabled off */
 	const struct agent_nodejs_stats *nodejs;     /* NULL: nodejs.enabled off */
+	const struct agent_java_stats *java;	     /* NULL: java.enabled off */
 	bool privileges_dropped;		     /* false: --keep-privileges */
+	/* What each cache that grows with processes, files and code holds now, and its bound. */
+	const struct agent_cache_gauge *caches;
+	size_t n_caches;
+	uint64_t heap_in_use; /* malloc's bytes in use (mallinfo2: arena and mmapped) */
+	uint64_t heap_free;   /* ... held by malloc but free */
 };
 
 void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m);

@@ -358,6 +358,7 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	s->skel->rodata->table_unwinding = o->table_unwinding;
 	s->skel->rodata->python_frames = o->table_unwinding && o->python;
 	s->skel->rodata->v8_frames = o->table_unwinding && o->nodejs;
+	s->skel->rodata->java_frames = o->table_unwinding && o->java;
 	bpf_program__set_autoload(s->skel->progs.unwind_user, o->table_unwinding);
 	/* Its sized inner maps need 5.10; without table unwinding nothing refers to it. */
 	bpf_map__set_autocreate(s->skel->maps.unwind_tables, o->table_unwinding);
@@ -407,6 +408,11 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	if (!r)
 		r = bpf_map__set_max_entries(s->skel->maps.v8_procs,
 					     o->table_unwinding && o->nodejs
+						     ? (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 1024u * 1024)
+						     : 1);
+	if (!r)
+		r = bpf_map__set_max_entries(s->skel->maps.hotspot_procs,
+					     o->table_unwinding && o->java
 						     ? (uint32_t)SR_MIN(SR_MAX(o->max_processes, 1024), 1024u * 1024)
 						     : 1);
 	if (!r && !(o->table_unwinding && o->nodejs))
@@ -647,6 +653,7 @@ void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_map
 	ret->unwind_files = bpf_map__fd(s->skel->maps.unwind_files);
 	ret->py_procs = bpf_map__fd(s->skel->maps.py_procs);
 	ret->v8_procs = bpf_map__fd(s->skel->maps.v8_procs);
+	ret->hotspot_procs = bpf_map__fd(s->skel->maps.hotspot_procs);
 	ret->known_files = bpf_map__fd(s->skel->maps.known_files);
 }
 

@@ -58,6 +58,7 @@ struct agent_sampler_opts {
 	bool track_mmaps;	/* report executable mappings as they are made (PROFILE_EVENT_MMAP) */
 	int mapping_hook;	/* enum agent_mapping_hook (config.h): where, when track_mmaps */
 	bool nodejs;		/* nodejs.enabled: name V8 frames (bpf/v8.bpf.h); needs table_unwinding */
+	bool java;		/* java.enabled: walk HotSpot frames (bpf/hotspot.bpf.h); needs table_unwinding */
 	bool python;		/* python.enabled: walk Python frames (bpf/pyframe.bpf.h); needs table_unwinding */
 	bool off_cpu;		/* off_cpu.enabled: the scheduler hooks of bpf/offcpu.bpf.h */
 	uint64_t off_cpu_min_block_ns;
@@ -73,6 +74,7 @@ struct agent_sampler_maps {
 	int known_files;   /* struct {dev, ino} -> u8: files identified */
 	int py_procs;	   /* tgid -> struct py_proc (bpf/pyframe.h) */
 	int v8_procs;	   /* tgid -> struct v8_proc (bpf/v8frame.h) */
+	int hotspot_procs; /* tgid -> struct hotspot_proc (bpf/hotspot.h) */
 };
 
 /* Return < 0 to stop polling (the error is returned by agent_sampler__poll). */

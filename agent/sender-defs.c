@@ -10,6 +10,7 @@
 
 #include <pb_decode.h>
 
+#include "common/grow.h"
 #include "sender-internal.h"
 
 void agent_defs_free(struct agent_defs *d)
@@ -30,23 +31,6 @@ void agent_defs_free(struct agent_defs *d)
 	memset(d, 0, sizeof(*d));
 }
 
-int agent_sender_grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-	void *p;
-	size_t c;
-
-	if (n < *cap)
-		return 0;
-	c = *cap ? *cap * 2 : 16;
-	p = realloc(*arr, c * elem);
-	if (!p)
-		return -ENOMEM;
-	memset((char *)p + *cap * elem, 0, (c - *cap) * elem);
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
 static bool need_def(const struct agent_idset *sent, struct agent_defs *d, enum agent_id_kind kind,
 		     const pb_bytes_array_t *id)
 {
@@ -61,7 +45,7 @@ static int add_kernel_def(const struct agent_idset *sent, struct agent_store *st
 
 	if (!need_def(sent, d, AGENT_ID_KERNEL, id))
 		return 0;
-	r = agent_sender_grow((void **)&d->kernels, &d->cap_kernels, d->n_kernels, sizeof(*d->kernels));
+	r = sr_grow_zero((void **)&d->kernels, &d->cap_kernels, d->n_kernels + 1, sizeof(*d->kernels), 16);
 	if (r < 0)
 		return r;
 	r = agent_store__kernel(store, id->bytes, id->size, &d->kernels[d->n_kernels]);
@@ -79,7 +63,8 @@ static int add_executable_def(const struct agent_idset *sent, struct agent_store
 
 	if (!need_def(sent, d, AGENT_ID_EXECUTABLE, id))
 		return 0;
-	r = agent_sender_grow((void **)&d->executables, &d->cap_executables, d->n_executables, sizeof(*d->executables));
+	r = sr_grow_zero((void **)&d->executables, &d->cap_executables, d->n_executables + 1, sizeof(*d->executables),
+			 16);
 	if (r < 0)
 		return r;
 	r = agent_store__executable(store, id->bytes, id->size, &d->executables[d->n_executables]);
@@ -97,7 +82,7 @@ static int add_function_def(const struct agent_idset *sent, struct agent_store *
 
 	if (!need_def(sent, d, AGENT_ID_FUNCTION, id))
 		return 0;
-	r = agent_sender_grow((void **)&d->functions, &d->cap_functions, d->n_functions, sizeof(*d->functions));
+	r = sr_grow_zero((void **)&d->functions, &d->cap_functions, d->n_functions + 1, sizeof(*d->functions), 16);
 	if (r < 0)
 		return r;
 	r = agent_store__function(store, id->bytes, id->size, &d->functions[d->n_functions]);
@@ -138,7 +123,7 @@ int agent_defs_add_sample(const struct agent_idset *sent, struct agent_store *st
 		return r;
 	if (!need_def(sent, d, AGENT_ID_STACK, sid))
 		return 0;
-	r = agent_sender_grow((void **)&d->stacks, &d->cap_stacks, d->n_stacks, sizeof(*d->stacks));
+	r = sr_grow_zero((void **)&d->stacks, &d->cap_stacks, d->n_stacks + 1, sizeof(*d->stacks), 16);
 	if (r < 0)
 		return r;
 	def = &d->stacks[d->n_stacks];

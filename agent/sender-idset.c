@@ -10,7 +10,7 @@
 
 #include <xxhash.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "sender-internal.h"
 
 struct agent_idkey agent_idkey_of(enum agent_id_kind kind, const uint8_t *id, size_t len)

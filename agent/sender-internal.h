@@ -124,8 +124,6 @@ struct agent_defs {
 };
 
 void agent_defs_free(struct agent_defs *d);
-/* Grows *arr (of *cap elements of elem bytes, zeroed when new) to hold more than n. Returns 0 or -ENOMEM. */
-int agent_sender_grow(void **arr, size_t *cap, size_t n, size_t elem);
 /*
  * Adds the definitions one sample needs that sent (the connection) has not
  * seen: its stack, the stack's executables, functions and kernel, the

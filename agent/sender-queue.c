@@ -14,7 +14,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "sender-private.h"
 #include "sr-config.h"
 #include "units.h"

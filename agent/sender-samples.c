@@ -16,7 +16,7 @@
 #include "agent.h"
 #include "config.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "sender-private.h"
 
 /*

@@ -13,9 +13,10 @@
 
 #include <pb_decode.h>
 
+#include "common/grow.h"
 #include "config.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "sender-private.h"
 #include "sr-config.h"
 #include "symupload.h"
@@ -119,7 +120,7 @@ size_t agent_sender_want_symbols(struct agent_sender *s, pb_bytes_array_t **ids,
 			continue;
 		if (!v && s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
 			continue;
-		if (agent_sender_grow((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs, sizeof(*s->symjobs)) < 0)
+		if (sr_grow_zero((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs + 1, sizeof(*s->symjobs), 16) < 0)
 			continue;
 		if (v) {
 			uint64_t uploads = (*v >> SYM_UPLOADS_SHIFT) & SYM_UPLOADS_MAX;

@@ -14,10 +14,11 @@
 
 #include <pb_decode.h>
 
+#include "common/grow.h"
 #include "container-open.h"
 #include "htab.h"
 #include "list.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "store.h"
 #include "util.h"
 
@@ -180,16 +181,9 @@ int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *
 		r = -ENOSPC;
 		goto out;
 	}
-	if (s->n_exes == s->cap_exes) {
-		size_t ncap = s->cap_exes ? s->cap_exes * 2 : 64;
-		struct exe_entry **ne = realloc(s->exes, ncap * sizeof(*ne));
-		if (!ne) {
-			r = -ENOMEM;
-			goto out;
-		}
-		s->exes = ne;
-		s->cap_exes = ncap;
-	}
+	r = sr_grow((void **)&s->exes, &s->cap_exes, s->n_exes + 1, sizeof(*s->exes), 64);
+	if (r < 0)
+		goto out;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		r = -ENOMEM;

@@ -29,6 +29,7 @@
 #include <pb_encode.h>
 
 #include "gateway/symbolize/gopclntab.h"
+#include "common/grow.h"
 #include "common/macro.h"
 #include "parse-limits.h"
 #include "symupload.h"
@@ -58,17 +59,13 @@ enum source {
 
 static int syms_push(struct syms *s, const struct sym *x)
 {
+	int r;
+
 	if (s->n >= AGENT_SYMUPLOAD_MAX_SYMBOLS)
 		return -EFBIG;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		struct sym *p = realloc(s->v, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		s->v = p;
-		s->cap = cap;
-	}
+	r = sr_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v), 1024);
+	if (r < 0)
+		return r;
 	s->v[s->n++] = *x;
 	s->name_bytes += x->name_len + (x->mod ? x->mod_len + 3 : 0);
 	return 0;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "unwind-table-private.h"
 
 static struct cie *get_cie(struct builder *b, const struct section *sec, size_t off)
@@ -68,15 +69,10 @@ static int read_fde_range(struct builder *b, const struct section *sec, struct r
 
 static int add_fde(struct builder *b, const struct fde *f)
 {
-	if (b->n_fdes == b->cap_fdes) {
-		size_t cap = b->cap_fdes ? 2 * b->cap_fdes : 256;
-		struct fde *n = realloc(b->fdes, cap * sizeof(*n));
+	int r = sr_grow((void **)&b->fdes, &b->cap_fdes, b->n_fdes + 1, sizeof(*b->fdes), 256);
 
-		if (!n)
-			return -ENOMEM;
-		b->fdes = n;
-		b->cap_fdes = cap;
-	}
+	if (r < 0)
+		return r;
 	b->fdes[b->n_fdes++] = *f;
 	return 0;
 }

@@ -9,7 +9,7 @@
 
 #include <pb.h>
 
-#include "macro.h"
+#include "common/macro.h"
 
 /*
  * nanopb with FT_POINTER allocates every field, scalars included, and

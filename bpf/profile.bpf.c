@@ -35,6 +35,8 @@ const volatile bool table_unwinding = false;
 const volatile bool python_frames = false;
 /* Name the JavaScript frames of processes the agent put in v8_procs (nodejs.enabled). */
 const volatile bool v8_frames = false;
+/* Step and record the Java frames of processes the agent put in hotspot_procs (java.enabled). */
+const volatile bool java_frames = false;
 /* Wake the agent for samples only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1024 * 1024;
 /*
@@ -117,6 +119,7 @@ static __always_inline void count(__u32 which)
 #include "unwind.bpf.h"
 #include "pyframe.bpf.h"
 #include "v8.bpf.h"
+#include "hotspot.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
@@ -281,6 +284,9 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	st->v8.start_boottime_ns = 0;
 	if (v8_frames)
 		v8_begin(slot);
+	st->jvm.start_boottime_ns = 0;
+	if (java_frames)
+		hotspot_begin(slot);
 	count(PROFILE_CNT_UNWIND_STACKS);
 	return st;
 }
@@ -307,6 +313,8 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
 		count_add(PROFILE_CNT_PY_FRAMES, st->py_frames);
 	if (st->v8.start_boottime_ns)
 		count_add(PROFILE_CNT_V8_FRAMES, st->v8_frames);
+	if (st->jvm.start_boottime_ns)
+		count_add(PROFILE_CNT_JVM_FRAMES, st->jvm_frames);
 	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
 	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
 	wake = sample_wakeup(&st->sample);
@@ -460,6 +468,8 @@ static __always_inline int task_event(__u32 type)
 			bpf_map_delete_elem(&py_procs, &tgid);
 		if (v8_frames && bpf_map_lookup_elem(&v8_procs, &tgid))
 			bpf_map_delete_elem(&v8_procs, &tgid);
+		if (java_frames && bpf_map_lookup_elem(&hotspot_procs, &tgid))
+			bpf_map_delete_elem(&hotspot_procs, &tgid);
 	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;

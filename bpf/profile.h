@@ -54,6 +54,8 @@ enum profile_counter {
 	PROFILE_CNT_UNWIND_END_READ_FAULT, /* the stack could not be read */
 	/* code without CFI in a file with a table (V8's builtins, assembly) whose frame-pointer chain broke */
 	PROFILE_CNT_UNWIND_END_NO_CFI,
+	/* a pc in a JVM's code heap the HotSpot walker could not step (free space, a frame that makes no sense) */
+	PROFILE_CNT_UNWIND_END_JVM,
 	PROFILE_CNT_UNWIND_END_DEPTH, /* PROFILE_MAX_STACK_DEPTH frames */
 	/*
 	 * Off-CPU (offcpu.bpf.h). Switches out skipped before anything is
@@ -76,6 +78,7 @@ enum profile_counter {
 	PROFILE_CNT_PY_NO_FRAME, /* the thread has no Python frame (between calls, or not started) */
 	PROFILE_CNT_PY_FRAMES,	 /* Python frames recorded */
 	PROFILE_CNT_V8_FRAMES,	 /* V8 (Node.js) JavaScript frames recorded (v8.bpf.h) */
+	PROFILE_CNT_JVM_FRAMES,	 /* HotSpot Java frames recorded (hotspot.bpf.h) */
 	PROFILE_CNT__MAX,
 };
 

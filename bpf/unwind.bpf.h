@@ -21,6 +21,7 @@
 
 #include "profile.h"
 #include "pyframe.h"
+#include "hotspot.h"
 #include "unwind.h"
 #include "v8frame.h"
 
@@ -96,6 +97,10 @@ struct unwind_scratch_state {
 	struct v8_proc v8;
 	__u32 v8_frames;
 	__u32 pad4;
+	/* HotSpot frames (hotspot.bpf.h): the process's JVM layout (start_boottime_ns 0: not a JVM), frames recorded. */
+	struct hotspot_proc jvm;
+	__u32 jvm_frames;
+	__u32 pad5;
 };
 
 /*
@@ -119,6 +124,8 @@ struct {
 static __always_inline void count(__u32 which);
 /* v8.bpf.h: names the frame about to be crossed by its frame pointer when it is JavaScript. */
 __noinline int v8_frame(__u32 slot);
+/* hotspot.bpf.h: steps a frame of a JVM's code, or HOTSPOT_NOT_JAVA (-1). */
+__noinline int hotspot_step(__u32 slot);
 
 /*
  * The searches are global functions of scalars: the verifier checks each
@@ -257,7 +264,14 @@ __noinline __u64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
 static __always_inline int unwind_fp_step(struct unwind_scratch_state *st, int why_fail)
 {
 	__u64 frame[2];
+	int r;
 
+	/* Compiled Java code keeps no frame pointers: the JVM's own layout steps its frames. */
+	if (st->jvm.start_boottime_ns) {
+		r = hotspot_step(st->slot);
+		if (r >= 0)
+			return r;
+	}
 	if (!st->rbp_valid)
 		return why_fail;
 	if (st->v8.start_boottime_ns)

@@ -16,7 +16,7 @@
 #include <yaml.h>
 
 #include "config.h"
-#include "macro.h"
+#include "common/macro.h"
 
 #define PATH_MAX_LEN 512
 

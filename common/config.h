@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "macro.h"
+#include "common/macro.h"
 
 enum sr_field_kind {
 	SR_FIELD_STRING,

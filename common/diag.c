@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "config.h"
 
 /* Bounds the list, so a pathological file cannot make us print forever. */
@@ -82,15 +83,9 @@ static void diag_addv(struct sr_diag *d, bool warning, const char *file, unsigne
 	if (asprintf(&text, "%s%s: %s%s%s", where, warning ? "warning" : "error", path && *path ? path : "",
 		     path && *path ? ": " : "", msg) < 0)
 		return;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 8;
-		struct sr_diag_entry *e = realloc(d->entries, cap * sizeof(*e));
-		if (!e) {
-			free(text);
-			return;
-		}
-		d->entries = e;
-		d->cap = cap;
+	if (sr_grow((void **)&d->entries, &d->cap, d->n + 1, sizeof(*d->entries), 8) < 0) {
+		free(text);
+		return;
 	}
 	d->entries[d->n] =
 		(struct sr_diag_entry){ .warning = warning, .line = line, .column = column, .seq = d->n, .text = text };

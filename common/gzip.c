@@ -6,7 +6,7 @@
 #include <zlib.h>
 
 #include "gzip.h"
-#include "macro.h"
+#include "common/macro.h"
 
 /* zlib's Z_DEFAULT_COMPRESSION means its level 6. */
 #define SR_GZIP_DEFAULT_LEVEL 6

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "macro.h"
+#include "common/macro.h"
 
 struct sr_list_node {
 	struct sr_list_node *prev, *next;

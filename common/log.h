@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
-#include "macro.h"
+#include "common/macro.h"
 
 enum sr_log_level {
 	SR_LOG_ERROR = 0,

@@ -4,12 +4,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "common/grow.h"
 #include "pbwire.h"
 
 int sr_pbw__grow(struct sr_pbw *w, size_t n)
 {
-	size_t cap = w->cap ? w->cap : 4096;
-	uint8_t *b;
+	void *b = w->buf;
+	int r;
 
 	if (w->error)
 		return w->error;
@@ -17,15 +18,12 @@ int sr_pbw__grow(struct sr_pbw *w, size_t n)
 		w->error = -ENOMEM;
 		return w->error;
 	}
-	while (cap < w->len + n)
-		cap *= 2;
-	b = realloc(w->buf, cap);
-	if (!b) {
-		w->error = -ENOMEM;
-		return w->error;
+	r = sr_grow(&b, &w->cap, w->len + n, 1, 4096);
+	if (r < 0) {
+		w->error = r;
+		return r;
 	}
 	w->buf = b;
-	w->cap = cap;
 	return 0;
 }
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "units.h"
 
 /*

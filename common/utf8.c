@@ -3,7 +3,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "utf8.h"
 
 size_t sr_utf8_copy(char *dst, const uint8_t *s, size_t n, size_t max)

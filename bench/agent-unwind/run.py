@@ -11,7 +11,9 @@ cost    BPF time per sample (kernel.bpf_stats_enabled, run_time_ns / run_cnt
         unwinders reach main, the fair comparison), on qsortdeep (no frame
         pointers: the fp figure is cheaper because it stops in libc) and on
         Node.js (tests/workloads/v8-split.js, no flags: JIT frames and V8's
-        builtins crossed by frame pointers, node's C++ by its table).
+        builtins crossed by frame pointers, node's C++ by its table) and on
+        Java (tests/workloads/JavaHot.java on the host's JDK, no flags:
+        interpreted, C1 and C2 frames stepped by the HotSpot walker).
 cpu     The agent's own CPU (user + system) plus its BPF time at 19 Hz while
         two qsortdeep keep both CPUs busy, against `perf record --call-graph
         dwarf -a -F 19` over the same workload; perf's unwinding afterwards
@@ -29,7 +31,7 @@ host    200 distinct executables from /usr/bin plus the libraries each needs
 Usage (root, from the source tree, after building):
   bench/agent-unwind/run.py --build build [--parts cost,cpu,tables,host]
       [--rounds 3] [--seconds 20] [--cpu-seconds 30] [--hosts 200]
-      [--workloads fpchain,qsortdeep,node] [--filter-pids]
+      [--workloads fpchain,qsortdeep,node,java] [--filter-pids]
 """
 import argparse
 import json
@@ -197,6 +199,12 @@ def part_cost(args, tmp):
         # Its CPU seconds: warm-up until released, then the budget (it prints its pid first).
         workloads.append(("node v8-split.js (JIT code, builtins without CFI)",
                           lambda secs: [node, os.path.join(src, "tests", "workloads", "v8-split.js"), str(secs)]))
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if java and javac:
+        classes = os.path.join(tmp, "java-classes")
+        subprocess.run([javac, "-d", classes, os.path.join(src, "tests", "workloads", "JavaHot.java")], check=True)
+        workloads.append(("java JavaHot (HotSpot: interpreter, C1, C2, inlining)",
+                          lambda secs: [java, "-cp", classes, "JavaHot", str(secs)]))
     if args.workloads:
         workloads = [w for w in workloads if any(k in w[0] for k in args.workloads.split(","))]
     res = {}
@@ -237,8 +245,10 @@ def part_cost(args, tmp):
                     return m1.get(k, 0) - m0.get(k, 0)
                 tstacks = dm('stackrelay_agent_unwind_stacks_total{method="table"}')
                 fstacks = dm('stackrelay_agent_unwind_stacks_total{method="fp"}')
+                # Java frames the HotSpot walker stepped are frames of the stack too.
                 frames = dm('stackrelay_agent_unwind_frames_total{method="table"}') + \
-                    dm('stackrelay_agent_unwind_frames_total{method="fp"}')
+                    dm('stackrelay_agent_unwind_frames_total{method="fp"}') + \
+                    dm('stackrelay_agent_java_frames_total{result="recorded"}')
                 complete = dm('stackrelay_agent_unwind_stops_total{reason="complete"}')
                 r = res.setdefault((wname, mode), {"ns": [], "cnt": 0, "tstacks": 0, "fstacks": 0, "frames": 0,
                                                    "complete": 0})
@@ -580,7 +590,7 @@ def main():
     ap.add_argument("--cost-hz", type=int, default=97)
     ap.add_argument("--depth", type=int, default=16, help="fpchain's chain depth")
     ap.add_argument("--workloads", default="", help="cost part: only workloads whose name holds one of these "
-                    "comma-separated words (fpchain, qsortdeep, node)")
+                    "comma-separated words (fpchain, qsortdeep, node, java)")
     ap.add_argument("--filter-pids", action="store_true", help="cost part: the agent samples the workers only")
     ap.add_argument("--cpu-seconds", type=float, default=30, help="workload seconds per cpu run")
     ap.add_argument("--repeat", type=int, default=5, help="warm builds per file")

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "accounting.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "metrics.h"
 
 struct reason_count {
@@ -72,14 +73,8 @@ static struct comp *comp_get(struct gw_accounting *a, const char *name, bool cre
 			return &a->comps[i];
 	if (!create)
 		return NULL;
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		struct comp *n = realloc(a->comps, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		a->comps = n;
-		a->cap = cap;
-	}
+	if (sr_grow((void **)&a->comps, &a->cap, a->n + 1, sizeof(*a->comps), 16) < 0)
+		return NULL;
 	struct comp *c = &a->comps[a->n];
 	memset(c, 0, sizeof(*c));
 	c->name = strdup(name);

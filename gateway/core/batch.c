@@ -13,7 +13,8 @@
 
 #include <xxhash.h>
 
-#include "macro.h"
+#include "common/grow.h"
+#include "common/macro.h"
 #include "model.h"
 
 /* Arena chunk size; larger strings get a chunk of their own. */
@@ -150,26 +151,22 @@ const char *gw_profiles__strdup(struct gw_profiles *p, const char *s)
 	return s ? gw_profiles__strndup(p, s, strlen(s)) : NULL;
 }
 
+/*
+ * sr_grow_u32() with the batch's memory account kept: every byte the arrays
+ * gain is counted. The account is a shared atomic, so a push that fits must
+ * return before touching it.
+ */
 static int grow(struct gw_profiles *p, void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
-	uint32_t ncap;
-	void *n;
+	uint32_t was = *cap;
+	int r;
 
-	if (need <= *cap)
+	if (need <= was)
 		return 0;
-	ncap = *cap ? *cap : 4;
-	while (ncap < need) {
-		if (ncap > UINT32_MAX / 2)
-			return -E2BIG;
-		ncap *= 2;
-	}
-	n = realloc(*arr, (size_t)ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	mem_add(p, (int64_t)((size_t)(ncap - *cap) * elem));
-	*arr = n;
-	*cap = ncap;
-	return 0;
+	r = sr_grow_realloc_u32(arr, cap, need, elem, 4);
+	if (r == 0)
+		mem_add(p, (int64_t)((size_t)(*cap - was) * elem));
+	return r;
 }
 
 static int copy_attr(struct gw_profiles *p, struct gw_attr *dst, const struct gw_attr *src)

@@ -7,7 +7,7 @@
  * one function has the same lines. Sharing one copy among them saves a
  * gw_lines allocation and its strings per location, and lets the OTLP
  * encoder add a shared copy's lines to a request's dictionary once
- * (exporters/otlp_dict.c). The table holds no reference: an entry lives while
+ * (exporters/otlp-dict-writer.c). The table holds no reference: an entry lives while
  * a location holds it, so it is bounded by the stores that bound locations.
  * References of shared lines change under the table's lock only.
  */
@@ -19,7 +19,7 @@
 
 #include <xxhash.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 #include "model-private.h"
 

@@ -5,7 +5,8 @@
  * instead of an 8-byte pointer, and a location carries no malloc header: a
  * replica at 2,000 nodes holds about a million stacks of 18 frames and a
  * million locations, and these two savings are about a third of what the
- * stores take (docs/reliability.md, "One replica at 2,000 nodes").
+ * stores take (docs/history/2026-11-fleet-scale.md, "One replica at 2,000
+ * nodes").
  *
  * The table is a slot pool (slot-pool.c) of 2^GW_LOCATION_CHUNK_SHIFT slots
  * a chunk: a slot number is the pool's handle, and gw_location_chunks[]

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "metrics.h"
 
 struct entry {
@@ -48,14 +49,8 @@ static size_t family_order(struct gw_metrics_writer *w, const char *family)
 	for (size_t i = 0; i < w->n_families; i++)
 		if (strcmp(w->families[i], family) == 0)
 			return i;
-	if (w->n_families == w->cap_families) {
-		size_t cap = w->cap_families ? w->cap_families * 2 : 32;
-		const char **n = realloc(w->families, cap * sizeof(*n));
-		if (!n)
-			return SIZE_MAX;
-		w->families = n;
-		w->cap_families = cap;
-	}
+	if (sr_grow((void **)&w->families, &w->cap_families, w->n_families + 1, sizeof(*w->families), 32) < 0)
+		return SIZE_MAX;
 	w->families[w->n_families] = family;
 	return w->n_families++;
 }
@@ -65,14 +60,8 @@ static void add(struct gw_metrics_writer *w, const char *family, enum gw_metric_
 {
 	size_t order;
 
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 64;
-		struct entry *n = realloc(w->e, cap * sizeof(*n));
-		if (!n)
-			return;
-		w->e = n;
-		w->cap = cap;
-	}
+	if (sr_grow((void **)&w->e, &w->cap, w->n + 1, sizeof(*w->e), 64) < 0)
+		return;
 	order = family_order(w, family);
 	if (order == SIZE_MAX)
 		return;

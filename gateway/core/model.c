@@ -8,7 +8,7 @@
 
 #include <xxhash.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 #include "model-private.h"
 

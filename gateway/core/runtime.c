@@ -11,7 +11,7 @@
 
 #include "accounting.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "metrics.h"
 #include "model.h"
 #include "runtime.h"

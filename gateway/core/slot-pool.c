@@ -6,7 +6,8 @@
  * the slots themselves, so a page of free slots could not be given back
  * without losing the list, and a pool stayed at the most it ever held. In a
  * 10-minute soak at 2,000 nodes the stack slabs kept 21 MiB mapped and not
- * live as the mix of stack depths shifted (docs/reliability.md). Here the
+ * live as the mix of stack depths shifted (docs/history/2026-11-fleet-scale.md).
+ * Here the
  * free slots are bits in the chunk's header, each page counts the live
  * slots that overlap it, and a trim gives back every resident page whose
  * count is zero with madvise(MADV_DONTNEED): a private anonymous page reads
@@ -24,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "poison.h"
 #include "slot-pool.h"
 
@@ -81,6 +83,7 @@ static struct gw_slot_chunk *chunk_new(struct gw_slot_pool *p)
 	struct gw_slot_chunk *c;
 	uintptr_t base, aligned;
 	char *m;
+	int r;
 
 	if (!p->per_chunk) {
 		pool_layout(p);
@@ -93,14 +96,10 @@ static struct gw_slot_chunk *chunk_new(struct gw_slot_pool *p)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (p->n_chunks == p->cap_chunks) {
-		uint32_t cap = p->cap_chunks ? p->cap_chunks * 2 : 16;
-		struct gw_slot_chunk **a = realloc(p->chunks, cap * sizeof(*a));
-
-		if (!a)
-			return NULL;
-		p->chunks = a;
-		p->cap_chunks = cap;
+	r = sr_grow_u32((void **)&p->chunks, &p->cap_chunks, p->n_chunks + 1, sizeof(*p->chunks), 16);
+	if (r < 0) {
+		errno = -r;
+		return NULL;
 	}
 	/* Twice the size, then the ends cut off: a chunk aligned to its size. */
 	m = mmap(NULL, 2 * GW_SLOT_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

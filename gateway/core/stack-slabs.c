@@ -6,8 +6,8 @@
  * for minutes, and replaces a few thousand a second; in the heap they were
  * strewn among the batches' short-lived arrays, so that the pages those
  * arrays freed could not go back to the kernel: the heap held 200-400 MiB
- * free, resident, beside what was in use (docs/reliability.md, "One replica
- * at 2,000 nodes").
+ * free, resident, beside what was in use (docs/history/2026-11-fleet-scale.md,
+ * "One replica at 2,000 nodes").
  *
  * A class's pages whose slots are all free go back to the system at each
  * trim (gw_slot_pools_trim()), so a class shrinks when the mix of stack

@@ -9,7 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "threads.h"
 
 static _Thread_local bool background;

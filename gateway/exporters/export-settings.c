@@ -18,7 +18,7 @@
 #include "exporthelper.h"
 #include "gzip.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 

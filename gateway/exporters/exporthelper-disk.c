@@ -29,7 +29,7 @@
 #include "exporthelper-private.h"
 #include "exporthelper.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "queue.h"
 #include "units.h"
 

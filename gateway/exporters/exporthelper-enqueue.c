@@ -22,7 +22,7 @@
 #include "exporthelper-private.h"
 #include "exporthelper.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "pbwire.h"
 #include "queue.h"
 

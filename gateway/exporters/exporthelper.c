@@ -22,7 +22,7 @@
 #include "exporthelper.h"
 #include "gzip.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "pbwire.h"
 #include "queue.h"
 #include "units.h"

@@ -31,7 +31,7 @@
 #include "exporthelper.h"
 #include "local.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp_encode.h"
 #include "pbwire.h"
 

@@ -20,6 +20,7 @@
 
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "component.h"
 #include "config.h"
 #include "core/accounting.h"
@@ -27,7 +28,7 @@
 #include "core/runtime.h"
 #include "local.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 #define FG_FRAME_HEIGHT 16
 #define FG_FONT_SIZE	12
@@ -134,15 +135,8 @@ static uint32_t child(struct flamegraph *g, uint32_t parent, uint32_t name, uint
 	}
 	if (g->n_nodes >= g->cfg->max_nodes)
 		return 0;
-	if (g->n_nodes == g->cap_nodes) {
-		uint32_t cap = g->cap_nodes * 2;
-		struct fg_node *nn = realloc(g->nodes, cap * sizeof(*nn));
-
-		if (!nn)
-			return 0;
-		g->nodes = nn;
-		g->cap_nodes = cap;
-	}
+	if (sr_grow_u32((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(*g->nodes), 1) < 0)
+		return 0;
 	g->nodes[g->n_nodes] = (struct fg_node){ .parent = parent, .name = name, .kind = kind };
 	g->slots[j] = g->n_nodes;
 	return g->n_nodes++;

@@ -15,7 +15,7 @@
 #include "curl-uv.h"
 #include "httpclient.h"
 #include "list.h"
-#include "macro.h"
+#include "common/macro.h"
 
 /* CURLOPT_UPLOAD_BUFFERSIZE's bounds (curl's own: 16 KiB to 2 MiB). */
 #define HTTP_UPLOAD_BUFFER_MIN (16 * 1024)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * OTLP profiles requests written from the gateway's model (otlp_encode.h):
- * the profiles; their dictionary is built by otlp_dict.c. Reading them back for 413 splits and
+ * the profiles; their dictionary is built by otlp-dict-writer.c. Reading them back for 413 splits and
  * counts is otlp_split.c.
  */
 #include <errno.h>
@@ -15,8 +15,8 @@
 
 #include "core/heap.h"
 #include "core/model.h"
-#include "macro.h"
-#include "otlp_dict.h"
+#include "common/macro.h"
+#include "otlp-dict-writer-private.h"
 #include "otlp_encode.h"
 #include "pbwire.h"
 
@@ -53,12 +53,12 @@ struct pending_sample {
 
 struct enc {
 	const struct gw_otlp_options *o;
-	struct dict d;
+	struct gw_otlp_dict d;
 	struct sr_pbw *w;
-	VEC(struct pending_sample) samples;
-	VEC(int32_t) sample_attrs;
-	VEC(uint32_t) order; /* sample indices of a resource, grouped by pid */
-	struct imap merge;   /* stack index → pending sample, per profile */
+	GW_OTLP_VEC(struct pending_sample) samples;
+	GW_OTLP_VEC(int32_t) sample_attrs;
+	GW_OTLP_VEC(uint32_t) order; /* sample indices of a resource, grouped by pid */
+	struct gw_otlp_imap merge;   /* stack index → pending sample, per profile */
 	struct gw_otlp_stats st;
 	int32_t str_samples, str_count, str_cpu, str_nanoseconds;
 };
@@ -205,7 +205,7 @@ static int sample_attr(struct enc *e, const struct gw_attr *a)
 
 	if (idx < 0)
 		return (int)idx;
-	if (VEC_PUSH(e->sample_attrs, slot) < 0)
+	if (GW_OTLP_VEC_PUSH(e->sample_attrs, slot) < 0)
 		return -ENOMEM;
 	*slot = (int32_t)idx;
 	return 0;
@@ -253,19 +253,19 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 			ret = gw_otlp_imap_prepare(&e->merge);
 			if (ret < 0)
 				return ret;
-			IMAP_FIND(&e->merge, h, e->samples.v[idx].stack == stack && e->samples.v[idx].n_attrs == 0,
-				  slot);
+			GW_OTLP_IMAP_FIND(&e->merge, h,
+					  e->samples.v[idx].stack == stack && e->samples.v[idx].n_attrs == 0, slot);
 			if (gw_otlp_imap_at(&e->merge, slot)) {
 				e->samples.v[gw_otlp_imap_at(&e->merge, slot) - 1].count += s->count;
 				e->samples.v[gw_otlp_imap_at(&e->merge, slot) - 1].off_cpu_ns += s->off_cpu_ns;
 				continue;
 			}
-			ret = VEC_PUSH(e->samples, ps);
+			ret = GW_OTLP_VEC_PUSH(e->samples, ps);
 			if (ret < 0)
 				return ret;
 			gw_otlp_imap_set(&e->merge, slot, h, e->samples.n - 1);
 		} else {
-			ret = VEC_PUSH(e->samples, ps);
+			ret = GW_OTLP_VEC_PUSH(e->samples, ps);
 			if (ret < 0)
 				return ret;
 		}

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp_encode.h"
 #include "otlp_fields.h"
 #include "pbwire.h"

@@ -23,6 +23,7 @@
 #include <uv.h>
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "component.h"
 #include "config.h"
 #include "core/accounting.h"
@@ -31,7 +32,7 @@
 #include "exporthelper.h"
 #include "local.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "pbwire.h"
 
 /*
@@ -438,13 +439,8 @@ static void prune(struct pprof_exporter *x, const char *prefix)
 
 		if (strncmp(de->d_name, prefix, plen) != 0 || l < 6 || strcmp(de->d_name + l - 6, ".pb.gz") != 0)
 			continue;
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? cap * 2 : 128) * sizeof(*nn));
-
-			if (!nn)
-				break;
-			names = nn;
-		}
+		if (sr_grow((void **)&names, &cap, n + 1, sizeof(*names), 128) < 0)
+			break;
 		names[n] = strdup(de->d_name);
 		if (names[n])
 			n++;

@@ -13,7 +13,8 @@
 
 #include <zlib.h>
 
-#include "macro.h"
+#include "common/grow.h"
+#include "common/macro.h"
 #include "local.h"
 #include "queue.h"
 
@@ -257,15 +258,9 @@ static int replay(struct gw_queue *q, struct gw_queue_replay *rep)
 		seq = strtoull(name, &end, 16);
 		if (end != name + 16)
 			continue;
-		if (n == cap) {
-			uint64_t *ns = realloc(seqs, (cap = cap ? cap * 2 : 64) * sizeof(*seqs));
-
-			if (!ns) {
-				r = -ENOMEM;
-				goto out;
-			}
-			seqs = ns;
-		}
+		r = sr_grow((void **)&seqs, &cap, n + 1, sizeof(*seqs), 64);
+		if (r < 0)
+			goto out;
 		seqs[n++] = seq;
 	}
 	if (n)

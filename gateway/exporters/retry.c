@@ -6,7 +6,7 @@
 
 #include <curl/curl.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "retry.h"
 
 const char *gw_export_outcome_to_string(enum gw_export_outcome o)

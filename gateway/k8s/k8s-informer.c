@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "common/clock.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/macro.h"
 #include "k8s-cache.h"
@@ -163,15 +164,10 @@ void k8s_client_maybe_report_synced(struct k8s_client *c)
 static int collect_item(void *userdata, struct k8s_event *ev)
 {
 	struct informer *inf = userdata;
+	int r = sr_grow((void **)&inf->page_objs, &inf->page_cap, inf->page_n + 1, sizeof(*inf->page_objs), 256);
 
-	if (inf->page_n == inf->page_cap) {
-		size_t cap = inf->page_cap ? inf->page_cap * 2 : 256;
-		struct k8s_object *o = realloc(inf->page_objs, cap * sizeof(*o));
-		if (!o)
-			return -ENOMEM;
-		inf->page_objs = o;
-		inf->page_cap = cap;
-	}
+	if (r < 0)
+		return r;
 	inf->page_objs[inf->page_n++] = ev->object;
 	ev->object.ptr = NULL;
 	return 0;

@@ -34,7 +34,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 /* metadata_keys: at most this many; a header line kept per key at most this long. */
 #define BATCH_MAX_METADATA_KEYS	 16

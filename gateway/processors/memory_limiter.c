@@ -36,7 +36,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "memory_limiter.h"
 
 /* A cgroup "limit" this large means no limit (v1 reports 2^63 rounded to pages). */

@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 
 #include "common/config.h"
+#include "common/grow.h"
 #include "common/macro.h"
 #include "core/regex.h"
 #include "relabel-rules.h"
@@ -47,6 +48,7 @@ int gw_labels__set(struct gw_labels *ls, const char *key, const char *value)
 {
 	ssize_t i = labels_find(ls, key);
 	char *v = strdup(value);
+	int r;
 
 	if (!v)
 		return -ENOMEM;
@@ -55,15 +57,10 @@ int gw_labels__set(struct gw_labels *ls, const char *key, const char *value)
 		ls->v[i].value = v;
 		return 0;
 	}
-	if (ls->n == ls->cap) {
-		size_t cap = ls->cap ? ls->cap * 2 : 16;
-		struct sr_kv *nv = realloc(ls->v, cap * sizeof(*nv));
-		if (!nv) {
-			free(v);
-			return -ENOMEM;
-		}
-		ls->v = nv;
-		ls->cap = cap;
+	r = sr_grow((void **)&ls->v, &ls->cap, ls->n + 1, sizeof(*ls->v), 16);
+	if (r < 0) {
+		free(v);
+		return r;
 	}
 	ls->v[ls->n].key = strdup(key);
 	if (!ls->v[ls->n].key) {

@@ -18,7 +18,7 @@
 #include "core/runtime.h"
 #include "core/threads.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "symbolize-private.h"
 
 /* Distinct executables and kernels tracked while symbolizing one batch. */

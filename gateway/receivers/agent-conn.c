@@ -27,7 +27,7 @@
 #include "gzip.h"
 #include "heap.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 #include "netaddr.h"
 #include "runtime.h"

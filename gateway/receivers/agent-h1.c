@@ -8,7 +8,7 @@
 
 #include "agent-h1.h"
 #include "agent-private.h"
-#include "macro.h"
+#include "common/macro.h"
 
 enum h1_state {
 	H1_HEAD,       /* reading the request line and headers */

@@ -25,10 +25,11 @@
 #include <openssl/x509v3.h>
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "agent-private.h"
 #include "component.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 /* Largest node_tokens_file read, and most tokens in it (one per node of a large cluster, with room). */
 #define AGENT_NODE_TOKENS_MAX_BYTES (16u << 20)
@@ -103,16 +104,9 @@ int gw_agent_node_tokens_load(struct agent_rx *rx, char *err, size_t errsize)
 			snprintf(err, errsize, "node_tokens_file %s: more than %d tokens", path, AGENT_NODE_TOKENS_MAX);
 			goto out;
 		}
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 64;
-			struct agent_node_token *nv = realloc(v, c * sizeof(*nv));
-			if (!nv) {
-				e = -ENOMEM;
-				goto out;
-			}
-			v = nv;
-			cap = c;
-		}
+		e = sr_grow((void **)&v, &cap, n + 1, sizeof(*v), 64);
+		if (e < 0)
+			goto out;
 		v[n] = (struct agent_node_token){ .node = strdup(node), .token = strdup(token) };
 		if (!v[n].node || !v[n].token) {
 			n++;

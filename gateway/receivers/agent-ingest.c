@@ -21,7 +21,7 @@
 
 #include "agent-ingest-private.h"
 #include "agent-ingest.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 #include "pbwire.h"
 

@@ -22,7 +22,7 @@
 
 #include "agent-ingest.h"
 #include "metrics.h"
-#include "macro.h"
+#include "common/macro.h"
 
 #define COMPONENT "receiver/agent"
 #define PUSH_PATH "/stackrelay.v1.Ingest/Push"

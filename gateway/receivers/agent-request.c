@@ -22,7 +22,7 @@
 #include "agent.h"
 #include "gzip.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 #include "netaddr.h"
 #include "runtime.h"

@@ -17,7 +17,7 @@
 #include "agent-private.h"
 #include "runtime.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 
 static void count_status(struct agent_rx *rx, int status)
 {

@@ -18,7 +18,8 @@
 
 #include "agent-ingest-private.h"
 #include "agent-ingest.h"
-#include "macro.h"
+#include "common/grow.h"
+#include "common/macro.h"
 #include "model.h"
 #include "pbwire.h"
 
@@ -460,16 +461,12 @@ int gw_ingest_add_sample(struct gw_ingest_ctx *c, const struct gw_ingest_sample 
 	if (!c->pending)
 		pending_take(c);
 	if (c->n_pending == c->cap_pending) {
-		uint32_t cap = c->cap_pending ? c->cap_pending * 2 : 256;
-		struct gw_ingest_pending *v = cap > c->cap_pending ? realloc(c->pending, (size_t)cap * sizeof(*v))
-								   : NULL;
+		int r = sr_grow_u32((void **)&c->pending, &c->cap_pending, c->n_pending + 1, sizeof(*c->pending), 256);
 
-		if (!v) {
+		if (r < 0) {
 			gw_stack__unref(st);
-			return -ENOMEM;
+			return r;
 		}
-		c->pending = v;
-		c->cap_pending = cap;
 	}
 	c->pending[c->n_pending++] = (struct gw_ingest_pending){ s, ri };
 	gw_resource__cover(&c->res->batch->resources[ri], in->start, in->end);

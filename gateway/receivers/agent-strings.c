@@ -10,9 +10,10 @@
 
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "agent-ingest-private.h"
 #include "agent-ingest.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "utf8.h"
 
 /* A NUL-terminated UTF-8 copy in a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1. */
@@ -65,18 +66,15 @@ struct gw_bytes_set_entry *gw_bytes_set__put(struct gw_bytes_set *s, uint64_t h,
 int gw_idlist__add(struct gw_idlist *l, const uint8_t *p, size_t n)
 {
 	bool found;
+	int r;
+
 	if (!gw_bytes_set__put(&l->set, XXH3_64bits(p, n), p, n, &found))
 		return -ENOMEM;
 	if (found)
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct sr_pb_slice *nv = realloc(l->v, cap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-		l->cap = cap;
-	}
+	r = sr_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v), 16);
+	if (r < 0)
+		return r;
 	l->v[l->n++] = (struct sr_pb_slice){ p, n };
 	return 0;
 }

@@ -41,7 +41,7 @@
 #include "config.h"
 #include "gzip.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "metrics.h"
 #include "model.h"
 #include "netaddr.h"

@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "core/model.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-decode-private.h"
 #include "otlp-decode.h"
 #include "pbwire.h"
@@ -174,14 +175,8 @@ struct attr_vec {
 
 static int attr_push(struct otlp_dec *d, struct attr_vec *av, const struct gw_attr *a)
 {
-	if (av->n == av->cap) {
-		uint32_t cap = av->cap ? av->cap * 2 : 16;
-		struct gw_attr *nv = realloc(av->v, cap * sizeof(*nv));
-		if (!nv)
-			return otlp_nomem(d, "attributes");
-		av->v = nv;
-		av->cap = cap;
-	}
+	if (sr_grow_u32((void **)&av->v, &av->cap, av->n + 1, sizeof(*av->v), 16) < 0)
+		return otlp_nomem(d, "attributes");
 	av->v[av->n++] = *a;
 	return 0;
 }

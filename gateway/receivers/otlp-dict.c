@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/model.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-decode-private.h"
 #include "pbwire.h"
 #include "utf8.h"

@@ -29,7 +29,7 @@
 #include <xxhash.h>
 
 #include "core/model.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-decode-private.h"
 #include "pbwire.h"
 

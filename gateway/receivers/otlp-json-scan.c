@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-json-private.h"
 #include "pbwire.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-json-private.h"
 #include "otlp-json.h"
 #include "pbwire.h"

@@ -18,7 +18,7 @@
 #include "accounting.h"
 #include "gzip.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "model.h"
 #include "otlp-json.h"
 #include "otlp-private.h"

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "core/model.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "otlp-decode-private.h"
 #include "otlp-decode.h"
 #include "pbwire.h"

@@ -20,7 +20,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "metrics.h"
 #include "netaddr.h"
 #include "otlp-private.h"

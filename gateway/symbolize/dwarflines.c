@@ -7,6 +7,7 @@
 
 #include <elfutils/libdw.h>
 
+#include "common/grow.h"
 #include "dwarflines.h"
 
 /* Most address ranges indexed per file (a bound on the index's memory: 24 bytes each). */
@@ -73,18 +74,15 @@ static int range_cmp(const void *a, const void *b)
 
 static int push_range(struct gw_dwarf *d, uint64_t start, uint64_t end, uint32_t cu)
 {
+	int r;
+
 	if (start >= end || start == 0)
 		return 0;
 	if (d->n_ranges >= DWARF_MAX_RANGES)
 		return -E2BIG;
-	if (d->n_ranges == d->cap_ranges) {
-		size_t c = d->cap_ranges ? d->cap_ranges * 2 : 256;
-		struct cu_range *n = realloc(d->ranges, c * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		d->ranges = n;
-		d->cap_ranges = c;
-	}
+	r = sr_grow((void **)&d->ranges, &d->cap_ranges, d->n_ranges + 1, sizeof(*d->ranges), 256);
+	if (r < 0)
+		return r;
 	d->ranges[d->n_ranges++] = (struct cu_range){ .start = start, .end = end, .cu = cu };
 	return 0;
 }
@@ -111,14 +109,9 @@ struct gw_dwarf *gw_dwarf_open(Elf *elf)
 
 		if (unit_type != DW_UT_compile && unit_type != DW_UT_partial && unit_type != DW_UT_skeleton)
 			continue;
-		if (d->n_cus == d->cap_cus) {
-			size_t c = d->cap_cus ? d->cap_cus * 2 : 64;
-			Dwarf_Die *n = realloc(d->cus, c * sizeof(*n));
-			if (!n)
-				goto fail;
-			d->cus = n;
-			d->cap_cus = c;
-		}
+		r = sr_grow((void **)&d->cus, &d->cap_cus, d->n_cus + 1, sizeof(*d->cus), 64);
+		if (r < 0)
+			goto fail;
 		uint32_t idx = (uint32_t)d->n_cus;
 		d->cus[d->n_cus++] = cudie;
 		while ((off = dwarf_ranges(&cudie, off, &base, &start, &end)) > 0) {
@@ -223,20 +216,16 @@ static int add_scope(struct gw_dwarf *d, struct cu_scopes *c, Dwarf_Die *die, in
 	Dwarf_Addr base, lo, hi;
 	ptrdiff_t off = 0;
 	size_t first = c->n_ranges;
+	int r;
 
 	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
 		if (lo >= hi)
 			continue;
 		if (d->scope_entries >= SCOPE_MAX_ENTRIES)
 			return -E2BIG;
-		if (c->n_ranges == c->cap_ranges) {
-			size_t nc = c->cap_ranges ? c->cap_ranges * 2 : 64;
-			struct scope_range *n = realloc(c->ranges, nc * sizeof(*n));
-			if (!n)
-				return -ENOMEM;
-			c->ranges = n;
-			c->cap_ranges = nc;
-		}
+		r = sr_grow((void **)&c->ranges, &c->cap_ranges, c->n_ranges + 1, sizeof(*c->ranges), 64);
+		if (r < 0)
+			return r;
 		c->ranges[c->n_ranges++] = (struct scope_range){ .lo = lo, .hi = hi, .die = (uint32_t)c->n_dies };
 		d->scope_entries++;
 	}
@@ -244,14 +233,9 @@ static int add_scope(struct gw_dwarf *d, struct cu_scopes *c, Dwarf_Die *die, in
 		*ret_idx = parent; /* no code of its own (an abstract or declared-only DIE) */
 		return 0;
 	}
-	if (c->n_dies == c->cap_dies) {
-		size_t nc = c->cap_dies ? c->cap_dies * 2 : 64;
-		struct scope_die *n = realloc(c->dies, nc * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		c->dies = n;
-		c->cap_dies = nc;
-	}
+	r = sr_grow((void **)&c->dies, &c->cap_dies, c->n_dies + 1, sizeof(*c->dies), 64);
+	if (r < 0)
+		return r;
 	c->dies[c->n_dies] = (struct scope_die){
 		.off = dwarf_dieoffset(die),
 		.parent = parent,

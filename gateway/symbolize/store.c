@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "store.h"
 
 struct file {
@@ -70,14 +71,10 @@ static int track(struct gw_symstore *st, const char *path, uint64_t size, int64_
 			return 0;
 		}
 	}
-	if (st->n_files == st->cap_files) {
-		size_t c = st->cap_files ? st->cap_files * 2 : 64;
-		struct file *n = realloc(st->files, c * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		st->files = n;
-		st->cap_files = c;
-	}
+	int r = sr_grow((void **)&st->files, &st->cap_files, st->n_files + 1, sizeof(*st->files), 64);
+
+	if (r < 0)
+		return r;
 	char *p = strdup(path);
 	if (!p)
 		return -ENOMEM;

@@ -5,8 +5,9 @@
 
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "gopclntab.h"
-#include "macro.h"
+#include "common/macro.h"
 #include "symtab.h"
 
 /* malloc(0) may return NULL; empty tables still get arrays. */
@@ -86,23 +87,6 @@ void gw_symtab_builder__rollback(struct gw_symtab_builder *b, size_t mark)
 	b->n = mark;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 int gw_symtab_builder__add(struct gw_symtab_builder *b, uint64_t addr, uint64_t size, const char *name, size_t len,
 			   unsigned rank, bool is_func)
 {
@@ -118,10 +102,10 @@ int gw_symtab_builder__add(struct gw_symtab_builder *b, uint64_t addr, uint64_t 
 		len = GW_SYMTAB_MAX_NAME;
 	if (b->n >= GW_SYMTAB_MAX_SYMBOLS || b->pool_len + len + 1 > GW_SYMTAB_MAX_POOL)
 		return -E2BIG;
-	r = grow((void **)&b->e, &b->cap, b->n + 1, sizeof(*b->e));
+	r = sr_grow((void **)&b->e, &b->cap, b->n + 1, sizeof(*b->e), 64);
 	if (r < 0)
 		return r;
-	r = grow((void **)&b->pool, &b->pool_cap, b->pool_len + len + 1, 1);
+	r = sr_grow((void **)&b->pool, &b->pool_cap, b->pool_len + len + 1, 1, 64);
 	if (r < 0)
 		return r;
 	memcpy(b->pool + b->pool_len, name, len);
@@ -193,7 +177,7 @@ static int64_t pool_add(struct pool *p, const char *s)
 
 	if (p->len + l > GW_SYMTAB_MAX_POOL)
 		return -E2BIG;
-	if (grow((void **)&p->p, &p->cap, p->len + l, 1) < 0)
+	if (sr_grow((void **)&p->p, &p->cap, p->len + l, 1, 64) < 0)
 		return -ENOMEM;
 	memcpy(p->p + p->len, s, l);
 	p->len += l;

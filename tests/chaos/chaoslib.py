@@ -23,6 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("SR_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
 slib = importlib.machinery.SourceFileLoader(
     "sender_lib", os.path.join(SOURCE_ROOT, "tests", "integration", "sender-lib.py")).load_module()
+sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "integration"))
+import metricslib  # noqa: E402
 
 # memory_limiter.limit_mib of every configuration here. Under AddressSanitizer its shadow memory and
 # quarantine would keep the limiter refusing the legitimate agent: the RSS is not checked there.
@@ -136,18 +138,7 @@ service:
 
     def metrics(self):
         """Every series of /metrics: {'family{labels}': value}, and families summed under their names."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/metrics", timeout=30) as r:
-            text = r.read().decode()
-        out = {}
-        for line in text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            key, v = line.rsplit(" ", 1)
-            out[key] = float(v)
-            fam = key.split("{", 1)[0]
-            if fam != key:
-                out[fam] = out.get(fam, 0) + float(v)
-        return out
+        return metricslib.parse(metricslib.scrape(self.mport, timeout=30))
 
     def healthz(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.mport}/healthz", timeout=30) as r:

@@ -21,18 +21,9 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
 import agentlib  # noqa: E402
+import metricslib  # noqa: E402
 
 
-
-
-def parse_metrics(text):
-    values = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        values[name] = float(value)
-    return values
 
 
 def main():
@@ -75,10 +66,10 @@ def main():
         while time.time() < deadline and agent.poll() is None:
             time.sleep(0.5)
             try:
-                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+                text = metricslib.scrape(port, timeout=5)
             except (urllib.error.URLError, ConnectionError):
                 continue
-            m = parse_metrics(text)
+            m = metricslib.parse(text)
             if m.get("stackrelay_agent_samples_total", 0) > 0 and m.get("stackrelay_agent_processes", 0) >= 1:
                 break
         status = None
@@ -96,7 +87,7 @@ def main():
         c.check(agent.returncode == 0, "agent with metrics exits 0")
         c.check(text is not None, "GET /metrics answered")
         if text:
-            m = parse_metrics(text)
+            m = metricslib.parse(text)
             for name in ("stackrelay_agent_samples_total", 'stackrelay_agent_samples_filtered_total{filter="idle"}',
                          'stackrelay_agent_samples_lost_total{cpu="0"}', "stackrelay_agent_processes",
                          "stackrelay_agent_store_stacks", "stackrelay_agent_executables_cached",

@@ -29,10 +29,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
+import metricslib  # noqa: E402
 import agentlib  # noqa: E402
 
 SECONDS = 3
@@ -156,13 +156,6 @@ def check_pprof_flamegraph(c, work):
     c.check(os.path.exists(svg) and HOT in open(svg).read(), "flamegraph: flame.svg names %s" % HOT)
 
 
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def main():
     agentlib.require_root_bpf()
     env = agentlib.Env()
@@ -206,8 +199,8 @@ def main():
         c.check(w.wait(timeout=120) == 0 and done.startswith("done"), "workload spent its CPU budget")
         c.check(os.path.exists(map_path) and HOT in open(map_path, errors="replace").read(),
                 "node --perf-basic-prof wrote %s naming %s" % (map_path, HOT))
-        metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10).read().decode()
-        named = metric(metrics, 'stackrelay_agent_jit_frames_total{result="named"}')
+        metrics = metricslib.scrape(metrics_port)
+        named = metricslib.parse(metrics).get('stackrelay_agent_jit_frames_total{result="named"}')
         c.check(named and named > 0, "metrics: %s JIT frames named from perf maps" % named)
         print("# %s" % " ".join(line for line in metrics.splitlines()
                                 if line.startswith("stackrelay_agent_jit_frames_total")))

@@ -50,10 +50,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
+import metricslib  # noqa: E402
 import agentlib  # noqa: E402
 
 SECONDS = 3
@@ -65,13 +65,6 @@ INTERPRETED = 4
 UNKNOWN = 3
 V8_FRAME_FLAG = 1 << 62  # bpf/v8frame.h: what an unnamed V8 frame keeps as its address
 WARM_UP = ("warmUp", "warmSlice")
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def wait_for(cond, timeout):
@@ -218,11 +211,11 @@ def main():
 
         def named():
             try:
-                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=5).read().decode()
+                text = metricslib.scrape(metrics_port, timeout=5)
             except OSError:
                 return None
-            v = metric(text, 'stackrelay_agent_nodejs_frames_total{result="recorded"}')
-            n = metric(text, "stackrelay_agent_nodejs_processes_total")
+            v = metricslib.parse(text).get('stackrelay_agent_nodejs_frames_total{result="recorded"}')
+            n = metricslib.parse(text).get("stackrelay_agent_nodejs_processes_total")
             # The worker's process is idle until released: it is given to BPF at its first sample.
             return v and v > 0 and n and n >= len(runs) - 1
         c.check(wait_for(named, 120), "the warm-ups' JavaScript frames are recorded in BPF for the %d "
@@ -251,10 +244,10 @@ def main():
 
         def late_named():
             try:
-                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=5).read().decode()
+                text = metricslib.scrape(metrics_port, timeout=5)
             except OSError:
                 return None
-            n = metric(text, "stackrelay_agent_nodejs_processes_total")
+            n = metricslib.parse(text).get("stackrelay_agent_nodejs_processes_total")
             return n and n >= len(pids) - 1
         c.check(wait_for(late_named, 120), "late: the process started after the agent is given to the BPF namer")
         go["late"] = time.time_ns()

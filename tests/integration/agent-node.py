@@ -30,10 +30,10 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
+import metricslib  # noqa: E402
 import agentlib  # noqa: E402
 
 SECONDS = 4
@@ -43,13 +43,6 @@ USER = 1
 UNKNOWN = 3
 # node::Start(int, char**): node's main tail-calls it, so it is the bottom of node's own frames above libc.
 NODE_START = "_ZN4node5StartEiPPc"
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def wait_for(cond, timeout):
@@ -97,10 +90,10 @@ def main():
 
         def table_loaded():
             try:
-                text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=5).read().decode()
+                text = metricslib.scrape(metrics_port, timeout=5)
             except OSError:
                 return None
-            v = metric(text, 'stackrelay_agent_unwind_stops_total{reason="complete"}')
+            v = metricslib.parse(text).get('stackrelay_agent_unwind_stops_total{reason="complete"}')
             return v and v > 0
         c.check(wait_for(table_loaded, 120), "the warm-up's stacks complete: node's unwind table is loaded")
         go_ns = time.time_ns()

@@ -27,10 +27,10 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
+import metricslib  # noqa: E402
 import agentlib  # noqa: E402
 
 # Bits of the documented running set (linux/capability.h).
@@ -67,17 +67,6 @@ def caps(fields, key):
 def names(mask):
     return sorted(n for n, b in RUNNING.items() if mask >> b & 1) + \
         ["cap_%d" % b for b in range(64) if mask >> b & 1 and b not in RUNNING.values()]
-
-
-def scrape(port):
-    return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    return None
 
 
 def main():
@@ -152,19 +141,19 @@ def main():
         c.check(os.stat("/proc/%d" % ctr_pid).st_uid == NOBODY, "the container's process runs as nobody")
         for p in procs:
             p.wait(timeout=120)
-        text = scrape(port)
+        text = metricslib.scrape(port)
+        m = metricslib.parse(text)
         rc, stderr = agentlib.stop_agent(agent, log)
         agent = None
         c.check(rc == 0, "agent exits 0 (rc=%d)" % rc)
-        c.check(metric(text, "stackrelay_agent_privileges_dropped") == 1 and
-                metric(text, "stackrelay_agent_no_new_privs") == 1,
+        c.check(m.get("stackrelay_agent_privileges_dropped") == 1 and m.get("stackrelay_agent_no_new_privs") == 1,
                 "/metrics: privileges_dropped 1, no_new_privs 1")
-        eff = {line.split('capability="')[1].split('"')[0] for line in text.splitlines()
-               if line.startswith('stackrelay_agent_capability{set="effective"')}
+        eff = {labels["capability"] for family, labels, _, _ in metricslib.samples(text)
+               if family == "stackrelay_agent_capability" and labels.get("set") == "effective"}
         c.check(eff == {n for n, b in RUNNING.items() if expect >> b & 1},
                 "/metrics lists the effective set: %s" % sorted(eff))
-        print("# agent RSS %.1f MiB, CPU %.2f s" % (metric(text, "process_resident_memory_bytes") / 2 ** 20,
-                                                   metric(text, "process_cpu_seconds_total")))
+        print("# agent RSS %.1f MiB, CPU %.2f s" % (m.get("process_resident_memory_bytes") / 2 ** 20,
+                                                   m.get("process_cpu_seconds_total")))
 
         out = agentlib.Output(env.pb, out_path)
         n = sum(s.count for s in out.for_pid(before_pid))

@@ -42,6 +42,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import metricslib  # noqa: E402
 from ports import free_port  # noqa: E402
 
 SKIP = 77
@@ -176,10 +177,11 @@ class Gateway:
             log(name, "lost a race for a port; starting it again")
         raise SystemExit("FAIL: %s: no free ports" % name)
 
-    def metric(self, family, filt=""):
-        _, body = http_get("http://127.0.0.1:%d/metrics" % self.metrics_port)
-        return sum(float(ln.split()[-1]) for ln in body.decode(errors="replace").splitlines()
-                   if ln.startswith(family) and ln[len(family):len(family) + 1] in ("{", " ") and filt in ln)
+    def metric(self, family, **labels):
+        try:
+            return metricslib.total(metricslib.scrape(self.metrics_port), family, **labels)
+        except OSError:
+            return 0
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -285,8 +287,8 @@ service:
     assert fake.stats()["by_key"] == {key("tls-app"): 12}, fake.stats()["by_key"]
     # TLS 1.3 at least, from a server that offers 1.2 at most: no handshake, network errors, nothing delivered.
     wait_for("a network error of otlphttp/tls13",
-             lambda: gw.metric("stackrelay_gateway_export_requests_total",
-                               'exporter="otlphttp/tls13",outcome="network_error"') >= 1, logs=[gw.log])
+             lambda: gw.metric("stackrelay_gateway_export_requests_total", exporter="otlphttp/tls13",
+                               outcome="network_error") >= 1, logs=[gw.log])
     assert fake12.stats()["requests"] == 0, fake12.stats()
     gw.stop()
     log("tls: delivered over TLS with ca_file; min_version 1.3 refused a TLS 1.2 server")

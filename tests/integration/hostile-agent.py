@@ -24,18 +24,17 @@ node (skips with 77 otherwise).
 """
 import os
 import random
-import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import importlib.machinery
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agentlib  # noqa: E402
 import hostile_files  # noqa: E402
+import metricslib  # noqa: E402
 
 sender_lib = importlib.machinery.SourceFileLoader(
     "sender_lib", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sender-lib.py")).load_module()
@@ -104,16 +103,6 @@ def status_kb(pid, field):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return None
-
-
-def metrics(port):
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r'^stackrelay_agent_parse_refused_total\{reason="([a-z_]+)"\} (\d+)$', line)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
 
 
 def wait_for(what, cond, bound):
@@ -213,7 +202,8 @@ def main():
                          lambda: int(fake.stats()["per_pid"].get(str(honest_pid), "0")) > first, 60)
         c.check(bool(later), "and keep being accepted after the sender met the FIFO and the symlink")
 
-        refused = metrics(m_port)
+        refused = metricslib.by_label(metricslib.scrape(m_port, timeout=5), "stackrelay_agent_parse_refused_total",
+                                       "reason")
         print("refusals: %s" % refused)
         c.check(refused.get("inflate_ratio", 0) + refused.get("inflated_size", 0) >= 1,
                 "the zlib bomb was refused before inflating (inflate_ratio %d, inflated_size %d)" %

@@ -35,6 +35,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
+import metricslib  # noqa: E402
 
 SKIP = 77
 
@@ -512,13 +513,10 @@ service:
             continue
         raise SystemExit("FAIL: gRPC without a valid client certificate got through (%s)" % cert)
 
-    def metric(family, filt=""):
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
-            return sum(float(ln.split()[-1]) for ln in r.read().decode().splitlines()
-                       if ln.startswith(family) and ln[len(family)] in "{ " and filt in ln)
-    assert metric("stackrelay_gateway_samples_accepted_total", 'component="otlp"') == 3 * samples_per_request
-    assert metric("stackrelay_gateway_otlp_tls_handshake_failures_total", 'protocol="grpc"') >= 2
-    assert metric("stackrelay_gateway_otlp_auth_failures_total", 'protocol="http"') == 1
+    m = metricslib.scrape(mport)
+    assert metricslib.total(m, "stackrelay_gateway_samples_accepted_total", component="otlp") == 3 * samples_per_request
+    assert metricslib.total(m, "stackrelay_gateway_otlp_tls_handshake_failures_total", protocol="grpc") >= 2
+    assert metricslib.total(m, "stackrelay_gateway_otlp_auth_failures_total", protocol="http") == 1
     gw.send_signal(signal.SIGTERM)
     assert gw.wait(timeout=60) == 0
     log("TLS: HTTPS over HTTP/1.1 and HTTP/2 with a bearer token, gRPC with client certificates")
@@ -563,14 +561,11 @@ service:
     code, message, _ = grpc(gport, request_bytes, token=None)
     assert code == 14, (code, message)
 
-    def metric(family, filt=""):
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
-            return sum(float(ln.split()[-1]) for ln in r.read().decode().splitlines()
-                       if ln.startswith(family) and ln[len(family)] in "{ " and filt in ln)
-    refused = metric("stackrelay_gateway_samples_refused_total", 'component="otlp"')
+    m = metricslib.scrape(mport)
+    refused = metricslib.total(m, "stackrelay_gateway_samples_refused_total", component="otlp")
     assert refused >= 2 * samples_per_request and refused % samples_per_request == 0, refused
-    assert metric("stackrelay_gateway_samples_received_total", 'component="otlp"') == \
-        refused + metric("stackrelay_gateway_samples_accepted_total", 'component="otlp"')
+    assert metricslib.total(m, "stackrelay_gateway_samples_received_total", component="otlp") == \
+        refused + metricslib.total(m, "stackrelay_gateway_samples_accepted_total", component="otlp")
     gw.send_signal(signal.SIGTERM)
     assert gw.wait(timeout=60) == 0
     log("over the memory limit: HTTP 429 with Retry-After, gRPC Unavailable, samples refused")
@@ -740,15 +735,6 @@ service:
             raise SystemExit("FAIL: the gateway exited: " + open(glog).read())
         return http_ok("http://127.0.0.1:%d/readyz" % mport)
 
-    def metric(family, filt=""):
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport, timeout=10) as r:
-            text = r.read().decode()
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(family) and line[len(family)] in "{ " and filt in line:
-                total += float(line.split()[-1])
-        return total
-
     # ---- good requests: every transport, both versions ----
     sent = {}  # service -> (symbolized value, native value)
 
@@ -821,8 +807,9 @@ service:
         raise
     log("every sample arrived (%d in %d requests), native frames named through debuginfod" % (total, len(sent)))
     assert st["accepted_samples"] == total, (st["accepted_samples"], total)
-    assert metric("stackrelay_gateway_samples_received_total", 'component="otlp"') == total
-    assert metric("stackrelay_gateway_samples_accepted_total", 'component="otlp"') == total
+    m = metricslib.scrape(mport)
+    assert metricslib.total(m, "stackrelay_gateway_samples_received_total", component="otlp") == total
+    assert metricslib.total(m, "stackrelay_gateway_samples_accepted_total", component="otlp") == total
 
     # ---- bad input ----
     good = build_request("1.10", "bad", leaf, middle, bid, (1, 1)).SerializeToString()
@@ -860,8 +847,9 @@ service:
         log("gRPC %s -> %d (%s)" % (what, code, message))
     # The gateway is still up and counted nothing more.
     assert ready()
-    assert metric("stackrelay_gateway_samples_received_total", 'component="otlp"') == total
-    assert metric("stackrelay_gateway_otlp_too_large_requests_total") >= 4
+    m = metricslib.scrape(mport)
+    assert metricslib.total(m, "stackrelay_gateway_samples_received_total", component="otlp") == total
+    assert metricslib.total(m, "stackrelay_gateway_otlp_too_large_requests_total") >= 4
     http1_edges(hport, build_request("1.10", "edges", leaf, middle, bid, (1, 1)).SerializeToString())
     send_ok("after-bad-input", "1.10", "http1")
     log("still serving after bad input")

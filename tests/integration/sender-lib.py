@@ -6,7 +6,6 @@ Every process started here is stopped by the test that started it."""
 import atexit
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -16,10 +15,10 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
+import metricslib  # noqa: E402
 
 SOURCE_ROOT = os.environ.get("SR_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 FAKE = os.path.join(SOURCE_ROOT, "tests", "fakes", "fake-gateway.js")
@@ -149,14 +148,7 @@ def tmpdir(prefix="sr-sender-"):
 
 def gateway_metrics(port):
     """The real gateway's /metrics, series of component="agent" summed by family."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r'^(\w+)\{component="agent"[^}]*\} (\S+)$', line)
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0) + float(m.group(2))
-    return out
+    return metricslib.sums(metricslib.scrape(port, timeout=5), component="agent")
 
 
 class Gateway:

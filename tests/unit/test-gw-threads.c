@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "core/threads.h"
-#include "macro.h"
+#include "common/macro.h"
 
 static int nice_of_thread(void)
 {

@@ -87,7 +87,7 @@ static uint64_t find(const struct symlist *l, const char *name)
 
 static int setup(void **state)
 {
-	snprintf(tmp, sizeof(tmp), "/tmp/sr-test-sym-upload.XXXXXX");
+	snprintf(tmp, sizeof(tmp), "/tmp/sr-test-sym-uploaded-tables.XXXXXX");
 	return mkdtemp(tmp) ? 0 : -1;
 }
 

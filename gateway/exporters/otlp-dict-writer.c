@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The ProfilesDictionary of one OTLP request (otlp_dict.h): strings,
+ * The ProfilesDictionary of one OTLP request (otlp-dict-writer-private.h): strings,
  * functions, mappings, locations, stacks and attributes, each interned once
  * per request, and written as the request's dictionary field.
  */
@@ -13,8 +13,8 @@
 #include <xxhash.h>
 
 #include "core/model.h"
-#include "macro.h"
-#include "otlp_dict.h"
+#include "common/macro.h"
+#include "otlp-dict-writer-private.h"
 #include "otlp_encode.h"
 #include "pbwire.h"
 
@@ -26,7 +26,7 @@
 
 /* ---- the dictionary ---- */
 
-void gw_otlp_dict_free(struct dict *d)
+void gw_otlp_dict_free(struct gw_otlp_dict *d)
 {
 	for (uint32_t i = 0; i < d->owned.n; i++)
 		free(d->owned.v[i]);
@@ -51,7 +51,7 @@ void gw_otlp_dict_free(struct dict *d)
 	gw_otlp_imap_free(&d->m_attrs);
 }
 
-void gw_otlp_dict_reset(struct dict *d)
+void gw_otlp_dict_reset(struct gw_otlp_dict *d)
 {
 	for (uint32_t i = 0; i < d->owned.n; i++)
 		free(d->owned.v[i]);
@@ -67,10 +67,10 @@ void gw_otlp_dict_reset(struct dict *d)
 	gw_otlp_imap_reset(&d->m_attrs);
 }
 
-size_t gw_otlp_dict_bytes(const struct dict *d)
+size_t gw_otlp_dict_bytes(const struct gw_otlp_dict *d)
 {
-	const struct imap *maps[] = { &d->m_shared_lines, &d->m_strings, &d->m_functions,
-				      &d->m_mappings,	  &d->m_stacks,	 &d->m_attrs };
+	const struct gw_otlp_imap *maps[] = { &d->m_shared_lines, &d->m_strings, &d->m_functions,
+					      &d->m_mappings,	  &d->m_stacks,	 &d->m_attrs };
 	size_t b = (size_t)d->owned.cap * sizeof(*d->owned.v) + (size_t)d->strings.cap * sizeof(*d->strings.v) +
 		   (size_t)d->functions.cap * sizeof(*d->functions.v) +
 		   (size_t)d->mappings.cap * sizeof(*d->mappings.v) + (size_t)d->lines.cap * sizeof(*d->lines.v) +
@@ -81,7 +81,7 @@ size_t gw_otlp_dict_bytes(const struct dict *d)
 		   (size_t)d->fn_by_name.cap * sizeof(*d->fn_by_name.v);
 
 	for (size_t i = 0; i < SR_ARRAY_SIZE(maps); i++)
-		b += (size_t)maps[i]->cap * sizeof(struct imap_slot);
+		b += (size_t)maps[i]->cap * sizeof(struct gw_otlp_imap_slot);
 	return b;
 }
 
@@ -97,7 +97,7 @@ static uint64_t hash_ptr(const void *p)
 }
 
 /* Returns the index of s (interned; s must outlive the encoding) or -errno. */
-int64_t gw_otlp_dict_string(struct dict *d, const char *s)
+int64_t gw_otlp_dict_string(struct gw_otlp_dict *d, const char *s)
 {
 	size_t len;
 	uint64_t h;
@@ -112,10 +112,11 @@ int64_t gw_otlp_dict_string(struct dict *d, const char *s)
 	r = gw_otlp_imap_prepare(&d->m_strings);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_strings, h, d->strings.v[idx].len == len && memcmp(d->strings.v[idx].s, s, len) == 0, slot);
+	GW_OTLP_IMAP_FIND(&d->m_strings, h, d->strings.v[idx].len == len && memcmp(d->strings.v[idx].s, s, len) == 0,
+			  slot);
 	if (gw_otlp_imap_at(&d->m_strings, slot))
 		return gw_otlp_imap_at(&d->m_strings, slot) - 1;
-	r = VEC_PUSH(d->strings, e);
+	r = GW_OTLP_VEC_PUSH(d->strings, e);
 	if (r < 0)
 		return r;
 	e->s = s;
@@ -125,14 +126,14 @@ int64_t gw_otlp_dict_string(struct dict *d, const char *s)
 }
 
 /* For strings we make: kept until the dictionary is freed. */
-static int64_t dict_string_owned(struct dict *d, char *s)
+static int64_t dict_string_owned(struct gw_otlp_dict *d, char *s)
 {
 	char **slot;
 	int64_t r;
 
 	if (!s)
 		return -ENOMEM;
-	if (VEC_PUSH(d->owned, slot) < 0) {
+	if (GW_OTLP_VEC_PUSH(d->owned, slot) < 0) {
 		free(s);
 		return -ENOMEM;
 	}
@@ -141,7 +142,7 @@ static int64_t dict_string_owned(struct dict *d, char *s)
 	return r;
 }
 
-static int64_t dict_function(struct dict *d, const struct gw_line *l)
+static int64_t dict_function(struct gw_otlp_dict *d, const struct gw_line *l)
 {
 	struct d_function f;
 	int64_t name, sys, file;
@@ -162,7 +163,7 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 	f.system_name = (int32_t)sys;
 	f.filename = (int32_t)file;
 	f.start_line = l->start_line;
-	/* The first function of this name (otlp_dict.h, fn_by_name); strings added since are past the array's end. */
+	/* The first function of this name (otlp-dict-writer-private.h, fn_by_name); strings added since are past the array's end. */
 	if ((uint32_t)name >= d->fn_by_name.n) {
 		uint32_t n = d->strings.n;
 
@@ -180,11 +181,11 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 		r = gw_otlp_imap_prepare(&d->m_functions);
 		if (r < 0)
 			return r;
-		IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
+		GW_OTLP_IMAP_FIND(&d->m_functions, h, memcmp(&d->functions.v[idx], &f, sizeof(f)) == 0, slot);
 		if (gw_otlp_imap_at(&d->m_functions, slot))
 			return gw_otlp_imap_at(&d->m_functions, slot) - 1;
 	}
-	r = VEC_PUSH(d->functions, e);
+	r = GW_OTLP_VEC_PUSH(d->functions, e);
 	if (r < 0)
 		return r;
 	*e = f;
@@ -195,7 +196,7 @@ static int64_t dict_function(struct dict *d, const struct gw_line *l)
 	return d->functions.n - 1;
 }
 
-int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a)
+int64_t gw_otlp_dict_attr(struct gw_otlp_dict *d, const struct gw_attr *a)
 {
 	struct d_attr x;
 	int64_t k, s = 0;
@@ -231,10 +232,10 @@ int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a)
 	r = gw_otlp_imap_prepare(&d->m_attrs);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_attrs, h, memcmp(&d->attrs.v[idx], &x, sizeof(x)) == 0, slot);
+	GW_OTLP_IMAP_FIND(&d->m_attrs, h, memcmp(&d->attrs.v[idx], &x, sizeof(x)) == 0, slot);
 	if (gw_otlp_imap_at(&d->m_attrs, slot))
 		return gw_otlp_imap_at(&d->m_attrs, slot) - 1;
-	r = VEC_PUSH(d->attrs, e);
+	r = GW_OTLP_VEC_PUSH(d->attrs, e);
 	if (r < 0)
 		return r;
 	*e = x;
@@ -251,7 +252,7 @@ static char *hex_id(const struct gw_id *id)
 	return s;
 }
 
-static int64_t dict_mapping(struct dict *d, const void *key, const char *filename, const struct gw_id *build_id)
+static int64_t dict_mapping(struct gw_otlp_dict *d, const void *key, const char *filename, const struct gw_id *build_id)
 {
 	uint64_t h = hash_ptr(key);
 	uint32_t slot;
@@ -262,7 +263,7 @@ static int64_t dict_mapping(struct dict *d, const void *key, const char *filenam
 	r = gw_otlp_imap_prepare(&d->m_mappings);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_mappings, h, true, slot); /* hash_ptr() is a bijection */
+	GW_OTLP_IMAP_FIND(&d->m_mappings, h, true, slot); /* hash_ptr() is a bijection */
 	if (gw_otlp_imap_at(&d->m_mappings, slot))
 		return gw_otlp_imap_at(&d->m_mappings, slot) - 1;
 	fn = gw_otlp_dict_string(d, filename);
@@ -280,7 +281,7 @@ static int64_t dict_mapping(struct dict *d, const void *key, const char *filenam
 		if (attr < 0)
 			return attr;
 	}
-	r = VEC_PUSH(d->mappings, e);
+	r = GW_OTLP_VEC_PUSH(d->mappings, e);
 	if (r < 0)
 		return r;
 	e->filename = (int32_t)fn;
@@ -325,7 +326,7 @@ const char *gw_otlp_jit_frame_type(const struct gw_resource *r)
  * Where lines start in the dictionary's line table. Shared lines (core/lines.c)
  * are added once per request; a location's own lines each time it is added.
  */
-static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *ret_first)
+static int dict_lines(struct gw_otlp_dict *d, const struct gw_lines *lines, uint32_t *ret_first)
 {
 	uint64_t h = hash_ptr(lines);
 	bool shared;
@@ -336,7 +337,7 @@ static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *re
 	r = gw_otlp_imap_prepare(&d->m_shared_lines);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_shared_lines, h, true, slot); /* hash_ptr() is a bijection */
+	GW_OTLP_IMAP_FIND(&d->m_shared_lines, h, true, slot); /* hash_ptr() is a bijection */
 	if (gw_otlp_imap_at(&d->m_shared_lines, slot)) {
 		*ret_first = gw_otlp_imap_at(&d->m_shared_lines, slot) - 1;
 		return 0;
@@ -348,7 +349,7 @@ static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *re
 
 		if (f < 0)
 			return (int)f;
-		r = VEC_PUSH(d->lines, dl);
+		r = GW_OTLP_VEC_PUSH(d->lines, dl);
 		if (r < 0)
 			return r;
 		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
@@ -360,7 +361,7 @@ static int dict_lines(struct dict *d, const struct gw_lines *lines, uint32_t *re
 }
 
 /* Adds l (in no stack resolved before: each location is added once, by gw_otlp_dict_resolve()). */
-static int64_t dict_location(struct dict *d, const struct gw_location *l, const char *jit_type)
+static int64_t dict_location(struct gw_otlp_dict *d, const struct gw_location *l, const char *jit_type)
 {
 	struct d_location loc, *e;
 	const struct gw_lines *lines;
@@ -398,7 +399,7 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
 			return r;
 		loc.n_lines = lines->n;
 	}
-	r = VEC_PUSH(d->locations, e);
+	r = GW_OTLP_VEC_PUSH(d->locations, e);
 	if (r < 0)
 		return r;
 	*e = loc;
@@ -409,7 +410,7 @@ static int64_t dict_location(struct dict *d, const struct gw_location *l, const 
  * A stack is only noted here (no read of it): its locations are added by
  * gw_otlp_dict_resolve(), once the request's samples are all written.
  */
-int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char *jit_type)
+int64_t gw_otlp_dict_stack(struct gw_otlp_dict *d, const struct gw_stack *s, const char *jit_type)
 {
 	uint64_t h = hash_ptr(s);
 	uint32_t slot;
@@ -420,13 +421,13 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 	r = gw_otlp_imap_prepare(&d->m_stacks);
 	if (r < 0)
 		return r;
-	IMAP_FIND(&d->m_stacks, h, true, slot); /* hash_ptr() is a bijection */
+	GW_OTLP_IMAP_FIND(&d->m_stacks, h, true, slot); /* hash_ptr() is a bijection */
 	if (gw_otlp_imap_at(&d->m_stacks, slot))
 		return gw_otlp_imap_at(&d->m_stacks, slot) - 1;
 	r = gw_otlp_vec_grow((void **)&d->pending.v, &d->pending.cap, sizeof(*d->pending.v), d->stacks.n + 1);
 	if (r < 0)
 		return r;
-	r = VEC_PUSH(d->stacks, e);
+	r = GW_OTLP_VEC_PUSH(d->stacks, e);
 	if (r < 0)
 		return r;
 	*e = (struct d_stack){ 0 };
@@ -438,7 +439,7 @@ int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *s, const char 
 }
 
 /* The stack whose locations hold position pos of stack_locs (stacks lie in order, none empty at pos). */
-static uint32_t stack_at(const struct dict *d, uint32_t pos)
+static uint32_t stack_at(const struct gw_otlp_dict *d, uint32_t pos)
 {
 	uint32_t lo = 1, hi = d->stacks.n - 1;
 
@@ -490,7 +491,7 @@ static void sort_by_slot(uint64_t *keys, uint64_t *tmp, uint32_t n, uint32_t max
 /* How far ahead the stacks and locations are fetched: enough to cover a miss with the work of the ones before. */
 #define AHEAD 8
 
-int gw_otlp_dict_resolve(struct dict *d)
+int gw_otlp_dict_resolve(struct gw_otlp_dict *d)
 {
 	uint32_t n = 0, max_slot = 0;
 	int r;
@@ -573,7 +574,7 @@ int gw_otlp_dict_resolve(struct dict *d)
 	return 0;
 }
 
-int gw_otlp_dict_init(struct dict *d)
+int gw_otlp_dict_init(struct gw_otlp_dict *d)
 {
 	struct d_string *s;
 	struct d_function *f;
@@ -583,8 +584,9 @@ int gw_otlp_dict_init(struct dict *d)
 	struct d_attr *a;
 
 	/* Element 0 of every table: the zero value, so that index 0 means "unset". */
-	if (VEC_PUSH(d->strings, s) < 0 || VEC_PUSH(d->functions, f) < 0 || VEC_PUSH(d->mappings, m) < 0 ||
-	    VEC_PUSH(d->locations, l) < 0 || VEC_PUSH(d->stacks, st) < 0 || VEC_PUSH(d->attrs, a) < 0)
+	if (GW_OTLP_VEC_PUSH(d->strings, s) < 0 || GW_OTLP_VEC_PUSH(d->functions, f) < 0 ||
+	    GW_OTLP_VEC_PUSH(d->mappings, m) < 0 || GW_OTLP_VEC_PUSH(d->locations, l) < 0 ||
+	    GW_OTLP_VEC_PUSH(d->stacks, st) < 0 || GW_OTLP_VEC_PUSH(d->attrs, a) < 0)
 		return -ENOMEM;
 	*s = (struct d_string){ "", 0 };
 	*f = (struct d_function){ 0 };
@@ -628,7 +630,7 @@ void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, con
 	}
 }
 
-static void write_any_value(struct sr_pbw *w, uint32_t field, const struct dict *d, const struct d_attr *a)
+static void write_any_value(struct sr_pbw *w, uint32_t field, const struct gw_otlp_dict *d, const struct d_attr *a)
 {
 	size_t m = sr_pbw__begin(w, field);
 	const char *str = a->type == GW_ATTR_STRING ? d->strings.v[a->str].s : "";
@@ -640,7 +642,7 @@ static void write_any_value(struct sr_pbw *w, uint32_t field, const struct dict 
 	sr_pbw__end(w, m);
 }
 
-void gw_otlp_write_dictionary(struct sr_pbw *w, const struct dict *d)
+void gw_otlp_write_dictionary(struct sr_pbw *w, const struct gw_otlp_dict *d)
 {
 	size_t dm = sr_pbw__begin(w, REQ(dictionary));
 

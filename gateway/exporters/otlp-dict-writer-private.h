@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The ProfilesDictionary of one OTLP request being written (otlp_dict.c), and
+ * The ProfilesDictionary of one OTLP request being written (otlp-dict-writer.c), and
  * the index maps and growable arrays the encoder shares with it. Private to
  * the exporters (otlp_encode.c).
  */
-#ifndef SR_GW_OTLP_DICT_H
-#define SR_GW_OTLP_DICT_H
+#ifndef SR_GW_OTLP_DICT_WRITER_PRIVATE_H
+#define SR_GW_OTLP_DICT_WRITER_PRIVATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "core/model.h"
 #include "pbwire.h"
 
@@ -25,20 +26,20 @@
  * other read to know it found its key. Maps of a big request's locations
  * outgrow the caches, so that is one miss a lookup instead of three.
  */
-struct imap_slot {
+struct gw_otlp_imap_slot {
 	uint64_t hash;
 	uint32_t idx1; /* index + 1; 0 empty */
 };
 
-struct imap {
-	struct imap_slot *slots;
+struct gw_otlp_imap {
+	struct gw_otlp_imap_slot *slots;
 	uint32_t cap, n;
 };
 
-static inline int gw_otlp_imap_grow(struct imap *m)
+static inline int gw_otlp_imap_grow(struct gw_otlp_imap *m)
 {
 	uint32_t cap = m->cap ? m->cap * 2 : 256;
-	struct imap_slot *s = calloc(cap, sizeof(*s));
+	struct gw_otlp_imap_slot *s = calloc(cap, sizeof(*s));
 
 	if (!s)
 		return -ENOMEM;
@@ -57,14 +58,14 @@ static inline int gw_otlp_imap_grow(struct imap *m)
 	return 0;
 }
 
-static inline void gw_otlp_imap_free(struct imap *m)
+static inline void gw_otlp_imap_free(struct gw_otlp_imap *m)
 {
 	free(m->slots);
-	*m = (struct imap){ 0 };
+	*m = (struct gw_otlp_imap){ 0 };
 }
 
 /* Empties m for another use, keeping its slots unless its last use filled under an eighth of them. */
-static inline void gw_otlp_imap_reset(struct imap *m)
+static inline void gw_otlp_imap_reset(struct gw_otlp_imap *m)
 {
 	if (m->cap > 4096 && (size_t)m->n * 8 < m->cap) {
 		gw_otlp_imap_free(m);
@@ -76,7 +77,7 @@ static inline void gw_otlp_imap_reset(struct imap *m)
 }
 
 /* Finds the slot for hash whose entry eq() accepts (idx: the entry's index), or the empty slot where it belongs. */
-#define IMAP_FIND(m, hash_, eq_expr, ret_slot)                                                                         \
+#define GW_OTLP_IMAP_FIND(m, hash_, eq_expr, ret_slot)                                                                 \
 	do {                                                                                                           \
 		uint32_t j_ = (uint32_t)(hash_) & ((m)->cap - 1);                                                      \
 		for (;; j_ = (j_ + 1) & ((m)->cap - 1)) {                                                              \
@@ -92,13 +93,13 @@ static inline void gw_otlp_imap_reset(struct imap *m)
 		(ret_slot) = j_;                                                                                       \
 	} while (0)
 
-/* The index + 1 of the entry in slot (from IMAP_FIND), 0 when the slot is empty. */
-static inline uint32_t gw_otlp_imap_at(const struct imap *m, uint32_t slot)
+/* The index + 1 of the entry in slot (from GW_OTLP_IMAP_FIND), 0 when the slot is empty. */
+static inline uint32_t gw_otlp_imap_at(const struct gw_otlp_imap *m, uint32_t slot)
 {
 	return m->slots[slot].idx1;
 }
 
-static inline int gw_otlp_imap_prepare(struct imap *m)
+static inline int gw_otlp_imap_prepare(struct gw_otlp_imap *m)
 {
 	/* Keep the load under 1/2 so probes stay short. */
 	if ((m->n + 1) * 2 > m->cap)
@@ -106,44 +107,33 @@ static inline int gw_otlp_imap_prepare(struct imap *m)
 	return 0;
 }
 
-static inline void gw_otlp_imap_set(struct imap *m, uint32_t slot, uint64_t hash, uint32_t idx)
+static inline void gw_otlp_imap_set(struct gw_otlp_imap *m, uint32_t slot, uint64_t hash, uint32_t idx)
 {
-	m->slots[slot] = (struct imap_slot){ hash, idx + 1 };
+	m->slots[slot] = (struct gw_otlp_imap_slot){ hash, idx + 1 };
 	m->n++;
 }
 
 /* ---- growable arrays ---- */
 
-#define VEC(type)                                                                                                      \
+#define GW_OTLP_VEC(type)                                                                                              \
 	struct {                                                                                                       \
 		type *v;                                                                                               \
 		uint32_t n, cap;                                                                                       \
 	}
 
+/* OTLP indexes are int32: a table never holds more. */
 static inline int gw_otlp_vec_grow(void **v, uint32_t *cap, size_t elem, uint32_t need)
 {
-	uint32_t c = *cap ? *cap : 64;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
 	if (need > INT32_MAX)
 		return -E2BIG;
-	while (c < need)
-		c = c > UINT32_MAX / 2 ? need : c * 2;
-	nv = realloc(*v, (size_t)c * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = c;
-	return 0;
+	return sr_grow_u32(v, cap, need, elem, 64);
 }
 
-#define VEC_PUSH(vec, ret)                                                                                             \
+#define GW_OTLP_VEC_PUSH(vec, ret)                                                                                     \
 	({                                                                                                             \
 		int r_ = gw_otlp_vec_grow((void **)&(vec).v, &(vec).cap, sizeof(*(vec).v), (vec).n + 1);               \
-		if (r_ == 0)                                                                                           \
-			(ret) = &(vec).v[(vec).n++];                                                                   \
+		/* Set on failure too (NULL): the compiler then knows it is set after every push. */                   \
+		(ret) = r_ == 0 ? &(vec).v[(vec).n++] : NULL;                                                          \
 		r_;                                                                                                    \
 	})
 
@@ -159,7 +149,7 @@ struct d_function {
 	int64_t start_line;
 };
 
-/* Mappings, locations and stacks are found by pointer (their maps' hash is the key: otlp_dict.c, hash_ptr()). */
+/* Mappings, locations and stacks are found by pointer (their maps' hash is the key: otlp-dict-writer.c, hash_ptr()). */
 struct d_mapping {
 	int32_t filename;
 	int32_t build_id_attr;
@@ -198,19 +188,19 @@ struct d_attr {
 	} v;
 };
 
-struct dict {
-	VEC(struct d_string) strings;
-	VEC(struct d_function) functions;
-	VEC(struct d_mapping) mappings;
-	VEC(struct d_line) lines;
-	VEC(struct d_location) locations;
-	VEC(int32_t) stack_locs;
-	VEC(struct d_stack) stacks;
-	VEC(struct d_pending) pending; /* beside stacks, index for index */
+struct gw_otlp_dict {
+	GW_OTLP_VEC(struct d_string) strings;
+	GW_OTLP_VEC(struct d_function) functions;
+	GW_OTLP_VEC(struct d_mapping) mappings;
+	GW_OTLP_VEC(struct d_line) lines;
+	GW_OTLP_VEC(struct d_location) locations;
+	GW_OTLP_VEC(int32_t) stack_locs;
+	GW_OTLP_VEC(struct d_stack) stacks;
+	GW_OTLP_VEC(struct d_pending) pending; /* beside stacks, index for index */
 	/* gw_otlp_dict_resolve()'s scratch: a location's slot << 32 | its place in stack_locs. */
-	VEC(uint64_t) keys;
-	VEC(uint64_t) keys_tmp;
-	VEC(struct d_attr) attrs;
+	GW_OTLP_VEC(uint64_t) keys;
+	GW_OTLP_VEC(uint64_t) keys_tmp;
+	GW_OTLP_VEC(struct d_attr) attrs;
 	/*
 	 * Functions are found by name first: fn_by_name[name's string index] is
 	 * the index + 1 of the first function added with that name (0: none),
@@ -219,37 +209,37 @@ struct dict {
 	 * read a small dense array instead of probing a map the size of the
 	 * request's functions, which outgrows the caches.
 	 */
-	VEC(uint32_t) fn_by_name;
-	struct imap m_strings, m_functions, m_mappings, m_stacks, m_attrs;
+	GW_OTLP_VEC(uint32_t) fn_by_name;
+	struct gw_otlp_imap m_strings, m_functions, m_mappings, m_stacks, m_attrs;
 	/* Shared lines (core/lines.c) already in `lines`: the map's index is where they start. */
-	struct imap m_shared_lines;
+	struct gw_otlp_imap m_shared_lines;
 	/* Strings we formatted ourselves (hex build IDs, numbers), freed at the end. */
-	VEC(char *) owned;
+	GW_OTLP_VEC(char *) owned;
 };
 
 /* Element 0 of every table is the zero value. 0 or -ENOMEM. d is zeroed or reset. */
-int gw_otlp_dict_init(struct dict *d);
-void gw_otlp_dict_free(struct dict *d);
+int gw_otlp_dict_init(struct gw_otlp_dict *d);
+void gw_otlp_dict_free(struct gw_otlp_dict *d);
 /* Empties d for the next request, keeping its memory (gw_otlp_dict_init() again before use). */
-void gw_otlp_dict_reset(struct dict *d);
+void gw_otlp_dict_reset(struct gw_otlp_dict *d);
 /* The bytes d has allocated (capacities, not use). */
-size_t gw_otlp_dict_bytes(const struct dict *d);
+size_t gw_otlp_dict_bytes(const struct gw_otlp_dict *d);
 /* Each returns the index of its entry (added when new) or -errno; s, a and st must outlive the encoding. */
-int64_t gw_otlp_dict_string(struct dict *d, const char *s);
-int64_t gw_otlp_dict_attr(struct dict *d, const struct gw_attr *a);
-int64_t gw_otlp_dict_stack(struct dict *d, const struct gw_stack *st, const char *jit_type);
+int64_t gw_otlp_dict_string(struct gw_otlp_dict *d, const char *s);
+int64_t gw_otlp_dict_attr(struct gw_otlp_dict *d, const struct gw_attr *a);
+int64_t gw_otlp_dict_stack(struct gw_otlp_dict *d, const struct gw_stack *st, const char *jit_type);
 /*
  * Adds the locations of the stacks noted (and their mappings, lines,
  * functions and strings): once, after the last gw_otlp_dict_stack(),
  * before gw_otlp_write_dictionary(). 0 or -errno.
  */
-int gw_otlp_dict_resolve(struct dict *d);
+int gw_otlp_dict_resolve(struct gw_otlp_dict *d);
 /* The profile.frame.type of a resource's JIT frames (from its perf-map runtime), or NULL. */
 const char *gw_otlp_jit_frame_type(const struct gw_resource *r);
 /* An AnyValue's oneof, its message already begun. */
 void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, const char *str, size_t str_len, int64_t i,
 				   bool bv, double dv);
 /* The request's dictionary field (its stacks resolved: gw_otlp_dict_resolve()). */
-void gw_otlp_write_dictionary(struct sr_pbw *w, const struct dict *d);
+void gw_otlp_write_dictionary(struct sr_pbw *w, const struct gw_otlp_dict *d);
 
 #endif

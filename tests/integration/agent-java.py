@@ -1,0 +1,491 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Java frames unwound and named, without flags (real eBPF, Debian's OpenJDK).
+
+tests/workloads/JavaHot.java is compiled (javac -g) and run three times, one
+after the other: as users run Java (no flags: the interpreter, C1 and C2,
+with C2's inlining), with -Xint (every frame interpreted) and with
+-XX:TieredStopAtLevel=1 (C1 only). Each run prints its pid and waits; the
+agent (--pid filter, --output, java.enabled by default) starts, and once its
+/metrics count the JVM as given to the walker the workload is released and
+spends SECONDS of CPU in main -> alpha x 11 -> spin -> mid -> work.
+Checked for each run, over the samples whose stack holds a JavaHot frame:
+  - >= 90 % hold the Java chain in order from their leaf Java frame on (work,
+    mid (inlined into spin by C2 in the plain run), spin, eleven alpha, main:
+    a sample in spin's own code holds spin < alpha x 11 < main), and >= 70 %
+    all of it; every frame of it an INTERPRETED frame of a "jvm" function
+    named JavaHot.<method> with file JavaHot.java;
+  - >= 90 % go on below main to native code (the stack reaches the thread's
+    root: the frame below the Java frames is named, the last frame is the
+    thread's entry in libc);
+  - the lines: mid's, spin's, alpha's (the caller frames) and main's are the
+    lines of their calls in JavaHot.java; in the -Xint run work's line is one
+    of its body's;
+  - the agent's exit log: >= 90 % of the table-unwound stacks complete, and
+    <= 5 % of the Java frames recorded in BPF stayed unnamed.
+Then tests/workloads/JavaSplit.java, a split it times itself (alphaWork, too
+big to inline, and betaWork, which C2 inlines into its caller), is started
+after the agent (a shell waiting on a pipe execs java under its PID, so the
+--pid filter knows it) with JFR recording (-XX:StartFlightRecording,
+settings=profile, a sample every 2 ms; the agent at 997 Hz). Checked:
+  - the JVM started after the agent is given to the walker;
+  - >= 95 % of the table-unwound stacks complete;
+  - of the main thread's samples after the program's start line whose leaf
+    Java frame is alphaWork or betaWork, alphaWork's share is within +-5
+    points of the program's own clock (System.nanoTime around each call),
+    and within +-5 points of JFR's jdk.ExecutionSample top frames
+    (`jfr print --json`) over the same methods.
+Last, tests/workloads/JavaUnload.java loads a class Gen UNLOAD_PHASES times,
+each from a directory of its own where its one method is named phase0,
+phase1, ... (javac here), runs it hot for PHASE_SECONDS, and drops and
+unloads it (System.gc()); HotSpot puts each new Gen where the last one was
+(-Xlog:class+unload shows the same Klass address every time), so its
+methods' addresses are reused. Checked: of the samples in aggregation
+windows that lie inside phase K, every Gen frame is named Gen.phaseK (none
+after another phase's method), and each phase has >= 20 such frames.
+And tests/workloads/JavaDeopt.java: run() is compiled by C2 with
+Circle.area inlined behind a type check, then called with Squares, which
+deoptimizes it and has it compiled again (-XX:+PrintCompilation, which only
+prints, shows "made not entrant"). Checked: in windows inside the Circle
+phase no frame is named Square.area and in those inside the Square phase
+none Circle.area; each phase has >= 20 frames of its own shape's method.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402
+import agentlib  # noqa: E402
+import metricslib  # noqa: E402
+
+SECONDS = 3
+FREQ = 97
+SPLIT_FREQ = 997
+UNLOAD_PHASES = 4
+PHASE_SECONDS = 2.5
+INTERPRETED = 4
+JIT = 5
+UNKNOWN = 3
+CHAIN = ["JavaHot.work", "JavaHot.mid", "JavaHot.spin"] + ["JavaHot.alpha"] * 11 + ["JavaHot.main"]
+RUNS = [("plain", []), ("interpreted", ["-Xint"]), ("c1", ["-XX:TieredStopAtLevel=1"])]
+
+
+def line_of(path, text):
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise AssertionError("%s not in %s" % (text, path))
+
+
+def body_lines(path, method):
+    """The lines of a method's body in the source (from its declaration to the next method's)."""
+    lines = open(path).read().splitlines()
+    start = next(i for i, l in enumerate(lines, 1) if re.search(r"static \w+ %s\(" % method, l))
+    end = next((i for i, l in enumerate(lines, 1) if i > start and re.search(r"^\s+(public )?static ", l)),
+               len(lines))
+    return set(range(start, end))
+
+
+def java_frames(out, sample):
+    """(name, file, line, runtime) of the sample's named Java method frames, leaf first, and the index of the
+    outermost one in the stack's frames (-1 when none)."""
+    res, last = [], -1
+    frames = out.frames(sample)
+    for i, f in enumerate(frames):
+        if f.kind != INTERPRETED:
+            continue
+        fn = out.functions.get(f.function_id)
+        if fn is None or fn.runtime != "jvm":
+            continue
+        res.append((fn.name, fn.file_name, f.line, fn.runtime))
+        last = i
+    return res, last
+
+
+def one_run(env, c, java, classes, src, label, flags):
+    w = agent = None
+    try:
+        w = subprocess.Popen([java] + flags + ["-cp", classes, "JavaHot", str(SECONDS)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        pid = int(w.stdout.readline())
+        port = free_port()
+        cfg = os.path.join(env.tmp, "agent-%s.yaml" % label)
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
+        out_path = os.path.join(env.tmp, "out-%s.pb" % label)
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "%s: the agent starts" % label)
+            return
+        # The JVM is given to the walker once its tables are filled in (at start-up, before main runs).
+        deadline = time.monotonic() + 60
+        known = False
+        while time.monotonic() < deadline and not known:
+            try:
+                text = metricslib.scrape(port, timeout=5)
+                known = metricslib.parse(text).get("stackrelay_agent_java_processes_total", 0) >= 1
+            except OSError:
+                pass
+            if not known:
+                time.sleep(0.2)
+        c.check(known, "%s: the agent gives the JVM to the Java walker" % label)
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        done = w.stdout.readline()
+        w.wait(timeout=120)
+        c.check(done.startswith("done"), "%s: the workload ran (%r)" % (label, done.strip()))
+        time.sleep(1.5)
+        rc, stderr = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "%s: the agent exits 0 (got %s)" % (label, rc))
+        out = agentlib.Output(env.pb, out_path)
+        check_samples(c, out, pid, src, label)
+        unw = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
+        stacks = int(unw.get("stacks_table", 0))
+        complete = int(unw.get("end_complete", 0))
+        c.check(stacks > 0 and complete >= 0.9 * stacks,
+                "%s: >= 90%% of table-unwound stacks complete (%d of %d; %s)" % (label, complete, stacks, unw))
+        jf = agentlib.logfmt_fields(stderr, "java frames") or {}
+        recorded = int(jf.get("frames_recorded", 0))
+        unnamed = int(jf.get("unnamed_frames", 0))
+        c.check(recorded > 0 and unnamed <= 0.05 * recorded,
+                "%s: <= 5%% of Java frames recorded stay unnamed (%d of %d)" % (label, unnamed, recorded))
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def check_samples(c, out, pid, src, label):
+    samples = out.for_pid(pid)
+    java = []
+    for s in samples:
+        jf, last = java_frames(out, s)
+        if any(n.startswith("JavaHot.") for n, _, _, _ in jf):
+            java.append((s, jf, last))
+    total = sum(s.count or 1 for s, _, _ in java)
+    c.check(total >= 50, "%s: >= 50 samples hold a JavaHot frame (%d)" % (label, total))
+    if not total:
+        return
+    whole = full = below = 0
+    lines = {"JavaHot.mid": line_of(src, "return work(s, x) + 1;"), "JavaHot.spin": line_of(src, "s = mid(s, i);"),
+             "JavaHot.main": line_of(src, "s += alpha(10);")}
+    alpha_call = line_of(src, "return alpha(depth - 1) + 1;")
+    alpha_leaf = line_of(src, "return spin(3000);")
+    work_body = body_lines(src, "work")
+    bad_lines = {}
+    for s, jf, last in java:
+        n = s.count or 1
+        names = [x[0] for x in jf]
+        # Time spent in spin, alpha or main themselves is theirs: the chain may start anywhere in CHAIN.
+        tail = CHAIN[len(CHAIN) - len(names):] if len(names) <= len(CHAIN) else None
+        if names == CHAIN:
+            full += n
+        if names == tail and all(f == "JavaHot.java" for _, f, _, _ in jf):
+            whole += n
+            skip = len(CHAIN) - len(names)
+            for i, (name, _, line, _) in enumerate(jf, skip):
+                want = lines.get(name)
+                if name == "JavaHot.alpha":
+                    want = alpha_leaf if i == 3 else alpha_call
+                if i == skip and name != "JavaHot.work":
+                    continue  # a leaf's line is where it runs, not a call
+                if name == "JavaHot.work":
+                    if label == "interpreted" and line not in work_body:
+                        bad_lines[(name, line)] = bad_lines.get((name, line), 0) + n
+                    continue
+                if line != want:
+                    bad_lines[(name, line)] = bad_lines.get((name, line), 0) + n
+        frames = out.frames(s)
+        # Below main: the call stub (named after its code blob), JavaCalls and the launcher's threads, to the root.
+        if last >= 0 and last + 1 < len(frames) and frames[last + 1].kind != UNKNOWN and \
+                all(f.kind != UNKNOWN for f in frames[last + 1:]) and len(frames) - last - 1 >= 3:
+            below += n
+    c.check(whole >= 0.9 * total, "%s: >= 90%% of Java samples hold the chain work < mid < spin < alpha x 11 < "
+            "main from their leaf Java frame on (%d of %d)" % (label, whole, total))
+    c.check(full >= 0.7 * total, "%s: >= 70%% of Java samples hold all of it, work their leaf (%d of %d)" %
+            (label, full, total))
+    c.check(below >= 0.9 * total, "%s: >= 90%% of Java samples go on below main to named native frames "
+            "(%d of %d)" % (label, below, total))
+    c.check(sum(bad_lines.values()) <= 0.05 * max(whole, 1),
+            "%s: frames' lines are their calls' lines (wrong: %s)" % (label, bad_lines))
+    for s, jf, last in java[:1]:
+        print("%s: a stack: %s" % (label, " < ".join("%s:%d" % (n, l) for n, _, l, _ in jf)))
+
+
+def leaf_java(out, sample):
+    jf, _ = java_frames(out, sample)
+    return jf[0][0] if jf else None
+
+
+def jfr_top_shares(jfr, path, methods):
+    """Top-frame counts of JFR's execution samples over the given methods (class.method)."""
+    r = subprocess.run([jfr, "print", "--json", "--events", "jdk.ExecutionSample", path], capture_output=True,
+                       text=True, timeout=120)
+    counts = {m: 0 for m in methods}
+    for ev in json.loads(r.stdout)["recording"]["events"]:
+        frames = ev["values"]["stackTrace"]["frames"]
+        if not frames:
+            continue
+        m = frames[0]["method"]
+        name = "%s.%s" % (m["type"]["name"].replace("/", "."), m["name"])
+        if name in counts:
+            counts[name] += 1
+    return counts
+
+
+def split_run(env, c, java, classes):
+    """JavaSplit started after the agent, with JFR: the split against its own clock and against JFR."""
+    jfr = shutil.which("jfr") or os.path.join(os.path.dirname(os.path.realpath(java)), "jfr")
+    rec = os.path.join(env.tmp, "split.jfr")
+    w = agent = None
+    try:
+        w = subprocess.Popen(["sh", "-c", 'read x; exec "$0" "$@"', java,
+                              "-XX:StartFlightRecording=filename=%s,settings=profile,jdk.ExecutionSample#period=2ms" % rec, "-cp", classes,
+                              "JavaSplit", str(SECONDS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=env.tmp)
+        pid = w.pid
+        port = free_port()
+        cfg = os.path.join(env.tmp, "agent-split.yaml")
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
+        out_path = os.path.join(env.tmp, "out-split.pb")
+        # 997 Hz, JFR every 2 ms: thousands of samples each, so 5 points is several standard errors.
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(SPLIT_FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "split: the agent starts")
+            return
+        w.stdin.write("start\n")
+        w.stdin.flush()
+        # JFR prints its start-up lines first.
+        line = w.stdout.readline()
+        while line and not line.strip().isdigit():
+            line = w.stdout.readline()
+        c.check(line.strip() == str(pid), "split: java started under the gate's PID (%r)" % line.strip())
+        deadline = time.monotonic() + 60
+        known = False
+        while time.monotonic() < deadline and not known:
+            try:
+                text = metricslib.scrape(port, timeout=5)
+                known = metricslib.parse(text).get("stackrelay_agent_java_processes_total", 0) >= 1
+            except OSError:
+                pass
+            if not known:
+                time.sleep(0.2)
+        c.check(known, "split: the JVM started after the agent is given to the Java walker")
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        started = w.stdout.readline()
+        go = time.time_ns()
+        done = w.stdout.readline().split()
+        w.wait(timeout=120)
+        c.check(started.startswith("start") and len(done) == 4 and done[0] == "done",
+                "split: the workload ran (%r %r)" % (started.strip(), done))
+        time.sleep(1.5)
+        rc, stderr = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "split: the agent exits 0 (got %s)" % rc)
+        unw = agentlib.logfmt_fields(stderr, "unwinding stopped") or {}
+        stacks, complete = int(unw.get("stacks_table", 0)), int(unw.get("end_complete", 0))
+        c.check(stacks > 0 and complete >= 0.95 * stacks,
+                "split: >= 95%% of table-unwound stacks complete (%d of %d)" % (complete, stacks))
+        if len(done) != 4:
+            return
+        own = 100.0 * int(done[1]) / (int(done[1]) + int(done[2]))
+        out = agentlib.Output(env.pb, out_path)
+        counts = {"JavaSplit.alphaWork": 0, "JavaSplit.betaWork": 0}
+        for s in out.for_pid(pid):
+            if s.start_time_unix_nano < go:
+                continue
+            leaf = leaf_java(out, s)
+            if leaf in counts:
+                counts[leaf] += s.count or 1
+        a, b = counts["JavaSplit.alphaWork"], counts["JavaSplit.betaWork"]
+        ours = 100.0 * a / (a + b) if a + b else -100
+        c.check(a + b >= 1000 and abs(ours - own) <= 5,
+                "split: alphaWork's share of the leaf frames is within 5 points of the program's clock "
+                "(agent %.1f%% of %d, clock %.1f%%)" % (ours, a + b, own))
+        if not os.path.exists(jfr):
+            print("# no jfr tool beside java: the JFR comparison is skipped")
+            return
+        jc = jfr_top_shares(jfr, rec, counts.keys())
+        ja, jb = jc["JavaSplit.alphaWork"], jc["JavaSplit.betaWork"]
+        theirs = 100.0 * ja / (ja + jb) if ja + jb else -100
+        c.check(ja + jb >= 500 and abs(ours - theirs) <= 5,
+                "split: alphaWork's share is within 5 points of JFR's top frames (agent %.1f%%, JFR %.1f%% of %d)"
+                % (ours, theirs, ja + jb))
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def unload_run(env, c, java, classes):
+    """Classes unloaded and their methods' memory reused: frames keep the name of the method that ran."""
+    dirs = []
+    for k in range(UNLOAD_PHASES):
+        d = os.path.join(env.tmp, "gen%d" % k)
+        os.makedirs(d)
+        with open(os.path.join(d, "Gen.java"), "w") as f:
+            f.write("public class Gen {\n"
+                    "    public static long phase%d(long s) {\n"
+                    "        for (int i = 0; i < 20000; i++)\n"
+                    "            s = s * 31 + (i ^ %d);\n"
+                    "        return s;\n"
+                    "    }\n"
+                    "}\n" % (k, k))
+        subprocess.run([shutil.which("javac"), "-d", d, os.path.join(d, "Gen.java")], check=True)
+        dirs.append(d)
+    w = agent = None
+    try:
+        w = subprocess.Popen([java, "-cp", classes, "JavaUnload", str(PHASE_SECONDS)] + dirs, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        pid = int(w.stdout.readline())
+        cfg = os.path.join(env.tmp, "agent-unload.yaml")
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % free_port())
+        out_path = os.path.join(env.tmp, "out-unload.pb")
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "unload: the agent starts")
+            return
+        # System.nanoTime is CLOCK_MONOTONIC: the phases' bounds in wall-clock time, as the samples carry.
+        offset = time.time_ns() - time.monotonic_ns()
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        phases = []
+        for line in w.stdout:
+            f = line.split()
+            if f and f[0] == "phase":
+                phases.append((int(f[1]), int(f[2]) + offset, int(f[3]) + offset))
+            if f and f[0] == "done":
+                break
+        w.wait(timeout=120)
+        c.check(len(phases) == UNLOAD_PHASES, "unload: the workload ran %d phases" % len(phases))
+        time.sleep(1.5)
+        rc, _ = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "unload: the agent exits 0 (got %s)" % rc)
+        out = agentlib.Output(env.pb, out_path)
+        right = {k: 0 for k, _, _ in phases}
+        wrong = {}
+        for s in out.for_pid(pid):
+            phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
+            if not phase:
+                continue
+            jf, _ = java_frames(out, s)
+            for name, _, _, _ in jf:
+                if not name.startswith("Gen."):
+                    continue
+                if name == "Gen.phase%d" % phase[0]:
+                    right[phase[0]] += s.count or 1
+                else:
+                    wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
+        c.check(not wrong, "unload: no Gen frame is named after another phase's method (wrong: %s)" % wrong)
+        c.check(all(v >= 20 for v in right.values()),
+                "unload: each phase has >= 20 Gen frames named after its own method (%s)" % right)
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def deopt_run(env, c, java, classes):
+    """A compiled method deoptimized and compiled again: frames keep the name of the code that ran."""
+    w = agent = None
+    try:
+        w = subprocess.Popen([java, "-XX:+PrintCompilation", "-cp", classes, "JavaDeopt", str(PHASE_SECONDS)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        line = w.stdout.readline()
+        while line and not line.strip().isdigit():
+            line = w.stdout.readline()
+        pid = int(line)
+        cfg = os.path.join(env.tmp, "agent-deopt.yaml")
+        with open(cfg, "w") as f:
+            f.write("profiling: {report_interval: 1s}\n"
+                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % free_port())
+        out_path = os.path.join(env.tmp, "out-deopt.pb")
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
+                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        if agent is None:
+            c.check(False, "deopt: the agent starts")
+            return
+        offset = time.time_ns() - time.monotonic_ns()
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        phases, deopt = [], False
+        for line in w.stdout:
+            f = line.split()
+            if f and f[0] == "phase":
+                phases.append((int(f[1]), int(f[2]) + offset, int(f[3]) + offset))
+            elif len(phases) == 1 and "JavaDeopt::run" in line and "made not entrant" in line:
+                deopt = True
+            elif f and f[0] == "done":
+                break
+        w.wait(timeout=120)
+        c.check(len(phases) == 2, "deopt: the workload ran 2 phases")
+        c.check(deopt, "deopt: JavaDeopt.run was deoptimized when the Squares came (PrintCompilation)")
+        time.sleep(1.5)
+        rc, _ = agentlib.stop_agent(agent, log)
+        agent = None
+        c.check(rc == 0, "deopt: the agent exits 0 (got %s)" % rc)
+        out = agentlib.Output(env.pb, out_path)
+        own = {0: "JavaDeopt$Circle.area", 1: "JavaDeopt$Square.area"}
+        right = {0: 0, 1: 0}
+        wrong = {}
+        for s in out.for_pid(pid):
+            phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
+            if not phase:
+                continue
+            for name, _, _, _ in java_frames(out, s)[0]:
+                if name == own[phase[0]]:
+                    right[phase[0]] += s.count or 1
+                elif name == own[1 - phase[0]]:
+                    wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
+        c.check(not wrong, "deopt: no frame is named after the other phase's shape (wrong: %s)" % wrong)
+        c.check(all(v >= 20 for v in right.values()),
+                "deopt: each phase has >= 20 frames of its own shape's area (%s)" % right)
+    finally:
+        for p in (w, agent):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def main():
+    agentlib.require_root_bpf()
+    env = agentlib.Env()
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if not java or not javac:
+        agentlib.skip("no JDK (java, javac: openjdk-17-jdk-headless, scripts/install-deps)")
+    src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
+    classes = os.path.join(env.tmp, "classes")
+    subprocess.run([javac, "-g", "-d", classes, src] +
+                   [os.path.join(env.src, "tests", "workloads", w) for w in ("JavaSplit.java", "JavaUnload.java", "JavaDeopt.java")],
+                   check=True)
+    c = agentlib.Checks()
+    for label, flags in RUNS:
+        one_run(env, c, java, classes, src, label, flags)
+    split_run(env, c, java, classes)
+    unload_run(env, c, java, classes)
+    deopt_run(env, c, java, classes)
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
