@@ -42,6 +42,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelib  # noqa: E402
 import metricslib  # noqa: E402
 from ports import free_port  # noqa: E402
 
@@ -376,38 +377,12 @@ EXAMPLES = os.path.join(src, "docs", "examples", "collector")
 
 def fake_kube(pod_ip):
     """The fake API server with one pod at pod_ip; returns the kubeconfig's path."""
-    d = os.path.join(tmp, "kube")
-    os.makedirs(d, exist_ok=True)
     state = {"namespaces": [{"metadata": {"name": "shop", "uid": "ns-shop"}}],
              "pods": [{"metadata": {"name": "checkout-7d9f8-x2x4p", "namespace": "shop", "uid": "pod-checkout"},
                        "spec": {"nodeName": "node-a", "containers": [{"name": "app", "image": "shop/checkout:1"}]},
                        "status": {"phase": "Running", "podIP": pod_ip}}]}
-    with open(os.path.join(d, "state.json"), "w") as f:
-        json.dump(state, f)
-    for name in ("accepted-token", "token"):
-        with open(os.path.join(d, name), "w") as f:
-            f.write("sa-token\n")
-    kube = subprocess.Popen(["node", os.path.join(src, "tests", "fakes", "fake-kube-apiserver.js"), "--dir", d,
-                             "--state", os.path.join(d, "state.json")], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "kube.log"), "w"), text=True)
+    kube, path = kubelib.start(src, os.path.join(tmp, "kube"), state, stderr=open(os.path.join(tmp, "kube.log"), "w"))
     procs.append(kube)
-    line = kube.stdout.readline()
-    assert line.startswith("ready "), line
-    path = os.path.join(d, "kubeconfig")
-    with open(path, "w") as f:
-        f.write("""apiVersion: v1
-kind: Config
-current-context: test
-clusters:
-- name: fake
-  cluster: {server: "https://127.0.0.1:%d", certificate-authority: ca.crt}
-contexts:
-- name: test
-  context: {cluster: fake, user: sa}
-users:
-- name: sa
-  user: {tokenFile: token}
-""" % int(line.split()[1]))
     return path
 
 
