@@ -25,8 +25,9 @@
 struct sr_diag;
 struct sr_field;
 struct gw_component;
-struct gw_profiles; /* the internal model: gateway/model.h */
-struct gw_runtime;  /* the pipeline runtime the instance lives in */
+struct gw_profiles;   /* the internal model: gateway/model.h */
+struct gw_runtime;    /* the pipeline runtime the instance lives in */
+struct gw_extensions; /* gateway/extensions.h */
 
 enum gw_component_kind {
 	GW_RECEIVER,
@@ -38,6 +39,12 @@ struct gw_component_type {
 	const char *name; /* "otlp_http" */
 	enum gw_component_kind kind;
 	const char *doc; /* one paragraph for docs/configuration.md */
+	/*
+	 * Where it means something else than the OpenTelemetry Collector's
+	 * component of the same name (one sentence), logged at start for
+	 * configs written for the Collector; NULL: nothing. Optional.
+	 */
+	const char *collector_note;
 	const struct sr_field *config_fields;
 	size_t config_size;
 	/*
@@ -46,6 +53,12 @@ struct gw_component_type {
 	 * Optional.
 	 */
 	int (*validate)(const void *config, const char *path, struct sr_diag *d);
+	/*
+	 * Settings that name an extension (an exporter's auth.authenticator),
+	 * resolved once `extensions` is loaded: problems to d as validate's.
+	 * The config may keep pointers into ext, which outlives it. Optional.
+	 */
+	int (*resolve)(void *config, const struct gw_extensions *ext, const char *path, struct sr_diag *d);
 
 	int (*create)(struct gw_component *c);
 	int (*start)(struct gw_component *c);

@@ -257,6 +257,12 @@ int main(int argc, char **argv)
 	uv_signal_start(&g.sighup, on_sighup, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* A Collector config loads as written; say once where it means something else here. */
+	const char *note_types[16], *notes[16];
+	size_t n_notes = gw_config_collector_notes(g.cfg, note_types, notes, 16);
+	for (size_t i = 0; i < n_notes; i++)
+		sr_log_warn("gateway", "means something else than in the OpenTelemetry Collector",
+			    "type=%s note=\"%s\"", note_types[i], notes[i]);
 	sr_log_info("gateway", "running", "version=%s config=%s components=%zu pipelines=%zu", SR_VERSION,
 		    g.config_path ? g.config_path : "built-in", g.cfg->n_components, g.cfg->n_pipelines);
 	uv_run(&g.loop, UV_RUN_DEFAULT);

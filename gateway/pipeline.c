@@ -157,6 +157,32 @@ void gw_config_free(struct gw_config *cfg)
 	free(cfg);
 }
 
+size_t gw_config_collector_notes(const struct gw_config *cfg, const char **ret_types, const char **ret_notes,
+				 size_t max)
+{
+	const struct gw_extensions *e = &cfg->extensions;
+	bool collector = e->health_address || e->n_storages || e->n_authenticators;
+	size_t n = 0;
+
+	for (size_t i = 0; i < cfg->n_components && !collector; i++) {
+		const struct gw_component *c = cfg->components[i];
+		size_t len = strcspn(c->id, "/");
+		collector = strlen(c->type->name) != len || strncmp(c->type->name, c->id, len) != 0;
+	}
+	for (size_t i = 0; collector && i < cfg->n_components && n < max; i++) {
+		const struct gw_component_type *t = cfg->components[i]->type;
+		bool seen = false;
+
+		for (size_t j = 0; j < n; j++)
+			seen |= strcmp(ret_types[j], t->name) == 0;
+		if (!t->collector_note || seen)
+			continue;
+		ret_types[n] = t->name;
+		ret_notes[n++] = t->collector_note;
+	}
+	return n;
+}
+
 struct gw_component *gw_config_component(const struct gw_config *cfg, const char *id)
 {
 	for (size_t i = 0; i < cfg->n_components; i++)
@@ -263,11 +289,12 @@ static int load_section(struct gw_config *cfg, const struct sr_yaml_doc *doc, co
 			memset(c->config, 0, type->config_size ? type->config_size : 1);
 			continue;
 		}
-		if (type->validate) {
-			sr_diag_set_context(d, file, line, col);
+		sr_diag_set_context(d, file, line, col);
+		if (type->validate)
 			type->validate(c->config, path, d);
-			sr_diag_set_context(d, NULL, 0, 0);
-		}
+		if (type->resolve)
+			type->resolve(c->config, &cfg->extensions, path, d);
+		sr_diag_set_context(d, NULL, 0, 0);
 	}
 	return 0;
 }

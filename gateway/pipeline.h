@@ -51,6 +51,15 @@ int gw_config_load(const char *file, struct gw_config **ret, struct sr_diag *d);
 int gw_config_load_string(const char *name, const char *text, struct gw_config **ret, struct sr_diag *d);
 void gw_config_free(struct gw_config *cfg);
 
+/*
+ * For a config written for the OpenTelemetry Collector (it names a
+ * component by a Collector name, or has extensions): the component types
+ * it uses whose meaning differs there, one entry per type (ret_types[i]
+ * its name, ret_notes[i] the sentence), at most max. Returns how many.
+ */
+size_t gw_config_collector_notes(const struct gw_config *cfg, const char **ret_types, const char **ret_notes,
+				 size_t max);
+
 /* Finds a component by ID, or NULL. */
 struct gw_component *gw_config_component(const struct gw_config *cfg, const char *id);
 

@@ -522,6 +522,9 @@ int gw_profiles__merge(struct gw_profiles *dst, struct gw_profiles *src)
 		return -EINVAL;
 	if (dst->route_pipeline != src->route_pipeline || dst->route_stage != src->route_stage)
 		return -EXDEV;
+	/* Batches of different tenants (metadata_keys) must never share a request. */
+	if (!!dst->metadata != !!src->metadata || (dst->metadata && strcmp(dst->metadata, src->metadata) != 0))
+		return -EXDEV;
 	if (atomic_load(&src->refs) > 1) {
 		/* Shared: merge a private copy instead of stealing its memory. */
 		struct gw_profiles *c = gw_profiles__clone(src);
@@ -609,6 +612,28 @@ int gw_profiles__merge(struct gw_profiles *dst, struct gw_profiles *src)
 	return 0;
 }
 
+static const char *arena_strdup(struct gw_profiles *p, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = gw_profiles__alloc(p, n);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+int gw_profiles__set_metadata(struct gw_profiles *p, const char *client_metadata, const char *metadata)
+{
+	const char *c = client_metadata ? arena_strdup(p, client_metadata) : NULL;
+	const char *m = metadata ? arena_strdup(p, metadata) : NULL;
+
+	if ((client_metadata && !c) || (metadata && !m))
+		return -ENOMEM;
+	p->client_metadata = c;
+	p->metadata = m;
+	return 0;
+}
+
 struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p)
 {
 	struct gw_profiles *c = gw_profiles_new();
@@ -619,6 +644,8 @@ struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p)
 	c->route_pipeline = p->route_pipeline;
 	c->route_stage = p->route_stage;
 	c->created_ns = p->created_ns;
+	if ((e = gw_profiles__set_metadata(c, p->client_metadata, p->metadata)) < 0)
+		goto fail;
 	for (uint32_t i = 0; i < p->n_resources; i++) {
 		const struct gw_resource *r = &p->resources[i];
 		struct gw_resource *nr =

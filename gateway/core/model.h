@@ -747,6 +747,16 @@ struct gw_profiles {
 	uint64_t total_count; /* sum of every sample's count */
 	uint64_t n_samples;   /* number of sample records */
 	uint64_t created_ns;  /* CLOCK_MONOTONIC at creation (batch age) */
+	/*
+	 * Request metadata as "name: value" lines, each ending in '\n'; NULL:
+	 * none. client_metadata: every header of the request the batch came
+	 * in (a receiver's include_metadata; names lowercase). metadata: what a
+	 * batch processor's metadata_keys kept of it (names as written there):
+	 * batches are kept apart by it, and exporters send it as headers.
+	 * Set with gw_profiles__set_metadata().
+	 */
+	const char *client_metadata;
+	const char *metadata;
 
 	/* private */
 	atomic_uint refs;
@@ -772,6 +782,8 @@ static inline void gw_profiles_free(struct gw_profiles *p)
 {
 	gw_profiles__unref(p);
 }
+/* Copies either (NULL: none) into the batch's memory; 0 or -ENOMEM (nothing changed then). */
+int gw_profiles__set_metadata(struct gw_profiles *p, const char *client_metadata, const char *metadata);
 /* Deep copy (strings copied, stacks re-referenced); NULL + errno. */
 struct gw_profiles *gw_profiles__clone(const struct gw_profiles *p);
 /* If *pp is shared, replaces it with a private clone (dropping one reference). */
@@ -852,7 +864,7 @@ uint64_t gw_profiles__filter(struct gw_profiles *p,
 /*
  * Moves every sample of src into dst, coalescing resources with equal
  * attributes, frequency and profile type; consumes src (one reference). Both must be
- * writable by the caller and on the same route (-EXDEV otherwise, src
+ * writable by the caller, on the same route and with equal metadata (-EXDEV otherwise, src
  * untouched). Returns 0 or -errno (src untouched on error).
  */
 int gw_profiles__merge(struct gw_profiles *dst, struct gw_profiles *src);

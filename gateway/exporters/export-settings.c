@@ -6,12 +6,15 @@
  * answer is read.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <pb_decode.h>
 
 #include "sr-config.h"
+#include "gateway/extensions.h"
 #include "exporthelper.h"
 #include "gzip.h"
 #include "log.h"
@@ -22,6 +25,9 @@
 const char *const gw_export_proto_versions[] = { "1.10", "1.9", NULL };
 const char *const gw_export_compressions[] = { "gzip", "none", NULL };
 const char *const gw_export_process_attributes[] = { "none", "sample", "resource", NULL };
+/* The Collector's configtls versions; "" for max_version is the newest the TLS library has. */
+const char *const gw_export_tls_versions[] = { "1.0", "1.1", "1.2", "1.3", NULL };
+const char *const gw_export_queue_sizers[] = { "requests", "items", "bytes", NULL };
 
 const struct sr_field gw_export_tls_fields[] = {
 	SR_FIELD_STR("ca_file", struct gw_export_tls_config, ca_file,
@@ -32,6 +38,14 @@ const struct sr_field gw_export_tls_fields[] = {
 		     .secret = false),
 	SR_FIELD_BOOLEAN("insecure_skip_verify", struct gw_export_tls_config, insecure_skip_verify, .def = "false",
 			 .doc = "Do not verify the server's certificate or name (testing only)."),
+	SR_FIELD_BOOLEAN("insecure", struct gw_export_tls_config, insecure, .def = "false",
+			 .doc = "The Collector's switch for no TLS at all. otlp_grpc: a host:port endpoint is "
+				"plaintext HTTP/2 (unless ca_file is set). otlp_http: the URL's scheme decides, as "
+				"in the Collector; an https:// server is still verified."),
+	SR_FIELD_ENUMERATION("min_version", struct gw_export_tls_config, min_version, gw_export_tls_versions,
+			     .def = "1.2", .doc = "Oldest TLS version accepted: 1.0, 1.1, 1.2 or 1.3."),
+	SR_FIELD_STR("max_version", struct gw_export_tls_config, max_version, .def = "",
+		     .doc = "Newest TLS version offered: 1.0, 1.1, 1.2 or 1.3; empty: the newest there is."),
 	SR_FIELD_END,
 };
 
@@ -59,6 +73,14 @@ const struct sr_field gw_export_queue_fields[] = {
 	SR_FIELD_U64("queue_size_mib", struct gw_export_queue_config, queue_size_mib, .def = "128",
 		     .doc = "Bound of the queue in MiB of encoded requests (on disk when storage is set).", .min = 1,
 		     .max = 1048576),
+	SR_FIELD_U64("queue_size", struct gw_export_queue_config, queue_size, .def = "0",
+		     .doc = "The Collector's bound, in the unit of sizer; 0: none but queue_size_mib. With sizer "
+			    "requests or items, queue_size_mib bounds the bytes as well; with sizer bytes it "
+			    "replaces queue_size_mib.",
+		     .min = 0, .max = GW_EXPORT_MAX_QUEUE_SIZE),
+	SR_FIELD_ENUMERATION("sizer", struct gw_export_queue_config, sizer, gw_export_queue_sizers, .def = "requests",
+			     .doc = "Unit of queue_size: requests (export requests), items (samples, counted as "
+				    "the sum of their values) or bytes (of encoded, compressed requests)."),
 	SR_FIELD_U64("num_consumers", struct gw_export_queue_config, num_consumers, .def = "10",
 		     .doc = "Requests in flight at once.", .min = 1, .max = GW_EXPORT_MAX_CONSUMERS),
 	SR_FIELD_BOOLEAN("block_on_overflow", struct gw_export_queue_config, block_on_overflow, .def = "false",
@@ -76,6 +98,42 @@ const struct sr_field gw_export_queue_fields[] = {
 	SR_FIELD_END,
 };
 
+const struct sr_field gw_export_auth_fields[] = {
+	SR_FIELD_STR("authenticator", struct gw_export_auth_config, authenticator,
+		     .doc = "ID of a basicauth extension whose credentials every request carries (Authorization: "
+			    "Basic), as the Collector's auth.authenticator."),
+	SR_FIELD_END,
+};
+
+int gw_export_resolve(void *config, const struct gw_extensions *ext, const char *path, struct sr_diag *d)
+{
+	struct gw_export_config *cfg = config;
+	const struct gw_authenticator *a;
+	const char *id = cfg->auth.authenticator;
+
+	if (!id || !*id)
+		return 0;
+	a = gw_extensions__authenticator(ext, id);
+	if (!a) {
+		sr_diag_add(d, NULL, 0, 0, path,
+			    "auth.authenticator names \"%s\", which is not a basicauth or headers_setter extension "
+			    "defined in extensions%s",
+			    id,
+			    strncmp(id, "bearertokenauth", 15) == 0
+				    ? " (for a bearer token write headers: {Authorization: \"Bearer ${env:TOKEN}\"})"
+				    : "");
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; a->header && i < cfg->n_headers; i++)
+		if (strcasecmp(cfg->headers[i].key, "Authorization") == 0) {
+			sr_diag_add(d, NULL, 0, 0, path,
+				    "auth.authenticator and headers.Authorization both set it: keep one");
+			return -EINVAL;
+		}
+	cfg->auth.ext = a;
+	return 0;
+}
+
 int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
 {
 	const struct gw_export_config *cfg = config;
@@ -92,6 +150,35 @@ int gw_export_validate(const void *config, const char *path, struct sr_diag *d)
 	if (cfg->sending_queue.disk_check_interval < GW_EXPORT_MIN_DISK_CHECK_NS) {
 		sr_diag_add(d, NULL, 0, 0, path, "sending_queue.disk_check_interval must be at least 10ms");
 		r = -EINVAL;
+	}
+	if (cfg->tls.max_version && *cfg->tls.max_version) {
+		int max = -1;
+		for (int i = 0; gw_export_tls_versions[i]; i++)
+			if (strcmp(cfg->tls.max_version, gw_export_tls_versions[i]) == 0)
+				max = i;
+		if (max < 0) {
+			sr_diag_add(d, NULL, 0, 0, path, "tls.max_version: \"%s\" is not 1.0, 1.1, 1.2 or 1.3",
+				    cfg->tls.max_version);
+			r = -EINVAL;
+		} else if (max < cfg->tls.min_version) {
+			sr_diag_add(d, NULL, 0, 0, path, "tls.max_version %s is older than min_version %s",
+				    cfg->tls.max_version, gw_export_tls_versions[cfg->tls.min_version]);
+			r = -EINVAL;
+		}
+	}
+	if (cfg->sending_queue.sizer == GW_EXPORT_SIZER_BYTES && cfg->sending_queue.queue_size) {
+		if (cfg->sending_queue.queue_size_mib != GW_EXPORT_DEFAULT_QUEUE_MIB) {
+			sr_diag_add(d, NULL, 0, 0, path,
+				    "sending_queue: queue_size with sizer bytes and queue_size_mib are the same bound; "
+				    "set one");
+			r = -EINVAL;
+		} else if (cfg->sending_queue.queue_size < GW_EXPORT_MIN_QUEUE_BYTES) {
+			sr_diag_add(d, NULL, 0, 0, path,
+				    "sending_queue.queue_size: %" PRIu64 " bytes (sizer bytes) is less than 1MiB, "
+				    "smaller than one request of a busy gateway; write e.g. 268435456 for 256MiB",
+				    cfg->sending_queue.queue_size);
+			r = -EINVAL;
+		}
 	}
 	if (cfg->sending_queue.storage && *cfg->sending_queue.storage && cfg->sending_queue.storage[0] != '/') {
 		sr_diag_add(d, NULL, 0, 0, path, "sending_queue.storage must be an absolute path, not '%s'",

@@ -163,7 +163,7 @@ int gw_exporter_admission(struct gw_component *c, uint32_t *ret_retry_after_ms, 
 	}
 	/* A persistent queue never drops the oldest to make room: it holds the receivers back when full. */
 	if ((persistent || x->cfg->sending_queue.block_on_overflow) &&
-	    gw_queue__bytes(x->queue) >= gw_queue__max_bytes(x->queue)) {
+	    (gw_queue__bytes(x->queue) >= gw_queue__max_bytes(x->queue) || !gw_exporter_queue_fits(x, 0, 1, 1))) {
 		if (ret_retry_after_ms) {
 			x->refusals[REFUSAL_QUEUE_FULL]++;
 			*ret_retry_after_ms = EXPORT_BLOCK_RETRY_AFTER_MS;

@@ -34,21 +34,20 @@ struct encode_job {
 	uint8_t *data;
 	size_t len;
 	int error;
+	char *metadata; /* the batch's (a batch processor's metadata_keys), sent with the request */
 };
 
-/* Makes room for len more bytes (drop-oldest), or says there is none. */
-static bool make_room(struct exporter *x, uint64_t len)
+/* Makes room for a request of len bytes and samples samples (drop-oldest), or says there is none. */
+static bool make_room(struct exporter *x, uint64_t len, uint64_t samples)
 {
-	uint64_t max = gw_queue__max_bytes(x->queue);
-
 	if (x->cfg->sending_queue.block_on_overflow || gw_queue__persistent(x->queue))
 		/*
 		 * Receivers are held back by admission (exporthelper-disk.c); what
 		 * is already in the pipeline still fits, up to a hard bound. A
 		 * persistent queue never drops what it made durable to make room.
 		 */
-		return gw_queue__bytes(x->queue) + len <= max * GW_EXPORT_BLOCK_HARD_FACTOR;
-	while (gw_queue__bytes(x->queue) + len > max) {
+		return gw_exporter_queue_fits(x, len, samples, GW_EXPORT_BLOCK_HARD_FACTOR);
+	while (!gw_exporter_queue_fits(x, len, samples, 1)) {
 		struct gw_queue_item *old = gw_queue__take_oldest(x->queue);
 
 		if (!old)
@@ -100,6 +99,7 @@ static void encode_done(uv_work_t *w, int status)
 		 * counted this batch as dropped when it saw the job pending.
 		 */
 		free(j->data);
+		free(j->metadata);
 		free(j);
 		gw_exporter_maybe_free(x);
 		return;
@@ -111,7 +111,7 @@ static void encode_done(uv_work_t *w, int status)
 		free(j->data);
 		goto out;
 	}
-	if (!make_room(x, j->len)) {
+	if (!make_room(x, j->len, j->samples)) {
 		sr_log_warn(x->c->id, "sending queue full; dropped a new request", "samples=%" PRIu64 " bytes=%zu",
 			    samples, j->len);
 		gw_component_drop_samples(x->c, "queue_full", samples);
@@ -119,7 +119,8 @@ static void encode_done(uv_work_t *w, int status)
 		goto out;
 	}
 	r = gw_queue__push(x->queue, j->data, j->len, j->samples,
-			   (x->gzip ? GW_QUEUE_GZIP : 0) | (x->enc.version == GW_OTLP_V1_9 ? GW_QUEUE_OTLP_V1_9 : 0));
+			   (x->gzip ? GW_QUEUE_GZIP : 0) | (x->enc.version == GW_OTLP_V1_9 ? GW_QUEUE_OTLP_V1_9 : 0),
+			   j->metadata);
 	if (r < 0) {
 		/* Not a disk failure (those are held, below): no memory for the item, or larger than any item may be. */
 		sr_log_error(x->c->id, "could not queue a request; samples dropped", "samples=%" PRIu64 " error=%s",
@@ -135,6 +136,7 @@ static void encode_done(uv_work_t *w, int status)
 		gw_component_drop_samples(x->c, "encode_mismatch", samples - SR_MIN(samples, j->samples));
 	gw_exporter_kick(x);
 out:
+	free(j->metadata);
 	free(j);
 	gw_exporter_maybe_done(x);
 }
@@ -160,8 +162,14 @@ int gw_exporter_consume(struct gw_component *c, struct gw_profiles *p)
 	}
 	j->x = x;
 	j->p = p;
+	if (p->metadata && !(j->metadata = strdup(p->metadata))) {
+		free(j);
+		gw_component_drop(c, p, GW_REASON_CONSUME_ERROR);
+		return -ENOMEM;
+	}
 	r = uv_queue_work(x->loop, &j->work, encode_work, encode_done);
 	if (r < 0) {
+		free(j->metadata);
 		free(j);
 		gw_component_drop(c, p, GW_REASON_CONSUME_ERROR);
 		return r;

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "exporthelper.h"
+#include "gateway/extensions.h"
 
 struct gw_queue;
 struct gw_queue_item;
@@ -48,12 +49,17 @@ struct exporter {
 	uv_loop_t *loop;
 	char *url;
 	char **headers; /* NULL-terminated "Name: value" */
+	/* auth.authenticator's headers_setter rules (copied), applied to each request's metadata. */
+	struct gw_header_rule *rules;
+	size_t n_rules;
 	struct gw_http_tls tls;
 	struct gw_retry_config retry;
 	struct gw_otlp_options enc;
 	bool gzip;
 	struct gw_http_client *http;
 	struct gw_queue *queue;
+	/* sending_queue.queue_size with sizer requests or items (0: none); bytes are the queue's own bound. */
+	uint64_t max_requests, max_samples;
 	struct consumer *consumers;
 	size_t n_consumers;
 	unsigned jobs;	       /* encodings on the thread pool */
@@ -81,6 +87,13 @@ struct exporter {
 };
 
 /* exporthelper.c; loop thread */
+/*
+ * Whether the queue, with one more request of len bytes and samples samples
+ * (0, 0: none more, the queue as it is), stays within its bounds times
+ * factor (1, or GW_EXPORT_BLOCK_HARD_FACTOR for what a blocking queue may
+ * still take): bytes, and the requests or samples of sending_queue.queue_size.
+ */
+bool gw_exporter_queue_fits(const struct exporter *x, uint64_t len, uint64_t samples, uint64_t factor);
 void gw_exporter_kick(struct exporter *x);
 void gw_exporter_maybe_done(struct exporter *x);
 void gw_exporter_maybe_free(struct exporter *x);

@@ -29,6 +29,17 @@
 
 /* ---- the exporter ---- */
 
+/* Whether one of the first n "Name: value" lines has the header name of line h. */
+static bool metadata_sets(const char *const *lines, size_t n, const char *h)
+{
+	size_t hl = strcspn(h, ":");
+
+	for (size_t i = 0; i < n; i++)
+		if (strcspn(lines[i], ":") == hl && strncasecmp(lines[i], h, hl) == 0)
+			return true;
+	return false;
+}
+
 static void send_item(struct consumer *k);
 
 static void exporter_free(struct exporter *x)
@@ -39,6 +50,7 @@ static void exporter_free(struct exporter *x)
 	for (char **h = x->headers; h && *h; h++)
 		free(*h);
 	free(x->headers);
+	gw_header_rules_free(x->rules, x->n_rules);
 	free(x->url);
 	free(x->consumers);
 	free(x);
@@ -140,7 +152,7 @@ static void split_item(struct consumer *k)
 		} else {
 			*h = (struct sr_pbw){ 0 };
 		}
-		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags);
+		r = gw_queue__push(x->queue, out, out_len, i == 0 ? ca : cb, it->flags, it->metadata);
 		if (r == GW_QUEUE_HELD)
 			gw_exporter_disk_held(x); /* in memory until the disk takes it */
 		if (r < 0) {
@@ -261,6 +273,51 @@ static void on_response(void *userdata, const struct gw_http_response *resp)
 	gw_exporter_maybe_done(x);
 }
 
+/* Whether the configured headers set name (namelen bytes). */
+static bool configured_sets(const struct exporter *x, const char *name, size_t namelen)
+{
+	for (char **h = x->headers; h && *h; h++)
+		if (strcspn(*h, ":") == namelen && strncasecmp(*h, name, namelen) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * headers_setter: the header lines its rules make from a request's
+ * metadata, written into buf and pointed at from lines (at most max);
+ * deleted gets the names of the configured headers a delete removes.
+ * Returns the number of lines.
+ */
+static size_t apply_rules(const struct exporter *x, const char *metadata, char *buf, size_t size, const char **lines,
+			  size_t max, const char **deleted, size_t *ret_n_deleted)
+{
+	size_t n = 0, used = 0;
+
+	*ret_n_deleted = 0;
+	for (size_t i = 0; i < x->n_rules && n < max; i++) {
+		const struct gw_header_rule *r = &x->rules[i];
+		size_t kl = strlen(r->key);
+		char value[1024];
+		int w;
+
+		if (r->action == GW_HEADER_DELETE) {
+			if (*ret_n_deleted < max)
+				deleted[(*ret_n_deleted)++] = r->key;
+			continue;
+		}
+		if ((r->action == GW_HEADER_INSERT && configured_sets(x, r->key, kl)) ||
+		    (r->action == GW_HEADER_UPDATE && !configured_sets(x, r->key, kl)) ||
+		    !gw_header_rule__value(r, metadata, value, sizeof(value)))
+			continue;
+		w = snprintf(buf + used, size - used, "%s: %s", r->key, value);
+		if (w < 0 || (size_t)w >= size - used)
+			break;
+		lines[n++] = buf + used;
+		used += (size_t)w + 1;
+	}
+	return n;
+}
+
 static void send_item(struct consumer *k)
 {
 	struct exporter *x = k->x;
@@ -270,13 +327,38 @@ static void send_item(struct consumer *k)
 		.gzip = (k->item->flags & GW_QUEUE_GZIP) != 0,
 	};
 	const char *const *extra = x->t->headers(er.gzip);
-	const char *hdrs[GW_EXPORT_MAX_HEADERS + 8];
-	size_t nh = 0;
+	/* The batch's metadata, the configured headers and auth's, the transport's. */
+	const char *hdrs[2 * GW_EXPORT_MAX_HEADERS + 8];
+	size_t nh = 0, n_meta, n_deleted = 0;
+	char meta[GW_QUEUE_METADATA_MAX + 1];
+	const char *deleted[GW_EXPORT_MAX_HEADERS];
 	struct gw_http_request req;
 	int r;
 
-	for (char **h = x->headers; h && *h && nh < GW_EXPORT_MAX_HEADERS; h++)
-		hdrs[nh++] = *h;
+	/*
+	 * The batch's metadata (a batch processor's metadata_keys: the tenant)
+	 * first, then the configured headers but those it sets: libcurl sends
+	 * both of a name twice, and the batch's value is the one that counts.
+	 * With a headers_setter, its rules say which headers the metadata
+	 * makes, instead.
+	 */
+	if (x->n_rules) {
+		nh = apply_rules(x, k->item->metadata, meta, sizeof(meta), hdrs, GW_EXPORT_MAX_HEADERS, deleted,
+				 &n_deleted);
+	} else if (k->item->metadata) {
+		memcpy(meta, k->item->metadata, k->item->metadata_len + 1);
+		for (char *line = meta, *end; *line && nh < GW_EXPORT_MAX_HEADERS; line = end + 1) {
+			end = strchr(line, '\n');
+			if (!end)
+				break;
+			*end = '\0';
+			hdrs[nh++] = line;
+		}
+	}
+	n_meta = nh;
+	for (char **h = x->headers; h && *h && nh < 2 * GW_EXPORT_MAX_HEADERS + 1; h++)
+		if (!metadata_sets(hdrs, n_meta, *h) && !metadata_sets(deleted, n_deleted, *h))
+			hdrs[nh++] = *h;
 	for (; extra && *extra && nh < SR_ARRAY_SIZE(hdrs) - 1; extra++)
 		hdrs[nh++] = *extra;
 	hdrs[nh] = NULL;
@@ -310,6 +392,18 @@ static void send_item(struct consumer *k)
 
 		on_response(k, &fake);
 	}
+}
+
+bool gw_exporter_queue_fits(const struct exporter *x, uint64_t len, uint64_t samples, uint64_t factor)
+{
+	const struct gw_queue *q = x->queue;
+
+	if (gw_queue__bytes(q) + len > gw_queue__max_bytes(q) * factor)
+		return false;
+	if (x->max_requests &&
+	    gw_queue__waiting(q) + gw_queue__in_flight(q) + (len || samples ? 1 : 0) > x->max_requests * factor)
+		return false;
+	return !x->max_samples || gw_queue__samples(q) + samples <= x->max_samples * factor;
 }
 
 void gw_exporter_kick(struct exporter *x)
@@ -392,7 +486,8 @@ static void metrics(struct gw_metrics_writer *w, void *userdata)
 			"Bytes of encoded requests held by the sending queue (waiting and in flight).", l,
 			(double)gw_queue__bytes(x->queue));
 	gw_metrics__add(w, "stackrelay_gateway_export_queue_capacity_bytes", GW_METRIC_GAUGE,
-			"Bound of the sending queue (queue_size_mib).", l, (double)gw_queue__max_bytes(x->queue));
+			"Bound of the sending queue in bytes (queue_size_mib, or queue_size with sizer bytes).", l,
+			(double)gw_queue__max_bytes(x->queue));
 	gw_metrics__add(w, "stackrelay_gateway_export_queue_requests", GW_METRIC_GAUGE,
 			"Requests in the sending queue (waiting and in flight).", l,
 			(double)(gw_queue__waiting(x->queue) + gw_queue__in_flight(x->queue)));
@@ -416,6 +511,12 @@ static void metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_exporter_disk_metrics(w, x, l);
 }
 
+/* "1.2" -> 12; "" or NULL -> 0 (the TLS library's default). */
+static int tls_version(const char *s)
+{
+	return s && s[0] == '1' && s[1] == '.' && s[2] >= '0' && s[2] <= '3' && !s[3] ? 10 + (s[2] - '0') : 0;
+}
+
 int gw_exporter_create(struct gw_component *c, const struct gw_export_transport *t)
 {
 	const struct gw_export_config *cfg = c->config;
@@ -436,7 +537,7 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 			     err ? err : strerror(-r));
 		goto fail;
 	}
-	x->headers = calloc(cfg->n_headers + 1, sizeof(char *));
+	x->headers = calloc(cfg->n_headers + 2, sizeof(char *));
 	if (!x->headers) {
 		r = -ENOMEM;
 		goto fail;
@@ -448,11 +549,25 @@ int gw_exporter_create(struct gw_component *c, const struct gw_export_transport 
 			goto fail;
 		}
 	}
+	/* auth.authenticator's header (basicauth) or rules (headers_setter), resolved when the config was loaded. */
+	if (cfg->auth.ext && cfg->auth.ext->header && !(x->headers[cfg->n_headers] = strdup(cfg->auth.ext->header))) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (cfg->auth.ext && cfg->auth.ext->n_rules) {
+		r = gw_header_rules_dup(cfg->auth.ext->rules, cfg->auth.ext->n_rules, &x->rules);
+		if (r < 0)
+			goto fail;
+		x->n_rules = cfg->auth.ext->n_rules;
+	}
 	x->tls = (struct gw_http_tls){
 		.ca_file = cfg->tls.ca_file,
 		.cert_file = cfg->tls.cert_file,
 		.key_file = cfg->tls.key_file,
 		.insecure_skip_verify = cfg->tls.insecure_skip_verify,
+		.min_version =
+			tls_version(cfg->tls.min_version >= 0 ? gw_export_tls_versions[cfg->tls.min_version] : ""),
+		.max_version = tls_version(cfg->tls.max_version),
 	};
 	x->retry = (struct gw_retry_config){
 		.enabled = cfg->retry_on_failure.enabled,
@@ -498,6 +613,20 @@ int gw_exporter_start(struct gw_component *c)
 	const char *what = "";
 	int r;
 
+	/* The Collector's queue_size: a byte bound replaces queue_size_mib, a count adds to it. */
+	if (cfg->sending_queue.enabled && cfg->sending_queue.queue_size) {
+		switch (cfg->sending_queue.sizer) {
+		case GW_EXPORT_SIZER_BYTES:
+			qc.max_bytes = cfg->sending_queue.queue_size;
+			break;
+		case GW_EXPORT_SIZER_ITEMS:
+			x->max_samples = cfg->sending_queue.queue_size;
+			break;
+		default:
+			x->max_requests = cfg->sending_queue.queue_size;
+			break;
+		}
+	}
 	x->loop = gw_runtime__loop(c->runtime);
 	x->http = gw_http_client__new(x->loop);
 	if (!x->http) {

@@ -23,6 +23,8 @@
 #include "retry.h"
 
 struct gw_component;
+struct gw_extensions;
+struct gw_authenticator;
 struct gw_profiles;
 
 /* Default bound of the sending queue: what the exporter may hold, in MiB. */
@@ -44,6 +46,9 @@ struct gw_export_tls_config {
 	char *cert_file;
 	char *key_file;
 	bool insecure_skip_verify;
+	bool insecure;	   /* the Collector's: no TLS (otlp_grpc's host:port), see otlp_grpc.c */
+	int min_version;   /* index into gw_export_tls_versions */
+	char *max_version; /* "" or one of gw_export_tls_versions */
 };
 
 struct gw_export_retry_config {
@@ -55,13 +60,28 @@ struct gw_export_retry_config {
 	uint64_t max_elapsed_time;
 };
 
+/* sending_queue.sizer: the unit of queue_size (index into gw_export_queue_sizers). */
+enum { GW_EXPORT_SIZER_REQUESTS, GW_EXPORT_SIZER_ITEMS, GW_EXPORT_SIZER_BYTES };
+/* queue_size's upper bound in any unit (1 TiB of bytes; requests and samples are never near it). */
+#define GW_EXPORT_MAX_QUEUE_SIZE (1ULL << 40)
+/* queue_size's lower bound with sizer bytes: below it most requests would not fit. */
+#define GW_EXPORT_MIN_QUEUE_BYTES (1ULL << 20)
+
 struct gw_export_queue_config {
 	bool enabled;
 	uint64_t queue_size_mib;
+	uint64_t queue_size; /* in the unit of sizer; 0: not set */
+	int sizer;	     /* GW_EXPORT_SIZER_* */
 	uint64_t num_consumers;
 	bool block_on_overflow;
 	char *storage;
 	uint64_t disk_check_interval;
+};
+
+struct gw_export_auth_config {
+	char *authenticator; /* an extension ID (basicauth/x, headers_setter) */
+	/* Resolved (gw_export_resolve): that extension, in the config's memory; NULL: none. */
+	const struct gw_authenticator *ext;
 };
 
 /* The config struct of otlp_http and otlp_grpc (each has its own key table). */
@@ -79,15 +99,21 @@ struct gw_export_config {
 	struct gw_export_retry_config retry_on_failure;
 	bool retry_on_http_500;
 	struct gw_export_queue_config sending_queue;
+	struct gw_export_auth_config auth;
 };
 
 extern const char *const gw_export_proto_versions[];
 extern const char *const gw_export_compressions[];
 extern const char *const gw_export_process_attributes[];
+extern const char *const gw_export_tls_versions[];
+extern const char *const gw_export_queue_sizers[];
 extern const struct sr_field gw_export_tls_fields[];
 extern const struct sr_field gw_export_retry_fields[];
 extern const struct sr_field gw_export_queue_fields[];
+extern const struct sr_field gw_export_auth_fields[];
 int gw_export_validate(const void *config, const char *path, struct sr_diag *d);
+/* Finds auth.authenticator among the extensions (component type's resolve). */
+int gw_export_resolve(void *config, const struct gw_extensions *ext, const char *path, struct sr_diag *d);
 
 struct gw_exporter;
 

@@ -187,6 +187,23 @@ static size_t header_cb(char *buf, size_t size, size_t nitems, void *userdata)
 	return n;
 }
 
+/* CURLOPT_SSLVERSION's bits for TLS 1.x (10 * major + minor), as a minimum or as a maximum. */
+static long tls_version(int v, bool max)
+{
+	switch (v) {
+	case 10:
+		return max ? CURL_SSLVERSION_MAX_TLSv1_0 : CURL_SSLVERSION_TLSv1_0;
+	case 11:
+		return max ? CURL_SSLVERSION_MAX_TLSv1_1 : CURL_SSLVERSION_TLSv1_1;
+	case 12:
+		return max ? CURL_SSLVERSION_MAX_TLSv1_2 : CURL_SSLVERSION_TLSv1_2;
+	case 13:
+		return max ? CURL_SSLVERSION_MAX_TLSv1_3 : CURL_SSLVERSION_TLSv1_3;
+	default:
+		return max ? CURL_SSLVERSION_MAX_DEFAULT : CURL_SSLVERSION_DEFAULT;
+	}
+}
+
 int gw_http_client__post(struct gw_http_client *c, const struct gw_http_request *req, gw_http_done_fn done,
 			 void *userdata)
 {
@@ -287,6 +304,10 @@ int gw_http_client__post(struct gw_http_client *c, const struct gw_http_request 
 			curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYPEER, 0L);
 			curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYHOST, 0L);
 		}
+		if (req->tls->min_version || req->tls->max_version)
+			curl_easy_setopt(t->easy, CURLOPT_SSLVERSION,
+					 tls_version(req->tls->min_version, false) |
+						 tls_version(req->tls->max_version, true));
 	}
 
 	t->start_ns = uv_hrtime();

@@ -32,6 +32,8 @@ struct gw_http_tls {
 	const char *cert_file; /* client certificate (mTLS) */
 	const char *key_file;
 	bool insecure_skip_verify;
+	/* Oldest and newest TLS version as 10 * major + minor (12 for 1.2); 0: the library's default. */
+	int min_version, max_version;
 };
 
 enum gw_http_version {

@@ -31,7 +31,11 @@ static char *grpc_url(const struct gw_export_config *cfg, const char **ret_error
 	l = strlen(e);
 	while (l > 0 && e[l - 1] == '/')
 		l--;
-	/* host:port means TLS, as in the Collector; http:// says plaintext (h2c). */
+	/*
+	 * host:port means TLS, as in the Collector, unless tls.insecure says
+	 * plaintext (and no ca_file says TLS after all, as there); http:// says
+	 * plaintext (h2c), https:// TLS whatever insecure says.
+	 */
 	if (strncasecmp(e, "http://", 7) == 0 || strncasecmp(e, "https://", 8) == 0)
 		r = asprintf(&url, "%.*s%s", (int)l, e, OTLP_GRPC_PATH);
 	else if (strstr(e, "://")) {
@@ -39,7 +43,9 @@ static char *grpc_url(const struct gw_export_config *cfg, const char **ret_error
 		errno = EINVAL;
 		return NULL;
 	} else
-		r = asprintf(&url, "https://%.*s%s", (int)l, e, OTLP_GRPC_PATH);
+		r = asprintf(&url, "%s%.*s%s",
+			     cfg->tls.insecure && !(cfg->tls.ca_file && *cfg->tls.ca_file) ? "http://" : "https://",
+			     (int)l, e, OTLP_GRPC_PATH);
 	return r < 0 ? NULL : url;
 }
 
@@ -152,7 +158,8 @@ static const struct gw_export_transport grpc_transport = {
 
 static const struct sr_field otlp_grpc_fields[] = {
 	SR_FIELD_STR("endpoint", struct gw_export_config, endpoint, .required = true,
-		     .doc = "host:port (TLS), https://host:port, or http://host:port (plaintext HTTP/2)."),
+		     .doc = "host:port (TLS; plaintext HTTP/2 with tls.insecure), https://host:port, or "
+			    "http://host:port (plaintext HTTP/2)."),
 	SR_FIELD_ENUMERATION("proto_version", struct gw_export_config, proto_version, gw_export_proto_versions,
 			     .def = "1.10", .doc = "OTLP profiles wire version: 1.10 or 1.9."),
 	SR_FIELD_ENUMERATION("compression", struct gw_export_config, compression, gw_export_compressions, .def = "gzip",
@@ -173,6 +180,8 @@ static const struct sr_field otlp_grpc_fields[] = {
 			 .doc = "Treat HTTP 500 from a non-gRPC peer as transient."),
 	SR_FIELD_MAP("sending_queue", struct gw_export_config, sending_queue, struct gw_export_queue_config,
 		     gw_export_queue_fields, .doc = "The queue between the pipeline and the network."),
+	SR_FIELD_MAP("auth", struct gw_export_config, auth, struct gw_export_auth_config, gw_export_auth_fields,
+		     .doc = "Authentication by an extension (basicauth), as in the Collector."),
 	SR_FIELD_END,
 };
 
@@ -200,9 +209,11 @@ const struct gw_component_type gw_exporter_otlp_grpc = {
 	.kind = GW_EXPORTER,
 	.doc = "Sends profiles over OTLP/gRPC (ProfilesService/Export, HTTP/2), with the same retries and queue as "
 	       "otlp_http.",
+	.collector_note = "the sending queue is bounded in bytes (queue_size_mib) as well as by queue_size",
 	.config_fields = otlp_grpc_fields,
 	.config_size = sizeof(struct gw_export_config),
 	.validate = otlp_grpc_validate,
+	.resolve = gw_export_resolve,
 	.create = otlp_grpc_create,
 	.start = gw_exporter_start,
 	.consume = gw_exporter_consume,

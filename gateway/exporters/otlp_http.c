@@ -109,7 +109,7 @@ static const struct sr_field otlp_http_fields[] = {
 				    "service), sample (sample attributes) or resource (process.pid per resource). Each "
 				    "becomes a Pyroscope label, multiplying series."),
 	SR_FIELD_MAP("tls", struct gw_export_config, tls, struct gw_export_tls_config, gw_export_tls_fields,
-		     .doc = "TLS for https:// endpoints."),
+		     .doc = "TLS for https:// endpoints (the Collector's configtls client keys)."),
 	SR_FIELD_MAP("retry_on_failure", struct gw_export_config, retry_on_failure, struct gw_export_retry_config,
 		     gw_export_retry_fields,
 		     .doc = "Exponential backoff of failed requests (the Collector's defaults)."),
@@ -117,6 +117,8 @@ static const struct sr_field otlp_http_fields[] = {
 			 .doc = "Treat HTTP 500 as transient (Pyroscope uses it for temporary failures)."),
 	SR_FIELD_MAP("sending_queue", struct gw_export_config, sending_queue, struct gw_export_queue_config,
 		     gw_export_queue_fields, .doc = "The queue between the pipeline and the network."),
+	SR_FIELD_MAP("auth", struct gw_export_config, auth, struct gw_export_auth_config, gw_export_auth_fields,
+		     .doc = "Authentication by an extension (basicauth), as in the Collector."),
 	SR_FIELD_END,
 };
 
@@ -131,6 +133,12 @@ static int otlp_http_validate(const void *config, const char *path, struct sr_di
 		sr_diag_add(d, NULL, 0, 0, path, "%s: %s", cfg->profiles_endpoint ? "profiles_endpoint" : "endpoint",
 			    err ? err : "invalid");
 		r = -EINVAL;
+	} else if (cfg->tls.insecure && !cfg->tls.insecure_skip_verify && strncasecmp(url, "https://", 8) == 0) {
+		/* The Collector's otlphttp ignores insecure too; say so, since the name suggests otherwise. */
+		sr_diag_warn(d, NULL, 0, 0, path,
+			     "tls.insecure does not turn TLS off for an https:// endpoint (the scheme decides, as in "
+			     "the Collector's otlphttp): the server is still verified; tls.insecure_skip_verify "
+			     "skips that");
 	}
 	free(url);
 	return r;
@@ -146,9 +154,13 @@ const struct gw_component_type gw_exporter_otlp_http = {
 	.kind = GW_EXPORTER,
 	.doc = "Sends profiles to Pyroscope or any OTLP receiver over HTTP (OTLP profiles v1.10 or v1.9, protobuf, "
 	       "gzip), with retries, a bytes-bounded sending queue and an optional crash-safe disk queue.",
+	.collector_note = "HTTP 500 is retried (retry_on_http_500: true), as Pyroscope answers 500 to transient "
+			  "failures, where the Collector drops the data; and the sending queue is bounded in bytes "
+			  "(queue_size_mib) as well",
 	.config_fields = otlp_http_fields,
 	.config_size = sizeof(struct gw_export_config),
 	.validate = otlp_http_validate,
+	.resolve = gw_export_resolve,
 	.create = otlp_http_create,
 	.start = gw_exporter_start,
 	.consume = gw_exporter_consume,

@@ -43,7 +43,14 @@ struct gw_queue {
 
 static uint64_t item_bytes(const struct gw_queue *q, const struct gw_queue_item *it)
 {
-	return it->len + (q->dir ? GW_QUEUE_HEADER_SIZE : 0);
+	return it->len + (q->dir ? GW_QUEUE_HEADER_SIZE + it->metadata_len : 0);
+}
+
+static void item_free(struct gw_queue_item *it)
+{
+	free(it->data);
+	free(it->metadata);
+	free(it);
 }
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -140,31 +147,40 @@ static void item_name(char *buf, size_t size, uint64_t seq, bool tmp)
 		snprintf(buf, size, "%016" PRIx64 QUEUE_SUFFIX, seq);
 }
 
-static void header_encode(uint8_t h[GW_QUEUE_HEADER_SIZE], uint32_t flags, uint64_t samples, const uint8_t *data,
-			  size_t len)
+/* The checksum of what follows the header: the metadata, then the payload. */
+static uint32_t body_crc(const char *meta, uint32_t meta_len, const uint8_t *data, size_t len)
+{
+	uLong c = crc32(0, (const Bytef *)meta, meta_len);
+
+	return (uint32_t)crc32(c, data, (uInt)len);
+}
+
+static void header_encode(uint8_t h[GW_QUEUE_HEADER_SIZE], uint32_t flags, uint64_t samples, const char *meta,
+			  uint32_t meta_len, const uint8_t *data, size_t len)
 {
 	memcpy(h, QUEUE_MAGIC, 4);
 	put_u32(h + 4, QUEUE_FORMAT);
 	put_u32(h + 8, flags);
-	put_u32(h + 12, 0);
+	put_u32(h + 12, meta_len);
 	put_u64(h + 16, samples);
 	put_u64(h + 24, len);
-	put_u32(h + 32, (uint32_t)crc32(0, data, (uInt)len));
+	put_u32(h + 32, body_crc(meta, meta_len, data, len));
 	put_u32(h + 36, (uint32_t)crc32(0, h, 36));
 }
 
 /* 0 with the fields, or -EBADMSG. */
 static int header_decode(const uint8_t h[GW_QUEUE_HEADER_SIZE], uint32_t *flags, uint64_t *samples, uint64_t *len,
-			 uint32_t *payload_crc)
+			 uint32_t *meta_len, uint32_t *payload_crc)
 {
 	if (memcmp(h, QUEUE_MAGIC, 4) != 0 || get_u32(h + 4) != QUEUE_FORMAT ||
 	    get_u32(h + 36) != (uint32_t)crc32(0, h, 36))
 		return -EBADMSG;
 	*flags = get_u32(h + 8);
+	*meta_len = get_u32(h + 12);
 	*samples = get_u64(h + 16);
 	*len = get_u64(h + 24);
 	*payload_crc = get_u32(h + 32);
-	if (*len > GW_QUEUE_ITEM_MAX_BYTES)
+	if (*len > GW_QUEUE_ITEM_MAX_BYTES || *meta_len > GW_QUEUE_METADATA_MAX)
 		return -EBADMSG;
 	return 0;
 }
@@ -252,20 +268,24 @@ static int replay(struct gw_queue *q, struct gw_queue_replay *rep)
 	for (size_t i = 0; i < n; i++) {
 		char name[64];
 		uint8_t h[GW_QUEUE_HEADER_SIZE];
-		uint32_t flags, crc;
+		uint32_t flags, crc, meta_len;
 		uint64_t samples, len;
 		struct stat st;
 		struct gw_queue_item *it;
+		char *meta = NULL;
 		int fd;
 
 		item_name(name, sizeof(name), seqs[i], false);
 		fd = openat(q->dir_fd, name, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		/* Only the header now; the payload's checksum is checked when it is sent. */
-		if (read_all(fd, h, sizeof(h)) < 0 || header_decode(h, &flags, &samples, &len, &crc) < 0 ||
-		    fstat(fd, &st) < 0 || (uint64_t)st.st_size != len + GW_QUEUE_HEADER_SIZE) {
+		/* The header and metadata now; the checksum is checked when the payload is read to be sent. */
+		if (read_all(fd, h, sizeof(h)) < 0 || header_decode(h, &flags, &samples, &len, &meta_len, &crc) < 0 ||
+		    fstat(fd, &st) < 0 || (uint64_t)st.st_size != len + GW_QUEUE_HEADER_SIZE + meta_len ||
+		    (meta_len && (!(meta = calloc(1, meta_len + 1)) || read_all(fd, meta, meta_len) < 0 ||
+				  strlen(meta) != meta_len))) {
 			close(fd);
+			free(meta);
 			move_aside(q, name);
 			rep->corrupt_files++;
 			continue;
@@ -273,9 +293,12 @@ static int replay(struct gw_queue *q, struct gw_queue_replay *rep)
 		close(fd);
 		it = calloc(1, sizeof(*it));
 		if (!it) {
+			free(meta);
 			r = -ENOMEM;
 			goto out;
 		}
+		it->metadata = meta;
+		it->metadata_len = meta_len;
 		it->seq = seqs[i];
 		it->samples = samples;
 		it->flags = flags;
@@ -379,14 +402,12 @@ void gw_queue_close(struct gw_queue *q)
 		return;
 	for (it = q->head; it; it = next) {
 		next = it->next;
-		free(it->data);
-		free(it);
+		item_free(it);
 	}
 	/* Items still popped belong to nobody now (on disk they stay for the next open). */
 	for (it = q->flying; it; it = next) {
 		next = it->next;
-		free(it->data);
-		free(it);
+		item_free(it);
 	}
 	if (q->lock_fd >= 0)
 		close(q->lock_fd); /* releases the flock */
@@ -412,21 +433,23 @@ static void unhold(struct gw_queue *q, struct gw_queue_item *it)
 	q->held_bytes -= item_bytes(q, it);
 }
 
-static int persist(struct gw_queue *q, uint64_t seq, const uint8_t *data, size_t len, uint64_t samples, uint32_t flags)
+static int persist(struct gw_queue *q, const struct gw_queue_item *it, const uint8_t *data)
 {
 	char tmp[64], name[64];
 	uint8_t h[GW_QUEUE_HEADER_SIZE];
 	int fd, r;
 
-	item_name(tmp, sizeof(tmp), seq, true);
-	item_name(name, sizeof(name), seq, false);
-	header_encode(h, flags, samples, data, len);
+	item_name(tmp, sizeof(tmp), it->seq, true);
+	item_name(name, sizeof(name), it->seq, false);
+	header_encode(h, it->flags, it->samples, it->metadata, it->metadata_len, data, it->len);
 	fd = openat(q->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	r = gw_write_all(fd, h, sizeof(h));
+	if (r == 0 && it->metadata_len)
+		r = gw_write_all(fd, it->metadata, it->metadata_len);
 	if (r == 0)
-		r = gw_write_all(fd, data, len);
+		r = gw_write_all(fd, data, it->len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
@@ -441,20 +464,23 @@ static int persist(struct gw_queue *q, uint64_t seq, const uint8_t *data, size_t
 	return r;
 }
 
-int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t samples, uint32_t flags)
+int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t samples, uint32_t flags,
+		   const char *metadata)
 {
 	struct gw_queue_item *it;
 	int r;
 
-	if (len > GW_QUEUE_ITEM_MAX_BYTES) {
+	if (len > GW_QUEUE_ITEM_MAX_BYTES || (metadata && strlen(metadata) > GW_QUEUE_METADATA_MAX)) {
 		free(data);
 		return -EFBIG;
 	}
 	it = calloc(1, sizeof(*it));
-	if (!it) {
+	if (!it || (metadata && !(it->metadata = strdup(metadata)))) {
+		free(it);
 		free(data);
 		return -ENOMEM;
 	}
+	it->metadata_len = metadata ? (uint32_t)strlen(metadata) : 0;
 	it->seq = q->next_seq++;
 	it->samples = samples;
 	it->flags = flags;
@@ -462,7 +488,7 @@ int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t sampl
 	r = 0;
 	if (q->dir) {
 		/* While the disk is failing, only retry_disk() tries it: a write per batch would fail alike, slowly. */
-		r = q->disk_error ? q->disk_error : persist(q, it->seq, data, len, samples, flags);
+		r = q->disk_error ? q->disk_error : persist(q, it, data);
 		if (r == 0) {
 			/* On disk the bytes are read back when sent: memory holds only what is in flight. */
 			free(data);
@@ -521,7 +547,7 @@ int gw_queue__retry_disk(struct gw_queue *q)
 		for (struct gw_queue_item *it = pass ? q->head : q->flying; it; it = it->next) {
 			if (!it->held)
 				continue;
-			r = persist(q, it->seq, it->data, it->len, it->samples, it->flags);
+			r = persist(q, it, it->data);
 			if (r < 0) {
 				if (!q->disk_error)
 					q->failed_bytes = item_bytes(q, it);
@@ -551,7 +577,8 @@ static int load(struct gw_queue *q, struct gw_queue_item *it)
 {
 	char name[64];
 	uint8_t h[GW_QUEUE_HEADER_SIZE];
-	uint32_t flags, crc;
+	char meta[GW_QUEUE_METADATA_MAX + 1];
+	uint32_t flags, crc, meta_len;
 	uint64_t samples, len;
 	int fd, r;
 
@@ -561,8 +588,13 @@ static int load(struct gw_queue *q, struct gw_queue_item *it)
 		return -errno;
 	r = read_all(fd, h, sizeof(h));
 	if (r == 0)
-		r = header_decode(h, &flags, &samples, &len, &crc);
-	if (r == 0 && (len != it->len || samples != it->samples))
+		r = header_decode(h, &flags, &samples, &len, &meta_len, &crc);
+	if (r == 0 && (len != it->len || samples != it->samples || meta_len != it->metadata_len))
+		r = -EBADMSG;
+	/* The metadata read at open must be what the file still says (it names the tenant). */
+	if (r == 0 && meta_len)
+		r = read_all(fd, meta, meta_len);
+	if (r == 0 && meta_len && memcmp(meta, it->metadata, meta_len) != 0)
 		r = -EBADMSG;
 	if (r == 0) {
 		it->data = malloc(len ? len : 1);
@@ -571,7 +603,7 @@ static int load(struct gw_queue *q, struct gw_queue_item *it)
 	}
 	if (r == 0)
 		r = read_all(fd, it->data, len);
-	if (r == 0 && (uint32_t)crc32(0, it->data, (uInt)len) != crc)
+	if (r == 0 && body_crc(meta, meta_len, it->data, len) != crc)
 		r = -EBADMSG;
 	close(fd);
 	if (r < 0)
@@ -611,7 +643,7 @@ struct gw_queue_item *gw_queue__pop(struct gw_queue *q, uint64_t *ret_corrupt_sa
 			*ret_corrupt_path = q->corrupt_path;
 		q->bytes -= item_bytes(q, it);
 		q->samples -= it->samples;
-		free(it);
+		item_free(it);
 	}
 	return NULL;
 }
@@ -631,8 +663,7 @@ void gw_queue__done(struct gw_queue *q, struct gw_queue_item *it)
 	unhold(q, it);
 	q->bytes -= item_bytes(q, it);
 	q->samples -= it->samples;
-	free(it->data);
-	free(it);
+	item_free(it);
 }
 
 void gw_queue__unpop(struct gw_queue *q, struct gw_queue_item *it)

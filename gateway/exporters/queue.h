@@ -22,9 +22,12 @@
  * and the disk is taken back. Held items are sent like any other; what the
  * owner does meanwhile (refuse new data, bound the memory) is its business.
  *
- * File format (little endian): "SRQ1", u32 format 1, u32 flags, u32 0,
- * u64 samples, u64 payload length, u32 crc32(payload), u32 crc32(first 36
- * header bytes), payload.
+ * File format (little endian): "SRQ1", u32 format 1, u32 flags, u32
+ * metadata length, u64 samples, u64 payload length, u32 crc32(metadata and
+ * payload), u32 crc32(first 36 header bytes), metadata, payload. The
+ * metadata ("name: value\n" header lines a batch processor's metadata_keys
+ * kept, e.g. the tenant) is sent with the request; files written before it
+ * existed have length 0 there.
  *
  * Library code: no logging; errors are returned with enough to log.
  */
@@ -41,6 +44,8 @@
 #define GW_QUEUE_OTLP_V1_9 (1u << 1) /* payload is an OTLP v1.9 request (else v1.10) */
 /* A file larger than this is not a queue item (corrupt). */
 #define GW_QUEUE_ITEM_MAX_BYTES (1ULL << 30)
+/* Most bytes of an item's metadata. */
+#define GW_QUEUE_METADATA_MAX 16384
 
 struct gw_queue;
 
@@ -49,8 +54,10 @@ struct gw_queue_item {
 	uint64_t seq;
 	uint64_t samples; /* sample count (sum of values) inside */
 	uint32_t flags;
-	uint8_t *data; /* loaded while popped; NULL otherwise for disk items */
-	size_t len;    /* payload length */
+	uint8_t *data;	/* loaded while popped; NULL otherwise for disk items */
+	size_t len;	/* payload length */
+	char *metadata; /* header lines sent with it ("Name: value\n"...), NULL: none; kept in memory */
+	uint32_t metadata_len;
 	bool in_flight;
 	bool held; /* persistent queue: in memory only, the disk could not take it */
 	/* for the owner of a popped item */
@@ -82,13 +89,15 @@ void gw_queue_close(struct gw_queue *q);
 /* gw_queue__push(): queued, but in memory only (the disk could not take it). */
 #define GW_QUEUE_HELD 1
 /*
- * Appends an item; takes ownership of data (malloc'd) in every case.
+ * Appends an item; takes ownership of data (malloc'd) in every case;
+ * metadata (NULL: none; at most GW_QUEUE_METADATA_MAX bytes) is copied.
  * Persistent: durable when it returns 0; GW_QUEUE_HELD when the disk could
  * not take it (or is failing already) and it is queued in memory instead
  * (gw_queue__disk_error() says why). -ENOMEM or -EFBIG (over
  * GW_QUEUE_ITEM_MAX_BYTES): not queued, data freed.
  */
-int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t samples, uint32_t flags);
+int gw_queue__push(struct gw_queue *q, uint8_t *data, size_t len, uint64_t samples, uint32_t flags,
+		   const char *metadata);
 /*
  * Takes the oldest waiting item for sending (its data loaded). NULL when none
  * waits. A corrupt file is moved aside and its sample count (0 when unknown)

@@ -513,6 +513,8 @@ const struct gw_component_type gw_processor_memory_limiter = {
 	       "queues shed their oldest requests, counted.",
 	.config_fields = memlim_fields,
 	.config_size = sizeof(struct memlim_config),
+	.collector_note = "limits apply to the process's RSS, everything the gateway holds, not to a Go heap: set "
+			  "them nearer the container's limit (docs/otel-collector-migration.md)",
 	.validate = memlim_validate,
 	.create = memlim_create,
 	.start = memlim_start,

@@ -50,6 +50,7 @@ void gw_agent_stream_free(struct h2stream *s)
 	free(s->resp);
 	free(s->grpc_message);
 	free(s->token_node);
+	free(s->metadata);
 	free(s);
 }
 

@@ -137,6 +137,9 @@ struct h2stream {
 	char status_s[4], len_s[24], retry_s[24];
 	char grpc_status[4]; /* gRPC: sent as trailers after the body */
 	char *grpc_message;
+	/* The otlp receiver's include_metadata: "name: value\n" lines (malloc'd), bounded by max_header_list_bytes. */
+	char *metadata;
+	size_t metadata_len;
 };
 
 struct conn {

@@ -27,6 +27,7 @@ struct otlp_grpc_config {
 	struct agent_auth_config auth;
 	uint64_t max_recv_msg_size_mib;
 	uint64_t max_concurrent_streams;
+	bool include_metadata;
 };
 
 struct otlp_http_config {
@@ -34,6 +35,7 @@ struct otlp_http_config {
 	struct agent_tls_config tls;
 	struct agent_auth_config auth;
 	uint64_t max_request_body_size;
+	bool include_metadata;
 };
 
 struct otlp_protocols_config {
@@ -71,7 +73,8 @@ struct otlp_listener {
 	struct agent_config cfg;
 	struct otlp_rx *o;
 	enum otlp_proto proto;
-	uint64_t max_body; /* gRPC: max_recv_msg_size_mib; HTTP: max_request_body_size */
+	bool include_metadata; /* keep each request's headers with its batch (gw_profiles.client_metadata) */
+	uint64_t max_body;     /* gRPC: max_recv_msg_size_mib; HTTP: max_request_body_size */
 	struct otlp_stats st;
 };
 

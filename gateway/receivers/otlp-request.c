@@ -7,6 +7,7 @@
  * partial_success, or an error: google.rpc.Status over HTTP, grpc-status and
  * grpc-message over gRPC) and emitted.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -50,8 +51,39 @@ static size_t media_type_len(const uint8_t *v, size_t len)
 
 /* ---- headers ---- */
 
+/*
+ * include_metadata: every header but pseudo-headers (and authorization and
+ * content-length, which never reach here), as "name: value\n" with the name
+ * lowercase (HTTP/1.1 names may come in any case). Bounded: the whole list
+ * is at most max_header_list_bytes. A value with a line break is left out.
+ */
+static void keep_metadata(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value,
+			  size_t valuelen)
+{
+	size_t need = namelen + valuelen + 3;
+	char *m;
+
+	if (!listener_of(s)->include_metadata || namelen == 0 || name[0] == ':' || memchr(value, '\n', valuelen) ||
+	    memchr(value, '\r', valuelen) || memchr(value, '\0', valuelen) || memchr(name, ':', namelen))
+		return;
+	m = realloc(s->metadata, s->metadata_len + need + 1);
+	if (!m)
+		return; /* out of memory: the batch goes without this header */
+	s->metadata = m;
+	m += s->metadata_len;
+	for (size_t i = 0; i < namelen; i++)
+		m[i] = (char)tolower(name[i]);
+	m[namelen] = ':';
+	m[namelen + 1] = ' ';
+	memcpy(m + namelen + 2, value, valuelen);
+	m[namelen + 2 + valuelen] = '\n';
+	m[need] = '\0';
+	s->metadata_len += need;
+}
+
 static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
 {
+	keep_metadata(s, name, namelen, value, valuelen);
 	if (name_is(name, namelen, ":method")) {
 		if (!value_is(value, valuelen, "POST"))
 			gw_agent_stream_error(s, 405, "gRPC calls are POST");
@@ -74,6 +106,7 @@ static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 
 static void http_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
 {
+	keep_metadata(s, name, namelen, value, valuelen);
 	if (name_is(name, namelen, ":method")) {
 		if (!value_is(value, valuelen, "POST"))
 			gw_agent_stream_error(s, 405, "only POST " OTLP_HTTP_PATH " is served");
@@ -433,6 +466,12 @@ static void job_finish(struct otlp_job *j)
 	l->st.rejected_profiles += res->rejected_profiles;
 	l->st.links_dropped += res->links_dropped;
 	l->st.attrs_dropped += res->attrs_dropped;
+	if (res->batch && s->metadata && gw_profiles__set_metadata(res->batch, s->metadata, NULL) < 0) {
+		/* Without its tenant the batch could go to the wrong one: not taken, the client resends. */
+		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->accepted);
+		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		return;
+	}
 	if (res->batch) {
 		gw_profiles_foreach_resource(res->batch, r)
 		{

@@ -56,6 +56,9 @@ static const struct sr_field grpc_fields[] = {
 			    "ResourceExhausted."),
 	SR_FIELD_U64("max_concurrent_streams", struct otlp_grpc_config, max_concurrent_streams, .def = "100", .min = 1,
 		     .max = 1000, .doc = "Concurrent calls per connection (HTTP/2 SETTINGS)."),
+	SR_FIELD_BOOLEAN("include_metadata", struct otlp_grpc_config, include_metadata, .def = "false",
+			 .doc = "Keep each call's metadata (headers but authorization) with its profiles, for a "
+				"batch processor's metadata_keys (per-tenant batches and exports)."),
 	SR_FIELD_END,
 };
 
@@ -70,6 +73,9 @@ static const struct sr_field http_fields[] = {
 	SR_FIELD_BYTES("max_request_body_size", struct otlp_http_config, max_request_body_size, .def = "20MiB",
 		       .min = 1024, .max = 1073741824,
 		       .doc = "Largest request body, compressed and after decompression; larger gets 413."),
+	SR_FIELD_BOOLEAN("include_metadata", struct otlp_http_config, include_metadata, .def = "false",
+			 .doc = "Keep each request's headers (but authorization) with its profiles, for a batch "
+				"processor's metadata_keys (per-tenant batches and exports)."),
 	SR_FIELD_END,
 };
 
@@ -268,12 +274,14 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 		l->cfg.auth = cfg->protocols.grpc.auth;
 		l->max_body = cfg->protocols.grpc.max_recv_msg_size_mib << 20;
 		l->cfg.max_concurrent_streams = cfg->protocols.grpc.max_concurrent_streams;
+		l->include_metadata = cfg->protocols.grpc.include_metadata;
 		/* The framed message: 5 bytes more. */
 		l->cfg.max_request_bytes = l->max_body + 5;
 	} else {
 		l->cfg.tls = cfg->protocols.http.tls;
 		l->cfg.auth = cfg->protocols.http.auth;
 		l->max_body = cfg->protocols.http.max_request_body_size;
+		l->include_metadata = cfg->protocols.http.include_metadata;
 		l->cfg.max_concurrent_streams = 100;
 		l->cfg.max_request_bytes = l->max_body;
 	}

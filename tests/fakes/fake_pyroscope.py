@@ -35,6 +35,13 @@ accepted samples (sum of CPU values), per-key sums, off-CPU nanoseconds
 (total and per key), every validation error, and the decoded shapes of the
 last request (for tests of the encoding).
 
+Each accepted request's X-Scope-OrgID (the tenant) and Authorization are
+recorded too: /stats "tenants" maps each tenant ("" without the header) to
+its requests and samples, "auth" lists the Authorization values seen.
+
+With --tls-cert and --tls-key it serves HTTPS (HTTP/1.1) instead;
+--tls-max-version 1.2 caps the TLS version it offers.
+
 Usage: fake_pyroscope.py --port-file FILE [--port 0] [--script ...]
 Stops on SIGTERM/SIGINT, on POST /quit, or after --lifetime seconds.
 POST /release lets every held request ("hold") go.
@@ -47,6 +54,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -367,6 +375,8 @@ class State:
         self.content_types = []
         self.encodings = []
         self.versions = []
+        self.tenants = {}
+        self.auth = []
 
     def next_action(self):
         with self.lock:
@@ -405,7 +415,8 @@ class Handler(BaseHTTPRequestHandler):
                     "accepted_samples": st.accepted_samples, "by_key": st.by_key, "errors": st.errors,
                     "off_cpu_nanoseconds": st.off_cpu_nanoseconds, "off_cpu_by_key": st.off_cpu_by_key,
                     "last_shapes": st.last_shapes, "content_types": st.content_types, "encodings": st.encodings,
-                    "versions": st.versions, "script_left": st.script,
+                    "versions": st.versions, "script_left": st.script, "tenants": st.tenants,
+                    "auth": st.auth,
                 }, sort_keys=True).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -475,9 +486,15 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(400, ("invalid request: %s\n" % e).encode())
             return
         rejected = int(rest) if code == "partial" and rest else 0
+        tenant = self.headers.get("X-Scope-OrgID", "")
         with st.lock:
             st.accepted_requests += 1
             st.versions.append(st.args.proto_version)
+            t = st.tenants.setdefault(tenant, {"requests": 0, "samples": 0})
+            t["requests"] += 1
+            t["samples"] += sum(v for _, v, ptname in records if ptname != "off_cpu")
+            if self.headers.get("Authorization") is not None:
+                st.auth.append(self.headers.get("Authorization"))
             for key, value, ptname in records:
                 if ptname == "off_cpu":
                     st.off_cpu_by_key[key] = st.off_cpu_by_key.get(key, 0) + value
@@ -505,12 +522,20 @@ def main():
     ap.add_argument("--max-body-bytes", type=int, default=0)
     ap.add_argument("--lifetime", type=float, default=300, help="exit after this many seconds (bounded tests)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--tls-cert", help="PEM certificate: serve HTTPS")
+    ap.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    ap.add_argument("--tls-max-version", choices=["1.2", "1.3"], default="1.3")
     args = ap.parse_args()
 
     # The version decides Sample's field numbers, as in a real Pyroscope of that version.
     SPECS["Sample"] = SAMPLE_V1_9 if args.proto_version == "1.9" else SAMPLE_V1_10
     srv = Server(("127.0.0.1", args.port), Handler)
     srv.state = State(args)
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2 if args.tls_max_version == "1.2" else ssl.TLSVersion.TLSv1_3
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

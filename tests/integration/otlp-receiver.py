@@ -34,6 +34,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelib  # noqa: E402
 from ports import free_port  # noqa: E402
 import metricslib  # noqa: E402
 
@@ -585,32 +586,8 @@ def k8s_phase(request_bytes):
              "pods": [{"metadata": {"name": "otel-profiler-x7k2p", "namespace": "obs", "uid": "pod-otel"},
                        "spec": {"nodeName": "node-a", "containers": [{"name": "profiler", "image": "otel/p:1"}]},
                        "status": {"phase": "Running", "podIP": "127.0.0.1"}}]}
-    with open(os.path.join(d, "state.json"), "w") as f:
-        json.dump(state, f)
-    for name in ("accepted-token", "token"):
-        with open(os.path.join(d, name), "w") as f:
-            f.write("sa-token\n")
-    kube = subprocess.Popen(["node", os.path.join(src, "tests", "fakes", "fake-kube-apiserver.js"), "--dir", d,
-                             "--state", os.path.join(d, "state.json")], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "kube.log"), "w"), text=True)
+    kube, kubeconfig = kubelib.start(src, d, state, stderr=open(os.path.join(tmp, "kube.log"), "w"))
     procs.append(kube)
-    line = kube.stdout.readline()
-    assert line.startswith("ready "), line
-    kport = int(line.split()[1])
-    with open(os.path.join(d, "kubeconfig"), "w") as f:
-        f.write("""apiVersion: v1
-kind: Config
-current-context: test
-clusters:
-- name: fake
-  cluster: {server: "https://127.0.0.1:%d", certificate-authority: ca.crt}
-contexts:
-- name: test
-  context: {cluster: fake, user: sa}
-users:
-- name: sa
-  user: {tokenFile: token}
-""" % kport)
     cfg = os.path.join(tmp, "gateway-k8s.yaml")
     glog = os.path.join(tmp, "gateway-k8s.log")
     out = os.path.join(tmp, "k8s.jsonl")
@@ -638,7 +615,7 @@ service:
   pipelines:
     profiles: {receivers: [otlp], processors: [k8s_attributes], exporters: [file]}
   telemetry: {metrics: {address: 127.0.0.1:%d}}
-""" % (hport, os.path.join(d, "kubeconfig"), out, mport))
+""" % (hport, kubeconfig, out, mport))
         return subprocess.Popen([gateway, "--config", cfg], stdout=open(glog, "w"), stderr=subprocess.STDOUT)
     gw, (hport, mport) = start_on_free_ports(
         "the k8s gateway", 2, start_gateway, lambda ports: http_ok("http://127.0.0.1:%d/readyz" % ports[1]), glog)

@@ -18,6 +18,9 @@ trap 'rm -rf "$work"' EXIT
 
 # What the chart's pods and the systemd units provide as environment.
 export NODE_NAME=node-1 PYROSCOPE_TOKEN=test-token
+# The chart's pyroscope.existingSecret keys, as the gateway pods get them.
+export PYROSCOPE_TENANT_ID=tenant-1 PYROSCOPE_BASIC_AUTH_USERNAME=123456 PYROSCOPE_BASIC_AUTH_PASSWORD=glc-token \
+	PYROSCOPE_BEARER_TOKEN=bearer-token
 
 passed=0
 failed=0

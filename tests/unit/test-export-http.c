@@ -631,6 +631,33 @@ static void test_drop_oldest_when_full(void **state)
 	assert_true(dropped_reason(&r, "queue_full") > 0);
 }
 
+static void test_queue_size_in_requests_and_items(void **state)
+{
+	/*
+	 * The Collector's queue_size: 2 requests (its default sizer), then 200
+	 * samples (sizer items), far under queue_size_mib; backend down, so
+	 * the count bound alone makes the queue drop the oldest.
+	 */
+	struct source src = { .n_batches = 12, .n_resources = 1, .n_samples = 10, .first_tag = 75 };
+	struct run r;
+
+	run_pipeline("endpoint: http://127.0.0.1:1\n"
+		     "retry_on_failure: {initial_interval: 10s}\n"
+		     "sending_queue: {queue_size: 2, num_consumers: 1}\n",
+		     &src, 1, 20000, &r);
+	/* 12 requests of 55 samples: at most 2 queued at once, so most were dropped while the run lasted. */
+	assert_true(r.dropped >= 9 * 55);
+	assert_true(dropped_reason(&r, "queue_full") >= 9 * 55);
+
+	src = (struct source){ .n_batches = 12, .n_resources = 1, .n_samples = 10, .first_tag = 76 };
+	run_pipeline("endpoint: http://127.0.0.1:1\n"
+		     "retry_on_failure: {initial_interval: 10s}\n"
+		     "sending_queue: {queue_size: 200, sizer: items, num_consumers: 1}\n",
+		     &src, 1, 20000, &r);
+	/* 200 samples hold 3 requests of 55. */
+	assert_true(dropped_reason(&r, "queue_full") >= 8 * 55);
+}
+
 /* ---- persistent queue: kill -9 while the backend is down ---- */
 
 static int count_srq(const char *dir)
@@ -1000,8 +1027,9 @@ static int grpc_front_start(const struct fake *f, const char *opt, const char *v
  * gRPC front started with (opt, value) before the fake Pyroscope *f, which
  * is started here (stop it after reading its stats). Skips without node.
  */
-static void run_grpc(struct fake *f, const char *opt, const char *value, const char *extra, struct source *src,
-		     struct run *r)
+/* endpoint is scheme + 127.0.0.1:port ("http://", or "" for the Collector's host:port). */
+static void run_grpc(struct fake *f, const char *opt, const char *value, const char *scheme, const char *extra,
+		     struct source *src, struct run *r)
 {
 	static const char *const args[] = { NULL };
 	char yaml[512];
@@ -1013,9 +1041,9 @@ static void run_grpc(struct fake *f, const char *opt, const char *value, const c
 	fake_start(f, args);
 	port = grpc_front_start(f, opt, value, &pid);
 	snprintf(yaml, sizeof(yaml),
-		 "endpoint: http://127.0.0.1:%d\n"
+		 "endpoint: %s127.0.0.1:%d\n"
 		 "retry_on_failure: {initial_interval: 20ms, max_interval: 100ms}\n%s",
-		 port, extra);
+		 scheme, port, extra);
 	exporter_type = &gw_exporter_otlp_grpc;
 	run_pipeline(yaml, src, 0, TEST_DEADLINE_MS, r);
 	exporter_type = &gw_exporter_otlp_http;
@@ -1032,9 +1060,18 @@ static void test_grpc(void **state)
 	struct json_object *st;
 
 	/* Two UNAVAILABLE first: the retry path over gRPC. */
-	run_grpc(&f, "--script", "14,14", "", &src, &r);
+	run_grpc(&f, "--script", "14,14", "http://", "", &src, &r);
 	assert_int_equal(r.exported, src.emitted);
 	assert_int_equal(r.dropped, 0);
+	st = fake_stats(&f);
+	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
+	json_object_put(st);
+	fake_stop(&f);
+
+	/* The Collector's plaintext gRPC: host:port with tls.insecure (the front speaks h2c only). */
+	src = (struct source){ .n_batches = 2, .n_resources = 1, .n_samples = 10, .first_tag = 145 };
+	run_grpc(&f, "--script", "", "", "tls: {insecure: true}\n", &src, &r);
+	assert_int_equal(r.exported, src.emitted);
 	st = fake_stats(&f);
 	assert_int_equal(jint(st, "accepted_samples"), (int64_t)src.emitted);
 	json_object_put(st);
@@ -1054,7 +1091,8 @@ static void test_grpc_split_on_resource_exhausted(void **state)
 	struct run r;
 	struct json_object *st;
 
-	run_grpc(&f, "--max-message-bytes", "2000", "compression: none\nprocess_attributes: sample\n", &src, &r);
+	run_grpc(&f, "--max-message-bytes", "2000", "http://", "compression: none\nprocess_attributes: sample\n", &src,
+		 &r);
 	assert_int_equal(r.exported + r.dropped, src.emitted);
 	assert_int_equal(r.dropped, dropped_reason(&r, "too_large"));
 	/* Split, not retried until given up: most of it arrives, in more requests than batches. */
@@ -1186,6 +1224,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_permanent_and_partial),
 		cmocka_unit_test(test_retries_exhausted),
 		cmocka_unit_test(test_drop_oldest_when_full),
+		cmocka_unit_test(test_queue_size_in_requests_and_items),
 		cmocka_unit_test(test_block_on_overflow_refuses),
 		cmocka_unit_test(test_persistent_queue_survives_kill9),
 		cmocka_unit_test(test_disk_failure_refuses_then_recovers),

@@ -48,13 +48,23 @@ struct source {
 	uv_timer_t timer;
 	unsigned next, n_batches, n_resources, n_samples;
 	bool functions; /* emit xt_function_batch() (interpreted and JIT frames) instead */
+	/* When set, batch i carries client_metadata[i % n_metadata] as a receiver's include_metadata would. */
+	const char *const *client_metadata;
+	unsigned n_metadata;
+	bool selected; /* set them as an earlier batch processor's selection (gw_profiles.metadata) instead */
 	uint64_t emitted;
 	unsigned refused;
 };
 
+#define CAP_MAX_META 8
+
 struct capture {
 	unsigned batches;
 	uint64_t samples, records, max_records;
+	/* Samples by the metadata batches left with ("" for none). */
+	char *meta[CAP_MAX_META];
+	uint64_t meta_samples[CAP_MAX_META];
+	unsigned meta_batches[CAP_MAX_META];
 };
 
 static struct source *src_state;
@@ -80,6 +90,11 @@ static void tick(uv_timer_t *t)
 		    ? xt_function_batch(gw_runtime__stores(c->runtime), "node", &total)
 		    : xt_batch(gw_runtime__stores(c->runtime), 200 + s->next, s->n_resources, s->n_samples, &total);
 	assert_non_null(p);
+	if (s->n_metadata)
+		assert_int_equal(
+			s->selected ? gw_profiles__set_metadata(p, NULL, s->client_metadata[s->next % s->n_metadata])
+				    : gw_profiles__set_metadata(p, s->client_metadata[s->next % s->n_metadata], NULL),
+			0);
 	s->next++;
 	s->emitted += total;
 	gw_component_received(c, total);
@@ -131,6 +146,17 @@ static int cap_consume(struct gw_component *c, struct gw_profiles *p)
 	cap.records += p->n_samples;
 	if (p->n_samples > cap.max_records)
 		cap.max_records = p->n_samples;
+	for (unsigned i = 0; i < CAP_MAX_META; i++) {
+		const char *m = p->metadata ? p->metadata : "";
+
+		if (!cap.meta[i])
+			assert_non_null(cap.meta[i] = strdup(m));
+		if (strcmp(cap.meta[i], m) == 0) {
+			cap.meta_samples[i] += p->total_count;
+			cap.meta_batches[i]++;
+			break;
+		}
+	}
 	gw_component_exported(c, p->total_count);
 	gw_profiles__unref(p);
 	return 0;
@@ -208,6 +234,8 @@ static uint64_t run(const struct gw_component_type *type, const char *yaml, stru
 	uint64_t dropped;
 
 	src_state = s;
+	for (unsigned i = 0; i < CAP_MAX_META; i++)
+		free(cap.meta[i]);
 	memset(&cap, 0, sizeof(cap));
 	assert_int_equal(uv_loop_init(&r.loop), 0);
 	r.rt = gw_runtime_new(&(struct gw_runtime_config){ .loop = &r.loop,
@@ -281,6 +309,88 @@ static void test_batch_timeout_and_bytes(void **state)
 			     &s),
 			 0);
 	assert_int_equal(cap.batches, 5);
+}
+
+/* The samples that left with metadata m ("" for none), and in how many batches. */
+static uint64_t meta_samples(const char *m, unsigned *ret_batches)
+{
+	for (unsigned i = 0; i < CAP_MAX_META && cap.meta[i]; i++)
+		if (strcmp(cap.meta[i], m) == 0) {
+			*ret_batches = cap.meta_batches[i];
+			return cap.meta_samples[i];
+		}
+	*ret_batches = 0;
+	return 0;
+}
+
+static void test_batch_metadata_keys(void **state)
+{
+	/* Requests of three tenants (one without the header) and other headers that must not travel on. */
+	static const char *const reqs[] = {
+		"x-scope-orgid: acme\nuser-agent: a/1\n",
+		"user-agent: b/1\nx-scope-orgid: globex\n",
+		"user-agent: c/1\n",
+	};
+	struct source s = {
+		.n_batches = 9, .n_resources = 1, .n_samples = 10, .client_metadata = reqs, .n_metadata = 3
+	};
+	unsigned batches;
+
+	assert_int_equal(run(&gw_processor_batch, "timeout: 1h\nmetadata_keys: [X-Scope-OrgID]\n", &s), 0);
+	/* One batch per tenant at shutdown, each with its own samples (3 batches of 55), named as configured. */
+	assert_int_equal(cap.batches, 3);
+	assert_int_equal(meta_samples("X-Scope-OrgID: acme\n", &batches), 3 * 55);
+	assert_int_equal(batches, 1);
+	assert_int_equal(meta_samples("X-Scope-OrgID: globex\n", &batches), 3 * 55);
+	assert_int_equal(meta_samples("", &batches), 3 * 55);
+
+	/* Behind another batch processor: its selection is what the second one keeps apart by. */
+	s = (struct source){ .n_batches = 4,
+			     .n_resources = 1,
+			     .n_samples = 10,
+			     .client_metadata = reqs,
+			     .n_metadata = 2,
+			     .selected = true };
+	assert_int_equal(run(&gw_processor_batch, "timeout: 1h\nmetadata_keys: [X-Scope-OrgID]\n", &s), 0);
+	assert_int_equal(meta_samples("X-Scope-OrgID: acme\n", &batches), 2 * 55);
+	assert_int_equal(meta_samples("X-Scope-OrgID: globex\n", &batches), 2 * 55);
+
+	/* Without metadata_keys, every request merges and no header travels on (as in the Collector). */
+	s = (struct source){
+		.n_batches = 9, .n_resources = 1, .n_samples = 10, .client_metadata = reqs, .n_metadata = 3
+	};
+	assert_int_equal(run(&gw_processor_batch, "timeout: 1h\n", &s), 0);
+	assert_int_equal(cap.batches, 1);
+	assert_int_equal(meta_samples("", &batches), 9 * 55);
+
+	/* A cardinality limit of 2: the third combination is dropped and counted, the others arrive. */
+	s = (struct source){
+		.n_batches = 9, .n_resources = 1, .n_samples = 10, .client_metadata = reqs, .n_metadata = 3
+	};
+	assert_int_equal(run(&gw_processor_batch,
+			     "timeout: 1h\nmetadata_keys: [x-scope-orgid]\nmetadata_cardinality_limit: 2\n", &s),
+			 3 * 55);
+	assert_int_equal(meta_samples("x-scope-orgid: acme\n", &batches), 3 * 55);
+	assert_int_equal(meta_samples("x-scope-orgid: globex\n", &batches), 3 * 55);
+}
+
+static void test_batch_metadata_from_attributes(void **state)
+{
+	/* Agent-like batches of two services each: the tenant from service.name, unless the request had one. */
+	static const char *const reqs[] = { "user-agent: agent\n", "x-scope-orgid: explicit\n" };
+	struct source s = { .n_batches = 2, .n_resources = 2, .n_samples = 5, .client_metadata = reqs, .n_metadata = 2 };
+	unsigned batches;
+
+	assert_int_equal(run(&gw_processor_batch,
+			     "timeout: 1h\nmetadata_keys: [X-Scope-OrgID]\n"
+			     "metadata_from_attributes: {X-Scope-OrgID: service.name}\n",
+			     &s),
+			 0);
+	/* Batch 0 (tag 200) split by service; batch 1 (tag 201) whole under its header's tenant. */
+	assert_int_equal(cap.batches, 3);
+	assert_int_equal(meta_samples("X-Scope-OrgID: svc-200-0\n", &batches), 15);
+	assert_int_equal(meta_samples("X-Scope-OrgID: svc-200-1\n", &batches), 15);
+	assert_int_equal(meta_samples("X-Scope-OrgID: explicit\n", &batches), 30);
 }
 
 static void test_batch_config_errors(void **state)
@@ -684,6 +794,8 @@ int main(void)
 		cmocka_unit_test(test_batch_merges_by_size),
 		cmocka_unit_test(test_batch_cuts_at_max_size),
 		cmocka_unit_test(test_batch_timeout_and_bytes),
+		cmocka_unit_test(test_batch_metadata_keys),
+		cmocka_unit_test(test_batch_metadata_from_attributes),
 		cmocka_unit_test(test_batch_config_errors),
 		cmocka_unit_test(test_memory_limiter_passes_under_limit),
 		cmocka_unit_test(test_memory_limiter_refuses_and_drops),

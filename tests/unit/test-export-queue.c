@@ -40,8 +40,8 @@ static void test_memory(void **state)
 
 	assert_non_null(q);
 	assert_false(gw_queue__persistent(q));
-	assert_int_equal(gw_queue__push(q, blob(100, 1), 100, 10, GW_QUEUE_GZIP), 0);
-	assert_int_equal(gw_queue__push(q, blob(200, 2), 200, 20, 0), 0);
+	assert_int_equal(gw_queue__push(q, blob(100, 1), 100, 10, GW_QUEUE_GZIP, NULL), 0);
+	assert_int_equal(gw_queue__push(q, blob(200, 2), 200, 20, 0, NULL), 0);
 	assert_int_equal(gw_queue__bytes(q), 300);
 	assert_int_equal(gw_queue__samples(q), 30);
 	assert_int_equal(gw_queue__waiting(q), 2);
@@ -101,10 +101,12 @@ static void test_persistent(void **state)
 	assert_true(gw_queue__persistent(q));
 	assert_int_equal(rep.items, 0);
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(gw_queue__push(q, blob(1000 + i, (uint8_t)i), 1000 + i, 100 + i, GW_QUEUE_OTLP_V1_9),
+		assert_int_equal(gw_queue__push(q, blob(1000 + i, (uint8_t)i), 1000 + i, 100 + i, GW_QUEUE_OTLP_V1_9,
+						i == 1 ? "X-Scope-OrgID: tenant-b\n" : NULL),
 				 0);
 	assert_int_equal(count_files(sub, ".srq"), 5);
-	assert_int_equal(gw_queue__bytes(q), 5 * (1000 + GW_QUEUE_HEADER_SIZE) + 10);
+	/* Item 2 carries its tenant (metadata), on disk too. */
+	assert_int_equal(gw_queue__bytes(q), 5 * (1000 + GW_QUEUE_HEADER_SIZE) + 10 + 24);
 
 	/* A second process (here: a second open) cannot use the same directory. */
 	assert_null(gw_queue_open(&cfg, NULL, &what));
@@ -143,6 +145,7 @@ static void test_persistent(void **state)
 	assert_int_equal(it->samples, 101);
 	assert_int_equal(it->flags, GW_QUEUE_OTLP_V1_9);
 	assert_int_equal(it->data[999], 1);
+	assert_string_equal(it->metadata, "X-Scope-OrgID: tenant-b\n");
 	gw_queue__done(q2, it);
 	it = gw_queue__pop(q2, &corrupt, &corrupt_path);
 	assert_int_equal(it->samples, 102);
@@ -161,7 +164,7 @@ static void test_persistent(void **state)
 	assert_int_equal(count_files(sub, ".srq"), 0);
 
 	/* A truncated file is caught by the header check at replay. */
-	assert_int_equal(gw_queue__push(q2, blob(50, 7), 50, 5, 0), 0);
+	assert_int_equal(gw_queue__push(q2, blob(50, 7), 50, 5, 0, NULL), 0);
 	gw_queue_close(q2);
 	snprintf(path, sizeof(path), "%s/0000000000000006.srq", sub);
 	assert_int_equal(truncate(path, 60), 0);
@@ -171,7 +174,7 @@ static void test_persistent(void **state)
 	assert_int_equal(rep.corrupt_files, 1);
 	assert_int_equal(count_files(sub, ".corrupt"), 2);
 	/* Sequence numbers go on after the highest seen, never reusing a name. */
-	assert_int_equal(gw_queue__push(q2, blob(10, 1), 10, 1, 0), 0);
+	assert_int_equal(gw_queue__push(q2, blob(10, 1), 10, 1, 0, NULL), 0);
 	snprintf(path, sizeof(path), "%s/0000000000000001.srq", sub);
 	assert_int_equal(access(path, F_OK), 0);
 	gw_queue_close(q2);
@@ -210,12 +213,12 @@ static void test_disk_failure(void **state)
 	assert_non_null(mkdtemp(dir));
 	q = gw_queue_open(&cfg, &rep, NULL);
 	assert_non_null(q);
-	assert_int_equal(gw_queue__push(q, blob(100, 1), 100, 10, 0), 0);
+	assert_int_equal(gw_queue__push(q, blob(100, 1), 100, 10, 0, NULL), 0);
 	assert_int_equal(gw_queue__retry_disk(q), 0); /* not failing: nothing to do */
 
 	/* The disk fails: the item is kept in memory, queued and counted, not dropped. */
 	limit_file_size(64);
-	assert_int_equal(gw_queue__push(q, blob(100, 2), 100, 20, GW_QUEUE_GZIP), GW_QUEUE_HELD);
+	assert_int_equal(gw_queue__push(q, blob(100, 2), 100, 20, GW_QUEUE_GZIP, NULL), GW_QUEUE_HELD);
 	assert_int_equal(gw_queue__disk_error(q), -EFBIG);
 	assert_int_equal(gw_queue__held(q), 1);
 	assert_int_equal(gw_queue__held_bytes(q), item);
@@ -224,7 +227,7 @@ static void test_disk_failure(void **state)
 	assert_int_equal(count_files(dir, ".srq"), 1);
 	assert_int_equal(count_files(dir, ".tmp"), 0); /* the failed write left nothing behind */
 	/* While failing, later items are held without touching the disk. */
-	assert_int_equal(gw_queue__push(q, blob(100, 3), 100, 30, 0), GW_QUEUE_HELD);
+	assert_int_equal(gw_queue__push(q, blob(100, 3), 100, 30, 0, NULL), GW_QUEUE_HELD);
 	assert_int_equal(gw_queue__held(q), 2);
 	assert_int_equal(gw_queue__retry_disk(q), -EFBIG);
 	assert_int_equal(gw_queue__held(q), 2);
@@ -261,7 +264,7 @@ static void test_disk_failure(void **state)
 	assert_int_equal(b->data[10], 3);
 	gw_queue__unpop(q, b); /* on disk now: its bytes are read back when sent */
 	assert_null(b->data);
-	assert_int_equal(gw_queue__push(q, blob(100, 4), 100, 40, 0), 0);
+	assert_int_equal(gw_queue__push(q, blob(100, 4), 100, 40, 0, NULL), 0);
 	gw_queue_close(q);
 	q = gw_queue_open(&cfg, &rep, NULL);
 	assert_non_null(q);
@@ -277,7 +280,7 @@ static void test_disk_failure(void **state)
 	 * as the write that failed, and leaves no file.
 	 */
 	limit_file_size(64);
-	assert_int_equal(gw_queue__push(q, blob(100, 5), 100, 50, 0), GW_QUEUE_HELD);
+	assert_int_equal(gw_queue__push(q, blob(100, 5), 100, 50, 0, NULL), GW_QUEUE_HELD);
 	a = gw_queue__take_oldest_held(q);
 	assert_non_null(a);
 	assert_int_equal(a->samples, 50);

@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "component.h"
+#include "exporters/exporthelper.h"
 #include "pipeline.h"
 
 struct recv_cfg {
@@ -274,6 +275,37 @@ static void test_collector_aliases(void **state)
 	gw_config_free(cfg);
 }
 
+/* A config written for the Collector is told, at start, where a component it uses means something else. */
+static void test_collector_notes(void **state)
+{
+	static const char fmt[] =
+		"receivers: {testrecv: {endpoint: x}}\n"
+		"processors: {memory_limiter: {limit_mib: 100}, testproc: {}}\n"
+		"exporters: {%s: {endpoint: http://p:4040}}\n"
+		"service: {pipelines: {profiles: {receivers: [testrecv], processors: [memory_limiter, "
+		"testproc], exporters: [%s]}}}\n";
+	const char *types[8], *notes[8];
+	char yaml[512];
+	struct gw_config *cfg = NULL;
+
+	(void)state;
+	snprintf(yaml, sizeof(yaml), fmt, "otlphttp/pyroscope", "otlphttp/pyroscope");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_int_equal(gw_config_collector_notes(cfg, types, notes, 8), 2);
+	assert_string_equal(types[0], "memory_limiter");
+	assert_non_null(strstr(notes[0], "RSS"));
+	assert_string_equal(types[1], "otlp_http");
+	assert_non_null(strstr(notes[1], "HTTP 500 is retried"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* The same written with stackrelay's names: nothing to say. */
+	snprintf(yaml, sizeof(yaml), fmt, "otlp_http/pyroscope", "otlp_http/pyroscope");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_int_equal(gw_config_collector_notes(cfg, types, notes, 8), 0);
+	gw_config_free(cfg);
+}
+
 /* service.telemetry.metrics.readers, as current Collectors write it, sets where /metrics is served. */
 static void test_metric_readers(void **state)
 {
@@ -366,6 +398,188 @@ static void test_extensions(void **state)
 	assert_true(has("service.extensions: extension \"file_storage\" is not defined in extensions"));
 }
 
+/* The Collector's configtls and sending_queue keys on the OTLP exporters, with the Collector's meaning. */
+static void test_collector_exporter_keys(void **state)
+{
+	static const char tail[] = "service: {pipelines: {profiles: {receivers: [testrecv], exporters: [%s]}}}\n";
+	char yaml[2048];
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+
+	(void)state;
+	snprintf(yaml, sizeof(yaml),
+		 "receivers: {testrecv: {endpoint: x}}\n"
+		 "exporters:\n"
+		 "  otlphttp/pyroscope:\n"
+		 "    endpoint: http://pyroscope:4040\n"
+		 "    tls: {insecure: true, min_version: \"1.3\", ca_file: /etc/ca.pem}\n"
+		 "    sending_queue: {enabled: true, num_consumers: 4, queue_size: 5000}\n"
+		 "  otlp/plain: {endpoint: collector:4317, tls: {insecure: true}}\n"
+		 "  otlp/ca:\n"
+		 "    endpoint: collector:4317\n"
+		 "    tls: {insecure: true, ca_file: /etc/ca.pem, max_version: \"1.2\"}\n"
+		 "    sending_queue: {queue_size: 268435456, sizer: bytes}\n"
+		 "  otlp/items: {endpoint: collector:4317, sending_queue: {queue_size: 100000, sizer: items}}\n"
+		 "%s",
+		 "service: {pipelines: {profiles: {receivers: [testrecv], "
+		 "exporters: [otlphttp/pyroscope, otlp/plain, otlp/ca, otlp/items]}}}\n");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_int_equal(sr_diag_warnings(diag), 0);
+	x = gw_config_component(cfg, "otlphttp/pyroscope")->config;
+	assert_true(x->tls.insecure);
+	assert_string_equal(gw_export_tls_versions[x->tls.min_version], "1.3");
+	assert_string_equal(x->tls.max_version, "");
+	assert_string_equal(x->tls.ca_file, "/etc/ca.pem");
+	assert_int_equal(x->sending_queue.queue_size, 5000);
+	assert_int_equal(x->sending_queue.sizer, GW_EXPORT_SIZER_REQUESTS);
+	assert_int_equal(x->sending_queue.queue_size_mib, GW_EXPORT_DEFAULT_QUEUE_MIB);
+	x = gw_config_component(cfg, "otlp/plain")->config;
+	assert_string_equal(gw_export_tls_versions[x->tls.min_version], "1.2");
+	x = gw_config_component(cfg, "otlp/ca")->config;
+	assert_int_equal(x->sending_queue.sizer, GW_EXPORT_SIZER_BYTES);
+	assert_string_equal(x->tls.max_version, "1.2");
+	x = gw_config_component(cfg, "otlp/items")->config;
+	assert_int_equal(x->sending_queue.sizer, GW_EXPORT_SIZER_ITEMS);
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* insecure with an https:// otlphttp endpoint: loads, and a warning says TLS stays on. */
+	snprintf(yaml, sizeof(yaml),
+		 "receivers: {testrecv: {endpoint: x}}\n"
+		 "exporters: {otlphttp: {endpoint: https://p:4040, tls: {insecure: true}}}\n"
+		 "%s",
+		 "");
+	snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml), tail, "otlphttp");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), 0);
+	assert_true(has("warning: exporters.otlphttp: tls.insecure does not turn TLS off for an https:// endpoint"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* What has no meaning is refused, each with where and why. */
+	snprintf(yaml, sizeof(yaml),
+		 "receivers: {testrecv: {endpoint: x}}\n"
+		 "exporters:\n"
+		 "  otlp/a: {endpoint: c:4317, tls: {min_version: \"1.4\"}}\n"
+		 "  otlp/b: {endpoint: c:4317, tls: {min_version: \"1.3\", max_version: \"1.2\"}}\n"
+		 "  otlp/c: {endpoint: c:4317, tls: {max_version: \"TLS1.3\"}}\n"
+		 "  otlp/d: {endpoint: c:4317, sending_queue: {sizer: spans}}\n"
+		 "  otlp/e: {endpoint: c:4317, sending_queue: {sizer: bytes, queue_size: 1000}}\n"
+		 "  otlp/f: {endpoint: c:4317, sending_queue: {sizer: bytes, queue_size: 2097152, queue_size_mib: 8}}\n"
+		 "  otlp/g: {endpoint: c:4317, tls: {insecure_skip_verfy: true}}\n");
+	snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml), tail,
+		 "otlp/a, otlp/b, otlp/c, otlp/d, otlp/e, otlp/f, otlp/g");
+	assert_int_equal(gw_config_load_string("gw.yaml", yaml, &cfg, diag), -EINVAL);
+	assert_true(has("gw.yaml:3:49: error: exporters.otlp/a.tls.min_version: invalid value \"1.4\""));
+	assert_true(has("exporters.otlp/b: tls.max_version 1.2 is older than min_version 1.3"));
+	assert_true(has("exporters.otlp/c: tls.max_version: \"TLS1.3\" is not 1.0, 1.1, 1.2 or 1.3"));
+	assert_true(has("exporters.otlp/d.sending_queue.sizer"));
+	assert_true(has("exporters.otlp/e: sending_queue.queue_size: 1000 bytes (sizer bytes) is less than 1MiB"));
+	assert_true(has("exporters.otlp/f: sending_queue: queue_size with sizer bytes and queue_size_mib"));
+	assert_true(has("did you mean \"insecure_skip_verify\""));
+}
+
+/* basicauth and an exporter's auth.authenticator, as Grafana Cloud users write them for the Collector. */
+static void test_basicauth(void **state)
+{
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+
+	(void)state;
+	setenv("SR_TEST_PASSWORD", "pass", 1);
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  basicauth/grafana:\n"
+				      "    client_auth: {username: user, password: \"${env:SR_TEST_PASSWORD}\"}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp: {endpoint: https://p, auth: {authenticator: basicauth/grafana}}\n"
+				      "service:\n"
+				      "  extensions: [basicauth/grafana]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp]}}\n",
+				      &cfg, diag),
+		0);
+	x = gw_config_component(cfg, "otlphttp")->config;
+	/* base64("user:pass") */
+	assert_string_equal(x->auth.ext->header, "Authorization: Basic dXNlcjpwYXNz");
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  basicauth/server: {htpasswd: {inline: \"u:p\"}}\n"
+				      "  basicauth/nopass: {client_auth: {username: u}}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp/a: {endpoint: https://p, auth: {authenticator: oauth2client}}\n"
+				      "  otlphttp/b:\n"
+				      "    endpoint: https://p\n"
+				      "    headers: {authorization: x}\n"
+				      "    auth: {authenticator: basicauth/nopass}\n"
+				      "service:\n"
+				      "  extensions: [basicauth/server, basicauth/nopass]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp/a]}}\n",
+				      &cfg, diag),
+		-EINVAL);
+	assert_true(has("extensions.basicauth/server: htpasswd (checking clients' passwords) is not supported"));
+	assert_true(has("extensions.basicauth/nopass: needs client_auth.username and client_auth.password"));
+	assert_true(has("exporters.otlphttp/a: auth.authenticator names \"oauth2client\", which is not a basicauth"));
+}
+
+/* headers_setter, as the Collector's docs set tenants up with it. */
+static void test_headers_setter(void **state)
+{
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  headers_setter:\n"
+				      "    headers:\n"
+				      "      - {action: upsert, key: X-Scope-OrgID, from_context: x-scope-orgid,\n"
+				      "         default_value: anonymous}\n"
+				      "      - {key: X-Source, value: gateway}\n"
+				      "      - {action: delete, key: X-Debug}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp: {endpoint: http://p, auth: {authenticator: headers_setter}}\n"
+				      "service:\n"
+				      "  extensions: [headers_setter]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp]}}\n",
+				      &cfg, diag),
+		0);
+	x = gw_config_component(cfg, "otlphttp")->config;
+	assert_int_equal(x->auth.ext->n_rules, 3);
+	assert_null(x->auth.ext->header);
+	/* from_context: the batch's value (names case-insensitive), else default_value. */
+	assert_string_equal(gw_header_rule__value(&x->auth.ext->rules[0], "X-Scope-OrgID: acme\n", buf, sizeof(buf)),
+			    "acme");
+	assert_string_equal(gw_header_rule__value(&x->auth.ext->rules[0], NULL, buf, sizeof(buf)), "anonymous");
+	assert_string_equal(gw_header_rule__value(&x->auth.ext->rules[1], NULL, buf, sizeof(buf)), "gateway");
+	assert_int_equal(x->auth.ext->rules[2].action, GW_HEADER_DELETE);
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  headers_setter/a: {headers: [{key: K, value: v, from_context: c}]}\n"
+				      "  headers_setter/b: {headers: [{key: K, from_attribute: sub}]}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters: {otlphttp: {endpoint: http://p}}\n"
+				      "service:\n"
+				      "  extensions: [headers_setter/a, headers_setter/b]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp]}}\n",
+				      &cfg, diag),
+		-EINVAL);
+	assert_true(has("extensions.headers_setter/a: headers[0] (K): set one of value and from_context"));
+	assert_true(has("extensions.headers_setter/b: headers[0].from_attribute is not supported"));
+}
+
 static void test_describe_lists_service(void **state)
 {
 	char *buf = NULL;
@@ -390,8 +604,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_structure_problems, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_aliases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collector_notes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_collector_exporter_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_basicauth, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_headers_setter, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_describe_lists_service, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -147,7 +147,7 @@ static void test_disk_queue(void **state)
 	snprintf(dir, sizeof(dir), "%s/lib/queue", tmpl);
 	q = gw_queue_open(&cfg, NULL, NULL);
 	assert_non_null(q);
-	assert_int_equal(gw_queue__push(q, data, 64, 1, 0), 0);
+	assert_int_equal(gw_queue__push(q, data, 64, 1, 0, NULL), 0);
 	gw_queue_close(q);
 
 	snprintf(dir, sizeof(dir), "%s/lib", tmpl);

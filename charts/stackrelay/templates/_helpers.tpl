@@ -196,11 +196,29 @@ in src deletes the key.
       "limit_mib" (div (mul $mib (int $g.memoryLimiter.limitPercentage)) 100)
       "spike_limit_mib" (div (mul $mib (int $g.memoryLimiter.spikeLimitPercentage)) 100)))
   "service" (dict "telemetry" (dict "metrics" (dict "address" (printf "0.0.0.0:%d" (int $g.metricsPort))))) }}
+{{- if $g.otlp.enabled }}
+{{- $protocols := dict }}
+{{- range $proto, $port := dict "grpc" $g.otlp.grpcPort "http" $g.otlp.httpPort }}
+{{- $p := dict "endpoint" (ternary (printf "0.0.0.0:%d" (int $port)) "" (gt (int $port) 0)) }}
+{{- if $g.otlp.includeMetadata }}{{ $_ := set $p "include_metadata" true }}{{ end }}
+{{- $_ := set $protocols $proto $p }}
+{{- end }}
+{{- $_ := set (get $wired "receivers") "otlp" (dict "protocols" $protocols) }}
+{{- end }}
+{{- $py := .Values.pyroscope }}
+{{- $keys := $py.existingSecretKeys }}
 {{- if .Values.pyroscope.enabled }}
 {{- $endpoint := required "pyroscope.endpoint is required (e.g. http://pyroscope.pyroscope.svc:4040), or set pyroscope.enabled=false and define exporters in gateway.extraConfig" .Values.pyroscope.endpoint }}
 {{- $headers := deepCopy (default (dict) .Values.pyroscope.headers) }}
 {{- if .Values.pyroscope.tenantID }}
 {{- $_ := set $headers "X-Scope-OrgID" .Values.pyroscope.tenantID }}
+{{- end }}
+{{- /* Credentials from pyroscope.existingSecret reach the config as environment variables (stackrelay.pyroscopeEnv). */}}
+{{- if $keys.tenantID }}
+{{- $_ := set $headers "X-Scope-OrgID" "${env:PYROSCOPE_TENANT_ID}" }}
+{{- end }}
+{{- if $keys.bearerToken }}
+{{- $_ := set $headers "Authorization" "Bearer ${env:PYROSCOPE_BEARER_TOKEN}" }}
 {{- end }}
 {{- $exp := dict
   "endpoint" $endpoint
@@ -210,6 +228,11 @@ in src deletes the key.
     "block_on_overflow" $g.queue.blockOnOverflow) }}
 {{- if $headers }}
 {{- $_ := set $exp "headers" $headers }}
+{{- end }}
+{{- if $keys.basicAuthUsername }}
+{{- $_ := set $exp "auth" (dict "authenticator" "basicauth/pyroscope") }}
+{{- $_ := set $wired "extensions" (dict "basicauth/pyroscope" (dict "client_auth" (dict
+  "username" "${env:PYROSCOPE_BASIC_AUTH_USERNAME}" "password" "${env:PYROSCOPE_BASIC_AUTH_PASSWORD}"))) }}
 {{- end }}
 {{- $_ := set $wired "exporters" (dict "otlp_http/pyroscope" $exp) }}
 {{- end }}
@@ -223,7 +246,18 @@ in src deletes the key.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if $g.otlp.enabled }}
+{{- range $name, $p := ((($cfg.service).pipelines) | default (dict)) }}
+{{- if and (eq $name "profiles") (not (has "otlp" ($p.receivers | default (list)))) }}
+{{- $_ := set $p "receivers" (append ($p.receivers | default (list)) "otlp") }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" $wired) }}
+{{- if hasKey $wired "extensions" }}
+{{- $svc := get $cfg "service" }}
+{{- $_ := set $svc "extensions" (append (without ($svc.extensions | default (list)) "basicauth/pyroscope") "basicauth/pyroscope") }}
+{{- end }}
 {{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" (deepCopy (default (dict) $g.extraConfig))) }}
 {{- /* A pipeline naming a component the config does not define fails here, not in the pod. */}}
 {{- range $pname, $p := (($cfg.service).pipelines | default (dict)) }}
@@ -263,6 +297,47 @@ in src deletes the key.
 {{- toYaml $cfg }}
 {{- end }}
 
+{{/* The gateway's environment from pyroscope.existingSecret: one variable per key named. */}}
+{{- define "stackrelay.pyroscopeEnv" -}}
+{{- $py := .Values.pyroscope }}
+{{- range $var, $key := dict "PYROSCOPE_TENANT_ID" $py.existingSecretKeys.tenantID
+  "PYROSCOPE_BASIC_AUTH_USERNAME" $py.existingSecretKeys.basicAuthUsername
+  "PYROSCOPE_BASIC_AUTH_PASSWORD" $py.existingSecretKeys.basicAuthPassword
+  "PYROSCOPE_BEARER_TOKEN" $py.existingSecretKeys.bearerToken }}
+{{- if $key }}
+- name: {{ $var }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $py.existingSecret }}
+      key: {{ $key }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ports of the otlp receivers of the rendered gateway config, from their
+endpoints, as a JSON list of {name, port, protocol}: otlp-grpc and otlp-http
+for the first, otlp-grpc-N and otlp-http-N for more (otlp/NAME receivers).
+*/}}
+{{- define "stackrelay.otlpPorts" -}}
+{{- $cfg := include "stackrelay.gatewayConfig" . | fromYaml }}
+{{- $out := list }}
+{{- $i := 0 }}
+{{- range $id, $r := ($cfg.receivers | default (dict)) }}
+{{- if eq (first (splitList "/" $id)) "otlp" }}
+{{- range $proto := list "grpc" "http" }}
+{{- $ep := toString (((($r | default (dict)).protocols | default (dict)) | dig $proto "endpoint" "") | default "") }}
+{{- $port := regexFind "[0-9]+$" $ep }}
+{{- if and $ep $port }}
+{{- $out = append $out (dict "name" (printf "otlp-%s%s" $proto (ternary "" (printf "-%d" $i) (eq $i 0))) "port" (int $port) "protocol" $proto) }}
+{{- end }}
+{{- end }}
+{{- $i = add1 $i }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
 {{/* Checks across values that the JSON schema cannot express. */}}
 {{- define "stackrelay.validate" -}}
 {{- $t := .Values.tls }}
@@ -280,6 +355,23 @@ in src deletes the key.
 {{- end }}
 {{- if and .Values.gateway.queue.persistence.enabled .Values.gateway.autoscaling.enabled }}
 {{- fail "gateway.queue.persistence.enabled with gateway.autoscaling.enabled: scaling a StatefulSet down strands queued data in the removed replica's volume; turn one of them off" }}
+{{- end }}
+{{- $py := .Values.pyroscope }}
+{{- $k := $py.existingSecretKeys }}
+{{- if and (or $k.tenantID $k.basicAuthUsername $k.basicAuthPassword $k.bearerToken) (not $py.existingSecret) }}
+{{- fail "pyroscope.existingSecretKeys names keys but pyroscope.existingSecret names no Secret" }}
+{{- end }}
+{{- if ne (not $k.basicAuthUsername) (not $k.basicAuthPassword) }}
+{{- fail "pyroscope.existingSecretKeys.basicAuthUsername and basicAuthPassword go together" }}
+{{- end }}
+{{- if and $k.basicAuthUsername $k.bearerToken }}
+{{- fail "pyroscope.existingSecretKeys: basic authentication and a bearer token both set Authorization; keep one" }}
+{{- end }}
+{{- if and $k.tenantID $py.tenantID }}
+{{- fail "pyroscope.tenantID and pyroscope.existingSecretKeys.tenantID both set X-Scope-OrgID; keep one" }}
+{{- end }}
+{{- if and $py.existingSecret (not $py.enabled) }}
+{{- fail "pyroscope.existingSecret is set but pyroscope.enabled is false: nothing would use it" }}
 {{- end }}
 {{- $lp := int .Values.gateway.memoryLimiter.limitPercentage }}
 {{- $sp := int .Values.gateway.memoryLimiter.spikeLimitPercentage }}
@@ -301,6 +393,10 @@ env:
   {{- with $a.env }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- with $a.envFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 securityContext:
   # Root inside the container, but only with the capabilities eBPF
   # profiling needs (least privilege: docs/install-kubernetes.md, "Agent privileges"); not privileged.
@@ -336,6 +432,9 @@ volumeMounts:
   - name: auth
     mountPath: /etc/stackrelay/auth
     readOnly: true
+  {{- end }}
+  {{- with $a.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- end }}
 
