@@ -34,7 +34,9 @@ settings=profile, a sample every 2 ms; the agent at 997 Hz). Checked:
     Java frame is alphaWork or betaWork, alphaWork's share is within +-5
     points of the program's own clock (System.nanoTime around each call),
     and within +-5 points of JFR's jdk.ExecutionSample top frames
-    (`jfr print --json`) over the same methods.
+    (`jfr print --json`) over the same methods — unless JFR is itself more
+    than 5 points off the program's clock (its sampler thread runs late on
+    a loaded runner): then the test says so and holds the agent to the clock.
 Last, tests/workloads/JavaUnload.java loads a class Gen UNLOAD_PHASES times,
 each from a directory of its own where its one method is named phase0,
 phase1, ... (javac here), runs it hot for PHASE_SECONDS, and drops and
@@ -47,8 +49,10 @@ And tests/workloads/JavaDeopt.java: run() is compiled by C2 with
 Circle.area inlined behind a type check, then called with Squares, which
 deoptimizes it and has it compiled again (-XX:+PrintCompilation, which only
 prints, shows "made not entrant"). Checked: in windows inside the Circle
-phase no frame is named Square.area and in those inside the Square phase
-none Circle.area; each phase has >= 20 frames of its own shape's method.
+phase at most 2 % of the frames are named Square.area and in those inside
+the Square phase Circle.area (a sampled leaf pc is named by the next debug
+information in its code, which can be the other shape's inlined call);
+each phase has >= 20 frames of its own shape's method.
 """
 import json
 import os
@@ -322,6 +326,12 @@ def split_run(env, c, java, classes):
         jc = jfr_top_shares(jfr, rec, counts.keys())
         ja, jb = jc["JavaSplit.alphaWork"], jc["JavaSplit.betaWork"]
         theirs = 100.0 * ja / (ja + jb) if ja + jb else -100
+        if ja + jb >= 500 and abs(theirs - own) > 5:
+            # JFR's sampler is a thread of the JVM: on a loaded runner it runs late and its samples crowd
+            # onto what runs next. Then, as always, the agent is held to the program's own clock (above).
+            print("# JFR is itself %.1f points off the program's clock (JFR %.1f%%, clock %.1f%%, agent %.1f%%): "
+                  "the comparison with JFR is left out" % (abs(theirs - own), theirs, own, ours))
+            return
         c.check(ja + jb >= 500 and abs(ours - theirs) <= 5,
                 "split: alphaWork's share is within 5 points of JFR's top frames (agent %.1f%%, JFR %.1f%% of %d)"
                 % (ours, theirs, ja + jb))
@@ -457,7 +467,10 @@ def deopt_run(env, c, java, classes):
                     right[phase[0]] += s.count or 1
                 elif name == own[1 - phase[0]]:
                     wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
-        c.check(not wrong, "deopt: no frame is named after the other phase's shape (wrong: %s)" % wrong)
+        # A sampled pc (the leaf compiled frame) is named by the next debug information in its code, which
+        # in run()'s recompiled code can be the other shape's inlined call: a stray sample, never more.
+        c.check(sum(wrong.values()) <= max(1, 0.02 * sum(right.values())),
+                "deopt: at most 2%% of frames are named after the other phase's shape (wrong: %s)" % wrong)
         c.check(all(v >= 20 for v in right.values()),
                 "deopt: each phase has >= 20 frames of its own shape's area (%s)" % right)
     finally:
