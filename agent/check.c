@@ -200,14 +200,24 @@ static int check_kernel_features(struct check *c, const struct agent_config *cfg
 		       "kernel lacks bpf_find_vma() (Linux 5.17): executable mappings cannot be reported as they "
 		       "are made (profiling.mapping_hook)");
 
-	if (probe_helper(BPF_FUNC_get_current_task_btf) == 1 && probe_helper(BPF_FUNC_task_pt_regs) == 1)
-		HAVE("bpf_get_current_task_btf and bpf_task_pt_regs (5.15)");
+	/*
+	 * py_begin() calls it and is a global BPF function, which the verifier
+	 * checks on its own, whatever the rodata switches that make it
+	 * unreachable: no setting avoids it.
+	 */
+	if (probe_helper(BPF_FUNC_get_current_task_btf) == 1)
+		HAVE("bpf_get_current_task_btf (5.11)");
+	else
+		report(c, "FAIL", "upgrade the node's kernel to 5.11 or later",
+		       "kernel lacks bpf_get_current_task_btf() (Linux 5.11): the sampling program cannot load");
+
+	if (probe_helper(BPF_FUNC_task_pt_regs) == 1)
+		HAVE("bpf_task_pt_regs (5.15)");
 	else
 		report(c, mmaps ? "FAIL" : "WARN",
-		       "upgrade the node's kernel to 5.15 or later, or set profiling.mapping_hook: none and "
-		       "python.enabled: false",
-		       "kernel lacks bpf_get_current_task_btf() or bpf_task_pt_regs() (Linux 5.15): mappings as "
-		       "they are made and Python frames cannot load");
+		       "upgrade the node's kernel to 5.15 or later, or set profiling.mapping_hook: none",
+		       "kernel lacks bpf_task_pt_regs() (Linux 5.15): executable mappings cannot be reported as they "
+		       "are made, and table unwinding cannot load (the agent falls back to frame pointers)");
 
 	/* Off-CPU: per-thread storage, and a hook where a thread resumes. */
 	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1)

@@ -25,7 +25,7 @@ def skip(msg):
 def require_root_bpf(needs=()):
     """Skips unless root can run the agent here. needs: words of the agent's
     --check lines for the features a test uses beyond what the agent cannot
-    start without ("table unwinding", "Python frames", "off_cpu.enabled"):
+    start without ("table unwinding", "off_cpu.enabled"):
     a kernel that lacks one skips the test with the agent's own reason."""
     if os.geteuid() != 0:
         skip("needs root (BPF and perf events)")
