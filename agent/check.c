@@ -139,6 +139,31 @@ static int probe_perf_event_on_demand_map(void)
 	return r;
 }
 
+/*
+ * Whether an fentry program can attach to the kernel function: its BTF
+ * entry is not enough, since a build may keep the name in BTF while the
+ * compiler emitted only a clone (finish_task_switch.isra.0), which the
+ * verifier then cannot find. 1 yes, 0 no such function, < 0 refused.
+ */
+static int probe_fentry(const struct btf *btf, const char *func)
+{
+	LIBBPF_OPTS(bpf_prog_load_opts, po, .expected_attach_type = BPF_TRACE_FENTRY);
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int id = btf__find_by_name_kind(btf, func, BTF_KIND_FUNC), fd;
+
+	if (id < 0)
+		return 0;
+	po.attach_btf_id = (__u32)id;
+	fd = bpf_prog_load(BPF_PROG_TYPE_TRACING, "sr_probe", "GPL", insns, SR_ARRAY_SIZE(insns), &po);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
+	close(fd);
+	return 1;
+}
+
 /* 1 when a perf_event program may call the helper, 0 when the kernel lacks it, < 0 unknown. */
 static int probe_helper(enum bpf_func_id id)
 {
@@ -227,14 +252,18 @@ static int check_kernel_features(struct check *c, const struct agent_config *cfg
 		       "kernel lacks BPF task storage (Linux 5.11): off_cpu.enabled cannot be used");
 	if (btf && btf__find_by_name_kind(btf, "btf_trace_sched_exit_tp", BTF_KIND_TYPEDEF) >= 0)
 		HAVE("off-CPU resume at tp_btf/sched_exit_tp (6.17)");
-	else if (btf && btf__find_by_name_kind(btf, "finish_task_switch", BTF_KIND_FUNC) >= 0)
+	else if (btf && (r = probe_fentry(btf, "finish_task_switch")) == 1)
 		HAVE("off-CPU resume at fentry/finish_task_switch (before 6.17)");
+	else if (btf && r == 0)
+		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
+		       "run a kernel that keeps finish_task_switch() whole (some builds emit only the clone "
+		       "finish_task_switch.isra.0), or 6.17 or later",
+		       "kernel lacks both sched_exit_tp (Linux 6.17) and a finish_task_switch() BPF can attach to: "
+		       "off_cpu.enabled cannot be used");
 	else if (btf)
 		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
-		       "run a kernel whose BTF names finish_task_switch (some builds rename it "
-		       "finish_task_switch.isra.0), or 6.17 or later",
-		       "kernel lacks both sched_exit_tp (Linux 6.17) and a finish_task_switch() BPF can hook: "
-		       "off_cpu.enabled cannot be used");
+		       "allow BPF trampolines (kernel lockdown, BPF JIT), or run 6.17 or later",
+		       "fentry on finish_task_switch() is refused (%s): off_cpu.enabled cannot be used", strerror(-r));
 	btf__free(btf);
 #undef HAVE
 	if (n)
