@@ -22,8 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
 
 #include "common/fileio.h"
 #include "agent.h"
@@ -103,6 +109,175 @@ static int record_nothing(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
+/*
+ * Whether the kernel lets a perf_event program use a hash map allocated on
+ * demand (BPF_F_NO_PREALLOC): kernels before 6.1 refuse it, since such a map
+ * allocated from NMI context could deadlock. The verifier checks every map
+ * a program refers to as it loads, so a program that only loads the map's
+ * address is enough. 1 allowed, 0 refused, < 0 the probe could not run.
+ */
+static int probe_perf_event_on_demand_map(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_NO_PREALLOC);
+	struct bpf_insn insns[] = {
+		{ .code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1, .src_reg = BPF_PSEUDO_MAP_FD },
+		{ 0 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int map, prog, r;
+
+	map = bpf_map_create(BPF_MAP_TYPE_HASH, "sr_probe", 4, 4, 1, &mo);
+	if (map < 0)
+		return -errno;
+	insns[0].imm = map;
+	prog = bpf_prog_load(BPF_PROG_TYPE_PERF_EVENT, "sr_probe", "GPL", insns, SR_ARRAY_SIZE(insns), NULL);
+	r = prog >= 0 ? 1 : (errno == EINVAL ? 0 : -errno);
+	if (prog >= 0)
+		close(prog);
+	close(map);
+	return r;
+}
+
+/*
+ * Whether an fentry program can attach to the kernel function: its BTF
+ * entry is not enough, since a build may keep the name in BTF while the
+ * compiler emitted only a clone (finish_task_switch.isra.0), which the
+ * verifier then cannot find. 1 yes, 0 no such function, < 0 refused.
+ */
+static int probe_fentry(const struct btf *btf, const char *func)
+{
+	LIBBPF_OPTS(bpf_prog_load_opts, po, .expected_attach_type = BPF_TRACE_FENTRY);
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int id = btf__find_by_name_kind(btf, func, BTF_KIND_FUNC), fd;
+
+	if (id < 0)
+		return 0;
+	po.attach_btf_id = (__u32)id;
+	fd = bpf_prog_load(BPF_PROG_TYPE_TRACING, "sr_probe", "GPL", insns, SR_ARRAY_SIZE(insns), &po);
+	if (fd < 0)
+		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
+	close(fd);
+	return 1;
+}
+
+/* 1 when a perf_event program may call the helper, 0 when the kernel lacks it, < 0 unknown. */
+static int probe_helper(enum bpf_func_id id)
+{
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, id, NULL);
+}
+
+/*
+ * The kernel features the BPF programs use, each probed as the verifier
+ * sees it and named with the release that brought it, so that a refusal
+ * says what is missing instead of "Invalid argument". A feature the agent
+ * cannot start without FAILs (for some, only under the settings that need
+ * it); one it falls back from (table unwinding, Python frames) WARNs. The lines read "kernel lacks ..." so that
+ * tests can tell a kernel too old from a broken agent. Returns the number of
+ * FAIL lines.
+ */
+static int check_kernel_features(struct check *c, const struct agent_config *cfg)
+{
+	const struct agent_profiling_config *pc = &cfg->profiling;
+	bool mmaps = pc->mapping_hook != AGENT_HOOK_NONE;
+	int failed = c->failed, r;
+	struct btf *btf;
+	char have[512] = "";
+	size_t n = 0;
+
+#define HAVE(what) n += (size_t)snprintf(have + n, n < sizeof(have) ? sizeof(have) - n : 0, "%s%s", n ? ", " : "", what)
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) == 1)
+		HAVE("ring buffer (5.8)");
+	else
+		report(c, "FAIL", "upgrade the node's kernel to 5.8 or later",
+		       "kernel lacks the BPF ring buffer (Linux 5.8): samples have no way out");
+
+	btf = btf__load_vmlinux_btf();
+	if (btf && btf__find_by_name_kind(btf, "btf_trace_sched_process_exec", BTF_KIND_TYPEDEF) >= 0)
+		HAVE("tp_btf (5.5)");
+	else if (btf)
+		report(c, "FAIL", "upgrade the node's kernel to 5.5 or later",
+		       "kernel lacks BTF-typed tracepoints (tp_btf, Linux 5.5): exec and exit cannot be watched");
+
+	r = probe_perf_event_on_demand_map();
+	if (r == 1)
+		HAVE("hash maps allocated on demand in perf_event programs (6.1)");
+	else if (r == 0)
+		report(c, "FAIL", "upgrade the node's kernel to 6.1 or later",
+		       "kernel lacks hash maps allocated on demand (BPF_F_NO_PREALLOC) in perf_event programs "
+		       "(Linux 6.1): the sampling program cannot load");
+
+	if (probe_helper(BPF_FUNC_loop) == 1)
+		HAVE("bpf_loop (5.17)");
+	else
+		report(c, "WARN", "upgrade the node's kernel to 5.17 or later",
+		       "kernel lacks bpf_loop() (Linux 5.17): table unwinding (profiling.unwinding: auto) cannot load; "
+		       "the agent falls back to frame pointers");
+
+	if (probe_helper(BPF_FUNC_find_vma) == 1)
+		HAVE("bpf_find_vma (5.17)");
+	else
+		report(c, mmaps ? "FAIL" : "WARN",
+		       "upgrade the node's kernel to 5.17 or later, or set profiling.mapping_hook: none",
+		       "kernel lacks bpf_find_vma() (Linux 5.17): executable mappings cannot be reported as they "
+		       "are made (profiling.mapping_hook)");
+
+	/*
+	 * py_begin() calls it and is a global BPF function, which the verifier
+	 * checks on its own, whatever the rodata switches that make it
+	 * unreachable: no setting avoids it.
+	 */
+	if (probe_helper(BPF_FUNC_get_current_task_btf) == 1)
+		HAVE("bpf_get_current_task_btf (5.11)");
+	else
+		report(c, "FAIL", "upgrade the node's kernel to 5.11 or later",
+		       "kernel lacks bpf_get_current_task_btf() (Linux 5.11): the sampling program cannot load");
+
+	if (probe_helper(BPF_FUNC_task_pt_regs) == 1)
+		HAVE("bpf_task_pt_regs (5.15)");
+	else
+		report(c, mmaps ? "FAIL" : "WARN",
+		       "upgrade the node's kernel to 5.15 or later, or set profiling.mapping_hook: none",
+		       "kernel lacks bpf_task_pt_regs() (Linux 5.15): executable mappings cannot be reported as they "
+		       "are made, and table unwinding cannot load (the agent falls back to frame pointers)");
+
+	/* Off-CPU: per-thread storage, and a hook where a thread resumes. */
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1)
+		HAVE("task storage (5.11)");
+	else
+		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN", "upgrade the node's kernel to 5.11 or later",
+		       "kernel lacks BPF task storage (Linux 5.11): off_cpu.enabled cannot be used");
+	if (btf && btf__find_by_name_kind(btf, "btf_trace_sched_exit_tp", BTF_KIND_TYPEDEF) >= 0)
+		HAVE("off-CPU resume at tp_btf/sched_exit_tp (6.17)");
+	else if (btf && (r = probe_fentry(btf, "finish_task_switch")) == 1)
+		HAVE("off-CPU resume at fentry/finish_task_switch (before 6.17)");
+	else if (btf && r == 0)
+		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
+		       "run a kernel that keeps finish_task_switch() whole (some builds emit only the clone "
+		       "finish_task_switch.isra.0), or 6.17 or later",
+		       "kernel lacks both sched_exit_tp (Linux 6.17) and a finish_task_switch() BPF can attach to: "
+		       "off_cpu.enabled cannot be used");
+	else if (btf)
+		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
+		       "allow BPF trampolines (kernel lockdown, BPF JIT), or run 6.17 or later",
+		       "fentry on finish_task_switch() is refused (%s): off_cpu.enabled cannot be used", strerror(-r));
+	btf__free(btf);
+#undef HAVE
+	if (n)
+		report(c, "ok", NULL, "kernel has %s", have);
+
+	/* Containers' files are opened with openat2's RESOLVE_IN_ROOT (5.6); without it, a walk that does the same. */
+	r = (int)syscall(SYS_openat2, -1, NULL, NULL, 0);
+	if (r < 0 && errno == ENOSYS)
+		report(c, "WARN", "upgrade the node's kernel to 5.6 or later, or allow openat2 in the seccomp profile",
+		       "kernel (or seccomp) lacks openat2 (Linux 5.6): containers' files are resolved component by "
+		       "component instead");
+	return c->failed - failed;
+}
+
 /* Which capabilities the agent keeps once setup is done (privs.h), from those this process holds. */
 static void report_kept(struct check *c, const struct agent_config *cfg)
 {
@@ -140,6 +315,7 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 	bool bpf_caps = (has_cap(caps, AGENT_CAP_BPF) && has_cap(caps, AGENT_CAP_PERFMON)) || root_like;
 	long v;
 	char mnt[4096];
+	int missing = 0;
 
 	fprintf(out, "stackrelay-agent preflight (uid %u, CapEff %016" PRIx64 ")\n", (unsigned)geteuid(), caps);
 
@@ -237,6 +413,8 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 		       "no cgroup v2 mount: profiling.cgroups cannot be used");
 
 	/* The real thing: load, size and attach the program as agent_run will. */
+	if (bpf_caps)
+		missing = check_kernel_features(&c, cfg);
 	if (bpf_caps) {
 		struct agent_sampler_opts so = {
 			.frequency_hz = (uint32_t)SR_MAX(SR_MIN(cfg->profiling.frequency_hz, 1000), 1),
@@ -244,7 +422,9 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 			.kernel_stacks = true,
 			.ring_buffer_bytes = cfg->profiling.ring_buffer_bytes,
 			.table_unwinding = cfg->profiling.unwinding == AGENT_UNWIND_AUTO,
-			.track_mmaps = true,
+			/* As agent_run will: mappings watched unless profiling.mapping_hook is none. */
+			.track_mmaps = cfg->profiling.mapping_hook != AGENT_HOOK_NONE,
+			.mapping_hook = cfg->profiling.mapping_hook,
 		};
 		const char *what = NULL;
 		enum sr_log_level saved = sr_log_max_level;
@@ -253,6 +433,13 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 		/* The verifier log would drown the report; the failing step is named below. */
 		sr_log_set_level(SR_LOG_ERROR);
 		s = agent_sampler_new(&so, record_nothing, NULL, &what);
+		/* The agent falls back to frame pointers where table unwinding cannot load (agent/run.c): so does the check. */
+		if (!s && so.table_unwinding && !(what && strstr(what, "profiling.mapping_hook"))) {
+			so.table_unwinding = false;
+			s = agent_sampler_new(&so, record_nothing, NULL, &what);
+			if (!s)
+				so.table_unwinding = true;
+		}
 		sr_log_set_level(saved);
 		if (s) {
 			report(&c, "ok", NULL,
@@ -288,7 +475,9 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 				       "built without frame pointers stop early");
 			agent_sampler_free(s);
 		} else {
-			report(&c, "FAIL", "see the lines above; run with --log-level debug for libbpf's log",
+			report(&c, "FAIL",
+			       missing ? "see the kernel features missing above"
+				       : "see the lines above; run with --log-level debug for libbpf's log",
 			       "BPF sampling does not start: %s: %s", what ? what : "?", strerror(errno));
 		}
 	}

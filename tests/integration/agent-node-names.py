@@ -159,7 +159,7 @@ class Names:
 
 
 def main():
-    agentlib.require_root_bpf()
+    agentlib.require_root_bpf(needs=("table unwinding",))
     env = agentlib.Env()
     node = subprocess.run(["sh", "-c", "command -v node"], capture_output=True, text=True).stdout.strip()
     if not node:

@@ -56,7 +56,7 @@ def wait_for(cond, timeout):
 
 
 def main():
-    agentlib.require_root_bpf()
+    agentlib.require_root_bpf(needs=("table unwinding",))
     env = agentlib.Env()
     node = subprocess.run(["sh", "-c", "command -v node"], capture_output=True, text=True).stdout.strip()
     if not node:

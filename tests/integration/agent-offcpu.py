@@ -205,7 +205,7 @@ def check_gateway(c, work, off_ns):
 
 
 def main():
-    agentlib.require_root_bpf()
+    agentlib.require_root_bpf(needs=("off_cpu.enabled",))
     env = agentlib.Env()
     env.gateway = os.environ.get("SR_GATEWAY")
     if not env.gateway:

@@ -223,7 +223,7 @@ def share(samples, pred):
 
 
 def main():
-    agentlib.require_root_bpf()
+    agentlib.require_root_bpf(needs=("table unwinding",))
     if not os.access(PYTHON, os.X_OK):
         agentlib.skip(PYTHON + " not installed (python3 in scripts/install-deps)")
     env = agentlib.Env()

@@ -323,7 +323,7 @@ def perf_shares(run):
 
 
 def main():
-    agentlib.require_root_bpf()
+    agentlib.require_root_bpf(needs=("table unwinding",))
     env = agentlib.Env()
     c = agentlib.Checks()
     try:

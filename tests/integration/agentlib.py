@@ -8,6 +8,7 @@ Needs Debian's /usr/bin/python3 with python3-protobuf, protoc, nm, readelf.
 import atexit
 import bisect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,11 @@ def skip(msg):
     sys.exit(SKIP)
 
 
-def require_root_bpf():
+def require_root_bpf(needs=()):
+    """Skips unless root can run the agent here. needs: words of the agent's
+    --check lines for the features a test uses beyond what the agent cannot
+    start without ("table unwinding", "off_cpu.enabled"):
+    a kernel that lacks one skips the test with the agent's own reason."""
     if os.geteuid() != 0:
         skip("needs root (BPF and perf events)")
     if not os.path.exists("/sys/kernel/btf/vmlinux"):
@@ -29,6 +34,34 @@ def require_root_bpf():
     for tool in ("protoc", "nm", "readelf"):
         if not shutil.which(tool):
             skip(tool + " not installed (scripts/install-deps)")
+    lacks = kernel_lacks()
+    fatal = [line for status, line in lacks if status == "FAIL"]
+    if fatal:
+        skip("the agent cannot start on this kernel: " + "; ".join(fatal))
+    for need in needs:
+        for _, line in lacks:
+            if need in line:
+                skip(line)
+
+
+def kernel_lacks():
+    """The kernel features the agent's --check finds missing, as (status,
+    line) pairs: FAIL when the agent cannot start without it, WARN when a
+    setting or a runtime's frames cannot be used. Only those lines: a --check
+    that fails for another reason is the test's to find."""
+    agent = os.environ.get("SR_AGENT")
+    if not agent:
+        return []
+    try:
+        out = subprocess.run([agent, "--check"], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in out.splitlines():
+        m = re.match(r"\[(FAIL|WARN)\s*\] (kernel (?:\(or seccomp\) )?lacks .*)", line)
+        if m:
+            found.append((m.group(1), m.group(2)))
+    return found
 
 
 class Env:
