@@ -79,12 +79,35 @@ CHAIN = ["JavaHot.work", "JavaHot.mid", "JavaHot.spin"] + ["JavaHot.alpha"] * 11
 RUNS = [("plain", []), ("interpreted", ["-Xint"]), ("c1", ["-XX:TieredStopAtLevel=1"])]
 
 
-def line_of(path, text):
-    with open(path) as f:
-        for i, line in enumerate(f, 1):
-            if text in line:
-                return i
-    raise AssertionError("%s not in %s" % (text, path))
+def start_agent(env, label, pid, freq):
+    """The agent on one JVM (--pid, --output, 1 s windows, metrics on a free port): (proc, log, port, output)."""
+    port = free_port()
+    cfg = os.path.join(env.tmp, "agent-%s.yaml" % label)
+    with open(cfg, "w") as f:
+        f.write("profiling: {report_interval: 1s}\n"
+                "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
+    out_path = os.path.join(env.tmp, "out-%s.pb" % label)
+    agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(freq),
+                                            "--duration", "300", "--output", out_path, "--log-level", "info"])
+    return agent, log, port, out_path
+
+
+def java_known(port):
+    """Whether the agent has given a JVM to the walker (once its tables are filled in, at start-up)."""
+    def known():
+        try:
+            return metricslib.parse(metricslib.scrape(port, timeout=5)).get(
+                "stackrelay_agent_java_processes_total", 0) >= 1
+        except OSError:
+            return False
+    return bool(agentlib.wait_for(known, 60, step=0.2))
+
+
+def kill(*procs):
+    for p in procs:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def body_lines(path, method):
@@ -118,29 +141,11 @@ def one_run(env, c, java, classes, src, label, flags):
         w = subprocess.Popen([java] + flags + ["-cp", classes, "JavaHot", str(SECONDS)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, cwd=env.tmp)
         pid = int(w.stdout.readline())
-        port = free_port()
-        cfg = os.path.join(env.tmp, "agent-%s.yaml" % label)
-        with open(cfg, "w") as f:
-            f.write("profiling: {report_interval: 1s}\n"
-                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
-        out_path = os.path.join(env.tmp, "out-%s.pb" % label)
-        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
-                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        agent, log, port, out_path = start_agent(env, label, pid, FREQ)
         if agent is None:
             c.check(False, "%s: the agent starts" % label)
             return
-        # The JVM is given to the walker once its tables are filled in (at start-up, before main runs).
-        deadline = time.monotonic() + 60
-        known = False
-        while time.monotonic() < deadline and not known:
-            try:
-                text = metricslib.scrape(port, timeout=5)
-                known = metricslib.parse(text).get("stackrelay_agent_java_processes_total", 0) >= 1
-            except OSError:
-                pass
-            if not known:
-                time.sleep(0.2)
-        c.check(known, "%s: the agent gives the JVM to the Java walker" % label)
+        c.check(java_known(port), "%s: the agent gives the JVM to the Java walker" % label)
         w.stdin.write("go\n")
         w.stdin.flush()
         done = w.stdout.readline()
@@ -163,10 +168,7 @@ def one_run(env, c, java, classes, src, label, flags):
         c.check(recorded > 0 and unnamed <= 0.05 * recorded,
                 "%s: <= 5%% of Java frames recorded stay unnamed (%d of %d)" % (label, unnamed, recorded))
     finally:
-        for p in (w, agent):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        kill(w, agent)
 
 
 def check_samples(c, out, pid, src, label):
@@ -181,10 +183,11 @@ def check_samples(c, out, pid, src, label):
     if not total:
         return
     whole = full = below = 0
-    lines = {"JavaHot.mid": line_of(src, "return work(s, x) + 1;"), "JavaHot.spin": line_of(src, "s = mid(s, i);"),
-             "JavaHot.main": line_of(src, "s += alpha(10);")}
-    alpha_call = line_of(src, "return alpha(depth - 1) + 1;")
-    alpha_leaf = line_of(src, "return spin(3000);")
+    lines = {"JavaHot.mid": agentlib.line_of(src, "return work(s, x) + 1;"),
+             "JavaHot.spin": agentlib.line_of(src, "s = mid(s, i);"),
+             "JavaHot.main": agentlib.line_of(src, "s += alpha(10);")}
+    alpha_call = agentlib.line_of(src, "return alpha(depth - 1) + 1;")
+    alpha_leaf = agentlib.line_of(src, "return spin(3000);")
     work_body = body_lines(src, "work")
     bad_lines = {}
     for s, jf, last in java:
@@ -253,20 +256,15 @@ def split_run(env, c, java, classes):
     rec = os.path.join(env.tmp, "split.jfr")
     w = agent = None
     try:
-        w = subprocess.Popen(["sh", "-c", 'read x; exec "$0" "$@"', java,
-                              "-XX:StartFlightRecording=filename=%s,settings=profile,jdk.ExecutionSample#period=2ms" % rec, "-cp", classes,
+        w = subprocess.Popen(["sh", "-c", 'read x; exec "$0" "$@"', java, "-Xlog:disable", "-Xlog:all=warning:stderr",
+                              "-XX:StartFlightRecording=filename=%s,settings=profile,"
+                              "jdk.ExecutionSample#period=2ms" % rec,
+                              "-cp", classes,
                               "JavaSplit", str(SECONDS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              cwd=env.tmp)
         pid = w.pid
-        port = free_port()
-        cfg = os.path.join(env.tmp, "agent-split.yaml")
-        with open(cfg, "w") as f:
-            f.write("profiling: {report_interval: 1s}\n"
-                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % port)
-        out_path = os.path.join(env.tmp, "out-split.pb")
         # 997 Hz, JFR every 2 ms: thousands of samples each, so 5 points is several standard errors.
-        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(SPLIT_FREQ),
-                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        agent, log, port, out_path = start_agent(env, "split", pid, SPLIT_FREQ)
         if agent is None:
             c.check(False, "split: the agent starts")
             return
@@ -277,17 +275,7 @@ def split_run(env, c, java, classes):
         while line and not line.strip().isdigit():
             line = w.stdout.readline()
         c.check(line.strip() == str(pid), "split: java started under the gate's PID (%r)" % line.strip())
-        deadline = time.monotonic() + 60
-        known = False
-        while time.monotonic() < deadline and not known:
-            try:
-                text = metricslib.scrape(port, timeout=5)
-                known = metricslib.parse(text).get("stackrelay_agent_java_processes_total", 0) >= 1
-            except OSError:
-                pass
-            if not known:
-                time.sleep(0.2)
-        c.check(known, "split: the JVM started after the agent is given to the Java walker")
+        c.check(java_known(port), "split: the JVM started after the agent is given to the Java walker")
         w.stdin.write("go\n")
         w.stdin.flush()
         started = w.stdout.readline()
@@ -336,10 +324,7 @@ def split_run(env, c, java, classes):
                 "split: alphaWork's share is within 5 points of JFR's top frames (agent %.1f%%, JFR %.1f%% of %d)"
                 % (ours, theirs, ja + jb))
     finally:
-        for p in (w, agent):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        kill(w, agent)
 
 
 def unload_run(env, c, java, classes):
@@ -363,13 +348,7 @@ def unload_run(env, c, java, classes):
         w = subprocess.Popen([java, "-cp", classes, "JavaUnload", str(PHASE_SECONDS)] + dirs, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, cwd=env.tmp)
         pid = int(w.stdout.readline())
-        cfg = os.path.join(env.tmp, "agent-unload.yaml")
-        with open(cfg, "w") as f:
-            f.write("profiling: {report_interval: 1s}\n"
-                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % free_port())
-        out_path = os.path.join(env.tmp, "out-unload.pb")
-        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
-                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        agent, log, _, out_path = start_agent(env, "unload", pid, FREQ)
         if agent is None:
             c.check(False, "unload: the agent starts")
             return
@@ -409,47 +388,44 @@ def unload_run(env, c, java, classes):
         c.check(all(v >= 20 for v in right.values()),
                 "unload: each phase has >= 20 Gen frames named after its own method (%s)" % right)
     finally:
-        for p in (w, agent):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        kill(w, agent)
 
 
 def deopt_run(env, c, java, classes):
     """A compiled method deoptimized and compiled again: frames keep the name of the code that ran."""
     w = agent = None
     try:
-        w = subprocess.Popen([java, "-XX:+PrintCompilation", "-cp", classes, "JavaDeopt", str(PHASE_SECONDS)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=env.tmp)
+        # The JVM's own output (PrintCompilation) goes to stderr, a file: on stdout its lines, written by
+        # compiler threads, could land in the middle of the program's.
+        vm_log = os.path.join(env.tmp, "deopt-vm.log")
+        with open(vm_log, "w") as vm_out:
+            w = subprocess.Popen([java, "-XX:+PrintCompilation", "-XX:+DisplayVMOutputToStderr", "-cp", classes,
+                                  "JavaDeopt", str(PHASE_SECONDS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=vm_out, text=True, cwd=env.tmp)
         line = w.stdout.readline()
         while line and not line.strip().isdigit():
             line = w.stdout.readline()
         pid = int(line)
-        cfg = os.path.join(env.tmp, "agent-deopt.yaml")
-        with open(cfg, "w") as f:
-            f.write("profiling: {report_interval: 1s}\n"
-                    "telemetry: {metrics: {address: 127.0.0.1:%d}}\n" % free_port())
-        out_path = os.path.join(env.tmp, "out-deopt.pb")
-        agent, log = agentlib.start_agent(env, ["--config", cfg, "--pid", str(pid), "--frequency", str(FREQ),
-                                                "--duration", "300", "--output", out_path, "--log-level", "info"])
+        agent, log, _, out_path = start_agent(env, "deopt", pid, FREQ)
         if agent is None:
             c.check(False, "deopt: the agent starts")
             return
         offset = time.time_ns() - time.monotonic_ns()
         w.stdin.write("go\n")
         w.stdin.flush()
-        phases, deopt = [], False
+        phases = []
         for line in w.stdout:
             f = line.split()
             if f and f[0] == "phase":
                 phases.append((int(f[1]), int(f[2]) + offset, int(f[3]) + offset))
-            elif len(phases) == 1 and "JavaDeopt::run" in line and "made not entrant" in line:
-                deopt = True
             elif f and f[0] == "done":
                 break
         w.wait(timeout=120)
+        # C2's code of run() (tier 4, not an OSR compilation) made not entrant: only a deoptimization does that.
+        deopt = any(re.search(r"^\s*\d+\s+\d+\s+4\s+JavaDeopt::run \(.*made not entrant", line)
+                    for line in open(vm_log))
         c.check(len(phases) == 2, "deopt: the workload ran 2 phases")
-        c.check(deopt, "deopt: JavaDeopt.run was deoptimized when the Squares came (PrintCompilation)")
+        c.check(deopt, "deopt: C2's JavaDeopt.run was made not entrant (PrintCompilation): deoptimized")
         time.sleep(1.5)
         rc, _ = agentlib.stop_agent(agent, log)
         agent = None
@@ -474,10 +450,7 @@ def deopt_run(env, c, java, classes):
         c.check(all(v >= 20 for v in right.values()),
                 "deopt: each phase has >= 20 frames of its own shape's area (%s)" % right)
     finally:
-        for p in (w, agent):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
+        kill(w, agent)
 
 
 def main():
@@ -489,7 +462,8 @@ def main():
     src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
     classes = os.path.join(env.tmp, "classes")
     subprocess.run([javac, "-g", "-d", classes, src] +
-                   [os.path.join(env.src, "tests", "workloads", w) for w in ("JavaSplit.java", "JavaUnload.java", "JavaDeopt.java")],
+                   [os.path.join(env.src, "tests", "workloads", w)
+                    for w in ("JavaSplit.java", "JavaUnload.java", "JavaDeopt.java")],
                    check=True)
     c = agentlib.Checks()
     for label, flags in RUNS:

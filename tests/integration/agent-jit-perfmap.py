@@ -28,7 +28,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
@@ -42,15 +41,6 @@ HOT = "hotFunction"
 
 
 
-
-def wait_for(cond, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    return None
 
 
 def start_gateway(env, work):
@@ -81,7 +71,7 @@ service:
             return True
         except OSError:
             return None
-    return gw, (port if wait_for(listening, 30) else None)
+    return gw, (port if agentlib.wait_for(listening, 30) else None)
 
 
 def check_agent_output(c, out, pid):

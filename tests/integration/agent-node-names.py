@@ -67,15 +67,6 @@ V8_FRAME_FLAG = 1 << 62  # bpf/v8frame.h: what an unnamed V8 frame keeps as its 
 WARM_UP = ("warmUp", "warmSlice")
 
 
-def wait_for(cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    return None
-
 
 TRACE = []
 
@@ -91,13 +82,6 @@ def first_line(p, want):
             return line
         TRACE.append(line)
 
-
-def line_of(path, text):
-    with open(path) as f:
-        for i, line in enumerate(f, 1):
-            if text in line:
-                return i
-    raise AssertionError("%s not in %s" % (text, path))
 
 
 def cpuprofile_shares(path, since_us):
@@ -170,9 +154,9 @@ def main():
     agent = None
     split = os.path.join(env.src, "tests", "workloads", "v8-split.js")
     deopt = os.path.join(env.src, "tests", "workloads", "v8-deopt.js")
-    deopt_line = line_of(deopt, "function shapeWork(")
-    alpha_line = line_of(split, "function alphaWork(")
-    beta_line = line_of(split, "function betaWork(")
+    deopt_line = agentlib.line_of(deopt, "function shapeWork(")
+    alpha_line = agentlib.line_of(split, "function alphaWork(")
+    beta_line = agentlib.line_of(split, "function betaWork(")
     prof_dir = os.path.join(env.tmp, "prof")
     try:
         runs = {
@@ -218,7 +202,7 @@ def main():
             n = metricslib.parse(text).get("stackrelay_agent_nodejs_processes_total")
             # The worker's process is idle until released: it is given to BPF at its first sample.
             return v and v > 0 and n and n >= len(runs) - 1
-        c.check(wait_for(named, 120), "the warm-ups' JavaScript frames are recorded in BPF for the %d "
+        c.check(agentlib.wait_for(named, 120), "the warm-ups' JavaScript frames are recorded in BPF for the %d "
                 "warming processes" % (len(runs) - 1))
         # The workloads waiting their turn are stopped: on this 2-CPU runner their warm-ups would take CPU
         # from the one measured, and its own clock (wall time) would count their time slices.
@@ -249,7 +233,7 @@ def main():
                 return None
             n = metricslib.parse(text).get("stackrelay_agent_nodejs_processes_total")
             return n and n >= len(pids) - 1
-        c.check(wait_for(late_named, 120), "late: the process started after the agent is given to the BPF namer")
+        c.check(agentlib.wait_for(late_named, 120), "late: the process started after the agent is given to the BPF namer")
         go["late"] = time.time_ns()
         procs["late"].stdin.write("go\n")
         procs["late"].stdin.flush()

@@ -45,15 +45,6 @@ UNKNOWN = 3
 NODE_START = "_ZN4node5StartEiPPc"
 
 
-def wait_for(cond, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    return None
-
 
 def main():
     agentlib.require_root_bpf(needs=("table unwinding",))
@@ -95,7 +86,7 @@ def main():
                 return None
             v = metricslib.parse(text).get('stackrelay_agent_unwind_stops_total{reason="complete"}')
             return v and v > 0
-        c.check(wait_for(table_loaded, 120), "the warm-up's stacks complete: node's unwind table is loaded")
+        c.check(agentlib.wait_for(table_loaded, 120), "the warm-up's stacks complete: node's unwind table is loaded")
         go_ns = time.time_ns()
         w.stdin.write("go\n")
         w.stdin.flush()

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 
@@ -298,6 +299,26 @@ def run_agent(env, args, timeout):
     r = subprocess.run([env.agent] + args, capture_output=True, text=True, timeout=timeout)
     sys.stderr.write(r.stderr)
     return r.returncode, r.stderr
+
+
+def wait_for(cond, timeout, step=0.1):
+    """cond()'s first true value within timeout seconds (polled every step), or None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+def line_of(path, text):
+    """The 1-based number of the first line of path that holds text."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise AssertionError("%s not in %s" % (text, path))
 
 
 def logfmt_fields(stderr, msg):
