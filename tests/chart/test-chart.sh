@@ -10,7 +10,9 @@
 #      manifests and NOTES with the golden files in tests/chart/golden/;
 #      checks what a first install generates (check-generated.mjs);
 #   3. validates every rendered object against the Kubernetes schemas
-#      (tests/chart/validate.mjs);
+#      (tests/chart/validate.mjs); checks that the alert rules and dashboards
+#      are PromQL naming metrics the gateway and agent expose
+#      (tests/chart/check-monitoring.mjs);
 #   4. renders every tests/chart/invalid/*.yaml and expects the error its
 #      first line names ("# expect: TEXT");
 #   5. checks that docs/install-kubernetes.md documents every value.
@@ -44,7 +46,8 @@ command -v go >/dev/null || missing "go is not installed (Debian golang-go)"
 [ -d /usr/share/gocode/src/github.com/xeipuuv/gojsonschema ] ||
 	missing "gojsonschema is not installed (Debian golang-github-xeipuuv-gojsonschema-dev)"
 command -v node >/dev/null || missing "node is not installed"
-[ -d "$here/node_modules/kubernetes-models" ] || missing "npm packages of tests/chart are not installed"
+[ -d "$here/node_modules/kubernetes-models" ] && [ -d "$here/node_modules/@prometheus-io/lezer-promql" ] ||
+	missing "npm packages of tests/chart are not installed"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sr-chart.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -124,6 +127,12 @@ if [ ${#rendered[@]} -gt 0 ]; then
 	else
 		fail "kubernetes schemas:"
 		sed 's/^/    /' "$work/validate.out"
+	fi
+	if node "$here/check-monitoring.mjs" "$src" "${rendered[@]}" >"$work/monitoring.out" 2>&1; then
+		pass "alerts and dashboards: $(tail -n 1 "$work/monitoring.out")"
+	else
+		fail "alerts and dashboards:"
+		sed 's/^/    /' "$work/monitoring.out"
 	fi
 fi
 
