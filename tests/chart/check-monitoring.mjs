@@ -14,8 +14,8 @@
 //     renaming a metric cannot leave an alert or a panel silently empty.
 //
 // Prints one line per problem and exits 1 if there was any; prints what it
-// checked and exits 0 otherwise. Fails when the files hold no rule at all, so
-// a scenario that stops rendering them is noticed.
+// checked and exits 0 otherwise. Fails when the files hold no rule or no
+// dashboard at all, so a scenario that stops rendering them is noticed.
 
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
@@ -59,6 +59,7 @@ function promql(expr) {
 const problems = [];
 let exprs = 0;
 let rules = 0;
+let dashboards = 0;
 const names = new Set();
 
 function check(where, expr) {
@@ -83,8 +84,29 @@ function walkDashboard(node, where) {
   else if (node && typeof node === "object") {
     for (const [k, v] of Object.entries(node)) {
       if (k === "expr" && typeof v === "string") check(`${where}.expr`, v);
-      else if (k === "query" && typeof v === "string" && /stackrelay_/.test(v)) check(`${where}.query`, v);
+      else if (k === "query" && typeof v === "string" && /stackrelay_/.test(v)) {
+        // A variable's label_values(SELECTOR, LABEL) is Grafana's, around PromQL.
+        const lv = v.match(/^\s*label_values\(\s*([\s\S]+?)\s*,\s*[A-Za-z_]\w*\s*\)\s*$/);
+        check(`${where}.query`, lv ? lv[1] : v);
+      }
       else walkDashboard(v, `${where}.${k}`);
+    }
+  }
+}
+
+// What Grafana needs to load a dashboard and fill its panels: a uid and
+// title, unique panel ids, and only variables the dashboard defines.
+function checkDashboard(dash, where) {
+  if (!dash.uid || !dash.title) problems.push(`${where}: uid and title are required`);
+  const vars = new Set(((dash.templating || {}).list || []).map((v) => v.name));
+  const ids = new Set();
+  const panels = (dash.panels || []).flatMap((p) => [p, ...(p.panels || [])]);
+  for (const p of panels) {
+    if (ids.has(p.id)) problems.push(`${where}: panel id ${p.id} used twice`);
+    ids.add(p.id);
+    const text = JSON.stringify([p.datasource, p.targets || []]);
+    for (const m of text.matchAll(/\$\{?([A-Za-z_]\w*)\}?/g)) {
+      if (!m[1].startsWith("__") && !vars.has(m[1])) problems.push(`${where}: panel "${p.title}": variable $${m[1]} is not defined`);
     }
   }
 }
@@ -110,13 +132,16 @@ for (const file of files) {
           problems.push(`${id}: ${key}: not JSON: ${e.message}`);
           continue;
         }
+        dashboards++;
         walkDashboard(dash, `${id}: ${key}`);
+        checkDashboard(dash, `${id}: ${key}`);
       }
     }
   }
 }
 
 if (rules === 0) problems.push("no PrometheusRule rules in the rendered manifests");
+if (dashboards === 0) problems.push("no Grafana dashboard (ConfigMap labelled grafana_dashboard) in the rendered manifests");
 for (const p of problems) console.log(p);
-console.log(`check-monitoring: ${rules} rules, ${exprs} expressions, ${names.size} stackrelay metrics, ${problems.length} problems`);
+console.log(`check-monitoring: ${rules} rules, ${dashboards} dashboards, ${exprs} expressions, ${names.size} stackrelay metrics, ${problems.length} problems`);
 process.exit(problems.length ? 1 : 0);
