@@ -94,10 +94,26 @@ function walkDashboard(node, where) {
   }
 }
 
-// What Grafana needs to load a dashboard and fill its panels: a uid and
-// title, unique panel ids, and only variables the dashboard defines.
+// What Grafana needs to load a dashboard and lay out and fill its panels: a
+// uid and title, panels that fit the grid without overlapping, unique panel
+// ids, and only variables the dashboard defines.
 function checkDashboard(dash, where) {
   if (!dash.uid || !dash.title) problems.push(`${where}: uid and title are required`);
+  // Panels in the 24-column grid, none on top of another.
+  const boxes = [];
+  for (const p of dash.panels || []) {
+    const g = p.gridPos || {};
+    if (!(g.w > 0 && g.h > 0 && g.x >= 0 && g.y >= 0 && g.x + g.w <= 24)) {
+      problems.push(`${where}: panel "${p.title}": gridPos ${JSON.stringify(g)} is not inside the 24-column grid`);
+      continue;
+    }
+    for (const b of boxes) {
+      if (g.x < b.g.x + b.g.w && b.g.x < g.x + g.w && g.y < b.g.y + b.g.h && b.g.y < g.y + g.h) {
+        problems.push(`${where}: panels "${b.title}" and "${p.title}" overlap`);
+      }
+    }
+    boxes.push({ g, title: p.title });
+  }
   const vars = new Set(((dash.templating || {}).list || []).map((v) => v.name));
   const ids = new Set();
   const panels = (dash.panels || []).flatMap((p) => [p, ...(p.panels || [])]);
