@@ -15,11 +15,14 @@
 #      (tests/chart/check-monitoring.mjs);
 #   4. renders every tests/chart/invalid/*.yaml and expects the error its
 #      first line names ("# expect: TEXT");
-#   5. checks that docs/install-kubernetes.md documents every value.
+#   5. checks that docs/install-kubernetes.md documents every value, and
+#      that charts/stackrelay/README.md is the one chart-readme.mjs generates
+#      from Chart.yaml and values.yaml.
 #
 #   tests/chart/test-chart.sh            run (meson test -C BUILD --suite ship)
-#   tests/chart/test-chart.sh --update   rewrite the golden files after an
-#                                        intended chart change; review the diff
+#   tests/chart/test-chart.sh --update   rewrite the golden files and the
+#                                        chart README after an intended chart
+#                                        change; review the diff
 set -euo pipefail
 
 src=${SR_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -180,6 +183,16 @@ if [ ${#undocumented[@]} -eq 0 ]; then
 	pass "every value is documented in docs/install-kubernetes.md"
 else
 	fail "values missing from docs/install-kubernetes.md: ${undocumented[*]}"
+fi
+
+# The chart's README (helm show readme) follows values.yaml.
+if [ $update = 1 ]; then
+	node "$here/chart-readme.mjs" --update "$chart" "$src/docs/install-kubernetes.md" >/dev/null &&
+		pass "charts/stackrelay/README.md (updated)" || fail "charts/stackrelay/README.md: not written"
+elif node "$here/chart-readme.mjs" --check "$chart" "$src/docs/install-kubernetes.md" >"$work/readme.out" 2>&1; then
+	pass "$(cat "$work/readme.out")"
+else
+	fail "$(cat "$work/readme.out")"
 fi
 
 echo "$passed passed, $failed failed"
