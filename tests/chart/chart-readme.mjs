@@ -30,11 +30,17 @@ if (!chartDir || !docFile) {
 const chart = parse(readFileSync(path.join(chartDir, "Chart.yaml"), "utf8"));
 const values = parseDocument(readFileSync(path.join(chartDir, "values.yaml"), "utf8"));
 
-// The meanings of the docs' values table: | `key` | default | meaning |.
+// The docs' values table: | `key` | default | meaning |. Links into the docs
+// do not resolve from the chart, so they keep their text only.
+const unlink = (s) => s.replace(/\[([^\]]+)\]\((?!https?:)[^)]*\)/g, "$1");
 const meaning = new Map();
+const docDefault = new Map();
 for (const line of readFileSync(docFile, "utf8").split("\n")) {
-  const m = line.match(/^\| `([^`]+)` \| .*? \| (.*) \|$/);
-  if (m) meaning.set(m[1], m[2].trim());
+  const m = line.match(/^\| `([^`]+)` \| (.*?) \|(.*)\|$/);
+  if (m) {
+    docDefault.set(m[1], unlink(m[2].trim()));
+    meaning.set(m[1], unlink(m[3].trim()));
+  }
 }
 
 // A comment block's "# --" description (helm-docs' convention), as one line,
@@ -58,9 +64,10 @@ function typeOf(v) {
   return typeof v === "boolean" ? "bool" : "string";
 }
 
-function defaultOf(v) {
+// A default too long for a table cell: the docs' summary of it.
+function defaultOf(v, name) {
   const json = JSON.stringify(v);
-  if (json.length > 60) return "see `values.yaml`";
+  if (json.length > 60) return docDefault.get(name) || "see `values.yaml`";
   return "`" + json.replace(/\|/g, "\\|") + "`";
 }
 
@@ -85,7 +92,7 @@ function walk(map, keyPath, rows) {
       return;
     }
     const text = desc ? md(desc) : meaning.get(name) || "";
-    rows.push(`| \`${name}\` | ${typeOf(value)} | ${defaultOf(value)} | ${text} |`);
+    rows.push(`| \`${name}\` | ${typeOf(value)} | ${defaultOf(value, name)} | ${text} |`);
   });
 }
 const general = { title: "General", intro: "", rows: [] };
