@@ -49,8 +49,9 @@ command -v go >/dev/null || missing "go is not installed (Debian golang-go)"
 [ -d /usr/share/gocode/src/github.com/xeipuuv/gojsonschema ] ||
 	missing "gojsonschema is not installed (Debian golang-github-xeipuuv-gojsonschema-dev)"
 command -v node >/dev/null || missing "node is not installed"
-[ -d "$here/node_modules/kubernetes-models" ] && [ -d "$here/node_modules/@prometheus-io/lezer-promql" ] ||
-	missing "npm packages of tests/chart are not installed"
+for package in kubernetes-models @prometheus-io/lezer-promql; do
+	[ -d "$here/node_modules/$package" ] || missing "npm packages of tests/chart are not installed"
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sr-chart.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -187,8 +188,11 @@ fi
 
 # The chart's README (helm show readme) follows values.yaml.
 if [ $update = 1 ]; then
-	node "$here/chart-readme.mjs" --update "$chart" "$src/docs/install-kubernetes.md" >/dev/null &&
-		pass "charts/stackrelay/README.md (updated)" || fail "charts/stackrelay/README.md: not written"
+	if node "$here/chart-readme.mjs" --update "$chart" "$src/docs/install-kubernetes.md" >"$work/readme.out" 2>&1; then
+		pass "charts/stackrelay/README.md (updated)"
+	else
+		fail "charts/stackrelay/README.md: $(cat "$work/readme.out")"
+	fi
 elif node "$here/chart-readme.mjs" --check "$chart" "$src/docs/install-kubernetes.md" >"$work/readme.out" 2>&1; then
 	pass "$(cat "$work/readme.out")"
 else
