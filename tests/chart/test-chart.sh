@@ -10,14 +10,19 @@
 #      manifests and NOTES with the golden files in tests/chart/golden/;
 #      checks what a first install generates (check-generated.mjs);
 #   3. validates every rendered object against the Kubernetes schemas
-#      (tests/chart/validate.mjs);
+#      (tests/chart/validate.mjs); checks that the alert rules and dashboards
+#      are PromQL naming metrics the gateway and agent expose
+#      (tests/chart/check-monitoring.mjs);
 #   4. renders every tests/chart/invalid/*.yaml and expects the error its
 #      first line names ("# expect: TEXT");
-#   5. checks that docs/install-kubernetes.md documents every value.
+#   5. checks that docs/install-kubernetes.md documents every value, and
+#      that charts/stackrelay/README.md is the one chart-readme.mjs generates
+#      from Chart.yaml and values.yaml.
 #
 #   tests/chart/test-chart.sh            run (meson test -C BUILD --suite ship)
-#   tests/chart/test-chart.sh --update   rewrite the golden files after an
-#                                        intended chart change; review the diff
+#   tests/chart/test-chart.sh --update   rewrite the golden files and the
+#                                        chart README after an intended chart
+#                                        change; review the diff
 set -euo pipefail
 
 src=${SR_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -44,7 +49,9 @@ command -v go >/dev/null || missing "go is not installed (Debian golang-go)"
 [ -d /usr/share/gocode/src/github.com/xeipuuv/gojsonschema ] ||
 	missing "gojsonschema is not installed (Debian golang-github-xeipuuv-gojsonschema-dev)"
 command -v node >/dev/null || missing "node is not installed"
-[ -d "$here/node_modules/kubernetes-models" ] || missing "npm packages of tests/chart are not installed"
+for package in kubernetes-models @prometheus-io/lezer-promql; do
+	[ -d "$here/node_modules/$package" ] || missing "npm packages of tests/chart are not installed"
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sr-chart.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -125,6 +132,12 @@ if [ ${#rendered[@]} -gt 0 ]; then
 		fail "kubernetes schemas:"
 		sed 's/^/    /' "$work/validate.out"
 	fi
+	if node "$here/check-monitoring.mjs" "$src" "${rendered[@]}" >"$work/monitoring.out" 2>&1; then
+		pass "alerts and dashboards: $(tail -n 1 "$work/monitoring.out")"
+	else
+		fail "alerts and dashboards:"
+		sed 's/^/    /' "$work/monitoring.out"
+	fi
 fi
 
 # A first install (lookup finds nothing) generates the bearer token and the
@@ -171,6 +184,19 @@ if [ ${#undocumented[@]} -eq 0 ]; then
 	pass "every value is documented in docs/install-kubernetes.md"
 else
 	fail "values missing from docs/install-kubernetes.md: ${undocumented[*]}"
+fi
+
+# The chart's README (helm show readme) follows values.yaml.
+if [ $update = 1 ]; then
+	if node "$here/chart-readme.mjs" --update "$chart" "$src/docs/install-kubernetes.md" >"$work/readme.out" 2>&1; then
+		pass "charts/stackrelay/README.md (updated)"
+	else
+		fail "charts/stackrelay/README.md: $(cat "$work/readme.out")"
+	fi
+elif node "$here/chart-readme.mjs" --check "$chart" "$src/docs/install-kubernetes.md" >"$work/readme.out" 2>&1; then
+	pass "$(cat "$work/readme.out")"
+else
+	fail "$(cat "$work/readme.out")"
 fi
 
 echo "$passed passed, $failed failed"

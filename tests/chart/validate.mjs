@@ -263,6 +263,10 @@ function checkNetworkPolicies(objs) {
     ns: (o.metadata || {}).namespace,
     labels: ((((o.spec || {}).template || {}).metadata) || {}).labels || {},
   }));
+  // Bare Pods (Helm test hooks) are selected by their own labels.
+  for (const o of objs.filter((x) => x.kind === "Pod")) {
+    pods.push({ ns: (o.metadata || {}).namespace, labels: (o.metadata || {}).labels || {} });
+  }
   for (const np of objs.filter((o) => o.kind === "NetworkPolicy")) {
     const ns = (np.metadata || {}).namespace;
     const id = `NetworkPolicy/${(np.metadata || {}).name}`;

@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
 
-const freeForm = new Set(["config", "extraConfig", "resources", "podSecurityContext", "securityContext",
+export const freeForm = new Set(["config", "extraConfig", "resources", "podSecurityContext", "securityContext",
   "seccompProfile", "updateStrategy", "nodeSelector", "headers"]);
 
 function walk(v, path) {
@@ -18,4 +18,7 @@ function walk(v, path) {
     console.log(path.join("."));
   }
 }
-walk(parse(readFileSync(process.argv[2], "utf8")), []);
+// Run as a script (not imported by chart-readme.mjs).
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  walk(parse(readFileSync(process.argv[2], "utf8")), []);
+}
