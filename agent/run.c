@@ -100,10 +100,24 @@ void agent_run_queue_unwinder(struct run_ctx *c, struct agent_proc *proc)
 	proc->unwind_queued = true;
 }
 
-/* Gives queued processes to the unwinder, reading the ring buffer after each (which may queue more). */
+/*
+ * Time one call of sync_queued() may take: under heavy process churn every
+ * ring-buffer read queues more processes, and a loop that ran until the
+ * queue was empty never came back to flush the window (no samples sent, no
+ * process retired: the agent's memory grew with every process started).
+ */
+#define AGENT_SYNC_BUDGET_NS (100ULL * 1000 * 1000)
+
+/*
+ * Gives queued processes to the unwinder, reading the ring buffer after each
+ * (which may queue more), for at most AGENT_SYNC_BUDGET_NS; what is left
+ * waits for the next turn of the loop.
+ */
 static void sync_queued(struct run_ctx *c)
 {
-	while (c->unwind_head < c->unwind_n) {
+	uint64_t deadline = agent_run_clock_ns(CLOCK_MONOTONIC) + AGENT_SYNC_BUDGET_NS;
+
+	while (c->unwind_head < c->unwind_n && agent_run_clock_ns(CLOCK_MONOTONIC) < deadline) {
 		struct agent_proc *proc = c->unwind_queue[c->unwind_head++];
 		int r;
 
@@ -686,6 +700,9 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		timeout = wake > now
 				  ? (int)SR_MIN((wake - now) / SR_NSEC_PER_MSEC + 1, (uint64_t)AGENT_POLL_INTERVAL_MS)
 				  : 0;
+		/* Processes still queued for the unwinder (sync_queued()'s budget ran out): no waiting. */
+		if (c.unwind_head < c.unwind_n)
+			timeout = 0;
 		c.now_mono = now;
 		r = agent_sampler__poll(c.sampler, timeout);
 		if (r < 0) {
