@@ -265,8 +265,21 @@ int agent_java__sync(struct agent_java *j, const struct agent_proc *proc)
 		return -ENOENT;
 	}
 	/* A JVM already given to the walker keeps its heaps: they are reserved once, at start-up. */
-	if (e && e->ready)
-		return 0;
+	if (e && e->ready) {
+		struct hotspot_proc v;
+
+		if (j->procs_fd < 0 ||
+		    (bpf_map_lookup_elem(j->procs_fd, &proc->pid, &v) == 0 && v.start_boottime_ns == proc->start_ns))
+			return 0;
+		/*
+		 * Its entry is gone: the process exec'd (another JVM, with the
+		 * same pid and start time). What was cached for the old image
+		 * goes first: a new JVM's compile IDs start again at 1, so its
+		 * code could meet the old image's (pc, compile ID) keys.
+		 */
+		agent_java__forget(j, proc);
+		e = NULL;
+	}
 	fd = agent_open_map_file(proc->pid, m->start, m->end, NULL);
 	if (fd < 0)
 		return fd;
