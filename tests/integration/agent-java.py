@@ -327,6 +327,24 @@ def split_run(env, c, java, classes):
         kill(w, agent)
 
 
+def phase_frames(out, pid, phases, own, rival):
+    """Over the samples in windows that lie inside one phase (k, start, end): the Java frames named own(k),
+    by phase, and those rival(name, k) calls another's, by (phase, name)."""
+    right = {k: 0 for k, _, _ in phases}
+    wrong = {}
+    for s in out.for_pid(pid):
+        phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
+        if not phase:
+            continue
+        k = phase[0]
+        for name, _, _, _ in java_frames(out, s)[0]:
+            if name == own(k):
+                right[k] += s.count or 1
+            elif rival(name, k):
+                wrong[(k, name)] = wrong.get((k, name), 0) + (s.count or 1)
+    return right, wrong
+
+
 def unload_run(env, c, java, classes):
     """Classes unloaded and their methods' memory reused: frames keep the name of the method that ran."""
     dirs = []
@@ -370,20 +388,8 @@ def unload_run(env, c, java, classes):
         agent = None
         c.check(rc == 0, "unload: the agent exits 0 (got %s)" % rc)
         out = agentlib.Output(env.pb, out_path)
-        right = {k: 0 for k, _, _ in phases}
-        wrong = {}
-        for s in out.for_pid(pid):
-            phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
-            if not phase:
-                continue
-            jf, _ = java_frames(out, s)
-            for name, _, _, _ in jf:
-                if not name.startswith("Gen."):
-                    continue
-                if name == "Gen.phase%d" % phase[0]:
-                    right[phase[0]] += s.count or 1
-                else:
-                    wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
+        right, wrong = phase_frames(out, pid, phases, lambda k: "Gen.phase%d" % k,
+                                    lambda name, k: name.startswith("Gen.") and name != "Gen.phase%d" % k)
         c.check(not wrong, "unload: no Gen frame is named after another phase's method (wrong: %s)" % wrong)
         c.check(all(v >= 20 for v in right.values()),
                 "unload: each phase has >= 20 Gen frames named after its own method (%s)" % right)
@@ -432,17 +438,8 @@ def deopt_run(env, c, java, classes):
         c.check(rc == 0, "deopt: the agent exits 0 (got %s)" % rc)
         out = agentlib.Output(env.pb, out_path)
         own = {0: "JavaDeopt$Circle.area", 1: "JavaDeopt$Square.area"}
-        right = {0: 0, 1: 0}
-        wrong = {}
-        for s in out.for_pid(pid):
-            phase = [k for k, a, b in phases if a <= s.start_time_unix_nano and s.end_time_unix_nano <= b]
-            if not phase:
-                continue
-            for name, _, _, _ in java_frames(out, s)[0]:
-                if name == own[phase[0]]:
-                    right[phase[0]] += s.count or 1
-                elif name == own[1 - phase[0]]:
-                    wrong[(phase[0], name)] = wrong.get((phase[0], name), 0) + (s.count or 1)
+        right, wrong = phase_frames(out, pid, phases, own.get, lambda name, k: name == own[1 - k])
+        right = {0: 0, 1: 0, **right}  # both phases counted, even when the workload ran fewer
         # A sampled pc (the leaf compiled frame) is named by the next debug information in its code, which
         # in run()'s recompiled code can be the other shape's inlined call: a stray sample, never more.
         c.check(sum(wrong.values()) <= max(1, 0.02 * sum(right.values())),
