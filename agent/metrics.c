@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/http1.h"
 #include "common/macro.h"
 #include "metrics.h"
 
@@ -20,7 +21,7 @@ struct client {
 	int fd; /* -1: a free slot */
 	uint64_t deadline_ms;
 	size_t len;
-	char req[AGENT_METRICS_MAX_REQUEST + 1];
+	char req[AGENT_METRICS_MAX_REQUEST];
 	char *out; /* the response once the request is read */
 	size_t out_len, out_off;
 };
@@ -83,12 +84,12 @@ static void client_close(struct client *c)
 }
 
 /* The response, whole, to be written as the socket takes it. */
-static void respond(struct client *c, const char *status, const char *ctype, const char *body, size_t blen)
+static void respond(struct client *c, int status, const char *ctype, const char *body, size_t blen)
 {
 	char head[256];
 	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-			 ctype, blen);
+			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+			 status, sr_http1_reason_phrase(status), ctype, blen);
 
 	c->out = malloc((size_t)n + blen);
 	if (!c->out) {
@@ -102,31 +103,39 @@ static void respond(struct client *c, const char *status, const char *ctype, con
 	c->out_off = 0;
 }
 
-/* A complete request head in c->req (or one too long): its response. */
-static void handle_request(struct agent_metrics_server *s, struct client *c, bool too_long)
-{
-	const char *req = c->req;
+/*
+ * What request heads are held to (common/http1.h). A bare LF ends a line too:
+ * a request typed by hand (nc) is answered.
+ */
+static const struct sr_http1_limits head_limits = {
+	.max_head_bytes = AGENT_METRICS_MAX_REQUEST,
+	.max_headers = AGENT_METRICS_MAX_HEADERS,
+	.bare_lf = true,
+};
 
-	if (too_long) {
-		static const char msg[] = "request head too long\n";
-		respond(c, "431 Request Header Fields Too Large", "text/plain", msg, sizeof(msg) - 1);
-	} else if (strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET /metrics?", 13) == 0) {
+/* A complete request head: its response. */
+static void handle_request(struct agent_metrics_server *s, struct client *c, const struct sr_http1_request *req)
+{
+	bool get = req->method.len == 3 && memcmp(req->method.p, "GET", 3) == 0;
+	bool head = req->method.len == 4 && memcmp(req->method.p, "HEAD", 4) == 0;
+
+	if (get && req->path.len == 8 && memcmp(req->path.p, "/metrics", 8) == 0) {
 		char *body = NULL;
 		size_t blen = 0;
 		FILE *f = open_memstream(&body, &blen);
 		if (!f) {
-			respond(c, "500 Internal Server Error", "text/plain", "", 0);
+			respond(c, 500, "text/plain", "", 0);
 			return;
 		}
 		s->fn(s->ctx, f);
 		fclose(f);
-		respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, blen);
+		respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", body, blen);
 		free(body);
-	} else if (strncmp(req, "GET ", 4) == 0 || strncmp(req, "HEAD ", 5) == 0) {
+	} else if (get || head) {
 		static const char nf[] = "not found: the metrics are at /metrics\n";
-		respond(c, "404 Not Found", "text/plain", nf, sizeof(nf) - 1);
+		respond(c, 404, "text/plain", nf, sizeof(nf) - 1);
 	} else {
-		respond(c, "405 Method Not Allowed", "text/plain", "", 0);
+		respond(c, 405, "text/plain", "", 0);
 	}
 }
 
@@ -134,7 +143,9 @@ static void handle_request(struct agent_metrics_server *s, struct client *c, boo
 static void client_read(struct agent_metrics_server *s, struct client *c)
 {
 	for (;;) {
-		ssize_t n = recv(c->fd, c->req + c->len, AGENT_METRICS_MAX_REQUEST - c->len, 0);
+		struct sr_http1_request req;
+		ssize_t n = recv(c->fd, c->req + c->len, sizeof(c->req) - c->len, 0);
+		int r;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -145,13 +156,15 @@ static void client_read(struct agent_metrics_server *s, struct client *c)
 			return;
 		}
 		c->len += (size_t)n;
-		c->req[c->len] = '\0';
-		if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n")) {
-			handle_request(s, c, false);
+		r = sr_http1_parse(c->req, c->len, &head_limits, &req);
+		if (r > 0) {
+			handle_request(s, c, &req);
 			return;
 		}
-		if (c->len == AGENT_METRICS_MAX_REQUEST) {
-			handle_request(s, c, true);
+		if (r < 0) {
+			char msg[128];
+			int len = snprintf(msg, sizeof(msg), "%s\n", req.reason);
+			respond(c, req.status, "text/plain", msg, (size_t)SR_MIN(len, (int)sizeof(msg) - 1));
 			return;
 		}
 	}

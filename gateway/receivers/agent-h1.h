@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * HTTP/1.1 on the receivers' connections (agent-conn.c), for a receiver whose
- * gw_conn_ops.http1 is set: a small, strict request reader (request line,
- * headers up to GW_H1_MAX_HEAD_BYTES, a body framed by Content-Length or
- * chunked) that hands a request's parts to the same stream functions HTTP/2
+ * gw_conn_ops.http1 is set: a small, strict request reader (the head, up to
+ * GW_H1_MAX_HEAD_BYTES, read by common/http1.h; a body framed by
+ * Content-Length or chunked) that hands a request's parts to the same stream functions HTTP/2
  * uses, and writes the answer. One request at a time per connection:
  * pipelined requests are read once the one before is answered (requests are
  * answered as they are read); bytes that arrive while a request is still
@@ -19,6 +19,8 @@
 
 /* Request line and headers of one request, CRLFs included. */
 #define GW_H1_MAX_HEAD_BYTES 16384
+/* Header lines of one request (431 past it); max_header_list_bytes usually binds first. */
+#define GW_H1_MAX_HEADERS 1024
 /* Body bytes read and thrown away after an early answer (e.g. 413) so the client sees it; then we close. */
 #define GW_H1_MAX_DISCARD_BYTES (64u << 20)
 
