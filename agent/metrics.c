@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -14,6 +14,7 @@
 
 #include "common/http1.h"
 #include "common/macro.h"
+#include "common/netaddr.h"
 #include "metrics.h"
 
 /* One connection: reading its request head, then writing its response. */
@@ -40,30 +41,6 @@ struct agent_metrics_server {
 
 /* How long accepting pauses after accept(2) fails for want of a resource, instead of spinning on it. */
 #define METRICS_ACCEPT_BACKOFF_MS 100
-
-static int split_address(const char *address, char *host, size_t hsize, char *port, size_t psize)
-{
-	const char *colon;
-
-	if (address[0] == '[') {
-		const char *end = strchr(address, ']');
-		if (!end || end[1] != ':' || (size_t)(end - address - 1) >= hsize)
-			return -EINVAL;
-		memcpy(host, address + 1, (size_t)(end - address - 1));
-		host[end - address - 1] = '\0';
-		colon = end + 1;
-	} else {
-		colon = strrchr(address, ':');
-		if (!colon || (size_t)(colon - address) >= hsize)
-			return -EINVAL;
-		memcpy(host, address, (size_t)(colon - address));
-		host[colon - address] = '\0';
-	}
-	if (!colon[1] || strlen(colon + 1) >= psize)
-		return -EINVAL;
-	strcpy(port, colon + 1);
-	return 0;
-}
 
 static uint64_t now_ms(void)
 {
@@ -269,15 +246,15 @@ static void *thread_main(void *arg)
 struct agent_metrics_server *agent_metrics_server_new(const char *address, agent_metrics_render_fn fn, void *ctx)
 {
 	struct agent_metrics_server *s;
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
-	struct addrinfo *res = NULL;
-	char host[256], port[32];
-	struct sockaddr_storage ss;
+	struct sockaddr_storage addr, ss;
 	socklen_t sl = sizeof(ss);
+	char err[256];
 	int one = 1, r;
 
-	if (split_address(address, host, sizeof(host), port, sizeof(port)) < 0) {
-		errno = EINVAL;
+	/* -EINVAL for a malformed address, -EADDRNOTAVAIL for a host that does not resolve. */
+	r = sr_parse_endpoint(address, &addr, err, sizeof(err));
+	if (r < 0) {
+		errno = -r;
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -289,18 +266,15 @@ struct agent_metrics_server *agent_metrics_server_new(const char *address, agent
 	s->ctx = ctx;
 	for (size_t i = 0; i < AGENT_METRICS_MAX_CLIENTS; i++)
 		s->clients[i].fd = -1;
-	r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (r != 0) {
-		r = -EADDRNOTAVAIL;
-		goto fail;
-	}
-	s->fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	s->fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->fd < 0) {
 		r = -errno;
 		goto fail;
 	}
 	setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s->fd, res->ai_addr, res->ai_addrlen) < 0 || listen(s->fd, 16) < 0) {
+	if (bind(s->fd, (struct sockaddr *)&addr,
+		 addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) < 0 ||
+	    listen(s->fd, 16) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -311,11 +285,8 @@ struct agent_metrics_server *agent_metrics_server_new(const char *address, agent
 		r = -errno;
 		goto fail;
 	}
-	freeaddrinfo(res);
 	return s;
 fail:
-	if (res)
-		freeaddrinfo(res);
 	agent_metrics_server_free(s);
 	errno = -r;
 	return NULL;

@@ -31,7 +31,7 @@ struct agent_metrics_server;
 
 /*
  * Binds and listens on address, "host:port" ("[::1]:9100", ":9100" for all
- * addresses), without serving yet: the agent binds before it drops the
+ * IPv4 addresses; common/netaddr.h reads it), without serving yet: the agent binds before it drops the
  * capabilities setup needs, and starts threads only after. NULL + errno.
  */
 struct agent_metrics_server *agent_metrics_server_new(const char *address, agent_metrics_render_fn fn, void *ctx);

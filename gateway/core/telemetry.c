@@ -8,7 +8,7 @@
 
 #include "common/http1.h"
 #include "common/macro.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "telemetry.h"
 
 struct tconn {
@@ -261,7 +261,7 @@ struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_t
 	int namelen = sizeof(ss);
 	int r;
 
-	r = gw_parse_endpoint(address, &ss, errbuf, errsize);
+	r = sr_parse_endpoint(address, &ss, errbuf, errsize);
 	if (r < 0) {
 		errno = -r;
 		return NULL;
@@ -284,7 +284,7 @@ struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_t
 		return NULL;
 	}
 	uv_tcp_getsockname(&t->listener, (struct sockaddr *)&ss, &namelen);
-	gw_sockaddr_format((struct sockaddr *)&ss, t->address, sizeof(t->address));
+	sr_sockaddr_format((struct sockaddr *)&ss, t->address, sizeof(t->address));
 	return t;
 }
 

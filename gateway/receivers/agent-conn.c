@@ -29,7 +29,7 @@
 #include "log.h"
 #include "common/macro.h"
 #include "model.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "runtime.h"
 #include "units.h"
 
@@ -698,7 +698,7 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0) {
-		gw_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+		sr_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
 		const struct sockaddr *sa = (const struct sockaddr *)&ss;
 		const void *ip = sa->sa_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr
 							   : (const void *)&((struct sockaddr_in *)sa)->sin_addr;

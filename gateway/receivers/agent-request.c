@@ -24,7 +24,7 @@
 #include "log.h"
 #include "common/macro.h"
 #include "model.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "runtime.h"
 #include "units.h"
 

@@ -44,7 +44,7 @@
 #include "common/macro.h"
 #include "metrics.h"
 #include "model.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "runtime.h"
 #include "units.h"
 
@@ -479,7 +479,7 @@ static int agent_validate(const void *config, const char *path, struct sr_diag *
 	if (cfg->endpoint) {
 		struct sockaddr_storage ss;
 		char err[256];
-		if (gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err)) == -EINVAL) {
+		if (sr_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err)) == -EINVAL) {
 			sr_diag_add(d, NULL, 0, 0, path, "endpoint: %s", err);
 			r = -EINVAL;
 		}
@@ -627,7 +627,7 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 	 * every connection, 15 MiB of a replica's heap with 2,000 agents.
 	 */
 	nghttp2_option_set_no_closed_streams(rx->h2opt, 1);
-	r = gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
+	r = sr_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
 	if (r < 0) {
 		sr_log_error(comp, "bad endpoint", "id=%s error=\"%s\"", rx->c->id, err);
 		return r;
@@ -643,7 +643,7 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 		return r;
 	}
 	uv_tcp_getsockname(&rx->listener, (struct sockaddr *)&ss, &namelen);
-	gw_sockaddr_format((struct sockaddr *)&ss, rx->address, sizeof(rx->address));
+	sr_sockaddr_format((struct sockaddr *)&ss, rx->address, sizeof(rx->address));
 
 	uint64_t tick = 1000;
 	if (cfg->header_timeout_ns)

@@ -22,7 +22,7 @@
 #include "log.h"
 #include "common/macro.h"
 #include "metrics.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "otlp-private.h"
 #include "runtime.h"
 #include "units.h"
@@ -132,7 +132,7 @@ static int check_protocol(const char *proto, const char *endpoint, const struct 
 	if (endpoint && *endpoint) {
 		struct sockaddr_storage ss;
 		char err[256];
-		if (gw_parse_endpoint(endpoint, &ss, err, sizeof(err)) == -EINVAL) {
+		if (sr_parse_endpoint(endpoint, &ss, err, sizeof(err)) == -EINVAL) {
 			sr_diag_add(d, NULL, 0, 0, path, "protocols.%s.endpoint: %s", proto, err);
 			r = -EINVAL;
 		}
