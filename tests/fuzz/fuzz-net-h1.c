@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The receivers' HTTP/1.1 request reader (gateway/receivers/agent-h1.c) on
+ * The receivers' HTTP/1.1 connections (gateway/net/h1.c, heads read by common/http1.c) on
  * arbitrary bytes, as a connection of a receiver that serves HTTP/1.1 (the
  * otlp receiver) feeds it: request lines, headers, Content-Length and
  * chunked bodies, keep-alive and pipelined requests, early answers and the
@@ -21,15 +21,15 @@
 #include <uv.h>
 
 #include "component.h"
-#include "receivers/agent-h1.h"
-#include "receivers/agent-private.h"
+#include "gateway/net/conn.h"
+#include "gateway/net/h1.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void t_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
 {
 	if (namelen == 5 && memcmp(name, ":path", 5) == 0 && !(valuelen == 2 && memcmp(value, "/p", 2) == 0))
-		gw_agent_stream_error(s, 404, "unknown path");
+		gw_net_stream_error(s, 404, "unknown path");
 	else if (namelen == 12 && memcmp(name, "content-type", 12) == 0)
 		s->have_ctype = true;
 	else if (namelen == 16 && memcmp(name, "content-encoding", 16) == 0)
@@ -41,11 +41,11 @@ static void t_request(struct h2stream *s)
 	uint8_t *body = NULL;
 
 	if (s->len && s->body[0] == 'T') {
-		gw_agent_respond_error(s, 413, 0, "too large");
+		gw_net_respond_error(s, 413, 0, "too large");
 		return;
 	}
 	if (s->len && s->body[0] == 'U') {
-		gw_agent_respond_error(s, 503, 1500, "unavailable");
+		gw_net_respond_error(s, 503, 1500, "unavailable");
 		return;
 	}
 	if (s->len) {
@@ -53,14 +53,14 @@ static void t_request(struct h2stream *s)
 		if (body)
 			memcpy(body, s->body, s->len);
 	}
-	gw_agent_respond_ex(s, 200, "application/x-protobuf", body, body ? s->len : 0, 0, NULL, NULL);
+	gw_net_respond_ex(s, 200, "application/x-protobuf", body, body ? s->len : 0, 0, NULL, NULL);
 }
 
 static void t_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg)
 {
 	char *body = strdup(msg);
-	gw_agent_respond_ex(s, status, "text/plain", (uint8_t *)body, body ? strlen(body) : 0, retry_after_ms, NULL,
-			    NULL);
+	gw_net_respond_ex(s, status, "text/plain", (uint8_t *)body, body ? strlen(body) : 0, retry_after_ms, NULL,
+			  NULL);
 }
 
 static const struct gw_conn_ops t_ops = {
@@ -76,13 +76,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uv_loop_t loop;
 	static bool loop_init;
-	static struct agent_config cfg = {
+	static struct gw_listener_config cfg = {
 		.max_request_bytes = 4096,
 		.max_inflight_bytes = 1 << 20,
 		.max_concurrent_streams = 1,
 	};
 	static struct gw_component comp = { .id = (char *)"fuzz" };
-	struct agent_rx *rx;
+	struct gw_listener *rx;
 	struct conn *c;
 	size_t step;
 	bool wrote = false;
@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 	}
 	while (c->streams)
-		gw_agent_stream_free(c->streams);
+		gw_net_stream_free(c->streams);
 	if (rx->inflight_bytes != 0)
 		abort(); /* request bytes lost track of */
 	gw_h1_free(c->h1);

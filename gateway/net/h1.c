@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* HTTP/1.1 requests on the receivers' connections (agent-h1.h). */
+/* HTTP/1.1 requests on the receivers' connections (gateway/net/h1.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent-h1.h"
+#include "gateway/net/h1.h"
 #include "agent-private.h"
+#include "gateway/net/conn.h"
 #include "common/http1.h"
 #include "common/macro.h"
 
@@ -112,13 +113,13 @@ bool gw_h1_discarding(struct conn *c)
 void gw_h1_goaway(struct conn *c)
 {
 	if (!c->h1) {
-		gw_agent_conn_close(c); /* the protocol is not even known yet */
+		gw_net_conn_close(c); /* the protocol is not even known yet */
 		return;
 	}
 	c->h1->close_after = true;
 	if (!c->h1->cur && c->h1->st != H1_DISCARD)
 		c->h1->st = H1_CLOSED;
-	gw_agent_conn_flush(c);
+	gw_net_conn_flush(c);
 }
 
 void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
@@ -170,8 +171,8 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 	}
 	free(body);
 	h->cur = NULL;
-	c->last_request_ms = gw_agent_now_ms(c->rx);
-	gw_agent_stream_free(s);
+	c->last_request_ms = gw_net_now_ms(c->rx);
+	gw_net_stream_free(s);
 }
 
 /* ---- the request head ---- */
@@ -197,7 +198,7 @@ static int head_parse(struct conn *c)
 	size_t pos = 0;
 	struct h2stream *s;
 
-	s = gw_agent_stream_new(c, h->next_id);
+	s = gw_net_stream_new(c, h->next_id);
 	if (!s)
 		return -ENOMEM;
 	h->next_id += 2;
@@ -214,8 +215,8 @@ static int head_parse(struct conn *c)
 		err = "the request target must be a path (origin-form)";
 		goto bad;
 	}
-	gw_agent_stream_header(c, s, (const uint8_t *)":method", 7, (const uint8_t *)req.method.p, req.method.len);
-	gw_agent_stream_header(c, s, (const uint8_t *)":path", 5, (const uint8_t *)req.path.p, req.path.len);
+	gw_net_stream_header(c, s, (const uint8_t *)":method", 7, (const uint8_t *)req.method.p, req.method.len);
+	gw_net_stream_header(c, s, (const uint8_t *)":path", 5, (const uint8_t *)req.path.p, req.path.len);
 	while (sr_http1_header_next(&req, &pos, &name, &value)) {
 		/* What frames the request is the parser's; the receivers see the rest, names in lower case. */
 		if (sr_http1_span_is(name, "transfer-encoding") || sr_http1_span_is(name, "connection") ||
@@ -224,7 +225,7 @@ static int head_parse(struct conn *c)
 		char *lname = h->head + (name.p - h->head); /* our own copy of the head */
 		for (size_t i = 0; i < name.len; i++)
 			lname[i] = (char)tolower((unsigned char)lname[i]);
-		gw_agent_stream_header(c, s, (const uint8_t *)lname, name.len, (const uint8_t *)value.p, value.len);
+		gw_net_stream_header(c, s, (const uint8_t *)lname, name.len, (const uint8_t *)value.p, value.len);
 	}
 	h->keep_alive = req.keep_alive;
 	h->expect_continue = req.expect_continue;
@@ -235,7 +236,7 @@ static int head_parse(struct conn *c)
 		h->left = req.content_length;
 	} else
 		h->st = H1_WAIT;
-	gw_agent_stream_headers_done(c, s, h->st == H1_WAIT);
+	gw_net_stream_headers_done(c, s, h->st == H1_WAIT);
 	if (h->cur == s && !s->responded && h->expect_continue && h->st != H1_WAIT) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 		if (out_add(h, cont, sizeof(cont) - 1) < 0)
@@ -244,8 +245,8 @@ static int head_parse(struct conn *c)
 	return 0;
 bad:
 	h->close_after = true;
-	gw_agent_stream_error(s, status, err);
-	gw_agent_stream_headers_done(c, s, true);
+	gw_net_stream_error(s, status, err);
+	gw_net_stream_headers_done(c, s, true);
 	return 0;
 }
 
@@ -256,7 +257,7 @@ static void body_bytes(struct conn *c, const uint8_t *d, size_t k)
 	struct gw_h1 *h = c->h1;
 	h->left -= k;
 	if (h->cur && !h->cur->responded)
-		gw_agent_stream_data(c, h->cur, d, k);
+		gw_net_stream_data(c, h->cur, d, k);
 }
 
 static void body_done(struct conn *c)
@@ -264,7 +265,7 @@ static void body_done(struct conn *c)
 	struct gw_h1 *h = c->h1;
 	h->st = H1_WAIT;
 	if (h->cur)
-		gw_agent_stream_end(h->cur);
+		gw_net_stream_end(h->cur);
 }
 
 /* Reads one CRLF-terminated line into h->line; 1 when complete, 0 when more is needed, -1 when too long. */
@@ -294,7 +295,7 @@ static void framing_error(struct conn *c, const char *msg)
 	h->st = H1_CLOSED;
 	h->close_after = true;
 	if (h->cur && !h->cur->responded)
-		gw_agent_respond_error(h->cur, 400, 0, "%s", msg);
+		gw_net_respond_error(h->cur, 400, 0, "%s", msg);
 }
 
 int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
@@ -308,7 +309,7 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 		case H1_HEAD:
 			/* Empty lines before the request line count as part of its head's time too. */
 			if (!h->head_started_ms)
-				h->head_started_ms = SR_MAX(gw_agent_now_ms(c->rx), 1);
+				h->head_started_ms = SR_MAX(gw_net_now_ms(c->rx), 1);
 			for (k = 0; k < n;) {
 				if (h->head_len == GW_H1_MAX_HEAD_BYTES)
 					break;
@@ -337,15 +338,15 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 				if (r < 0)
 					return r;
 			} else if (h->head_len == GW_H1_MAX_HEAD_BYTES) {
-				struct h2stream *s = gw_agent_stream_new(c, h->next_id);
+				struct h2stream *s = gw_net_stream_new(c, h->next_id);
 				h->head_len = 0;
 				if (!s)
 					return -ENOMEM;
 				h->cur = s;
 				h->st = H1_CLOSED;
 				h->close_after = true;
-				gw_agent_respond_error(s, 400, 0, "request line and headers exceed %u bytes",
-						       (unsigned)GW_H1_MAX_HEAD_BYTES);
+				gw_net_respond_error(s, 400, 0, "request line and headers exceed %u bytes",
+						     (unsigned)GW_H1_MAX_HEAD_BYTES);
 			}
 			break;
 		case H1_BODY:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * HTTP/1.1 on the receivers' connections (agent-conn.c), for a receiver whose
+ * HTTP/1.1 on the receivers' connections (net/conn.c), for a receiver whose
  * gw_conn_ops.http1 is set: a small, strict request reader (the head, up to
  * GW_H1_MAX_HEAD_BYTES, read by common/http1.h; a body framed by
  * Content-Length or chunked) that hands a request's parts to the same stream functions HTTP/2
@@ -9,8 +9,8 @@
  * answered as they are read); bytes that arrive while a request is still
  * being processed end the connection after its answer.
  */
-#ifndef SR_GW_AGENT_H1_H
-#define SR_GW_AGENT_H1_H
+#ifndef SR_GW_NET_H1_H
+#define SR_GW_NET_H1_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,7 +38,7 @@ ssize_t gw_h1_pull(struct conn *c, const uint8_t **data);
 bool gw_h1_finished(struct conn *c);
 /* The request being served, if any. */
 struct h2stream *gw_h1_current(struct conn *c);
-/* Answers the current request (called through gw_agent_respond_ex); takes body. */
+/* Answers the current request (called through gw_net_respond_ex); takes body. */
 void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
 		   uint32_t retry_after_ms);
 /* Close after the request being served, or now when there is none. */
