@@ -33,6 +33,7 @@
 /* The bearer token file is re-read when it changed, checked at most this often. */
 #define TOKEN_RECHECK_MS 10000
 #define MAX_TOKEN_BYTES	 16384
+
 /* ---- configuration ---- */
 
 /* tls.client_identity: what a client certificate proves (agent-identity.c). */
@@ -168,7 +169,7 @@ struct wreq {
 	uint8_t data[];
 };
 
-struct agent_stats {
+struct gw_listener_stats {
 	uint64_t connections_accepted, connections_refused, connections_refused_peer, connections_evicted, tls_failures,
 		header_timeouts, keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
 	uint64_t requests[8]; /* by status class below */
@@ -242,7 +243,7 @@ struct gw_listener {
 		uint64_t at_ms, missing, evictions, warned_ms;
 	} thrash[3];
 	void (*done)(struct gw_component *c);
-	struct agent_stats st;
+	struct gw_listener_stats st;
 	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];
 	/* First header to response, every answered request (on the loop). */
 	struct gw_duration_histogram request_duration;
@@ -260,13 +261,6 @@ struct gw_listener {
 	uint8_t readbuf[64 * 1024];
 };
 
-/*
- * One request's body and what decoding it produced. Made on the loop; the
- * CPU-heavy part (work_run: gunzip, decoding, definitions, building the batch)
- * runs on the loop for small bodies and on the decode thread for large ones;
- * work_finish (accounting, de-duplication, admission, the answer, emitting)
- * always runs on the loop.
- */
 static inline uint64_t gw_net_now_ms(struct gw_listener *rx)
 {
 	return uv_now(rx->loop);

@@ -36,6 +36,13 @@
  */
 #define GW_AGENT_INLINE_MAX_GZIP_BYTES (16u * 1024u)
 
+/*
+ * One request's body and what decoding it produced. Made on the loop; the
+ * CPU-heavy part (work_run: gunzip, decoding, definitions, building the batch)
+ * runs on the loop for small bodies and on the decode thread for large ones;
+ * work_finish (accounting, de-duplication, admission, the answer, emitting)
+ * always runs on the loop.
+ */
 struct work {
 	struct work *next;
 	struct gw_listener *rx;
