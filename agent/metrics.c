@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/http1.h"
 #include "common/macro.h"
+#include "common/netaddr.h"
 #include "metrics.h"
 
 /* One connection: reading its request head, then writing its response. */
@@ -20,7 +22,7 @@ struct client {
 	int fd; /* -1: a free slot */
 	uint64_t deadline_ms;
 	size_t len;
-	char req[AGENT_METRICS_MAX_REQUEST + 1];
+	char req[AGENT_METRICS_MAX_REQUEST];
 	char *out; /* the response once the request is read */
 	size_t out_len, out_off;
 };
@@ -39,30 +41,6 @@ struct agent_metrics_server {
 
 /* How long accepting pauses after accept(2) fails for want of a resource, instead of spinning on it. */
 #define METRICS_ACCEPT_BACKOFF_MS 100
-
-static int split_address(const char *address, char *host, size_t hsize, char *port, size_t psize)
-{
-	const char *colon;
-
-	if (address[0] == '[') {
-		const char *end = strchr(address, ']');
-		if (!end || end[1] != ':' || (size_t)(end - address - 1) >= hsize)
-			return -EINVAL;
-		memcpy(host, address + 1, (size_t)(end - address - 1));
-		host[end - address - 1] = '\0';
-		colon = end + 1;
-	} else {
-		colon = strrchr(address, ':');
-		if (!colon || (size_t)(colon - address) >= hsize)
-			return -EINVAL;
-		memcpy(host, address, (size_t)(colon - address));
-		host[colon - address] = '\0';
-	}
-	if (!colon[1] || strlen(colon + 1) >= psize)
-		return -EINVAL;
-	strcpy(port, colon + 1);
-	return 0;
-}
 
 static uint64_t now_ms(void)
 {
@@ -83,12 +61,12 @@ static void client_close(struct client *c)
 }
 
 /* The response, whole, to be written as the socket takes it. */
-static void respond(struct client *c, const char *status, const char *ctype, const char *body, size_t blen)
+static void respond(struct client *c, int status, const char *ctype, const char *body, size_t blen)
 {
 	char head[256];
 	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-			 ctype, blen);
+			 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+			 status, sr_http1_reason_phrase(status), ctype, blen);
 
 	c->out = malloc((size_t)n + blen);
 	if (!c->out) {
@@ -102,31 +80,39 @@ static void respond(struct client *c, const char *status, const char *ctype, con
 	c->out_off = 0;
 }
 
-/* A complete request head in c->req (or one too long): its response. */
-static void handle_request(struct agent_metrics_server *s, struct client *c, bool too_long)
-{
-	const char *req = c->req;
+/*
+ * What request heads are held to (common/http1.h). A bare LF ends a line too:
+ * a request typed by hand (nc) is answered.
+ */
+static const struct sr_http1_limits head_limits = {
+	.max_head_bytes = AGENT_METRICS_MAX_REQUEST,
+	.max_headers = AGENT_METRICS_MAX_HEADERS,
+	.bare_lf = true,
+};
 
-	if (too_long) {
-		static const char msg[] = "request head too long\n";
-		respond(c, "431 Request Header Fields Too Large", "text/plain", msg, sizeof(msg) - 1);
-	} else if (strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET /metrics?", 13) == 0) {
+/* A complete request head: its response. */
+static void handle_request(struct agent_metrics_server *s, struct client *c, const struct sr_http1_request *req)
+{
+	bool get = req->method.len == 3 && memcmp(req->method.p, "GET", 3) == 0;
+	bool head = req->method.len == 4 && memcmp(req->method.p, "HEAD", 4) == 0;
+
+	if (get && req->path.len == 8 && memcmp(req->path.p, "/metrics", 8) == 0) {
 		char *body = NULL;
 		size_t blen = 0;
 		FILE *f = open_memstream(&body, &blen);
 		if (!f) {
-			respond(c, "500 Internal Server Error", "text/plain", "", 0);
+			respond(c, 500, "text/plain", "", 0);
 			return;
 		}
 		s->fn(s->ctx, f);
 		fclose(f);
-		respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, blen);
+		respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", body, blen);
 		free(body);
-	} else if (strncmp(req, "GET ", 4) == 0 || strncmp(req, "HEAD ", 5) == 0) {
+	} else if (get || head) {
 		static const char nf[] = "not found: the metrics are at /metrics\n";
-		respond(c, "404 Not Found", "text/plain", nf, sizeof(nf) - 1);
+		respond(c, 404, "text/plain", nf, sizeof(nf) - 1);
 	} else {
-		respond(c, "405 Method Not Allowed", "text/plain", "", 0);
+		respond(c, 405, "text/plain", "", 0);
 	}
 }
 
@@ -134,7 +120,9 @@ static void handle_request(struct agent_metrics_server *s, struct client *c, boo
 static void client_read(struct agent_metrics_server *s, struct client *c)
 {
 	for (;;) {
-		ssize_t n = recv(c->fd, c->req + c->len, AGENT_METRICS_MAX_REQUEST - c->len, 0);
+		struct sr_http1_request req;
+		ssize_t n = recv(c->fd, c->req + c->len, sizeof(c->req) - c->len, 0);
+		int r;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -145,13 +133,15 @@ static void client_read(struct agent_metrics_server *s, struct client *c)
 			return;
 		}
 		c->len += (size_t)n;
-		c->req[c->len] = '\0';
-		if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n")) {
-			handle_request(s, c, false);
+		r = sr_http1_parse(c->req, c->len, &head_limits, &req);
+		if (r > 0) {
+			handle_request(s, c, &req);
 			return;
 		}
-		if (c->len == AGENT_METRICS_MAX_REQUEST) {
-			handle_request(s, c, true);
+		if (r < 0) {
+			char msg[128];
+			int len = snprintf(msg, sizeof(msg), "%s\n", req.reason);
+			respond(c, req.status, "text/plain", msg, (size_t)SR_MIN(len, (int)sizeof(msg) - 1));
 			return;
 		}
 	}
@@ -256,15 +246,15 @@ static void *thread_main(void *arg)
 struct agent_metrics_server *agent_metrics_server_new(const char *address, agent_metrics_render_fn fn, void *ctx)
 {
 	struct agent_metrics_server *s;
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE };
-	struct addrinfo *res = NULL;
-	char host[256], port[32];
-	struct sockaddr_storage ss;
+	struct sockaddr_storage addr, ss;
 	socklen_t sl = sizeof(ss);
+	char err[256];
 	int one = 1, r;
 
-	if (split_address(address, host, sizeof(host), port, sizeof(port)) < 0) {
-		errno = EINVAL;
+	/* -EINVAL for a malformed address, -EADDRNOTAVAIL for a host that does not resolve. */
+	r = sr_parse_endpoint(address, &addr, err, sizeof(err));
+	if (r < 0) {
+		errno = -r;
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -276,18 +266,15 @@ struct agent_metrics_server *agent_metrics_server_new(const char *address, agent
 	s->ctx = ctx;
 	for (size_t i = 0; i < AGENT_METRICS_MAX_CLIENTS; i++)
 		s->clients[i].fd = -1;
-	r = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (r != 0) {
-		r = -EADDRNOTAVAIL;
-		goto fail;
-	}
-	s->fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	s->fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->fd < 0) {
 		r = -errno;
 		goto fail;
 	}
 	setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s->fd, res->ai_addr, res->ai_addrlen) < 0 || listen(s->fd, 16) < 0) {
+	if (bind(s->fd, (struct sockaddr *)&addr,
+		 addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in)) < 0 ||
+	    listen(s->fd, 16) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -298,11 +285,8 @@ struct agent_metrics_server *agent_metrics_server_new(const char *address, agent
 		r = -errno;
 		goto fail;
 	}
-	freeaddrinfo(res);
 	return s;
 fail:
-	if (res)
-		freeaddrinfo(res);
 	agent_metrics_server_free(s);
 	errno = -r;
 	return NULL;

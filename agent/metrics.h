@@ -8,7 +8,8 @@
  * served at once, without blocking on any (further ones wait in the listen
  * backlog until one ends); each has AGENT_METRICS_DEADLINE_MS from accept to
  * send its request and take the whole response, and is closed then; a
- * request head longer than AGENT_METRICS_MAX_REQUEST bytes gets 431.
+ * request head longer than AGENT_METRICS_MAX_REQUEST bytes, or of more than
+ * AGENT_METRICS_MAX_HEADERS header lines, gets 431, a malformed one 400.
  */
 #ifndef SR_AGENT_METRICS_H
 #define SR_AGENT_METRICS_H
@@ -17,6 +18,8 @@
 
 /* Longest request head (request line and headers) read. */
 #define AGENT_METRICS_MAX_REQUEST 8192
+/* Header lines of a request; more gets 431 (a scrape sends a handful). */
+#define AGENT_METRICS_MAX_HEADERS 100
 /* Time a connection has, from accept, to send its request and read the response. */
 #define AGENT_METRICS_DEADLINE_MS 5000
 /* Connections served at once. */
@@ -28,7 +31,7 @@ struct agent_metrics_server;
 
 /*
  * Binds and listens on address, "host:port" ("[::1]:9100", ":9100" for all
- * addresses), without serving yet: the agent binds before it drops the
+ * IPv4 addresses; common/netaddr.h reads it), without serving yet: the agent binds before it drops the
  * capabilities setup needs, and starts threads only after. NULL + errno.
  */
 struct agent_metrics_server *agent_metrics_server_new(const char *address, agent_metrics_render_fn fn, void *ctx);

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netaddr.h"
+#include "common/http1.h"
+#include "common/macro.h"
+#include "common/netaddr.h"
 #include "telemetry.h"
 
 struct tconn {
@@ -109,28 +111,6 @@ static void on_written(uv_write_t *req, int status)
 	uv_timer_start(&c->timer, on_timeout, GW_TELEMETRY_LINGER_MS, 0);
 }
 
-static const char *reason_phrase(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 500:
-		return "Internal Server Error";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Unknown";
-	}
-}
-
 static void respond(struct tconn *c, int status, const char *ctype, const char *body, size_t len, bool head)
 {
 	char hdr[256];
@@ -142,7 +122,7 @@ static void respond(struct tconn *c, int status, const char *ctype, const char *
 	uv_timer_stop(&c->timer);
 	hl = snprintf(hdr, sizeof(hdr),
 		      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-		      reason_phrase(status), ctype, len);
+		      sr_http1_reason_phrase(status), ctype, len);
 	c->out = malloc((size_t)hl + (head ? 0 : len));
 	if (!c->out) {
 		conn_close(c);
@@ -157,31 +137,30 @@ static void respond(struct tconn *c, int status, const char *ctype, const char *
 		conn_close(c);
 }
 
-static void handle_request(struct tconn *c)
+/* What the head reader (common/http1.h) is held to. */
+static const struct sr_http1_limits head_limits = {
+	.max_head_bytes = GW_TELEMETRY_MAX_REQUEST_BYTES,
+	.max_headers = GW_TELEMETRY_MAX_HEADERS,
+};
+
+/* A complete head in c->buf: its answer. */
+static void handle_request(struct tconn *c, const struct sr_http1_request *req)
 {
-	char method[16], path[1024];
-	const char *sp1, *sp2;
+	char path[1024];
 	char *body = NULL;
 	size_t blen = 0;
 	int status = 500;
 	const char *ctype = "text/plain; charset=utf-8";
 
-	/* Request line: METHOD SP TARGET SP HTTP/1.x */
-	sp1 = memchr(c->buf, ' ', c->len);
-	sp2 = sp1 ? memchr(sp1 + 1, ' ', c->len - (size_t)(sp1 + 1 - c->buf)) : NULL;
-	if (!sp1 || !sp2 || (size_t)(sp1 - c->buf) >= sizeof(method) || (size_t)(sp2 - sp1 - 1) >= sizeof(path) ||
-	    strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+	if (req->method.len >= 16 || req->target.len >= sizeof(path)) {
 		static const char msg[] = "malformed request line\n";
 		respond(c, 400, ctype, msg, sizeof(msg) - 1, false);
 		return;
 	}
-	memcpy(method, c->buf, (size_t)(sp1 - c->buf));
-	method[sp1 - c->buf] = '\0';
-	memcpy(path, sp1 + 1, (size_t)(sp2 - sp1 - 1));
-	path[sp2 - sp1 - 1] = '\0';
-	path[strcspn(path, "?")] = '\0'; /* queries are ignored */
-	bool head = strcmp(method, "HEAD") == 0;
-	if (!head && strcmp(method, "GET") != 0) {
+	memcpy(path, req->path.p, req->path.len); /* queries are ignored */
+	path[req->path.len] = '\0';
+	bool head = req->method.len == 4 && memcmp(req->method.p, "HEAD", 4) == 0;
+	if (!head && !(req->method.len == 3 && memcmp(req->method.p, "GET", 3) == 0)) {
 		static const char msg[] = "only GET and HEAD\n";
 		respond(c, 405, ctype, msg, sizeof(msg) - 1, false);
 		return;
@@ -205,6 +184,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct tconn *c = s->data;
+	struct sr_http1_request req;
+	int r;
 
 	if (n < 0) {
 		conn_close(c);
@@ -219,13 +200,14 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	if (n == 0 || c->responded)
 		return;
 	c->len += (size_t)n;
-	if (c->len >= 4 && memmem(c->buf, c->len, "\r\n\r\n", 4)) {
-		handle_request(c);
-		return;
-	}
-	if (c->len == sizeof(c->buf)) {
-		static const char msg[] = "request head too large\n";
-		respond(c, 431, "text/plain; charset=utf-8", msg, sizeof(msg) - 1, false);
+	r = sr_http1_parse(c->buf, c->len, &head_limits, &req);
+	if (r > 0)
+		handle_request(c, &req);
+	else if (r < 0) {
+		char msg[128];
+		int len = snprintf(msg, sizeof(msg), "%s\n", req.reason);
+		respond(c, req.status, "text/plain; charset=utf-8", msg, (size_t)SR_MIN(len, (int)sizeof(msg) - 1),
+			false);
 	}
 }
 
@@ -279,7 +261,7 @@ struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_t
 	int namelen = sizeof(ss);
 	int r;
 
-	r = gw_parse_endpoint(address, &ss, errbuf, errsize);
+	r = sr_parse_endpoint(address, &ss, errbuf, errsize);
 	if (r < 0) {
 		errno = -r;
 		return NULL;
@@ -302,7 +284,7 @@ struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_t
 		return NULL;
 	}
 	uv_tcp_getsockname(&t->listener, (struct sockaddr *)&ss, &namelen);
-	gw_sockaddr_format((struct sockaddr *)&ss, t->address, sizeof(t->address));
+	sr_sockaddr_format((struct sockaddr *)&ss, t->address, sizeof(t->address));
 	return t;
 }
 

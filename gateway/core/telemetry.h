@@ -13,6 +13,8 @@
 
 /* Largest request head accepted (request line + headers); more gets 431. */
 #define GW_TELEMETRY_MAX_REQUEST_BYTES 8192
+/* Header lines of a request; more gets 431 (a scrape or a probe sends a handful). */
+#define GW_TELEMETRY_MAX_HEADERS 100
 /* Connections served at once; more are closed at accept. */
 #define GW_TELEMETRY_MAX_CONNECTIONS 64
 /* A connection that has not sent a whole request head by then is closed. */

@@ -56,14 +56,14 @@ static void tokens_free(struct agent_node_token *v, size_t n)
 	free(v);
 }
 
-void gw_agent_node_tokens_free(struct agent_rx *rx)
+void gw_agent_node_tokens_free(struct gw_listener *rx)
 {
 	tokens_free(rx->node_tokens, rx->n_node_tokens);
 	rx->node_tokens = NULL;
 	rx->n_node_tokens = 0;
 }
 
-int gw_agent_node_tokens_load(struct agent_rx *rx, char *err, size_t errsize)
+int gw_agent_node_tokens_load(struct gw_listener *rx, char *err, size_t errsize)
 {
 	const char *path = rx->cfg->auth.node_tokens_file;
 	struct agent_node_token *v = NULL;
@@ -149,14 +149,14 @@ out:
 	return e;
 }
 
-void gw_agent_node_tokens_recheck(struct agent_rx *rx)
+void gw_agent_node_tokens_recheck(struct gw_listener *rx)
 {
 	struct stat st;
 	char err[256];
 
-	if (gw_agent_now_ms(rx) - rx->node_tokens_checked_ms < AGENT_NODE_TOKENS_RECHECK_MS)
+	if (gw_net_now_ms(rx) - rx->node_tokens_checked_ms < AGENT_NODE_TOKENS_RECHECK_MS)
 		return;
-	rx->node_tokens_checked_ms = gw_agent_now_ms(rx);
+	rx->node_tokens_checked_ms = gw_net_now_ms(rx);
 	if (stat(rx->cfg->auth.node_tokens_file, &st) < 0)
 		return; /* keep the last good tokens */
 	if (st.st_mtim.tv_sec == rx->node_tokens_mtime.tv_sec && st.st_mtim.tv_nsec == rx->node_tokens_mtime.tv_nsec)
@@ -166,7 +166,7 @@ void gw_agent_node_tokens_recheck(struct agent_rx *rx)
 			    "id=%s error=\"%s\"", rx->c->id, err);
 }
 
-char *gw_agent_node_token_lookup(struct agent_rx *rx, const uint8_t *value, size_t len)
+char *gw_agent_node_token_lookup(struct gw_listener *rx, const uint8_t *value, size_t len)
 {
 	static const char prefix[] = "Bearer ";
 	uint64_t h;
@@ -214,7 +214,7 @@ static int add_name(struct conn *c, const char *tmpl, const char *name, size_t l
 
 int gw_agent_conn_identity(struct conn *c)
 {
-	const struct agent_client_identity_config *ci = &c->rx->cfg->tls.client_identity;
+	const struct gw_listener_identity_config *ci = &c->rx->cfg->tls.client_identity;
 	const char *tmpl = ci->node_name_template && ci->node_name_template[0] ? ci->node_name_template : "{node}";
 	X509 *cert;
 	char cn[256];
@@ -264,7 +264,7 @@ void gw_agent_conn_identity_free(struct conn *c)
 
 void gw_agent_work_peer(struct work *w, struct conn *c, struct h2stream *s)
 {
-	const struct agent_config *cfg = c->rx->cfg;
+	const struct gw_listener_config *cfg = c->rx->cfg;
 
 	w->peer.conn_serial = c->serial;
 	w->peer.principal = c->principal;

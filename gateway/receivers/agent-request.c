@@ -24,7 +24,7 @@
 #include "log.h"
 #include "common/macro.h"
 #include "model.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "runtime.h"
 #include "units.h"
 
@@ -36,7 +36,7 @@ static uint64_t ingest_epoch;
 /* A request refused as it came while the pipeline admits again by its answer: retried after this long. */
 #define AGENT_REOPENED_RETRY_MS 1000
 
-static void hand_over_tables(struct agent_rx *rx, struct gw_ingest_result *res)
+static void hand_over_tables(struct gw_listener *rx, struct gw_ingest_result *res)
 {
 	for (size_t i = 0; i < GW_UPLOAD_REFUSAL_MAX; i++)
 		rx->st.tables_refused[i] += res->tables_refused[i];
@@ -148,7 +148,7 @@ static void work_run(struct work *w)
 /* The loop part: what the request means for the pipeline and the agent. */
 static void work_finish(struct work *w)
 {
-	struct agent_rx *rx = w->rx;
+	struct gw_listener *rx = w->rx;
 	struct gw_component *comp = rx->c;
 	struct conn *c = w->conn;
 	struct h2stream *s = NULL;
@@ -167,7 +167,7 @@ static void work_finish(struct work *w)
 		if (w->upload_deferred)
 			rx->st.symbol_tables_deferred++;
 		if (s)
-			gw_agent_respond_error(s, w->status, w->retry_after_ms, "%s", w->msg);
+			gw_net_respond_error(s, w->status, w->retry_after_ms, "%s", w->msg);
 		goto out;
 	}
 	/*
@@ -192,7 +192,7 @@ static void work_finish(struct work *w)
 			 * first answer is what the agent gets: what this processing asked for is not. */
 			gw_ingest_result_release_asks(&w->res);
 			hand_over_tables(rx, &w->res);
-			gw_agent_respond(s, 200, cached, clen, 0);
+			gw_net_respond(s, 200, cached, clen, 0);
 			goto out;
 		}
 	}
@@ -205,8 +205,8 @@ static void work_finish(struct work *w)
 		gw_ingest_result_release_asks(&w->res);
 		/* Its tables answered asks (now spent): kept, as when the stream is gone, or the resend's are refused. */
 		hand_over_tables(rx, &w->res);
-		gw_agent_respond_error(s, 429, retry_ms, "%s; retry after %u ms", gw_runtime__refusal(comp->runtime),
-				       retry_ms);
+		gw_net_respond_error(s, 429, retry_ms, "%s; retry after %u ms", gw_runtime__refusal(comp->runtime),
+				     retry_ms);
 		goto out;
 	}
 	gw_component_received(comp, w->res.received);
@@ -228,7 +228,7 @@ static void work_finish(struct work *w)
 		gw_dedupe__insert(rx->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence, w->res.response,
 				  w->res.response_len);
 	/* Answer before the pipeline runs: the response is final either way. */
-	gw_agent_respond(s, 200, w->res.response, w->res.response_len, 0);
+	gw_net_respond(s, 200, w->res.response, w->res.response_len, 0);
 	w->res.response = NULL;
 	if (w->res.batch) {
 		struct gw_profiles *b = w->res.batch;
@@ -243,7 +243,7 @@ out:
 
 void *gw_agent_decode_thread(void *arg)
 {
-	struct agent_rx *rx = arg;
+	struct gw_listener *rx = arg;
 
 	pthread_mutex_lock(&rx->dec.lock);
 	for (;;) {
@@ -269,7 +269,7 @@ void *gw_agent_decode_thread(void *arg)
 /* Finishes (or, when discard, just frees) a job that came back from the decode thread. */
 void gw_agent_job_returned(struct work *w, bool discard)
 {
-	struct agent_rx *rx = w->rx;
+	struct gw_listener *rx = w->rx;
 	struct conn *c = w->conn;
 
 	if (discard)
@@ -278,17 +278,17 @@ void gw_agent_job_returned(struct work *w, bool discard)
 		work_finish(w);
 	rx->dec.jobs--;
 	if (--c->jobs == 0 && c->handle_closed)
-		gw_agent_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
+		gw_net_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
 	else {
 		if (!c->closing && !rx->destroyed)
-			gw_agent_conn_flush(c);
+			gw_net_conn_flush(c);
 		gw_agent_rx_maybe_done(rx);
 	}
 }
 
 void gw_agent_on_decoded(uv_async_t *a)
 {
-	struct agent_rx *rx = a->data;
+	struct gw_listener *rx = a->data;
 	struct work *list, *rev = NULL;
 
 	pthread_mutex_lock(&rx->dec.lock);
@@ -311,11 +311,11 @@ void gw_agent_on_decoded(uv_async_t *a)
 void gw_agent_process_request(struct h2stream *s)
 {
 	struct conn *c = s->conn;
-	struct agent_rx *rx = c->rx;
+	struct gw_listener *rx = c->rx;
 	struct work *w = calloc(1, sizeof(*w));
 
 	if (!w) {
-		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		gw_net_respond_error(s, 503, 1000, "out of memory; retry later");
 		return;
 	}
 	w->rx = rx;

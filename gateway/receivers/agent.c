@@ -14,7 +14,7 @@
  * in flight overall, the time to send headers, idle time, and unanswered PINGs.
  *
  * This file is the component: its config schema, bearer token, metrics and
- * lifecycle. Connections, HTTP/2 and TLS are in agent-conn.c, requests in
+ * lifecycle. Connections, HTTP/2 and TLS are the gateway/net/ layer, requests in
  * agent-request.c (agent-private.h is what they share).
  */
 #include <errno.h>
@@ -44,39 +44,39 @@
 #include "common/macro.h"
 #include "metrics.h"
 #include "model.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "runtime.h"
 #include "units.h"
 
 static const struct sr_field client_identity_fields[] = {
-	SR_FIELD_BOOLEAN("bind_node_name", struct agent_client_identity_config, bind_node_name, .def = "false",
+	SR_FIELD_BOOLEAN("bind_node_name", struct gw_listener_identity_config, bind_node_name, .def = "false",
 			 .doc = "Each request's AgentInfo.node_name (host_name when it has none) must be a name of the "
 				"client certificate (its subject CN or a DNS subject alternative name, read through "
 				"node_name_template); other requests are answered 403. Needs client_ca_file."),
-	SR_FIELD_STR("node_name_template", struct agent_client_identity_config, node_name_template, .def = "{node}",
+	SR_FIELD_STR("node_name_template", struct gw_listener_identity_config, node_name_template, .def = "{node}",
 		     .doc = "How a certificate name spells a node name: `{node}` stands for it, e.g. "
 			    "`system:node:{node}` for certificates named as the kubelet's are."),
 	SR_FIELD_END,
 };
 
 static const struct sr_field tls_fields[] = {
-	SR_FIELD_STR("cert_file", struct agent_tls_config, cert_file,
+	SR_FIELD_STR("cert_file", struct gw_listener_tls_config, cert_file,
 		     .doc = "PEM server certificate (chain). With key_file, the receiver speaks TLS (ALPN h2) only."),
-	SR_FIELD_STR("key_file", struct agent_tls_config, key_file, .doc = "PEM private key of cert_file."),
-	SR_FIELD_STR("client_ca_file", struct agent_tls_config, client_ca_file,
+	SR_FIELD_STR("key_file", struct gw_listener_tls_config, key_file, .doc = "PEM private key of cert_file."),
+	SR_FIELD_STR("client_ca_file", struct gw_listener_tls_config, client_ca_file,
 		     .doc = "PEM CA bundle; when set, every agent must present a certificate it signed (mTLS)."),
-	SR_FIELD_MAP("client_identity", struct agent_tls_config, client_identity, struct agent_client_identity_config,
-		     client_identity_fields,
+	SR_FIELD_MAP("client_identity", struct gw_listener_tls_config, client_identity,
+		     struct gw_listener_identity_config, client_identity_fields,
 		     .doc = "What a client certificate proves: with bind_node_name, the node it may speak for "
 			    "(docs/security.md, \"The gateway against hostile peers\")."),
 	SR_FIELD_END,
 };
 
 static const struct sr_field auth_fields[] = {
-	SR_FIELD_STR("bearer_token_file", struct agent_auth_config, bearer_token_file,
+	SR_FIELD_STR("bearer_token_file", struct gw_listener_auth_config, bearer_token_file,
 		     .doc = "File holding the token agents must send as `Authorization: Bearer <token>`; re-read "
 			    "when it changes (checked every 10s)."),
-	SR_FIELD_STR("node_tokens_file", struct agent_auth_config, node_tokens_file,
+	SR_FIELD_STR("node_tokens_file", struct gw_listener_auth_config, node_tokens_file,
 		     .doc = "One token per node: a file of `<node name> <token>` lines (`#` comments); a request's "
 			    "bearer token must be one of them and speaks for its node only: AgentInfo.node_name "
 			    "(host_name when it has none) must be that node, else 403. Re-read when it changes "
@@ -85,39 +85,41 @@ static const struct sr_field auth_fields[] = {
 };
 
 static const struct sr_field keepalive_fields[] = {
-	SR_FIELD_DUR("interval", struct agent_keepalive_config, interval_ns, .def = "30s",
+	SR_FIELD_DUR("interval", struct gw_listener_keepalive_config, interval_ns, .def = "30s",
 		     .doc = "Send an HTTP/2 PING after this long without traffic from the agent; 0 disables."),
-	SR_FIELD_DUR("timeout", struct agent_keepalive_config, timeout_ns, .def = "10s",
+	SR_FIELD_DUR("timeout", struct gw_listener_keepalive_config, timeout_ns, .def = "10s",
 		     .doc = "Close the connection when a PING is not answered within this."),
 	SR_FIELD_END,
 };
 
 static const struct sr_field dedupe_fields[] = {
-	SR_FIELD_U64("max_entries", struct agent_dedupe_config, max_entries, .def = "65536", .min = 0, .max = 16777216,
+	SR_FIELD_U64("max_entries", struct gw_agent_dedupe_config, max_entries, .def = "65536", .min = 0,
+		     .max = 16777216,
 		     .doc = "Responses remembered by (agent instance_id, sequence) so a resent request is not "
 			    "counted twice on this replica; 0 disables."),
-	SR_FIELD_BYTES("max_bytes", struct agent_dedupe_config, max_bytes, .def = "32MiB",
+	SR_FIELD_BYTES("max_bytes", struct gw_agent_dedupe_config, max_bytes, .def = "32MiB",
 		       .doc = "Bytes the remembered responses may use."),
 	SR_FIELD_END,
 };
 
 static const struct sr_field stores_fields[] = {
-	SR_FIELD_BYTES("executables", struct agent_stores_config, executables, .def = "16MiB", .min = 65536,
+	SR_FIELD_BYTES("executables", struct gw_agent_stores_config, executables, .def = "16MiB", .min = 65536,
 		       .max = GW_STORE_MAX_BYTES,
 		       .doc = "Bytes of executable definitions kept beyond those stored locations name (those count "
 			      "against stacks)."),
 	SR_FIELD_BYTES(
-		"kernels", struct agent_stores_config, kernels, .def = "4MiB", .min = 65536, .max = GW_STORE_MAX_BYTES,
+		"kernels", struct gw_agent_stores_config, kernels, .def = "4MiB", .min = 65536,
+		.max = GW_STORE_MAX_BYTES,
 		.doc = "Bytes of kernel definitions (with module lists) kept beyond those stored locations name."),
-	SR_FIELD_BYTES("locations", struct agent_stores_config, locations, .def = "256MiB", .min = 65536,
+	SR_FIELD_BYTES("locations", struct gw_agent_stores_config, locations, .def = "256MiB", .min = 65536,
 		       .max = GW_STORE_MAX_BYTES,
 		       .doc = "Bytes of locations (executable + address, with any lines they do not share) kept beyond "
 			      "those stored stacks hold (a cache for stacks defined again)."),
-	SR_FIELD_BYTES("stacks", struct agent_stores_config, stacks, .def = "256MiB", .min = 65536,
+	SR_FIELD_BYTES("stacks", struct gw_agent_stores_config, stacks, .def = "256MiB", .min = 65536,
 		       .max = GW_STORE_MAX_BYTES,
 		       .doc = "Bytes of stack definitions kept, with the locations they hold, the executables, "
 			      "kernels and functions those name, and the symbolized lines stored locations share."),
-	SR_FIELD_BYTES("functions", struct agent_stores_config, functions, .def = "64MiB", .min = 65536,
+	SR_FIELD_BYTES("functions", struct gw_agent_stores_config, functions, .def = "64MiB", .min = 65536,
 		       .max = GW_STORE_MAX_BYTES,
 		       .doc = "Bytes of function definitions (interpreted and JIT code the agents named) kept beyond "
 			      "those stored "
@@ -126,67 +128,71 @@ static const struct sr_field stores_fields[] = {
 };
 
 static const struct sr_field stream_resets_fields[] = {
-	SR_FIELD_U64("burst", struct agent_stream_resets_config, burst, .def = "1000", .min = 1, .max = 1000000,
+	SR_FIELD_U64("burst", struct gw_listener_resets_config, burst, .def = "1000", .min = 1, .max = 1000000,
 		     .doc = "Streams a client may reset (RST_STREAM) at once before the rate applies."),
-	SR_FIELD_U64("per_second", struct agent_stream_resets_config, per_second, .def = "33", .min = 1, .max = 1000000,
+	SR_FIELD_U64("per_second", struct gw_listener_resets_config, per_second, .def = "33", .min = 1, .max = 1000000,
 		     .doc = "Resets per second a client may sustain after the burst; beyond it the connection is "
 			    "closed with GOAWAY (HTTP/2 rapid reset)."),
 	SR_FIELD_END,
 };
 
 static const struct sr_field agent_fields[] = {
-	SR_FIELD_STR("endpoint", struct agent_config, endpoint, .def = "127.0.0.1:7480",
+	SR_FIELD_STR("endpoint", struct gw_listener_config, endpoint, .def = "127.0.0.1:7480",
 		     .doc = "HOST:PORT to listen on (0.0.0.0:7480 for every interface)."),
-	SR_FIELD_MAP("tls", struct agent_config, tls, struct agent_tls_config, tls_fields,
+	SR_FIELD_MAP("tls", struct gw_listener_config, tls, struct gw_listener_tls_config, tls_fields,
 		     .doc = "TLS; absent: plain HTTP/2 (h2c, prior knowledge)."),
-	SR_FIELD_MAP("auth", struct agent_config, auth, struct agent_auth_config, auth_fields,
+	SR_FIELD_MAP("auth", struct gw_listener_config, auth, struct gw_listener_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
-	SR_FIELD_U64("max_connections", struct agent_config, max_connections, .def = "4096", .min = 1, .max = 1000000,
+	SR_FIELD_U64("max_connections", struct gw_listener_config, max_connections, .def = "4096", .min = 1,
+		     .max = 1000000,
 		     .doc = "Open connections. At the limit, the oldest connection that has not sent a request yet "
 			    "is closed to make room; without one, the new connection is closed at accept."),
-	SR_FIELD_U64("max_connections_per_peer", struct agent_config, max_connections_per_peer, .def = "0",
+	SR_FIELD_U64("max_connections_per_peer", struct gw_listener_config, max_connections_per_peer, .def = "0",
 		     .max = 1000000,
 		     .doc = "Open connections from one IP address; more are closed at accept, so one host cannot "
 			    "take every connection. 0: no per-address limit (the default, since agents behind a load "
 			    "balancer or NAT share one address)."),
-	SR_FIELD_U64("max_concurrent_streams", struct agent_config, max_concurrent_streams, .def = "32", .min = 1,
+	SR_FIELD_U64("max_concurrent_streams", struct gw_listener_config, max_concurrent_streams, .def = "32", .min = 1,
 		     .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
-	SR_FIELD_BYTES("max_header_list_bytes", struct agent_config, max_header_list_bytes, .def = "16KiB", .min = 1024,
-		       .max = 1048576,
+	SR_FIELD_BYTES("max_header_list_bytes", struct gw_listener_config, max_header_list_bytes, .def = "16KiB",
+		       .min = 1024, .max = 1048576,
 		       .doc = "Request header list size (names + values + 32 bytes each, HTTP/2 SETTINGS); larger "
 			      "gets 431."),
-	SR_FIELD_U64("max_continuations", struct agent_config, max_continuations, .def = "8", .min = 1, .max = 1000,
+	SR_FIELD_U64("max_continuations", struct gw_listener_config, max_continuations, .def = "8", .min = 1,
+		     .max = 1000,
 		     .doc = "CONTINUATION frames after one HEADERS frame; more close the connection (CONTINUATION "
 			    "flood)."),
-	SR_FIELD_U64("max_pending_acks", struct agent_config, max_pending_acks, .def = "1000", .min = 1, .max = 1000000,
+	SR_FIELD_U64("max_pending_acks", struct gw_listener_config, max_pending_acks, .def = "1000", .min = 1,
+		     .max = 1000000,
 		     .doc = "PING and SETTINGS acknowledgements queued for a client that does not read them; more "
 			    "close the connection."),
-	SR_FIELD_MAP("stream_resets", struct agent_config, stream_resets, struct agent_stream_resets_config,
+	SR_FIELD_MAP("stream_resets", struct gw_listener_config, stream_resets, struct gw_listener_resets_config,
 		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
 	SR_FIELD_BYTES(
-		"max_request_bytes", struct agent_config, max_request_bytes, .def = "32MiB", .min = 1024,
+		"max_request_bytes", struct gw_listener_config, max_request_bytes, .def = "32MiB", .min = 1024,
 		.max = 1073741824,
 		.doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
 		       "default leaves room for the agent's largest symbol upload (gateway.max_symbol_upload_size, "
 		       "8MiB by default)."),
-	SR_FIELD_BYTES("max_inflight_bytes", struct agent_config, max_inflight_bytes, .def = "256MiB", .min = 1024,
-		       .max = 68719476736,
+	SR_FIELD_BYTES("max_inflight_bytes", struct gw_listener_config, max_inflight_bytes, .def = "256MiB",
+		       .min = 1024, .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
 			      "retry_after_ms."),
-	SR_FIELD_DUR("header_timeout", struct agent_config, header_timeout_ns, .def = "10s",
+	SR_FIELD_DUR("header_timeout", struct gw_listener_config, header_timeout_ns, .def = "10s",
 		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
 			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
-	SR_FIELD_DUR("request_timeout", struct agent_config, request_timeout_ns, .def = "60s",
+	SR_FIELD_DUR("request_timeout", struct gw_listener_config, request_timeout_ns, .def = "60s",
 		     .doc = "Time a request may take to arrive completely; slower ones get 408. On HTTP/1.1 the "
 			    "rest of a body answered early (413, 408) is read for as long again, then the "
 			    "connection is closed."),
-	SR_FIELD_DUR("idle_timeout", struct agent_config, idle_timeout_ns, .def = "5m",
+	SR_FIELD_DUR("idle_timeout", struct gw_listener_config, idle_timeout_ns, .def = "5m",
 		     .doc = "A connection without requests for this long is closed with GOAWAY."),
-	SR_FIELD_MAP("keepalive", struct agent_config, keepalive, struct agent_keepalive_config, keepalive_fields,
+	SR_FIELD_MAP("keepalive", struct gw_listener_config, keepalive, struct gw_listener_keepalive_config,
+		     keepalive_fields,
 		     .doc = "HTTP/2 PING keepalive: finds dead agents behind NATs and load balancers."),
-	SR_FIELD_MAP("dedupe", struct agent_config, dedupe, struct agent_dedupe_config, dedupe_fields,
+	SR_FIELD_MAP("dedupe", struct gw_listener_config, dedupe, struct gw_agent_dedupe_config, dedupe_fields,
 		     .doc = "De-duplication of resent requests."),
-	SR_FIELD_MAP("stores", struct agent_config, stores, struct agent_stores_config, stores_fields,
+	SR_FIELD_MAP("stores", struct gw_listener_config, stores, struct gw_agent_stores_config, stores_fields,
 		     .doc = "Bounds of the gateway-wide definition stores (by bytes, coldest evicted first; an evicted "
 			    "definition is "
 			    "asked for again). Shared by every receiver: the last one started sets them."),
@@ -198,7 +204,7 @@ static const struct sr_field agent_fields[] = {
  * receiver's connections (gw_conn_ops): limits it does not set itself keep
  * the agent receiver's defaults. Release with gw_agent_config_free().
  */
-int gw_agent_config_defaults(struct agent_config *ret)
+int gw_agent_config_defaults(struct gw_listener_config *ret)
 {
 	struct sr_diag *d = sr_diag_new();
 	int r;
@@ -211,14 +217,14 @@ int gw_agent_config_defaults(struct agent_config *ret)
 	return r;
 }
 
-void gw_agent_config_free(struct agent_config *cfg)
+void gw_agent_config_free(struct gw_listener_config *cfg)
 {
 	sr_config_free(agent_fields, cfg);
 }
 
 /* ---- token ---- */
 
-int gw_agent_rx_token_load(struct agent_rx *rx, char *err, size_t errsize)
+int gw_agent_rx_token_load(struct gw_listener *rx, char *err, size_t errsize)
 {
 	const char *path = rx->cfg->auth.bearer_token_file;
 	struct stat stt;
@@ -263,14 +269,14 @@ int gw_agent_rx_token_load(struct agent_rx *rx, char *err, size_t errsize)
 	return 0;
 }
 
-void gw_agent_token_recheck(struct agent_rx *rx)
+void gw_agent_token_recheck(struct gw_listener *rx)
 {
 	struct stat stt;
 	char err[256];
 
-	if (gw_agent_now_ms(rx) - rx->token_checked_ms < TOKEN_RECHECK_MS)
+	if (gw_net_now_ms(rx) - rx->token_checked_ms < TOKEN_RECHECK_MS)
 		return;
-	rx->token_checked_ms = gw_agent_now_ms(rx);
+	rx->token_checked_ms = gw_net_now_ms(rx);
 	if (stat(rx->cfg->auth.bearer_token_file, &stt) < 0)
 		return; /* keep the last good token */
 	if (stt.st_mtim.tv_sec == rx->token_mtime.tv_sec && stt.st_mtim.tv_nsec == rx->token_mtime.tv_nsec)
@@ -280,7 +286,7 @@ void gw_agent_token_recheck(struct agent_rx *rx)
 			    "id=%s error=\"%s\"", rx->c->id, err);
 }
 
-bool gw_agent_token_ok(struct agent_rx *rx, const uint8_t *value, size_t len)
+bool gw_agent_token_ok(struct gw_listener *rx, const uint8_t *value, size_t len)
 {
 	static const char prefix[] = "Bearer ";
 	if (len < sizeof(prefix) - 1 || strncasecmp((const char *)value, prefix, sizeof(prefix) - 1) != 0)
@@ -294,7 +300,7 @@ bool gw_agent_token_ok(struct agent_rx *rx, const uint8_t *value, size_t len)
 
 static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 {
-	struct agent_rx *rx = userdata;
+	struct gw_listener *rx = userdata;
 	char lbl[128] = "", l2[256];
 	const struct {
 		const char *family, *help;
@@ -419,7 +425,7 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 
 /* ---- lifecycle ---- */
 
-void gw_agent_rx_maybe_free(struct agent_rx *rx)
+void gw_agent_rx_maybe_free(struct gw_listener *rx)
 {
 	if (!rx->destroyed || rx->handles > 0)
 		return;
@@ -436,7 +442,7 @@ void gw_agent_rx_maybe_free(struct agent_rx *rx)
 	free(rx);
 }
 
-void gw_agent_rx_maybe_done(struct agent_rx *rx)
+void gw_agent_rx_maybe_done(struct gw_listener *rx)
 {
 	if (!rx->shutting_down || rx->n_conns > 0 || rx->listening || rx->dec.jobs > 0 || !rx->done)
 		return;
@@ -449,7 +455,7 @@ void gw_agent_rx_maybe_done(struct agent_rx *rx)
 
 static int agent_validate(const void *config, const char *path, struct sr_diag *d)
 {
-	const struct agent_config *cfg = config;
+	const struct gw_listener_config *cfg = config;
 	int r = 0;
 
 	if (!!cfg->tls.cert_file != !!cfg->tls.key_file) {
@@ -479,7 +485,7 @@ static int agent_validate(const void *config, const char *path, struct sr_diag *
 	if (cfg->endpoint) {
 		struct sockaddr_storage ss;
 		char err[256];
-		if (gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err)) == -EINVAL) {
+		if (sr_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err)) == -EINVAL) {
 			sr_diag_add(d, NULL, 0, 0, path, "endpoint: %s", err);
 			r = -EINVAL;
 		}
@@ -490,7 +496,7 @@ static int agent_validate(const void *config, const char *path, struct sr_diag *
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 		       unsigned int inlen, void *arg)
 {
-	struct agent_rx *rx = arg;
+	struct gw_listener *rx = arg;
 	/* HTTP/2 only (an agent that does not offer h2 cannot talk to us), unless HTTP/1.1 is served too. */
 	int r = nghttp2_select_next_protocol((unsigned char **)out, outlen, in, inlen);
 	if (r == 1 || (r == 0 && rx->ops && rx->ops->http1))
@@ -498,9 +504,9 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
 	return rx->ops && rx->ops->http1 ? SSL_TLSEXT_ERR_NOACK : SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-int gw_agent_rx_tls_setup(struct agent_rx *rx)
+int gw_agent_rx_tls_setup(struct gw_listener *rx)
 {
-	const struct agent_tls_config *t = &rx->cfg->tls;
+	const struct gw_listener_tls_config *t = &rx->cfg->tls;
 	char err[256] = "";
 	const char *what;
 
@@ -537,21 +543,102 @@ fail:
 	return -EINVAL;
 }
 
+/* ---- the definition stores (gw_listener.on_tick) ---- */
+
+/* The window over which missing definitions are weighed against evictions, and how often a warning may repeat. */
+#define THRASH_WINDOW_MS     10000
+#define THRASH_WARN_EVERY_MS (10 * 60 * 1000)
+
+/*
+ * The stores whose evictions agents feel (rx->thrash is indexed like this).
+ * min_missing: fewer missing definitions than this in a window are ordinary
+ * churn (an agent restarted, a replica came up). Executables and kernels are
+ * few and long-lived, so a handful asked for again already says the store
+ * evicts ones in use; and each evicted one costs more than a stack: the next
+ * definition naming it makes a new one, with new copies of its locations.
+ */
+static const struct {
+	enum gw_store_kind store;
+	const char *msg, *plural, *singular;
+	uint64_t min_missing;
+} watched[] = {
+	{ GW_STORE_STACKS,
+	  "the stacks store is too small for the stacks agents use: it evicts stacks that come back as "
+	  "definitions, at a high CPU cost; raise stores.stacks",
+	  "stacks", "stack", 100 },
+	{ GW_STORE_EXECUTABLES,
+	  "the executables store is too small for the executables agents use: it evicts executables that come "
+	  "back as definitions, with new copies of their locations, at a high CPU cost; raise stores.executables",
+	  "executables", "executable", 10 },
+	{ GW_STORE_KERNELS,
+	  "the kernels store is too small for the kernels agents use: it evicts kernels that come back as "
+	  "definitions, with new copies of their locations, at a high CPU cost; raise stores.kernels",
+	  "kernels", "kernel", 10 },
+};
+
+static uint64_t missing_of(const struct gw_listener *rx, enum gw_store_kind k)
+{
+	return k == GW_STORE_STACKS	   ? rx->st.missing_stacks
+	       : k == GW_STORE_EXECUTABLES ? rx->st.missing_executables
+					   : rx->st.missing_kernels;
+}
+
+/*
+ * A store smaller than the definitions the fleet uses evicts ones that
+ * agents still name: every request is answered with them missing and they
+ * come back as definitions, so the gateway spends its CPU on definitions
+ * (costly, not lossy: docs/gateway.md, "Definition stores"). Healthy
+ * eviction removes definitions nobody uses any more, which are rarely
+ * asked for again. So, per store: it evicted in the window, and agents
+ * were told of missing definitions of its kind at least a quarter as
+ * often. A gateway that just started (empty stores, nothing evicted) does
+ * not count.
+ */
+static void watch_stores(struct gw_listener *rx, uint64_t now_ms)
+{
+	_Static_assert(SR_ARRAY_SIZE(watched) == SR_ARRAY_SIZE(rx->thrash), "one thrash window per watched store");
+	for (size_t i = 0; i < SR_ARRAY_SIZE(watched); i++) {
+		__typeof__(rx->thrash[0]) *t = &rx->thrash[i];
+		struct gw_store_stats st;
+		uint64_t missing, evictions;
+
+		if (t->at_ms && now_ms - t->at_ms < THRASH_WINDOW_MS)
+			continue;
+		gw_stores__stats(gw_runtime__stores(rx->c->runtime), watched[i].store, &st);
+		missing = missing_of(rx, watched[i].store) - t->missing;
+		evictions = st.evictions - t->evictions;
+		if (t->at_ms && evictions > 0 && missing >= watched[i].min_missing && missing * 4 >= evictions &&
+		    (!t->warned_ms || now_ms - t->warned_ms >= THRASH_WARN_EVERY_MS)) {
+			t->warned_ms = now_ms;
+			sr_log_warn(COMPONENT, watched[i].msg,
+				    "id=%s window_s=%u missing_%s=%" PRIu64 " %s_evictions=%" PRIu64
+				    " %s_store_bytes=%" PRIu64 " %s_store_limit_bytes=%" PRIu64,
+				    rx->c->id, (unsigned)(THRASH_WINDOW_MS / 1000), watched[i].plural, missing,
+				    watched[i].singular, evictions, watched[i].plural, st.bytes, watched[i].plural,
+				    st.limit_bytes);
+		}
+		t->at_ms = now_ms;
+		t->missing = missing_of(rx, watched[i].store);
+		t->evictions = st.evictions;
+	}
+}
+
 static int agent_create(struct gw_component *c)
 {
-	struct agent_rx *rx = calloc(1, sizeof(*rx));
+	struct gw_listener *rx = calloc(1, sizeof(*rx));
 	if (!rx)
 		return -ENOMEM;
 	rx->c = c;
 	rx->cfg = c->config;
+	rx->on_tick = watch_stores;
 	c->state = rx;
 	return 0;
 }
 
 static int agent_start(struct gw_component *c)
 {
-	struct agent_rx *rx = c->state;
-	const struct agent_config *cfg = rx->cfg;
+	struct gw_listener *rx = c->state;
+	const struct gw_listener_config *cfg = rx->cfg;
 	char err[256];
 	int r;
 
@@ -606,9 +693,9 @@ static int agent_start(struct gw_component *c)
 }
 
 /* The listener and the tick of rx (TLS and token already loaded). */
-int gw_agent_rx_listen(struct agent_rx *rx)
+int gw_agent_rx_listen(struct gw_listener *rx)
 {
-	const struct agent_config *cfg = rx->cfg;
+	const struct gw_listener_config *cfg = rx->cfg;
 	const char *comp = rx->ops ? rx->ops->component : COMPONENT;
 	struct sockaddr_storage ss;
 	char err[256];
@@ -617,7 +704,7 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 
 	if (nghttp2_session_callbacks_new(&rx->cbs) != 0 || nghttp2_option_new(&rx->h2opt) != 0)
 		return -ENOMEM;
-	gw_agent_h2_callbacks(rx->cbs);
+	gw_net_h2_callbacks(rx->cbs);
 	nghttp2_option_set_stream_reset_rate_limit(rx->h2opt, cfg->stream_resets.burst, cfg->stream_resets.per_second);
 	nghttp2_option_set_max_continuations(rx->h2opt, (size_t)cfg->max_continuations);
 	nghttp2_option_set_max_outbound_ack(rx->h2opt, (size_t)cfg->max_pending_acks);
@@ -627,7 +714,7 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 	 * every connection, 15 MiB of a replica's heap with 2,000 agents.
 	 */
 	nghttp2_option_set_no_closed_streams(rx->h2opt, 1);
-	r = gw_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
+	r = sr_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
 	if (r < 0) {
 		sr_log_error(comp, "bad endpoint", "id=%s error=\"%s\"", rx->c->id, err);
 		return r;
@@ -637,13 +724,13 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 	rx->handles++;
 	rx->listening = true;
 	if ((r = uv_tcp_bind(&rx->listener, (struct sockaddr *)&ss, 0)) < 0 ||
-	    (r = uv_listen((uv_stream_t *)&rx->listener, 511, gw_agent_on_connection)) < 0) {
+	    (r = uv_listen((uv_stream_t *)&rx->listener, 511, gw_net_on_connection)) < 0) {
 		sr_log_error(comp, "cannot listen", "id=%s endpoint=%s error=\"%s\"", rx->c->id, cfg->endpoint,
 			     uv_strerror(r));
 		return r;
 	}
 	uv_tcp_getsockname(&rx->listener, (struct sockaddr *)&ss, &namelen);
-	gw_sockaddr_format((struct sockaddr *)&ss, rx->address, sizeof(rx->address));
+	sr_sockaddr_format((struct sockaddr *)&ss, rx->address, sizeof(rx->address));
 
 	uint64_t tick = 1000;
 	if (cfg->header_timeout_ns)
@@ -657,14 +744,14 @@ int gw_agent_rx_listen(struct agent_rx *rx)
 	rx->tick.data = rx;
 	rx->handles++;
 	rx->tick_init = true;
-	uv_timer_start(&rx->tick, gw_agent_on_tick, tick, tick);
+	uv_timer_start(&rx->tick, gw_net_on_tick, tick, tick);
 	/* (The tick is stopped when shutdown is done, so it does not keep the loop alive.) */
 	return 0;
 }
 
 static void listener_closed(uv_handle_t *h)
 {
-	struct agent_rx *rx = h->data;
+	struct gw_listener *rx = h->data;
 	rx->handles--;
 	rx->listening = false;
 	gw_agent_rx_maybe_done(rx);
@@ -673,37 +760,37 @@ static void listener_closed(uv_handle_t *h)
 
 static void tick_closed(uv_handle_t *h)
 {
-	struct agent_rx *rx = h->data;
+	struct gw_listener *rx = h->data;
 	rx->handles--;
 	gw_agent_rx_maybe_free(rx);
 }
 
 static void agent_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
 {
-	struct agent_rx *rx = c->state;
+	struct gw_listener *rx = c->state;
 
 	rx->done = done;
 	gw_agent_rx_shutdown(rx);
 }
 
 /* Stops listening and lets connections finish; rx->done is called when they have. */
-void gw_agent_rx_shutdown(struct agent_rx *rx)
+void gw_agent_rx_shutdown(struct gw_listener *rx)
 {
 	rx->shutting_down = true;
-	rx->shutdown_started_ms = gw_agent_now_ms(rx);
+	rx->shutdown_started_ms = gw_net_now_ms(rx);
 	if (rx->listening && !uv_is_closing((uv_handle_t *)&rx->listener))
 		uv_close((uv_handle_t *)&rx->listener, listener_closed);
 	/* Finish what was started, refuse new streams: GOAWAY with the last stream we saw. */
 	for (struct conn *cn = rx->conns, *next; cn; cn = next) {
 		next = cn->next;
-		gw_agent_conn_goaway(cn);
+		gw_net_conn_goaway(cn);
 	}
 	gw_agent_rx_maybe_done(rx);
 }
 
 static void agent_destroy(struct gw_component *c)
 {
-	struct agent_rx *rx = c->state;
+	struct gw_listener *rx = c->state;
 
 	if (!rx)
 		return;
@@ -714,7 +801,7 @@ static void agent_destroy(struct gw_component *c)
 }
 
 /* Closes everything of rx; it is freed when its last handle is closed. */
-void gw_agent_rx_destroy(struct agent_rx *rx)
+void gw_agent_rx_destroy(struct gw_listener *rx)
 {
 	rx->destroyed = true;
 	rx->done = NULL;
@@ -737,7 +824,7 @@ void gw_agent_rx_destroy(struct agent_rx *rx)
 		rx->dec.todo = rx->dec.todo_tail = rx->dec.done = NULL;
 	}
 	while (rx->conns)
-		gw_agent_conn_close(rx->conns);
+		gw_net_conn_close(rx->conns);
 	if (rx->listening && !uv_is_closing((uv_handle_t *)&rx->listener))
 		uv_close((uv_handle_t *)&rx->listener, listener_closed);
 	if (rx->tick_init && !uv_is_closing((uv_handle_t *)&rx->tick))
@@ -749,7 +836,7 @@ void gw_agent_rx_destroy(struct agent_rx *rx)
 
 const char *gw_agent_receiver_address(struct gw_component *c)
 {
-	struct agent_rx *rx = c->state;
+	struct gw_listener *rx = c->state;
 	return rx ? rx->address : NULL;
 }
 
@@ -760,7 +847,7 @@ const struct gw_component_type gw_receiver_agent = {
 	       "plain (h2c) or TLS with optional client certificates and bearer token. Definitions (stacks, "
 	       "executables, kernels) are kept in gateway-wide bounded stores; unknown ones are asked for.",
 	.config_fields = agent_fields,
-	.config_size = sizeof(struct agent_config),
+	.config_size = sizeof(struct gw_listener_config),
 	.validate = agent_validate,
 	.create = agent_create,
 	.start = agent_start,

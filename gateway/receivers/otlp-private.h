@@ -3,7 +3,7 @@
  * What the files of the `otlp` receiver share: otlp.c (the component:
  * config, listeners, metrics, lifecycle) and otlp-request.c (the OTLP/gRPC
  * and OTLP/HTTP requests). Connections, TLS, HTTP/2 and HTTP/1.1 are the
- * agent receiver's (agent-conn.c, agent-h1.c), driven through gw_conn_ops.
+ * gateway's connection layer (gateway/net/conn.c, h1.c), driven through gw_conn_ops.
  */
 #ifndef SR_GW_OTLP_PRIVATE_H
 #define SR_GW_OTLP_PRIVATE_H
@@ -23,8 +23,8 @@
 
 struct otlp_grpc_config {
 	char *endpoint;
-	struct agent_tls_config tls;
-	struct agent_auth_config auth;
+	struct gw_listener_tls_config tls;
+	struct gw_listener_auth_config auth;
 	uint64_t max_recv_msg_size_mib;
 	uint64_t max_concurrent_streams;
 	bool include_metadata;
@@ -32,8 +32,8 @@ struct otlp_grpc_config {
 
 struct otlp_http_config {
 	char *endpoint;
-	struct agent_tls_config tls;
-	struct agent_auth_config auth;
+	struct gw_listener_tls_config tls;
+	struct gw_listener_auth_config auth;
 	uint64_t max_request_body_size;
 	bool include_metadata;
 };
@@ -69,8 +69,8 @@ struct otlp_rx;
 
 /* One listening protocol; rx first: the connection layer frees the whole struct with free(rx). */
 struct otlp_listener {
-	struct agent_rx rx;
-	struct agent_config cfg;
+	struct gw_listener rx;
+	struct gw_listener_config cfg;
 	struct otlp_rx *o;
 	enum otlp_proto proto;
 	bool include_metadata; /* keep each request's headers with its batch (gw_profiles.client_metadata) */
@@ -86,7 +86,7 @@ struct otlp_rx {
 	struct gw_otlp_decode_options dopts;
 	struct otlp_listener *l[OTLP_N_PROTOS];
 	/* The agent receiver's defaults: what the listeners' connections do not set stays as for agents. */
-	struct agent_config defaults;
+	struct gw_listener_config defaults;
 	bool defaults_loaded;
 	unsigned pending_done;
 	void (*done)(struct gw_component *c);

@@ -86,21 +86,21 @@ static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 	keep_metadata(s, name, namelen, value, valuelen);
 	if (name_is(name, namelen, ":method")) {
 		if (!value_is(value, valuelen, "POST"))
-			gw_agent_stream_error(s, 405, "gRPC calls are POST");
+			gw_net_stream_error(s, 405, "gRPC calls are POST");
 	} else if (name_is(name, namelen, ":path")) {
 		if (!(valuelen == sizeof(OTLP_GRPC_PATH) - 1 && memcmp(value, OTLP_GRPC_PATH, valuelen) == 0))
-			gw_agent_stream_error(s, 404, "unknown method; this server implements " OTLP_GRPC_PATH);
+			gw_net_stream_error(s, 404, "unknown method; this server implements " OTLP_GRPC_PATH);
 	} else if (name_is(name, namelen, "content-type")) {
 		size_t n = media_type_len(value, valuelen);
 		if (value_is(value, n, "application/grpc") || value_is(value, n, "application/grpc+proto"))
 			s->have_ctype = true;
 		else
-			gw_agent_stream_error(s, 415, "content-type must be application/grpc (protobuf)");
+			gw_net_stream_error(s, 415, "content-type must be application/grpc (protobuf)");
 	} else if (name_is(name, namelen, "grpc-encoding")) {
 		if (value_is(value, valuelen, "gzip"))
 			s->proto_flags |= OTLP_F_GRPC_ENCODING;
 		else if (!value_is(value, valuelen, "identity"))
-			gw_agent_stream_error(s, 415, "grpc-encoding must be gzip or identity");
+			gw_net_stream_error(s, 415, "grpc-encoding must be gzip or identity");
 	}
 }
 
@@ -109,10 +109,10 @@ static void http_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 	keep_metadata(s, name, namelen, value, valuelen);
 	if (name_is(name, namelen, ":method")) {
 		if (!value_is(value, valuelen, "POST"))
-			gw_agent_stream_error(s, 405, "only POST " OTLP_HTTP_PATH " is served");
+			gw_net_stream_error(s, 405, "only POST " OTLP_HTTP_PATH " is served");
 	} else if (name_is(name, namelen, ":path")) {
 		if (!(valuelen == sizeof(OTLP_HTTP_PATH) - 1 && memcmp(value, OTLP_HTTP_PATH, valuelen) == 0))
-			gw_agent_stream_error(s, 404, "unknown path; OTLP profiles are POST " OTLP_HTTP_PATH);
+			gw_net_stream_error(s, 404, "unknown path; OTLP profiles are POST " OTLP_HTTP_PATH);
 	} else if (name_is(name, namelen, "content-type")) {
 		size_t n = media_type_len(value, valuelen);
 		if (value_is(value, n, "application/x-protobuf") || value_is(value, n, "application/protobuf"))
@@ -121,13 +121,12 @@ static void http_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 			s->have_ctype = true;
 			s->proto_flags |= OTLP_F_JSON;
 		} else
-			gw_agent_stream_error(s, 415,
-					      "content-type must be application/x-protobuf or application/json");
+			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf or application/json");
 	} else if (name_is(name, namelen, "content-encoding")) {
 		if (value_is(value, valuelen, "gzip"))
 			s->gzip = true;
 		else if (!value_is(value, valuelen, "identity"))
-			gw_agent_stream_error(s, 415, "content-encoding must be gzip or identity");
+			gw_net_stream_error(s, 415, "content-encoding must be gzip or identity");
 	}
 }
 
@@ -202,8 +201,8 @@ static void json_escape(const char *in, char *out, size_t size)
 static void respond_json(struct h2stream *s, int status, const char *json, uint32_t retry_after_ms)
 {
 	char *body = strdup(json);
-	gw_agent_respond_ex(s, status, "application/json", (uint8_t *)body, body ? strlen(body) : 0, retry_after_ms,
-			    NULL, NULL);
+	gw_net_respond_ex(s, status, "application/json", (uint8_t *)body, body ? strlen(body) : 0, retry_after_ms, NULL,
+			  NULL);
 }
 
 static void otlp_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg)
@@ -221,7 +220,7 @@ static void otlp_error(struct h2stream *s, int status, uint32_t retry_after_ms, 
 		snprintf(code, sizeof(code), "%d", grpc_code(status));
 		percent_encode(msg, enc, sizeof(enc));
 		/* gRPC errors are trailers-only answers with HTTP status 200. */
-		gw_agent_respond_ex(s, 200, "application/grpc", NULL, 0, 0, code, enc);
+		gw_net_respond_ex(s, 200, "application/grpc", NULL, 0, 0, code, enc);
 		s->conn->rx->statuses[ST_200]--; /* counted by what it means, below */
 		for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++)
 			if (status_codes[i] == status)
@@ -244,7 +243,7 @@ static void otlp_error(struct h2stream *s, int status, uint32_t retry_after_ms, 
 		w.buf = NULL;
 		w.len = 0;
 	}
-	gw_agent_respond_ex(s, status, "application/x-protobuf", w.buf, w.len, retry_after_ms, NULL, NULL);
+	gw_net_respond_ex(s, status, "application/x-protobuf", w.buf, w.len, retry_after_ms, NULL, NULL);
 }
 
 /* ExportProfilesServiceResponse { partial_success = 1 { rejected_profiles = 1; error_message = 2 } } */
@@ -289,7 +288,7 @@ struct otlp_job {
 	struct otlp_job *next;
 	struct otlp_listener *l;
 	struct conn *conn;
-	struct h2stream *s; /* still the stream's only if gw_agent_stream_alive() says so at finish */
+	struct h2stream *s; /* still the stream's only if gw_net_stream_alive() says so at finish */
 	int32_t stream_id;
 	uint8_t *body;
 	size_t len, cap;
@@ -443,11 +442,11 @@ static void job_finish(struct otlp_job *j)
 	l->st.bytes_wire += j->len;
 	l->st.bytes_plain += j->plain_len;
 	/* The stream may be gone (the client reset it, the connection died) while decoding. */
-	if (gw_agent_stream_alive(j->conn, j->stream_id, j->s))
+	if (gw_net_stream_alive(j->conn, j->stream_id, j->s))
 		s = j->s;
 	if (j->status) {
 		if (s)
-			gw_agent_respond_error(s, j->status, j->retry_after_ms, "%s", j->msg);
+			gw_net_respond_error(s, j->status, j->retry_after_ms, "%s", j->msg);
 		return;
 	}
 	/* Nobody waits for the answer: not taken (the sender resends), its definitions stay. */
@@ -456,8 +455,8 @@ static void job_finish(struct otlp_job *j)
 	if (gw_runtime__admit(comp->runtime, &retry_ms) < 0) {
 		gw_component_received(comp, res->received);
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->received);
-		gw_agent_respond_error(s, l->proto == OTLP_GRPC ? 503 : 429, retry_ms, "%s; retry after %u ms",
-				       gw_runtime__refusal(comp->runtime), retry_ms);
+		gw_net_respond_error(s, l->proto == OTLP_GRPC ? 503 : 429, retry_ms, "%s; retry after %u ms",
+				     gw_runtime__refusal(comp->runtime), retry_ms);
 		return;
 	}
 	gw_component_received(comp, res->received);
@@ -469,7 +468,7 @@ static void job_finish(struct otlp_job *j)
 	if (res->batch && s->metadata && gw_profiles__set_metadata(res->batch, s->metadata, NULL) < 0) {
 		/* Without its tenant the batch could go to the wrong one: not taken, the client resends. */
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->accepted);
-		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		gw_net_respond_error(s, 503, 1000, "out of memory; retry later");
 		return;
 	}
 	if (res->batch) {
@@ -482,12 +481,12 @@ static void job_finish(struct otlp_job *j)
 	if (encode_response(res, l->proto == OTLP_GRPC, &resp, &resp_len) < 0) {
 		/* Too little memory to answer: not taken, the client resends. */
 		gw_component_refused(comp, GW_REASON_RETRY_LATER, res->accepted);
-		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		gw_net_respond_error(s, 503, 1000, "out of memory; retry later");
 		return;
 	}
 	/* Answer before the pipeline runs: the answer is final either way. */
 	if (l->proto == OTLP_GRPC)
-		gw_agent_respond_ex(s, 200, "application/grpc", resp, resp_len, 0, "0", NULL);
+		gw_net_respond_ex(s, 200, "application/grpc", resp, resp_len, 0, "0", NULL);
 	else if (j->proto_flags & OTLP_F_JSON) {
 		char buf[700], esc[600];
 		free(resp);
@@ -500,7 +499,7 @@ static void job_finish(struct otlp_job *j)
 			snprintf(buf, sizeof(buf), "{}");
 		respond_json(s, 200, buf, 0);
 	} else
-		gw_agent_respond_ex(s, 200, "application/x-protobuf", resp, resp_len, 0, NULL, NULL);
+		gw_net_respond_ex(s, 200, "application/x-protobuf", resp, resp_len, 0, NULL, NULL);
 	if (res->batch) {
 		struct gw_profiles *b = res->batch;
 		res->batch = NULL;
@@ -538,7 +537,7 @@ static void *decode_thread(void *arg)
 /* A job back from the decode thread: finished, or (discard: the receiver is going away) just freed. */
 static void job_returned(struct otlp_job *j, bool discard)
 {
-	struct agent_rx *rx = &j->l->rx;
+	struct gw_listener *rx = &j->l->rx;
 	struct conn *c = j->conn;
 
 	if (!discard)
@@ -546,10 +545,10 @@ static void job_returned(struct otlp_job *j, bool discard)
 	job_free(j);
 	rx->dec.jobs--;
 	if (--c->jobs == 0 && c->handle_closed)
-		gw_agent_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
+		gw_net_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
 	else {
 		if (!discard && !c->closing && !rx->destroyed)
-			gw_agent_conn_flush(c);
+			gw_net_conn_flush(c);
 		gw_agent_rx_maybe_done(rx);
 	}
 }
@@ -625,7 +624,7 @@ static void otlp_request(struct h2stream *s)
 	struct otlp_job *j = calloc(1, sizeof(*j));
 
 	if (!j) {
-		gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+		gw_net_respond_error(s, 503, 1000, "out of memory; retry later");
 		return;
 	}
 	j->l = l;

@@ -11,7 +11,7 @@
  *
  * This file is the component: config schema, listeners, metrics, lifecycle.
  * Each protocol is a listener of the agent receiver's connection layer
- * (agent-conn.c) with its own gw_conn_ops (otlp-request.c).
+ * (gateway/net/conn.c) with its own gw_conn_ops (otlp-request.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,22 +22,22 @@
 #include "log.h"
 #include "common/macro.h"
 #include "metrics.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "otlp-private.h"
 #include "runtime.h"
 #include "units.h"
 
 static const struct sr_field tls_fields[] = {
-	SR_FIELD_STR("cert_file", struct agent_tls_config, cert_file,
+	SR_FIELD_STR("cert_file", struct gw_listener_tls_config, cert_file,
 		     .doc = "PEM server certificate (chain). With key_file, this protocol speaks TLS only."),
-	SR_FIELD_STR("key_file", struct agent_tls_config, key_file, .doc = "PEM private key of cert_file."),
-	SR_FIELD_STR("client_ca_file", struct agent_tls_config, client_ca_file,
+	SR_FIELD_STR("key_file", struct gw_listener_tls_config, key_file, .doc = "PEM private key of cert_file."),
+	SR_FIELD_STR("client_ca_file", struct gw_listener_tls_config, client_ca_file,
 		     .doc = "PEM CA bundle; when set, every client must present a certificate it signed (mTLS)."),
 	SR_FIELD_END,
 };
 
 static const struct sr_field auth_fields[] = {
-	SR_FIELD_STR("bearer_token_file", struct agent_auth_config, bearer_token_file,
+	SR_FIELD_STR("bearer_token_file", struct gw_listener_auth_config, bearer_token_file,
 		     .doc = "File holding the token clients must send as `Authorization: Bearer <token>`; re-read "
 			    "when it changes (checked every 10s)."),
 	SR_FIELD_END,
@@ -46,9 +46,9 @@ static const struct sr_field auth_fields[] = {
 static const struct sr_field grpc_fields[] = {
 	SR_FIELD_STR("endpoint", struct otlp_grpc_config, endpoint, .def = "localhost:4317",
 		     .doc = "HOST:PORT of OTLP/gRPC (0.0.0.0:4317 for every interface); \"\" turns gRPC off."),
-	SR_FIELD_MAP("tls", struct otlp_grpc_config, tls, struct agent_tls_config, tls_fields,
+	SR_FIELD_MAP("tls", struct otlp_grpc_config, tls, struct gw_listener_tls_config, tls_fields,
 		     .doc = "TLS (ALPN h2); absent: plaintext HTTP/2 (h2c)."),
-	SR_FIELD_MAP("auth", struct otlp_grpc_config, auth, struct agent_auth_config, auth_fields,
+	SR_FIELD_MAP("auth", struct otlp_grpc_config, auth, struct gw_listener_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
 	SR_FIELD_U64("max_recv_msg_size_mib", struct otlp_grpc_config, max_recv_msg_size_mib, .def = "4", .min = 1,
 		     .max = 1024,
@@ -66,9 +66,9 @@ static const struct sr_field http_fields[] = {
 	SR_FIELD_STR("endpoint", struct otlp_http_config, endpoint, .def = "localhost:4318",
 		     .doc = "HOST:PORT of OTLP/HTTP, HTTP/1.1 and HTTP/2 on one port (0.0.0.0:4318 for every "
 			    "interface); \"\" turns HTTP off."),
-	SR_FIELD_MAP("tls", struct otlp_http_config, tls, struct agent_tls_config, tls_fields,
+	SR_FIELD_MAP("tls", struct otlp_http_config, tls, struct gw_listener_tls_config, tls_fields,
 		     .doc = "TLS (ALPN h2 and http/1.1); absent: plaintext."),
-	SR_FIELD_MAP("auth", struct otlp_http_config, auth, struct agent_auth_config, auth_fields,
+	SR_FIELD_MAP("auth", struct otlp_http_config, auth, struct gw_listener_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
 	SR_FIELD_BYTES("max_request_body_size", struct otlp_http_config, max_request_body_size, .def = "20MiB",
 		       .min = 1024, .max = 1073741824,
@@ -113,8 +113,8 @@ static const struct sr_field otlp_fields[] = {
 	SR_FIELD_END,
 };
 
-static int check_protocol(const char *proto, const char *endpoint, const struct agent_tls_config *tls, const char *path,
-			  struct sr_diag *d)
+static int check_protocol(const char *proto, const char *endpoint, const struct gw_listener_tls_config *tls,
+			  const char *path, struct sr_diag *d)
 {
 	int r = 0;
 
@@ -132,7 +132,7 @@ static int check_protocol(const char *proto, const char *endpoint, const struct 
 	if (endpoint && *endpoint) {
 		struct sockaddr_storage ss;
 		char err[256];
-		if (gw_parse_endpoint(endpoint, &ss, err, sizeof(err)) == -EINVAL) {
+		if (sr_parse_endpoint(endpoint, &ss, err, sizeof(err)) == -EINVAL) {
 			sr_diag_add(d, NULL, 0, 0, path, "protocols.%s.endpoint: %s", proto, err);
 			r = -EINVAL;
 		}

@@ -1,134 +1,92 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The receivers' HTTP/1.1 request reader (gateway/receivers/agent-h1.c) on
- * arbitrary bytes, as a connection of a receiver that serves HTTP/1.1 (the
- * otlp receiver) feeds it: request lines, headers, Content-Length and
- * chunked bodies, keep-alive and pipelined requests, early answers and the
- * body thrown away after them. The first input byte picks how the rest is
- * cut into reads (1 to 64 bytes, or all at once), so every parsing state
- * meets a read boundary. A test receiver answers each complete request
- * 200 (its body echoed), 413 or 503 (by the body's first byte). Nothing may
- * crash, leak, read out of bounds or lose track of buffered bytes: at the
- * end the receiver holds no request bytes (inflight_bytes is 0), and what
- * was written is a sequence of HTTP/1.1 answers.
+ * The HTTP/1.x request-head parser (common/http1.h) on arbitrary bytes, with
+ * CRLF lines only and with bare LF allowed, at the limits of the gateway's
+ * receivers and of the telemetry servers. Checked: an answer is one of the
+ * documented ones; a complete head lies inside the input and the limit, every
+ * span points inside it, the iterator gives exactly n_headers headers, the
+ * same head alone parses the same, and one byte less of it is not complete.
+ * The connection layer around it has a target of its own (fuzz-net-h1).
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <uv.h>
+#include "common/http1.h"
 
-#include "component.h"
-#include "receivers/agent-h1.h"
-#include "receivers/agent-private.h"
+#define FUZZ_MAX_INPUT (64 * 1024)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void t_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
+static void check(bool ok)
 {
-	if (namelen == 5 && memcmp(name, ":path", 5) == 0 && !(valuelen == 2 && memcmp(value, "/p", 2) == 0))
-		gw_agent_stream_error(s, 404, "unknown path");
-	else if (namelen == 12 && memcmp(name, "content-type", 12) == 0)
-		s->have_ctype = true;
-	else if (namelen == 16 && memcmp(name, "content-encoding", 16) == 0)
-		s->gzip = true;
+	if (!ok)
+		abort();
 }
 
-static void t_request(struct h2stream *s)
+static void inside(struct sr_http1_span s, const char *buf, size_t n)
 {
-	uint8_t *body = NULL;
+	check(!s.p ? s.len == 0 : s.p >= buf && s.p + s.len <= buf + n);
+}
 
-	if (s->len && s->body[0] == 'T') {
-		gw_agent_respond_error(s, 413, 0, "too large");
+static void one(const char *buf, size_t size, const struct sr_http1_limits *lim)
+{
+	struct sr_http1_request r, again;
+	struct sr_http1_span name, value;
+	size_t pos = 0, n_headers = 0;
+	int n = sr_http1_parse(buf, size, lim, &r);
+
+	if (n == 0)
+		return;
+	if (n < 0) {
+		check((n == -EBADMSG && r.status == 400) || (n == -EMSGSIZE && r.status == 431));
+		check(r.reason && r.reason[0]);
 		return;
 	}
-	if (s->len && s->body[0] == 'U') {
-		gw_agent_respond_error(s, 503, 1500, "unavailable");
-		return;
+	check((size_t)n <= size && (size_t)n <= lim->max_head_bytes && buf[n - 1] == '\n');
+	check(r.minor_version == 0 || r.minor_version == 1);
+	check(r.method.len > 0 && r.target.len > 0 && r.path.len <= r.target.len);
+	check(!(r.chunked && r.has_content_length));
+	check(r.n_headers <= lim->max_headers);
+	inside(r.method, buf, (size_t)n);
+	inside(r.target, buf, (size_t)n);
+	inside(r.host, buf, (size_t)n);
+	inside(r.content_type, buf, (size_t)n);
+	inside(r.authorization, buf, (size_t)n);
+	while (sr_http1_header_next(&r, &pos, &name, &value)) {
+		inside(name, buf, (size_t)n);
+		inside(value, buf, (size_t)n);
+		check(name.len > 0);
+		n_headers++;
 	}
-	if (s->len) {
-		body = malloc(s->len);
-		if (body)
-			memcpy(body, s->body, s->len);
-	}
-	gw_agent_respond_ex(s, 200, "application/x-protobuf", body, body ? s->len : 0, 0, NULL, NULL);
+	check(n_headers == r.n_headers);
+	/* The head is the same without what follows it, and not complete without its last byte. */
+	check(sr_http1_parse(buf, (size_t)n, lim, &again) == n);
+	check(again.n_headers == r.n_headers && again.content_length == r.content_length);
+	check(sr_http1_parse(buf, (size_t)n - 1, lim, &again) == 0);
 }
-
-static void t_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg)
-{
-	char *body = strdup(msg);
-	gw_agent_respond_ex(s, status, "text/plain", (uint8_t *)body, body ? strlen(body) : 0, retry_after_ms, NULL,
-			    NULL);
-}
-
-static const struct gw_conn_ops t_ops = {
-	.header = t_header,
-	.request = t_request,
-	.error = t_error,
-	.http1 = true,
-	.component = "fuzz/http1",
-	.too_large_msg = "request body exceeds the fuzz limit",
-};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uv_loop_t loop;
-	static bool loop_init;
-	static struct agent_config cfg = {
-		.max_request_bytes = 4096,
-		.max_inflight_bytes = 1 << 20,
-		.max_concurrent_streams = 1,
+	static const struct sr_http1_limits limits[] = {
+		{ .max_head_bytes = 16384, .max_headers = 1024 },
+		{ .max_head_bytes = 8192, .max_headers = 100, .bare_lf = true },
+		{ .max_head_bytes = 64, .max_headers = 2 },
 	};
-	static struct gw_component comp = { .id = (char *)"fuzz" };
-	struct agent_rx *rx;
-	struct conn *c;
-	size_t step;
-	bool wrote = false;
+	char *buf;
 
-	if (size == 0)
+	if (size > FUZZ_MAX_INPUT)
 		return 0;
-	if (!loop_init) {
-		uv_loop_init(&loop);
-		loop_init = true;
-	}
-	rx = calloc(1, sizeof(*rx));
-	c = calloc(1, sizeof(*c));
-	if (!rx || !c || (c->rx = rx, gw_h1_start(c)) < 0) {
-		free(rx);
-		free(c);
+	/* A copy of exactly the input's size: a read past it is a finding. */
+	buf = malloc(size ? size : 1);
+	if (!buf)
 		return 0;
-	}
-	rx->c = &comp;
-	rx->cfg = &cfg;
-	rx->ops = &t_ops;
-	rx->loop = &loop;
-	step = data[0] % 66;
-	step = step == 65 ? size : step + 1;
-	data++;
-	size--;
-	for (size_t off = 0; off < size; off += step) {
-		size_t n = size - off < step ? size - off : step;
-		const uint8_t *out;
-		ssize_t o;
-		if (gw_h1_feed(c, data + off, n) < 0)
-			break;
-		while ((o = gw_h1_pull(c, &out)) > 0) {
-			/* Answers are whole: the first bytes ever written start one. */
-			if (!wrote && (o < 9 || memcmp(out, "HTTP/1.1 ", 9) != 0))
-				abort();
-			wrote = true;
-		}
-		if (gw_h1_finished(c))
-			break;
-	}
-	while (c->streams)
-		gw_agent_stream_free(c->streams);
-	if (rx->inflight_bytes != 0)
-		abort(); /* request bytes lost track of */
-	gw_h1_free(c->h1);
-	free(c);
-	free(rx);
+	memcpy(buf, data, size);
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		one(buf, size, &limits[i]);
+	free(buf);
 	return 0;
 }

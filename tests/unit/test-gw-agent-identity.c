@@ -30,15 +30,15 @@ static void write_file(const char *text)
 	fclose(f);
 }
 
-static char *lookup(struct agent_rx *rx, const char *header)
+static char *lookup(struct gw_listener *rx, const char *header)
 {
 	return gw_agent_node_token_lookup(rx, (const uint8_t *)header, strlen(header));
 }
 
 static void test_node_tokens(void **state)
 {
-	struct agent_config cfg = { .auth = { .node_tokens_file = path } };
-	struct agent_rx rx = { .cfg = &cfg };
+	struct gw_listener_config cfg = { .auth = { .node_tokens_file = path } };
+	struct gw_listener rx = { .cfg = &cfg };
 	char err[512] = "";
 	char *node;
 	int fd = mkstemp(path);

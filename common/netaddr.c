@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netaddr.h"
+#include "common/netaddr.h"
 
-int gw_parse_endpoint(const char *s, struct sockaddr_storage *ret, char *errbuf, size_t errsize)
+int sr_parse_endpoint(const char *s, struct sockaddr_storage *ret, char *errbuf, size_t errsize)
 {
 	char host[256];
 	const char *port_s;
@@ -92,7 +92,7 @@ too_long:
 	return -EINVAL;
 }
 
-const char *gw_sockaddr_format(const struct sockaddr *sa, char *buf, size_t size)
+const char *sr_sockaddr_format(const struct sockaddr *sa, char *buf, size_t size)
 {
 	char a[INET6_ADDRSTRLEN] = "?";
 	if (sa->sa_family == AF_INET) {

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* HTTP/1.1 requests on the receivers' connections (agent-h1.h). */
+/* HTTP/1.1 requests on the receivers' connections (gateway/net/h1.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent-h1.h"
+#include "gateway/net/h1.h"
 #include "agent-private.h"
+#include "gateway/net/conn.h"
+#include "common/http1.h"
 #include "common/macro.h"
 
 enum h1_state {
@@ -111,43 +113,13 @@ bool gw_h1_discarding(struct conn *c)
 void gw_h1_goaway(struct conn *c)
 {
 	if (!c->h1) {
-		gw_agent_conn_close(c); /* the protocol is not even known yet */
+		gw_net_conn_close(c); /* the protocol is not even known yet */
 		return;
 	}
 	c->h1->close_after = true;
 	if (!c->h1->cur && c->h1->st != H1_DISCARD)
 		c->h1->st = H1_CLOSED;
-	gw_agent_conn_flush(c);
-}
-
-static const char *reason(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 413:
-		return "Content Too Large";
-	case 415:
-		return "Unsupported Media Type";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 429:
-		return "Too Many Requests";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Internal Server Error";
-	}
+	gw_net_conn_flush(c);
 }
 
 void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
@@ -191,48 +163,42 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 	if (retry_after_ms)
 		snprintf(retry, sizeof(retry), "Retry-After: %u\r\n", (retry_after_ms + 999) / 1000);
 	n = snprintf(hdr, sizeof(hdr), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n", status,
-		     reason(status), content_type, len, retry, h->close_after ? "Connection: close\r\n" : "");
+		     sr_http1_reason_phrase(status), content_type, len, retry,
+		     h->close_after ? "Connection: close\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(hdr) || out_add(h, hdr, (size_t)n) < 0 || out_add(h, body, len) < 0) {
 		h->close_after = true;
 		h->st = H1_CLOSED;
 	}
 	free(body);
 	h->cur = NULL;
-	c->last_request_ms = gw_agent_now_ms(c->rx);
-	gw_agent_stream_free(s);
+	c->last_request_ms = gw_net_now_ms(c->rx);
+	gw_net_stream_free(s);
 }
 
 /* ---- the request head ---- */
 
-static bool is_tchar(char ch)
-{
-	return isalnum((unsigned char)ch) || strchr("!#$%&'*+-.^_`|~", ch);
-}
-
-static char *trim(char *p, char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t'))
-		p++;
-	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-		end--;
-	*end = '\0';
-	return p;
-}
+/* What the head reader (common/http1.h) is held to: the head size, and header lines, which it bounds too. */
+static const struct sr_http1_limits head_limits = {
+	.max_head_bytes = GW_H1_MAX_HEAD_BYTES,
+	.max_headers = GW_H1_MAX_HEADERS,
+};
 
 /*
  * Parses h->head (ending in CRLF CRLF), opens the request's stream and hands
- * it the headers. A malformed head is answered 400 and ends the connection.
+ * it the headers. A malformed head is answered 400 (431 for too many header
+ * lines) and ends the connection.
  */
 static int head_parse(struct conn *c)
 {
 	struct gw_h1 *h = c->h1;
+	struct sr_http1_request req;
+	struct sr_http1_span name, value;
 	const char *err = NULL;
-	char *p = h->head, *end = h->head + h->head_len - 2; /* the last line's CRLF stays */
-	uint64_t content_length = 0;
-	bool have_cl = false, chunked = false, http10 = false, conn_close = false, conn_keep = false;
+	int status = 400;
+	size_t pos = 0;
 	struct h2stream *s;
 
-	s = gw_agent_stream_new(c, h->next_id);
+	s = gw_net_stream_new(c, h->next_id);
 	if (!s)
 		return -ENOMEM;
 	h->next_id += 2;
@@ -240,98 +206,37 @@ static int head_parse(struct conn *c)
 	h->expect_continue = false;
 	h->st = H1_CLOSED; /* until the framing is known */
 
-	/* Request line: METHOD SP request-target SP HTTP-version */
-	char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
-	char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-	char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-	if (!sp1 || !sp2 || sp1 == p || sp2 == sp1 + 1) {
-		err = "malformed HTTP/1.1 request line";
+	if (sr_http1_parse(h->head, h->head_len, &head_limits, &req) <= 0) {
+		err = req.reason ? req.reason : "malformed HTTP/1.1 request head";
+		status = req.reason ? req.status : 400;
 		goto bad;
 	}
-	*sp1 = *sp2 = *eol = '\0';
-	if (strcmp(sp2 + 1, "HTTP/1.1") == 0)
-		;
-	else if (strcmp(sp2 + 1, "HTTP/1.0") == 0)
-		http10 = true;
-	else {
-		err = "unsupported HTTP version (HTTP/1.1, HTTP/1.0 and HTTP/2 are served)";
-		goto bad;
-	}
-	char *target = sp1 + 1;
-	if (target[0] != '/') {
+	if (req.target.p[0] != '/') {
 		err = "the request target must be a path (origin-form)";
 		goto bad;
 	}
-	char *q = strchr(target, '?');
-	if (q)
-		*q = '\0';
-	gw_agent_stream_header(c, s, (const uint8_t *)":method", 7, (const uint8_t *)p, strlen(p));
-	gw_agent_stream_header(c, s, (const uint8_t *)":path", 5, (const uint8_t *)target, strlen(target));
-
-	for (p = eol + 2; p < end; p = eol + 2) {
-		eol = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
-		char *colon = memchr(p, ':', (size_t)(eol - p));
-		if (!colon || colon == p) {
-			err = "malformed HTTP/1.1 header line (no name or no colon)";
-			goto bad;
-		}
-		for (char *n = p; n < colon; n++) {
-			if (!is_tchar(*n)) {
-				err = "malformed HTTP/1.1 header name (or an obsolete folded line)";
-				goto bad;
-			}
-			*n = (char)tolower((unsigned char)*n);
-		}
-		*colon = '\0';
-		char *v = trim(colon + 1, eol);
-		size_t vlen = strlen(v);
-		if (strcmp(p, "content-length") == 0) {
-			char *e;
-			errno = 0;
-			unsigned long long cl = strtoull(v, &e, 10);
-			if (!isdigit((unsigned char)v[0]) || *e || errno || (have_cl && cl != content_length)) {
-				err = "invalid or conflicting Content-Length";
-				goto bad;
-			}
-			have_cl = true;
-			content_length = cl;
-		} else if (strcmp(p, "transfer-encoding") == 0) {
-			if (strcasecmp(v, "chunked") != 0 || chunked) {
-				err = "only Transfer-Encoding: chunked is supported";
-				goto bad;
-			}
-			chunked = true;
+	gw_net_stream_header(c, s, (const uint8_t *)":method", 7, (const uint8_t *)req.method.p, req.method.len);
+	gw_net_stream_header(c, s, (const uint8_t *)":path", 5, (const uint8_t *)req.path.p, req.path.len);
+	while (sr_http1_header_next(&req, &pos, &name, &value)) {
+		/* What frames the request is the parser's; the receivers see the rest, names in lower case. */
+		if (sr_http1_span_is(name, "transfer-encoding") || sr_http1_span_is(name, "connection") ||
+		    sr_http1_span_is(name, "expect") || sr_http1_span_is(name, "te") || sr_http1_span_is(name, "host"))
 			continue;
-		} else if (strcmp(p, "connection") == 0) {
-			if (strcasestr(v, "close"))
-				conn_close = true;
-			if (strcasestr(v, "keep-alive"))
-				conn_keep = true;
-			continue;
-		} else if (strcmp(p, "expect") == 0) {
-			if (strcasecmp(v, "100-continue") != 0) {
-				err = "only Expect: 100-continue is supported";
-				goto bad;
-			}
-			h->expect_continue = true;
-			continue;
-		} else if (p[0] == ':' || strcmp(p, "te") == 0 || strcmp(p, "host") == 0)
-			continue;
-		gw_agent_stream_header(c, s, (const uint8_t *)p, strlen(p), (const uint8_t *)v, vlen);
+		char *lname = h->head + (name.p - h->head); /* our own copy of the head */
+		for (size_t i = 0; i < name.len; i++)
+			lname[i] = (char)tolower((unsigned char)lname[i]);
+		gw_net_stream_header(c, s, (const uint8_t *)lname, name.len, (const uint8_t *)value.p, value.len);
 	}
-	if (have_cl && chunked) {
-		err = "Content-Length and Transfer-Encoding together";
-		goto bad;
-	}
-	h->keep_alive = http10 ? conn_keep && !conn_close : !conn_close;
-	if (chunked)
+	h->keep_alive = req.keep_alive;
+	h->expect_continue = req.expect_continue;
+	if (req.chunked)
 		h->st = H1_CHUNK_LINE;
-	else if (content_length) {
+	else if (req.content_length) {
 		h->st = H1_BODY;
-		h->left = content_length;
+		h->left = req.content_length;
 	} else
 		h->st = H1_WAIT;
-	gw_agent_stream_headers_done(c, s, h->st == H1_WAIT);
+	gw_net_stream_headers_done(c, s, h->st == H1_WAIT);
 	if (h->cur == s && !s->responded && h->expect_continue && h->st != H1_WAIT) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 		if (out_add(h, cont, sizeof(cont) - 1) < 0)
@@ -340,8 +245,8 @@ static int head_parse(struct conn *c)
 	return 0;
 bad:
 	h->close_after = true;
-	gw_agent_stream_error(s, 400, err);
-	gw_agent_stream_headers_done(c, s, true);
+	gw_net_stream_error(s, status, err);
+	gw_net_stream_headers_done(c, s, true);
 	return 0;
 }
 
@@ -352,7 +257,7 @@ static void body_bytes(struct conn *c, const uint8_t *d, size_t k)
 	struct gw_h1 *h = c->h1;
 	h->left -= k;
 	if (h->cur && !h->cur->responded)
-		gw_agent_stream_data(c, h->cur, d, k);
+		gw_net_stream_data(c, h->cur, d, k);
 }
 
 static void body_done(struct conn *c)
@@ -360,7 +265,7 @@ static void body_done(struct conn *c)
 	struct gw_h1 *h = c->h1;
 	h->st = H1_WAIT;
 	if (h->cur)
-		gw_agent_stream_end(h->cur);
+		gw_net_stream_end(h->cur);
 }
 
 /* Reads one CRLF-terminated line into h->line; 1 when complete, 0 when more is needed, -1 when too long. */
@@ -390,7 +295,7 @@ static void framing_error(struct conn *c, const char *msg)
 	h->st = H1_CLOSED;
 	h->close_after = true;
 	if (h->cur && !h->cur->responded)
-		gw_agent_respond_error(h->cur, 400, 0, "%s", msg);
+		gw_net_respond_error(h->cur, 400, 0, "%s", msg);
 }
 
 int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
@@ -404,7 +309,7 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 		case H1_HEAD:
 			/* Empty lines before the request line count as part of its head's time too. */
 			if (!h->head_started_ms)
-				h->head_started_ms = SR_MAX(gw_agent_now_ms(c->rx), 1);
+				h->head_started_ms = SR_MAX(gw_net_now_ms(c->rx), 1);
 			for (k = 0; k < n;) {
 				if (h->head_len == GW_H1_MAX_HEAD_BYTES)
 					break;
@@ -433,15 +338,15 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 				if (r < 0)
 					return r;
 			} else if (h->head_len == GW_H1_MAX_HEAD_BYTES) {
-				struct h2stream *s = gw_agent_stream_new(c, h->next_id);
+				struct h2stream *s = gw_net_stream_new(c, h->next_id);
 				h->head_len = 0;
 				if (!s)
 					return -ENOMEM;
 				h->cur = s;
 				h->st = H1_CLOSED;
 				h->close_after = true;
-				gw_agent_respond_error(s, 400, 0, "request line and headers exceed %u bytes",
-						       (unsigned)GW_H1_MAX_HEAD_BYTES);
+				gw_net_respond_error(s, 400, 0, "request line and headers exceed %u bytes",
+						     (unsigned)GW_H1_MAX_HEAD_BYTES);
 			}
 			break;
 		case H1_BODY:

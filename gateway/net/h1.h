@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * HTTP/1.1 on the receivers' connections (agent-conn.c), for a receiver whose
- * gw_conn_ops.http1 is set: a small, strict request reader (request line,
- * headers up to GW_H1_MAX_HEAD_BYTES, a body framed by Content-Length or
- * chunked) that hands a request's parts to the same stream functions HTTP/2
+ * HTTP/1.1 on the receivers' connections (net/conn.c), for a receiver whose
+ * gw_conn_ops.http1 is set: a small, strict request reader (the head, up to
+ * GW_H1_MAX_HEAD_BYTES, read by common/http1.h; a body framed by
+ * Content-Length or chunked) that hands a request's parts to the same stream functions HTTP/2
  * uses, and writes the answer. One request at a time per connection:
  * pipelined requests are read once the one before is answered (requests are
  * answered as they are read); bytes that arrive while a request is still
  * being processed end the connection after its answer.
  */
-#ifndef SR_GW_AGENT_H1_H
-#define SR_GW_AGENT_H1_H
+#ifndef SR_GW_NET_H1_H
+#define SR_GW_NET_H1_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,6 +19,8 @@
 
 /* Request line and headers of one request, CRLFs included. */
 #define GW_H1_MAX_HEAD_BYTES 16384
+/* Header lines of one request (431 past it); max_header_list_bytes usually binds first. */
+#define GW_H1_MAX_HEADERS 1024
 /* Body bytes read and thrown away after an early answer (e.g. 413) so the client sees it; then we close. */
 #define GW_H1_MAX_DISCARD_BYTES (64u << 20)
 
@@ -36,7 +38,7 @@ ssize_t gw_h1_pull(struct conn *c, const uint8_t **data);
 bool gw_h1_finished(struct conn *c);
 /* The request being served, if any. */
 struct h2stream *gw_h1_current(struct conn *c);
-/* Answers the current request (called through gw_agent_respond_ex); takes body. */
+/* Answers the current request (called through gw_net_respond_ex); takes body. */
 void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
 		   uint32_t retry_after_ms);
 /* Close after the request being served, or now when there is none. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Answers on the receivers' connections (agent-private.h): an HTTP/2
+ * Answers on the receivers' connections (gateway/net/conn.h): an HTTP/2
  * response with its body, Retry-After and gRPC trailers, or the HTTP/1.1
- * answer through agent-h1.c; errors logged once a minute at warn level and
+ * answer through net/h1.c; errors logged once a minute at warn level and
  * answered in the receiver's own encoding; counted by status.
  */
 #include <stdarg.h>
@@ -13,13 +13,14 @@
 #include <nghttp2/nghttp2.h>
 
 #include "agent-ingest.h"
-#include "agent-h1.h"
+#include "gateway/net/h1.h"
 #include "agent-private.h"
+#include "gateway/net/conn.h"
 #include "runtime.h"
 #include "log.h"
 #include "common/macro.h"
 
-static void count_status(struct agent_rx *rx, int status)
+static void count_status(struct gw_listener *rx, int status)
 {
 	for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++)
 		if (status_codes[i] == status) {
@@ -59,13 +60,13 @@ static ssize_t resp_read(nghttp2_session *session, int32_t stream_id, uint8_t *b
 	}
 
 /* Answers s with status and an encoded PushResponse (taken). */
-void gw_agent_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms)
+void gw_net_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms)
 {
-	gw_agent_respond_ex(s, status, "application/x-protobuf", body, len, retry_after_ms, NULL, NULL);
+	gw_net_respond_ex(s, status, "application/x-protobuf", body, len, retry_after_ms, NULL, NULL);
 }
 
-void gw_agent_respond_ex(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
-			 uint32_t retry_after_ms, const char *grpc_status, const char *grpc_message)
+void gw_net_respond_ex(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
+		       uint32_t retry_after_ms, const char *grpc_status, const char *grpc_message)
 {
 	struct conn *c = s->conn;
 	nghttp2_data_provider prd = { .source.ptr = s, .read_callback = resp_read };
@@ -114,7 +115,7 @@ void gw_agent_respond_ex(struct h2stream *s, int status, const char *content_typ
 		nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
 
-void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
+void gw_net_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
 {
 	char msg[512];
 	uint8_t *body = NULL;
@@ -125,12 +126,12 @@ void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	/* Bad requests mean an incompatible or broken agent: worth a warning, at most once a minute. */
-	struct agent_rx *rx = s->conn->rx;
+	struct gw_listener *rx = s->conn->rx;
 	const char *comp = rx->ops ? rx->ops->component : COMPONENT;
 	if (s->responded)
 		return;
-	if (status == 400 && (rx->last_warn_ms == 0 || gw_agent_now_ms(rx) - rx->last_warn_ms >= 60000)) {
-		rx->last_warn_ms = gw_agent_now_ms(rx);
+	if (status == 400 && (rx->last_warn_ms == 0 || gw_net_now_ms(rx) - rx->last_warn_ms >= 60000)) {
+		rx->last_warn_ms = gw_net_now_ms(rx);
 		sr_log_warn(comp, "refusing an invalid request (further ones are logged at debug for a minute)",
 			    "id=%s peer=%s status=%d error=\"%s\"", rx->c->id, s->conn->peer, status, msg);
 	} else
@@ -142,5 +143,5 @@ void gw_agent_respond_error(struct h2stream *s, int status, uint32_t retry_after
 	}
 	if (gw_ingest_encode_error(retry_after_ms, msg, &body, &len) < 0)
 		len = 0;
-	gw_agent_respond(s, status, body, len, retry_after_ms);
+	gw_net_respond(s, status, body, len, retry_after_ms);
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The `agent` receiver's connections (agent-private.h): sockets on the libuv
+ * The receivers' connections (gateway/net/conn.h): sockets on the libuv
  * loop, TLS through OpenSSL memory BIOs, HTTP/2 sessions (nghttp2) and their
- * callbacks up to a complete request (handed to agent-request.c), responses,
- * and GOAWAY. The timers that bound a client's time (headers, requests,
- * idleness, unanswered PINGs, shutdown grace) run in agent-tick.c.
+ * callbacks up to a complete request (handed to the receiver's
+ * gw_conn_ops.request, or to agent-request.c for the agent protocol), and
+ * GOAWAY. The timers that bound a client's time (headers, requests,
+ * idleness, unanswered PINGs, shutdown grace) run in net/tick.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,21 +22,22 @@
 #include "accounting.h"
 #include "agent-dedupe.h"
 #include "agent-ingest.h"
-#include "agent-h1.h"
+#include "gateway/net/h1.h"
 #include "agent-private.h"
+#include "gateway/net/conn.h"
 #include "agent.h"
 #include "gzip.h"
 #include "heap.h"
 #include "log.h"
 #include "common/macro.h"
 #include "model.h"
-#include "netaddr.h"
+#include "common/netaddr.h"
 #include "runtime.h"
 #include "units.h"
 
 /* ---- connections ---- */
 
-void gw_agent_stream_free(struct h2stream *s)
+void gw_net_stream_free(struct h2stream *s)
 {
 	struct conn *c = s->conn;
 	if (s->prev)
@@ -54,12 +56,12 @@ void gw_agent_stream_free(struct h2stream *s)
 	free(s);
 }
 
-void gw_agent_conn_free(struct conn *c)
+void gw_net_conn_free(struct conn *c)
 {
-	struct agent_rx *rx = c->rx;
+	struct gw_listener *rx = c->rx;
 
 	while (c->streams)
-		gw_agent_stream_free(c->streams);
+		gw_net_stream_free(c->streams);
 	gw_h1_free(c->h1);
 	nghttp2_session_del(c->h2);
 	SSL_free(c->ssl); /* frees the BIOs too */
@@ -77,12 +79,12 @@ static void conn_closed_cb(uv_handle_t *h)
 	c->handle_closed = true;
 	/* Requests still decoding point at the connection: the last one frees it. */
 	if (c->jobs == 0)
-		gw_agent_conn_free(c);
+		gw_net_conn_free(c);
 }
 
-void gw_agent_conn_close(struct conn *c)
+void gw_net_conn_close(struct conn *c)
 {
-	struct agent_rx *rx = c->rx;
+	struct gw_listener *rx = c->rx;
 	if (c->closing)
 		return;
 	c->closing = true;
@@ -106,10 +108,10 @@ static void on_write(uv_write_t *req, int status)
 	if (c->closing)
 		return;
 	if (status < 0) {
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
-	gw_agent_conn_flush(c);
+	gw_net_conn_flush(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -148,7 +150,7 @@ static int drain_tls(struct conn *c, struct obuf *o)
 }
 
 /* Moves whatever nghttp2 (and TLS) want to send onto the socket. */
-void gw_agent_conn_flush(struct conn *c)
+void gw_net_conn_flush(struct conn *c)
 {
 	struct obuf o = { 0 };
 
@@ -160,7 +162,7 @@ void gw_agent_conn_flush(struct conn *c)
 		ssize_t n = c->h1 ? gw_h1_pull(c, &data) : nghttp2_session_mem_send(c->h2, &data);
 		if (n < 0) {
 			free(o.p);
-			gw_agent_conn_close(c);
+			gw_net_conn_close(c);
 			return;
 		}
 		if (n == 0)
@@ -169,7 +171,7 @@ void gw_agent_conn_flush(struct conn *c)
 			int w = SSL_write(c->ssl, data, (int)n);
 			if (w <= 0) {
 				free(o.p);
-				gw_agent_conn_close(c);
+				gw_net_conn_close(c);
 				return;
 			}
 			if (drain_tls(c, &o) < 0)
@@ -188,7 +190,7 @@ void gw_agent_conn_flush(struct conn *c)
 		if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
 			c->write_pending -= o.len;
 			free(w);
-			gw_agent_conn_close(c);
+			gw_net_conn_close(c);
 			return;
 		}
 	} else
@@ -204,23 +206,23 @@ void gw_agent_conn_flush(struct conn *c)
 	if (c->write_pending == 0 &&
 	    (c->h1 ? gw_h1_finished(c)
 		   : !c->sniffing && !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)))
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 	return;
 fail:
 	free(o.p);
-	gw_agent_conn_close(c);
+	gw_net_conn_close(c);
 }
 
 /* ---- nghttp2 callbacks ---- */
 
-struct h2stream *gw_agent_stream_new(struct conn *c, int32_t id)
+struct h2stream *gw_net_stream_new(struct conn *c, int32_t id)
 {
 	struct h2stream *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->id = id;
 	s->conn = c;
-	s->started_ms = gw_agent_now_ms(c->rx);
+	s->started_ms = gw_net_now_ms(c->rx);
 	s->started_ns = uv_hrtime();
 	c->last_request_ms = s->started_ms;
 	s->auth_ok = !c->rx->cfg->auth.bearer_token_file && !c->rx->cfg->auth.node_tokens_file;
@@ -238,14 +240,14 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
-	s = gw_agent_stream_new(user_data, frame->hd.stream_id);
+	s = gw_net_stream_new(user_data, frame->hd.stream_id);
 	if (!s)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	nghttp2_session_set_stream_user_data(session, s->id, s);
 	return 0;
 }
 
-bool gw_agent_stream_alive(struct conn *c, int32_t id, const struct h2stream *s)
+bool gw_net_stream_alive(struct conn *c, int32_t id, const struct h2stream *s)
 {
 	if (c->handle_closed || c->closing)
 		return false;
@@ -264,7 +266,7 @@ static bool val_is(const uint8_t *v, size_t len, const char *want)
 	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
 }
 
-void gw_agent_stream_error(struct h2stream *s, int status, const char *msg)
+void gw_net_stream_error(struct h2stream *s, int status, const char *msg)
 {
 	if (!s->error_status) {
 		s->error_status = status;
@@ -272,23 +274,23 @@ void gw_agent_stream_error(struct h2stream *s, int status, const char *msg)
 	}
 }
 
-void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *name, size_t namelen,
-			    const uint8_t *value, size_t valuelen)
+void gw_net_stream_header(struct conn *c, struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value,
+			  size_t valuelen)
 {
 	/* The rest of an oversized list is only looked at by nghttp2's decoder (bounded by max_continuations). */
 	s->header_bytes += namelen + valuelen + 32;
 	if (s->header_bytes > c->rx->cfg->max_header_list_bytes) {
-		gw_agent_stream_error(s, 431, "request headers exceed max_header_list_bytes");
+		gw_net_stream_error(s, 431, "request headers exceed max_header_list_bytes");
 		return;
 	}
 	if (c->rx->ops && !hdr_is(name, namelen, "content-length") && !hdr_is(name, namelen, "authorization"))
 		c->rx->ops->header(s, name, namelen, value, valuelen);
 	else if (hdr_is(name, namelen, ":method")) {
 		if (!val_is(value, valuelen, "POST"))
-			gw_agent_stream_error(s, 405, "only POST " PUSH_PATH " is served");
+			gw_net_stream_error(s, 405, "only POST " PUSH_PATH " is served");
 	} else if (hdr_is(name, namelen, ":path")) {
 		if (!(valuelen == sizeof(PUSH_PATH) - 1 && memcmp(value, PUSH_PATH, valuelen) == 0))
-			gw_agent_stream_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
+			gw_net_stream_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
 	} else if (hdr_is(name, namelen, "content-type")) {
 		/* Media type without parameters, case-insensitive. */
 		size_t n = 0;
@@ -297,12 +299,12 @@ void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *n
 		if (val_is(value, n, "application/x-protobuf") || val_is(value, n, "application/protobuf"))
 			s->have_ctype = true;
 		else
-			gw_agent_stream_error(s, 415, "content-type must be application/x-protobuf");
+			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf");
 	} else if (hdr_is(name, namelen, "content-encoding")) {
 		if (val_is(value, valuelen, "gzip"))
 			s->gzip = true;
 		else if (!val_is(value, valuelen, "identity"))
-			gw_agent_stream_error(s, 415, "content-encoding must be gzip or identity");
+			gw_net_stream_error(s, 415, "content-encoding must be gzip or identity");
 	} else if (hdr_is(name, namelen, "content-length")) {
 		char buf[24];
 		size_t n = SR_MIN(valuelen, sizeof(buf) - 1);
@@ -310,9 +312,9 @@ void gw_agent_stream_header(struct conn *c, struct h2stream *s, const uint8_t *n
 		buf[n] = '\0';
 		s->content_length = strtoull(buf, NULL, 10);
 		if (s->content_length > c->rx->cfg->max_request_bytes)
-			gw_agent_stream_error(s, 413,
-					      c->rx->ops ? c->rx->ops->too_large_msg
-							 : "content-length exceeds max_request_bytes");
+			gw_net_stream_error(s, 413,
+					    c->rx->ops ? c->rx->ops->too_large_msg
+						       : "content-length exceeds max_request_bytes");
 	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.node_tokens_file) {
 		/* One token per node: the token also says which node the request may speak for. */
 		gw_agent_node_tokens_recheck(c->rx);
@@ -334,7 +336,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 		return 0;
 	s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 	if (s)
-		gw_agent_stream_header(user_data, s, name, namelen, value, valuelen);
+		gw_net_stream_header(user_data, s, name, namelen, value, valuelen);
 	return 0;
 }
 
@@ -346,31 +348,31 @@ static void request_complete(struct h2stream *s)
 		gw_agent_process_request(s);
 }
 
-void gw_agent_stream_end(struct h2stream *s)
+void gw_net_stream_end(struct h2stream *s)
 {
 	if (!s->responded)
 		request_complete(s);
 }
 
-void gw_agent_stream_headers_done(struct conn *c, struct h2stream *s, bool end_stream)
+void gw_net_stream_headers_done(struct conn *c, struct h2stream *s, bool end_stream)
 {
-	struct agent_rx *rx = c->rx;
+	struct gw_listener *rx = c->rx;
 
 	c->got_headers = true;
 	if (!s->auth_ok && !s->error_status) {
 		rx->st.auth_failures++;
-		gw_agent_stream_error(s, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
+		gw_net_stream_error(s, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
 	}
 	if (!s->have_ctype && !s->error_status)
-		gw_agent_stream_error(s, 415, "content-type must be application/x-protobuf");
+		gw_net_stream_error(s, 415, "content-type must be application/x-protobuf");
 	if (s->error_status) {
 		if (s->error_status == 431)
 			rx->st.headers_too_large++;
-		gw_agent_respond_error(s, s->error_status, 0, "%s", s->error_msg);
+		gw_net_respond_error(s, s->error_status, 0, "%s", s->error_msg);
 		return;
 	}
 	if (rx->shutting_down) {
-		gw_agent_respond_error(s, 503, 1000, "the gateway is shutting down; retry on another replica");
+		gw_net_respond_error(s, 503, 1000, "the gateway is shutting down; retry on another replica");
 		return;
 	}
 	if (end_stream)
@@ -388,7 +390,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 			break;
 		s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 		if (s)
-			gw_agent_stream_headers_done(c, s, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+			gw_net_stream_headers_done(c, s, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
 		break;
 	case NGHTTP2_DATA:
 		s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
@@ -422,14 +424,14 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
 	return 0;
 }
 
-void gw_agent_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data, size_t len)
+void gw_net_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data, size_t len)
 {
-	struct agent_rx *rx = c->rx;
+	struct gw_listener *rx = c->rx;
 
 	if (s->len + len > rx->cfg->max_request_bytes) {
-		gw_agent_respond_error(s, 413, 0, "%s (%llu bytes)",
-				       rx->ops ? rx->ops->too_large_msg : "request body exceeds max_request_bytes",
-				       (unsigned long long)rx->cfg->max_request_bytes);
+		gw_net_respond_error(s, 413, 0, "%s (%llu bytes)",
+				     rx->ops ? rx->ops->too_large_msg : "request body exceeds max_request_bytes",
+				     (unsigned long long)rx->cfg->max_request_bytes);
 		return;
 	}
 	if (s->len + len > s->cap) {
@@ -438,14 +440,14 @@ void gw_agent_stream_data(struct conn *c, struct h2stream *s, const uint8_t *dat
 			cap = (size_t)s->content_length; /* allocate once when the size is announced */
 		cap = (size_t)SR_MIN((uint64_t)cap, rx->cfg->max_request_bytes);
 		if (rx->inflight_bytes + (cap - s->cap) > rx->cfg->max_inflight_bytes) {
-			gw_agent_respond_error(
-				s, 503, 1000, "the receiver buffers max_inflight_bytes (%llu) of requests; retry later",
-				(unsigned long long)rx->cfg->max_inflight_bytes);
+			gw_net_respond_error(s, 503, 1000,
+					     "the receiver buffers max_inflight_bytes (%llu) of requests; retry later",
+					     (unsigned long long)rx->cfg->max_inflight_bytes);
 			return;
 		}
 		uint8_t *nb = realloc(s->body, cap);
 		if (!nb) {
-			gw_agent_respond_error(s, 503, 1000, "out of memory; retry later");
+			gw_net_respond_error(s, 503, 1000, "out of memory; retry later");
 			return;
 		}
 		rx->inflight_bytes += cap - s->cap;
@@ -462,7 +464,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 	struct h2stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
 
 	if (s && !s->responded)
-		gw_agent_stream_data(user_data, s, data, len);
+		gw_net_stream_data(user_data, s, data, len);
 	return 0;
 }
 
@@ -471,8 +473,8 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 	struct h2stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
 	if (s) {
 		nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-		s->conn->last_request_ms = gw_agent_now_ms(s->conn->rx);
-		gw_agent_stream_free(s);
+		s->conn->last_request_ms = gw_net_now_ms(s->conn->rx);
+		gw_net_stream_free(s);
 	}
 	return 0;
 }
@@ -528,8 +530,8 @@ static void tls_failed(struct conn *c, const char *what)
 	ERR_clear_error();
 	c->rx->st.tls_failures++;
 	/* A wrong client certificate or CA is a deployment problem: warn, at most once a minute. */
-	if (c->rx->last_tls_warn_ms == 0 || gw_agent_now_ms(c->rx) - c->rx->last_tls_warn_ms >= 60000) {
-		c->rx->last_tls_warn_ms = gw_agent_now_ms(c->rx);
+	if (c->rx->last_tls_warn_ms == 0 || gw_net_now_ms(c->rx) - c->rx->last_tls_warn_ms >= 60000) {
+		c->rx->last_tls_warn_ms = gw_net_now_ms(c->rx);
 		sr_log_warn(COMPONENT, "TLS handshake failed (further failures are logged at debug for a minute)",
 			    "id=%s peer=%s stage=%s error=\"%s\"", c->rx->c->id, c->peer, what, err);
 	} else
@@ -544,21 +546,21 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 	if (n == 0)
 		return;
 	if (n < 0) {
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
-	c->last_recv_ms = gw_agent_now_ms(c->rx);
+	c->last_recv_ms = gw_net_now_ms(c->rx);
 	if (!c->ssl) {
 		if (feed_h2(c, (const uint8_t *)buf->base, (size_t)n) < 0) {
-			gw_agent_conn_flush(c); /* send the GOAWAY nghttp2 queued */
-			gw_agent_conn_close(c);
+			gw_net_conn_flush(c); /* send the GOAWAY nghttp2 queued */
+			gw_net_conn_close(c);
 			return;
 		}
-		gw_agent_conn_flush(c);
+		gw_net_conn_flush(c);
 		return;
 	}
 	if (BIO_write(c->rbio, buf->base, (int)n) != n) {
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
 	if (!c->tls_done) {
@@ -566,17 +568,17 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 		if (r != 1) {
 			int err = SSL_get_error(c->ssl, r);
 			if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-				gw_agent_conn_flush(c);
+				gw_net_conn_flush(c);
 				return;
 			}
 			tls_failed(c, "handshake");
-			gw_agent_conn_flush(c); /* the alert */
-			gw_agent_conn_close(c);
+			gw_net_conn_flush(c); /* the alert */
+			gw_net_conn_close(c);
 			return;
 		}
 		c->tls_done = true;
 		if (gw_agent_conn_identity(c) < 0) {
-			gw_agent_conn_close(c);
+			gw_net_conn_close(c);
 			return;
 		}
 	}
@@ -585,8 +587,8 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 		int r = SSL_read(c->ssl, tmp, sizeof(tmp));
 		if (r > 0) {
 			if (feed_h2(c, tmp, (size_t)r) < 0) {
-				gw_agent_conn_flush(c);
-				gw_agent_conn_close(c);
+				gw_net_conn_flush(c);
+				gw_net_conn_close(c);
 				return;
 			}
 			if (c->closing)
@@ -598,10 +600,10 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 			break;
 		if (err != SSL_ERROR_ZERO_RETURN)
 			tls_failed(c, "read");
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
-	gw_agent_conn_flush(c);
+	gw_net_conn_flush(c);
 }
 
 static void peer_ip_set(struct conn *c, const struct sockaddr_storage *ss)
@@ -629,7 +631,7 @@ static uint64_t peer_connections(const struct conn *c)
  * yet makes room: agents send theirs right after connecting, so idle
  * connections (slowloris) cannot lock agents out for header_timeout.
  */
-static bool evict_silent(struct agent_rx *rx, const struct conn *newest)
+static bool evict_silent(struct gw_listener *rx, const struct conn *newest)
 {
 	struct conn *victim = NULL;
 	for (struct conn *o = rx->conns; o; o = o->next)
@@ -639,7 +641,7 @@ static bool evict_silent(struct agent_rx *rx, const struct conn *newest)
 		return false;
 	sr_log_debug(COMPONENT, "max_connections reached: closing the oldest connection without a request",
 		     "id=%s peer=%s", rx->c->id, victim->peer);
-	gw_agent_conn_close(victim);
+	gw_net_conn_close(victim);
 	return true;
 }
 
@@ -670,9 +672,9 @@ static void *h2_realloc(void *p, size_t n, void *ud)
 
 static nghttp2_mem h2_mem = { .malloc = h2_malloc, .free = h2_free, .calloc = h2_calloc, .realloc = h2_realloc };
 
-void gw_agent_on_connection(uv_stream_t *server, int status)
+void gw_net_on_connection(uv_stream_t *server, int status)
 {
-	struct agent_rx *rx = server->data;
+	struct gw_listener *rx = server->data;
 	nghttp2_settings_entry settings[3];
 	struct sockaddr_storage ss;
 	int namelen = sizeof(ss);
@@ -694,11 +696,11 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 	rx->conns = c;
 	rx->n_conns++;
 	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
 	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &namelen) == 0) {
-		gw_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+		sr_sockaddr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
 		const struct sockaddr *sa = (const struct sockaddr *)&ss;
 		const void *ip = sa->sa_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr
 							   : (const void *)&((struct sockaddr_in *)sa)->sin_addr;
@@ -712,7 +714,7 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		sr_log_debug(COMPONENT, "connection refused: max_connections_per_peer reached",
 			     "id=%s peer=%s max=%llu", rx->c->id, c->peer,
 			     (unsigned long long)rx->cfg->max_connections_per_peer);
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
 	if (rx->n_conns > rx->cfg->max_connections && !rx->shutting_down && evict_silent(rx, c))
@@ -721,12 +723,12 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 		rx->st.connections_refused++;
 		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",
 			     rx->c->id, c->peer, (unsigned long long)rx->cfg->max_connections);
-		gw_agent_conn_close(c);
+		gw_net_conn_close(c);
 		return;
 	}
 	rx->st.connections_accepted++;
 	uv_tcp_nodelay(&c->tcp, 1);
-	c->accepted_ms = c->last_recv_ms = c->last_request_ms = gw_agent_now_ms(rx);
+	c->accepted_ms = c->last_recv_ms = c->last_request_ms = gw_net_now_ms(rx);
 	if (nghttp2_session_server_new3(&c->h2, rx->cbs, c, rx->h2opt, &h2_mem) != 0)
 		goto fail;
 	settings[0] = (nghttp2_settings_entry){ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
@@ -753,15 +755,15 @@ void gw_agent_on_connection(uv_stream_t *server, int status)
 	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
 		goto fail;
 	if (!c->ssl)
-		gw_agent_conn_flush(c);
+		gw_net_conn_flush(c);
 	return;
 fail:
-	gw_agent_conn_close(c);
+	gw_net_conn_close(c);
 }
 
 /* ---- GOAWAY ---- */
 
-void gw_agent_conn_goaway(struct conn *c)
+void gw_net_conn_goaway(struct conn *c)
 {
 	if (c->goaway || c->closing)
 		return;
@@ -772,11 +774,11 @@ void gw_agent_conn_goaway(struct conn *c)
 	}
 	nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
 			      NGHTTP2_NO_ERROR, NULL, 0);
-	gw_agent_conn_flush(c);
+	gw_net_conn_flush(c);
 }
 
 /* The nghttp2 callbacks of every agent connection. */
-void gw_agent_h2_callbacks(nghttp2_session_callbacks *cbs)
+void gw_net_h2_callbacks(nghttp2_session_callbacks *cbs)
 {
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Listen addresses of the gateway's servers ("host:port"). */
-#ifndef SR_GW_NETADDR_H
-#define SR_GW_NETADDR_H
+/* Listen addresses of the servers of the agent and the gateway ("host:port"). */
+#ifndef SR_NETADDR_H
+#define SR_NETADDR_H
 
 #include <stddef.h>
 #include <sys/socket.h>
@@ -9,11 +9,11 @@
 /*
  * Parses "HOST:PORT", "[V6]:PORT" or ":PORT" (all IPv4 interfaces). HOST is a
  * numeric address or a name resolved now (first result; "localhost" works).
- * PORT may be 0 (any free port; see gw_sockaddr_format on the bound socket).
+ * PORT may be 0 (any free port; see sr_sockaddr_format on the bound socket).
  * Returns 0, -EINVAL (syntax; errbuf says what) or -EADDRNOTAVAIL (no such host).
  */
-int gw_parse_endpoint(const char *s, struct sockaddr_storage *ret, char *errbuf, size_t errsize);
+int sr_parse_endpoint(const char *s, struct sockaddr_storage *ret, char *errbuf, size_t errsize);
 /* "127.0.0.1:7480" / "[::1]:7480" into buf; returns buf. */
-const char *gw_sockaddr_format(const struct sockaddr *sa, char *buf, size_t size);
+const char *sr_sockaddr_format(const struct sockaddr *sa, char *buf, size_t size);
 
 #endif

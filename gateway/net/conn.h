@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The gateway's connection layer (gateway/net/), under the `agent` and `otlp`
+ * receivers: a listener (struct gw_listener) with its sockets on the libuv
+ * loop, TLS, HTTP/2 (nghttp2) and, for a receiver whose gw_conn_ops asks,
+ * HTTP/1.1 on the same port; requests handed up as streams, answers written
+ * back. conn.c (connections, HTTP/2, TLS), h1.c (HTTP/1.1, heads read by
+ * common/http1.h), respond.c (answers), tick.c (timeouts). The listener's
+ * setup, token and teardown are in receivers/agent.c; a listener without
+ * ops (ops NULL) speaks the agent protocol (receivers/agent-private.h).
+ */
+#ifndef SR_GW_NET_CONN_H
+#define SR_GW_NET_CONN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include "agent-ingest.h"
+#include "metrics.h"
+#include "common/macro.h"
+
+/* Bytes queued for writing on one connection before we stop reading from it. */
+#define MAX_WRITE_PENDING (4u << 20)
+/* After shutdown started, connections get this long to finish their streams. */
+#define SHUTDOWN_GRACE_MS 5000
+/* The bearer token file is re-read when it changed, checked at most this often. */
+#define TOKEN_RECHECK_MS 10000
+#define MAX_TOKEN_BYTES	 16384
+
+/* ---- configuration ---- */
+
+/* tls.client_identity: what a client certificate proves (agent-identity.c). */
+struct gw_listener_identity_config {
+	bool bind_node_name;
+	char *node_name_template; /* "{node}" when unset */
+};
+
+struct gw_listener_tls_config {
+	char *cert_file;
+	char *key_file;
+	char *client_ca_file;
+	struct gw_listener_identity_config client_identity;
+};
+
+struct gw_listener_auth_config {
+	char *bearer_token_file;
+	char *node_tokens_file; /* lines "<node name> <token>": each token speaks for its node only */
+};
+
+struct gw_listener_keepalive_config {
+	uint64_t interval_ns;
+	uint64_t timeout_ns;
+};
+
+struct gw_agent_dedupe_config {
+	uint64_t max_entries;
+	uint64_t max_bytes;
+};
+
+struct gw_agent_stores_config {
+	uint64_t executables;
+	uint64_t kernels;
+	uint64_t locations;
+	uint64_t stacks;
+	uint64_t functions;
+};
+
+struct gw_listener_resets_config {
+	uint64_t burst;
+	uint64_t per_second;
+};
+
+struct gw_listener_config {
+	char *endpoint;
+	struct gw_listener_tls_config tls;
+	struct gw_listener_auth_config auth;
+	uint64_t max_connections;
+	uint64_t max_connections_per_peer;
+	uint64_t max_concurrent_streams;
+	uint64_t max_header_list_bytes;
+	uint64_t max_continuations;
+	uint64_t max_pending_acks;
+	struct gw_listener_resets_config stream_resets;
+	uint64_t max_request_bytes;
+	uint64_t max_inflight_bytes;
+	uint64_t header_timeout_ns;
+	uint64_t request_timeout_ns;
+	uint64_t idle_timeout_ns;
+	struct gw_listener_keepalive_config keepalive;
+	struct gw_agent_dedupe_config dedupe;
+	struct gw_agent_stores_config stores;
+};
+
+/* ---- state ---- */
+
+struct conn;
+
+struct h2stream {
+	int32_t id;
+	struct conn *conn;
+	struct h2stream *prev, *next;
+	uint8_t *body;
+	size_t len, cap;
+	uint64_t started_ms;
+	uint64_t started_ns; /* uv_hrtime() at its first header: request_duration_seconds */
+	int error_status;    /* found while reading headers: answered at end of headers */
+	const char *error_msg;
+	bool gzip, auth_ok, responded, have_ctype;
+	char *token_node;      /* auth.node_tokens_file: the node its token speaks for (malloc'd) */
+	bool processing;       /* complete and being decoded: request_timeout no longer applies */
+	uint64_t header_bytes; /* of the header list, counted as HTTP/2 does (name + value + 32 each) */
+	uint64_t content_length;
+	uint32_t proto_flags; /* what the receiver's ops->header found (its own bits) */
+	/* response */
+	uint8_t *resp;
+	size_t resp_len, resp_off;
+	char status_s[4], len_s[24], retry_s[24];
+	char grpc_status[4]; /* gRPC: sent as trailers after the body */
+	char *grpc_message;
+	/* The otlp receiver's include_metadata: "name: value\n" lines (malloc'd), bounded by max_header_list_bytes. */
+	char *metadata;
+	size_t metadata_len;
+};
+
+struct conn {
+	uv_tcp_t tcp;
+	struct gw_listener *rx;
+	struct conn *prev, *next;
+	nghttp2_session *h2;
+	SSL *ssl;
+	BIO *rbio, *wbio;
+	bool tls_done, got_headers, closing, reading_paused, goaway;
+	uint64_t accepted_ms, last_recv_ms, ping_sent_ms;
+	uint64_t last_request_ms; /* last stream opened or closed: idle_timeout counts from here */
+	bool ping_outstanding;
+	bool protocol_error; /* counted once in protocol_errors */
+	size_t write_pending;
+	unsigned n_streams;
+	struct h2stream *streams;
+	unsigned jobs;	    /* requests being decoded on the decode thread (they point here) */
+	bool handle_closed; /* the socket is closed; freed when jobs reaches 0 */
+	char peer[64];
+	char peer_addr[64]; /* the peer's IP address as text, without the port (gw_resource.peer_addr) */
+	/* ops->http1: the first bytes tell HTTP/2 (its preface) from HTTP/1.1 */
+	bool sniffing;
+	uint8_t sniff[4];
+	size_t sniff_len;
+	struct gw_h1 *h1;    /* HTTP/1.1 connection (net/h1.c), NULL for HTTP/2 */
+	uint8_t peer_ip[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
+	uint8_t peer_ip_len;
+	uint64_t serial; /* unique per receiver: the identity of an agent that sends no instance_id */
+	/* What the client certificate proves (tls.client_identity; agent-identity.c), freed with the conn. */
+	char *principal;   /* its subject CN, or NULL */
+	char **node_names; /* the nodes it may speak for */
+	size_t n_node_names;
+};
+
+struct wreq {
+	uv_write_t req;
+	struct conn *c;
+	size_t len;
+	uint8_t data[];
+};
+
+struct gw_listener_stats {
+	uint64_t connections_accepted, connections_refused, connections_refused_peer, connections_evicted, tls_failures,
+		header_timeouts, keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
+	uint64_t requests[8]; /* by status class below */
+	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
+	uint64_t symbol_tables_deferred; /* uploads answered 429: the symbolizer had max_pending_uploads */
+	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
+	uint64_t probes, probes_pending;
+	uint64_t tables_refused[GW_UPLOAD_REFUSAL_MAX]; /* symbol tables not taken, by reason */
+	uint64_t identity_refusals; /* requests naming a node their certificate or token does not bind */
+	struct gw_ingest_agent_drops agent_drops;
+};
+
+enum { ST_200, ST_400, ST_401, ST_403, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_431, ST_503, ST_500 };
+static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 431, 503, 500 };
+
+/*
+ * Another protocol served by these connections (the `otlp` receiver): set in
+ * gw_listener.ops; NULL is the agent protocol. The receiver's cfg supplies the
+ * limits, TLS and token; owner is the other receiver's state.
+ */
+struct gw_conn_ops {
+	/* Every request header but content-length and authorization (:method and :path included). */
+	void (*header)(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen);
+	/* A complete request: s->body[0..s->len). */
+	void (*request)(struct h2stream *s);
+	/* Answers s with an error (already logged). */
+	void (*error)(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg);
+	/* HTTP/1.1 is served too, on the same port (told apart by the HTTP/2 client preface). */
+	bool http1;
+	/* Log prefix of the receiver ("receiver/otlp"). */
+	const char *component;
+	/* What a body over cfg->max_request_bytes is told, naming the receiver's key. */
+	const char *too_large_msg;
+};
+
+struct gw_listener {
+	struct gw_component *c;
+	const struct gw_conn_ops *ops;
+	void *owner;
+	const struct gw_listener_config *cfg;
+	uv_loop_t *loop;
+	uv_tcp_t listener;
+	uv_timer_t tick;
+	bool listening, tick_init, shutting_down, destroyed;
+	int handles; /* open handles (listener, tick, connections): freed at 0 after destroy */
+	SSL_CTX *ssl_ctx;
+	nghttp2_session_callbacks *cbs;
+	nghttp2_option *h2opt; /* the limits nghttp2 enforces itself (resets, CONTINUATIONs, ACKs) */
+	struct gw_dedupe *dedupe;
+	struct conn *conns;
+	unsigned n_conns;
+	uint64_t inflight_bytes;
+	char address[64];
+	/* bearer token */
+	char *token;
+	size_t token_len;
+	struct timespec token_mtime;
+	uint64_t token_checked_ms;
+	/* auth.node_tokens_file (agent-identity.c) */
+	struct agent_node_token *node_tokens;
+	size_t n_node_tokens;
+	struct timespec node_tokens_mtime;
+	uint64_t node_tokens_checked_ms;
+	uint64_t conn_serial; /* the last conn.serial given */
+	uint64_t shutdown_started_ms;
+	uint64_t last_warn_ms, last_tls_warn_ms;
+	/* The receiver's periodic work, after the connections' (gw_net_on_tick); NULL: none. */
+	void (*on_tick)(struct gw_listener *rx, uint64_t now_ms);
+	/* watch_stores() (receivers/agent.c, the agent's on_tick): per store watched, the figures at the start of its window, and its last warning. */
+	struct {
+		uint64_t at_ms, missing, evictions, warned_ms;
+	} thrash[3];
+	void (*done)(struct gw_component *c);
+	struct gw_listener_stats st;
+	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];
+	/* First header to response, every answered request (on the loop). */
+	struct gw_duration_histogram request_duration;
+	/* The decode thread: large requests are decoded off the loop (see gw_agent_process_request). */
+	struct {
+		pthread_t thread;
+		bool started, stop;
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		struct work *todo, *todo_tail, *done;
+		uv_async_t async;
+		bool async_init;
+		unsigned jobs; /* queued or running or done-not-finished */
+	} dec;
+	uint8_t readbuf[64 * 1024];
+};
+
+static inline uint64_t gw_net_now_ms(struct gw_listener *rx)
+{
+	return uv_now(rx->loop);
+}
+
+/* agent.c: the component's life and its bearer token. */
+void gw_agent_rx_maybe_free(struct gw_listener *rx);
+void gw_agent_rx_maybe_done(struct gw_listener *rx);
+void gw_agent_token_recheck(struct gw_listener *rx);
+bool gw_agent_token_ok(struct gw_listener *rx, const uint8_t *value, size_t len);
+
+/* agent.c: what another receiver using these connections sets up and tears down (see gw_conn_ops). */
+int gw_agent_config_defaults(struct gw_listener_config *ret);
+void gw_agent_config_free(struct gw_listener_config *cfg);
+int gw_agent_rx_tls_setup(struct gw_listener *rx);
+int gw_agent_rx_token_load(struct gw_listener *rx, char *err, size_t errsize);
+int gw_agent_rx_listen(struct gw_listener *rx);
+void gw_agent_rx_shutdown(struct gw_listener *rx);
+void gw_agent_rx_destroy(struct gw_listener *rx);
+
+/* net/tick.c: the listener's periodic checks (timeouts of every connection), then its on_tick. */
+void gw_net_on_tick(uv_timer_t *t);
+
+/* net/conn.c: connections, HTTP/2 and TLS; net/respond.c: responses. */
+void gw_net_h2_callbacks(nghttp2_session_callbacks *cbs);
+void gw_net_on_connection(uv_stream_t *server, int status);
+void gw_net_conn_flush(struct conn *c);
+void gw_net_conn_close(struct conn *c);
+void gw_net_conn_free(struct conn *c);
+void gw_net_conn_goaway(struct conn *c);
+/* Answers a stream; takes body (malloc'd). */
+void gw_net_respond(struct h2stream *s, int status, uint8_t *body, size_t len, uint32_t retry_after_ms);
+void gw_net_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
+	SR_PRINTF(4, 5);
+/*
+ * The general answer: content_type; grpc_status (non-NULL: gRPC, with
+ * grpc-status/grpc-message trailers after the body, or in the headers when
+ * body is NULL: a trailers-only answer). Takes body.
+ */
+void gw_net_respond_ex(struct h2stream *s, int status, const char *content_type, uint8_t *body, size_t len,
+		       uint32_t retry_after_ms, const char *grpc_status, const char *grpc_message);
+/* A request's parts as any protocol (HTTP/2 callbacks, net/h1.c) delivers them. */
+struct h2stream *gw_net_stream_new(struct conn *c, int32_t id);
+void gw_net_stream_free(struct h2stream *s);
+void gw_net_stream_header(struct conn *c, struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value,
+			  size_t valuelen);
+void gw_net_stream_headers_done(struct conn *c, struct h2stream *s, bool end_stream);
+void gw_net_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data, size_t len);
+/* The request body is complete. */
+void gw_net_stream_end(struct h2stream *s);
+/* The stream s of id is still open (its client still waits for the answer). */
+bool gw_net_stream_alive(struct conn *c, int32_t id, const struct h2stream *s);
+/* Records a request error found while reading headers (answered when they are complete). */
+void gw_net_stream_error(struct h2stream *s, int status, const char *msg);
+
+#endif
