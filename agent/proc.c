@@ -179,6 +179,14 @@ static uint64_t timespec_ns(const struct timespec *ts)
 }
 
 /* Drop unused identified files when the cache is over its limit. */
+/* Frees a cached file no mapping refers to, and its hold on the store's executable. */
+static void exe_forget(struct agent_procs *p, struct agent_exe *e)
+{
+	if (e->store_idx >= 0)
+		agent_store__put_exe(p->store, (uint32_t)e->store_idx);
+	free(e);
+}
+
 static void exes_trim(struct agent_procs *p)
 {
 	struct agent_exe *e;
@@ -188,7 +196,7 @@ static void exes_trim(struct agent_procs *p)
 	for (size_t i = 0; (e = agent_htab__next(&p->exes, &i));) {
 		if (e->refs == 0) {
 			agent_htab__remove(&p->exes, e->key, sizeof(e->key));
-			free(e);
+			exe_forget(p, e);
 			/* Removing leaves a tombstone, so iteration can go on. */
 		}
 	}
@@ -254,7 +262,7 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 		p->stats.elf_errors++;
 	}
 	if (agent_htab__put(&p->exes, e) < 0) {
-		free(e);
+		exe_forget(p, e);
 		goto fail;
 	}
 	if (p->on_file)
@@ -749,8 +757,13 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ct
 			agent_htab__remove(&p->procs, proc->key, sizeof(proc->key));
 			if (fn)
 				fn(ctx, proc);
+			if (over)
+				p->stats.retired_limit++;
+			else if (proc->exited)
+				p->stats.retired_exited++;
+			else
+				p->stats.retired_idle++;
 			proc_free(proc);
-			p->stats.processes_retired++;
 		}
 	}
 	free(all);

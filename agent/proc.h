@@ -103,7 +103,9 @@ struct agent_procs_stats {
 	uint64_t maps_read_errors;
 	uint64_t elf_reads;
 	uint64_t elf_errors;
-	uint64_t processes_retired;
+	uint64_t retired_exited; /* exit record seen, or /proc said it is gone */
+	uint64_t retired_idle;	 /* no sample nor event for AGENT_PROC_IDLE_WINDOWS windows */
+	uint64_t retired_limit;	 /* over profiling.max_processes */
 	uint64_t mmap_events;
 	uint64_t mmap_files_identified; /* files first identified from an mmap event */
 	uint64_t mmap_files_gone;	/* ... that could not be opened any more */

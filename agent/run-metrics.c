@@ -471,6 +471,20 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 		"stackrelay_agent_elf_reads_total %" PRIu64 "\n",
 		m->procs->processes, m->procs->executables_cached, m->procs->maps_reads, m->procs->elf_reads);
 	fprintf(f,
+		"# HELP stackrelay_agent_processes_retired_total Processes dropped from the mapping cache, by why: "
+		"exited (exit record, or /proc said it is gone), idle (nothing for 6 windows), limit "
+		"(profiling.max_processes).\n"
+		"# TYPE stackrelay_agent_processes_retired_total counter\n"
+		"stackrelay_agent_processes_retired_total{reason=\"exited\"} %" PRIu64 "\n"
+		"stackrelay_agent_processes_retired_total{reason=\"idle\"} %" PRIu64 "\n"
+		"stackrelay_agent_processes_retired_total{reason=\"limit\"} %" PRIu64 "\n"
+		"# HELP stackrelay_agent_task_events_total Exec and exit records read from the ring buffer.\n"
+		"# TYPE stackrelay_agent_task_events_total counter\n"
+		"stackrelay_agent_task_events_total{type=\"exec\"} %" PRIu64 "\n"
+		"stackrelay_agent_task_events_total{type=\"exit\"} %" PRIu64 "\n",
+		m->procs->retired_exited, m->procs->retired_idle, m->procs->retired_limit, m->run->execs,
+		m->run->exits);
+	fprintf(f,
 		"# HELP stackrelay_agent_store_stacks Stack definitions held.\n"
 		"# TYPE stackrelay_agent_store_stacks gauge\n"
 		"stackrelay_agent_store_stacks %" PRIu64 "\n"
@@ -484,11 +498,15 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 		"# HELP stackrelay_agent_store_executables Executable definitions held.\n"
 		"# TYPE stackrelay_agent_store_executables gauge\n"
 		"stackrelay_agent_store_executables %" PRIu64 "\n"
+		"# HELP stackrelay_agent_store_executables_freed_total Executable definitions freed once no cached "
+		"file nor stored stack named them.\n"
+		"# TYPE stackrelay_agent_store_executables_freed_total counter\n"
+		"stackrelay_agent_store_executables_freed_total %" PRIu64 "\n"
 		"# HELP stackrelay_agent_store_bytes Approximate heap bytes of the definition store.\n"
 		"# TYPE stackrelay_agent_store_bytes gauge\n"
 		"stackrelay_agent_store_bytes %" PRIu64 "\n",
 		m->store->stacks, m->store->stacks_evicted, m->store->stacks_expired, m->store->executables,
-		m->store->bytes);
+		m->store->executables_freed, m->store->bytes);
 	fprintf(f,
 		"# HELP stackrelay_agent_windows_total Report windows flushed.\n"
 		"# TYPE stackrelay_agent_windows_total counter\n"

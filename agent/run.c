@@ -271,6 +271,8 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 		     c->stats.samples_exported);
 	clear_unwind_queue(c);
 	agent_procs__gc(c->procs, c->window + 1, forget_proc, c);
+	/* Executables of files no process maps and no stored stack names any more. */
+	agent_store__trim_exes(c->store, c->window);
 	c->window++;
 	c->window_start_unix = end_unix;
 	return 0;

@@ -42,6 +42,9 @@ struct exe_entry {
 	char *debuglink;
 	bool is_go;
 	uint64_t dev, ino;
+	uint32_t idx;	      /* its index in agent_store.exes */
+	uint32_t refs;	      /* cached files (agent/proc.c) and stored stacks naming it */
+	uint64_t last_window; /* last window a reference was taken or dropped */
 	/* Last place it was seen mapped. */
 	uint32_t pid;
 	uint64_t start_ns, map_start, map_end;
@@ -56,8 +59,12 @@ struct agent_store {
 	uint64_t evicted;
 	uint64_t expired; /* dropped unused after AGENT_STORE_KEEP_WINDOWS windows */
 	struct agent_htab exes_by_id;
-	struct exe_entry **exes;
+	struct exe_entry **exes; /* by index; NULL: a freed slot, listed in free_exes */
 	size_t n_exes, cap_exes;
+	uint32_t *free_exes;
+	size_t n_free_exes, cap_free_exes;
+	uint64_t exes_freed;
+	uint64_t window; /* the latest window the store was told of */
 	bool have_kernel;
 	struct agent_kernel kernel;
 	struct agent_functions funcs;
@@ -92,6 +99,17 @@ struct agent_store *agent_store_new(uint64_t max_stacks)
 	return s;
 }
 
+static uint64_t exe_bytes(const struct exe_entry *e)
+{
+	return sizeof(*e) + (e->path ? strlen(e->path) : 0) + 64;
+}
+
+/* The live entry at index exe, or NULL (a kernel segment, out of range, or a freed slot). */
+static struct exe_entry *exe_at(const struct agent_store *s, uint32_t exe)
+{
+	return exe < s->n_exes ? s->exes[exe] : NULL;
+}
+
 static void exe_free(struct exe_entry *e)
 {
 	if (!e)
@@ -116,6 +134,7 @@ void agent_store_free(struct agent_store *s)
 	for (size_t i = 0; i < s->n_exes; i++)
 		exe_free(s->exes[i]);
 	free(s->exes);
+	free(s->free_exes);
 	agent_htab_done(&s->exes_by_id);
 	agent_kernel_done(&s->kernel);
 	agent_functions_done(&s->funcs);
@@ -172,19 +191,24 @@ int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *
 	pthread_mutex_lock(&s->lock);
 	e = agent_htab__get(&s->exes_by_id, def->id, def->id_len);
 	if (e) {
-		for (size_t i = 0; i < s->n_exes; i++)
-			if (s->exes[i] == e) {
-				r = (int64_t)i;
-				goto out;
-			}
-	}
-	if (s->n_exes >= AGENT_STORE_MAX_EXECUTABLES) {
-		r = -ENOSPC;
+		e->refs++;
+		e->last_window = s->window;
+		r = (int64_t)e->idx;
 		goto out;
 	}
-	r = sr_grow((void **)&s->exes, &s->cap_exes, s->n_exes + 1, sizeof(*s->exes), 64);
-	if (r < 0)
-		goto out;
+	if (!s->n_free_exes) {
+		if (s->n_exes >= AGENT_STORE_MAX_EXECUTABLES) {
+			r = -ENOSPC;
+			goto out;
+		}
+		r = sr_grow((void **)&s->exes, &s->cap_exes, s->n_exes + 1, sizeof(*s->exes), 64);
+		if (r < 0)
+			goto out;
+		/* A slot freed later always fits: the list is as long as the table. */
+		r = sr_grow((void **)&s->free_exes, &s->cap_free_exes, s->n_exes + 1, sizeof(*s->free_exes), 64);
+		if (r < 0)
+			goto out;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		r = -ENOMEM;
@@ -208,9 +232,12 @@ int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *
 		r = -ENOMEM;
 		goto out;
 	}
-	s->exes[s->n_exes] = e;
-	r = (int64_t)s->n_exes++;
-	s->bytes += sizeof(*e) + (e->path ? strlen(e->path) : 0) + 64;
+	e->idx = s->n_free_exes ? s->free_exes[--s->n_free_exes] : (uint32_t)s->n_exes++;
+	e->refs = 1;
+	e->last_window = s->window;
+	s->exes[e->idx] = e;
+	r = (int64_t)e->idx;
+	s->bytes += exe_bytes(e);
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -222,8 +249,8 @@ void agent_store__exe_seen(struct agent_store *s, uint32_t exe, uint32_t pid, ui
 	struct exe_entry *e;
 
 	pthread_mutex_lock(&s->lock);
-	if (exe < s->n_exes) {
-		e = s->exes[exe];
+	e = exe_at(s, exe);
+	if (e) {
 		e->pid = pid;
 		e->start_ns = start_ns;
 		e->map_start = map_start;
@@ -250,10 +277,12 @@ static int exe_id_locked(struct agent_store *s, uint32_t exe, uint8_t *ret_id)
 		memcpy(ret_id, id, AGENT_KERNEL_ID_LEN);
 		return AGENT_KERNEL_ID_LEN;
 	}
-	if (exe >= s->n_exes)
+	const struct exe_entry *e = exe_at(s, exe);
+
+	if (!e)
 		return 0;
-	memcpy(ret_id, s->exes[exe]->id, s->exes[exe]->id_len);
-	return (int)s->exes[exe]->id_len;
+	memcpy(ret_id, e->id, e->id_len);
+	return (int)e->id_len;
 }
 
 int agent_store__exe_id(struct agent_store *s, uint32_t exe, uint8_t *ret_id)
@@ -343,6 +372,52 @@ void agent_stack_id(struct agent_store *s, const struct agent_frame *frames, siz
 	pthread_mutex_unlock(&s->lock);
 }
 
+static void exe_unref_locked(struct agent_store *s, uint32_t exe)
+{
+	struct exe_entry *e = exe_at(s, exe);
+
+	if (e && e->refs > 0) {
+		e->refs--;
+		e->last_window = s->window;
+	}
+}
+
+void agent_store__put_exe(struct agent_store *s, uint32_t exe)
+{
+	pthread_mutex_lock(&s->lock);
+	exe_unref_locked(s, exe);
+	pthread_mutex_unlock(&s->lock);
+}
+
+size_t agent_store__trim_exes(struct agent_store *s, uint64_t window)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (window > s->window)
+		s->window = window;
+	for (size_t i = 0; i < s->n_exes; i++) {
+		struct exe_entry *e = s->exes[i];
+
+		/*
+		 * A frame of the window in flight may name an executable whose
+		 * last reference went during that window: its index is reused
+		 * only once that window's stacks are stored (and so referenced).
+		 */
+		if (!e || e->refs || e->last_window + AGENT_STORE_EXE_GRACE_WINDOWS > window)
+			continue;
+		agent_htab__remove(&s->exes_by_id, e->id, e->id_len);
+		s->exes[i] = NULL;
+		s->free_exes[s->n_free_exes++] = (uint32_t)i;
+		s->bytes -= exe_bytes(e);
+		exe_free(e);
+		n++;
+	}
+	s->exes_freed += n;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 static void drop_stack_locked(struct agent_store *s, struct stack_entry *victim)
 {
 	sr_list__unlink(&s->lru, &victim->lru);
@@ -350,6 +425,8 @@ static void drop_stack_locked(struct agent_store *s, struct stack_entry *victim)
 	for (size_t i = 0; i < victim->n; i++)
 		if (agent_frame_kind_has_function(victim->frames[i].kind))
 			agent_functions__unref(&s->funcs, victim->frames[i].exe);
+		else
+			exe_unref_locked(s, victim->frames[i].exe);
 	s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
 	free(victim);
 }
@@ -379,6 +456,8 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	if (n > UINT16_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
+	if (window > s->window)
+		s->window = window;
 	stack_id_locked(s, frames, n, ret_id);
 	e = agent_htab__get(&s->stacks, ret_id, AGENT_STACK_ID_LEN);
 	if (e) {
@@ -415,9 +494,16 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	}
 	sr_list__push_front(&s->lru, &e->lru);
 	s->bytes += sizeof(*e) + n * sizeof(e->frames[0]);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		struct exe_entry *x;
+
 		if (agent_frame_kind_has_function(frames[i].kind))
 			agent_functions__ref(&s->funcs, frames[i].exe);
+		else if ((x = exe_at(s, frames[i].exe))) {
+			x->refs++;
+			x->last_window = window;
+		}
+	}
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -429,7 +515,8 @@ void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret)
 	ret->stacks = s->stacks.n;
 	ret->stacks_evicted = s->evicted;
 	ret->stacks_expired = s->expired;
-	ret->executables = s->n_exes;
+	ret->executables = s->n_exes - s->n_free_exes;
+	ret->executables_freed = s->exes_freed;
 	ret->functions = s->funcs.n;
 	ret->functions_evicted = s->funcs.evicted;
 	ret->bytes = s->bytes + s->funcs.bytes + s->stacks.cap * sizeof(struct agent_htab_slot) +

@@ -6,7 +6,10 @@
  *
  * Limits: at most max_stacks stacks (least recently used evicted first, but
  * never one used in the current window: then the new stack is refused and its
- * sample counted as dropped) and AGENT_STORE_MAX_EXECUTABLES executables.
+ * sample counted as dropped) and AGENT_STORE_MAX_EXECUTABLES executables at
+ * once. An executable is held while a cached file (agent/proc.c) or a stored
+ * stack names it, and freed AGENT_STORE_EXE_GRACE_WINDOWS windows after its
+ * last reference went (agent_store__trim_exes()), its index then reused.
  * Stacks unused for AGENT_STORE_KEEP_WINDOWS windows are dropped once the
  * sender has delivered everything that refers to them
  * (agent_store__expire_stacks()): the stacks of processes that are gone do
@@ -28,6 +31,7 @@
 #define AGENT_STORE_MAX_EXECUTABLES    65536
 #define AGENT_STORE_DEFAULT_MAX_STACKS 16384
 #define AGENT_STORE_KEEP_WINDOWS       6
+#define AGENT_STORE_EXE_GRACE_WINDOWS  2
 
 /*
  * A frame's executable, as an index into the store's executables, or one of
@@ -96,6 +100,7 @@ struct agent_store_stats {
 	uint64_t stacks_evicted;
 	uint64_t stacks_expired; /* unused for AGENT_STORE_KEEP_WINDOWS windows, dropped */
 	uint64_t executables;
+	uint64_t executables_freed; /* no longer referenced, freed (agent_store__trim_exes) */
 	uint64_t functions;
 	uint64_t functions_evicted;
 	uint64_t bytes; /* approximate heap bytes held */
@@ -105,8 +110,18 @@ struct agent_store *agent_store_new(uint64_t max_stacks);
 void agent_store_free(struct agent_store *s);
 
 int agent_store__set_kernel(struct agent_store *s, const struct agent_kernel *k);
-/* Adds an executable (or finds it by ID); returns its index or -errno. */
+/*
+ * Adds an executable (or finds it by ID) and takes a reference to it;
+ * returns its index or -errno. agent_store__put_exe() drops the reference.
+ */
 int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *def);
+void agent_store__put_exe(struct agent_store *s, uint32_t exe);
+/*
+ * Frees the executables nothing has referenced since window -
+ * AGENT_STORE_EXE_GRACE_WINDOWS; call once a window, after its stacks are
+ * stored. Returns how many.
+ */
+size_t agent_store__trim_exes(struct agent_store *s, uint64_t window);
 /* Records a place the executable was last seen mapped, to reopen it later. */
 void agent_store__exe_seen(struct agent_store *s, uint32_t exe, uint32_t pid, uint64_t start_ns, uint64_t map_start,
 			   uint64_t map_end, const char *path);

@@ -28,6 +28,9 @@ import time
 import urllib.request
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelib  # noqa: E402
+
 SKIP = 77
 failed = 0
 
@@ -121,22 +124,7 @@ def main():
                     {"name": "server", "containerID": "containerd://" + cid, "ready": True, "restartCount": 0}]},
             }],
         }
-        with open(os.path.join(tmp, "state.json"), "w") as f:
-            json.dump(state, f)
-        for name in ("accepted-token", "token"):
-            with open(os.path.join(tmp, name), "w") as f:
-                f.write("e2e-token\n")
-        kube = subprocess.Popen(["node", os.path.join(src, "tests/fakes/fake-kube-apiserver.js"), "--dir", tmp,
-                                 "--state", os.path.join(tmp, "state.json")],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        m = re.match(r"ready (\d+)", kube.stdout.readline())
-        if not m:
-            raise RuntimeError("fake API server did not start")
-        with open(os.path.join(tmp, "kubeconfig"), "w") as f:
-            f.write("apiVersion: v1\nkind: Config\ncurrent-context: e2e\nclusters:\n- name: fake\n  cluster:\n"
-                    "    server: https://127.0.0.1:%s\n    certificate-authority: ca.crt\ncontexts:\n- name: e2e\n"
-                    "  context: {cluster: fake, user: sa}\nusers:\n- name: sa\n  user:\n    tokenFile: token\n"
-                    % m.group(1))
+        kube, kubeconfig = kubelib.start(src, os.path.join(tmp, "kube"), state, token="e2e-token")
 
         port_file = os.path.join(tmp, "pyroscope.port")
         pyro = subprocess.Popen([sys.executable, os.path.join(src, "tests/fakes/fake_pyroscope.py"),
@@ -167,7 +155,7 @@ service:
     profiles: {receivers: [agent], processors: [k8s_attributes, relabel], exporters: [otlp_http]}
   telemetry: {metrics: {address: 127.0.0.1:0}}
   shutdown_timeout: 10s
-""" % (os.path.join(tmp, "kubeconfig"), cid, pport))
+""" % (kubeconfig, cid, pport))
         gw_log = open(os.path.join(tmp, "gateway.log"), "w+")
         gw = subprocess.Popen([gateway, "--config", os.path.join(tmp, "gateway.yaml")], stdout=gw_log, stderr=gw_log)
 

@@ -241,6 +241,46 @@ static void test_expire(void **state)
 	agent_store_free(s);
 }
 
+/* Executables are freed once nothing names them, after a grace, and their index is reused. */
+static void test_trim_exes(void **state)
+{
+	uint32_t a, b;
+	struct agent_store *s = new_store(100, &a, &b);
+	struct agent_exe_def c = { .id = { 0xcc, 1 }, .id_len = 2, .id_kind = 1, .path = "/usr/bin/c", .size = 10 };
+	struct agent_frame f = { .address = 7, .exe = b, .kind = 1 };
+	uint8_t id[16], out[AGENT_BUILD_ID_MAX];
+	struct agent_store_stats st;
+	stackrelay_v1_ExecutableDef def;
+	const uint64_t w = 10, grace = AGENT_STORE_EXE_GRACE_WINDOWS;
+
+	(void)state;
+	/* a is referenced twice (new_store adds it twice), b once and by a stack. */
+	assert_int_equal(agent_store__intern_stack(s, &f, 1, false, 1, id), 0);
+	agent_store__put_exe(s, a);
+	agent_store__put_exe(s, b);
+	assert_int_equal(agent_store__trim_exes(s, w), 0);
+	agent_store__put_exe(s, a); /* a's last reference goes in window w */
+	assert_int_equal(agent_store__trim_exes(s, w + grace - 1), 0);
+	assert_int_equal(agent_store__exe_id(s, a, out), 20);
+	assert_int_equal(agent_store__trim_exes(s, w + grace), 1);
+	assert_int_equal(agent_store__exe_id(s, a, out), 0);
+	assert_int_equal(agent_store__executable(s, BID_A, 20, &def), -ENOENT);
+	agent_store__stats(s, &st);
+	assert_int_equal(st.executables, 1);
+	assert_int_equal(st.executables_freed, 1);
+	/* A new executable takes the freed index. */
+	assert_int_equal(agent_store__add_exe(s, &c), (int64_t)a);
+	assert_int_equal(agent_store__exe_id(s, a, out), 2);
+	/* b goes once its stack is dropped, again after the grace. */
+	assert_int_equal(agent_store__expire_stacks(s, 100), 1);
+	assert_int_equal(agent_store__trim_exes(s, w + grace + 1), 0);
+	assert_int_equal(agent_store__trim_exes(s, w + 2 * grace), 1);
+	assert_int_equal(agent_store__executable(s, BID_B, 8, &def), -ENOENT);
+	agent_store__stats(s, &st);
+	assert_int_equal(st.executables, 1);
+	agent_store_free(s);
+}
+
 /* Functions: content-addressed, in stack IDs with their line, copied out by lookups, bounded. */
 static void test_functions(void **state)
 {
@@ -519,6 +559,7 @@ int main(void)
 		cmocka_unit_test(test_aggregate),	 cmocka_unit_test(test_aggregate_off_cpu),
 		cmocka_unit_test(test_output_roundtrip), cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_function_limit),	 cmocka_unit_test(test_expire),
+		cmocka_unit_test(test_trim_exes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
