@@ -18,7 +18,7 @@
 #include "python.h"
 #include "profile.h"
 #include "run.h"
-#include "store.h"
+#include "definition-store.h"
 #include "unwinder.h"
 #include "util.h"
 

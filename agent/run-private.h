@@ -22,7 +22,7 @@
 #include "nodejs.h"
 #include "python.h"
 #include "run.h"
-#include "store.h"
+#include "definition-store.h"
 #include "unwinder.h"
 
 struct agent_agg;

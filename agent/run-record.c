@@ -27,7 +27,7 @@
 #include "pyframe.h"
 #include "python.h"
 #include "run-private.h"
-#include "store.h"
+#include "definition-store.h"
 #include "util.h"
 #include "v8frame.h"
 

@@ -44,7 +44,7 @@
 #include "run-private.h"
 #include "run.h"
 #include "sampler.h"
-#include "store.h"
+#include "definition-store.h"
 #include "units.h"
 #include "unwinder.h"
 #include "util.h"

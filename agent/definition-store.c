@@ -19,7 +19,7 @@
 #include "htab.h"
 #include "list.h"
 #include "common/macro.h"
-#include "store.h"
+#include "definition-store.h"
 #include "util.h"
 
 struct stack_entry {
