@@ -18,7 +18,7 @@
 #include "config.h"
 #include "gzip.h"
 #include "log.h"
-#include "sender-internal.h"
+#include "sender-parts-private.h"
 #include "sr-config.h"
 #include "units.h"
 

@@ -27,7 +27,7 @@
 
 #include "agent.h"
 #include "agent/config.h"
-#include "agent/sender-internal.h"
+#include "agent/sender-parts-private.h"
 #include "log.h"
 #include "test-agent-sender-fakestore.h"
 
