@@ -33,7 +33,7 @@
 
 #include "core/model.h"
 #include "exporters/exporthelper.h"
-#include "exporters/otlp_encode.h"
+#include "exporters/otlp-encode.h"
 #include "gzip.h"
 #include "pbwire.h"
 

@@ -19,7 +19,7 @@
 
 #include "config.h"
 #include "httpclient.h"
-#include "otlp_encode.h"
+#include "otlp-encode.h"
 #include "retry.h"
 
 struct gw_component;

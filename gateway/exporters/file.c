@@ -32,7 +32,7 @@
 #include "local.h"
 #include "log.h"
 #include "common/macro.h"
-#include "otlp_encode.h"
+#include "otlp-encode.h"
 #include "pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"

@@ -2,7 +2,7 @@
 /*
  * The ProfilesDictionary of one OTLP request being written (otlp-dict-writer.c), and
  * the index maps and growable arrays the encoder shares with it. Private to
- * the exporters (otlp_encode.c).
+ * the exporters (otlp-encode.c).
  */
 #ifndef SR_GW_OTLP_DICT_WRITER_PRIVATE_H
 #define SR_GW_OTLP_DICT_WRITER_PRIVATE_H

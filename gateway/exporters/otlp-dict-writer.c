@@ -15,10 +15,10 @@
 #include "core/model.h"
 #include "common/macro.h"
 #include "otlp-dict-writer-private.h"
-#include "otlp_encode.h"
+#include "otlp-encode.h"
 #include "pbwire.h"
 
-#include "otlp_fields.h"
+#include "otlp-fields-private.h"
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 

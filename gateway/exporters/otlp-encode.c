@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * OTLP profiles requests written from the gateway's model (otlp_encode.h):
+ * OTLP profiles requests written from the gateway's model (otlp-encode.h):
  * the profiles; their dictionary is built by otlp-dict-writer.c. Reading them back for 413 splits and
- * counts is otlp_split.c.
+ * counts is otlp-split.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,10 +17,10 @@
 #include "core/model.h"
 #include "common/macro.h"
 #include "otlp-dict-writer-private.h"
-#include "otlp_encode.h"
+#include "otlp-encode.h"
 #include "pbwire.h"
 
-#include "otlp_fields.h"
+#include "otlp-fields-private.h"
 
 #define SCOPE_NAME "stackrelay"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* OTLP profiles field numbers, from the nanopb-generated headers (private to otlp_encode.c and otlp_split.c). */
-#ifndef SR_GW_OTLP_FIELDS_H
-#define SR_GW_OTLP_FIELDS_H
+/* OTLP profiles field numbers, from the nanopb-generated headers (private to otlp-encode.c and otlp-split.c). */
+#ifndef SR_GW_OTLP_FIELDS_PRIVATE_H
+#define SR_GW_OTLP_FIELDS_PRIVATE_H
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 #include "opentelemetry/proto/common/v1/common.pb.h"

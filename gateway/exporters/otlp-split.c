@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Reading the gateway's own OTLP requests back (otlp_encode.h): counting
+ * Reading the gateway's own OTLP requests back (otlp-encode.h): counting
  * their samples, and splitting one in two when a backend answers 413, each
  * half with a dictionary that keeps only what it uses.
  */
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "common/macro.h"
-#include "otlp_encode.h"
-#include "otlp_fields.h"
+#include "otlp-encode.h"
+#include "otlp-fields-private.h"
 #include "pbwire.h"
 
 /* ---- reading our own requests back (413 splits, counts) ---- */

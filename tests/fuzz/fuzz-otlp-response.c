@@ -11,7 +11,7 @@
 
 #include "gzip.h"
 #include "exporters/exporthelper.h"
-#include "exporters/otlp_encode.h"
+#include "exporters/otlp-encode.h"
 #include "pbwire.h"
 
 #define FUZZ_MAX_INPUT (256 * 1024)

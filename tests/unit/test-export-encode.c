@@ -18,7 +18,7 @@
 
 #include "core/heap.h"
 #include "core/model.h"
-#include "exporters/otlp_encode.h"
+#include "exporters/otlp-encode.h"
 #include "common/macro.h"
 #include "pbwire.h"
 #include "test-export-util.h"
