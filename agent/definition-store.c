@@ -17,7 +17,7 @@
 #include "common/grow.h"
 #include "container-open.h"
 #include "htab.h"
-#include "list.h"
+#include "common/list.h"
 #include "common/macro.h"
 #include "definition-store.h"
 #include "util.h"

@@ -32,7 +32,7 @@
 #include "aggregate.h"
 #include "agent/config.h"
 #include "kernel.h"
-#include "log.h"
+#include "common/log.h"
 #include "metrics.h"
 #include "output.h"
 #include "parse-limits.h"
@@ -45,7 +45,7 @@
 #include "run.h"
 #include "sampler.h"
 #include "definition-store.h"
-#include "units.h"
+#include "common/units.h"
 #include "unwinder.h"
 #include "util.h"
 

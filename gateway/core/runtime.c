@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "accounting.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "metrics.h"
 #include "model.h"

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "httpclient.h"
 #include "otlp-encode.h"
 #include "retry.h"

@@ -16,7 +16,7 @@
 
 #include "common/grow.h"
 #include "core/model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 

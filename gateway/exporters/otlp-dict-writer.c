@@ -16,7 +16,7 @@
 #include "common/macro.h"
 #include "otlp-dict-writer-private.h"
 #include "otlp-encode.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 #include "otlp-fields-private.h"
 

@@ -12,7 +12,7 @@
 #include "common/macro.h"
 #include "otlp-encode.h"
 #include "otlp-fields-private.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 /* ---- reading our own requests back (413 splits, counts) ---- */
 

@@ -16,7 +16,7 @@
 #include "agent-h1.h"
 #include "agent-private.h"
 #include "runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 
 static void count_status(struct agent_rx *rx, int status)

@@ -28,7 +28,7 @@
 #include "agent.h"
 #include "agent/config.h"
 #include "agent/sender-parts-private.h"
-#include "log.h"
+#include "common/log.h"
 #include "test-agent-sender-fakestore.h"
 
 #define N_STACKS 64

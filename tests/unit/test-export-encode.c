@@ -20,7 +20,7 @@
 #include "core/model.h"
 #include "exporters/otlp-encode.h"
 #include "common/macro.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "test-export-util.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"

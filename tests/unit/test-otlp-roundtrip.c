@@ -29,7 +29,7 @@
 
 #include "core/model.h"
 #include "exporters/otlp-encode.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "receivers/otlp-decode.h"
 
 /* xorshift64*: reproducible from the seed printed on failure. */
