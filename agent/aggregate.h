@@ -14,7 +14,7 @@
 
 #include "agent.h"
 #include "cgroup.h"
-#include "store.h"
+#include "definition-store.h"
 
 #define AGENT_AGG_DEFAULT_MAX_ENTRIES 65536
 

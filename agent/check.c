@@ -34,7 +34,7 @@
 #include "common/fileio.h"
 #include "agent.h"
 #include "agent/config.h"
-#include "log.h"
+#include "common/log.h"
 #include "privs.h"
 #include "profile.h"
 #include "sampler.h"

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "htab.h"
-#include "list.h"
+#include "common/list.h"
 
 #define AGENT_FUNCTION_ID_LEN	   16
 #define AGENT_FUNCTIONS_MAX	   65536

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "jvm-method.h"
-#include "utf8.h"
+#include "common/utf8.h"
 
 size_t agent_jvm_class_name(const uint8_t *sym, size_t len, char *out, size_t cap)
 {

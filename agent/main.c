@@ -13,10 +13,10 @@
 #include "agent.h"
 #include "agent/config.h"
 #include "common/config.h"
-#include "log.h"
+#include "common/log.h"
 #include "sr-config.h"
-#include "units.h"
-#include "version.h"
+#include "common/units.h"
+#include "common/version.h"
 
 #define EXIT_USAGE 2
 

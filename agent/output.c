@@ -14,7 +14,7 @@
 #include "htab.h"
 #include "output.h"
 #include "sr-config.h"
-#include "store.h"
+#include "definition-store.h"
 #include "util.h"
 
 #define AGENT_PROTOCOL_VERSION_1 1

@@ -36,7 +36,7 @@
 #include "cgroup.h"
 #include "profile.h"
 #include "elfinfo.h"
-#include "store.h"
+#include "definition-store.h"
 
 #define AGENT_EXE_CACHE_MAX	    8192
 #define AGENT_MAPS_MAX_BYTES	    (16u << 20)

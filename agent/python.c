@@ -19,7 +19,7 @@
 #include "container-open.h"
 #include "htab.h"
 #include "proc-cache.h"
-#include "log.h"
+#include "common/log.h"
 #include "parse-limits.h"
 #include "proc.h"
 #include "pycode.h"

@@ -18,7 +18,7 @@
 #include "python.h"
 #include "profile.h"
 #include "run.h"
-#include "store.h"
+#include "definition-store.h"
 #include "unwinder.h"
 #include "util.h"
 
@@ -328,7 +328,7 @@ static void render_jit(FILE *f, const struct agent_run_metrics *m)
 		[AGENT_JIT_LIMIT] = "limit",
 		[AGENT_JIT_DISABLED] = "disabled",
 	};
-	const struct agent_perfmaps_stats *p = m->perfmaps;
+	const struct agent_perf_map_cache_stats *p = m->perfmaps;
 
 	fprintf(f, "# HELP stackrelay_agent_jit_frames_total Frames in anonymous executable memory (JIT code), by "
 		   "whether a perf map named them; the others stay unnamed.\n"

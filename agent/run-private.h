@@ -15,14 +15,14 @@
 
 #include "kernel.h"
 #include "output.h"
-#include "perfmaps.h"
+#include "perf-map-cache.h"
 #include "proc.h"
 #include "profile.h"
 #include "java.h"
 #include "nodejs.h"
 #include "python.h"
 #include "run.h"
-#include "store.h"
+#include "definition-store.h"
 #include "unwinder.h"
 
 struct agent_agg;
@@ -35,8 +35,8 @@ struct run_ctx {
 	const struct agent_config *cfg;
 	struct agent_store *store;
 	struct agent_procs *procs;
-	struct agent_perfmaps *perfmaps; /* NULL: perf_maps.enabled false */
-	struct agent_perfmaps_stats perfmaps_stats;
+	struct agent_perf_map_cache *perfmaps; /* NULL: perf_maps.enabled false */
+	struct agent_perf_map_cache_stats perfmaps_stats;
 	struct agent_agg *agg;
 	struct agent_sampler *sampler;
 	struct agent_output *out;

@@ -21,13 +21,13 @@
 #include "hotspot.h"
 #include "java.h"
 #include "nodejs.h"
-#include "perfmaps.h"
+#include "perf-map-cache.h"
 #include "proc.h"
 #include "profile.h"
 #include "pyframe.h"
 #include "python.h"
 #include "run-private.h"
-#include "store.h"
+#include "definition-store.h"
 #include "util.h"
 #include "v8frame.h"
 
@@ -175,8 +175,8 @@ static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, struc
 	}
 
 	if (c->perfmaps) {
-		name = agent_perfmaps__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr, c->now_mono,
-					      &len, &why);
+		name = agent_perf_map_cache__lookup(c->perfmaps, s->hdr.pid, s->hdr.start_boottime_ns, addr,
+						    c->now_mono, &len, &why);
 		if (name) {
 			char buf[AGENT_FUNCTION_NAME_MAX + 1];
 			struct agent_function_def d = { .runtime = "perf-map", .name = buf };
@@ -329,7 +329,7 @@ int agent_run_on_record(void *ctx, const void *data, size_t len)
 		agent_procs__exec(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns, ev.mm, ev.vdso, c->window);
 		/* A new image: the old one's JIT code is gone (a new runtime starts its map over). */
 		if (c->perfmaps)
-			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
+			agent_perf_map_cache__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		break;
 	case PROFILE_EVENT_FORK:
 		agent_procs__fork(c->procs, ev.fork, c->window);
@@ -341,7 +341,7 @@ int agent_run_on_record(void *ctx, const void *data, size_t len)
 		c->stats.exits++;
 		agent_procs__exit(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		if (c->perfmaps)
-			agent_perfmaps__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
+			agent_perf_map_cache__exit(c->perfmaps, ev.hdr->pid, ev.hdr->start_boottime_ns);
 		break;
 	}
 	return 0;

@@ -32,11 +32,11 @@
 #include "aggregate.h"
 #include "agent/config.h"
 #include "kernel.h"
-#include "log.h"
+#include "common/log.h"
 #include "metrics.h"
 #include "output.h"
 #include "parse-limits.h"
-#include "perfmaps.h"
+#include "perf-map-cache.h"
 #include "privs.h"
 #include "proc.h"
 #include "profile.h"
@@ -44,8 +44,8 @@
 #include "run-private.h"
 #include "run.h"
 #include "sampler.h"
-#include "store.h"
-#include "units.h"
+#include "definition-store.h"
+#include "common/units.h"
 #include "unwinder.h"
 #include "util.h"
 
@@ -205,7 +205,7 @@ static void update_stats(struct run_ctx *c)
 	agent_store__stats(c->store, &c->store_stats);
 	agent_procs__stats(c->procs, &c->procs_stats);
 	if (c->perfmaps)
-		agent_perfmaps__stats(c->perfmaps, &c->perfmaps_stats);
+		agent_perf_map_cache__stats(c->perfmaps, &c->perfmaps_stats);
 	if (c->unwinder)
 		agent_unwinder__stats(c->unwinder, &c->unwinder_stats);
 	if (c->python)
@@ -496,13 +496,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	c.procs = c.store ? agent_procs_new(c.store, pc->max_processes) : NULL;
 	c.agg = agent_agg_new(0);
 	if (cfg->perf_maps.enabled) {
-		struct agent_perfmaps_limits pl = {
+		struct agent_perf_map_cache_limits pl = {
 			.max_bytes_per_process = cfg->perf_maps.max_bytes_per_process,
 			.max_entries_per_process = cfg->perf_maps.max_entries_per_process,
 			.max_processes = cfg->perf_maps.max_processes,
 		};
 
-		c.perfmaps = agent_perfmaps_new(&pl, NULL);
+		c.perfmaps = agent_perf_map_cache_new(&pl, NULL);
 		if (!c.perfmaps) {
 			r = -ENOMEM;
 			goto out;
@@ -827,7 +827,7 @@ out:
 	}
 	agent_agg_free(c.agg);
 	agent_procs_free(c.procs);
-	agent_perfmaps_free(c.perfmaps);
+	agent_perf_map_cache_free(c.perfmaps);
 	agent_store_free(c.store);
 	agent_kernel_done(&c.kernel);
 	free(c.bpf_lost_per_cpu);

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "perfmaps.h"
+#include "perf-map-cache.h"
 
 struct agent_run_stats {
 	uint64_t samples_received;
@@ -44,13 +44,13 @@ struct agent_run_metrics {
 	const struct agent_run_stats *run;
 	const struct agent_procs_stats *procs;
 	const struct agent_store_stats *store;
-	const struct agent_unwinder_stats *unwinder; /* NULL: table unwinding off */
-	const struct agent_perfmaps_stats *perfmaps; /* NULL: perf_maps.enabled false */
-	const struct agent_sender_stats *sender;     /* NULL: no sender */
-	const struct agent_python_stats *python;     /* NULL: python.enabled off */
-	const struct agent_nodejs_stats *nodejs;     /* NULL: nodejs.enabled off */
-	const struct agent_java_stats *java;	     /* NULL: java.enabled off */
-	bool privileges_dropped;		     /* false: --keep-privileges */
+	const struct agent_unwinder_stats *unwinder;	   /* NULL: table unwinding off */
+	const struct agent_perf_map_cache_stats *perfmaps; /* NULL: perf_maps.enabled false */
+	const struct agent_sender_stats *sender;	   /* NULL: no sender */
+	const struct agent_python_stats *python;	   /* NULL: python.enabled off */
+	const struct agent_nodejs_stats *nodejs;	   /* NULL: nodejs.enabled off */
+	const struct agent_java_stats *java;		   /* NULL: java.enabled off */
+	bool privileges_dropped;			   /* false: --keep-privileges */
 	/* What each cache that grows with processes, files and code holds now, and its bound. */
 	const struct agent_cache_gauge *caches;
 	size_t n_caches;

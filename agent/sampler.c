@@ -17,7 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "common/fileio.h"
-#include "log.h"
+#include "common/log.h"
 #include "profile.h"
 #include "profile.skel.h"
 #include "config.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The definitions a request carries (sender-internal.h): for each sample,
+ * The definitions a request carries (sender-parts-private.h): for each sample,
  * the stack, executables, functions and kernel the connection has not seen
  * yet, read from the store; and which samples a "missing" answer concerns.
  */
@@ -11,7 +11,7 @@
 #include <pb_decode.h>
 
 #include "common/grow.h"
-#include "sender-internal.h"
+#include "sender-parts-private.h"
 
 void agent_defs_free(struct agent_defs *d)
 {

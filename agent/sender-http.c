@@ -16,11 +16,11 @@
 #include <zlib.h>
 
 #include "config.h"
-#include "gzip.h"
-#include "log.h"
-#include "sender-internal.h"
+#include "common/gzip.h"
+#include "common/log.h"
+#include "sender-parts-private.h"
 #include "sr-config.h"
-#include "units.h"
+#include "common/units.h"
 
 struct http {
 	CURL *easy;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The sender's ID sets (sender-internal.h): which definitions a connection
+ * The sender's ID sets (sender-parts-private.h): which definitions a connection
  * has seen, which executables had their symbols uploaded, which IDs a
  * response reported missing.
  */
@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 #include "common/macro.h"
-#include "sender-internal.h"
+#include "sender-parts-private.h"
 
 struct agent_idkey agent_idkey_of(enum agent_id_kind kind, const uint8_t *id, size_t len)
 {

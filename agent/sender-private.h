@@ -17,7 +17,7 @@
 #include <sys/queue.h>
 
 #include "agent.h"
-#include "sender-internal.h"
+#include "sender-parts-private.h"
 
 #define LOG_COMPONENT "sender"
 

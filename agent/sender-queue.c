@@ -13,11 +13,11 @@
 #include <pb_decode.h>
 
 #include "config.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "sender-private.h"
 #include "sr-config.h"
-#include "units.h"
+#include "common/units.h"
 
 static uint64_t varint_size(uint64_t v)
 {

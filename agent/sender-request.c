@@ -20,10 +20,10 @@
 
 #include "agent.h"
 #include "config.h"
-#include "log.h"
+#include "common/log.h"
 #include "sender-private.h"
 #include "sr-config.h"
-#include "units.h"
+#include "common/units.h"
 
 static uint64_t rnd_next(struct agent_sender *s)
 {

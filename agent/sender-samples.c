@@ -15,7 +15,7 @@
 
 #include "agent.h"
 #include "config.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "sender-private.h"
 

@@ -15,12 +15,12 @@
 
 #include "common/grow.h"
 #include "config.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "sender-private.h"
 #include "sr-config.h"
 #include "symupload.h"
-#include "units.h"
+#include "common/units.h"
 
 /* Remembers an ID for the exit probes; the ring forgets the oldest when full. */
 void agent_sender_probe_remember(struct agent_sender *s, const pb_bytes_array_t *id)

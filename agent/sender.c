@@ -36,10 +36,10 @@
 
 #include "agent.h"
 #include "config.h"
-#include "log.h"
+#include "common/log.h"
 #include "sender-private.h"
 #include "symupload.h"
-#include "units.h"
+#include "common/units.h"
 
 uint64_t agent_sender_now_ns(void)
 {

@@ -6,7 +6,7 @@
  * local function symbols a stripped binary lost; it complements .dynsym.
  * Go binaries stripped with -ldflags='-s -w' have none of these, but keep
  * .gopclntab (the runtime needs it for tracebacks): its function table is
- * read with the gateway's own walker (gateway/symbolize/gopclntab.c, libc
+ * read with the walker the gateway uses too (common/gopclntab.c, libc
  * only). Addresses are ELF virtual addresses (st_value), the same space frame
  * addresses of the agent protocol are in.
  *
@@ -28,7 +28,7 @@
 #include <pb_decode.h>
 #include <pb_encode.h>
 
-#include "gateway/symbolize/gopclntab.h"
+#include "common/gopclntab.h"
 #include "common/grow.h"
 #include "common/macro.h"
 #include "parse-limits.h"
@@ -438,7 +438,7 @@ static bool go_magic_at(const uint8_t *p)
 static int walk_pclntab(const uint8_t *data, size_t len, uint64_t text, struct syms *out)
 {
 	size_t mark = out->n;
-	int r = gw_gopclntab_walk(data, len, text, add_go_func, out);
+	int r = sr_gopclntab_walk(data, len, text, add_go_func, out);
 
 	if (r == -EFBIG || r == -ENOMEM)
 		return r;

@@ -16,7 +16,7 @@
 
 #include "container-open.h"
 #include "htab.h"
-#include "list.h"
+#include "common/list.h"
 #include "proc.h"
 #include "unwind-table.h"
 #include "unwinder.h"

@@ -18,7 +18,7 @@
 
 #include "config-private.h"
 #include "config.h"
-#include "yaml-internal.h"
+#include "yaml-private.h"
 
 void sr_config_emit(struct check_ctx *c, yaml_event_t *ev)
 {

@@ -17,7 +17,7 @@
 #include <yaml.h>
 
 #include "config.h"
-#include "yaml-internal.h"
+#include "yaml-private.h"
 
 #define SR_YAML_MAX_FILE_BYTES (4u << 20)
 #define SR_YAML_MAX_DEPTH      64

@@ -21,10 +21,10 @@
 #include "common/config.h"
 #include "core/heap.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "pipeline.h"
 #include "sr-config.h"
-#include "version.h"
+#include "common/version.h"
 
 #define EXIT_USAGE 2
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "log.h"
+#include "common/config.h"
+#include "common/log.h"
 #include "pipeline.h"
 
 /*

@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "core/model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "receivers/agent-ingest.h"
 #include "receivers/otlp-decode.h"
 

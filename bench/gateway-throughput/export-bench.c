@@ -33,9 +33,9 @@
 
 #include "core/model.h"
 #include "exporters/exporthelper.h"
-#include "exporters/otlp_encode.h"
-#include "gzip.h"
-#include "pbwire.h"
+#include "exporters/otlp-encode.h"
+#include "common/gzip.h"
+#include "common/pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 

@@ -95,7 +95,7 @@ if (args.symbols) {
     if (id) tables.set(id.body.toString('hex'), t);
   }
 }
-const SYMBOL_RATE = 1024 * 1024, SYMBOL_BUCKET = 8 * 1024 * 1024; // agent/sender-internal.h, agent defaults
+const SYMBOL_RATE = 1024 * 1024, SYMBOL_BUCKET = 8 * 1024 * 1024; // agent/sender-parts-private.h, agent defaults
 function symbolTable(id) {
   const t = tables.get(id.toString('hex'));
   if (t) return [t, false];

@@ -2,7 +2,7 @@
 /*
  * The internal profile model's batches (model.h, "batches"): resources,
  * samples, the string arena, filtering, merging and cloning. The
- * definitions they reference live in model.c and store.c.
+ * definitions they reference live in model.c and model-store.c.
  */
 #include <errno.h>
 #include <stdatomic.h>

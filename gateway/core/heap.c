@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "heap.h"
-#include "log.h"
+#include "common/log.h"
 #include "slot-pool.h"
 
 /* A trim slower than this is logged (it holds each arena's lock while it walks it). */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Shared between model.c and the stores (store.c, store-intern.c) only. */
+/* Shared between model.c and the stores (model-store.c, model-store-intern.c) only. */
 #ifndef SR_GW_MODEL_PRIVATE_H
 #define SR_GW_MODEL_PRIVATE_H
 
@@ -38,7 +38,7 @@ static inline const char *gw_scopy(char **pos, const char *s)
 /*
  * What an object costs beyond its own bytes: malloc's chunk header and
  * rounding (8 to 23 bytes on glibc) and its index slot (4 to 8 bytes: an
- * index doubles at two entries per bucket, store.c). Store charges are what
+ * index doubles at two entries per bucket, model-store.c). Store charges are what
  * objects take, so that a bound is the memory it holds.
  */
 #define GW_OBJ_OVERHEAD 32

@@ -92,11 +92,11 @@ struct gw_obj {
 	uint32_t hash;	/* the key's hash, low half: enough to pick a bucket and to skip most unequal keys */
 	bool indexed;	/* in its store's index (holding one reference) */
 	uint8_t type;	/* enum gw_obj_type */
-	uint8_t flags;	/* GW_OBJ_REFERENCED: under the store's lock (store.c) */
+	uint8_t flags;	/* GW_OBJ_REFERENCED: under the store's lock (model-store.c) */
 	/*
 	 * The recency list, while the object is in it (lru_next not NULL). An
 	 * indexed object out of it keeps there the number of stored locations
-	 * naming it (under its store's lock, store.c).
+	 * naming it (under its store's lock, model-store.c).
 	 */
 	union {
 		struct gw_obj *lru_prev;
@@ -269,7 +269,7 @@ struct gw_lines {
 	uint32_t n;
 	atomic_uint refs;	      /* changed under table's lock while table is set */
 	struct gw_lines_table *table; /* NULL: not shared */
-	/* Stored locations holding it (under the locations store's lock): charged while one does (store.c). */
+	/* Stored locations holding it (under the locations store's lock): charged while one does (model-store.c). */
 	uint32_t store_holders;
 	struct gw_lines *hash_next;
 	uint64_t hash;
@@ -294,7 +294,7 @@ void gw_lines_table__stats(struct gw_lines_table *t, struct gw_lines_table_stats
 
 /*
  * 40 bytes: a fleet's gateway holds millions. Not a gw_obj: the locations
- * store (store-locations.c) indexes locations by slot, in a table of 4-byte
+ * store (model-store-locations.c) indexes locations by slot, in a table of 4-byte
  * slot numbers, and links its recency list through slot numbers too, so a
  * location carries neither a chain pointer nor its hash nor 8-byte links;
  * its charge, slot and line are derived (gw_location__charge(),

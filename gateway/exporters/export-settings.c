@@ -16,8 +16,8 @@
 #include "sr-config.h"
 #include "gateway/extensions.h"
 #include "exporthelper.h"
-#include "gzip.h"
-#include "log.h"
+#include "common/gzip.h"
+#include "common/log.h"
 #include "common/macro.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"

@@ -28,10 +28,10 @@
 #include "core/runtime.h"
 #include "exporthelper-private.h"
 #include "exporthelper.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "queue.h"
-#include "units.h"
+#include "common/units.h"
 
 /* A full queue (block_on_overflow, or storage) tells agents to retry after this long. */
 #define EXPORT_BLOCK_RETRY_AFTER_MS 1000

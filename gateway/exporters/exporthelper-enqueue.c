@@ -21,9 +21,9 @@
 #include "core/threads.h"
 #include "exporthelper-private.h"
 #include "exporthelper.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "queue.h"
 
 struct encode_job {

@@ -20,12 +20,12 @@
 #include "core/runtime.h"
 #include "exporthelper-private.h"
 #include "exporthelper.h"
-#include "gzip.h"
-#include "log.h"
+#include "common/gzip.h"
+#include "common/log.h"
 #include "common/macro.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "queue.h"
-#include "units.h"
+#include "common/units.h"
 
 /* ---- the exporter ---- */
 

@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "httpclient.h"
-#include "otlp_encode.h"
+#include "otlp-encode.h"
 #include "retry.h"
 
 struct gw_component;

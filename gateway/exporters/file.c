@@ -24,16 +24,16 @@
 
 #include "component.h"
 #include "sr-config.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
 #include "exporthelper.h"
 #include "local.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
-#include "otlp_encode.h"
-#include "pbwire.h"
+#include "otlp-encode.h"
+#include "common/pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 

@@ -22,12 +22,12 @@
 
 #include "common/grow.h"
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
 #include "local.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 
 #define FG_FRAME_HEIGHT 16

@@ -14,7 +14,7 @@
 
 #include "curl-uv.h"
 #include "httpclient.h"
-#include "list.h"
+#include "common/list.h"
 #include "common/macro.h"
 
 /* CURLOPT_UPLOAD_BUFFERSIZE's bounds (curl's own: 16 KiB to 2 MiB). */

@@ -2,7 +2,7 @@
 /*
  * The ProfilesDictionary of one OTLP request being written (otlp-dict-writer.c), and
  * the index maps and growable arrays the encoder shares with it. Private to
- * the exporters (otlp_encode.c).
+ * the exporters (otlp-encode.c).
  */
 #ifndef SR_GW_OTLP_DICT_WRITER_PRIVATE_H
 #define SR_GW_OTLP_DICT_WRITER_PRIVATE_H
@@ -16,7 +16,7 @@
 
 #include "common/grow.h"
 #include "core/model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 
@@ -139,45 +139,45 @@ static inline int gw_otlp_vec_grow(void **v, uint32_t *cap, size_t elem, uint32_
 
 /* ---- the dictionary ---- */
 
-struct d_string {
+struct gw_otlp_dict_string_entry {
 	const char *s;
 	uint32_t len;
 };
 
-struct d_function {
+struct gw_otlp_dict_function_entry {
 	int32_t name, system_name, filename;
 	int64_t start_line;
 };
 
 /* Mappings, locations and stacks are found by pointer (their maps' hash is the key: otlp-dict-writer.c, hash_ptr()). */
-struct d_mapping {
+struct gw_otlp_dict_mapping_entry {
 	int32_t filename;
 	int32_t build_id_attr;
 };
 
-struct d_line {
+struct gw_otlp_dict_line_entry {
 	int32_t function;
 	int64_t line, column;
 };
 
-struct d_location {
+struct gw_otlp_dict_location_entry {
 	int32_t mapping;
 	int32_t frame_type_attr; /* profile.frame.type of interpreted and JIT frames; 0: none */
 	uint64_t address;
 	uint32_t first_line, n_lines;
 };
 
-struct d_stack {
+struct gw_otlp_dict_stack_entry {
 	uint32_t first, n;
 };
 
 /* A stack noted by gw_otlp_dict_stack(), its locations added by gw_otlp_dict_resolve(). */
-struct d_pending {
+struct gw_otlp_dict_pending_entry {
 	const struct gw_stack *s;
 	const char *jit_type;
 };
 
-struct d_attr {
+struct gw_otlp_dict_attr_entry {
 	int32_t key;
 	enum gw_attr_type type;
 	int32_t str; /* GW_ATTR_STRING */
@@ -189,18 +189,18 @@ struct d_attr {
 };
 
 struct gw_otlp_dict {
-	GW_OTLP_VEC(struct d_string) strings;
-	GW_OTLP_VEC(struct d_function) functions;
-	GW_OTLP_VEC(struct d_mapping) mappings;
-	GW_OTLP_VEC(struct d_line) lines;
-	GW_OTLP_VEC(struct d_location) locations;
+	GW_OTLP_VEC(struct gw_otlp_dict_string_entry) strings;
+	GW_OTLP_VEC(struct gw_otlp_dict_function_entry) functions;
+	GW_OTLP_VEC(struct gw_otlp_dict_mapping_entry) mappings;
+	GW_OTLP_VEC(struct gw_otlp_dict_line_entry) lines;
+	GW_OTLP_VEC(struct gw_otlp_dict_location_entry) locations;
 	GW_OTLP_VEC(int32_t) stack_locs;
-	GW_OTLP_VEC(struct d_stack) stacks;
-	GW_OTLP_VEC(struct d_pending) pending; /* beside stacks, index for index */
+	GW_OTLP_VEC(struct gw_otlp_dict_stack_entry) stacks;
+	GW_OTLP_VEC(struct gw_otlp_dict_pending_entry) pending; /* beside stacks, index for index */
 	/* gw_otlp_dict_resolve()'s scratch: a location's slot << 32 | its place in stack_locs. */
 	GW_OTLP_VEC(uint64_t) keys;
 	GW_OTLP_VEC(uint64_t) keys_tmp;
-	GW_OTLP_VEC(struct d_attr) attrs;
+	GW_OTLP_VEC(struct gw_otlp_dict_attr_entry) attrs;
 	/*
 	 * Functions are found by name first: fn_by_name[name's string index] is
 	 * the index + 1 of the first function added with that name (0: none),

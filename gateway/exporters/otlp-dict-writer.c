@@ -15,10 +15,10 @@
 #include "core/model.h"
 #include "common/macro.h"
 #include "otlp-dict-writer-private.h"
-#include "otlp_encode.h"
-#include "pbwire.h"
+#include "otlp-encode.h"
+#include "common/pbwire.h"
 
-#include "otlp_fields.h"
+#include "otlp-fields-private.h"
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 
@@ -102,7 +102,7 @@ int64_t gw_otlp_dict_string(struct gw_otlp_dict *d, const char *s)
 	size_t len;
 	uint64_t h;
 	uint32_t slot;
-	struct d_string *e;
+	struct gw_otlp_dict_string_entry *e;
 	int r;
 
 	if (!s || !*s)
@@ -144,11 +144,11 @@ static int64_t dict_string_owned(struct gw_otlp_dict *d, char *s)
 
 static int64_t dict_function(struct gw_otlp_dict *d, const struct gw_line *l)
 {
-	struct d_function f;
+	struct gw_otlp_dict_function_entry f;
 	int64_t name, sys, file;
 	uint64_t h = 0;
 	uint32_t slot = 0, first;
-	struct d_function *e;
+	struct gw_otlp_dict_function_entry *e;
 	int r;
 
 	name = gw_otlp_dict_string(d, l->function);
@@ -198,11 +198,11 @@ static int64_t dict_function(struct gw_otlp_dict *d, const struct gw_line *l)
 
 int64_t gw_otlp_dict_attr(struct gw_otlp_dict *d, const struct gw_attr *a)
 {
-	struct d_attr x;
+	struct gw_otlp_dict_attr_entry x;
 	int64_t k, s = 0;
 	uint64_t h;
 	uint32_t slot;
-	struct d_attr *e;
+	struct gw_otlp_dict_attr_entry *e;
 	int r;
 
 	memset(&x, 0, sizeof(x)); /* padding too: the key is hashed as bytes */
@@ -256,7 +256,7 @@ static int64_t dict_mapping(struct gw_otlp_dict *d, const void *key, const char 
 {
 	uint64_t h = hash_ptr(key);
 	uint32_t slot;
-	struct d_mapping *e;
+	struct gw_otlp_dict_mapping_entry *e;
 	int64_t fn, attr = 0;
 	int r;
 
@@ -345,14 +345,14 @@ static int dict_lines(struct gw_otlp_dict *d, const struct gw_lines *lines, uint
 	shared = lines->table != NULL;
 	for (uint32_t i = 0; i < lines->n; i++) {
 		int64_t f = dict_function(d, &lines->lines[i]);
-		struct d_line *dl;
+		struct gw_otlp_dict_line_entry *dl;
 
 		if (f < 0)
 			return (int)f;
 		r = GW_OTLP_VEC_PUSH(d->lines, dl);
 		if (r < 0)
 			return r;
-		*dl = (struct d_line){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
+		*dl = (struct gw_otlp_dict_line_entry){ (int32_t)f, lines->lines[i].line, lines->lines[i].column };
 	}
 	if (shared)
 		gw_otlp_imap_set(&d->m_shared_lines, slot, h, first);
@@ -363,12 +363,12 @@ static int dict_lines(struct gw_otlp_dict *d, const struct gw_lines *lines, uint
 /* Adds l (in no stack resolved before: each location is added once, by gw_otlp_dict_resolve()). */
 static int64_t dict_location(struct gw_otlp_dict *d, const struct gw_location *l, const char *jit_type)
 {
-	struct d_location loc, *e;
+	struct gw_otlp_dict_location_entry loc, *e;
 	const struct gw_lines *lines;
 	int64_t m = 0;
 	int r;
 
-	loc = (struct d_location){ .address = l->address };
+	loc = (struct gw_otlp_dict_location_entry){ .address = l->address };
 	if (gw_location__exe(l)) {
 		const struct gw_executable *exe = gw_location__exe(l);
 		const char *name = exe->path && *exe->path ? exe->path : exe->file_name;
@@ -414,8 +414,8 @@ int64_t gw_otlp_dict_stack(struct gw_otlp_dict *d, const struct gw_stack *s, con
 {
 	uint64_t h = hash_ptr(s);
 	uint32_t slot;
-	struct d_stack *e;
-	struct d_pending *p;
+	struct gw_otlp_dict_stack_entry *e;
+	struct gw_otlp_dict_pending_entry *p;
 	int r;
 
 	r = gw_otlp_imap_prepare(&d->m_stacks);
@@ -430,9 +430,9 @@ int64_t gw_otlp_dict_stack(struct gw_otlp_dict *d, const struct gw_stack *s, con
 	r = GW_OTLP_VEC_PUSH(d->stacks, e);
 	if (r < 0)
 		return r;
-	*e = (struct d_stack){ 0 };
+	*e = (struct gw_otlp_dict_stack_entry){ 0 };
 	p = &d->pending.v[d->stacks.n - 1];
-	*p = (struct d_pending){ s, jit_type };
+	*p = (struct gw_otlp_dict_pending_entry){ s, jit_type };
 	d->pending.n = d->stacks.n;
 	gw_otlp_imap_set(&d->m_stacks, slot, h, d->stacks.n - 1);
 	return d->stacks.n - 1;
@@ -515,7 +515,7 @@ int gw_otlp_dict_resolve(struct gw_otlp_dict *d)
 		r = gw_otlp_vec_grow((void **)&d->keys.v, &d->keys.cap, sizeof(*d->keys.v), n + s->n_locations);
 		if (r < 0)
 			return r;
-		d->stacks.v[i] = (struct d_stack){ n, s->n_locations };
+		d->stacks.v[i] = (struct gw_otlp_dict_stack_entry){ n, s->n_locations };
 		const uint32_t *slots = gw_stack__slots(s);
 
 		for (uint32_t j = 0; j < s->n_locations; j++, n++) {
@@ -576,23 +576,23 @@ int gw_otlp_dict_resolve(struct gw_otlp_dict *d)
 
 int gw_otlp_dict_init(struct gw_otlp_dict *d)
 {
-	struct d_string *s;
-	struct d_function *f;
-	struct d_mapping *m;
-	struct d_location *l;
-	struct d_stack *st;
-	struct d_attr *a;
+	struct gw_otlp_dict_string_entry *s;
+	struct gw_otlp_dict_function_entry *f;
+	struct gw_otlp_dict_mapping_entry *m;
+	struct gw_otlp_dict_location_entry *l;
+	struct gw_otlp_dict_stack_entry *st;
+	struct gw_otlp_dict_attr_entry *a;
 
 	/* Element 0 of every table: the zero value, so that index 0 means "unset". */
 	if (GW_OTLP_VEC_PUSH(d->strings, s) < 0 || GW_OTLP_VEC_PUSH(d->functions, f) < 0 ||
 	    GW_OTLP_VEC_PUSH(d->mappings, m) < 0 || GW_OTLP_VEC_PUSH(d->locations, l) < 0 ||
 	    GW_OTLP_VEC_PUSH(d->stacks, st) < 0 || GW_OTLP_VEC_PUSH(d->attrs, a) < 0)
 		return -ENOMEM;
-	*s = (struct d_string){ "", 0 };
-	*f = (struct d_function){ 0 };
-	*m = (struct d_mapping){ 0 };
-	*l = (struct d_location){ 0 };
-	*st = (struct d_stack){ 0 };
+	*s = (struct gw_otlp_dict_string_entry){ "", 0 };
+	*f = (struct gw_otlp_dict_function_entry){ 0 };
+	*m = (struct gw_otlp_dict_mapping_entry){ 0 };
+	*l = (struct gw_otlp_dict_location_entry){ 0 };
+	*st = (struct gw_otlp_dict_stack_entry){ 0 };
 	memset(a, 0, sizeof(*a));
 	return 0;
 }
@@ -608,14 +608,14 @@ void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, con
 	switch (type) {
 	case GW_ATTR_STRING:
 		/* A string value is always written, "" included: it says "string". */
-		sr_pbw__bytes_always(w, C(AnyValue, string_value), str, str_len);
+		sr_pbw__bytes_always(w, GW_OTLP_C(AnyValue, string_value), str, str_len);
 		break;
 	case GW_ATTR_INT:
-		sr_pbw__tag(w, C(AnyValue, int_value), SR_PB_VARINT);
+		sr_pbw__tag(w, GW_OTLP_C(AnyValue, int_value), SR_PB_VARINT);
 		sr_pbw__varint(w, (uint64_t)i);
 		break;
 	case GW_ATTR_BOOL:
-		sr_pbw__tag(w, C(AnyValue, bool_value), SR_PB_VARINT);
+		sr_pbw__tag(w, GW_OTLP_C(AnyValue, bool_value), SR_PB_VARINT);
 		sr_pbw__varint(w, bv);
 		break;
 	case GW_ATTR_DOUBLE: {
@@ -623,14 +623,15 @@ void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, con
 
 		/* Written even when 0.0: the member says "double". */
 		memcpy(&bits, &dv, sizeof(bits));
-		sr_pbw__tag(w, C(AnyValue, double_value), SR_PB_I64);
+		sr_pbw__tag(w, GW_OTLP_C(AnyValue, double_value), SR_PB_I64);
 		sr_pbw__put_fixed64(w, bits);
 		break;
 	}
 	}
 }
 
-static void write_any_value(struct sr_pbw *w, uint32_t field, const struct gw_otlp_dict *d, const struct d_attr *a)
+static void write_any_value(struct sr_pbw *w, uint32_t field, const struct gw_otlp_dict *d,
+			    const struct gw_otlp_dict_attr_entry *a)
 {
 	size_t m = sr_pbw__begin(w, field);
 	const char *str = a->type == GW_ATTR_STRING ? d->strings.v[a->str].s : "";
@@ -644,66 +645,67 @@ static void write_any_value(struct sr_pbw *w, uint32_t field, const struct gw_ot
 
 void gw_otlp_write_dictionary(struct sr_pbw *w, const struct gw_otlp_dict *d)
 {
-	size_t dm = sr_pbw__begin(w, REQ(dictionary));
+	size_t dm = sr_pbw__begin(w, GW_OTLP_REQ(dictionary));
 
 	for (uint32_t i = 0; i < d->mappings.n; i++) {
-		const struct d_mapping *e = &d->mappings.v[i];
-		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, mapping_table));
+		const struct gw_otlp_dict_mapping_entry *e = &d->mappings.v[i];
+		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, mapping_table));
 
-		sr_pbw__int(w, P(Mapping, filename_strindex), e->filename);
+		sr_pbw__int(w, GW_OTLP_P(Mapping, filename_strindex), e->filename);
 		if (e->build_id_attr)
-			sr_pbw__packed_i32(w, P(Mapping, attribute_indices), &e->build_id_attr, 1);
+			sr_pbw__packed_i32(w, GW_OTLP_P(Mapping, attribute_indices), &e->build_id_attr, 1);
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->locations.n; i++) {
-		const struct d_location *e = &d->locations.v[i];
-		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, location_table));
+		const struct gw_otlp_dict_location_entry *e = &d->locations.v[i];
+		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, location_table));
 
-		sr_pbw__int(w, P(Location, mapping_index), e->mapping);
-		sr_pbw__uint(w, P(Location, address), e->address);
+		sr_pbw__int(w, GW_OTLP_P(Location, mapping_index), e->mapping);
+		sr_pbw__uint(w, GW_OTLP_P(Location, address), e->address);
 		for (uint32_t j = 0; j < e->n_lines; j++) {
-			const struct d_line *l = &d->lines.v[e->first_line + j];
-			size_t lm = sr_pbw__begin(w, P(Location, lines));
+			const struct gw_otlp_dict_line_entry *l = &d->lines.v[e->first_line + j];
+			size_t lm = sr_pbw__begin(w, GW_OTLP_P(Location, lines));
 
-			sr_pbw__int(w, P(Line, function_index), l->function);
-			sr_pbw__int(w, P(Line, line), l->line);
-			sr_pbw__int(w, P(Line, column), l->column);
+			sr_pbw__int(w, GW_OTLP_P(Line, function_index), l->function);
+			sr_pbw__int(w, GW_OTLP_P(Line, line), l->line);
+			sr_pbw__int(w, GW_OTLP_P(Line, column), l->column);
 			sr_pbw__end(w, lm);
 		}
 		if (e->frame_type_attr)
-			sr_pbw__packed_i32(w, P(Location, attribute_indices), &e->frame_type_attr, 1);
+			sr_pbw__packed_i32(w, GW_OTLP_P(Location, attribute_indices), &e->frame_type_attr, 1);
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->functions.n; i++) {
-		const struct d_function *e = &d->functions.v[i];
-		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, function_table));
+		const struct gw_otlp_dict_function_entry *e = &d->functions.v[i];
+		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, function_table));
 
-		sr_pbw__int(w, P(Function, name_strindex), e->name);
-		sr_pbw__int(w, P(Function, system_name_strindex), e->system_name);
-		sr_pbw__int(w, P(Function, filename_strindex), e->filename);
-		sr_pbw__int(w, P(Function, start_line), e->start_line);
+		sr_pbw__int(w, GW_OTLP_P(Function, name_strindex), e->name);
+		sr_pbw__int(w, GW_OTLP_P(Function, system_name_strindex), e->system_name);
+		sr_pbw__int(w, GW_OTLP_P(Function, filename_strindex), e->filename);
+		sr_pbw__int(w, GW_OTLP_P(Function, start_line), e->start_line);
 		sr_pbw__end(w, m);
 	}
 	/* link_table: only its zero element; we have no trace links. */
-	sr_pbw__end(w, sr_pbw__begin(w, P(ProfilesDictionary, link_table)));
+	sr_pbw__end(w, sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, link_table)));
 	for (uint32_t i = 0; i < d->strings.n; i++)
-		sr_pbw__bytes_always(w, P(ProfilesDictionary, string_table), d->strings.v[i].s, d->strings.v[i].len);
+		sr_pbw__bytes_always(w, GW_OTLP_P(ProfilesDictionary, string_table), d->strings.v[i].s,
+				     d->strings.v[i].len);
 	for (uint32_t i = 0; i < d->attrs.n; i++) {
-		const struct d_attr *e = &d->attrs.v[i];
-		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, attribute_table));
+		const struct gw_otlp_dict_attr_entry *e = &d->attrs.v[i];
+		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, attribute_table));
 
 		if (i > 0) {
-			sr_pbw__int(w, P(KeyValueAndUnit, key_strindex), e->key);
-			write_any_value(w, P(KeyValueAndUnit, value), d, e);
+			sr_pbw__int(w, GW_OTLP_P(KeyValueAndUnit, key_strindex), e->key);
+			write_any_value(w, GW_OTLP_P(KeyValueAndUnit, value), d, e);
 		}
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->stacks.n; i++) {
-		const struct d_stack *e = &d->stacks.v[i];
-		size_t m = sr_pbw__begin(w, P(ProfilesDictionary, stack_table));
+		const struct gw_otlp_dict_stack_entry *e = &d->stacks.v[i];
+		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, stack_table));
 
 		if (e->n)
-			sr_pbw__packed_i32(w, P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
+			sr_pbw__packed_i32(w, GW_OTLP_P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
 		sr_pbw__end(w, m);
 	}
 	sr_pbw__end(w, dm);

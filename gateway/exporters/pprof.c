@@ -25,15 +25,15 @@
 
 #include "common/grow.h"
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
 #include "exporthelper.h"
 #include "local.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 /*
  * Field numbers of github.com/google/pprof/proto/profile.proto. (No .proto

@@ -17,7 +17,7 @@
 #include "agent-private.h"
 #include "gateway/net/conn.h"
 #include "runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 
 static void count_status(struct gw_listener *rx, int status)

@@ -28,12 +28,12 @@
 #include <uv.h>
 
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 
 /* metadata_keys: at most this many; a header line kept per key at most this long. */

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "k8s-client.h"
 #include "k8s-extract.h"
 

@@ -27,7 +27,7 @@
 #include <uv.h>
 
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
@@ -35,7 +35,7 @@
 #include "k8s-client.h"
 #include "k8s-extract.h"
 #include "k8s_attributes-config.h"
-#include "log.h"
+#include "common/log.h"
 #include "core/regex.h"
 
 /* A logfmt value for messages that may hold quotes (kubeconfig names, regexes). */

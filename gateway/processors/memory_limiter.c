@@ -29,13 +29,13 @@
 #include <uv.h>
 
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/heap.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "memory_limiter.h"
 

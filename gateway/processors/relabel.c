@@ -17,11 +17,11 @@
 #include <string.h>
 
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "relabel-rules.h"
 
 /* A logfmt value for messages that may hold quotes (kubeconfig names, regexes). */

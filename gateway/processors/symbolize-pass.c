@@ -17,7 +17,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "core/threads.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "symbolize-private.h"
 

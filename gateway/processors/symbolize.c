@@ -36,11 +36,11 @@
 #include <uv.h>
 
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/metrics.h"
 #include "core/model.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "symbolize-private.h"
 #include "symbolize.h"
 

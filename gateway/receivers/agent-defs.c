@@ -23,8 +23,8 @@
 #include "agent-ingest.h"
 #include "common/macro.h"
 #include "model.h"
-#include "pbwire.h"
-#include "utf8.h"
+#include "common/pbwire.h"
+#include "common/utf8.h"
 
 int gw_ingest_parse_executable(struct gw_stores *stores, struct sr_pbr r, char *errbuf, size_t errsize)
 {

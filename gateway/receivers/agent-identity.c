@@ -28,7 +28,7 @@
 #include "common/grow.h"
 #include "agent-private.h"
 #include "component.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 
 /* Largest node_tokens_file read, and most tokens in it (one per node of a large cluster, with room). */

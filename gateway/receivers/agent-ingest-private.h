@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 struct gw_stores;
 struct gw_ingest_result;

@@ -23,7 +23,7 @@
 #include "agent-ingest.h"
 #include "common/macro.h"
 #include "model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 const char *const gw_upload_refusal_names[GW_UPLOAD_REFUSAL_MAX] = {
 	[GW_UPLOAD_NOT_ASKED] = "not_asked",

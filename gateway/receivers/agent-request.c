@@ -20,13 +20,13 @@
 #include "agent-ingest.h"
 #include "agent-private.h"
 #include "agent.h"
-#include "gzip.h"
-#include "log.h"
+#include "common/gzip.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "model.h"
 #include "common/netaddr.h"
 #include "runtime.h"
-#include "units.h"
+#include "common/units.h"
 
 /* Shared by every receiver instance: per-request scratch epochs on shared stacks (loop thread). */
 static uint64_t ingest_epoch;

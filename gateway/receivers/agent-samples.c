@@ -21,7 +21,7 @@
 #include "common/grow.h"
 #include "common/macro.h"
 #include "model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 int gw_ingest_parse_sample(struct sr_pbr r, struct gw_ingest_sample *in, char *errbuf, size_t errsize)
 {

@@ -14,7 +14,7 @@
 #include "agent-ingest-private.h"
 #include "agent-ingest.h"
 #include "common/macro.h"
-#include "utf8.h"
+#include "common/utf8.h"
 
 /* A NUL-terminated UTF-8 copy in a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1. */
 const char *gw_ingest_cstr(char *buf, struct sr_pb_slice s)

@@ -38,15 +38,15 @@
 #include "agent-ingest.h"
 #include "agent-private.h"
 #include "agent.h"
-#include "config.h"
-#include "gzip.h"
-#include "log.h"
+#include "common/config.h"
+#include "common/gzip.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "metrics.h"
 #include "model.h"
 #include "common/netaddr.h"
 #include "runtime.h"
-#include "units.h"
+#include "common/units.h"
 
 static const struct sr_field client_identity_fields[] = {
 	SR_FIELD_BOOLEAN("bind_node_name", struct gw_listener_identity_config, bind_node_name, .def = "false",

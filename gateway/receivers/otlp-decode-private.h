@@ -16,7 +16,7 @@
 
 #include "core/model.h"
 #include "otlp-decode.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 /* The dictionary's tables, in ProfilesDictionary's field order. */
 enum otlp_table {

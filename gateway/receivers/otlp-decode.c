@@ -22,7 +22,7 @@
 #include "common/macro.h"
 #include "otlp-decode-private.h"
 #include "otlp-decode.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"
 #include "opentelemetry/proto/common/v1/common.pb.h"

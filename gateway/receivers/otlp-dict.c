@@ -15,8 +15,8 @@
 #include "core/model.h"
 #include "common/macro.h"
 #include "otlp-decode-private.h"
-#include "pbwire.h"
-#include "utf8.h"
+#include "common/pbwire.h"
+#include "common/utf8.h"
 
 #include "opentelemetry/proto/common/v1/common.pb.h"
 #include "opentelemetry/proto/profiles/v1development/profiles.pb.h"

@@ -31,7 +31,7 @@
 #include "core/model.h"
 #include "common/macro.h"
 #include "otlp-decode-private.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 #include "opentelemetry/proto/profiles/v1development/profiles.pb.h"
 

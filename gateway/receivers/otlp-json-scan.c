@@ -15,7 +15,7 @@
 
 #include "common/macro.h"
 #include "otlp-json-private.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 /* What the value at p is, for "expected X, got Y". */
 const char *gw_oj_what_is(const struct gw_oj_ctx *c, const uint8_t *p)

@@ -14,7 +14,7 @@
 #include "common/macro.h"
 #include "otlp-json-private.h"
 #include "otlp-json.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 static int push(struct gw_oj_ctx *c, const char *name, size_t len)
 {

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "exporters/otlp_encode.h" /* enum gw_otlp_version: the gateway's one list of OTLP versions */
+#include "exporters/otlp-encode.h" /* enum gw_otlp_version: the gateway's one list of OTLP versions */
 
 struct sr_pbw;
 

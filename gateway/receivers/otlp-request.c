@@ -16,13 +16,13 @@
 #include <string.h>
 
 #include "accounting.h"
-#include "gzip.h"
-#include "log.h"
+#include "common/gzip.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "model.h"
 #include "otlp-json.h"
 #include "otlp-private.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "runtime.h"
 
 static struct otlp_listener *listener_of(struct h2stream *s)

@@ -18,14 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "log.h"
+#include "common/config.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "metrics.h"
 #include "common/netaddr.h"
 #include "otlp-private.h"
 #include "runtime.h"
-#include "units.h"
+#include "common/units.h"
 
 static const struct sr_field tls_fields[] = {
 	SR_FIELD_STR("cert_file", struct gw_listener_tls_config, cert_file,

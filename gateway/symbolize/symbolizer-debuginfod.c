@@ -18,7 +18,7 @@
 #include <elfutils/debuginfod.h>
 
 #include "common/clock.h"
-#include "store.h"
+#include "disk-store.h"
 #include "symbolize.h"
 #include "symbolizer-private.h"
 #include "symtab.h"
@@ -62,12 +62,12 @@ static void fetch_one(struct gw_symbolizer *s, debuginfod_client *c, struct fetc
 				/* Names only: the table is all we keep; libdebuginfod's copy is dropped. */
 				(void)unlink(path);
 			} else if (path) {
-				(void)gw_symstore__adopt_debug(s->store, hex, path, stored, sizeof(stored));
+				(void)gw_disk_store__adopt_debug(s->store, hex, path, stored, sizeof(stored));
 			}
 			void *buf;
 			size_t len;
 			if (h->tab && gw_symtab__serialize(h->tab, &buf, &len) == 0) {
-				(void)gw_symstore__write_table(s->store, GW_SYMSTORE_TRUSTED, hex, buf, len);
+				(void)gw_disk_store__write_table(s->store, GW_DISK_STORE_TRUSTED, hex, buf, len);
 				free(buf);
 			}
 		}

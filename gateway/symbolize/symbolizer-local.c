@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "common/fsopen.h"
-#include "store.h"
+#include "disk-store.h"
 #include "symbolize.h"
 #include "symbolizer-private.h"
 #include "symtab.h"
@@ -153,8 +153,8 @@ static int load_stored_upload(struct gw_symbolizer *s, const char *hex, struct g
 	void *buf;
 	size_t len;
 
-	if (!s->store ||
-	    gw_symstore__read_table(s->store, GW_SYMSTORE_UPLOAD, hex, (size_t)SR_SYM_MAX_TABLE_FILE, &buf, &len) < 0)
+	if (!s->store || gw_disk_store__read_table(s->store, GW_DISK_STORE_UPLOAD, hex, (size_t)SR_SYM_MAX_TABLE_FILE,
+						   &buf, &len) < 0)
 		return -ENOENT;
 	tab = gw_symtab_deserialize(buf, len, s->cfg.demangle);
 	free(buf);
@@ -184,12 +184,12 @@ int gw_sym_load_local(struct gw_symbolizer *s, const struct entry *e, const stru
 	if (s->store) {
 		void *buf;
 		size_t len;
-		if (gw_symstore__read_table(s->store, GW_SYMSTORE_TRUSTED, hex, (size_t)SR_SYM_MAX_TABLE_FILE, &buf,
-					    &len) == 0) {
+		if (gw_disk_store__read_table(s->store, GW_DISK_STORE_TRUSTED, hex, (size_t)SR_SYM_MAX_TABLE_FILE, &buf,
+					      &len) == 0) {
 			tab = gw_symtab_deserialize(buf, len, s->cfg.demangle);
 			free(buf);
 		}
-		if (!(hint && hint->is_kernel) && gw_symstore__debug_path(s->store, hex, path, sizeof(path)) == 0) {
+		if (!(hint && hint->is_kernel) && gw_disk_store__debug_path(s->store, hex, path, sizeof(path)) == 0) {
 			/* A stored debug file adds lines to the stored table. */
 			if (gw_sym_handle_from_path(s, path, tab, NULL, 0, ret) == 0) {
 				STAT_INC(s, disk_hits);
@@ -225,7 +225,7 @@ int gw_sym_load_local(struct gw_symbolizer *s, const struct entry *e, const stru
 			void *buf;
 			size_t len;
 			if (gw_symtab__serialize((*ret)->tab, &buf, &len) == 0) {
-				(void)gw_symstore__write_table(s->store, GW_SYMSTORE_TRUSTED, hex, buf, len);
+				(void)gw_disk_store__write_table(s->store, GW_DISK_STORE_TRUSTED, hex, buf, len);
 				free(buf);
 			}
 		}

@@ -21,7 +21,7 @@
 #include "symbolize.h"
 
 struct gw_dwarf;
-struct gw_symstore;
+struct gw_disk_store;
 struct gw_symtab;
 
 #define NSEC_PER_SEC 1000000000ULL
@@ -71,7 +71,7 @@ struct gw_symbolizer {
 	char **debug_dirs;
 	size_t n_debug_dirs;
 	char *debuginfod_urls; /* "" when disabled */
-	struct gw_symstore *store;
+	struct gw_disk_store *store;
 
 	pthread_mutex_t lock;
 	struct entry **buckets;

@@ -28,7 +28,7 @@
 #include "common/macro.h"
 #include "core/model.h"
 #include "elfsym.h"
-#include "store.h"
+#include "disk-store.h"
 #include "symbolize.h"
 #include "symbolizer-private.h"
 #include "symtab.h"
@@ -363,7 +363,7 @@ int gw_symbolizer__add_upload(struct gw_symbolizer *s, const uint8_t *id, size_t
 		size_t len;
 		gw_sym_hex(id, id_len, hex, sizeof(hex));
 		if (gw_symtab__serialize(h->tab, &buf, &len) == 0) {
-			(void)gw_symstore__write_table(s->store, GW_SYMSTORE_UPLOAD, hex, buf, len);
+			(void)gw_disk_store__write_table(s->store, GW_DISK_STORE_UPLOAD, hex, buf, len);
 			free(buf);
 		}
 	}
@@ -502,7 +502,7 @@ void gw_symbolizer__stats(struct gw_symbolizer *s, struct gw_symbolizer_stats *r
 	ret->memory_entries = s->n_entries;
 	ret->fetch_queue = s->q_len;
 	pthread_mutex_unlock(&s->lock);
-	ret->disk_bytes = s->store ? gw_symstore__bytes(s->store) : 0;
+	ret->disk_bytes = s->store ? gw_disk_store__bytes(s->store) : 0;
 }
 
 const char *gw_symbolizer__debuginfod_urls(const struct gw_symbolizer *s)
@@ -549,7 +549,7 @@ struct gw_symbolizer *gw_symbolizer_new(const struct gw_symbolizer_config *cfg)
 		s->cache_dir = strdup(cfg->cache_dir);
 		if (!s->cache_dir)
 			goto fail;
-		s->store = gw_symstore_new(s->cache_dir, s->cfg.disk_cache_bytes);
+		s->store = gw_disk_store_new(s->cache_dir, s->cfg.disk_cache_bytes);
 		if (!s->store) {
 			r = -errno;
 			goto fail;
@@ -616,7 +616,7 @@ void gw_symbolizer_free(struct gw_symbolizer *s)
 	while (s->lru.head)
 		map_remove(s, SR_CONTAINER_OF(s->lru.head, struct entry, lru));
 	free(s->buckets);
-	gw_symstore_free(s->store);
+	gw_disk_store_free(s->store);
 	for (size_t i = 0; i < s->n_debug_dirs; i++)
 		free(s->debug_dirs[i]);
 	free(s->debug_dirs);

@@ -6,7 +6,7 @@
 #include <xxhash.h>
 
 #include "common/grow.h"
-#include "gopclntab.h"
+#include "common/gopclntab.h"
 #include "common/macro.h"
 #include "symtab.h"
 
@@ -606,5 +606,5 @@ static int add_to_builder(void *userdata, uint64_t addr, uint64_t size, const ch
 
 int gw_gopclntab_parse(const uint8_t *data, size_t len, uint64_t text_start, struct gw_symtab_builder *b)
 {
-	return gw_gopclntab_walk(data, len, text_start, add_to_builder, b);
+	return sr_gopclntab_walk(data, len, text_start, add_to_builder, b);
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "common/config.h"
 
 #define FUZZ_MAX_INPUT (64 * 1024)
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gzip.h"
+#include "common/gzip.h"
 #include "core/model.h"
 #include "receivers/otlp-decode.h"
 

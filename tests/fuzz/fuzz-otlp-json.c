@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "otlp-json.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 #define FUZZ_MAX_INPUT (256 * 1024)
 

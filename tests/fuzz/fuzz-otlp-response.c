@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gzip.h"
+#include "common/gzip.h"
 #include "exporters/exporthelper.h"
-#include "exporters/otlp_encode.h"
-#include "pbwire.h"
+#include "exporters/otlp-encode.h"
+#include "common/pbwire.h"
 
 #define FUZZ_MAX_INPUT (256 * 1024)
 

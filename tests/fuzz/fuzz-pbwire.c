@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 #define FUZZ_MAX_INPUT (64 * 1024)
 /* Shallower than the default, so deep inputs reach the limit with few bytes too. */

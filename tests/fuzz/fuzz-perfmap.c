@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/perfmap.h"
+#include "agent/perf-map-parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -19,11 +19,11 @@ struct sink {
 	uint64_t sum; /* of starts and sizes, to compare runs */
 };
 
-static int on_line(void *userdata, const struct agent_perfmap_line *l)
+static int on_line(void *userdata, const struct agent_perf_map_line *l)
 {
 	struct sink *s = userdata;
 
-	if (l->size == 0 || l->start + l->size < l->start || l->name_len == 0 || l->name_len > AGENT_PERFMAP_MAX_LINE)
+	if (l->size == 0 || l->start + l->size < l->start || l->name_len == 0 || l->name_len > AGENT_PERF_MAP_MAX_LINE)
 		abort();
 	if (l->name < s->buf || l->name + l->name_len > s->buf + s->len)
 		abort();
@@ -36,14 +36,14 @@ static int on_line(void *userdata, const struct agent_perfmap_line *l)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct agent_perfmap_state whole = { 0 }, parts = { 0 };
+	struct agent_perf_map_state whole = { 0 }, parts = { 0 };
 	struct sink a = { (const char *)data, size, 0, 0 }, b = { 0 };
 	size_t used = 0, pos = 0, piece;
 	char *buf;
 
 	if (size > 1 << 20)
 		return 0;
-	if (agent_perfmap_parse((const char *)data, size, true, &whole, on_line, &a, &used) < 0 || used != size)
+	if (agent_perf_map_parse((const char *)data, size, true, &whole, on_line, &a, &used) < 0 || used != size)
 		abort();
 	/* The same bytes in pieces, as a file read while it grows: the consumer keeps what was not used. */
 	buf = malloc(size + 1);
@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			have += take;
 			b.buf = buf;
 			b.len = have;
-			k = agent_perfmap_parse(buf, have, eof, &parts, on_line, &b, &used);
+			k = agent_perf_map_parse(buf, have, eof, &parts, on_line, &b, &used);
 			if (k < 0 || used > have)
 				abort();
 			memmove(buf, buf + used, have - used);
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	/* Lines longer than the limit are cut differently when they straddle pieces; short inputs agree. */
-	if (size < AGENT_PERFMAP_MAX_LINE && (a.n != b.n || a.sum != b.sum || whole.bad != parts.bad))
+	if (size < AGENT_PERF_MAP_MAX_LINE && (a.n != b.n || a.sum != b.sum || whole.bad != parts.bad))
 		abort();
 	free(buf);
 	return 0;

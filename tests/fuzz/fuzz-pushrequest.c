@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gzip.h"
+#include "common/gzip.h"
 #include "core/model.h"
 #include "receivers/agent-dedupe.h"
 #include "receivers/agent-ingest.h"

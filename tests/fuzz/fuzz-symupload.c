@@ -5,7 +5,7 @@
  * .gnu_debugdata and the nested ELF inside it, the Go .gopclntab walk of
  * binaries without .symtab, the encoding of the parts into one SymbolTable,
  * and the same bytes read as kallsyms text: whole, and cut into the kernel
- * address spaces (agent/kernel-space.c) that the same bytes, read as
+ * address spaces (agent/kernel-layout.c) that the same bytes, read as
  * kallsyms and as /proc/modules, describe.
  */
 #include <stddef.h>

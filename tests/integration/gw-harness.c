@@ -25,7 +25,7 @@
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "pipeline.h"
 
 /* ---- test_slow ---- */

@@ -27,8 +27,8 @@
 
 #include "agent.h"
 #include "agent/config.h"
-#include "agent/sender-internal.h"
-#include "log.h"
+#include "agent/sender-parts-private.h"
+#include "common/log.h"
 #include "test-agent-sender-fakestore.h"
 
 #define N_STACKS 64

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "agent/config.h"
-#include "log.h"
+#include "common/log.h"
 
 static int load(const char *text, struct agent_config *c, struct sr_diag *d)
 {

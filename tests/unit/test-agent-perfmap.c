@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * JIT perf maps: the line parser (pieces, bad lines by number, long lines)
- * and the per-process reader (agent/perfmaps.c) on a directory laid out like
+ * and the per-process reader (agent/perf-map-cache.c) on a directory laid out like
  * /proc: incremental reads of appended lines, rate limiting, newest entry
  * wins, the limits, no map, freed on exit.
  */
@@ -18,16 +18,16 @@
 
 #include <cmocka.h>
 
-#include "agent/perfmap.h"
-#include "agent/perfmaps.h"
+#include "agent/perf-map-parse.h"
+#include "agent/perf-map-cache.h"
 
 struct collected {
-	struct agent_perfmap_line l[16];
+	struct agent_perf_map_line l[16];
 	char names[16][64];
 	size_t n;
 };
 
-static int collect(void *userdata, const struct agent_perfmap_line *l)
+static int collect(void *userdata, const struct agent_perf_map_line *l)
 {
 	struct collected *c = userdata;
 
@@ -49,12 +49,12 @@ static void test_parse(void **state)
 			 "ffffffffffffffff 2 overflow\n"
 			 "40 10\n"
 			 "50 10 partial";
-	struct agent_perfmap_state st = { 0 };
+	struct agent_perf_map_state st = { 0 };
 	struct collected c = { 0 };
 	size_t used;
 
 	/* Not at the end of the file: the last line waits. */
-	assert_int_equal(agent_perfmap_parse(in, strlen(in), false, &st, collect, &c, &used), 2);
+	assert_int_equal(agent_perf_map_parse(in, strlen(in), false, &st, collect, &c, &used), 2);
 	assert_int_equal(used, strlen(in) - strlen("50 10 partial"));
 	assert_int_equal(c.l[0].start, 0x3ef414c0);
 	assert_int_equal(c.l[0].size, 0x398);
@@ -65,27 +65,27 @@ static void test_parse(void **state)
 	assert_int_equal(st.first_bad, 3); /* the line number of "zz 10 bad" */
 	assert_int_equal(st.line, 7);
 	/* The rest comes later, then the file ends. */
-	assert_int_equal(agent_perfmap_parse(in + used, strlen(in) - used, true, &st, collect, &c, &used), 1);
+	assert_int_equal(agent_perf_map_parse(in + used, strlen(in) - used, true, &st, collect, &c, &used), 1);
 	assert_string_equal(c.names[2], "partial");
 	assert_int_equal(st.line, 8);
 }
 
 static void test_parse_long_lines(void **state)
 {
-	size_t n = AGENT_PERFMAP_MAX_LINE + 100, used;
+	size_t n = AGENT_PERF_MAP_MAX_LINE + 100, used;
 	char *buf = malloc(n + 32);
-	struct agent_perfmap_state st = { 0 };
+	struct agent_perf_map_state st = { 0 };
 	struct collected c = { 0 };
 
 	memset(buf, 'x', n);
 	memcpy(buf, "10 20 ", 6);
 	/* An over-long line without its end yet is skipped at once... */
-	assert_int_equal(agent_perfmap_parse(buf, n, false, &st, collect, &c, &used), 0);
+	assert_int_equal(agent_perf_map_parse(buf, n, false, &st, collect, &c, &used), 0);
 	assert_int_equal(used, n);
 	assert_true(st.skipping);
 	assert_int_equal(st.bad, 1);
 	/* ... up to its end in a later piece; the next line counts. */
-	assert_int_equal(agent_perfmap_parse("xxxx\n30 4 after\n", 16, false, &st, collect, &c, &used), 1);
+	assert_int_equal(agent_perf_map_parse("xxxx\n30 4 after\n", 16, false, &st, collect, &c, &used), 1);
 	assert_int_equal(used, 16);
 	assert_false(st.skipping);
 	assert_string_equal(c.names[0], "after");
@@ -144,12 +144,12 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-static const char *lookup(struct agent_perfmaps *m, uint32_t pid, uint64_t addr, uint64_t now,
+static const char *lookup(struct agent_perf_map_cache *m, uint32_t pid, uint64_t addr, uint64_t now,
 			  enum agent_jit_result *why)
 {
 	static char out[128];
 	size_t len = 0;
-	const char *n = agent_perfmaps__lookup(m, pid, 1, addr, now, &len, why);
+	const char *n = agent_perf_map_cache__lookup(m, pid, 1, addr, now, &len, why);
 
 	if (!n)
 		return NULL;
@@ -159,8 +159,8 @@ static const char *lookup(struct agent_perfmaps *m, uint32_t pid, uint64_t addr,
 
 static void test_reader(void **state)
 {
-	struct agent_perfmaps *m = agent_perfmaps_new(NULL, root);
-	struct agent_perfmaps_stats st;
+	struct agent_perf_map_cache *m = agent_perf_map_cache_new(NULL, root);
+	struct agent_perf_map_cache_stats st;
 	enum agent_jit_result why;
 	const uint64_t s = 1000000000ULL;
 
@@ -183,27 +183,27 @@ static void test_reader(void **state)
 	assert_string_equal(lookup(m, 100, 0x3005, 2 * s, &why), "half");
 	/* Code moved: the later line wins where they overlap. */
 	assert_string_equal(lookup(m, 100, 0x1010, 2 * s, &why), "JS:*moved");
-	agent_perfmaps__stats(m, &st);
+	agent_perf_map_cache__stats(m, &st);
 	assert_int_equal(st.processes, 2);
 	assert_true(st.entries >= 4);
 	assert_int_equal(st.bytes_read,
 			 strlen("1000 100 JS:*hot /app/x.js:3\n2000 80 JS:~cold /app/x.js:9\n3000 10 half") +
 				 strlen("\n4000 10 JS:later\n1000 40 JS:*moved\n"));
 	/* Exit frees the process's map. */
-	agent_perfmaps__exit(m, 100, 1);
-	agent_perfmaps__exit(m, 200, 1);
-	agent_perfmaps__stats(m, &st);
+	agent_perf_map_cache__exit(m, 100, 1);
+	agent_perf_map_cache__exit(m, 200, 1);
+	agent_perf_map_cache__stats(m, &st);
 	assert_int_equal(st.processes, 0);
 	assert_int_equal(st.entries, 0);
 	assert_int_equal(st.memory_bytes, 0);
-	agent_perfmaps_free(m);
+	agent_perf_map_cache_free(m);
 }
 
 static void test_reader_limits(void **state)
 {
-	struct agent_perfmaps_limits lim = { .max_entries_per_process = 2, .max_processes = 1 };
-	struct agent_perfmaps *m = agent_perfmaps_new(&lim, root);
-	struct agent_perfmaps_stats st;
+	struct agent_perf_map_cache_limits lim = { .max_entries_per_process = 2, .max_processes = 1 };
+	struct agent_perf_map_cache *m = agent_perf_map_cache_new(&lim, root);
+	struct agent_perf_map_cache_stats st;
 	enum agent_jit_result why;
 
 	write_file("w", "1000 10 a\n2000 10 b\n3000 10 c\n", "%s/100/root/tmp/perf-7.map", root);
@@ -214,24 +214,24 @@ static void test_reader_limits(void **state)
 	assert_int_equal(why, AGENT_JIT_LIMIT);
 	/* One process at a time: another one's lookup forgets the first. */
 	assert_null(lookup(m, 200, 0x3000, 1, &why));
-	agent_perfmaps__stats(m, &st);
+	agent_perf_map_cache__stats(m, &st);
 	assert_int_equal(st.processes, 1);
 	assert_int_equal(st.processes_forgotten, 1);
-	agent_perfmaps_free(m);
+	agent_perf_map_cache_free(m);
 
 	/* max_bytes_per_process stops reading (the rest of the map stays unread). */
-	lim = (struct agent_perfmaps_limits){ .max_bytes_per_process = 12 };
-	m = agent_perfmaps_new(&lim, root);
+	lim = (struct agent_perf_map_cache_limits){ .max_bytes_per_process = 12 };
+	m = agent_perf_map_cache_new(&lim, root);
 	assert_string_equal(lookup(m, 100, 0x1000, 1, &why), "a");
 	assert_null(lookup(m, 100, 0x2000, 10000000000ULL, &why));
 	assert_int_equal(why, AGENT_JIT_LIMIT);
-	agent_perfmaps_free(m);
+	agent_perf_map_cache_free(m);
 }
 
 /* A map that is not a regular file owned by the process's user is not read. */
 static void test_reader_refuses_symlink(void **state)
 {
-	struct agent_perfmaps *m = agent_perfmaps_new(NULL, root);
+	struct agent_perf_map_cache *m = agent_perf_map_cache_new(NULL, root);
 	enum agent_jit_result why;
 	char target[512], link[512];
 
@@ -243,7 +243,7 @@ static void test_reader_refuses_symlink(void **state)
 	assert_null(lookup(m, 100, 0x1000, 1, &why));
 	assert_int_equal(why, AGENT_JIT_NO_PERF_MAP);
 	unlink(link);
-	agent_perfmaps_free(m);
+	agent_perf_map_cache_free(m);
 }
 
 int main(void)

@@ -26,7 +26,7 @@
 #include "agent/event.h"
 #include "agent/proc.h"
 #include "agent/procmaps.h"
-#include "agent/store.h"
+#include "agent/definition-store.h"
 #include "agent/util.h"
 #include "stackrelay/v1/types.pb.h"
 

@@ -22,7 +22,7 @@
 
 #include "agent.h"
 #include "agent/config.h"
-#include "agent/sender-internal.h"
+#include "agent/sender-parts-private.h"
 #include "test-agent-sender-fakestore.h"
 
 #define N_STACKS	64

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "units.h"
+#include "common/config.h"
+#include "common/units.h"
 
 struct retry {
 	bool enabled;

@@ -18,9 +18,9 @@
 
 #include "core/heap.h"
 #include "core/model.h"
-#include "exporters/otlp_encode.h"
+#include "exporters/otlp-encode.h"
 #include "common/macro.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "test-export-util.h"
 
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb.h"

@@ -34,12 +34,12 @@
 #include <uv.h>
 
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
 #include "exporters/exporthelper.h"
-#include "log.h"
+#include "common/log.h"
 #include "processors/memory_limiter.h"
 #include "test-export-util.h"
 #include "test-filter.h"

@@ -23,13 +23,13 @@
 #include <uv.h>
 #include <zlib.h>
 
-#include "gzip.h"
+#include "common/gzip.h"
 #include "component.h"
-#include "config.h"
+#include "common/config.h"
 #include "core/accounting.h"
 #include "core/model.h"
 #include "core/runtime.h"
-#include "log.h"
+#include "common/log.h"
 #include "processors/memory_limiter.h"
 #include "exporters/exporthelper.h"
 #include "test-export-util.h"

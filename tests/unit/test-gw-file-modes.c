@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "exporters/queue.h"
-#include "symbolize/store.h"
+#include "symbolize/disk-store.h"
 
 static char tmpl[] = "/tmp/sr-file-modes.XXXXXX";
 
@@ -110,16 +110,16 @@ static void test_symbol_cache(void **state)
 {
 	char dir[PATH_MAX], src[PATH_MAX], stored[PATH_MAX];
 	static const char table[] = "a symbol table";
-	struct gw_symstore *st;
+	struct gw_disk_store *st;
 	int fd;
 
 	(void)state;
 	/* Parents the store creates are private too. */
 	snprintf(dir, sizeof(dir), "%s/cache/stackrelay", tmpl);
-	st = gw_symstore_new(dir, 1 << 20);
+	st = gw_disk_store_new(dir, 1 << 20);
 	assert_non_null(st);
-	assert_int_equal(gw_symstore__write_table(st, GW_SYMSTORE_TRUSTED, "abcdef0123", table, sizeof(table)), 0);
-	assert_int_equal(gw_symstore__write_table(st, GW_SYMSTORE_UPLOAD, "abcdef0123", table, sizeof(table)), 0);
+	assert_int_equal(gw_disk_store__write_table(st, GW_DISK_STORE_TRUSTED, "abcdef0123", table, sizeof(table)), 0);
+	assert_int_equal(gw_disk_store__write_table(st, GW_DISK_STORE_UPLOAD, "abcdef0123", table, sizeof(table)), 0);
 	/* A debuginfod download arrives with its client's mode (here 0666). */
 	snprintf(src, sizeof(src), "%s/download", tmpl);
 	fd = open(src, O_WRONLY | O_CREAT | O_TRUNC, 0666);
@@ -127,8 +127,8 @@ static void test_symbol_cache(void **state)
 	assert_int_equal(write(fd, "ELF", 3), 3);
 	close(fd);
 	assert_mode(src, 0666);
-	assert_int_equal(gw_symstore__adopt_debug(st, "0123456789", src, stored, sizeof(stored)), 0);
-	gw_symstore_free(st);
+	assert_int_equal(gw_disk_store__adopt_debug(st, "0123456789", src, stored, sizeof(stored)), 0);
+	gw_disk_store_free(st);
 
 	snprintf(src, sizeof(src), "%s/cache", tmpl);
 	assert_int_equal(assert_tree(src, 0700, 0600), 3);

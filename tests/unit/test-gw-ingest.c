@@ -21,7 +21,7 @@
 #include <pb_decode.h>
 #include <zlib.h>
 
-#include "gzip.h"
+#include "common/gzip.h"
 #include "stackrelay/v1/ingest.pb.h"
 
 #include "core/model.h"

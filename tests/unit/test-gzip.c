@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "gzip.h"
+#include "common/gzip.h"
 
 /* Inflates with zlib directly (gzip wrapper only), so the test does not trust sr_gzip's own view of the format. */
 static void inflate_all(const uint8_t *gz, size_t gz_len, uint8_t *out, size_t cap, size_t *ret_len)

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "log.h"
+#include "common/log.h"
 
 static char last[4096];
 static int lines;

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "core/model.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 #include "receivers/otlp-decode.h"
 
 /* ---- a request builder ---- */

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "otlp-json.h"
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 static char err[512];
 static const enum gw_otlp_version versions[] = { GW_OTLP_V1_9, GW_OTLP_V1_10 };

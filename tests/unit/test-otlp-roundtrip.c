@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Round trip, as a property over generated profiles: a random batch of the
- * model, encoded by the gateway's own OTLP encoder (exporters/otlp_encode.h)
+ * model, encoded by the gateway's own OTLP encoder (exporters/otlp-encode.h)
  * in v1.9 and v1.10 with each placement of process attributes, then decoded
  * by the otlp receiver's decoder (receivers/otlp-decode.h) with version
  * detection, gives back the same profile: per resource (attributes, type,
@@ -28,8 +28,8 @@
 #include <cmocka.h>
 
 #include "core/model.h"
-#include "exporters/otlp_encode.h"
-#include "pbwire.h"
+#include "exporters/otlp-encode.h"
+#include "common/pbwire.h"
 #include "receivers/otlp-decode.h"
 
 /* xorshift64*: reproducible from the seed printed on failure. */

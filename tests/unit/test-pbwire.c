@@ -21,7 +21,7 @@
 #include <pb_decode.h>
 #include <pb_encode.h>
 
-#include "pbwire.h"
+#include "common/pbwire.h"
 
 static struct sr_pbr rd(const uint8_t *b, size_t n)
 {

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "units.h"
+#include "common/units.h"
 
 static void test_durations(void **state)
 {

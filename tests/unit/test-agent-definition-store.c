@@ -21,7 +21,7 @@
 #include "agent/aggregate.h"
 #include "agent/elfinfo.h"
 #include "agent/output.h"
-#include "agent/store.h"
+#include "agent/definition-store.h"
 
 static const uint8_t BID_A[20] = { 0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19 };
 static const uint8_t BID_B[8] = { 0xbb, 1, 2, 3, 4, 5, 6, 7 };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What each kind of definition is keyed by, and how it is looked up and
- * interned in the stores (store.c keeps the stores themselves: index,
+ * interned in the stores (model-store.c keeps the stores themselves: index,
  * recency list, bounds, and what holds what).
  */
 #include <errno.h>
@@ -11,7 +11,7 @@
 
 #include "model.h"
 #include "model-private.h"
-#include "store-private.h"
+#include "model-store-private.h"
 
 static void key_for_id(struct key *k, enum gw_obj_type type, const void *id, size_t len)
 {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common/grow.h"
-#include "store.h"
+#include "disk-store.h"
 
 struct file {
 	char *path;
@@ -29,7 +29,7 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-struct gw_symstore {
+struct gw_disk_store {
 	char *dir;
 	uint64_t max_bytes;
 	uint64_t bytes;
@@ -60,7 +60,7 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
-static int track(struct gw_symstore *st, const char *path, uint64_t size, int64_t mtime)
+static int track(struct gw_disk_store *st, const char *path, uint64_t size, int64_t mtime)
 {
 	for (size_t i = 0; i < st->n_files; i++) {
 		if (strcmp(st->files[i].path, path) == 0) {
@@ -83,7 +83,7 @@ static int track(struct gw_symstore *st, const char *path, uint64_t size, int64_
 	return 0;
 }
 
-static void touch(struct gw_symstore *st, const char *path)
+static void touch(struct gw_disk_store *st, const char *path)
 {
 	int64_t now = now_ns();
 
@@ -105,7 +105,7 @@ static int file_cmp(const void *a, const void *b)
 }
 
 /* Deletes the oldest files until the store fits, keeping keep (the file just written). */
-static void evict(struct gw_symstore *st, const char *keep)
+static void evict(struct gw_disk_store *st, const char *keep)
 {
 	if (st->bytes <= st->max_bytes)
 		return;
@@ -124,7 +124,7 @@ static void evict(struct gw_symstore *st, const char *keep)
 	st->n_files = w;
 }
 
-static void scan(struct gw_symstore *st, const char *sub)
+static void scan(struct gw_disk_store *st, const char *sub)
 {
 	char path[PATH_MAX];
 	DIR *top;
@@ -166,9 +166,9 @@ static void scan(struct gw_symstore *st, const char *sub)
 	closedir(top);
 }
 
-struct gw_symstore *gw_symstore_new(const char *dir, uint64_t max_bytes)
+struct gw_disk_store *gw_disk_store_new(const char *dir, uint64_t max_bytes)
 {
-	struct gw_symstore *st = calloc(1, sizeof(*st));
+	struct gw_disk_store *st = calloc(1, sizeof(*st));
 	char path[PATH_MAX];
 	int r = -ENOMEM;
 
@@ -190,12 +190,12 @@ struct gw_symstore *gw_symstore_new(const char *dir, uint64_t max_bytes)
 	evict(st, "");
 	return st;
 fail:
-	gw_symstore_free(st);
+	gw_disk_store_free(st);
 	errno = -r;
 	return NULL;
 }
 
-void gw_symstore_free(struct gw_symstore *st)
+void gw_disk_store_free(struct gw_disk_store *st)
 {
 	if (!st)
 		return;
@@ -207,7 +207,7 @@ void gw_symstore_free(struct gw_symstore *st)
 	free(st);
 }
 
-static int entry_path(struct gw_symstore *st, const char *sub, const char *hex, const char *suffix, char *buf,
+static int entry_path(struct gw_disk_store *st, const char *sub, const char *hex, const char *suffix, char *buf,
 		      size_t size, bool mkdirs)
 {
 	size_t hl = strlen(hex);
@@ -223,13 +223,13 @@ static int entry_path(struct gw_symstore *st, const char *sub, const char *hex, 
 	return 0;
 }
 
-static const char *table_suffix(enum gw_symstore_source src)
+static const char *table_suffix(enum gw_disk_store_source src)
 {
-	return src == GW_SYMSTORE_UPLOAD ? ".upload.sym" : ".sym";
+	return src == GW_DISK_STORE_UPLOAD ? ".upload.sym" : ".sym";
 }
 
-int gw_symstore__read_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, size_t max_len,
-			    void **ret, size_t *ret_len)
+int gw_disk_store__read_table(struct gw_disk_store *st, enum gw_disk_store_source src, const char *hex, size_t max_len,
+			      void **ret, size_t *ret_len)
 {
 	char path[PATH_MAX];
 	struct stat sb;
@@ -284,8 +284,8 @@ out:
 	return r;
 }
 
-int gw_symstore__write_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, const void *buf,
-			     size_t len)
+int gw_disk_store__write_table(struct gw_disk_store *st, enum gw_disk_store_source src, const char *hex,
+			       const void *buf, size_t len)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 32];
 	int fd, r;
@@ -325,7 +325,7 @@ out:
 	return r;
 }
 
-int gw_symstore__debug_path(struct gw_symstore *st, const char *hex, char *buf, size_t size)
+int gw_disk_store__debug_path(struct gw_disk_store *st, const char *hex, char *buf, size_t size)
 {
 	int r = entry_path(st, ".build-id", hex, ".debug", buf, size, false);
 
@@ -379,7 +379,7 @@ done:
 	return r;
 }
 
-int gw_symstore__adopt_debug(struct gw_symstore *st, const char *hex, const char *src, char *buf, size_t size)
+int gw_disk_store__adopt_debug(struct gw_disk_store *st, const char *hex, const char *src, char *buf, size_t size)
 {
 	char tmp[PATH_MAX + 32];
 	struct stat sb;
@@ -411,7 +411,7 @@ out:
 	return r;
 }
 
-uint64_t gw_symstore__bytes(struct gw_symstore *st)
+uint64_t gw_disk_store__bytes(struct gw_disk_store *st)
 {
 	uint64_t b;
 

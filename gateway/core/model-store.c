@@ -6,7 +6,7 @@
  * the bound evicts from the cold end. The index holds one reference per
  * object; eviction drops it, so objects in use by batches stay valid. The
  * locations store packs its index and list into slot numbers
- * (store-locations.c); the others chain gw_objs.
+ * (model-store-locations.c); the others chain gw_objs.
  *
  * The list is kept as CLOCK keeps it, not as a strict LRU: a hit only marks
  * the entry referenced, and an entry found marked at the cold end is moved
@@ -32,7 +32,7 @@
 
 #include "model.h"
 #include "model-private.h"
-#include "store-private.h"
+#include "model-store-private.h"
 
 /*
  * Entries per bucket before the index doubles. At 2,000 nodes the stacks and
@@ -345,7 +345,7 @@ void gw_stores__set_limit(struct gw_stores *s, enum gw_store_kind k, uint64_t by
 	gw_store_drop_evicted(&ev);
 }
 
-/* ---- keys (store-private.h) ---- */
+/* ---- keys (model-store-private.h) ---- */
 
 /* The ID bytes of an executable, kernel, stack or function. */
 static const uint8_t *obj_id(const struct gw_obj *o, size_t *ret_len)

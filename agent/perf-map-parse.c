@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "common/macro.h"
-#include "perfmap.h"
+#include "perf-map-parse.h"
 
 /* A hex number (optional 0x) at *p, at most 16 digits; advances *p. */
 static int hex(const char **p, const char *end, uint64_t *ret)
@@ -34,7 +34,7 @@ static const char *skip_blanks(const char *s, const char *end)
 	return s;
 }
 
-int agent_perfmap_parse_line(const char *line, size_t len, struct agent_perfmap_line *ret)
+int agent_perf_map_parse_line(const char *line, size_t len, struct agent_perf_map_line *ret)
 {
 	const char *p = line, *end = line + len, *q;
 
@@ -54,8 +54,8 @@ int agent_perfmap_parse_line(const char *line, size_t len, struct agent_perfmap_
 	return 0;
 }
 
-int64_t agent_perfmap_parse(const char *buf, size_t len, bool at_eof, struct agent_perfmap_state *state,
-			    agent_perfmap_fn fn, void *userdata, size_t *ret_consumed)
+int64_t agent_perf_map_parse(const char *buf, size_t len, bool at_eof, struct agent_perf_map_state *state,
+			     agent_perf_map_fn fn, void *userdata, size_t *ret_consumed)
 {
 	size_t pos = 0;
 	int64_t good = 0;
@@ -64,11 +64,11 @@ int64_t agent_perfmap_parse(const char *buf, size_t len, bool at_eof, struct age
 	while (pos < len) {
 		const char *nl = memchr(buf + pos, '\n', len - pos);
 		size_t line_len = nl ? (size_t)(nl - (buf + pos)) : len - pos;
-		struct agent_perfmap_line l;
+		struct agent_perf_map_line l;
 
 		if (!nl && !at_eof) {
 			/* Not ended yet: wait for more, unless it is already too long to take. */
-			if (line_len > AGENT_PERFMAP_MAX_LINE) {
+			if (line_len > AGENT_PERF_MAP_MAX_LINE) {
 				if (!state->skipping) {
 					state->line++;
 					state->bad++;
@@ -85,8 +85,8 @@ int64_t agent_perfmap_parse(const char *buf, size_t len, bool at_eof, struct age
 			state->skipping = false;
 		} else {
 			state->line++;
-			if (line_len <= AGENT_PERFMAP_MAX_LINE &&
-			    agent_perfmap_parse_line(buf + pos, line_len, &l) == 0) {
+			if (line_len <= AGENT_PERF_MAP_MAX_LINE &&
+			    agent_perf_map_parse_line(buf + pos, line_len, &l) == 0) {
 				int r = fn(userdata, &l);
 
 				if (r < 0) {

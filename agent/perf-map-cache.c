@@ -12,11 +12,11 @@
 #include "common/grow.h"
 #include "functions.h"
 #include "htab.h"
-#include "list.h"
-#include "log.h"
+#include "common/list.h"
+#include "common/log.h"
 #include "common/macro.h"
-#include "perfmap.h"
-#include "perfmaps.h"
+#include "perf-map-parse.h"
+#include "perf-map-cache.h"
 #include "parse-limits.h"
 
 #define LOG_COMPONENT "perf-maps"
@@ -37,7 +37,7 @@ struct pm_proc {
 	uint64_t offset; /* bytes of the file consumed */
 	uint64_t bytes_read;
 	uint64_t next_read_ns;
-	struct agent_perfmap_state st;
+	struct agent_perf_map_state st;
 	struct pm_entry *e; /* sorted by start, not overlapping */
 	size_t n, cap;
 	struct pm_entry *fresh; /* read in this refresh, merged after */
@@ -47,12 +47,12 @@ struct pm_proc {
 	uint32_t seq;
 };
 
-struct agent_perfmaps {
-	struct agent_perfmaps_limits lim;
+struct agent_perf_map_cache {
+	struct agent_perf_map_cache_limits lim;
 	char *proc_dir;
 	struct agent_htab procs;
 	struct sr_list lru; /* head: most recently used */
-	struct agent_perfmaps_stats st;
+	struct agent_perf_map_cache_stats st;
 	bool warned_limit;
 };
 
@@ -68,20 +68,21 @@ static void make_key(uint8_t key[12], uint32_t pid, uint64_t start_ns)
 	memcpy(key + 4, &start_ns, 8);
 }
 
-struct agent_perfmaps *agent_perfmaps_new(const struct agent_perfmaps_limits *limits, const char *proc_dir)
+struct agent_perf_map_cache *agent_perf_map_cache_new(const struct agent_perf_map_cache_limits *limits,
+						      const char *proc_dir)
 {
-	struct agent_perfmaps *m = calloc(1, sizeof(*m));
+	struct agent_perf_map_cache *m = calloc(1, sizeof(*m));
 
 	if (!m)
 		return NULL;
 	if (limits)
 		m->lim = *limits;
 	if (!m->lim.max_bytes_per_process)
-		m->lim.max_bytes_per_process = AGENT_PERFMAPS_DEFAULT_MAX_BYTES;
+		m->lim.max_bytes_per_process = AGENT_PERF_MAP_CACHE_DEFAULT_MAX_BYTES;
 	if (!m->lim.max_entries_per_process)
-		m->lim.max_entries_per_process = AGENT_PERFMAPS_DEFAULT_MAX_ENTRIES;
+		m->lim.max_entries_per_process = AGENT_PERF_MAP_CACHE_DEFAULT_MAX_ENTRIES;
 	if (!m->lim.max_processes)
-		m->lim.max_processes = AGENT_PERFMAPS_DEFAULT_MAX_PROCESSES;
+		m->lim.max_processes = AGENT_PERF_MAP_CACHE_DEFAULT_MAX_PROCESSES;
 	m->proc_dir = strdup(proc_dir ? proc_dir : "/proc");
 	if (!m->proc_dir) {
 		free(m);
@@ -96,7 +97,7 @@ static size_t proc_memory(const struct pm_proc *p)
 	return sizeof(*p) + p->cap * sizeof(*p->e) + p->cap_fresh * sizeof(*p->fresh) + p->names_cap;
 }
 
-static void proc_free(struct agent_perfmaps *m, struct pm_proc *p)
+static void proc_free(struct agent_perf_map_cache *m, struct pm_proc *p)
 {
 	m->st.entries -= p->n;
 	m->st.memory_bytes -= proc_memory(p);
@@ -107,14 +108,14 @@ static void proc_free(struct agent_perfmaps *m, struct pm_proc *p)
 	free(p);
 }
 
-static void forget(struct agent_perfmaps *m, struct pm_proc *p)
+static void forget(struct agent_perf_map_cache *m, struct pm_proc *p)
 {
 	sr_list__unlink(&m->lru, &p->lru);
 	agent_htab__remove(&m->procs, p->key, sizeof(p->key));
 	proc_free(m, p);
 }
 
-void agent_perfmaps_free(struct agent_perfmaps *m)
+void agent_perf_map_cache_free(struct agent_perf_map_cache *m)
 {
 	struct sr_list_node *n, *next;
 
@@ -129,7 +130,7 @@ void agent_perfmaps_free(struct agent_perfmaps *m)
 	free(m);
 }
 
-void agent_perfmaps__exit(struct agent_perfmaps *m, uint32_t pid, uint64_t start_ns)
+void agent_perf_map_cache__exit(struct agent_perf_map_cache *m, uint32_t pid, uint64_t start_ns)
 {
 	uint8_t key[12];
 	struct pm_proc *p;
@@ -140,13 +141,13 @@ void agent_perfmaps__exit(struct agent_perfmaps *m, uint32_t pid, uint64_t start
 		forget(m, p);
 }
 
-void agent_perfmaps__stats(const struct agent_perfmaps *m, struct agent_perfmaps_stats *ret)
+void agent_perf_map_cache__stats(const struct agent_perf_map_cache *m, struct agent_perf_map_cache_stats *ret)
 {
 	*ret = m->st;
 }
 
 /* The PID the process has in its own PID namespace (the last NSpid field), or pid. */
-static uint32_t ns_pid(const struct agent_perfmaps *m, uint32_t pid)
+static uint32_t ns_pid(const struct agent_perf_map_cache *m, uint32_t pid)
 {
 	char path[256], line[512];
 	uint32_t r = pid;
@@ -181,7 +182,7 @@ static uint32_t ns_pid(const struct agent_perfmaps *m, uint32_t pid)
  * must be a regular file owned by the process's user or root, so a process
  * cannot make the agent read another file as its perf map.
  */
-static int open_map(const struct agent_perfmaps *m, uint32_t pid, struct stat *ret_st)
+static int open_map(const struct agent_perf_map_cache *m, uint32_t pid, struct stat *ret_st)
 {
 	char path[256], name[64];
 	struct stat pst;
@@ -214,11 +215,11 @@ static int open_map(const struct agent_perfmaps *m, uint32_t pid, struct stat *r
 }
 
 struct parse_ctx {
-	struct agent_perfmaps *m;
+	struct agent_perf_map_cache *m;
 	struct pm_proc *p;
 };
 
-static int on_line(void *userdata, const struct agent_perfmap_line *l)
+static int on_line(void *userdata, const struct agent_perf_map_line *l)
 {
 	struct parse_ctx *c = userdata;
 	struct pm_proc *p = c->p;
@@ -279,9 +280,9 @@ static int merge(struct pm_proc *p)
 }
 
 /* Reads what was appended to the map since the last time. */
-static void refresh(struct agent_perfmaps *m, struct pm_proc *p, uint64_t now_ns)
+static void refresh(struct agent_perf_map_cache *m, struct pm_proc *p, uint64_t now_ns)
 {
-	static char buf[64 * 1024 + AGENT_PERFMAP_MAX_LINE + 1];
+	static char buf[64 * 1024 + AGENT_PERF_MAP_MAX_LINE + 1];
 	struct parse_ctx ctx = { m, p };
 	size_t before_mem = proc_memory(p), before_n = p->n;
 	uint64_t budget, done = 0, offset0;
@@ -289,10 +290,10 @@ static void refresh(struct agent_perfmaps *m, struct pm_proc *p, uint64_t now_ns
 	size_t have = 0;
 	int fd, r = 0;
 
-	p->next_read_ns = now_ns + AGENT_PERFMAPS_REREAD_NS;
+	p->next_read_ns = now_ns + AGENT_PERF_MAP_CACHE_REREAD_NS;
 	fd = open_map(m, p->pid, &st);
 	if (fd < 0) {
-		p->next_read_ns = now_ns + AGENT_PERFMAPS_RETRY_NS;
+		p->next_read_ns = now_ns + AGENT_PERF_MAP_CACHE_RETRY_NS;
 		return;
 	}
 	if (p->have_file &&
@@ -310,7 +311,7 @@ static void refresh(struct agent_perfmaps *m, struct pm_proc *p, uint64_t now_ns
 	p->dev = (uint64_t)st.st_dev;
 	p->ino = (uint64_t)st.st_ino;
 	budget = SR_MIN(m->lim.max_bytes_per_process - SR_MIN(p->bytes_read, m->lim.max_bytes_per_process),
-			(uint64_t)AGENT_PERFMAPS_READ_BYTES);
+			(uint64_t)AGENT_PERF_MAP_CACHE_READ_BYTES);
 	while (!p->exhausted && done < budget) {
 		size_t want = (size_t)SR_MIN((uint64_t)(sizeof(buf) - 1 - have), budget - done), used = 0;
 		ssize_t got = pread(fd, buf + have, want, (off_t)(p->offset + have));
@@ -320,7 +321,7 @@ static void refresh(struct agent_perfmaps *m, struct pm_proc *p, uint64_t now_ns
 			break;
 		done += (uint64_t)got;
 		have += (size_t)got;
-		k = agent_perfmap_parse(buf, have, false, &p->st, on_line, &ctx, &used);
+		k = agent_perf_map_parse(buf, have, false, &p->st, on_line, &ctx, &used);
 		if (k < 0) {
 			r = (int)k;
 			p->exhausted = true;
@@ -338,7 +339,7 @@ static void refresh(struct agent_perfmaps *m, struct pm_proc *p, uint64_t now_ns
 	}
 	/* At the byte limit, or what is left of it cannot hold the next line. */
 	if (p->bytes_read >= m->lim.max_bytes_per_process ||
-	    (p->offset == offset0 && done && done >= budget && budget < AGENT_PERFMAPS_READ_BYTES))
+	    (p->offset == offset0 && done && done >= budget && budget < AGENT_PERF_MAP_CACHE_READ_BYTES))
 		p->exhausted = true;
 	if (merge(p) < 0)
 		p->n_fresh = 0;
@@ -373,7 +374,7 @@ static const struct pm_entry *find(const struct pm_proc *p, uint64_t addr)
 	return lo > 0 && addr < p->e[lo - 1].end ? &p->e[lo - 1] : NULL;
 }
 
-static struct pm_proc *get_proc(struct agent_perfmaps *m, uint32_t pid, uint64_t start_ns)
+static struct pm_proc *get_proc(struct agent_perf_map_cache *m, uint32_t pid, uint64_t start_ns)
 {
 	uint8_t key[12];
 	struct pm_proc *p;
@@ -406,8 +407,8 @@ static struct pm_proc *get_proc(struct agent_perfmaps *m, uint32_t pid, uint64_t
 	return p;
 }
 
-const char *agent_perfmaps__lookup(struct agent_perfmaps *m, uint32_t pid, uint64_t start_ns, uint64_t addr,
-				   uint64_t now_ns, size_t *ret_len, enum agent_jit_result *ret_why)
+const char *agent_perf_map_cache__lookup(struct agent_perf_map_cache *m, uint32_t pid, uint64_t start_ns, uint64_t addr,
+					 uint64_t now_ns, size_t *ret_len, enum agent_jit_result *ret_why)
 {
 	struct pm_proc *p = get_proc(m, pid, start_ns);
 	const struct pm_entry *e;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Shared by the stores' files: store.c (the stores, their bounds, what holds
- * what), store-locations.c (the locations store's index and list) and
- * store-intern.c (what each kind of definition is keyed by).
+ * Shared by the stores' files: model-store.c (the stores, their bounds, what holds
+ * what), model-store-locations.c (the locations store's index and list) and
+ * model-store-intern.c (what each kind of definition is keyed by).
  */
-#ifndef SR_GW_STORE_PRIVATE_H
-#define SR_GW_STORE_PRIVATE_H
+#ifndef SR_GW_MODEL_STORE_PRIVATE_H
+#define SR_GW_MODEL_STORE_PRIVATE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,7 +17,7 @@
 #define GW_STORE_SECOND_CHANCES 2
 
 /*
- * The locations store's index and recency list (store-locations.c): open
+ * The locations store's index and recency list (model-store-locations.c): open
  * addressing over slot numbers (entry = slot + 1, 0: empty; linear probing,
  * deletion by backward shift), the list linked through the locations'
  * lru_prev and lru_next slots.
@@ -94,7 +94,7 @@ enum gw_clock_step {
 
 /*
  * The rules of gw_store_shrink_locked() for the entry at the cold end, for
- * both kinds of list (store.c, store-locations.c). The entry just inserted
+ * both kinds of list (model-store.c, model-store-locations.c). The entry just inserted
  * (keep) reaches the cold end when every other one was moved past it (all
  * found, or in use): it is passed over, not taken for the end of the list,
  * or the store would stay over its bound; alone, it stays (every other move
@@ -123,7 +123,7 @@ static inline enum gw_clock_step gw_clock_step(struct gw_store_stats *stats, boo
 	return GW_CLOCK_EVICT;
 }
 
-/* ---- store.c ---- */
+/* ---- model-store.c ---- */
 
 /* A new reference to the indexed object equal to k, or NULL (not for locations). */
 struct gw_obj *gw_store_lookup(struct gw_stores *s, enum gw_store_kind kind, const struct key *k);
@@ -146,7 +146,7 @@ void gw_store_release_locked(struct gw_store *st, struct gw_obj *o);
 /* Drops what was evicted (no lock held). */
 void gw_store_drop_evicted(struct gw_evicted *ev);
 
-/* ---- store-locations.c (the locations store's lock is the store's) ---- */
+/* ---- model-store-locations.c (the locations store's lock is the store's) ---- */
 
 /* The location's charge: its slot and index share, and its own lines once counted (GW_LOCATION_OWN_LINES). */
 uint64_t gw_location__charge(const struct gw_location *l);

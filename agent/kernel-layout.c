@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The kernel's address spaces (kernel.h): parsing what /proc shows, making
- * the IDs, and locating a frame. Pure functions, no I/O: the sender's symbol
+ * The kernel's layout (kernel.h): parsing what /proc shows of its text and
+ * modules, making the IDs of its address spaces, and locating a frame in
+ * them. Pure functions, no I/O (kernel.c reads the files): the sender's symbol
  * upload cuts kallsyms with them too.
  */
 #include <errno.h>

@@ -11,37 +11,37 @@
  * The total size is bounded (disk_cache_size): the least recently used files
  * (by mtime, refreshed on every read) are deleted first.
  */
-#ifndef SR_GW_SYMSTORE_H
-#define SR_GW_SYMSTORE_H
+#ifndef SR_GW_DISK_STORE_H
+#define SR_GW_DISK_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct gw_symstore;
+struct gw_disk_store;
 
 /* Creates the directories and sums what is there. NULL + errno. */
-struct gw_symstore *gw_symstore_new(const char *dir, uint64_t max_bytes);
-void gw_symstore_free(struct gw_symstore *st);
+struct gw_disk_store *gw_disk_store_new(const char *dir, uint64_t max_bytes);
+void gw_disk_store_free(struct gw_disk_store *st);
 
 /*
  * Where a stored table came from. An agent's upload is kept apart
  * (symtab/xx/rest.upload.sym) so that it never overwrites, nor is read
  * before, a table made from a debug file or fetched from debuginfod.
  */
-enum gw_symstore_source {
-	GW_SYMSTORE_TRUSTED, /* debug directories, debuginfod: symtab/xx/rest.sym */
-	GW_SYMSTORE_UPLOAD,  /* an agent's upload: symtab/xx/rest.upload.sym */
+enum gw_disk_store_source {
+	GW_DISK_STORE_TRUSTED, /* debug directories, debuginfod: symtab/xx/rest.sym */
+	GW_DISK_STORE_UPLOAD,  /* an agent's upload: symtab/xx/rest.upload.sym */
 };
 
 /* Reads a stored table (at most max_len bytes) into a malloc'd buffer; -ENOENT when absent. */
-int gw_symstore__read_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, size_t max_len,
-			    void **ret, size_t *ret_len);
-int gw_symstore__write_table(struct gw_symstore *st, enum gw_symstore_source src, const char *hex, const void *buf,
-			     size_t len);
+int gw_disk_store__read_table(struct gw_disk_store *st, enum gw_disk_store_source src, const char *hex, size_t max_len,
+			      void **ret, size_t *ret_len);
+int gw_disk_store__write_table(struct gw_disk_store *st, enum gw_disk_store_source src, const char *hex,
+			       const void *buf, size_t len);
 /* Path of .build-id/xx/rest.debug when it exists; -ENOENT otherwise. */
-int gw_symstore__debug_path(struct gw_symstore *st, const char *hex, char *buf, size_t size);
+int gw_disk_store__debug_path(struct gw_disk_store *st, const char *hex, char *buf, size_t size);
 /* Moves (or copies) src into .build-id/xx/rest.debug; the new path goes to buf. */
-int gw_symstore__adopt_debug(struct gw_symstore *st, const char *hex, const char *src, char *buf, size_t size);
-uint64_t gw_symstore__bytes(struct gw_symstore *st);
+int gw_disk_store__adopt_debug(struct gw_disk_store *st, const char *hex, const char *src, char *buf, size_t size);
+uint64_t gw_disk_store__bytes(struct gw_disk_store *st);
 
 #endif

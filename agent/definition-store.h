@@ -15,8 +15,8 @@
  * (agent_store__expire_stacks()): the stacks of processes that are gone do
  * not stay until the bound.
  */
-#ifndef SR_AGENT_STORE_H
-#define SR_AGENT_STORE_H
+#ifndef SR_AGENT_DEFINITION_STORE_H
+#define SR_AGENT_DEFINITION_STORE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -17,9 +17,9 @@
 #include "common/grow.h"
 #include "container-open.h"
 #include "htab.h"
-#include "list.h"
+#include "common/list.h"
 #include "common/macro.h"
-#include "store.h"
+#include "definition-store.h"
 #include "util.h"
 
 struct stack_entry {

@@ -7,6 +7,7 @@
  *   2: an agent upload (gw_symbolizer__add_upload), records of
  *      {u64 address, u32 size, u8 name length, name}
  * Every table that loads is then looked up at addresses taken from the input.
+ * The unit test of the same path is tests/unit/test-sym-uploaded-tables.c.
  */
 #include <stdint.h>
 #include <stdlib.h>

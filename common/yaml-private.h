@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What config.c needs of yaml.c beyond config.h. */
-#ifndef SR_YAML_INTERNAL_H
-#define SR_YAML_INTERNAL_H
+#ifndef SR_YAML_PRIVATE_H
+#define SR_YAML_PRIVATE_H
 
 #include <stdbool.h>
 

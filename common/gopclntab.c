@@ -63,8 +63,8 @@ static int rd_name(const struct reader *r, uint64_t off, const char **ret, size_
 
 	if (off >= r->len)
 		return -EBADMSG;
-	size_t avail = r->len - off < (size_t)GW_GOPCLNTAB_MAX_NAME + 1 ? r->len - off
-									: (size_t)GW_GOPCLNTAB_MAX_NAME + 1;
+	size_t avail = r->len - off < (size_t)SR_GOPCLNTAB_MAX_NAME + 1 ? r->len - off
+									: (size_t)SR_GOPCLNTAB_MAX_NAME + 1;
 	nul = memchr(r->d + off, 0, avail);
 	if (!nul)
 		return -EBADMSG;
@@ -73,7 +73,7 @@ static int rd_name(const struct reader *r, uint64_t off, const char **ret, size_
 	return 0;
 }
 
-int gw_gopclntab_walk(const uint8_t *data, size_t len, uint64_t text_start, gw_gopclntab_fn fn, void *userdata)
+int sr_gopclntab_walk(const uint8_t *data, size_t len, uint64_t text_start, sr_gopclntab_fn fn, void *userdata)
 {
 	struct reader r = { .d = data, .len = len };
 	uint32_t magic;
@@ -123,7 +123,7 @@ int gw_gopclntab_walk(const uint8_t *data, size_t len, uint64_t text_start, gw_g
 	/* nfunc pairs plus the end entry must fit; this bounds nfunc by the data size. */
 	if (functab > len || nfunc > (len - functab) / (2 * entsz) || names_base > len)
 		return -EBADMSG;
-	if (nfunc > GW_GOPCLNTAB_MAX_FUNCS)
+	if (nfunc > SR_GOPCLNTAB_MAX_FUNCS)
 		return -E2BIG;
 
 	/* The func records of 1.2 are relative to the table start, later ones to functab. */

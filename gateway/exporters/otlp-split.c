@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Reading the gateway's own OTLP requests back (otlp_encode.h): counting
+ * Reading the gateway's own OTLP requests back (otlp-encode.h): counting
  * their samples, and splitting one in two when a backend answers 413, each
  * half with a dictionary that keeps only what it uses.
  */
@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "common/macro.h"
-#include "otlp_encode.h"
-#include "otlp_fields.h"
-#include "pbwire.h"
+#include "otlp-encode.h"
+#include "otlp-fields-private.h"
+#include "common/pbwire.h"
 
 /* ---- reading our own requests back (413 splits, counts) ---- */
 
@@ -31,10 +31,10 @@ static struct sr_pbr sub_of(const struct sr_pbr *r, const struct sr_pb_field *f)
 
 /* The repeated child field at each nesting level: request → RP → SP → Profile → Sample. */
 static const uint32_t level_child[] = {
-	REQ(resource_profiles),
-	P(ResourceProfiles, scope_profiles),
-	P(ScopeProfiles, profiles),
-	P(Profile, samples),
+	GW_OTLP_REQ(resource_profiles),
+	GW_OTLP_P(ResourceProfiles, scope_profiles),
+	GW_OTLP_P(ScopeProfiles, profiles),
+	GW_OTLP_P(Profile, samples),
 };
 
 static int count_sample(struct sr_pbr r, uint32_t values_field, uint64_t *sum)
@@ -81,7 +81,7 @@ static int count_level(struct sr_pbr r, unsigned level, uint32_t values_field, u
 int gw_otlp_count(const uint8_t *req, size_t len, enum gw_otlp_version v, uint64_t *ret_count)
 {
 	uint64_t sum = 0;
-	int r = count_level(sr_pbr_of(req, len), 0, v == GW_OTLP_V1_9 ? S9(values) : S10(values), &sum);
+	int r = count_level(sr_pbr_of(req, len), 0, v == GW_OTLP_V1_9 ? GW_OTLP_S9(values) : GW_OTLP_S10(values), &sum);
 
 	if (r < 0)
 		return r;
@@ -163,55 +163,59 @@ struct ref_rule {
 	{                                                                                                              \
 		0, T_NONE, NULL                                                                                        \
 	}
-static const struct ref_rule r_value_type[] = { { P(ValueType, type_strindex), T_STR, NULL },
-						{ P(ValueType, unit_strindex), T_STR, NULL },
+static const struct ref_rule r_value_type[] = { { GW_OTLP_P(ValueType, type_strindex), T_STR, NULL },
+						{ GW_OTLP_P(ValueType, unit_strindex), T_STR, NULL },
 						RULES_END };
-static const struct ref_rule r_sample10[] = { { S10(stack_index), T_STACK, NULL },
-					      { S10(attribute_indices), T_ATTR, NULL },
-					      { S10(link_index), T_LINK, NULL },
+static const struct ref_rule r_sample10[] = { { GW_OTLP_S10(stack_index), T_STACK, NULL },
+					      { GW_OTLP_S10(attribute_indices), T_ATTR, NULL },
+					      { GW_OTLP_S10(link_index), T_LINK, NULL },
 					      RULES_END };
-static const struct ref_rule r_sample9[] = { { S9(stack_index), T_STACK, NULL },
-					     { S9(attribute_indices), T_ATTR, NULL },
-					     { S9(link_index), T_LINK, NULL },
+static const struct ref_rule r_sample9[] = { { GW_OTLP_S9(stack_index), T_STACK, NULL },
+					     { GW_OTLP_S9(attribute_indices), T_ATTR, NULL },
+					     { GW_OTLP_S9(link_index), T_LINK, NULL },
 					     RULES_END };
-static const struct ref_rule r_profile10[] = { { P(Profile, sample_type), T_SUB, r_value_type },
-					       { P(Profile, samples), T_SUB, r_sample10 },
-					       { P(Profile, period_type), T_SUB, r_value_type },
-					       { P(Profile, attribute_indices), T_ATTR, NULL },
+static const struct ref_rule r_profile10[] = { { GW_OTLP_P(Profile, sample_type), T_SUB, r_value_type },
+					       { GW_OTLP_P(Profile, samples), T_SUB, r_sample10 },
+					       { GW_OTLP_P(Profile, period_type), T_SUB, r_value_type },
+					       { GW_OTLP_P(Profile, attribute_indices), T_ATTR, NULL },
 					       RULES_END };
-static const struct ref_rule r_profile9[] = { { P(Profile, sample_type), T_SUB, r_value_type },
-					      { P(Profile, samples), T_SUB, r_sample9 },
-					      { P(Profile, period_type), T_SUB, r_value_type },
-					      { P(Profile, attribute_indices), T_ATTR, NULL },
+static const struct ref_rule r_profile9[] = { { GW_OTLP_P(Profile, sample_type), T_SUB, r_value_type },
+					      { GW_OTLP_P(Profile, samples), T_SUB, r_sample9 },
+					      { GW_OTLP_P(Profile, period_type), T_SUB, r_value_type },
+					      { GW_OTLP_P(Profile, attribute_indices), T_ATTR, NULL },
 					      RULES_END };
-static const struct ref_rule r_scope10[] = { { P(ScopeProfiles, profiles), T_SUB, r_profile10 }, RULES_END };
-static const struct ref_rule r_scope9[] = { { P(ScopeProfiles, profiles), T_SUB, r_profile9 }, RULES_END };
-static const struct ref_rule r_rp10[] = { { P(ResourceProfiles, scope_profiles), T_SUB, r_scope10 }, RULES_END };
-static const struct ref_rule r_rp9[] = { { P(ResourceProfiles, scope_profiles), T_SUB, r_scope9 }, RULES_END };
-static const struct ref_rule r_line[] = { { P(Line, function_index), T_FUN, NULL }, RULES_END };
-/* Per table, the rules of its entries (strings: none). */
-static const struct ref_rule r_mapping[] = { { P(Mapping, filename_strindex), T_STR, NULL },
-					     { P(Mapping, attribute_indices), T_ATTR, NULL },
-					     RULES_END };
-static const struct ref_rule r_location[] = { { P(Location, mapping_index), T_MAP, NULL },
-					      { P(Location, lines), T_SUB, r_line },
-					      { P(Location, attribute_indices), T_ATTR, NULL },
-					      RULES_END };
-static const struct ref_rule r_function[] = { { P(Function, name_strindex), T_STR, NULL },
-					      { P(Function, system_name_strindex), T_STR, NULL },
-					      { P(Function, filename_strindex), T_STR, NULL },
-					      RULES_END };
-static const struct ref_rule r_attr[] = { { P(KeyValueAndUnit, key_strindex), T_STR, NULL },
-					  { P(KeyValueAndUnit, unit_strindex), T_STR, NULL },
+static const struct ref_rule r_scope10[] = { { GW_OTLP_P(ScopeProfiles, profiles), T_SUB, r_profile10 }, RULES_END };
+static const struct ref_rule r_scope9[] = { { GW_OTLP_P(ScopeProfiles, profiles), T_SUB, r_profile9 }, RULES_END };
+static const struct ref_rule r_rp10[] = { { GW_OTLP_P(ResourceProfiles, scope_profiles), T_SUB, r_scope10 },
 					  RULES_END };
-static const struct ref_rule r_stack[] = { { P(Stack, location_indices), T_LOC, NULL }, RULES_END };
+static const struct ref_rule r_rp9[] = { { GW_OTLP_P(ResourceProfiles, scope_profiles), T_SUB, r_scope9 }, RULES_END };
+static const struct ref_rule r_line[] = { { GW_OTLP_P(Line, function_index), T_FUN, NULL }, RULES_END };
+/* Per table, the rules of its entries (strings: none). */
+static const struct ref_rule r_mapping[] = { { GW_OTLP_P(Mapping, filename_strindex), T_STR, NULL },
+					     { GW_OTLP_P(Mapping, attribute_indices), T_ATTR, NULL },
+					     RULES_END };
+static const struct ref_rule r_location[] = { { GW_OTLP_P(Location, mapping_index), T_MAP, NULL },
+					      { GW_OTLP_P(Location, lines), T_SUB, r_line },
+					      { GW_OTLP_P(Location, attribute_indices), T_ATTR, NULL },
+					      RULES_END };
+static const struct ref_rule r_function[] = { { GW_OTLP_P(Function, name_strindex), T_STR, NULL },
+					      { GW_OTLP_P(Function, system_name_strindex), T_STR, NULL },
+					      { GW_OTLP_P(Function, filename_strindex), T_STR, NULL },
+					      RULES_END };
+static const struct ref_rule r_attr[] = { { GW_OTLP_P(KeyValueAndUnit, key_strindex), T_STR, NULL },
+					  { GW_OTLP_P(KeyValueAndUnit, unit_strindex), T_STR, NULL },
+					  RULES_END };
+static const struct ref_rule r_stack[] = { { GW_OTLP_P(Stack, location_indices), T_LOC, NULL }, RULES_END };
 static const struct ref_rule r_none[] = { RULES_END };
 
 static const uint32_t table_field[T_MAX] = {
-	[T_MAP] = P(ProfilesDictionary, mapping_table),	 [T_LOC] = P(ProfilesDictionary, location_table),
-	[T_FUN] = P(ProfilesDictionary, function_table), [T_LINK] = P(ProfilesDictionary, link_table),
-	[T_STR] = P(ProfilesDictionary, string_table),	 [T_ATTR] = P(ProfilesDictionary, attribute_table),
-	[T_STACK] = P(ProfilesDictionary, stack_table),
+	[T_MAP] = GW_OTLP_P(ProfilesDictionary, mapping_table),
+	[T_LOC] = GW_OTLP_P(ProfilesDictionary, location_table),
+	[T_FUN] = GW_OTLP_P(ProfilesDictionary, function_table),
+	[T_LINK] = GW_OTLP_P(ProfilesDictionary, link_table),
+	[T_STR] = GW_OTLP_P(ProfilesDictionary, string_table),
+	[T_ATTR] = GW_OTLP_P(ProfilesDictionary, attribute_table),
+	[T_STACK] = GW_OTLP_P(ProfilesDictionary, stack_table),
 };
 static const struct ref_rule *const table_rules[T_MAX] = {
 	[T_MAP] = r_mapping, [T_LOC] = r_location, [T_FUN] = r_function, [T_LINK] = r_none,
@@ -326,7 +330,7 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 	int r;
 
 	while ((r = next_field(&q, &f)) == 0)
-		if (f.number == REQ(dictionary) && f.wt == SR_PB_LEN)
+		if (f.number == GW_OTLP_REQ(dictionary) && f.wt == SR_PB_LEN)
 			dict = sub_of(&q, &f);
 	if (r < 0 || !dict.p)
 		return -EINVAL;
@@ -366,7 +370,7 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 		c.map[t][0] = 1;
 	}
 	for (q = rq; next_field(&q, &f) == 0;)
-		if (f.number == REQ(resource_profiles) && f.wt == SR_PB_LEN) {
+		if (f.number == GW_OTLP_REQ(resource_profiles) && f.wt == SR_PB_LEN) {
 			r = mark(&c, sub_of(&q, &f), rp_rules);
 			if (r < 0)
 				goto out;
@@ -387,16 +391,16 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 			c.map[t][i] = c.map[t][i] ? ++next : 0;
 
 	for (q = rq; next_field(&q, &f) == 0;) {
-		if (f.number == REQ(resource_profiles) && f.wt == SR_PB_LEN) {
+		if (f.number == GW_OTLP_REQ(resource_profiles) && f.wt == SR_PB_LEN) {
 			size_t m = sr_pbw__begin(out, f.number);
 
 			rewrite(&c, out, sub_of(&q, &f), rp_rules);
 			sr_pbw__end(out, m);
-		} else if (f.number != REQ(dictionary)) {
+		} else if (f.number != GW_OTLP_REQ(dictionary)) {
 			sr_pbw__copy_field(out, &f);
 		}
 	}
-	dm = sr_pbw__begin(out, REQ(dictionary));
+	dm = sr_pbw__begin(out, GW_OTLP_REQ(dictionary));
 	for (int t = 0; t < T_MAX; t++)
 		for (uint32_t i = 0; i < c.n[t]; i++) {
 			size_t m;

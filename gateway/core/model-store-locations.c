@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The locations store: its index, its recency list, and what its locations
- * hold and are held by (store.c has the other stores, and the bounds).
+ * hold and are held by (model-store.c has the other stores, and the bounds).
  *
  * A replica at 2,000 nodes holds about two million locations, so the store
  * costs them as little as it can. A location is a 40-byte slot of the
@@ -11,7 +11,7 @@
  *     there are no tombstones): no chain pointer in the location, and no
  *     stored hash; a probe compares the address first, and the hash is
  *     computed again when an entry moves (a deletion's shift, a doubling);
- *   - the recency list (CLOCK, as in store.c) links slots, not pointers, and
+ *   - the recency list (CLOCK, as in model-store.c) links slots, not pointers, and
  *     only the locations no stored stack holds are in it; a held location
  *     keeps in that place the number of stored stacks holding it;
  *   - its charge is derived (gw_location__charge()), not kept.
@@ -25,7 +25,7 @@
 
 #include "model.h"
 #include "model-private.h"
-#include "store-private.h"
+#include "model-store-private.h"
 
 static struct gw_location *at(uint32_t slot)
 {
@@ -348,7 +348,7 @@ void gw_store_hold_stack_locked(struct gw_stores *s, struct gw_stack *st, bool h
 	pthread_mutex_unlock(&ls->lock);
 }
 
-/* As gw_store_shrink_locked() (store.c), over the list of slots. */
+/* As gw_store_shrink_locked() (model-store.c), over the list of slots. */
 void gw_store_shrink_locations_locked(struct gw_stores *s, const struct gw_location *keep, unsigned chances,
 				      struct gw_evicted *ev)
 {

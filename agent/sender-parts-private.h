@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The sender's insides, shared by sender.c and the sender-*.c files beside
- * it (queue, protocol logic, thread), sender-http.c (libcurl transport) and
- * the unit tests, which replace the transport with canned responses.
+ * The sender's parts below its state (sender-private.h): its limits, the ID
+ * sets, the definitions one request carries, the transport and the test
+ * hooks. Shared by sender.c and the sender-*.c files beside it (queue,
+ * protocol logic, thread), sender-http.c (libcurl transport) and the unit
+ * tests and test drivers, which replace the transport with canned responses.
  */
-#ifndef SR_AGENT_SENDER_INTERNAL_H
-#define SR_AGENT_SENDER_INTERNAL_H
+#ifndef SR_AGENT_SENDER_PARTS_PRIVATE_H
+#define SR_AGENT_SENDER_PARTS_PRIVATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
