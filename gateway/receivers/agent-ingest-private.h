@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/htab.h"
 #include "model.h"
 #include "pbwire.h"
 
@@ -32,16 +33,16 @@ struct gw_ingest_result;
 /* The same into a caller buffer of GW_AGENT_MAX_STRING_BYTES + 1; returns buf. */
 const char *gw_ingest_cstr(char *buf, struct sr_pb_slice s);
 
-/* A set of byte strings (slices into the body or the batch), open addressing. */
+/* A set of byte strings (slices into the body or the batch), each with a value: the tree's table (common/htab.h). */
+struct gw_bytes_set_entry {
+	uint64_t h; /* the table's hash */
+	const uint8_t *p;
+	size_t n;
+	const void *value;
+};
+
 struct gw_bytes_set {
-	struct gw_bytes_set_entry {
-		uint64_t h;
-		const uint8_t *p;
-		size_t n;
-		const void *value;
-		bool used;
-	} * e;
-	size_t cap, n;
+	struct sr_htab t; /* of gw_bytes_set_entry; all zero: empty */
 };
 
 void gw_bytes_set__free(struct gw_bytes_set *s);
@@ -98,16 +99,11 @@ struct rkey {
 	enum gw_profile_type type;
 };
 
+/* The batch's resource for each identity: slots of the tree's table (common/htab.h). */
 struct rslot {
-	uint64_t h;
+	uint64_t h; /* the table's hash */
 	struct rkey k;
 	uint32_t idx;
-	bool used;
-};
-
-struct rtable {
-	struct rslot *s;
-	size_t cap, n;
 };
 
 struct gw_ingest_ctx {
@@ -118,7 +114,7 @@ struct gw_ingest_ctx {
 	struct gw_idlist probed; /* probe_symbols, de-duplicated */
 	struct gw_ingest_result *res;
 	/* resources of the batch by identity */
-	struct rtable resources;
+	struct sr_htab resources; /* of rslot; all zero: empty */
 	struct gw_bytes_set thread_names;
 	struct sr_pb_slice host_name, node_name;
 	struct sr_pb_slice known_kernel; /* a kernel ID found in the store during this request */
