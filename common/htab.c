@@ -48,20 +48,7 @@ uint64_t sr_htab_hash(const void *p, size_t len)
 
 void *sr_htab__get(const struct sr_htab *h, uint64_t hash, const void *key)
 {
-	size_t mask = h->cap - 1;
-
-	if (!h->cap)
-		return NULL;
-	hash = stored_hash(hash);
-	/* At most 3/4 of the slots are used: an empty one ends every probe. */
-	for (size_t i = hash & mask;; i = (i + 1) & mask) {
-		uint64_t *s = slot_at(h, i);
-
-		if (*s == SR_HTAB_EMPTY)
-			return NULL;
-		if (*s == hash && h->eq(s, key))
-			return s;
-	}
+	return sr_htab__find(h, hash, key, h->eq);
 }
 
 /* The first free (empty or deleted) slot of hash's probe sequence in slots of cap. */
@@ -105,11 +92,11 @@ static int reserve_one(struct sr_htab *h)
 	return 0;
 }
 
+/* A free slot is zero past its hash: calloc()ed or cleared, or zeroed by __del(). */
 static void *take(struct sr_htab *h, uint64_t *s, uint64_t hash)
 {
 	if (*s == SR_HTAB_EMPTY)
 		h->used++;
-	memset(s, 0, h->elem);
 	*s = hash;
 	h->n++;
 	return s;

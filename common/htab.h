@@ -45,6 +45,28 @@ uint64_t sr_htab_hash(const void *p, size_t len);
 
 /* The slot holding key, whose hash is hash, or NULL. */
 void *sr_htab__get(const struct sr_htab *h, uint64_t hash, const void *key);
+
+/*
+ * The same, inline, with the owner's eq (the table's own): for hot paths,
+ * where the compiler can then inline eq into the probe.
+ */
+static inline void *sr_htab__find(const struct sr_htab *h, uint64_t hash, const void *key, sr_htab_eq_fn eq)
+{
+	size_t mask = h->cap - 1;
+
+	if (!h->cap)
+		return NULL;
+	hash = hash < 2 ? hash + 2 : hash;
+	/* At most 3/4 of the slots are used: an empty one ends every probe. */
+	for (size_t i = hash & mask;; i = (i + 1) & mask) {
+		uint64_t *s = (uint64_t *)(void *)(h->slots + i * h->elem);
+
+		if (*s == SR_HTAB_EMPTY)
+			return NULL;
+		if (*s == hash && eq(s, key))
+			return s;
+	}
+}
 /*
  * A slot for a key that is not in the table (the owner knows it is not):
  * its hash set, the rest zeroed, for the owner to fill. 0, or -ENOMEM or

@@ -123,7 +123,7 @@ static uint32_t child(struct flamegraph *g, uint32_t parent, uint32_t name, uint
 {
 	struct fg_key k = { g, parent, name };
 	uint64_t hash = key_hash(parent, name);
-	struct fg_slot *s = sr_htab__get(&g->children, hash, &k);
+	struct fg_slot *s = sr_htab__find(&g->children, hash, &k, slot_eq);
 
 	if (s)
 		return s->node;

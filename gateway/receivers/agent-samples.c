@@ -141,7 +141,7 @@ static int resource_for(struct gw_ingest_ctx *c, const struct gw_ingest_sample *
 	h = slice_hash(in->pod_uid, h) ^ (uint64_t)type;
 	if (!t->elem) /* the request's first sample */
 		sr_htab_init(t, sizeof(*slot), rslot_eq);
-	slot = sr_htab__get(t, h, &k);
+	slot = sr_htab__find(t, h, &k, rslot_eq); /* per sample: eq inlined */
 	if (slot) {
 		*ret = slot->idx;
 		return 0;

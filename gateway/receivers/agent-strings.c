@@ -45,14 +45,15 @@ struct gw_bytes_set_entry *gw_bytes_set__put(struct gw_bytes_set *s, uint64_t h,
 
 	if (!s->t.elem) /* a zeroed set: its table is set up at the first put */
 		sr_htab_init(&s->t, sizeof(*e), entry_eq);
-	r = sr_htab__put(&s->t, h, &k, (void **)&e);
+	e = sr_htab__find(&s->t, h, &k, entry_eq); /* per sample: eq inlined */
+	*ret_found = e != NULL;
+	if (e)
+		return e;
+	r = sr_htab__add(&s->t, h, (void **)&e);
 	if (r < 0)
 		return NULL;
-	*ret_found = r == 0;
-	if (r == 1) {
-		e->p = p;
-		e->n = n;
-	}
+	e->p = p;
+	e->n = n;
 	return e;
 }
 
