@@ -398,7 +398,6 @@ static int process(struct gw_stores *stores, const struct gw_ingest_peer *peer, 
 				   .epoch = epoch,
 				   .res = res,
 				   .definitions_only = definitions_only };
-	struct gw_bytes_set_entry *se;
 	c.defs.stacks = &c.stacks_seen;
 	struct gw_ingest_header h;
 	int e;
@@ -485,11 +484,11 @@ out:
 	gw_idlist__free(&c.defs.missing_functions);
 	gw_idlist__free(&c.wanted);
 	gw_idlist__free(&c.probed);
-	sr_htab_done(&c.resources);
+	free(c.resources.s);
 	gw_bytes_set__free(&c.thread_names);
-	for (size_t i = 0; (se = sr_htab__next(&c.stacks_seen.t, &i));)
-		if (se->value)
-			gw_stack__unref((struct gw_stack *)se->value);
+	for (size_t i = 0; i < c.stacks_seen.cap; i++)
+		if (c.stacks_seen.e[i].used && c.stacks_seen.e[i].value)
+			gw_stack__unref((struct gw_stack *)c.stacks_seen.e[i].value);
 	gw_bytes_set__free(&c.stacks_seen);
 	gw_bytes_set__free(&c.kernels_seen);
 	return e;

@@ -106,12 +106,30 @@ static bool slice_eq(struct sr_pb_slice a, struct sr_pb_slice b)
 	return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0);
 }
 
-static bool rslot_eq(const void *slot, const void *key)
+static bool rkey_eq(const struct rkey *a, const struct rkey *b)
 {
-	const struct rkey *a = &((const struct rslot *)slot)->k, *b = key;
-
 	return a->type == b->type && slice_eq(a->process_name, b->process_name) && slice_eq(a->exe_path, b->exe_path) &&
 	       slice_eq(a->container_id, b->container_id) && slice_eq(a->pod_uid, b->pod_uid);
+}
+
+static int rtable_grow(struct rtable *t)
+{
+	size_t cap = t->cap ? t->cap * 2 : 64;
+	struct rslot *ns = calloc(cap, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++) {
+		if (!t->s[i].used)
+			continue;
+		size_t j = t->s[i].h & (cap - 1);
+		while (ns[j].used)
+			j = (j + 1) & (cap - 1);
+		ns[j] = t->s[i];
+	}
+	free(t->s);
+	t->s = ns;
+	t->cap = cap;
+	return 0;
 }
 
 static int add_str_attr(struct gw_profiles *p, struct gw_resource *r, const char *key, struct sr_pb_slice v)
@@ -130,21 +148,22 @@ static int resource_for(struct gw_ingest_ctx *c, const struct gw_ingest_sample *
 					    ? GW_PROFILE_OFF_CPU
 					    : GW_PROFILE_CPU;
 	struct rkey k = { in->process_name, in->exe_path, in->container_id, in->pod_uid, type };
-	struct sr_htab *t = &c->resources;
-	struct rslot *slot;
+	struct rtable *t = &c->resources;
 	uint64_t h;
+	size_t j;
 	int e;
 
 	h = slice_hash(in->process_name, 1);
 	h = slice_hash(in->exe_path, h);
 	h = slice_hash(in->container_id, h);
 	h = slice_hash(in->pod_uid, h) ^ (uint64_t)type;
-	if (!t->elem) /* the request's first sample */
-		sr_htab_init(t, sizeof(*slot), rslot_eq);
-	slot = sr_htab__find(t, h, &k, rslot_eq); /* per sample: eq inlined */
-	if (slot) {
-		*ret = slot->idx;
-		return 0;
+	if ((t->n + 1) * 2 > t->cap && (e = rtable_grow(t)) < 0)
+		return e;
+	for (j = h & (t->cap - 1); t->s[j].used; j = (j + 1) & (t->cap - 1)) {
+		if (t->s[j].h == h && rkey_eq(&t->s[j].k, &k)) {
+			*ret = t->s[j].idx;
+			return 0;
+		}
 	}
 	struct gw_resource *r = gw_profiles__add_typed_resource(p, NULL, 0, c->frequency_hz, type);
 	if (!r)
@@ -156,10 +175,8 @@ static int resource_for(struct gw_ingest_ctx *c, const struct gw_ingest_sample *
 	    (e = add_str_attr(p, r, "process.executable.name", in->process_name)) < 0 ||
 	    (e = add_str_attr(p, r, "process.executable.path", in->exe_path)) < 0)
 		return e;
-	if ((e = sr_htab__add(t, h, (void **)&slot)) < 0)
-		return e;
-	slot->k = k;
-	slot->idx = p->n_resources - 1;
+	t->s[j] = (struct rslot){ .h = h, .k = k, .idx = p->n_resources - 1, .used = true };
+	t->n++;
 	*ret = p->n_resources - 1;
 	return 0;
 }

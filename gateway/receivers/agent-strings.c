@@ -25,36 +25,42 @@ const char *gw_ingest_cstr(char *buf, struct sr_pb_slice s)
 
 void gw_bytes_set__free(struct gw_bytes_set *s)
 {
-	sr_htab_done(&s->t);
-}
-
-static bool entry_eq(const void *slot, const void *key)
-{
-	const struct gw_bytes_set_entry *e = slot;
-	const struct sr_pb_slice *k = key;
-
-	return e->n == k->n && (k->n == 0 || memcmp(e->p, k->p, k->n) == 0);
+	free(s->e);
+	*s = (struct gw_bytes_set){ 0 };
 }
 
 struct gw_bytes_set_entry *gw_bytes_set__put(struct gw_bytes_set *s, uint64_t h, const uint8_t *p, size_t n,
 					     bool *ret_found)
 {
-	struct sr_pb_slice k = { p, n };
-	struct gw_bytes_set_entry *e;
-	int r;
-
-	if (!s->t.elem) /* a zeroed set: its table is set up at the first put */
-		sr_htab_init(&s->t, sizeof(*e), entry_eq);
-	e = sr_htab__find(&s->t, h, &k, entry_eq); /* per sample: eq inlined */
-	*ret_found = e != NULL;
-	if (e)
-		return e;
-	r = sr_htab__add(&s->t, h, (void **)&e);
-	if (r < 0)
-		return NULL;
-	e->p = p;
-	e->n = n;
-	return e;
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct gw_bytes_set_entry *ne = calloc(cap, sizeof(*ne));
+		if (!ne)
+			return NULL;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (!s->e[i].used)
+				continue;
+			size_t j = s->e[i].h & (cap - 1);
+			while (ne[j].used)
+				j = (j + 1) & (cap - 1);
+			ne[j] = s->e[i];
+		}
+		free(s->e);
+		s->e = ne;
+		s->cap = cap;
+	}
+	size_t j = h & (s->cap - 1);
+	while (s->e[j].used) {
+		if (s->e[j].h == h && s->e[j].n == n && memcmp(s->e[j].p, p, n) == 0) {
+			*ret_found = true;
+			return &s->e[j];
+		}
+		j = (j + 1) & (s->cap - 1);
+	}
+	s->e[j] = (struct gw_bytes_set_entry){ .h = h, .p = p, .n = n, .used = true };
+	s->n++;
+	*ret_found = false;
+	return &s->e[j];
 }
 
 int gw_idlist__add(struct gw_idlist *l, const uint8_t *p, size_t n)
