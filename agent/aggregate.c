@@ -7,7 +7,7 @@
 #include <pb_decode.h>
 
 #include "aggregate.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "util.h"
 
 struct agg_entry {
@@ -23,7 +23,7 @@ struct agg_entry {
 };
 
 struct agent_agg {
-	struct agent_htab entries;
+	struct sr_htab_ptrs entries;
 	size_t max_entries;
 };
 
@@ -39,7 +39,7 @@ struct agent_agg *agent_agg_new(size_t max_entries)
 
 	if (!a)
 		return NULL;
-	agent_htab_init(&a->entries, agg_key);
+	sr_htab_ptrs_init(&a->entries, agg_key);
 	a->max_entries = max_entries ? max_entries : AGENT_AGG_DEFAULT_MAX_ENTRIES;
 	return a;
 }
@@ -48,11 +48,11 @@ static void clear(struct agent_agg *a)
 {
 	struct agg_entry *e;
 
-	for (size_t i = 0; (e = agent_htab__next(&a->entries, &i));) {
+	for (size_t i = 0; (e = sr_htab_ptrs__next(&a->entries, &i));) {
 		free(e->exe_path);
 		free(e);
 	}
-	agent_htab_done(&a->entries);
+	sr_htab_ptrs_done(&a->entries);
 }
 
 void agent_agg_free(struct agent_agg *a)
@@ -65,20 +65,20 @@ void agent_agg_free(struct agent_agg *a)
 
 size_t agent_agg__size(const struct agent_agg *a)
 {
-	return a->entries.n;
+	return a->entries.h.n;
 }
 
 int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const struct agent_agg_labels *l,
 		   uint64_t off_cpu_ns)
 {
-	struct agg_entry *e = agent_htab__get(&a->entries, k, sizeof(*k));
+	struct agg_entry *e = sr_htab_ptrs__get(&a->entries, k, sizeof(*k));
 
 	if (e) {
 		e->count++;
 		e->off_cpu_ns += off_cpu_ns;
 		return 0;
 	}
-	if (a->entries.n >= a->max_entries)
+	if (a->entries.h.n >= a->max_entries)
 		return -ENOSPC;
 	e = calloc(1, sizeof(*e));
 	if (!e)
@@ -95,7 +95,7 @@ int agent_agg__add(struct agent_agg *a, const struct agent_agg_key *k, const str
 		memcpy(e->container_id, l->cg->container_id, sizeof(e->container_id));
 		memcpy(e->pod_uid, l->cg->pod_uid, sizeof(e->pod_uid));
 	}
-	if (agent_htab__put(&a->entries, e) < 0) {
+	if (sr_htab_ptrs__put(&a->entries, e) < 0) {
 		free(e->exe_path);
 		free(e);
 		return -ENOMEM;
@@ -161,15 +161,15 @@ int agent_agg__flush(struct agent_agg *a, uint64_t start_unix_ns, uint64_t end_u
 	ret->frequency_hz = frequency_hz;
 	if (clk_tck <= 0)
 		clk_tck = 100;
-	if (a->entries.n == 0)
+	if (a->entries.h.n == 0)
 		return 0;
-	all = malloc(a->entries.n * sizeof(*all));
-	ret->samples = calloc(a->entries.n, sizeof(*ret->samples));
+	all = malloc(a->entries.h.n * sizeof(*all));
+	ret->samples = calloc(a->entries.h.n, sizeof(*ret->samples));
 	if (!all || !ret->samples) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	for (size_t i = 0; (e = agent_htab__next(&a->entries, &i));)
+	for (size_t i = 0; (e = sr_htab_ptrs__next(&a->entries, &i));)
 		all[n++] = e;
 	qsort(all, n, sizeof(*all), cmp_count);
 	for (size_t i = 0; i < n; i++) {

@@ -16,7 +16,7 @@
 
 #include "common/grow.h"
 #include "container-open.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "common/list.h"
 #include "common/macro.h"
 #include "definition-store.h"
@@ -53,12 +53,12 @@ struct exe_entry {
 
 struct agent_store {
 	pthread_mutex_t lock;
-	struct agent_htab stacks;
+	struct sr_htab_ptrs stacks;
 	struct sr_list lru; /* stacks, head is the most recently used */
 	uint64_t max_stacks;
 	uint64_t evicted;
 	uint64_t expired; /* dropped unused after AGENT_STORE_KEEP_WINDOWS windows */
-	struct agent_htab exes_by_id;
+	struct sr_htab_ptrs exes_by_id;
 	struct exe_entry **exes; /* by index; NULL: a freed slot, listed in free_exes */
 	size_t n_exes, cap_exes;
 	uint32_t *free_exes;
@@ -92,8 +92,8 @@ struct agent_store *agent_store_new(uint64_t max_stacks)
 	if (!s)
 		return NULL;
 	pthread_mutex_init(&s->lock, NULL);
-	agent_htab_init(&s->stacks, stack_key);
-	agent_htab_init(&s->exes_by_id, exe_key);
+	sr_htab_ptrs_init(&s->stacks, stack_key);
+	sr_htab_ptrs_init(&s->exes_by_id, exe_key);
 	agent_functions_init(&s->funcs);
 	s->max_stacks = max_stacks ? max_stacks : AGENT_STORE_DEFAULT_MAX_STACKS;
 	return s;
@@ -130,12 +130,12 @@ void agent_store_free(struct agent_store *s)
 		next = n->next;
 		free(SR_CONTAINER_OF(n, struct stack_entry, lru));
 	}
-	agent_htab_done(&s->stacks);
+	sr_htab_ptrs_done(&s->stacks);
 	for (size_t i = 0; i < s->n_exes; i++)
 		exe_free(s->exes[i]);
 	free(s->exes);
 	free(s->free_exes);
-	agent_htab_done(&s->exes_by_id);
+	sr_htab_ptrs_done(&s->exes_by_id);
 	agent_kernel_done(&s->kernel);
 	agent_functions_done(&s->funcs);
 	pthread_mutex_destroy(&s->lock);
@@ -189,7 +189,7 @@ int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *
 	if (def->id_len == 0 || def->id_len > AGENT_BUILD_ID_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	e = agent_htab__get(&s->exes_by_id, def->id, def->id_len);
+	e = sr_htab_ptrs__get(&s->exes_by_id, def->id, def->id_len);
 	if (e) {
 		e->refs++;
 		e->last_window = s->window;
@@ -227,7 +227,7 @@ int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *
 	e->is_go = def->is_go;
 	e->dev = def->dev;
 	e->ino = def->ino;
-	if (agent_htab__put(&s->exes_by_id, e) < 0) {
+	if (sr_htab_ptrs__put(&s->exes_by_id, e) < 0) {
 		exe_free(e);
 		r = -ENOMEM;
 		goto out;
@@ -406,7 +406,7 @@ size_t agent_store__trim_exes(struct agent_store *s, uint64_t window)
 		 */
 		if (!e || e->refs || e->last_window + AGENT_STORE_EXE_GRACE_WINDOWS > window)
 			continue;
-		agent_htab__remove(&s->exes_by_id, e->id, e->id_len);
+		sr_htab_ptrs__remove(&s->exes_by_id, e->id, e->id_len);
 		s->exes[i] = NULL;
 		s->free_exes[s->n_free_exes++] = (uint32_t)i;
 		s->bytes -= exe_bytes(e);
@@ -421,7 +421,7 @@ size_t agent_store__trim_exes(struct agent_store *s, uint64_t window)
 static void drop_stack_locked(struct agent_store *s, struct stack_entry *victim)
 {
 	sr_list__unlink(&s->lru, &victim->lru);
-	agent_htab__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
+	sr_htab_ptrs__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
 	for (size_t i = 0; i < victim->n; i++)
 		if (agent_frame_kind_has_function(victim->frames[i].kind))
 			agent_functions__unref(&s->funcs, victim->frames[i].exe);
@@ -459,7 +459,7 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	if (window > s->window)
 		s->window = window;
 	stack_id_locked(s, frames, n, ret_id);
-	e = agent_htab__get(&s->stacks, ret_id, AGENT_STACK_ID_LEN);
+	e = sr_htab_ptrs__get(&s->stacks, ret_id, AGENT_STACK_ID_LEN);
 	if (e) {
 		e->last_window = window;
 		if (s->lru.head != &e->lru) {
@@ -468,7 +468,7 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 		}
 		goto out;
 	}
-	if (s->stacks.n >= s->max_stacks) {
+	if (s->stacks.h.n >= s->max_stacks) {
 		struct stack_entry *victim = SR_LIST_ENTRY(s->lru.tail, struct stack_entry, lru);
 		if (!victim || victim->last_window >= window) {
 			r = -ENOSPC;
@@ -487,7 +487,7 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	e->n = (uint16_t)n;
 	e->truncated = truncated;
 	memcpy(e->frames, frames, n * sizeof(frames[0]));
-	if (agent_htab__put(&s->stacks, e) < 0) {
+	if (sr_htab_ptrs__put(&s->stacks, e) < 0) {
 		free(e);
 		r = -ENOMEM;
 		goto out;
@@ -512,15 +512,15 @@ out:
 void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret)
 {
 	pthread_mutex_lock(&s->lock);
-	ret->stacks = s->stacks.n;
+	ret->stacks = s->stacks.h.n;
 	ret->stacks_evicted = s->evicted;
 	ret->stacks_expired = s->expired;
 	ret->executables = s->n_exes - s->n_free_exes;
 	ret->executables_freed = s->exes_freed;
 	ret->functions = s->funcs.n;
 	ret->functions_evicted = s->funcs.evicted;
-	ret->bytes = s->bytes + s->funcs.bytes + s->stacks.cap * sizeof(struct agent_htab_slot) +
-		     s->exes_by_id.cap * sizeof(struct agent_htab_slot);
+	ret->bytes = s->bytes + s->funcs.bytes + s->stacks.h.cap * sizeof(struct sr_htab_ptr) +
+		     s->exes_by_id.h.cap * sizeof(struct sr_htab_ptr);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -535,7 +535,7 @@ int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, sta
 	if (len != AGENT_STACK_ID_LEN)
 		return -ENOENT;
 	pthread_mutex_lock(&s->lock);
-	e = agent_htab__get(&s->stacks, id, len);
+	e = sr_htab_ptrs__get(&s->stacks, id, len);
 	if (!e) {
 		r = -ENOENT;
 		goto out;
@@ -594,7 +594,7 @@ int agent_store__executable(struct agent_store *s, const uint8_t *id, size_t len
 
 	memset(ret, 0, sizeof(*ret));
 	pthread_mutex_lock(&s->lock);
-	e = agent_htab__get(&s->exes_by_id, id, len);
+	e = sr_htab_ptrs__get(&s->exes_by_id, id, len);
 	if (!e) {
 		r = -ENOENT;
 		goto out;
@@ -747,7 +747,7 @@ int agent_store__open_executable(struct agent_store *s, const uint8_t *id, size_
 	int fd = -ENOENT;
 
 	pthread_mutex_lock(&s->lock);
-	e = agent_htab__get(&s->exes_by_id, id, len);
+	e = sr_htab_ptrs__get(&s->exes_by_id, id, len);
 	if (e && e->path && strcmp(e->path, "[vdso]") == 0) {
 		uint64_t size = e->size;
 		pthread_mutex_unlock(&s->lock);

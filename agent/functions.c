@@ -55,7 +55,7 @@ void agent_function_id(const struct agent_function_def *def, uint8_t ret[AGENT_F
 void agent_functions_init(struct agent_functions *f)
 {
 	memset(f, 0, sizeof(*f));
-	agent_htab_init(&f->by_id, function_key);
+	sr_htab_ptrs_init(&f->by_id, function_key);
 	f->max_n = AGENT_FUNCTIONS_MAX;
 	f->max_bytes = AGENT_FUNCTIONS_MAX_BYTES;
 }
@@ -66,7 +66,7 @@ void agent_functions_done(struct agent_functions *f)
 		free(f->slots[i]);
 	free(f->slots);
 	free(f->free_idx);
-	agent_htab_done(&f->by_id);
+	sr_htab_ptrs_done(&f->by_id);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -79,7 +79,7 @@ struct agent_function *agent_functions__get(const struct agent_functions *f, con
 {
 	if (len != AGENT_FUNCTION_ID_LEN)
 		return NULL;
-	return agent_htab__get(&f->by_id, id, len);
+	return sr_htab_ptrs__get(&f->by_id, id, len);
 }
 
 static void touch(struct agent_functions *f, struct agent_function *fn, uint64_t window)
@@ -108,7 +108,7 @@ static struct agent_function *victim(struct agent_functions *f, uint64_t window)
 static void evict(struct agent_functions *f, struct agent_function *fn)
 {
 	sr_list__unlink(&f->lru, &fn->lru);
-	agent_htab__remove(&f->by_id, fn->id, AGENT_FUNCTION_ID_LEN);
+	sr_htab_ptrs__remove(&f->by_id, fn->id, AGENT_FUNCTION_ID_LEN);
 	f->slots[fn->index] = NULL;
 	f->free_idx[f->n_free++] = fn->index;
 	f->n--;
@@ -155,7 +155,7 @@ int64_t agent_functions__add(struct agent_functions *f, const struct agent_funct
 	if (!def->runtime || !def->runtime[0] || !def->name || !def->name[0])
 		return -EINVAL;
 	agent_function_id(def, id);
-	fn = agent_htab__get(&f->by_id, id, sizeof(id));
+	fn = sr_htab_ptrs__get(&f->by_id, id, sizeof(id));
 	if (fn) {
 		touch(f, fn, window);
 		return fn->index;
@@ -163,7 +163,7 @@ int64_t agent_functions__add(struct agent_functions *f, const struct agent_funct
 	lr = cut_len(def->runtime, AGENT_FUNCTION_RUNTIME_MAX);
 	ln = cut_len(def->name, AGENT_FUNCTION_NAME_MAX);
 	lf = cut_len(def->file_name, AGENT_FUNCTION_FILE_MAX);
-	bytes = sizeof(*fn) + lr + ln + lf + 3 + sizeof(struct agent_htab_slot) * 2;
+	bytes = sizeof(*fn) + lr + ln + lf + 3 + sizeof(struct sr_htab_ptr) * 2;
 	while (f->n && (f->n >= f->max_n || f->bytes + bytes > f->max_bytes)) {
 		struct agent_function *v = victim(f, window);
 
@@ -192,7 +192,7 @@ int64_t agent_functions__add(struct agent_functions *f, const struct agent_funct
 		memcpy(fn->file_name, def->file_name, lf);
 	fn->file_name[lf] = '\0';
 	fn->bytes = bytes;
-	if (agent_htab__put(&f->by_id, fn) < 0) {
+	if (sr_htab_ptrs__put(&f->by_id, fn) < 0) {
 		free(fn);
 		goto nomem;
 	}

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "htab.h"
+#include "common/htab.h"
 #include "common/list.h"
 
 #define AGENT_FUNCTION_ID_LEN	   16
@@ -49,7 +49,7 @@ struct agent_function {
 };
 
 struct agent_functions {
-	struct agent_htab by_id;
+	struct sr_htab_ptrs by_id;
 	struct agent_function **slots; /* by index; NULL: free */
 	uint32_t *free_idx;	       /* free indexes, a stack */
 	size_t n_slots, cap_slots, n_free;

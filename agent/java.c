@@ -16,7 +16,7 @@
 
 #include "container-open.h"
 #include "hotspot.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "java.h"
 #include "jvm-codecache.h"
 #include "jvm.h"
@@ -65,8 +65,8 @@ struct java_stub {
 struct agent_java {
 	int procs_fd;
 	struct agent_jvm *jvm;
-	struct agent_htab files;
-	struct agent_htab procs;
+	struct sr_htab_ptrs files;
+	struct sr_htab_ptrs procs;
 	struct agent_pcache pcs;
 	struct agent_pcache stubs;
 	size_t n_files;
@@ -91,14 +91,14 @@ static void entry_free(struct agent_pcache_entry *e)
 	free(e);
 }
 
-static void free_all(struct agent_htab *h, agent_htab_key_fn key_of)
+static void free_all(struct sr_htab_ptrs *h, sr_htab_key_fn key_of)
 {
 	void *v;
 
-	for (size_t i = 0; (v = agent_htab__next(h, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(h, &i));)
 		free(v);
-	agent_htab_done(h);
-	agent_htab_init(h, key_of);
+	sr_htab_ptrs_done(h);
+	sr_htab_ptrs_init(h, key_of);
 }
 
 struct agent_java *agent_java_new(int procs_fd, uint64_t max_methods)
@@ -113,8 +113,8 @@ struct agent_java *agent_java_new(int procs_fd, uint64_t max_methods)
 		return NULL;
 	}
 	j->procs_fd = procs_fd;
-	agent_htab_init(&j->files, file_key);
-	agent_htab_init(&j->procs, proc_key);
+	sr_htab_ptrs_init(&j->files, file_key);
+	sr_htab_ptrs_init(&j->procs, proc_key);
 	agent_pcache_init(&j->pcs, AGENT_JAVA_MAX_PCS, entry_free);
 	agent_pcache_init(&j->stubs, AGENT_JAVA_MAX_STUBS, entry_free);
 	return j;
@@ -128,8 +128,8 @@ void agent_java_free(struct agent_java *j)
 	agent_pcache_done(&j->pcs);
 	free_all(&j->procs, proc_key);
 	free_all(&j->files, file_key);
-	agent_htab_done(&j->procs);
-	agent_htab_done(&j->files);
+	sr_htab_ptrs_done(&j->procs);
+	sr_htab_ptrs_done(&j->files);
 	agent_jvm_free(j->jvm);
 	free(j);
 }
@@ -146,7 +146,7 @@ static bool libjvm_name(const char *path)
 static struct java_file *file_for(struct agent_java *j, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
 	const uint64_t *key = agent_exe__key(m->exe);
-	struct java_file *f = agent_htab__get(&j->files, key, 4 * sizeof(uint64_t));
+	struct java_file *f = sr_htab_ptrs__get(&j->files, key, 4 * sizeof(uint64_t));
 	char path[512];
 
 	if (f || agent_exe__is_vdso(m->exe))
@@ -163,7 +163,7 @@ static struct java_file *file_for(struct agent_java *j, const struct agent_proc 
 		return NULL;
 	memcpy(f->key, key, sizeof(f->key));
 	f->libjvm = libjvm_name(path);
-	if (agent_htab__put(&j->files, f) < 0) {
+	if (sr_htab_ptrs__put(&j->files, f) < 0) {
 		free(f);
 		return NULL;
 	}
@@ -186,7 +186,7 @@ static struct agent_jvm_reader reader_of(uint32_t pid)
 /* The process's entry, made when missing. NULL + errno. */
 static struct java_proc *proc_entry(struct agent_java *j, const struct agent_proc *proc)
 {
-	struct java_proc *e = agent_htab__get(&j->procs, proc->key, sizeof(proc->key));
+	struct java_proc *e = sr_htab_ptrs__get(&j->procs, proc->key, sizeof(proc->key));
 
 	if (e)
 		return e;
@@ -195,7 +195,7 @@ static struct java_proc *proc_entry(struct agent_java *j, const struct agent_pro
 		return NULL;
 	memcpy(e->key, proc->key, sizeof(e->key));
 	e->pid = proc->pid;
-	if (agent_htab__put(&j->procs, e) < 0) {
+	if (sr_htab_ptrs__put(&j->procs, e) < 0) {
 		free(e);
 		errno = ENOMEM;
 		return NULL;
@@ -259,7 +259,7 @@ int agent_java__sync(struct agent_java *j, const struct agent_proc *proc)
 		    agent_proc_map__bias(&proc->maps[i], &bias) == 0)
 			m = &proc->maps[i];
 	}
-	e = agent_htab__get(&j->procs, proc->key, sizeof(proc->key));
+	e = sr_htab_ptrs__get(&j->procs, proc->key, sizeof(proc->key));
 	if (!m) {
 		agent_java__forget(j, proc);
 		return -ENOENT;
@@ -312,7 +312,7 @@ int agent_java__sync(struct agent_java *j, const struct agent_proc *proc)
 
 void agent_java__retry(struct agent_java *j, const struct agent_proc *proc, uint64_t now)
 {
-	struct java_proc *e = agent_htab__get(&j->procs, proc->key, sizeof(proc->key));
+	struct java_proc *e = sr_htab_ptrs__get(&j->procs, proc->key, sizeof(proc->key));
 
 	if (!e || e->ready || e->tries >= AGENT_JAVA_MAX_TRIES)
 		return;
@@ -326,7 +326,7 @@ void agent_java__retry(struct agent_java *j, const struct agent_proc *proc, uint
 
 void agent_java__forget(struct agent_java *j, const struct agent_proc *proc)
 {
-	struct java_proc *e = agent_htab__remove(&j->procs, proc->key, sizeof(proc->key));
+	struct java_proc *e = sr_htab_ptrs__remove(&j->procs, proc->key, sizeof(proc->key));
 	struct hotspot_proc v;
 
 	/* Its layout, named methods, compiled and stub pcs go with it. */
@@ -377,7 +377,7 @@ static int compiled_frames(struct agent_java *j, const struct java_proc *e, cons
 int agent_java__frames(struct agent_java *j, const struct agent_proc *proc, uint64_t value, struct agent_jvm_frame *ret,
 		       int max)
 {
-	const struct java_proc *e = agent_htab__get(&j->procs, proc->key, sizeof(proc->key));
+	const struct java_proc *e = sr_htab_ptrs__get(&j->procs, proc->key, sizeof(proc->key));
 	const struct agent_jvm_layout *l;
 	struct java_pc *c;
 	uint8_t key[20];
@@ -437,7 +437,7 @@ int agent_java__name(struct agent_java *j, const struct agent_proc *proc, const 
 
 const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc, uint64_t addr)
 {
-	const struct java_proc *e = agent_htab__get(&j->procs, proc->key, sizeof(proc->key));
+	const struct java_proc *e = sr_htab_ptrs__get(&j->procs, proc->key, sizeof(proc->key));
 	const struct agent_jvm_layout *l;
 	struct agent_jvm_reader r;
 	struct java_stub *st;

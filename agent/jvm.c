@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "elfinfo.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "jvm.h"
 #include "parse-limits.h"
 #include "proc-cache.h"
@@ -154,8 +154,8 @@ static struct jvm_name *name_new(const uint8_t key[20], const struct agent_jvm_m
 
 struct agent_jvm {
 	uint64_t max_methods;
-	struct agent_htab builds;
-	struct agent_htab procs;
+	struct sr_htab_ptrs builds;
+	struct sr_htab_ptrs procs;
 	struct agent_pcache names;
 	struct agent_jvm_stats stats;
 };
@@ -184,8 +184,8 @@ struct agent_jvm *agent_jvm_new(uint64_t max_methods)
 	if (!j)
 		return NULL;
 	j->max_methods = max_methods ? max_methods : AGENT_JVM_DEFAULT_MAX_METHODS;
-	agent_htab_init(&j->builds, build_key);
-	agent_htab_init(&j->procs, proc_key);
+	sr_htab_ptrs_init(&j->builds, build_key);
+	sr_htab_ptrs_init(&j->procs, proc_key);
 	agent_pcache_init(&j->names, j->max_methods, name_free);
 	return j;
 }
@@ -197,12 +197,12 @@ void agent_jvm_free(struct agent_jvm *j)
 	if (!j)
 		return;
 	agent_pcache_done(&j->names);
-	for (size_t i = 0; (v = agent_htab__next(&j->builds, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&j->builds, &i));)
 		free(v);
-	for (size_t i = 0; (v = agent_htab__next(&j->procs, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&j->procs, &i));)
 		free(v);
-	agent_htab_done(&j->builds);
-	agent_htab_done(&j->procs);
+	sr_htab_ptrs_done(&j->builds);
+	sr_htab_ptrs_done(&j->procs);
 	free(j);
 }
 
@@ -253,7 +253,7 @@ int agent_jvm__add(struct agent_jvm *j, const uint8_t key[12], uint32_t pid, int
 	/* Without a build ID every file is its own build, read again for each process. */
 	bkey[0] = (uint8_t)elf.build_id_len;
 	memcpy(bkey + 1, elf.build_id, elf.build_id_len);
-	b = elf.build_id_len ? agent_htab__get(&j->builds, bkey, sizeof(bkey)) : NULL;
+	b = elf.build_id_len ? sr_htab_ptrs__get(&j->builds, bkey, sizeof(bkey)) : NULL;
 	if (!b) {
 		memcpy(nb.key, bkey, sizeof(bkey));
 		err = read_build(&nb, pid, bias, vaddr);
@@ -262,12 +262,12 @@ int agent_jvm__add(struct agent_jvm *j, const uint8_t key[12], uint32_t pid, int
 		if (err < 0)
 			return err;
 		j->stats.builds++;
-		if (elf.build_id_len && j->builds.n < AGENT_JVM_MAX_BUILDS) {
+		if (elf.build_id_len && j->builds.h.n < AGENT_JVM_MAX_BUILDS) {
 			b = malloc(sizeof(*b));
 			if (!b)
 				return -ENOMEM;
 			*b = nb;
-			if (agent_htab__put(&j->builds, b) < 0) {
+			if (sr_htab_ptrs__put(&j->builds, b) < 0) {
 				free(b);
 				return -ENOMEM;
 			}
@@ -279,13 +279,13 @@ int agent_jvm__add(struct agent_jvm *j, const uint8_t key[12], uint32_t pid, int
 		j->stats.not_understood++;
 		return -ENOTSUP;
 	}
-	p = agent_htab__get(&j->procs, key, 12);
+	p = sr_htab_ptrs__get(&j->procs, key, 12);
 	if (!p) {
 		p = calloc(1, sizeof(*p));
 		if (!p)
 			return -ENOMEM;
 		memcpy(p->key, key, 12);
-		if (agent_htab__put(&j->procs, p) < 0) {
+		if (sr_htab_ptrs__put(&j->procs, p) < 0) {
 			free(p);
 			return -ENOMEM;
 		}
@@ -299,21 +299,21 @@ int agent_jvm__add(struct agent_jvm *j, const uint8_t key[12], uint32_t pid, int
 
 const struct agent_jvm_layout *agent_jvm__layout(const struct agent_jvm *j, const uint8_t key[12])
 {
-	const struct jvm_proc *p = agent_htab__get(&j->procs, key, 12);
+	const struct jvm_proc *p = sr_htab_ptrs__get(&j->procs, key, 12);
 
 	return p ? &p->layout : NULL;
 }
 
 void agent_jvm__forget(struct agent_jvm *j, const uint8_t key[12])
 {
-	free(agent_htab__remove(&j->procs, key, 12));
+	free(sr_htab_ptrs__remove(&j->procs, key, 12));
 	agent_pcache__forget(&j->names, key);
 }
 
 int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t method, int32_t bci,
 		      struct agent_jvm_named *ret)
 {
-	const struct jvm_proc *p = agent_htab__get(&j->procs, key, 12);
+	const struct jvm_proc *p = sr_htab_ptrs__get(&j->procs, key, 12);
 	struct agent_jvm_reader r;
 	uint64_t cm, holder, sym;
 	struct agent_jvm_method m;

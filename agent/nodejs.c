@@ -19,7 +19,7 @@
 #include <linux/types.h>
 
 #include "container-open.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "nodejs.h"
 #include "proc-cache.h"
 #include "proc.h"
@@ -53,8 +53,8 @@ struct js_function {
 struct agent_nodejs {
 	int procs_fd;
 	uint64_t max_functions;
-	struct agent_htab files;
-	struct agent_htab procs;
+	struct sr_htab_ptrs files;
+	struct sr_htab_ptrs procs;
 	struct agent_pcache functions;
 	size_t n_files;
 	struct agent_nodejs_stats stats;
@@ -85,21 +85,21 @@ struct agent_nodejs *agent_nodejs_new(int procs_fd, uint64_t max_functions)
 		return NULL;
 	n->procs_fd = procs_fd;
 	n->max_functions = max_functions ? max_functions : AGENT_NODEJS_DEFAULT_MAX_FUNCTIONS;
-	agent_htab_init(&n->files, file_key);
-	agent_htab_init(&n->procs, proc_key);
+	sr_htab_ptrs_init(&n->files, file_key);
+	sr_htab_ptrs_init(&n->procs, proc_key);
 	agent_pcache_init(&n->functions, n->max_functions, function_free);
 	elf_version(EV_CURRENT);
 	return n;
 }
 
-static void free_all(struct agent_htab *h, agent_htab_key_fn key_of)
+static void free_all(struct sr_htab_ptrs *h, sr_htab_key_fn key_of)
 {
 	void *v;
 
-	for (size_t i = 0; (v = agent_htab__next(h, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(h, &i));)
 		free(v);
-	agent_htab_done(h);
-	agent_htab_init(h, key_of);
+	sr_htab_ptrs_done(h);
+	sr_htab_ptrs_init(h, key_of);
 }
 
 void agent_nodejs_free(struct agent_nodejs *n)
@@ -109,8 +109,8 @@ void agent_nodejs_free(struct agent_nodejs *n)
 	agent_pcache_done(&n->functions);
 	free_all(&n->procs, proc_key);
 	free_all(&n->files, file_key);
-	agent_htab_done(&n->procs);
-	agent_htab_done(&n->files);
+	sr_htab_ptrs_done(&n->procs);
+	sr_htab_ptrs_done(&n->files);
 	free(n);
 }
 
@@ -127,7 +127,7 @@ static bool node_name(const char *path)
 static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
 	const uint64_t *key = agent_exe__key(m->exe);
-	struct js_file *f = agent_htab__get(&n->files, key, 4 * sizeof(uint64_t));
+	struct js_file *f = sr_htab_ptrs__get(&n->files, key, 4 * sizeof(uint64_t));
 	char path[512];
 	Elf *elf;
 	int fd, r;
@@ -155,7 +155,7 @@ static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc 
 			elf_end(elf);
 		close(fd);
 	}
-	if (agent_htab__put(&n->files, f) < 0) {
+	if (sr_htab_ptrs__put(&n->files, f) < 0) {
 		free(f);
 		return NULL;
 	}
@@ -186,13 +186,13 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		n->stats.unsupported++;
 		return -ENOTSUP;
 	}
-	e = agent_htab__get(&n->procs, proc->key, sizeof(proc->key));
+	e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		memcpy(e->key, proc->key, sizeof(e->key));
-		if (agent_htab__put(&n->procs, e) < 0) {
+		if (sr_htab_ptrs__put(&n->procs, e) < 0) {
 			free(e);
 			return -ENOMEM;
 		}
@@ -215,7 +215,7 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 
 void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
 {
-	struct js_proc *e = agent_htab__remove(&n->procs, proc->key, sizeof(proc->key));
+	struct js_proc *e = sr_htab_ptrs__remove(&n->procs, proc->key, sizeof(proc->key));
 	struct v8_proc v;
 
 	/* Its functions go with it. */
@@ -269,7 +269,7 @@ static void drop_function(struct agent_nodejs *n, struct js_function *fn)
 int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
 			struct agent_js_frame *ret)
 {
-	const struct js_proc *e = agent_htab__get(&n->procs, proc->key, sizeof(proc->key));
+	const struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
 	uint64_t sfi = value & V8_FRAME_ADDR_MASK, head[3];
 	struct js_function *fn;
 	uint8_t key[20];
@@ -340,11 +340,11 @@ int agent_nodejs__add(struct agent_nodejs *n, const struct agent_proc *proc, con
 	f->meta = *m;
 	memcpy(e->key, proc->key, sizeof(e->key));
 	e->file = f;
-	if (agent_htab__put(&n->files, f) < 0)
+	if (sr_htab_ptrs__put(&n->files, f) < 0)
 		goto fail;
 	n->n_files++;
 	f = NULL;
-	if (agent_htab__put(&n->procs, e) < 0)
+	if (sr_htab_ptrs__put(&n->procs, e) < 0)
 		goto fail;
 	n->stats.processes++;
 	return 0;

@@ -11,7 +11,7 @@
 #include <pb_encode.h>
 
 #include "common/grow.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "output.h"
 #include "sr-config.h"
 #include "definition-store.h"
@@ -28,7 +28,7 @@ struct agent_output {
 	FILE *f;
 	char *path;
 	const struct agent_info *info;
-	struct agent_htab seen; /* IDs whose definitions this file already holds */
+	struct sr_htab_ptrs seen; /* IDs whose definitions this file already holds */
 	uint64_t sequence;
 	uint64_t bytes;
 	int error;
@@ -74,7 +74,7 @@ struct agent_output *agent_output_open(const char *path, const struct agent_info
 		return NULL;
 	}
 	o->info = info;
-	agent_htab_init(&o->seen, seen_key);
+	sr_htab_ptrs_init(&o->seen, seen_key);
 	return o;
 }
 
@@ -88,13 +88,13 @@ static bool first_use(struct agent_output *o, uint8_t kind, const uint8_t *id, s
 	key.len = (uint8_t)(len + 1);
 	key.id[0] = kind;
 	memcpy(key.id + 1, id, len);
-	if (agent_htab__get(&o->seen, key.id, key.len))
+	if (sr_htab_ptrs__get(&o->seen, key.id, key.len))
 		return false;
 	s = malloc(sizeof(*s));
 	if (!s)
 		return true; /* writing a definition twice is harmless */
 	*s = key;
-	if (agent_htab__put(&o->seen, s) < 0)
+	if (sr_htab_ptrs__put(&o->seen, s) < 0)
 		free(s);
 	return true;
 }
@@ -312,9 +312,9 @@ int agent_output_close(struct agent_output *o)
 	r = o->error;
 	if (fclose(o->f) != 0 && r == 0)
 		r = -errno;
-	for (size_t i = 0; (v = agent_htab__next(&o->seen, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&o->seen, &i));)
 		free(v);
-	agent_htab_done(&o->seen);
+	sr_htab_ptrs_done(&o->seen);
 	free(o->path);
 	free(o);
 	return r;

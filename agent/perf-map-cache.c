@@ -11,7 +11,7 @@
 #include "common/fsopen.h"
 #include "common/grow.h"
 #include "functions.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "common/list.h"
 #include "common/log.h"
 #include "common/macro.h"
@@ -50,7 +50,7 @@ struct pm_proc {
 struct agent_perf_map_cache {
 	struct agent_perf_map_cache_limits lim;
 	char *proc_dir;
-	struct agent_htab procs;
+	struct sr_htab_ptrs procs;
 	struct sr_list lru; /* head: most recently used */
 	struct agent_perf_map_cache_stats st;
 	bool warned_limit;
@@ -88,7 +88,7 @@ struct agent_perf_map_cache *agent_perf_map_cache_new(const struct agent_perf_ma
 		free(m);
 		return NULL;
 	}
-	agent_htab_init(&m->procs, proc_key);
+	sr_htab_ptrs_init(&m->procs, proc_key);
 	return m;
 }
 
@@ -111,7 +111,7 @@ static void proc_free(struct agent_perf_map_cache *m, struct pm_proc *p)
 static void forget(struct agent_perf_map_cache *m, struct pm_proc *p)
 {
 	sr_list__unlink(&m->lru, &p->lru);
-	agent_htab__remove(&m->procs, p->key, sizeof(p->key));
+	sr_htab_ptrs__remove(&m->procs, p->key, sizeof(p->key));
 	proc_free(m, p);
 }
 
@@ -125,7 +125,7 @@ void agent_perf_map_cache_free(struct agent_perf_map_cache *m)
 		next = n->next;
 		proc_free(m, SR_CONTAINER_OF(n, struct pm_proc, lru));
 	}
-	agent_htab_done(&m->procs);
+	sr_htab_ptrs_done(&m->procs);
 	free(m->proc_dir);
 	free(m);
 }
@@ -136,7 +136,7 @@ void agent_perf_map_cache__exit(struct agent_perf_map_cache *m, uint32_t pid, ui
 	struct pm_proc *p;
 
 	make_key(key, pid, start_ns);
-	p = agent_htab__get(&m->procs, key, sizeof(key));
+	p = sr_htab_ptrs__get(&m->procs, key, sizeof(key));
 	if (p)
 		forget(m, p);
 }
@@ -380,7 +380,7 @@ static struct pm_proc *get_proc(struct agent_perf_map_cache *m, uint32_t pid, ui
 	struct pm_proc *p;
 
 	make_key(key, pid, start_ns);
-	p = agent_htab__get(&m->procs, key, sizeof(key));
+	p = sr_htab_ptrs__get(&m->procs, key, sizeof(key));
 	if (p) {
 		if (m->lru.head != &p->lru) {
 			sr_list__unlink(&m->lru, &p->lru);
@@ -397,7 +397,7 @@ static struct pm_proc *get_proc(struct agent_perf_map_cache *m, uint32_t pid, ui
 		return NULL;
 	memcpy(p->key, key, sizeof(key));
 	p->pid = pid;
-	if (agent_htab__put(&m->procs, p) < 0) {
+	if (sr_htab_ptrs__put(&m->procs, p) < 0) {
 		free(p);
 		return NULL;
 	}

@@ -31,8 +31,8 @@ static const void *owner_key(const void *v, size_t *len)
 void agent_pcache_init(struct agent_pcache *c, uint64_t max, void (*free_fn)(struct agent_pcache_entry *e))
 {
 	memset(c, 0, sizeof(*c));
-	agent_htab_init(&c->entries, entry_key);
-	agent_htab_init(&c->owners, owner_key);
+	sr_htab_ptrs_init(&c->entries, entry_key);
+	sr_htab_ptrs_init(&c->owners, owner_key);
 	c->max = max ? max : 1;
 	c->free_fn = free_fn;
 }
@@ -41,19 +41,19 @@ void agent_pcache_done(struct agent_pcache *c)
 {
 	void *v;
 
-	for (size_t i = 0; (v = agent_htab__next(&c->entries, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&c->entries, &i));)
 		c->free_fn(v);
-	for (size_t i = 0; (v = agent_htab__next(&c->owners, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&c->owners, &i));)
 		free(v);
-	agent_htab_done(&c->entries);
-	agent_htab_done(&c->owners);
+	sr_htab_ptrs_done(&c->entries);
+	sr_htab_ptrs_done(&c->owners);
 	memset(&c->lru, 0, sizeof(c->lru));
 	c->n = 0;
 }
 
 struct agent_pcache_entry *agent_pcache__get(struct agent_pcache *c, const uint8_t *key)
 {
-	struct agent_pcache_entry *e = agent_htab__get(&c->entries, key, AGENT_PCACHE_KEY);
+	struct agent_pcache_entry *e = sr_htab_ptrs__get(&c->entries, key, AGENT_PCACHE_KEY);
 
 	if (e && c->lru.head != &e->lru) {
 		sr_list__unlink(&c->lru, &e->lru);
@@ -65,14 +65,14 @@ struct agent_pcache_entry *agent_pcache__get(struct agent_pcache *c, const uint8
 /* Takes e out of the cache's structures (not freed). */
 static void unlink_entry(struct agent_pcache *c, struct agent_pcache_entry *e)
 {
-	struct owner *o = agent_htab__get(&c->owners, e->key, OWNER_KEY);
+	struct owner *o = sr_htab_ptrs__get(&c->owners, e->key, OWNER_KEY);
 
-	agent_htab__remove(&c->entries, e->key, AGENT_PCACHE_KEY);
+	sr_htab_ptrs__remove(&c->entries, e->key, AGENT_PCACHE_KEY);
 	sr_list__unlink(&c->lru, &e->lru);
 	if (o) {
 		sr_list__unlink(&o->entries, &e->owned);
 		if (!o->entries.head) {
-			agent_htab__remove(&c->owners, o->key, OWNER_KEY);
+			sr_htab_ptrs__remove(&c->owners, o->key, OWNER_KEY);
 			free(o);
 		}
 	}
@@ -87,21 +87,21 @@ void agent_pcache__drop(struct agent_pcache *c, struct agent_pcache_entry *e)
 
 int agent_pcache__put(struct agent_pcache *c, struct agent_pcache_entry *e)
 {
-	struct owner *o = agent_htab__get(&c->owners, e->key, OWNER_KEY);
+	struct owner *o = sr_htab_ptrs__get(&c->owners, e->key, OWNER_KEY);
 
 	if (!o) {
 		o = calloc(1, sizeof(*o));
 		if (!o)
 			return -ENOMEM;
 		memcpy(o->key, e->key, OWNER_KEY);
-		if (agent_htab__put(&c->owners, o) < 0) {
+		if (sr_htab_ptrs__put(&c->owners, o) < 0) {
 			free(o);
 			return -ENOMEM;
 		}
 	}
-	if (agent_htab__put(&c->entries, e) < 0) {
+	if (sr_htab_ptrs__put(&c->entries, e) < 0) {
 		if (!o->entries.head) {
-			agent_htab__remove(&c->owners, o->key, OWNER_KEY);
+			sr_htab_ptrs__remove(&c->owners, o->key, OWNER_KEY);
 			free(o);
 		}
 		return -ENOMEM;
@@ -120,7 +120,7 @@ int agent_pcache__put(struct agent_pcache *c, struct agent_pcache_entry *e)
 
 void agent_pcache__forget(struct agent_pcache *c, const uint8_t *proc_key)
 {
-	struct owner *o = agent_htab__get(&c->owners, proc_key, OWNER_KEY);
+	struct owner *o = sr_htab_ptrs__get(&c->owners, proc_key, OWNER_KEY);
 
 	/* Dropping the last entry frees the owner: stop before touching it again. */
 	while (o && o->entries.head) {

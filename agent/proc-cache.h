@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "common/list.h"
-#include "htab.h"
+#include "common/htab.h"
 
 /* A key: the process's key (pid, start time: 12 bytes), then the address (8). */
 #define AGENT_PCACHE_KEY 20
@@ -29,8 +29,8 @@ struct agent_pcache_entry {
 };
 
 struct agent_pcache {
-	struct agent_htab entries; /* struct agent_pcache_entry by key */
-	struct agent_htab owners;  /* a process's entries, by its key */
+	struct sr_htab_ptrs entries; /* struct agent_pcache_entry by key */
+	struct sr_htab_ptrs owners;  /* a process's entries, by its key */
 	struct sr_list lru;
 	uint64_t n;
 	uint64_t max;

@@ -12,7 +12,7 @@
 
 #include "common/fileio.h"
 #include "container-open.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "proc.h"
 #include "procmaps.h"
 #include "util.h"
@@ -29,8 +29,8 @@ struct agent_exe {
 };
 
 struct agent_procs {
-	struct agent_htab procs;
-	struct agent_htab exes;
+	struct sr_htab_ptrs procs;
+	struct sr_htab_ptrs exes;
 	struct agent_store *store;
 	uint64_t max_processes;
 	long clk_tck;
@@ -105,8 +105,8 @@ struct agent_procs *agent_procs_new(struct agent_store *store, uint64_t max_proc
 
 	if (!p)
 		return NULL;
-	agent_htab_init(&p->procs, proc_key);
-	agent_htab_init(&p->exes, exe_key);
+	sr_htab_ptrs_init(&p->procs, proc_key);
+	sr_htab_ptrs_init(&p->exes, exe_key);
 	p->store = store;
 	p->max_processes = max_processes ? max_processes : AGENT_DEFAULT_MAX_PROCESSES;
 	p->clk_tck = sysconf(_SC_CLK_TCK);
@@ -163,12 +163,12 @@ void agent_procs_free(struct agent_procs *p)
 
 	if (!p)
 		return;
-	for (size_t i = 0; (v = agent_htab__next(&p->procs, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->procs, &i));)
 		proc_free(v);
-	agent_htab_done(&p->procs);
-	for (size_t i = 0; (v = agent_htab__next(&p->exes, &i));)
+	sr_htab_ptrs_done(&p->procs);
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));)
 		free(v);
-	agent_htab_done(&p->exes);
+	sr_htab_ptrs_done(&p->exes);
 	free(p->vdso);
 	free(p);
 }
@@ -191,11 +191,11 @@ static void exes_trim(struct agent_procs *p)
 {
 	struct agent_exe *e;
 
-	if (p->exes.n < AGENT_EXE_CACHE_MAX)
+	if (p->exes.h.n < AGENT_EXE_CACHE_MAX)
 		return;
-	for (size_t i = 0; (e = agent_htab__next(&p->exes, &i));) {
+	for (size_t i = 0; (e = sr_htab_ptrs__next(&p->exes, &i));) {
 		if (e->refs == 0) {
-			agent_htab__remove(&p->exes, e->key, sizeof(e->key));
+			sr_htab_ptrs__remove(&p->exes, e->key, sizeof(e->key));
 			exe_forget(p, e);
 			/* Removing leaves a tombstone, so iteration can go on. */
 		}
@@ -230,7 +230,7 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 	key[1] = (uint64_t)st.st_ino;
 	key[2] = timespec_ns(&st.st_mtim);
 	key[3] = (uint64_t)st.st_size;
-	e = agent_htab__get(&p->exes, key, sizeof(key));
+	e = sr_htab_ptrs__get(&p->exes, key, sizeof(key));
 	if (e)
 		goto found;
 
@@ -261,7 +261,7 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 	} else {
 		p->stats.elf_errors++;
 	}
-	if (agent_htab__put(&p->exes, e) < 0) {
+	if (sr_htab_ptrs__put(&p->exes, e) < 0) {
 		exe_forget(p, e);
 		goto fail;
 	}
@@ -409,7 +409,7 @@ static struct agent_proc *lookup(struct agent_procs *p, uint32_t pid, uint64_t s
 	uint8_t key[12];
 
 	make_key(key, pid, start_ns);
-	return agent_htab__get(&p->procs, key, sizeof(key));
+	return sr_htab_ptrs__get(&p->procs, key, sizeof(key));
 }
 
 static struct agent_proc *proc_new(struct agent_procs *p, uint32_t pid, uint64_t start_ns, uint64_t window)
@@ -423,7 +423,7 @@ static struct agent_proc *proc_new(struct agent_procs *p, uint32_t pid, uint64_t
 	proc->start_ns = start_ns;
 	proc->last_window = window;
 	proc->maps_gen = 1; /* unwind_gen 0: never given to the unwinder */
-	if (agent_htab__put(&p->procs, proc) < 0) {
+	if (sr_htab_ptrs__put(&p->procs, proc) < 0) {
 		free(proc);
 		return NULL;
 	}
@@ -514,7 +514,7 @@ static struct agent_exe *mmap_file(struct agent_procs *p, struct agent_proc *pro
 	uint64_t key[4] = { ev->dev, ev->ino, ev->mtime_ns, ev->size };
 	char mf[96], target[PATH_MAX];
 	struct agent_map m = { 0 };
-	struct agent_exe *e = agent_htab__get(&p->exes, key, sizeof(key));
+	struct agent_exe *e = sr_htab_ptrs__get(&p->exes, key, sizeof(key));
 	ssize_t n;
 
 	if (e) {
@@ -744,17 +744,17 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ct
 	struct agent_proc *proc, **all;
 	size_t n = 0;
 
-	all = malloc((p->procs.n + 1) * sizeof(*all));
+	all = malloc((p->procs.h.n + 1) * sizeof(*all));
 	if (!all)
 		return;
-	for (size_t i = 0; (proc = agent_htab__next(&p->procs, &i));)
+	for (size_t i = 0; (proc = sr_htab_ptrs__next(&p->procs, &i));)
 		all[n++] = proc;
 	qsort(all, n, sizeof(*all), cmp_window);
 	for (size_t i = 0; i < n; i++) {
 		bool over = (n - i) > p->max_processes;
 		proc = all[i];
 		if (over || proc->exited || proc->last_window + AGENT_PROC_IDLE_WINDOWS < window) {
-			agent_htab__remove(&p->procs, proc->key, sizeof(proc->key));
+			sr_htab_ptrs__remove(&p->procs, proc->key, sizeof(proc->key));
 			if (fn)
 				fn(ctx, proc);
 			if (over)
@@ -773,6 +773,6 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ct
 void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret)
 {
 	*ret = p->stats;
-	ret->processes = p->procs.n;
-	ret->executables_cached = p->exes.n;
+	ret->processes = p->procs.h.n;
+	ret->executables_cached = p->exes.h.n;
 }

@@ -17,7 +17,7 @@
 #include <bpf/bpf.h>
 
 #include "container-open.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "proc-cache.h"
 #include "common/log.h"
 #include "parse-limits.h"
@@ -56,8 +56,8 @@ struct py_code {
 struct agent_python {
 	int procs_fd;
 	uint64_t max_codes;
-	struct agent_htab files;
-	struct agent_htab procs;
+	struct sr_htab_ptrs files;
+	struct sr_htab_ptrs procs;
 	struct agent_pcache codes;
 	size_t n_files;
 	struct agent_python_stats stats;
@@ -96,8 +96,8 @@ struct agent_python *agent_python_new(int procs_fd, uint64_t max_codes)
 		return NULL;
 	py->procs_fd = procs_fd;
 	py->max_codes = max_codes ? max_codes : AGENT_PY_DEFAULT_MAX_CODES;
-	agent_htab_init(&py->files, file_key);
-	agent_htab_init(&py->procs, proc_key);
+	sr_htab_ptrs_init(&py->files, file_key);
+	sr_htab_ptrs_init(&py->procs, proc_key);
 	agent_pcache_init(&py->codes, py->max_codes, code_free_entry);
 	elf_version(EV_CURRENT);
 	return py;
@@ -110,12 +110,12 @@ void agent_python_free(struct agent_python *py)
 	if (!py)
 		return;
 	agent_pcache_done(&py->codes);
-	for (size_t i = 0; (v = agent_htab__next(&py->files, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&py->files, &i));)
 		free(v);
-	for (size_t i = 0; (v = agent_htab__next(&py->procs, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&py->procs, &i));)
 		free(v);
-	agent_htab_done(&py->files);
-	agent_htab_done(&py->procs);
+	sr_htab_ptrs_done(&py->files);
+	sr_htab_ptrs_done(&py->procs);
 	free(py);
 }
 
@@ -232,7 +232,7 @@ static void examine(int fd, const char *path, struct py_file *f)
 static struct py_file *file_for(struct agent_python *py, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
 	const uint64_t *key = agent_exe__key(m->exe);
-	struct py_file *f = agent_htab__get(&py->files, key, 4 * sizeof(uint64_t));
+	struct py_file *f = sr_htab_ptrs__get(&py->files, key, 4 * sizeof(uint64_t));
 	char path[512];
 	int fd;
 
@@ -246,10 +246,10 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 	if (py->n_files >= AGENT_PY_MAX_FILES) {
 		void *v;
 
-		for (size_t i = 0; (v = agent_htab__next(&py->files, &i));)
+		for (size_t i = 0; (v = sr_htab_ptrs__next(&py->files, &i));)
 			free(v);
-		agent_htab_done(&py->files);
-		agent_htab_init(&py->files, file_key);
+		sr_htab_ptrs_done(&py->files);
+		sr_htab_ptrs_init(&py->files, file_key);
 		py->n_files = 0;
 	}
 	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
@@ -268,7 +268,7 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 		examine(fd, path, f);
 		close(fd);
 	}
-	if (agent_htab__put(&py->files, f) < 0) {
+	if (sr_htab_ptrs__put(&py->files, f) < 0) {
 		free(f);
 		return NULL;
 	}
@@ -306,13 +306,13 @@ int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 	}
 	if (agent_proc_map__bias(m, &bias) < 0)
 		return -ENOENT;
-	e = agent_htab__get(&py->procs, proc->key, sizeof(proc->key));
+	e = sr_htab_ptrs__get(&py->procs, proc->key, sizeof(proc->key));
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		memcpy(e->key, proc->key, sizeof(e->key));
-		if (agent_htab__put(&py->procs, e) < 0) {
+		if (sr_htab_ptrs__put(&py->procs, e) < 0) {
 			free(e);
 			return -ENOMEM;
 		}
@@ -332,7 +332,7 @@ int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 
 void agent_python__forget(struct agent_python *py, const struct agent_proc *proc)
 {
-	struct py_proc_entry *e = agent_htab__remove(&py->procs, proc->key, sizeof(proc->key));
+	struct py_proc_entry *e = sr_htab_ptrs__remove(&py->procs, proc->key, sizeof(proc->key));
 	struct py_proc v;
 
 	/* Its code objects go with it: a host starts thousands of short Python processes. */
@@ -412,7 +412,7 @@ static void drop_code(struct agent_python *py, struct py_code *c)
 int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, uint64_t value,
 			struct agent_py_frame *ret)
 {
-	const struct py_proc_entry *e = agent_htab__get(&py->procs, proc->key, sizeof(proc->key));
+	const struct py_proc_entry *e = sr_htab_ptrs__get(&py->procs, proc->key, sizeof(proc->key));
 	uint64_t addr = value & PY_FRAME_ADDR_MASK;
 	uint32_t offset = (uint32_t)((value >> PY_FRAME_OFFSET_SHIFT) & PY_FRAME_OFFSET_MAX);
 	uint8_t key[20], head[AGENT_PY_CODE_HEAD];

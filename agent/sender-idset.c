@@ -5,7 +5,6 @@
  * response reported missing.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
@@ -20,79 +19,42 @@ struct agent_idkey agent_idkey_of(enum agent_id_kind kind, const uint8_t *id, si
 	return (struct agent_idkey){ .hi = h.high64 | (1ULL << 63), .lo = h.low64 };
 }
 
+/* A slot of a set with values; one without holds the key alone. */
+struct idslot {
+	struct agent_idkey k;
+	uint64_t value;
+};
+
+static bool idkey_eq(const void *slot, const void *key)
+{
+	const struct agent_idkey *a = slot, *b = key;
+
+	return a->hi == b->hi && a->lo == b->lo;
+}
+
 void agent_idset_clear(struct agent_idset *set)
 {
-	if (set->keys)
-		memset(set->keys, 0, set->cap * sizeof(*set->keys));
-	if (set->values)
-		memset(set->values, 0, set->cap * sizeof(*set->values));
-	set->used = set->live = 0;
+	sr_htab__clear(&set->t);
 }
 
 void agent_idset_done(struct agent_idset *set)
 {
-	SR_FREE(set->keys);
-	SR_FREE(set->values);
-	set->cap = set->used = set->live = 0;
+	sr_htab_done(&set->t);
 }
 
-static struct agent_idkey *agent_idset_slot(const struct agent_idset *set, struct agent_idkey k, bool for_insert)
+static struct agent_idkey *agent_idset_find(const struct agent_idset *set, struct agent_idkey k)
 {
-	size_t mask = set->cap - 1, i = (size_t)k.lo & mask;
-	struct agent_idkey *tomb = NULL;
-
-	for (;;) {
-		struct agent_idkey *e = &set->keys[i];
-
-		if (e->hi == 0 && e->lo == 0)
-			return for_insert ? (tomb ? tomb : e) : NULL;
-		if (e->hi == 0 && e->lo == 1) {
-			if (!tomb)
-				tomb = e;
-		} else if (e->hi == k.hi && e->lo == k.lo) {
-			return e;
-		}
-		i = (i + 1) & mask;
-	}
+	return sr_htab__get(&set->t, k.hi, &k);
 }
 
 bool agent_idset_has_key(const struct agent_idset *set, struct agent_idkey k)
 {
-	return set->cap && agent_idset_slot(set, k, false) != NULL;
+	return agent_idset_find(set, k) != NULL;
 }
 
 bool agent_idset_has(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len)
 {
 	return agent_idset_has_key(set, agent_idkey_of(kind, id, len));
-}
-
-static int agent_idset_rehash(struct agent_idset *set, size_t cap)
-{
-	struct agent_idkey *old = set->keys;
-	uint64_t *old_values = set->values;
-	size_t old_cap = set->cap;
-
-	set->keys = calloc(cap, sizeof(*set->keys));
-	set->values = set->with_values ? calloc(cap, sizeof(*set->values)) : NULL;
-	if (!set->keys || (set->with_values && !set->values)) {
-		free(set->keys);
-		free(set->values);
-		set->keys = old;
-		set->values = old_values;
-		return -ENOMEM;
-	}
-	set->cap = cap;
-	set->used = set->live = 0;
-	for (size_t i = 0; i < old_cap; i++) {
-		if (!old[i].hi)
-			continue;
-		(void)agent_idset_add_key(set, old[i]);
-		if (old_values)
-			set->values[agent_idset_slot(set, old[i], false) - set->keys] = old_values[i];
-	}
-	free(old);
-	free(old_values);
-	return 0;
 }
 
 /* Returns 1 when added, 0 when present, -ENOMEM. A set at its maximum starts over (see idset.max). */
@@ -101,26 +63,16 @@ int agent_idset_add_key(struct agent_idset *set, struct agent_idkey k)
 	struct agent_idkey *e;
 	int r;
 
-	if (set->cap && agent_idset_slot(set, k, false))
+	if (!set->t.elem) /* a zeroed set: its table is set up at the first add */
+		sr_htab_init(&set->t, set->with_values ? sizeof(struct idslot) : sizeof(struct agent_idkey), idkey_eq);
+	if (agent_idset_find(set, k))
 		return 0;
-	if (set->max && set->live >= set->max)
+	if (set->max && set->t.n >= set->max)
 		agent_idset_clear(set);
-	if ((set->used + 1) * 10 >= set->cap * 7) {
-		size_t cap = set->cap ? set->cap : 64;
-
-		while ((set->live + 1) * 10 >= cap * 5)
-			cap *= 2;
-		r = agent_idset_rehash(set, cap);
-		if (r < 0)
-			return r;
-	}
-	e = agent_idset_slot(set, k, true);
-	if (e->hi == 0 && e->lo == 0)
-		set->used++;
-	*e = k;
-	if (set->values)
-		set->values[e - set->keys] = 0;
-	set->live++;
+	r = sr_htab__add(&set->t, k.hi, (void **)&e);
+	if (r < 0)
+		return r;
+	*e = k; /* the value, if any, is 0 */
 	return 1;
 }
 
@@ -131,23 +83,23 @@ int agent_idset_add(struct agent_idset *set, enum agent_id_kind kind, const uint
 
 void agent_idset_del(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len)
 {
-	struct agent_idkey *e;
+	struct agent_idkey *e = agent_idset_find(set, agent_idkey_of(kind, id, len));
 
-	if (!set->cap)
-		return;
-	e = agent_idset_slot(set, agent_idkey_of(kind, id, len), false);
-	if (e) {
-		*e = (struct agent_idkey){ .hi = 0, .lo = 1 };
-		set->live--;
-	}
+	if (e)
+		sr_htab__del(&set->t, e);
+}
+
+const struct agent_idkey *agent_idset_next(const struct agent_idset *set, size_t *iter)
+{
+	return sr_htab__next(&set->t, iter);
 }
 
 uint64_t *agent_idset_value(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len)
 {
-	struct agent_idkey *e;
+	struct idslot *e;
 
-	if (!set->cap || !set->values)
+	if (!set->with_values)
 		return NULL;
-	e = agent_idset_slot(set, agent_idkey_of(kind, id, len), false);
-	return e ? &set->values[e - set->keys] : NULL;
+	e = (struct idslot *)agent_idset_find(set, agent_idkey_of(kind, id, len));
+	return e ? &e->value : NULL;
 }

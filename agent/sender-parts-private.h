@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "agent.h"
+#include "common/htab.h"
 
 struct agent_gateway_config;
 
@@ -77,20 +78,20 @@ enum agent_id_kind {
 };
 
 /*
- * A set of IDs by their 128-bit hash (open addressing). A false "present"
- * would only make the agent skip a definition the gateway then reports
- * missing, so hashes are enough.
+ * A set of IDs by their 128-bit hash, on the tree's table (common/htab.h):
+ * the slot is the key, hi its hash. A false "present" would only make the
+ * agent skip a definition the gateway then reports missing, so hashes are
+ * enough.
  */
 struct agent_idkey {
-	uint64_t hi, lo; /* hi has its top bit set; {0,0} empty, {0,1} deleted */
+	uint64_t hi, lo; /* hi has its top bit set, so it is a hash the table stores as it is */
 };
 
 struct agent_idset {
-	struct agent_idkey *keys;
-	size_t cap, used, live, max;
+	struct sr_htab t; /* of agent_idkey, or of agent_idkey and its value; all zero: empty */
+	size_t max;
 	/* With values (set before the first add): one uint64_t per ID, 0 when added. */
 	bool with_values;
-	uint64_t *values;
 };
 
 /* sender-idset.c */
@@ -103,6 +104,13 @@ bool agent_idset_has(const struct agent_idset *set, enum agent_id_kind kind, con
 int agent_idset_add_key(struct agent_idset *set, struct agent_idkey k);
 int agent_idset_add(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
 void agent_idset_del(struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
+/* The IDs one by one: for (size_t i = 0; (k = agent_idset_next(set, &i));) — no adds meanwhile. */
+const struct agent_idkey *agent_idset_next(const struct agent_idset *set, size_t *iter);
+/* How many IDs the set holds. */
+static inline size_t agent_idset_count(const struct agent_idset *set)
+{
+	return set->t.n;
+}
 /* The value of a present ID in a set with_values; NULL when absent (or the set has no values). */
 uint64_t *agent_idset_value(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
 

@@ -26,11 +26,12 @@
  */
 static void commit_defs(struct agent_sender *s, struct agent_defs *d, bool new_connection)
 {
+	const struct agent_idkey *k;
+
 	if (new_connection)
 		agent_idset_clear(&s->sent);
-	for (size_t i = 0; i < d->local.cap; i++)
-		if (d->local.keys[i].hi)
-			(void)agent_idset_add_key(&s->sent, d->local.keys[i]);
+	for (size_t i = 0; (k = agent_idset_next(&d->local, &i));)
+		(void)agent_idset_add_key(&s->sent, *k);
 	for (size_t i = 0; i < d->n_executables; i++)
 		agent_sender_probe_remember(s, d->executables[i].id);
 	for (size_t i = 0; i < d->n_kernels; i++)
@@ -79,7 +80,7 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 		}
 	check_frames = resp->missing_executables_count || resp->missing_kernels_count || resp->missing_functions_count;
 
-	if (missing.live) {
+	if (agent_idset_count(&missing)) {
 		again = calloc(1, sizeof(*again));
 		if (again)
 			again->samples = malloc(head->n * sizeof(*again->samples));
@@ -89,7 +90,8 @@ static void apply_done(struct agent_sender *s, struct chunk *head, stackrelay_v1
 	for (size_t i = 0; i < head->n; i++) {
 		stackrelay_v1_Sample *sm = &head->samples[i];
 		uint64_t c = agent_sender_sample_count(sm), b = agent_sender_sample_bytes(sm);
-		int m = missing.live ? agent_defs_sample_missing(s->store, sm, &missing, check_frames) : 0;
+		int m = agent_idset_count(&missing) ? agent_defs_sample_missing(s->store, sm, &missing, check_frames)
+						    : 0;
 
 		if (m == 0) {
 			acc += c;

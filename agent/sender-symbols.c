@@ -118,7 +118,7 @@ size_t agent_sender_want_symbols(struct agent_sender *s, pb_bytes_array_t **ids,
 		v = agent_idset_value(&s->symdone, AGENT_ID_SYMBOLS, id->bytes, id->size);
 		if (v && !may_upload_again(s, *v, now))
 			continue;
-		if (!v && s->symdone.live >= AGENT_SENDER_SYMBOL_SET_MAX)
+		if (!v && agent_idset_count(&s->symdone) >= AGENT_SENDER_SYMBOL_SET_MAX)
 			continue;
 		if (sr_grow_zero((void **)&s->symjobs, &s->symjobs_cap, s->n_symjobs + 1, sizeof(*s->symjobs), 16) < 0)
 			continue;

@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 
 #include "container-open.h"
-#include "htab.h"
+#include "common/htab.h"
 #include "common/list.h"
 #include "proc.h"
 #include "unwind-table.h"
@@ -44,7 +44,7 @@ struct table {
 
 struct agent_unwinder {
 	struct agent_unwinder_opts o;
-	struct agent_htab tables;
+	struct sr_htab_ptrs tables;
 	struct sr_list lru; /* front: most recently written into a process */
 	uint32_t next_id;
 	struct agent_unwinder_stats stats;
@@ -71,7 +71,7 @@ struct agent_unwinder *agent_unwinder_new(const struct agent_unwinder_opts *o)
 	u->o = *o;
 	if (!u->o.max_rows)
 		u->o.max_rows = AGENT_UNWIND_MAX_ROWS_DEFAULT;
-	agent_htab_init(&u->tables, table_key);
+	sr_htab_ptrs_init(&u->tables, table_key);
 	u->next_id = 1;
 	return u;
 }
@@ -82,9 +82,9 @@ void agent_unwinder_free(struct agent_unwinder *u)
 
 	if (!u)
 		return;
-	for (size_t i = 0; (v = agent_htab__next(&u->tables, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&u->tables, &i));)
 		free(v);
-	agent_htab_done(&u->tables);
+	sr_htab_ptrs_done(&u->tables);
 	free(u);
 }
 
@@ -115,7 +115,7 @@ static void evict(struct agent_unwinder *u, struct table *t)
 		bpf_map_delete_elem(u->o.files_fd, &fk);
 	}
 	bpf_map_delete_elem(u->o.tables_fd, &t->id);
-	/* Filled but never published (agent_htab__put() failed right after): out of the pending list. */
+	/* Filled but never published (sr_htab_ptrs__put() failed right after): out of the pending list. */
 	if (t->fd >= 0) {
 		for (size_t i = 0; i < u->n_pending; i++)
 			if (u->pending[i] == t)
@@ -129,7 +129,7 @@ static void evict(struct agent_unwinder *u, struct table *t)
 	u->stats.table_rows -= t->n_rows;
 	u->stats.tables_evicted++;
 	/* Forget it entirely: a later use builds it again under a new ID. */
-	agent_htab__remove(&u->tables, t->key, sizeof(t->key));
+	sr_htab_ptrs__remove(&u->tables, t->key, sizeof(t->key));
 	free(t);
 }
 
@@ -299,7 +299,7 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 {
 	struct agent_unwind_table ut = { 0 };
 	const uint64_t *key = agent_exe__key(m->exe);
-	struct table *t = agent_htab__get(&u->tables, key, 4 * sizeof(uint64_t));
+	struct table *t = sr_htab_ptrs__get(&u->tables, key, 4 * sizeof(uint64_t));
 	uint64_t t0;
 	int fd, r;
 
@@ -362,7 +362,7 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 	}
 	agent_unwind_table_done(&ut);
 	u->stats.build_ns += mono_ns() - t0;
-	if (agent_htab__put(&u->tables, t) < 0) {
+	if (sr_htab_ptrs__put(&u->tables, t) < 0) {
 		if (t->id)
 			evict(u, t);
 		else

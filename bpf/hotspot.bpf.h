@@ -12,7 +12,9 @@
 #ifndef SR_BPF_HOTSPOT_BPF_H
 #define SR_BPF_HOTSPOT_BPF_H
 
+#include "common.bpf.h"
 #include "hotspot.h"
+#include "unwind.bpf.h"
 
 /* hotspot_step()'s answer when the pc is not in the JVM's code: the caller goes on as it would have. */
 #define HOTSPOT_NOT_JAVA (-1)

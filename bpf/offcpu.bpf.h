@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
 /*
  * Off-CPU profiling: how long threads wait, and where (docs/agent.md,
- * "Off-CPU profiling"). Included by profile.bpf.c, whose maps, filters,
- * ring buffer and unwinder it shares.
+ * "Off-CPU profiling"). It shares the maps, filters and ring buffer of CPU
+ * samples (common.bpf.h) and their unwinder (unwind-run.bpf.h).
  *
  * Two hooks. At sched_switch the thread going off CPU is still current:
  * the filters run (idle, kernel threads, pids, cgroups, then the sampling
@@ -27,6 +27,10 @@
  */
 #ifndef SR_BPF_OFFCPU_BPF_H
 #define SR_BPF_OFFCPU_BPF_H
+
+#include "common.bpf.h"
+#include "unwind-run.bpf.h"
+#include "unwind.bpf.h"
 
 /* Set by the agent between open and load (off_cpu.*); the programs are loaded only when off_cpu.enabled. */
 const volatile __u64 off_cpu_min_block_ns = 1000000;

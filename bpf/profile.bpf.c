@@ -12,80 +12,18 @@
  * measured on the scheduler's hooks in offcpu.bpf.h, with the same filters,
  * unwinder and ring buffer.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include "profile.h"
+#include "common.bpf.h"
+#include "unwind.bpf.h"
+#include "pyframe.bpf.h"
+#include "v8.bpf.h"
+#include "hotspot.bpf.h"
+#include "unwind-run.bpf.h"
+#include "offcpu.bpf.h"
 
-#define PF_KTHREAD 0x00200000
-#define VM_EXEC	   0x00000004
+#define VM_EXEC 0x00000004
 
-/* Set by the agent between open and load (docs/style.md 3). */
-const volatile bool skip_idle = true;
-const volatile bool skip_kthreads = false;
-const volatile bool kernel_stacks = true;
-const volatile bool filter_pids = false;
-const volatile bool filter_cgroups = false;
 /* Report executable file mappings as they are made (PROFILE_EVENT_MMAP). */
 const volatile bool track_mmaps = false;
-/* Unwind user stacks with the agent's tables where it has given them (profiling.unwinding: auto). */
-const volatile bool table_unwinding = false;
-/* Walk the Python frames of processes the agent put in py_procs (python: true). */
-const volatile bool python_frames = false;
-/* Name the JavaScript frames of processes the agent put in v8_procs (nodejs.enabled). */
-const volatile bool v8_frames = false;
-/* Step and record the Java frames of processes the agent put in hotspot_procs (java.enabled). */
-const volatile bool java_frames = false;
-/* Wake the agent for samples only once this much is waiting; it also polls on a timer. */
-const volatile __u64 wakeup_bytes = 1024 * 1024;
-/*
- * Samples stop once this much is waiting: the rest of the ring buffer is
- * kept for process and mapping records. A lost sample is counted and costs
- * one sample; a lost mapping would leave every later sample of that process
- * unattributed, so when the agent falls behind, samples give way first.
- */
-const volatile __u64 sample_limit_bytes = 7 * 1024 * 1024;
-
-/* Sizes are set by the agent before load; these are placeholders. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 * 1024 * 1024);
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u8);
-} allowed_pids SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u64);
-	__type(value, __u8);
-} allowed_cgroups SEC(".maps");
-
-/*
- * Processes (tgid -> start_boottime) that have had a sample since their last
- * exec. A process's first sample wakes the agent at once, so it reads the
- * process's mappings while the process still runs; later samples wait for
- * the agent's next poll. Sized to profiling.max_processes by the agent.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} seen SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, PROFILE_CNT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
 
 /*
  * Files (dev, inode) the agent has identified: a mapping of one of them does
@@ -103,193 +41,12 @@ struct {
 	__type(value, __u8);
 } known_files SEC(".maps");
 
-static __always_inline void count_add(__u32 which, __u64 v)
-{
-	__u64 *n = bpf_map_lookup_elem(&counters, &which);
-
-	if (n)
-		*n += v;
-}
-
-static __always_inline void count(__u32 which)
-{
-	count_add(which, 1);
-}
-
-#include "unwind.bpf.h"
-#include "pyframe.bpf.h"
-#include "v8.bpf.h"
-#include "hotspot.bpf.h"
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
 } unwind_progs SEC(".maps");
-
-static __always_inline bool cgroup_allowed(void)
-{
-	/*
-	 * Walk from the root down: an allowed cgroup admits its whole subtree,
-	 * so a pod's cgroup admits each of its containers.
-	 */
-	for (int level = 0; level < PROFILE_MAX_CGROUP_LEVELS; level++) {
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-
-		if (!id)
-			return false;
-		if (bpf_map_lookup_elem(&allowed_cgroups, &id))
-			return true;
-	}
-	return false;
-}
-
-/* Returns the counter that explains why the current task is filtered out, or -1 to keep it. */
-static __always_inline int filtered(__u32 tgid, struct task_struct *task)
-{
-	/* Without kernel stacks, idle and kernel threads would leave empty samples. */
-	if (tgid == 0)
-		return skip_idle || !kernel_stacks ? PROFILE_CNT_FILTERED_IDLE : -1;
-	if ((skip_kthreads || !kernel_stacks) && (BPF_CORE_READ(task, flags) & PF_KTHREAD))
-		return PROFILE_CNT_FILTERED_KTHREAD;
-	if (filter_pids && !bpf_map_lookup_elem(&allowed_pids, &tgid))
-		return PROFILE_CNT_FILTERED_PID;
-	if (filter_cgroups && !cgroup_allowed())
-		return PROFILE_CNT_FILTERED_CGROUP;
-	return -1;
-}
-
-static __always_inline void fill_header(struct profile_header *h, __u32 type, __u64 id, struct task_struct *task)
-{
-	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
-
-	h->type = type;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	h->cpu = bpf_get_smp_processor_id();
-	h->ktime_ns = bpf_ktime_get_ns();
-	h->start_boottime_ns = BPF_CORE_READ(leader, start_boottime);
-	bpf_get_current_comm(h->comm, sizeof(h->comm));
-	bpf_probe_read_kernel_str(h->pcomm, sizeof(h->pcomm), &leader->comm);
-}
-
-/*
- * A wakeup per sample would cost the agent a context switch per sample; it
- * polls every few hundred milliseconds anyway, so only a process's first
- * sample, or a filling buffer, wakes it.
- */
-static __always_inline __u64 sample_wakeup(const struct profile_sample *e)
-{
-	__u32 tgid = e->hdr.pid;
-	__u64 started = e->hdr.start_boottime_ns;
-	__u64 *seen_start;
-	bool wake = false;
-
-	if (!(e->flags & PROFILE_SAMPLE_KTHREAD)) {
-		seen_start = bpf_map_lookup_elem(&seen, &tgid);
-		wake = !seen_start || *seen_start != started;
-		if (wake)
-			bpf_map_update_elem(&seen, &tgid, &started, BPF_ANY);
-	}
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		wake = true;
-	return wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
-
-/* Kernel frames above the scheduler in an off-CPU stack: the BPF program and bpf_trace_run1 (or the trampoline). */
-#define OFF_CPU_KSTACK_SKIP 2
-
-/*
- * Everything but the user stack. ctx is the calling program's (a perf event's
- * or a kprobe's): bpf_get_stack() takes either.
- */
-static __always_inline void fill_sample(struct profile_sample *e, void *ctx, __u32 type, __u64 id,
-					struct task_struct *task, bool kthread)
-{
-	fill_header(&e->hdr, type, id, task);
-	e->off_cpu_ns = 0;
-	e->cgroup_id = bpf_get_current_cgroup_id();
-	e->mm = (__u64)BPF_CORE_READ(task, mm);
-	e->flags = kthread ? PROFILE_SAMPLE_KTHREAD : 0;
-	e->pad = 0;
-	e->kstack_len = 0;
-	if (kernel_stacks) {
-		/*
-		 * An off-CPU stack is taken from a tracing program: its first
-		 * frames are the program's and the tracepoint's (or trampoline's)
-		 * glue, not the thread's.
-		 */
-		__u64 skip = type == PROFILE_EVENT_OFF_CPU ? OFF_CPU_KSTACK_SKIP : 0;
-
-		e->kstack_len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), skip & BPF_F_SKIP_FIELD_MASK);
-		if (e->kstack_len < 0)
-			count(PROFILE_CNT_KSTACK_ERR);
-	}
-	e->ustack_len = 0;
-}
-
-static __always_inline void fp_user_stack(struct profile_sample *e, void *ctx)
-{
-	e->ustack_len = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
-	if (e->ustack_len < 0)
-		count(PROFILE_CNT_USTACK_ERR);
-}
-
-/*
- * The table unwinder's start: the sample goes into the per-CPU scratch entry
- * with the user registers, ready for unwind_user() (or unwind_user_kprobe()).
- * Returns NULL when the process has no mappings in unwind_procs (yet). ip,
- * sp, bp: the registers the program was handed; when they are a kernel's
- * (its addresses have the top bit set), the user's are the ones the task
- * saved at kernel entry.
- */
-static __always_inline struct unwind_scratch_state *
-table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_struct *task, __u64 ip, __u64 sp, __u64 bp)
-{
-	struct pt_regs *regs;
-	__u32 tgid = id >> 32;
-	struct unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
-	struct unwind_scratch_state *st;
-
-	if (!proc || proc->start_boottime_ns != BPF_CORE_READ(task, group_leader, start_boottime))
-		return NULL;
-	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
-	if (!st)
-		return NULL;
-	st->slot = slot;
-	fill_sample(&st->sample, ctx, type, id, task, false);
-	if ((__s64)ip < 0) {
-		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		st->rip = BPF_CORE_READ(regs, ip);
-		st->rsp = BPF_CORE_READ(regs, sp);
-		st->rbp = BPF_CORE_READ(regs, bp);
-	} else {
-		st->rip = ip;
-		st->rsp = sp;
-		st->rbp = bp;
-	}
-	st->n = 0;
-	st->table_frames = 0;
-	st->fp_frames = 0;
-	/* The CPU's last stack may have been another process's. */
-	st->cur_valid = 0;
-	st->rbp_valid = 1;
-	st->return_address = 0;
-	st->py_state = PY_STATE_OFF;
-	st->py_frames = 0;
-	st->py_new = 0;
-	if (python_frames)
-		py_begin(slot);
-	st->v8.start_boottime_ns = 0;
-	if (v8_frames)
-		v8_begin(slot);
-	st->jvm.start_boottime_ns = 0;
-	if (java_frames)
-		hotspot_begin(slot);
-	count(PROFILE_CNT_UNWIND_STACKS);
-	return st;
-}
 
 /* Returns false when the process has no tables or the tail call failed: the caller falls back to frame pointers. */
 static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, __u64 id, struct task_struct *task)
@@ -299,89 +56,6 @@ static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, 
 		return false;
 	bpf_tail_call(ctx, &unwind_progs, 0);
 	return false;
-}
-
-static __always_inline void submit_unwound(struct unwind_scratch_state *st, int why)
-{
-	__u32 n = st->n;
-	__u64 wake;
-
-	count(why);
-	count_add(PROFILE_CNT_UNWIND_TABLE_FRAMES, st->table_frames);
-	count_add(PROFILE_CNT_UNWIND_FP_FRAMES, st->fp_frames);
-	if (st->py_frames)
-		count_add(PROFILE_CNT_PY_FRAMES, st->py_frames);
-	if (st->v8.start_boottime_ns)
-		count_add(PROFILE_CNT_V8_FRAMES, st->v8_frames);
-	if (st->jvm.start_boottime_ns)
-		count_add(PROFILE_CNT_JVM_FRAMES, st->jvm_frames);
-	st->sample.flags |= PROFILE_SAMPLE_UNWOUND;
-	st->sample.ustack_len = (__s32)(n * sizeof(__u64));
-	wake = sample_wakeup(&st->sample);
-	if (st->py_new)
-		wake = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), wake))
-		count(st->sample.hdr.type == PROFILE_EVENT_OFF_CPU ? PROFILE_CNT_OFF_CPU_LOST_RINGBUF
-								   : PROFILE_CNT_LOST_RINGBUF);
-}
-
-/*
- * One frame: record the pc, step to the caller. A global function, so the
- * verifier checks it once however many times the loop below calls it (a
- * static one is re-verified per call site and iteration, past the
- * verifier's limits). Returns 0 to go on, or the PROFILE_CNT_UNWIND_END_*.
- */
-__noinline int unwind_frame(__u32 slot)
-{
-	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
-	__u32 n;
-
-	if (!st)
-		return PROFILE_CNT_UNWIND_END_READ_FAULT;
-	n = st->n;
-	if (n >= PROFILE_MAX_STACK_DEPTH)
-		return PROFILE_CNT_UNWIND_END_DEPTH;
-	/* An eval-loop frame of a Python process: its Python frames instead, one a call (pyframe.bpf.h). */
-	if (python_frames &&
-	    (st->py_state == PY_STATE_EMITTING ||
-	     (st->py_state == PY_STATE_READY && st->rip >= st->py.eval_start && st->rip < st->py.eval_end))) {
-		switch (py_frame_step(slot)) {
-		case PY_STEP_FRAME:
-			return 0;
-		case PY_STEP_END:
-			return unwind_step(st);
-		default:
-			break;
-		}
-	}
-	st->sample.ustack[n] = st->rip;
-	st->n = n + 1;
-	return unwind_step(st);
-}
-
-/*
- * UNWIND_FRAMES_PER_PROG frames, then a tail call to the same program for
- * the next ones, or the finished stack into the ring buffer. slot: the
- * scratch state (UNWIND_SCRATCH_*); progs: the prog array of the caller's
- * program type (a tail call keeps the type).
- */
-static __always_inline int unwind_user_run(void *ctx, __u32 slot, void *progs)
-{
-	struct unwind_scratch_state *st;
-	int why = 0;
-
-	for (int f = 0; f < UNWIND_FRAMES_PER_PROG && !why; f++)
-		why = unwind_frame(slot);
-	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
-	if (!st)
-		return 0;
-	if (!why) {
-		bpf_tail_call(ctx, progs, 0);
-		/* Out of tail calls: what was unwound so far is the stack. */
-		why = PROFILE_CNT_UNWIND_END_DEPTH;
-	}
-	submit_unwound(st, why);
-	return 0;
 }
 
 /* Tail-called from do_sample and from itself. */
@@ -437,8 +111,6 @@ int do_sample(struct bpf_perf_event_data *ctx)
 	bpf_ringbuf_submit(e, sample_wakeup(e));
 	return 0;
 }
-
-#include "offcpu.bpf.h"
 
 static __always_inline int task_event(__u32 type)
 {

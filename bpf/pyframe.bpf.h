@@ -13,7 +13,9 @@
 #ifndef SR_BPF_PYTHON_BPF_H
 #define SR_BPF_PYTHON_BPF_H
 
+#include "common.bpf.h"
 #include "pyframe.h"
+#include "unwind.bpf.h"
 
 /* Where the walker stands in a sample (unwind_scratch_state.py_state). */
 enum py_state {

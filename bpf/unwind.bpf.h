@@ -19,6 +19,7 @@
 #ifndef SR_BPF_UNWIND_BPF_H
 #define SR_BPF_UNWIND_BPF_H
 
+#include "common.bpf.h"
 #include "profile.h"
 #include "pyframe.h"
 #include "hotspot.h"
@@ -121,7 +122,6 @@ struct {
 	__type(value, struct unwind_scratch_state);
 } unwind_scratch SEC(".maps");
 
-static __always_inline void count(__u32 which);
 /* v8.bpf.h: names the frame about to be crossed by its frame pointer when it is JavaScript. */
 __noinline int v8_frame(__u32 slot);
 /* hotspot.bpf.h: steps a frame of a JVM's code, or HOTSPOT_NOT_JAVA (-1). */

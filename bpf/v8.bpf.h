@@ -12,6 +12,8 @@
 #ifndef SR_BPF_V8_BPF_H
 #define SR_BPF_V8_BPF_H
 
+#include "common.bpf.h"
+#include "unwind.bpf.h"
 #include "v8frame.h"
 
 /* tgid -> its V8 offsets; sized to profiling.max_processes by the agent. */

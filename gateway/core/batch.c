@@ -464,6 +464,12 @@ static bool resource_equal(struct gw_resource *a, struct gw_resource *b)
 	return true;
 }
 
+/*
+ * The merge's index of resources: 4-byte resource numbers, charged to the
+ * batch's bytes (mem_add) and rebuilt whole for a merge; the tree's table
+ * (common/htab.h) would keep a 64-bit hash beside each and charge 4 times
+ * the bytes for what resource_hash() already caches.
+ */
 #define NO_RES UINT32_MAX
 
 static int index_insert(struct gw_profiles *p, uint32_t idx)

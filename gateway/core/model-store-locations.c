@@ -15,6 +15,9 @@
  *     only the locations no stored stack holds are in it; a held location
  *     keeps in that place the number of stored stacks holding it;
  *   - its charge is derived (gw_location__charge()), not kept.
+ * So the index is its own and not the tree's table (common/htab.h), whose
+ * slots begin with a stored 64-bit hash: 16 bytes a slot instead of 4,
+ * 64 MiB instead of 16 at two million locations.
  * Evicted locations are linked through lru_next until the locks are dropped.
  */
 #include <errno.h>

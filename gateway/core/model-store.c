@@ -40,6 +40,11 @@
  * their indexes took 16 MiB each just past 2^20 entries; at two, half, for
  * one more object on an average chain (whose 32 bits of hash are compared
  * before the key: a chain step is one cache line).
+ *
+ * Not the tree's table (common/htab.h) for that reason: its slots keep a
+ * 64-bit hash and a pointer, 16 bytes at most 3/4 full, where a chained
+ * object here costs its bucket's share (4 bytes at two per bucket) and a
+ * chain pointer it carries anyway.
  */
 #define GW_STORE_LOAD_FACTOR 2
 

@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "common/grow.h"
+#include "common/htab.h"
 #include "component.h"
 #include "common/config.h"
 #include "core/accounting.h"
@@ -78,9 +79,7 @@ struct flamegraph {
 	struct gw_strtab names;
 	struct fg_node *nodes;
 	uint32_t n_nodes, cap_nodes;
-	/* (parent, name) → node */
-	uint32_t *slots;
-	uint32_t slot_cap;
+	struct sr_htab children; /* (parent, name) → node: struct fg_slot */
 	uint64_t truncated;
 	uint64_t renders;
 	/*
@@ -100,45 +99,41 @@ static uint64_t key_hash(uint32_t parent, uint32_t name)
 	return XXH3_64bits(&k, sizeof(k));
 }
 
-static int grow(struct flamegraph *g)
+struct fg_slot {
+	uint64_t hash; /* the table's */
+	uint32_t node;
+	uint32_t pad;
+};
+
+struct fg_key {
+	const struct flamegraph *g;
+	uint32_t parent, name;
+};
+
+static bool slot_eq(const void *slot, const void *key)
 {
-	uint32_t cap = g->slot_cap ? g->slot_cap * 2 : 4096;
-	uint32_t *s = calloc(cap, sizeof(*s));
+	const struct fg_key *k = key;
+	const struct fg_node *n = &k->g->nodes[((const struct fg_slot *)slot)->node];
 
-	if (!s)
-		return -ENOMEM;
-	for (uint32_t i = 1; i < g->n_nodes; i++) {
-		uint32_t j = (uint32_t)key_hash(g->nodes[i].parent, g->nodes[i].name) & (cap - 1);
-
-		while (s[j])
-			j = (j + 1) & (cap - 1);
-		s[j] = i;
-	}
-	free(g->slots);
-	g->slots = s;
-	g->slot_cap = cap;
-	return 0;
+	return n->parent == k->parent && n->name == k->name;
 }
 
 /* The child of parent named name (created when new); 0 when the tree is full or on ENOMEM. */
 static uint32_t child(struct flamegraph *g, uint32_t parent, uint32_t name, uint32_t kind)
 {
-	uint32_t j;
+	struct fg_key k = { g, parent, name };
+	uint64_t hash = key_hash(parent, name);
+	struct fg_slot *s = sr_htab__find(&g->children, hash, &k, slot_eq);
 
-	if ((g->n_nodes + 1) * 2 > g->slot_cap && grow(g) < 0)
-		return 0;
-	for (j = (uint32_t)key_hash(parent, name) & (g->slot_cap - 1); g->slots[j]; j = (j + 1) & (g->slot_cap - 1)) {
-		struct fg_node *n = &g->nodes[g->slots[j]];
-
-		if (n->parent == parent && n->name == name)
-			return g->slots[j];
-	}
+	if (s)
+		return s->node;
 	if (g->n_nodes >= g->cfg->max_nodes)
 		return 0;
-	if (sr_grow_u32((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(*g->nodes), 1) < 0)
+	if (sr_grow_u32((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(*g->nodes), 1) < 0 ||
+	    sr_htab__add(&g->children, hash, (void **)&s) < 0)
 		return 0;
 	g->nodes[g->n_nodes] = (struct fg_node){ .parent = parent, .name = name, .kind = kind };
-	g->slots[j] = g->n_nodes;
+	s->node = g->n_nodes;
 	return g->n_nodes++;
 }
 
@@ -511,7 +506,7 @@ static void tree_free(struct flamegraph *g)
 	tree_free(g->off_cpu_tree);
 	gw_strtab_free(&g->names);
 	free(g->nodes);
-	free(g->slots);
+	sr_htab_done(&g->children);
 	free(g->path);
 	free(g->title);
 	free(g);
@@ -529,11 +524,12 @@ static struct flamegraph *tree_new(struct gw_component *c, const char *path, con
 	g->cfg = c->config;
 	g->off_cpu = off_cpu;
 	r = gw_strtab_init(&g->names);
+	sr_htab_init(&g->children, sizeof(struct fg_slot), slot_eq);
 	g->cap_nodes = 1024;
 	g->nodes = calloc(g->cap_nodes, sizeof(*g->nodes));
 	g->path = strdup(path);
 	g->title = strdup(title ? title : "");
-	if (r < 0 || !g->nodes || !g->path || !g->title || grow(g) < 0) {
+	if (r < 0 || !g->nodes || !g->path || !g->title) {
 		/* tree_free() takes a half-built tree (the string table included: a failed init leaves it freeable). */
 		tree_free(g);
 		return NULL;

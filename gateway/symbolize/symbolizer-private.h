@@ -17,6 +17,7 @@
 
 #include <libelf.h>
 
+#include "common/htab.h"
 #include "common/list.h"
 #include "symbolize.h"
 
@@ -49,7 +50,6 @@ struct gw_sym_handle {
 };
 
 struct entry {
-	struct entry *hnext;
 	struct sr_list_node lru; /* in gw_symbolizer.lru */
 	struct entry *qnext;	 /* fetch queue */
 	uint64_t hash;
@@ -74,8 +74,8 @@ struct gw_symbolizer {
 	struct gw_disk_store *store;
 
 	pthread_mutex_t lock;
-	struct entry **buckets;
-	size_t n_buckets, n_entries;
+	struct sr_htab map; /* executable ID -> entry: struct sr_htab_ptr slots */
+	size_t n_entries;
 	struct sr_list lru; /* entries, head = most recently used */
 	uint64_t bytes;
 

@@ -57,57 +57,53 @@ uint64_t gw_sym_id_hash(const uint8_t *id, size_t len)
 	return XXH3_64bits(id, len);
 }
 
-struct entry *gw_sym_map_find(struct gw_symbolizer *s, const uint8_t *id, size_t len, uint64_t hash)
+struct id_key {
+	const uint8_t *id;
+	size_t len;
+};
+
+static bool map_eq(const void *slot, const void *key)
 {
-	if (!s->n_buckets)
-		return NULL;
-	for (struct entry *e = s->buckets[hash & (s->n_buckets - 1)]; e; e = e->hnext) {
-		if (e->hash == hash && e->id_len == len && memcmp(e->id, id, len) == 0)
-			return e;
-	}
-	return NULL;
+	const struct entry *e = ((const struct sr_htab_ptr *)slot)->value;
+	const struct id_key *k = key;
+
+	return e->id_len == k->len && memcmp(e->id, k->id, k->len) == 0;
 }
 
-static int map_grow(struct gw_symbolizer *s)
+static struct sr_htab_ptr *map_slot(struct gw_symbolizer *s, const uint8_t *id, size_t len, uint64_t hash)
 {
-	size_t nb = s->n_buckets ? s->n_buckets * 2 : 1024;
-	struct entry **b = calloc(nb, sizeof(*b));
+	struct id_key k = { id, len };
 
-	if (!b)
-		return -ENOMEM;
-	for (size_t i = 0; i < s->n_buckets; i++) {
-		struct entry *e = s->buckets[i], *next;
-		for (; e; e = next) {
-			next = e->hnext;
-			e->hnext = b[e->hash & (nb - 1)];
-			b[e->hash & (nb - 1)] = e;
-		}
-	}
-	free(s->buckets);
-	s->buckets = b;
-	s->n_buckets = nb;
-	return 0;
+	return sr_htab__get(&s->map, hash, &k);
+}
+
+struct entry *gw_sym_map_find(struct gw_symbolizer *s, const uint8_t *id, size_t len, uint64_t hash)
+{
+	struct sr_htab_ptr *slot = map_slot(s, id, len, hash);
+
+	return slot ? slot->value : NULL;
 }
 
 static void evict(struct gw_symbolizer *s, struct entry *keep);
 
 static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size_t len, uint64_t hash)
 {
-	struct entry *e;
+	struct sr_htab_ptr *slot;
+	struct entry *e = calloc(1, sizeof(*e));
 
-	if (s->n_entries >= s->n_buckets && map_grow(s) < 0)
-		return NULL;
-	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
+	if (sr_htab__add(&s->map, hash, (void **)&slot) < 0) {
+		free(e);
+		return NULL;
+	}
+	slot->value = e;
 	memcpy(e->id, id, len);
 	e->id_len = (uint8_t)len;
 	e->hash = hash;
 	/* A new entry is "wanted" until a source says otherwise; callers set the real state. */
 	e->state = E_WANTED;
 	e->wanted_since_ns = sr_now_ns();
-	e->hnext = s->buckets[hash & (s->n_buckets - 1)];
-	s->buckets[hash & (s->n_buckets - 1)] = e;
 	s->n_entries++;
 	e->bytes = GW_SYM_NEGATIVE_ENTRY_BYTES;
 	s->bytes += e->bytes;
@@ -120,12 +116,10 @@ static struct entry *map_insert(struct gw_symbolizer *s, const uint8_t *id, size
 
 static void map_remove(struct gw_symbolizer *s, struct entry *e)
 {
-	struct entry **pp = &s->buckets[e->hash & (s->n_buckets - 1)];
+	struct sr_htab_ptr *slot = map_slot(s, e->id, e->id_len, e->hash);
 
-	while (*pp && *pp != e)
-		pp = &(*pp)->hnext;
-	if (*pp)
-		*pp = e->hnext;
+	if (slot)
+		sr_htab__del(&s->map, slot);
 	sr_list__unlink(&s->lru, &e->lru);
 	s->n_entries--;
 	s->bytes -= e->bytes;
@@ -519,6 +513,7 @@ struct gw_symbolizer *gw_symbolizer_new(const struct gw_symbolizer_config *cfg)
 		goto fail;
 	s->cfg = *cfg;
 	pthread_mutex_init(&s->lock, NULL);
+	sr_htab_init(&s->map, sizeof(struct sr_htab_ptr), map_eq);
 	pthread_cond_init(&s->fetch_cond, NULL);
 	atomic_init(&s->stopping, false);
 	atomic_init(&s->open_dwarf, 0);
@@ -615,7 +610,7 @@ void gw_symbolizer_free(struct gw_symbolizer *s)
 	free(s->threads);
 	while (s->lru.head)
 		map_remove(s, SR_CONTAINER_OF(s->lru.head, struct entry, lru));
-	free(s->buckets);
+	sr_htab_done(&s->map);
 	gw_disk_store_free(s->store);
 	for (size_t i = 0; i < s->n_debug_dirs; i++)
 		free(s->debug_dirs[i]);

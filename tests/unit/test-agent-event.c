@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Ring-buffer record decoding, CPU lists and the hash table the agent's caches use. */
+/* Ring-buffer record decoding and CPU lists. */
 #include <errno.h>
 #include <linux/types.h>
 #include <setjmp.h>
@@ -12,7 +12,6 @@
 #include <cmocka.h>
 
 #include "agent/event.h"
-#include "agent/htab.h"
 #include "agent/sampler.h"
 
 static void test_event_decode(void **state)
@@ -72,56 +71,11 @@ static void test_cpu_list(void **state)
 	assert_int_equal(agent_parse_cpu_list("1;2", cpus, 16), -EINVAL);
 }
 
-struct item {
-	uint32_t key;
-	int value;
-};
-
-static const void *item_key(const void *v, size_t *len)
-{
-	*len = sizeof(uint32_t);
-	return &((const struct item *)v)->key;
-}
-
-static void test_htab(void **state)
-{
-	struct agent_htab h;
-	struct item *items = calloc(5000, sizeof(*items));
-	struct item *it;
-	size_t seen = 0;
-
-	(void)state;
-	agent_htab_init(&h, item_key);
-	for (uint32_t i = 0; i < 5000; i++) {
-		items[i].key = i * 2654435761u;
-		items[i].value = (int)i;
-		assert_int_equal(agent_htab__put(&h, &items[i]), 0);
-	}
-	for (uint32_t i = 0; i < 5000; i += 2) /* remove half: tombstones */
-		assert_ptr_equal(agent_htab__remove(&h, &items[i].key, 4), &items[i]);
-	assert_int_equal(h.n, 2500);
-	for (uint32_t i = 0; i < 5000; i++) {
-		it = agent_htab__get(&h, &items[i].key, 4);
-		if (i % 2)
-			assert_ptr_equal(it, &items[i]);
-		else
-			assert_null(it);
-	}
-	for (uint32_t i = 0; i < 5000; i += 2) /* reinsert over tombstones */
-		assert_int_equal(agent_htab__put(&h, &items[i]), 0);
-	for (size_t i = 0; (it = agent_htab__next(&h, &i));)
-		seen++;
-	assert_int_equal(seen, 5000);
-	agent_htab_done(&h);
-	free(items);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_event_decode),
 		cmocka_unit_test(test_cpu_list),
-		cmocka_unit_test(test_htab),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

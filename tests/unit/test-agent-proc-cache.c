@@ -146,7 +146,7 @@ static void test_churn_stays_bounded(void **state)
 		}
 	}
 	assert_true(c.n <= 64);
-	assert_true(c.owners.n <= 64);
+	assert_true(c.owners.h.n <= 64);
 	agent_pcache_done(&c);
 	assert_int_equal(freed, 25000);
 }
