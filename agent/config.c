@@ -139,8 +139,8 @@ static const struct sr_field nodejs_fields[] = {
 				"table unwinding (profiling.unwinding: auto)."),
 	SR_FIELD_U64("max_functions", struct agent_nodejs_config, max_functions, .def = "65536", .min = 1024,
 		     .max = 16 * 1024 * 1024,
-		     .doc = "JavaScript functions whose names are kept (about 600 bytes each); at the bound the "
-			    "least recently used is dropped, and a process's functions go when it exits."),
+		     .doc = "JavaScript functions whose names and lines are kept (about 750 bytes each); at the "
+			    "bound the least recently used is dropped, and a process's functions go when it exits."),
 	SR_FIELD_END,
 };
 

@@ -48,6 +48,13 @@ struct js_function {
 	/* What the entry was read from: the map, name-or-scope-info and script slots. */
 	uint64_t map, nos, sod;
 	struct agent_v8_function fn;
+	/* Lines of bytecode offsets (0: not found), replaced in turn. */
+	struct {
+		uint32_t offset;
+		uint32_t line;
+	} lines[AGENT_NODEJS_LINES];
+	uint32_t n_lines;
+	uint32_t next_line;
 };
 
 struct agent_nodejs {
@@ -208,6 +215,12 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 	v.type_js_function_first = (__u16)f->meta.type_js_function_first;
 	v.type_js_function_last = (__u16)f->meta.type_js_function_last;
 	v.type_sfi = (__u16)f->meta.type_sfi;
+	if (f->meta.has_positions) {
+		v.off_fp_bytecode_array = (__s16)f->meta.off_fp_bytecode_array;
+		v.off_fp_bytecode_offset = (__s16)f->meta.off_fp_bytecode_offset;
+		v.bytecode_data = (__u16)f->meta.bytecode_data;
+		v.type_bytecode_array = (__u16)f->meta.type_bytecode_array;
+	}
 	if (n->procs_fd >= 0 && bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_ANY) < 0)
 		return -errno;
 	return 0;
@@ -266,17 +279,47 @@ static void drop_function(struct agent_nodejs *n, struct js_function *fn)
 	agent_pcache__drop(&n->functions, &fn->base);
 }
 
+/*
+ * The line of a bytecode offset of fn: kept, or read while the process
+ * lives (its function entry was just checked against the object's head);
+ * 0 when not known. A line that cannot be read is kept as 0 too: the
+ * frame then carries the function's first line, and no read is repeated.
+ */
+static uint32_t function_line(struct agent_nodejs *n, struct js_function *fn, const struct agent_v8_meta *m,
+			      uint32_t pid, uint64_t sfi, uint32_t offset, bool alive)
+{
+	uint32_t slot;
+	int line;
+
+	for (uint32_t i = 0; i < fn->n_lines; i++)
+		if (fn->lines[i].offset == offset)
+			return fn->lines[i].line;
+	if (!alive || !m->has_positions)
+		return 0;
+	n->stats.line_reads++;
+	line = agent_v8_line(m, peek, (void *)(uintptr_t)pid, sfi, offset);
+	if (line < 0)
+		n->stats.line_read_errors++;
+	slot = fn->n_lines < AGENT_NODEJS_LINES ? fn->n_lines++ : fn->next_line++ % AGENT_NODEJS_LINES;
+	fn->lines[slot].offset = offset;
+	fn->lines[slot].line = line > 0 ? (uint32_t)line : 0;
+	return fn->lines[slot].line;
+}
+
 int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
 			struct agent_js_frame *ret)
 {
 	const struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
-	uint64_t sfi = value & V8_FRAME_ADDR_MASK, head[3];
+	uint64_t sfi = (value & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG, head[3];
+	uint32_t offset1 = (uint32_t)((value >> V8_FRAME_OFFSET_SHIFT) & V8_FRAME_OFFSET_MASK);
 	struct js_function *fn;
+	bool alive = true;
 	uint8_t key[20];
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->sfi = sfi;
+	ret->offset = offset1 ? (int32_t)offset1 - 1 : -1;
 	if (!e || !(value & V8_FRAME_FLAG))
 		return -ENOENT;
 	memcpy(key, proc->key, 12);
@@ -289,6 +332,7 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 	 */
 	r = read_head(&e->file->meta, proc->pid, sfi, head);
 	if (r < 0) {
+		alive = false;
 		if (fn)
 			goto found;
 		n->stats.function_read_errors++;
@@ -322,7 +366,14 @@ found:
 	/* V8's profilers show a function without a name as "(anonymous)". */
 	ret->name = fn->fn.name[0] ? fn->fn.name : "(anonymous)";
 	ret->script = fn->fn.script;
+	ret->start_line = fn->fn.start_line;
 	ret->line = fn->fn.start_line;
+	if (ret->offset >= 0) {
+		uint32_t line = function_line(n, fn, &e->file->meta, proc->pid, sfi, (uint32_t)ret->offset, alive);
+
+		if (line)
+			ret->line = line;
+	}
 	return 0;
 }
 

@@ -6,7 +6,9 @@
  * offsets of that build (v8_procs, bpf/v8frame.h), and names the V8 frames
  * samples bring back: the SharedFunctionInfo's function name, script and
  * the function's first line, read with process_vm_readv by
- * agent_v8_describe().
+ * agent_v8_describe(); and, for an interpreted frame, the line its
+ * bytecode offset runs (agent_v8_line()), kept with the function for its
+ * AGENT_NODEJS_LINES most recent offsets.
  *
  * A cached name stands while the SharedFunctionInfo's map, name-or-scope-
  * info and script slots still hold what they held when it was read (three
@@ -28,6 +30,8 @@ struct agent_proc;
 
 #define AGENT_NODEJS_MAX_FILES		   1024
 #define AGENT_NODEJS_DEFAULT_MAX_FUNCTIONS 65536
+/* Bytecode offsets of a function whose lines are kept (the least recent is replaced). */
+#define AGENT_NODEJS_LINES 16
 
 struct agent_nodejs_stats {
 	uint64_t processes;	       /* Node.js processes given to BPF */
@@ -36,14 +40,18 @@ struct agent_nodejs_stats {
 	uint64_t function_reads;       /* functions described from processes */
 	uint64_t function_read_errors; /* ... that could not be read or were no SharedFunctionInfo */
 	uint64_t evicted;	       /* least recently used functions dropped for new ones */
+	uint64_t line_reads;	       /* lines of bytecode offsets read from processes */
+	uint64_t line_read_errors;     /* ... not found (the frame keeps the function's first line) */
 };
 
 /* A V8 frame, named. The strings live in the agent_nodejs cache until its next call. */
 struct agent_js_frame {
-	const char *name;   /* as node --cpu-prof shows it: "(anonymous)" for a function without a name */
-	const char *script; /* the script's path or URL, "" when unknown */
-	uint32_t line;	    /* the function's first line (1-based), 0 when unknown */
-	uint64_t sfi;	    /* the SharedFunctionInfo's tagged address */
+	const char *name;    /* as node --cpu-prof shows it: "(anonymous)" for a function without a name */
+	const char *script;  /* the script's path or URL, "" when unknown */
+	uint32_t line;	     /* the line being run (1-based): the first line when not known, 0 when neither is */
+	uint32_t start_line; /* the function's first line (1-based), 0 when unknown */
+	int32_t offset;	     /* an interpreted frame's bytecode offset, -1 for other frames */
+	uint64_t sfi;	     /* the SharedFunctionInfo's tagged address */
 };
 
 struct agent_nodejs;

@@ -196,10 +196,16 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			"memory, by result.\n"
 			"# TYPE stackrelay_agent_nodejs_function_reads_total counter\n"
 			"stackrelay_agent_nodejs_function_reads_total{result=\"read\"} %" PRIu64 "\n"
-			"stackrelay_agent_nodejs_function_reads_total{result=\"error\"} %" PRIu64 "\n",
+			"stackrelay_agent_nodejs_function_reads_total{result=\"error\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_line_reads_total Lines of interpreted frames' bytecode "
+			"offsets read from process memory, by result (error: the frame keeps its function's first "
+			"line).\n"
+			"# TYPE stackrelay_agent_nodejs_line_reads_total counter\n"
+			"stackrelay_agent_nodejs_line_reads_total{result=\"read\"} %" PRIu64 "\n"
+			"stackrelay_agent_nodejs_line_reads_total{result=\"error\"} %" PRIu64 "\n",
 			m->bpf[PROFILE_CNT_V8_FRAMES], m->run->v8_unnamed_frames, m->nodejs->processes,
 			m->nodejs->unsupported, m->nodejs->functions_cached, m->nodejs->function_reads,
-			m->nodejs->function_read_errors);
+			m->nodejs->function_read_errors, m->nodejs->line_reads, m->nodejs->line_read_errors);
 	if (m->n_caches) {
 		fprintf(f, "# HELP stackrelay_agent_cache_entries Entries each of the agent's caches holds now (one "
 			   "that stays at its limit is full, not leaking).\n"

@@ -65,9 +65,11 @@ static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t va
 /*
  * A V8 frame of the BPF namer (bpf/v8frame.h): an INTERPRETED frame of a
  * "v8js" function (the runtime is the OpenTelemetry frame type), named
- * "function (script:line)"-wise as node --cpu-prof names it, its line the
- * function's first. A frame that cannot be named stays UNKNOWN with the
- * namer's value.
+ * "function (script:line)"-wise as node --cpu-prof names it. An
+ * interpreted frame's line is the one its bytecode offset runs, and its
+ * address that offset (as a Java frame's is its bytecode index); any
+ * other frame's line is the function's first, its address 0. A frame that
+ * cannot be named stays UNKNOWN with the namer's value.
  */
 static void v8_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
 {
@@ -86,13 +88,13 @@ static void v8_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value,
 	def.runtime = "v8js";
 	def.name = jf.name;
 	def.file_name = jf.script;
-	def.start_line = jf.line;
+	def.start_line = jf.start_line;
 	fn = agent_store__add_function(c->store, &def, c->window);
 	if (fn < 0) {
 		c->stats.v8_unnamed_frames++;
 		return;
 	}
-	ret->address = 0;
+	ret->address = jf.offset >= 0 ? (uint64_t)jf.offset : 0;
 	ret->exe = (uint32_t)fn;
 	ret->line = jf.line;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;

@@ -778,10 +778,12 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		agent_nodejs__stats(c.nodejs, &c.nodejs_stats);
 		sr_log_info("agent", "nodejs frames",
 			    "frames=%" PRIu64 " unnamed_frames=%" PRIu64 " processes=%" PRIu64 " unsupported=%" PRIu64
-			    " functions=%" PRIu64 " function_reads=%" PRIu64 " read_errors=%" PRIu64,
+			    " functions=%" PRIu64 " function_reads=%" PRIu64 " read_errors=%" PRIu64
+			    " line_reads=%" PRIu64 " line_read_errors=%" PRIu64,
 			    c.bpf[PROFILE_CNT_V8_FRAMES], c.stats.v8_unnamed_frames, c.nodejs_stats.processes,
 			    c.nodejs_stats.unsupported, c.nodejs_stats.functions_cached, c.nodejs_stats.function_reads,
-			    c.nodejs_stats.function_read_errors);
+			    c.nodejs_stats.function_read_errors, c.nodejs_stats.line_reads,
+			    c.nodejs_stats.line_read_errors);
 	}
 	if (c.java) {
 		agent_java__stats(c.java, &c.java_stats);

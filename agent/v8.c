@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "v8.h"
@@ -66,6 +67,31 @@ static const struct meta_field fields[] = {
 	F("SeqStringTag", seq_string_tag, false),
 	F("ConsStringTag", cons_string_tag, true),
 	F("ThinStringTag", thin_string_tag, true),
+	/* Lines of interpreted frames (has_positions). */
+	F("class_SharedFunctionInfo__function_data__Object", sfi_function_data, false),
+	F("class_Code__bytecode_or_interpreter_data__HeapObject", code_bytecode_or_interpreter_data, false),
+	F("class_FixedArrayBase__length__SMI", fixed_array_length, false),
+	F("class_FixedArray__data__uintptr_t", fixed_array_data, false),
+	F("class_BytecodeArray__data__uintptr_t", bytecode_data, false),
+	F("class_Script__line_ends__Object", script_line_ends, false),
+	F("type_BytecodeArray__BYTECODE_ARRAY_TYPE", type_bytecode_array, false),
+	F("type_ByteArray__BYTE_ARRAY_TYPE", type_byte_array, false),
+	F("type_FixedArray__FIXED_ARRAY_TYPE", type_fixed_array, false),
+	F("type_Code__CODE_TYPE", type_code, false),
+};
+
+/* What agent_v8_line() needs besides the names' fields (the baseline Code's is optional). */
+static const char *const position_fields[] = {
+	"v8dbg_off_fp_bytecode_array",
+	"v8dbg_off_fp_bytecode_offset",
+	"v8dbg_class_SharedFunctionInfo__function_data__Object",
+	"v8dbg_class_FixedArrayBase__length__SMI",
+	"v8dbg_class_FixedArray__data__uintptr_t",
+	"v8dbg_class_BytecodeArray__data__uintptr_t",
+	"v8dbg_class_Script__line_ends__Object",
+	"v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE",
+	"v8dbg_type_ByteArray__BYTE_ARRAY_TYPE",
+	"v8dbg_type_FixedArray__FIXED_ARRAY_TYPE",
 };
 
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -90,6 +116,14 @@ static int read_sym_i32(Elf *elf, const GElf_Sym *sym, int32_t *ret)
 		return -EINVAL;
 	memcpy(ret, (const uint8_t *)d->d_buf + (sym->st_value - sh.sh_addr), 4);
 	return 0;
+}
+
+static bool found_named(const bool *found, const char *name)
+{
+	for (size_t k = 0; k < N_FIELDS; k++)
+		if (!strcmp(fields[k].name, name))
+			return found[k];
+	return false;
 }
 
 int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
@@ -143,6 +177,20 @@ int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
 	for (size_t k = 0; k < N_FIELDS; k++)
 		if (fields[k].required && !found[k])
 			return -EINVAL;
+	ret->has_positions = true;
+	for (size_t i = 0; i < sizeof(position_fields) / sizeof(position_fields[0]); i++)
+		if (!found_named(found, position_fields[i]))
+			ret->has_positions = false;
+	if (!found_named(found, "v8dbg_class_Code__bytecode_or_interpreter_data__HeapObject") ||
+	    !found_named(found, "v8dbg_type_Code__CODE_TYPE"))
+		ret->type_code = 0;
+	/* Constant pool, handler table, source position table: the third tagged field past the length. */
+	ret->bytecode_source_positions = ret->fixed_array_length + 3 * 8;
+	/* The frame namer reads the offset and the array in one read; the table's slot lies before the bytecode. */
+	if (ret->off_fp_bytecode_array != ret->off_fp_bytecode_offset + 8 || ret->off_fp_bytecode_offset >= 0 ||
+	    ret->off_fp_bytecode_offset < -256 || ret->bytecode_source_positions + 8 > ret->bytecode_data ||
+	    ret->bytecode_data > 0xffff || ret->fixed_array_data > 0xffff)
+		ret->has_positions = false;
 	/*
 	 * JSFunction's subclasses (class constructors, the builtin
 	 * constructors) take the instance types right after JS_FUNCTION_TYPE,
@@ -408,4 +456,185 @@ int agent_v8_describe(const struct agent_v8_meta *m, agent_v8_read_fn read, void
 			ret->start_line = lc.line;
 	}
 	return 0;
+}
+
+/* One zigzag VLQ number of a source position table (7 bits a byte, low first, bit 7: more follow). */
+static int decode_int(const uint8_t *p, size_t n, size_t *i, int64_t *ret)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		if (*i >= n || shift > 63)
+			return -EINVAL;
+		b = p[(*i)++];
+		v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	*ret = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+	return 0;
+}
+
+int agent_v8_position_at(const uint8_t *table, size_t n, uint32_t offset, int64_t *ret_pos)
+{
+	/* Entries are deltas from the previous one; the first from code offset -1 (the function's entry), position 0. */
+	int64_t code = -1, raw = 0, found = -1, d;
+	size_t i = 0;
+	int e;
+
+	*ret_pos = AGENT_V8_NO_POSITION;
+	while (i < n) {
+		if ((e = decode_int(table, n, &i, &d)) < 0)
+			return e;
+		/* The sign of the code offset's delta says whether the entry is a statement: -delta - 1 when not. */
+		d = d >= 0 ? d : -(d + 1);
+		if (d > INT32_MAX || code + d > INT32_MAX)
+			return -EINVAL;
+		code += d;
+		if ((e = decode_int(table, n, &i, &d)) < 0)
+			return e;
+		if (code > (int64_t)offset)
+			break;
+		if ((d > 0 && raw > INT64_MAX - d) || (d < 0 && raw < INT64_MIN - d))
+			return -EINVAL;
+		raw += d;
+		found = raw;
+	}
+	/*
+	 * V8's SourcePosition: bit 0 says external (a position in another
+	 * file: none here), bits 1-30 the script offset plus one.
+	 */
+	if (found >= 0 && !(found & 1))
+		*ret_pos = ((found >> 1) & ((1 << 30) - 1)) - 1;
+	return 0;
+}
+
+/* A Smi field of the object at tagged pointer obj. */
+static int read_smi(const struct reader *r, uint64_t obj, uint32_t off, int64_t *ret)
+{
+	uint64_t v;
+	int e;
+
+	if ((e = read_u64(r, untag(r, obj) + off, &v)) < 0)
+		return e;
+	return smi_value(r, v, ret) ? 0 : -EINVAL;
+}
+
+/* The tagged field at off of obj, when it is an object of type want. */
+static int read_typed(const struct reader *r, uint64_t obj, uint32_t off, uint32_t want, uint64_t *ret)
+{
+	uint32_t type;
+	int e;
+
+	if ((e = read_u64(r, untag(r, obj) + off, ret)) < 0)
+		return e;
+	if ((e = type_of(r, *ret, &type)) < 0)
+		return e == -EINVAL ? -ENOENT : e;
+	return type == want ? 0 : -ENOENT;
+}
+
+/* The bytecode's source position table, decoded at offset: a script position, or -ENOENT. */
+static int bytecode_position(const struct reader *r, uint64_t bytecode, uint32_t offset, int64_t *ret)
+{
+	const struct agent_v8_meta *m = r->m;
+	uint64_t table;
+	int64_t len;
+	uint8_t *buf;
+	int e;
+
+	if ((e = read_smi(r, bytecode, m->fixed_array_length, &len)) < 0)
+		return e;
+	if (len < 0 || offset >= len)
+		return -ENOENT;
+	/* Undefined until V8 builds it, an exception when that failed. */
+	if ((e = read_typed(r, bytecode, m->bytecode_source_positions, m->type_byte_array, &table)) < 0)
+		return e;
+	if ((e = read_smi(r, table, m->fixed_array_length, &len)) < 0)
+		return e;
+	if (len <= 0)
+		return -ENOENT;
+	if (len > AGENT_V8_MAX_POSITIONS)
+		len = AGENT_V8_MAX_POSITIONS;
+	buf = malloc((size_t)len);
+	if (!buf)
+		return -ENOMEM;
+	/* A ByteArray's bytes follow the same header as a FixedArray's elements (map, length). */
+	e = r->read(r->ctx, untag(r, table) + m->fixed_array_data, buf, (size_t)len);
+	if (e == 0)
+		e = agent_v8_position_at(buf, (size_t)len, offset, ret);
+	free(buf);
+	if (e == 0 && *ret < 0)
+		e = -ENOENT;
+	return e;
+}
+
+/* The 1-based line of script position pos: by the script's line ends, or by its source when V8 has none yet. */
+static int script_line(const struct reader *r, uint64_t script, int64_t pos)
+{
+	const struct agent_v8_meta *m = r->m;
+	struct line_ctx lc = { .line = 1 };
+	uint64_t ends, source;
+	int64_t n, lo = 0, hi, v;
+	int e;
+
+	if (pos > INT32_MAX)
+		return -ENOENT;
+	if (read_typed(r, script, m->script_line_ends, m->type_fixed_array, &ends) == 0 &&
+	    read_smi(r, ends, m->fixed_array_length, &n) == 0 && n > 0 && n <= AGENT_V8_MAX_LINE_ENDS) {
+		/* The first line whose end (its newline's position) is at or past pos. */
+		hi = n;
+		while (lo < hi) {
+			int64_t mid = lo + (hi - lo) / 2;
+			uint64_t w;
+
+			if ((e = read_u64(r, untag(r, ends) + m->fixed_array_data + 8 * (uint64_t)mid, &w)) < 0)
+				return e;
+			if (!smi_value(r, w, &v))
+				return -EINVAL;
+			if (v < pos)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		return lo < INT32_MAX ? (int)lo + 1 : -ENOENT;
+	}
+	if ((e = read_u64(r, untag(r, script) + m->script_source, &source)) < 0)
+		return e;
+	lc.pos = (uint32_t)pos;
+	if ((e = walk_string(r, source, AGENT_V8_MAX_SOURCE, line_visit, &lc, 0)) < 0)
+		return e;
+	return lc.done || lc.pos == 0 ? (int)lc.line : -ENOENT;
+}
+
+int agent_v8_line(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi, uint32_t offset)
+{
+	struct reader r = { m, read, ctx };
+	uint64_t data, script;
+	uint32_t type;
+	int64_t pos;
+	int e;
+
+	if (!m->has_positions)
+		return -ENOENT;
+	if ((e = type_of(&r, sfi, &type)) < 0)
+		return e;
+	if (type != m->type_sfi)
+		return -EINVAL;
+	if ((e = read_u64(&r, untag(&r, sfi) + m->sfi_function_data, &data)) < 0)
+		return e;
+	if ((e = type_of(&r, data, &type)) < 0)
+		return e == -EINVAL ? -ENOENT : e;
+	/* A function with baseline (Sparkplug) code keeps that Code there, and its bytecode in it. */
+	if (m->type_code && type == m->type_code) {
+		if ((e = read_typed(&r, data, m->code_bytecode_or_interpreter_data, m->type_bytecode_array, &data)) < 0)
+			return e;
+	} else if (type != m->type_bytecode_array) {
+		return -ENOENT;
+	}
+	if ((e = bytecode_position(&r, data, offset, &pos)) < 0)
+		return e;
+	if ((e = read_typed(&r, sfi, m->sfi_script_or_debug_info, m->type_script, &script)) < 0)
+		return e;
+	return script_line(&r, script, pos);
 }

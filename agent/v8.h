@@ -12,10 +12,16 @@
  * JSFunction points to) from the process's memory through a bounded reader:
  * every byte is untrusted, every object's type is checked against its map
  * before a field of it is used, and every length is bounded.
+ *
+ * agent_v8_line() gives the line an interpreted frame runs: its bytecode
+ * offset, through the bytecode's source position table (decoded by
+ * agent_v8_position_at(), a pure function), is a position in the script,
+ * and the script's line ends (or its source) give the line.
  */
 #ifndef SR_AGENT_V8_H
 #define SR_AGENT_V8_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +35,10 @@
 #define AGENT_V8_MAX_CONS 16
 /* ScopeInfo slots scanned for the function name (past the context locals). */
 #define AGENT_V8_SCOPE_SCAN 8
+/* Bytes of a source position table decoded (positions of bytecode past them are not found). */
+#define AGENT_V8_MAX_POSITIONS (256u << 10)
+/* Entries of a script's line ends searched (a longer script is searched in its source). */
+#define AGENT_V8_MAX_LINE_ENDS (16u << 20)
 
 struct agent_v8_meta {
 	/* Frame layout: offsets from a JavaScript frame's frame pointer. */
@@ -56,12 +66,30 @@ struct agent_v8_meta {
 	uint32_t thin_actual;
 	uint32_t scopeinfo_first_vars;
 	uint32_t scopeinfo_ncontextlocals;
+	/* Bytecode and line positions: used when has_positions (all found). */
+	uint32_t sfi_function_data;
+	uint32_t code_bytecode_or_interpreter_data; /* a baseline Code's BytecodeArray */
+	uint32_t fixed_array_length;
+	uint32_t fixed_array_data;
+	uint32_t bytecode_data;
+	/*
+	 * Derived: BytecodeArray::source_position_table, not in the metadata;
+	 * the third tagged field past the length (after the constant pool and
+	 * the handler table), as V8 has laid it out since 7.x. Its value is
+	 * type-checked (a ByteArray) before it is read.
+	 */
+	uint32_t bytecode_source_positions;
+	uint32_t script_line_ends;
 	/* Instance types and string type bits. */
 	uint32_t type_js_function_first;
 	uint32_t type_js_function_last; /* derived: the next exported type, minus one */
 	uint32_t type_sfi;
 	uint32_t type_script;
 	uint32_t type_scope_info;
+	uint32_t type_bytecode_array;
+	uint32_t type_byte_array;
+	uint32_t type_fixed_array;
+	uint32_t type_code;
 	uint32_t first_nonstring_type;
 	uint32_t string_encoding_mask;
 	uint32_t string_representation_mask;
@@ -69,6 +97,8 @@ struct agent_v8_meta {
 	uint32_t seq_string_tag;
 	uint32_t cons_string_tag;
 	uint32_t thin_string_tag;
+	/* Derived: every field agent_v8_line() needs was found (and the frame's two bytecode slots are adjacent). */
+	bool has_positions;
 };
 
 /* Reads len bytes of the process at addr into buf; returns 0 or -errno (a short read is an error). */
@@ -80,6 +110,9 @@ struct agent_v8_function {
 	uint32_t start_line;		/* 1-based line of the function's start, 0 when unknown */
 	uint32_t start_pos;		/* the function's start position in its script (characters) */
 };
+
+/* V8's no-position value (kNoSourcePosition). */
+#define AGENT_V8_NO_POSITION (-1)
 
 /*
  * Fills ret from elf's v8dbg_* symbols (.symtab and .dynsym). Returns 0,
@@ -96,5 +129,24 @@ int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret);
  */
 int agent_v8_describe(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi,
 		      struct agent_v8_function *ret);
+
+/*
+ * The script position (characters from its start) of code offset `offset`
+ * in a V8 source position table of n bytes: the position of the last entry
+ * at or before the offset, as V8's own lookup gives it. Returns 0 with
+ * *ret_pos (AGENT_V8_NO_POSITION when no entry is at or before it), or
+ * -EINVAL when the table is malformed (a number runs past its end or
+ * overflows). Pure: the fuzzer's target.
+ */
+int agent_v8_position_at(const uint8_t *table, size_t n, uint32_t offset, int64_t *ret_pos);
+
+/*
+ * The 1-based line the interpreted frame of SharedFunctionInfo sfi runs at
+ * bytecode offset `offset`. Returns the line, -ENOENT when the metadata or
+ * the function lacks what it takes (no bytecode, no positions, no script,
+ * an offset past the bytecode), -EINVAL when an object is not what the
+ * metadata says it must be, or the reader's error.
+ */
+int agent_v8_line(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi, uint32_t offset);
 
 #endif

@@ -5,9 +5,9 @@
  * process's offsets into the scratch state when it is in v8_procs;
  * v8_frame() runs for each frame the unwinder crosses by its frame pointer
  * and, when the frame is a JavaScript one, replaces the pc just recorded
- * with the function's SharedFunctionInfo. Both are global functions
- * (checked once by the verifier); a frame costs at most six reads of
- * process memory and no loop.
+ * with the function's SharedFunctionInfo and, for an interpreted frame,
+ * its bytecode offset. Both are global functions (checked once by the
+ * verifier); a frame costs at most nine reads of process memory and no loop.
  */
 #ifndef SR_BPF_V8_BPF_H
 #define SR_BPF_V8_BPF_H
@@ -89,9 +89,32 @@ __noinline int v8_begin(__u32 slot)
 }
 
 /*
+ * An interpreted frame's bytecode offset, plus one, as V8_FRAME_* keeps it;
+ * 0 for any other frame. The two slots are adjacent (the agent sets
+ * off_fp_bytecode_array only then) and read at once.
+ */
+static __always_inline __u64 v8_bytecode_offset(const struct v8_proc *p, __u64 fp)
+{
+	__u64 slots[2];
+	__s64 off;
+
+	if (!p->off_fp_bytecode_array ||
+	    bpf_probe_read_user(slots, sizeof(slots), (const void *)(fp + p->off_fp_bytecode_offset)))
+		return 0;
+	/* A Smi (its value in the upper half), then a BytecodeArray. */
+	if ((slots[0] & 0xffffffff) || !v8_is_object(slots[1]) || v8_type_of(p, slots[1]) != p->type_bytecode_array)
+		return 0;
+	/* The offset is from the tagged BytecodeArray: the first bytecode is at bytecode_data - tag. */
+	off = ((__s64)slots[0] >> 32) - (p->bytecode_data - V8_HEAP_OBJECT_TAG);
+	if (off < 0 || off > (__s64)V8_FRAME_OFFSET_MAX)
+		return 0;
+	return (__u64)off + 1;
+}
+
+/*
  * The frame the unwinder stands on is crossed by its frame pointer: when it
  * is a JavaScript frame, its recorded pc (the last ustack slot) becomes the
- * function's SharedFunctionInfo. Returns 1 when it did.
+ * function's SharedFunctionInfo (and bytecode offset). Returns 1 when it did.
  */
 __noinline int v8_frame(__u32 slot)
 {
@@ -119,10 +142,12 @@ __noinline int v8_frame(__u32 slot)
 	sfi = v8_read_ptr(fn - V8_HEAP_OBJECT_TAG + p->js_function_shared);
 	if (!v8_is_object(sfi) || v8_type_of(p, sfi) != p->type_sfi)
 		return 0;
+	/* The slot's value first: the index's bound must hold at the store. */
+	v = V8_FRAME_FLAG | (sfi >> 3) | (v8_bytecode_offset(p, fp) << V8_FRAME_OFFSET_SHIFT);
 	idx = st->n - 1;
 	if (idx >= PROFILE_MAX_STACK_DEPTH)
 		return 0;
-	st->sample.ustack[idx] = V8_FRAME_FLAG | sfi;
+	st->sample.ustack[idx] = v;
 	st->v8_frames++;
 	if (!st->py_new) {
 		struct v8_sfi_key k = { .tgid = st->sample.hdr.pid, .sfi = sfi };

@@ -11,6 +11,14 @@
  * JSFunction range). Such a frame is recorded as the function's
  * SharedFunctionInfo instead of its pc: one u64 in the sample's ustack
  * (V8_FRAME_*), which the agent names from the process's memory.
+ *
+ * An interpreted (Ignition) frame also keeps the bytecode it runs and the
+ * offset in it: the slot at fp + off_fp_bytecode_array holds a
+ * BytecodeArray and the one at fp + off_fp_bytecode_offset a Smi (a
+ * baseline frame keeps its feedback vector there, an optimized frame a
+ * spill slot: their frames go without an offset). The offset travels with
+ * the SharedFunctionInfo; the agent maps it to a line through the bytecode's
+ * source position table.
  */
 #ifndef SR_BPF_V8FRAME_H
 #define SR_BPF_V8FRAME_H
@@ -26,12 +34,29 @@ struct v8_proc {
 	__u16 type_js_function_first; /* [first, last]: JSFunction and its subclasses' instance types */
 	__u16 type_js_function_last;
 	__u16 type_sfi; /* SHARED_FUNCTION_INFO_TYPE */
+	/* Interpreted frames; off_fp_bytecode_array 0: offsets not recorded. */
+	__s16 off_fp_bytecode_array;  /* v8dbg_off_fp_bytecode_array: the BytecodeArray */
+	__s16 off_fp_bytecode_offset; /* v8dbg_off_fp_bytecode_offset: a Smi, from the tagged BytecodeArray */
+	__u16 bytecode_data;	      /* v8dbg_class_BytecodeArray__data__uintptr_t: the first bytecode */
+	__u16 type_bytecode_array;    /* BYTECODE_ARRAY_TYPE */
 };
 
-/* A V8 frame in a sample's ustack: this bit, then the SharedFunctionInfo's tagged address. */
-#define V8_FRAME_FLAG	   (1ULL << 62)
-#define V8_FRAME_ADDR_BITS 47
-#define V8_FRAME_ADDR_MASK ((1ULL << V8_FRAME_ADDR_BITS) - 1)
+/*
+ * A V8 frame in a sample's ustack: V8_FRAME_FLAG (bit 62 alone: a Python
+ * frame has bit 63, a Java frame bits 62 and 61), then the
+ * SharedFunctionInfo's tagged address >> 3 in bits 0-43 (its tag, binary
+ * 001, is put back), and in bits 44-60 the interpreted frame's bytecode
+ * offset plus one (0: none, as for baseline and optimized frames, or an
+ * offset past V8_FRAME_OFFSET_MAX).
+ */
+#define V8_FRAME_FLAG	      (1ULL << 62)
+#define V8_FRAME_ADDR_BITS    47 /* a tagged address below 2^47 (user space) */
+#define V8_FRAME_ADDR_MASK    ((1ULL << V8_FRAME_ADDR_BITS) - 1)
+#define V8_FRAME_SFI_BITS     44
+#define V8_FRAME_SFI_MASK     ((1ULL << V8_FRAME_SFI_BITS) - 1)
+#define V8_FRAME_OFFSET_SHIFT 44
+#define V8_FRAME_OFFSET_MASK  0x1ffffULL
+#define V8_FRAME_OFFSET_MAX   (V8_FRAME_OFFSET_MASK - 1)
 /* V8's heap object tag on 64-bit builds: a tagged pointer ends in binary 01. */
 #define V8_HEAP_OBJECT_TAG	1
 #define V8_HEAP_OBJECT_TAG_MASK 3

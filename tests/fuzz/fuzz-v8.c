@@ -2,10 +2,13 @@
 /*
  * The V8 SharedFunctionInfo decoder (agent/v8.c) on any bytes: the input is
  * a process's memory at FUZZ_BASE, its first four bytes the offset of the
- * tagged SharedFunctionInfo pointer to name. The metadata is Node 20's
- * (V8 11.3, as agent_v8_meta_read() reads it from Debian's node). Nothing
- * may be read outside the image, a cycle of cons strings or objects must
- * end, and the names stay terminated and printable within their buffers.
+ * tagged SharedFunctionInfo pointer to name, the next four (when there are
+ * eight) a bytecode offset whose line is looked up. The metadata is Node
+ * 20's (V8 11.3, as agent_v8_meta_read() reads it from Debian's node).
+ * Nothing may be read outside the image, a cycle of cons strings or objects
+ * must end, the names stay terminated and printable within their buffers,
+ * and a line is positive or an error. The source position table's decoder
+ * also runs on the whole input as a table.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -56,11 +59,22 @@ static const struct agent_v8_meta node20 = {
 	.thin_actual = 16,
 	.scopeinfo_first_vars = 3,
 	.scopeinfo_ncontextlocals = 2,
+	.sfi_function_data = 8,
+	.code_bytecode_or_interpreter_data = 16,
+	.fixed_array_length = 8,
+	.fixed_array_data = 16,
+	.bytecode_data = 54,
+	.bytecode_source_positions = 32,
+	.script_line_ends = 56,
 	.type_js_function_first = 2066,
 	.type_js_function_last = 2096,
 	.type_sfi = 262,
 	.type_script = 167,
 	.type_scope_info = 261,
+	.type_bytecode_array = 191,
+	.type_byte_array = 190,
+	.type_fixed_array = 175,
+	.type_code = 245,
 	.first_nonstring_type = 128,
 	.string_encoding_mask = 8,
 	.string_representation_mask = 7,
@@ -68,6 +82,7 @@ static const struct agent_v8_meta node20 = {
 	.seq_string_tag = 0,
 	.cons_string_tag = 1,
 	.thin_string_tag = 5,
+	.has_positions = true,
 };
 
 static void check_text(const char *s, size_t cap)
@@ -85,14 +100,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct image im = { data, size };
 	struct agent_v8_function f;
-	uint32_t off;
+	uint32_t off, bc = 0;
+	int64_t pos;
+	int line;
 
 	if (size < 4 || size > 1 << 20)
 		return 0;
 	memcpy(&off, data, 4);
+	if (size >= 8)
+		memcpy(&bc, data + 4, 4);
 	if (agent_v8_describe(&node20, read_image, &im, (uint64_t)FUZZ_BASE + off, &f) == 0) {
 		check_text(f.name, sizeof(f.name));
 		check_text(f.script, sizeof(f.script));
 	}
+	line = agent_v8_line(&node20, read_image, &im, (uint64_t)FUZZ_BASE + off, bc);
+	if (line == 0)
+		abort();
+	if (agent_v8_position_at(data, size, bc, &pos) == 0 && pos < AGENT_V8_NO_POSITION)
+		abort();
 	return 0;
 }

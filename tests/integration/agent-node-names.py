@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Node.js JavaScript frames by name, without flags (real eBPF, Debian's /usr/bin/node).
 
-Five workloads start and wait (each prints its pid, then warms up until a line
+Six workloads start and wait (each prints its pid, then warms up until a line
 arrives on stdin): tests/workloads/v8-split.js three times (no flags; with
 --cpu-prof, V8's own profiler; with --perf-basic-prof, a perf map),
-tests/workloads/v8-worker.js and tests/workloads/v8-deopt.js. The agent
+tests/workloads/v8-worker.js, tests/workloads/v8-deopt.js and
+tests/workloads/v8-lines.js (--max-opt=0: interpreted frames only). The agent
 (--pid filter, --output, profiling.unwinding auto, nodejs.enabled by
 default) starts, and once its /metrics show a named JavaScript frame each
 workload is released in turn and spends its CPU budget while the others are
@@ -36,6 +37,10 @@ stopped (SIGSTOP). Checked:
     their leaf JavaScript frame, named with script and first line;
   - worker: >= 90 % of the worker thread's samples have spin as their leaf
     JavaScript frame;
+  - lines: the interpreted frames of lineWork carry the line being run:
+    >= 80 % of the samples with lineWork on their stack have it on one of
+    its two loops' lines (LOOP-A, LOOP-B), each line >= 10 % of them,
+    while its function keeps its first line;
   - the agent's exit log: <= 1 % of the JavaScript frames recorded in BPF
     stayed unnamed;
   - --perf-basic-prof run: the agent still names alphaWork and betaWork by
@@ -155,6 +160,9 @@ def main():
     split = os.path.join(env.src, "tests", "workloads", "v8-split.js")
     deopt = os.path.join(env.src, "tests", "workloads", "v8-deopt.js")
     deopt_line = agentlib.line_of(deopt, "function shapeWork(")
+    lines = os.path.join(env.src, "tests", "workloads", "v8-lines.js")
+    loop_a, loop_b = agentlib.line_of(lines, "// LOOP-A"), agentlib.line_of(lines, "// LOOP-B")
+    line_work = agentlib.line_of(lines, "function lineWork(")
     alpha_line = agentlib.line_of(split, "function alphaWork(")
     beta_line = agentlib.line_of(split, "function betaWork(")
     prof_dir = os.path.join(env.tmp, "prof")
@@ -165,6 +173,7 @@ def main():
             "perfmap": [node, "--perf-basic-prof", split, str(SECONDS)],
             "worker": [node, os.path.join(env.src, "tests", "workloads", "v8-worker.js"), str(WORKER_SECONDS)],
             "deopt": [node, "--trace-deopt", deopt, str(DEOPT_SECONDS)],
+            "lines": [node, "--max-opt=0", lines, str(SECONDS)],
         }
         pids = {}
         for k, argv in runs.items():
@@ -206,7 +215,7 @@ def main():
                 "warming processes" % (len(runs) - 1))
         # The workloads waiting their turn are stopped: on this 2-CPU runner their warm-ups would take CPU
         # from the one measured, and its own clock (wall time) would count their time slices.
-        order = ("plain", "cpuprof", "perfmap", "worker", "deopt")
+        order = ("plain", "cpuprof", "perfmap", "worker", "deopt", "lines")
         for k in order:
             os.kill(pids[k], signal.SIGSTOP)
         go = {}
@@ -365,6 +374,28 @@ def main():
         c.check(wk_total >= 300 and counts.get("spin", 0) >= 0.9 * wk_total,
                 "worker thread: %d of %d samples (%.1f%%) have spin as their leaf JavaScript frame (>= 90%%)" %
                 (counts.get("spin", 0), wk_total, 100.0 * counts.get("spin", 0) / wk_total if wk_total else 0))
+
+        # Interpreted frames: the line being run, per sample.
+        samples = main_samples("lines")
+        at = {}
+        starts = set()
+        for s in samples:
+            for f in out.frames(s):
+                fd = out.functions.get(f.function_id) if f.kind == INTERPRETED else None
+                if fd is not None and fd.name == "lineWork":
+                    at[f.line] = at.get(f.line, 0) + s.count
+                    starts.add(fd.start_line)
+                    break
+        total = sum(at.values())
+        a, b = at.get(loop_a, 0), at.get(loop_b, 0)
+        print("# lines: lineWork's frames by line (LOOP-A %d, LOOP-B %d): %s" %
+              (loop_a, loop_b, sorted(at.items(), key=lambda kv: -kv[1])[:6]))
+        c.check(total >= 500 and a + b >= 0.8 * total,
+                "lines: %d of %d samples with lineWork (%.1f%%) have it on line %d or %d (>= 80%%)" %
+                (a + b, total, 100.0 * (a + b) / total if total else 0, loop_a, loop_b))
+        c.check(total and a >= 0.1 * total and b >= 0.1 * total,
+                "lines: each loop's line has >= 10%% of them (%d: %d, %d: %d)" % (loop_a, a, loop_b, b))
+        c.check(starts == {line_work}, "lines: lineWork's function keeps its first line %d (%s)" % (line_work, starts))
 
         # --perf-basic-prof: the metadata's names and the perf map's agree.
         samples = main_samples("perfmap")

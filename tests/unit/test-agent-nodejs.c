@@ -34,6 +34,12 @@ static uint64_t tagged(int slot)
 	return (uint64_t)(uintptr_t)&heap[slot] + 1;
 }
 
+/* A sample's ustack value for the SFI at slot (bpf/v8frame.h), without a bytecode offset. */
+static uint64_t frame(int slot)
+{
+	return V8_FRAME_FLAG | (tagged(slot) >> 3);
+}
+
 static void map(int slot, uint16_t type)
 {
 	memcpy((uint8_t *)&heap[slot] + m.map_instance_type, &type, sizeof(type));
@@ -89,12 +95,12 @@ static void test_cached_while_same(void **state)
 	setup_heap();
 	assert_non_null(n);
 	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), 0);
 	assert_string_equal(f.name, "alphaWork");
 	assert_string_equal(f.script, "");
 	/* The string's characters change but the object's head does not: the cached name stands. */
 	str(STR_A, "alphaXork");
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), 0);
 	assert_string_equal(f.name, "alphaWork");
 	agent_nodejs__stats(n, &st);
 	assert_int_equal(st.function_reads, 1);
@@ -103,7 +109,7 @@ static void test_cached_while_same(void **state)
 	assert_int_equal(agent_nodejs__frame(n, &p, tagged(SFI), &f), -ENOENT);
 	p.start_ns++;
 	memcpy(p.key + 4, &p.start_ns, 8);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), -ENOENT);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), -ENOENT);
 	agent_nodejs_free(n);
 }
 
@@ -117,15 +123,15 @@ static void test_replaced_object_described_anew(void **state)
 	(void)state;
 	setup_heap();
 	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), 0);
 	assert_string_equal(f.name, "alphaWork");
 	/* Another function at the same address: its name slot differs, so it is read again. */
 	sfi(SFI, STR_B);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), 0);
 	assert_string_equal(f.name, "betaWork");
 	/* Something else at the address (its map is another type's): refused, and forgotten. */
 	heap[SFI] = tagged(MAP_OTHER);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), -ENOENT);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), -ENOENT);
 	agent_nodejs__stats(n, &st);
 	assert_int_equal(st.function_reads, 3);
 	assert_int_equal(st.function_read_errors, 1);
@@ -143,8 +149,8 @@ static void test_full_cache_evicts(void **state)
 	(void)state;
 	setup_heap();
 	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI), &f), 0);
-	assert_int_equal(agent_nodejs__frame(n, &p, V8_FRAME_FLAG | tagged(SFI2), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI), &f), 0);
+	assert_int_equal(agent_nodejs__frame(n, &p, frame(SFI2), &f), 0);
 	assert_string_equal(f.name, "betaWork");
 	agent_nodejs__stats(n, &st);
 	assert_int_equal(st.evicted, 1);

@@ -4,7 +4,9 @@
  * here as V8 11.3 (Node 20) lays objects out: the name from a ScopeInfo or
  * a plain string, the script's name, the start line from the source; a
  * wrong map (an object moved or collected) refused; a loop of cons strings
- * ended; and the metadata reader on Debian's node when it is installed.
+ * ended; the line of a bytecode offset, by the script's line ends and by its
+ * source, and the source position table's decoder on hand-encoded tables;
+ * and the metadata reader on Debian's node when it is installed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -156,6 +158,81 @@ static void test_moved_objects_refused(void **state)
 }
 
 /* Debian's node 20: the values checked against a live process's objects (%DebugPrint). */
+/*
+ * A source position table (V8's encoding: per entry, the code offset's and
+ * the position's deltas as zigzag VLQs, a non-statement's code delta as
+ * -delta - 1; positions as SourcePosition values, (offset + 1) << 1):
+ * code 0 -> position 33, code 5 -> 41, code 9 -> 45 (not a statement).
+ */
+static const uint8_t table[] = { 0x02, 0x88, 0x01, 0x0a, 0x20, 0x09, 0x10 };
+
+static void test_position_table(void **state)
+{
+	static const uint8_t cut[] = { 0x02, 0x88 };
+	int64_t pos;
+
+	(void)state;
+	assert_int_equal(agent_v8_position_at(table, sizeof(table), 0, &pos), 0);
+	assert_int_equal(pos, 33);
+	assert_int_equal(agent_v8_position_at(table, sizeof(table), 4, &pos), 0);
+	assert_int_equal(pos, 33);
+	assert_int_equal(agent_v8_position_at(table, sizeof(table), 5, &pos), 0);
+	assert_int_equal(pos, 41);
+	assert_int_equal(agent_v8_position_at(table, sizeof(table), 1000, &pos), 0);
+	assert_int_equal(pos, 45);
+	/* Empty: no entry at or before any offset. */
+	assert_int_equal(agent_v8_position_at(table, 0, 3, &pos), 0);
+	assert_int_equal(pos, AGENT_V8_NO_POSITION);
+	/* A number that runs past the end. */
+	assert_int_equal(agent_v8_position_at(cut, sizeof(cut), 3, &pos), -EINVAL);
+}
+
+/* build()'s function with 20 bytes of bytecode whose positions are table's, its script with line ends. */
+static uint64_t build_bytecode(void)
+{
+	uint64_t sfi = build(), ends[] = { 13, 14, 38, 50, 52 };
+	int32_t n = sizeof(table);
+
+	put64(0x808, tag(0xa00));
+	put64(0xa00, map(0x1c0, 191));
+	put64(0xa08, smi(20));
+	put64(0xa20, tag(0xb00));
+	put64(0xb00, map(0x1e0, 190));
+	put64(0xb08, smi(n));
+	memcpy(img + 0xb10, table, sizeof(table));
+	put64(0x738, tag(0xc00));
+	put64(0xc00, map(0x200, 175));
+	put64(0xc08, smi(5));
+	for (size_t i = 0; i < 5; i++)
+		put64(0xc10 + 8 * i, smi((int64_t)ends[i]));
+	return sfi;
+}
+
+static void test_line_of_offset(void **state)
+{
+	uint64_t sfi = build_bytecode();
+
+	(void)state;
+	/* "function alphaWork(n) {" is line 3, "  return n;" line 4. */
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 0), 3);
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 7), 4);
+	/* Past the bytecode. */
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 20), -ENOENT);
+	/* No line ends computed yet (undefined): the source is scanned. */
+	put64(0x738, tag(0x1a0));
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 7), 4);
+	/* A baseline function: its Code holds the bytecode. */
+	put64(0xd00, map(0x220, 245));
+	put64(0xd10, tag(0xa00));
+	put64(0x808, tag(0xd00));
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 7), 4);
+	/* No table built (undefined), or no bytecode (a Smi). */
+	put64(0xa20, tag(0x1a0));
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 7), -ENOENT);
+	put64(0x808, smi(0));
+	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 7), -ENOENT);
+}
+
 static void test_meta_of_node(void **state)
 {
 	struct agent_v8_meta got;
@@ -174,6 +251,10 @@ static void test_meta_of_node(void **state)
 		assert_int_equal(got.smi_shift, 32);
 		assert_true(got.type_js_function_last >= got.type_js_function_first);
 		assert_int_not_equal(got.type_sfi, got.type_scope_info);
+		/* Since V8 9.5: the frame's bytecode slots, the BytecodeArray's table before its bytecode. */
+		assert_true(got.has_positions);
+		assert_int_equal(got.off_fp_bytecode_array, got.off_fp_bytecode_offset + 8);
+		assert_true(got.bytecode_source_positions + 8 <= got.bytecode_data);
 	}
 	elf_end(elf);
 	close(fd);
@@ -182,9 +263,14 @@ static void test_meta_of_node(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		/* Names. */
 		cmocka_unit_test(test_scope_info_name),
 		cmocka_unit_test(test_string_name_and_cons),
 		cmocka_unit_test(test_moved_objects_refused),
+		/* Lines. */
+		cmocka_unit_test(test_position_table),
+		cmocka_unit_test(test_line_of_offset),
+		/* The metadata. */
 		cmocka_unit_test(test_meta_of_node),
 	};
 

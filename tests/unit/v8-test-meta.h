@@ -7,6 +7,8 @@
 
 static const struct agent_v8_meta m = {
 	.off_fp_function = -16,
+	.off_fp_bytecode_array = -32,
+	.off_fp_bytecode_offset = -40,
 	.heap_object_tag = 1,
 	.heap_object_tag_mask = 3,
 	.smi_shift = 32,
@@ -25,11 +27,22 @@ static const struct agent_v8_meta m = {
 	.thin_actual = 16,
 	.scopeinfo_first_vars = 3,
 	.scopeinfo_ncontextlocals = 2,
+	.sfi_function_data = 8,
+	.code_bytecode_or_interpreter_data = 16,
+	.fixed_array_length = 8,
+	.fixed_array_data = 16,
+	.bytecode_data = 54,
+	.bytecode_source_positions = 32,
+	.script_line_ends = 56,
 	.type_js_function_first = 2066,
 	.type_js_function_last = 2096,
 	.type_sfi = 262,
 	.type_script = 167,
 	.type_scope_info = 261,
+	.type_bytecode_array = 191,
+	.type_byte_array = 190,
+	.type_fixed_array = 175,
+	.type_code = 245,
 	.first_nonstring_type = 128,
 	.string_encoding_mask = 8,
 	.string_representation_mask = 7,
@@ -37,6 +50,7 @@ static const struct agent_v8_meta m = {
 	.seq_string_tag = 0,
 	.cons_string_tag = 1,
 	.thin_string_tag = 5,
+	.has_positions = true,
 };
 
 #endif
