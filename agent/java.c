@@ -14,6 +14,7 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
+#include "file-verdicts.h"
 #include "container-open.h"
 #include "hotspot.h"
 #include "common/htab.h"
@@ -65,20 +66,13 @@ struct java_stub {
 struct agent_java {
 	int procs_fd;
 	struct agent_jvm *jvm;
-	struct sr_htab_ptrs files;
+	struct agent_file_verdicts files;
 	struct sr_htab_ptrs procs;
 	struct agent_pcache pcs;
 	struct agent_pcache stubs;
-	size_t n_files;
 	struct agent_java_stats stats;
 	char name[2 * AGENT_JVM_MAX_SYMBOL + 16];
 };
-
-static const void *file_key(const void *v, size_t *len)
-{
-	*len = sizeof(((const struct java_file *)0)->key);
-	return ((const struct java_file *)v)->key;
-}
 
 static const void *proc_key(const void *v, size_t *len)
 {
@@ -113,7 +107,7 @@ struct agent_java *agent_java_new(int procs_fd, uint64_t max_methods)
 		return NULL;
 	}
 	j->procs_fd = procs_fd;
-	sr_htab_ptrs_init(&j->files, file_key);
+	agent_file_verdicts_init(&j->files, AGENT_JAVA_MAX_FILES);
 	sr_htab_ptrs_init(&j->procs, proc_key);
 	agent_pcache_init(&j->pcs, AGENT_JAVA_MAX_PCS, entry_free);
 	agent_pcache_init(&j->stubs, AGENT_JAVA_MAX_STUBS, entry_free);
@@ -127,9 +121,8 @@ void agent_java_free(struct agent_java *j)
 	agent_pcache_done(&j->stubs);
 	agent_pcache_done(&j->pcs);
 	free_all(&j->procs, proc_key);
-	free_all(&j->files, file_key);
+	agent_file_verdicts_done(&j->files);
 	sr_htab_ptrs_done(&j->procs);
-	sr_htab_ptrs_done(&j->files);
 	agent_jvm_free(j->jvm);
 	free(j);
 }
@@ -145,17 +138,12 @@ static bool libjvm_name(const char *path)
 /* The file behind m, examined on first sight. NULL when it cannot be looked at now. */
 static struct java_file *file_for(struct agent_java *j, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
-	const uint64_t *key = agent_exe__key(m->exe);
-	struct java_file *f = sr_htab_ptrs__get(&j->files, key, 4 * sizeof(uint64_t));
+	const uint64_t *key = agent_file_verdicts_key(m);
+	struct java_file *f = agent_file_verdicts__get(&j->files, key);
 	char path[512];
 
 	if (f || agent_exe__is_vdso(m->exe))
 		return f;
-	/* Full (a node running new builds all day): start again rather than stop recognising JVMs. */
-	if (j->n_files >= AGENT_JAVA_MAX_FILES) {
-		free_all(&j->files, file_key);
-		j->n_files = 0;
-	}
 	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
 	f = calloc(1, sizeof(*f));
@@ -163,12 +151,7 @@ static struct java_file *file_for(struct agent_java *j, const struct agent_proc 
 		return NULL;
 	memcpy(f->key, key, sizeof(f->key));
 	f->libjvm = libjvm_name(path);
-	if (sr_htab_ptrs__put(&j->files, f) < 0) {
-		free(f);
-		return NULL;
-	}
-	j->n_files++;
-	return f;
+	return agent_file_verdicts__add(&j->files, f) < 0 ? NULL : f;
 }
 
 static int peek(void *ctx, uint64_t addr, void *buf, size_t len)

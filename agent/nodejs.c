@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <linux/types.h>
 
+#include "file-verdicts.h"
 #include "container-open.h"
 #include "common/htab.h"
 #include "nodejs.h"
@@ -34,10 +35,10 @@ struct js_file {
 	struct agent_v8_meta meta;
 };
 
-/* A Node.js process: the metadata of its build. */
+/* A Node.js process: the metadata of its build, its own copy (the file table starts again when full). */
 struct js_proc {
 	uint8_t key[12]; /* pid + start_ns, as agent_proc.key */
-	const struct js_file *file;
+	struct agent_v8_meta meta;
 };
 
 /* Longest span of a SharedFunctionInfo's head read to check a cached entry. */
@@ -60,18 +61,11 @@ struct js_function {
 struct agent_nodejs {
 	int procs_fd;
 	uint64_t max_functions;
-	struct sr_htab_ptrs files;
+	struct agent_file_verdicts files;
 	struct sr_htab_ptrs procs;
 	struct agent_pcache functions;
-	size_t n_files;
 	struct agent_nodejs_stats stats;
 };
-
-static const void *file_key(const void *v, size_t *len)
-{
-	*len = sizeof(((const struct js_file *)0)->key);
-	return ((const struct js_file *)v)->key;
-}
 
 static const void *proc_key(const void *v, size_t *len)
 {
@@ -92,7 +86,7 @@ struct agent_nodejs *agent_nodejs_new(int procs_fd, uint64_t max_functions)
 		return NULL;
 	n->procs_fd = procs_fd;
 	n->max_functions = max_functions ? max_functions : AGENT_NODEJS_DEFAULT_MAX_FUNCTIONS;
-	sr_htab_ptrs_init(&n->files, file_key);
+	agent_file_verdicts_init(&n->files, AGENT_NODEJS_MAX_FILES);
 	sr_htab_ptrs_init(&n->procs, proc_key);
 	agent_pcache_init(&n->functions, n->max_functions, function_free);
 	elf_version(EV_CURRENT);
@@ -115,9 +109,8 @@ void agent_nodejs_free(struct agent_nodejs *n)
 		return;
 	agent_pcache_done(&n->functions);
 	free_all(&n->procs, proc_key);
-	free_all(&n->files, file_key);
+	agent_file_verdicts_done(&n->files);
 	sr_htab_ptrs_done(&n->procs);
-	sr_htab_ptrs_done(&n->files);
 	free(n);
 }
 
@@ -133,13 +126,13 @@ static bool node_name(const char *path)
 /* The file behind m, examined on first sight. NULL when it cannot be read now. */
 static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
-	const uint64_t *key = agent_exe__key(m->exe);
-	struct js_file *f = sr_htab_ptrs__get(&n->files, key, 4 * sizeof(uint64_t));
+	const uint64_t *key = agent_file_verdicts_key(m);
+	struct js_file *f = agent_file_verdicts__get(&n->files, key);
 	char path[512];
 	Elf *elf;
 	int fd, r;
 
-	if (f || n->n_files >= AGENT_NODEJS_MAX_FILES || agent_exe__is_vdso(m->exe))
+	if (f || agent_exe__is_vdso(m->exe))
 		return f;
 	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
@@ -162,12 +155,7 @@ static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc 
 			elf_end(elf);
 		close(fd);
 	}
-	if (sr_htab_ptrs__put(&n->files, f) < 0) {
-		free(f);
-		return NULL;
-	}
-	n->n_files++;
-	return f;
+	return agent_file_verdicts__add(&n->files, f) < 0 ? NULL : f;
 }
 
 int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
@@ -205,7 +193,7 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		}
 		n->stats.processes++;
 	}
-	e->file = f;
+	e->meta = f->meta;
 	v.start_boottime_ns = proc->start_ns;
 	v.off_fp_function = (__s16)f->meta.off_fp_function;
 	v.off_fp_context = (__s16)f->meta.off_fp_context;
@@ -330,7 +318,7 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 	 * keeps what was read while it lived; a live one's entry stands only
 	 * while the object's head is what it was read from.
 	 */
-	r = read_head(&e->file->meta, proc->pid, sfi, head);
+	r = read_head(&e->meta, proc->pid, sfi, head);
 	if (r < 0) {
 		alive = false;
 		if (fn)
@@ -348,7 +336,7 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 			return -ENOMEM;
 		memcpy(fn->base.key, key, sizeof(key));
 		n->stats.function_reads++;
-		r = agent_v8_describe(&e->file->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
+		r = agent_v8_describe(&e->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
 		if (r < 0) {
 			n->stats.function_read_errors++;
 			free(fn);
@@ -369,7 +357,7 @@ found:
 	ret->start_line = fn->fn.start_line;
 	ret->line = fn->fn.start_line;
 	if (ret->offset >= 0) {
-		uint32_t line = function_line(n, fn, &e->file->meta, proc->pid, sfi, (uint32_t)ret->offset, alive);
+		uint32_t line = function_line(n, fn, &e->meta, proc->pid, sfi, (uint32_t)ret->offset, alive);
 
 		if (line)
 			ret->line = line;
@@ -379,30 +367,18 @@ found:
 
 int agent_nodejs__add(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_v8_meta *m)
 {
-	struct js_file *f = calloc(1, sizeof(*f));
 	struct js_proc *e = calloc(1, sizeof(*e));
 
-	if (!f || !e)
-		goto fail;
-	/* A key no file has (device and inode all ones, the process's PID as mtime). */
-	memset(f->key, 0xff, sizeof(f->key));
-	f->key[2] = proc->pid;
-	f->v8 = f->supported = true;
-	f->meta = *m;
+	if (!e)
+		return -ENOMEM;
 	memcpy(e->key, proc->key, sizeof(e->key));
-	e->file = f;
-	if (sr_htab_ptrs__put(&n->files, f) < 0)
-		goto fail;
-	n->n_files++;
-	f = NULL;
-	if (sr_htab_ptrs__put(&n->procs, e) < 0)
-		goto fail;
+	e->meta = *m;
+	if (sr_htab_ptrs__put(&n->procs, e) < 0) {
+		free(e);
+		return -ENOMEM;
+	}
 	n->stats.processes++;
 	return 0;
-fail:
-	free(f);
-	free(e);
-	return -ENOMEM;
 }
 
 void agent_nodejs__stats(struct agent_nodejs *n, struct agent_nodejs_stats *ret)

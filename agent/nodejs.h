@@ -17,7 +17,7 @@
  * anew, never given the old name.
  *
  * Limits: AGENT_NODEJS_MAX_FILES files examined (by dev, inode, mtime,
- * size), max_functions functions cached (agent/proc-cache.h: the least
+ * size; the table starts again when full), max_functions functions cached (agent/proc-cache.h: the least
  * recently used is evicted, a retired process's go with it),
  * AGENT_V8_MAX_NAME bytes of a name or script.
  */

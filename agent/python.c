@@ -17,6 +17,7 @@
 #include <bpf/bpf.h>
 
 #include "container-open.h"
+#include "file-verdicts.h"
 #include "common/htab.h"
 #include "proc-cache.h"
 #include "common/log.h"
@@ -56,18 +57,11 @@ struct py_code {
 struct agent_python {
 	int procs_fd;
 	uint64_t max_codes;
-	struct sr_htab_ptrs files;
+	struct agent_file_verdicts files;
 	struct sr_htab_ptrs procs;
 	struct agent_pcache codes;
-	size_t n_files;
 	struct agent_python_stats stats;
 };
-
-static const void *file_key(const void *v, size_t *len)
-{
-	*len = sizeof(((const struct py_file *)0)->key);
-	return ((const struct py_file *)v)->key;
-}
 
 static const void *proc_key(const void *v, size_t *len)
 {
@@ -96,7 +90,7 @@ struct agent_python *agent_python_new(int procs_fd, uint64_t max_codes)
 		return NULL;
 	py->procs_fd = procs_fd;
 	py->max_codes = max_codes ? max_codes : AGENT_PY_DEFAULT_MAX_CODES;
-	sr_htab_ptrs_init(&py->files, file_key);
+	agent_file_verdicts_init(&py->files, AGENT_PY_MAX_FILES);
 	sr_htab_ptrs_init(&py->procs, proc_key);
 	agent_pcache_init(&py->codes, py->max_codes, code_free_entry);
 	elf_version(EV_CURRENT);
@@ -110,11 +104,9 @@ void agent_python_free(struct agent_python *py)
 	if (!py)
 		return;
 	agent_pcache_done(&py->codes);
-	for (size_t i = 0; (v = sr_htab_ptrs__next(&py->files, &i));)
-		free(v);
+	agent_file_verdicts_done(&py->files);
 	for (size_t i = 0; (v = sr_htab_ptrs__next(&py->procs, &i));)
 		free(v);
-	sr_htab_ptrs_done(&py->files);
 	sr_htab_ptrs_done(&py->procs);
 	free(py);
 }
@@ -231,27 +223,13 @@ static void examine(int fd, const char *path, struct py_file *f)
 /* The file behind m, examined on first sight. NULL when it cannot be read now. */
 static struct py_file *file_for(struct agent_python *py, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
-	const uint64_t *key = agent_exe__key(m->exe);
-	struct py_file *f = sr_htab_ptrs__get(&py->files, key, 4 * sizeof(uint64_t));
+	const uint64_t *key = agent_file_verdicts_key(m);
+	struct py_file *f = agent_file_verdicts__get(&py->files, key);
 	char path[512];
 	int fd;
 
 	if (f || agent_exe__is_vdso(m->exe))
 		return f;
-	/*
-	 * A node that runs new builds all day meets new files all day: when the
-	 * table is full it starts again (its entries are verdicts only, which no
-	 * process entry points to), rather than stop recognising interpreters.
-	 */
-	if (py->n_files >= AGENT_PY_MAX_FILES) {
-		void *v;
-
-		for (size_t i = 0; (v = sr_htab_ptrs__next(&py->files, &i));)
-			free(v);
-		sr_htab_ptrs_done(&py->files);
-		sr_htab_ptrs_init(&py->files, file_key);
-		py->n_files = 0;
-	}
 	if (agent_proc_map__path(proc, m, path, sizeof(path)) < 0)
 		return NULL;
 	f = calloc(1, sizeof(*f));
@@ -268,12 +246,7 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 		examine(fd, path, f);
 		close(fd);
 	}
-	if (sr_htab_ptrs__put(&py->files, f) < 0) {
-		free(f);
-		return NULL;
-	}
-	py->n_files++;
-	return f;
+	return agent_file_verdicts__add(&py->files, f) < 0 ? NULL : f;
 }
 
 int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
