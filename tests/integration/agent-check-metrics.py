@@ -91,6 +91,9 @@ def main():
             for name in ("stackrelay_agent_samples_total", 'stackrelay_agent_samples_filtered_total{filter="idle"}',
                          'stackrelay_agent_samples_lost_total{cpu="0"}', "stackrelay_agent_processes",
                          "stackrelay_agent_store_stacks", "stackrelay_agent_executables_cached",
+                         'stackrelay_agent_processes_retired_total{reason="exited"}',
+                         'stackrelay_agent_task_events_total{type="exit"}',
+                         "stackrelay_agent_store_executables_freed_total",
                          "process_cpu_seconds_total", "process_resident_memory_bytes"):
                 c.check(name in m, "metric %s present" % name)
             c.check(m.get("stackrelay_agent_samples_total", 0) > 0, "samples_total > 0")
