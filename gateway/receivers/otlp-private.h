@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent-private.h"
+#include "agent.h"
+#include "gateway/net/conn.h"
 #include "otlp-decode.h"
 
 #define OTLP_COMPONENT "receiver/otlp"
