@@ -37,7 +37,7 @@
 
 /* ---- configuration ---- */
 
-/* tls.client_identity: what a client certificate proves (agent-identity.c). */
+/* tls.client_identity: what a client certificate proves (read by the receiver's ops->tls_accepted). */
 struct gw_listener_identity_config {
 	bool bind_node_name;
 	char *node_name_template; /* "{node}" when unset */
@@ -58,19 +58,6 @@ struct gw_listener_auth_config {
 struct gw_listener_keepalive_config {
 	uint64_t interval_ns;
 	uint64_t timeout_ns;
-};
-
-struct gw_agent_dedupe_config {
-	uint64_t max_entries;
-	uint64_t max_bytes;
-};
-
-struct gw_agent_stores_config {
-	uint64_t executables;
-	uint64_t kernels;
-	uint64_t locations;
-	uint64_t stacks;
-	uint64_t functions;
 };
 
 struct gw_listener_resets_config {
@@ -95,8 +82,6 @@ struct gw_listener_config {
 	uint64_t request_timeout_ns;
 	uint64_t idle_timeout_ns;
 	struct gw_listener_keepalive_config keepalive;
-	struct gw_agent_dedupe_config dedupe;
-	struct gw_agent_stores_config stores;
 };
 
 /* ---- state ---- */
@@ -157,7 +142,7 @@ struct conn {
 	uint8_t peer_ip[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
 	uint8_t peer_ip_len;
 	uint64_t serial; /* unique per receiver: the identity of an agent that sends no instance_id */
-	/* What the client certificate proves (tls.client_identity; agent-identity.c), freed with the conn. */
+	/* What the client certificate proves (tls.client_identity, set by ops->tls_accepted), freed with the conn. */
 	char *principal;   /* its subject CN, or NULL */
 	char **node_names; /* the nodes it may speak for */
 	size_t n_node_names;

@@ -138,62 +138,62 @@ static const struct sr_field stream_resets_fields[] = {
 };
 
 static const struct sr_field agent_fields[] = {
-	SR_FIELD_STR("endpoint", struct gw_listener_config, endpoint, .def = "127.0.0.1:7480",
+	SR_FIELD_STR("endpoint", struct gw_agent_config, net.endpoint, .def = "127.0.0.1:7480",
 		     .doc = "HOST:PORT to listen on (0.0.0.0:7480 for every interface)."),
-	SR_FIELD_MAP("tls", struct gw_listener_config, tls, struct gw_listener_tls_config, tls_fields,
+	SR_FIELD_MAP("tls", struct gw_agent_config, net.tls, struct gw_listener_tls_config, tls_fields,
 		     .doc = "TLS; absent: plain HTTP/2 (h2c, prior knowledge)."),
-	SR_FIELD_MAP("auth", struct gw_listener_config, auth, struct gw_listener_auth_config, auth_fields,
+	SR_FIELD_MAP("auth", struct gw_agent_config, net.auth, struct gw_listener_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
-	SR_FIELD_U64("max_connections", struct gw_listener_config, max_connections, .def = "4096", .min = 1,
+	SR_FIELD_U64("max_connections", struct gw_agent_config, net.max_connections, .def = "4096", .min = 1,
 		     .max = 1000000,
 		     .doc = "Open connections. At the limit, the oldest connection that has not sent a request yet "
 			    "is closed to make room; without one, the new connection is closed at accept."),
-	SR_FIELD_U64("max_connections_per_peer", struct gw_listener_config, max_connections_per_peer, .def = "0",
+	SR_FIELD_U64("max_connections_per_peer", struct gw_agent_config, net.max_connections_per_peer, .def = "0",
 		     .max = 1000000,
 		     .doc = "Open connections from one IP address; more are closed at accept, so one host cannot "
 			    "take every connection. 0: no per-address limit (the default, since agents behind a load "
 			    "balancer or NAT share one address)."),
-	SR_FIELD_U64("max_concurrent_streams", struct gw_listener_config, max_concurrent_streams, .def = "32", .min = 1,
-		     .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
-	SR_FIELD_BYTES("max_header_list_bytes", struct gw_listener_config, max_header_list_bytes, .def = "16KiB",
+	SR_FIELD_U64("max_concurrent_streams", struct gw_agent_config, net.max_concurrent_streams, .def = "32",
+		     .min = 1, .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
+	SR_FIELD_BYTES("max_header_list_bytes", struct gw_agent_config, net.max_header_list_bytes, .def = "16KiB",
 		       .min = 1024, .max = 1048576,
 		       .doc = "Request header list size (names + values + 32 bytes each, HTTP/2 SETTINGS); larger "
 			      "gets 431."),
-	SR_FIELD_U64("max_continuations", struct gw_listener_config, max_continuations, .def = "8", .min = 1,
+	SR_FIELD_U64("max_continuations", struct gw_agent_config, net.max_continuations, .def = "8", .min = 1,
 		     .max = 1000,
 		     .doc = "CONTINUATION frames after one HEADERS frame; more close the connection (CONTINUATION "
 			    "flood)."),
-	SR_FIELD_U64("max_pending_acks", struct gw_listener_config, max_pending_acks, .def = "1000", .min = 1,
+	SR_FIELD_U64("max_pending_acks", struct gw_agent_config, net.max_pending_acks, .def = "1000", .min = 1,
 		     .max = 1000000,
 		     .doc = "PING and SETTINGS acknowledgements queued for a client that does not read them; more "
 			    "close the connection."),
-	SR_FIELD_MAP("stream_resets", struct gw_listener_config, stream_resets, struct gw_listener_resets_config,
+	SR_FIELD_MAP("stream_resets", struct gw_agent_config, net.stream_resets, struct gw_listener_resets_config,
 		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
 	SR_FIELD_BYTES(
-		"max_request_bytes", struct gw_listener_config, max_request_bytes, .def = "32MiB", .min = 1024,
+		"max_request_bytes", struct gw_agent_config, net.max_request_bytes, .def = "32MiB", .min = 1024,
 		.max = 1073741824,
 		.doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
 		       "default leaves room for the agent's largest symbol upload (gateway.max_symbol_upload_size, "
 		       "8MiB by default)."),
-	SR_FIELD_BYTES("max_inflight_bytes", struct gw_listener_config, max_inflight_bytes, .def = "256MiB",
+	SR_FIELD_BYTES("max_inflight_bytes", struct gw_agent_config, net.max_inflight_bytes, .def = "256MiB",
 		       .min = 1024, .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
 			      "retry_after_ms."),
-	SR_FIELD_DUR("header_timeout", struct gw_listener_config, header_timeout_ns, .def = "10s",
+	SR_FIELD_DUR("header_timeout", struct gw_agent_config, net.header_timeout_ns, .def = "10s",
 		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
 			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
-	SR_FIELD_DUR("request_timeout", struct gw_listener_config, request_timeout_ns, .def = "60s",
+	SR_FIELD_DUR("request_timeout", struct gw_agent_config, net.request_timeout_ns, .def = "60s",
 		     .doc = "Time a request may take to arrive completely; slower ones get 408. On HTTP/1.1 the "
 			    "rest of a body answered early (413, 408) is read for as long again, then the "
 			    "connection is closed."),
-	SR_FIELD_DUR("idle_timeout", struct gw_listener_config, idle_timeout_ns, .def = "5m",
+	SR_FIELD_DUR("idle_timeout", struct gw_agent_config, net.idle_timeout_ns, .def = "5m",
 		     .doc = "A connection without requests for this long is closed with GOAWAY."),
-	SR_FIELD_MAP("keepalive", struct gw_listener_config, keepalive, struct gw_listener_keepalive_config,
+	SR_FIELD_MAP("keepalive", struct gw_agent_config, net.keepalive, struct gw_listener_keepalive_config,
 		     keepalive_fields,
 		     .doc = "HTTP/2 PING keepalive: finds dead agents behind NATs and load balancers."),
-	SR_FIELD_MAP("dedupe", struct gw_listener_config, dedupe, struct gw_agent_dedupe_config, dedupe_fields,
+	SR_FIELD_MAP("dedupe", struct gw_agent_config, dedupe, struct gw_agent_dedupe_config, dedupe_fields,
 		     .doc = "De-duplication of resent requests."),
-	SR_FIELD_MAP("stores", struct gw_listener_config, stores, struct gw_agent_stores_config, stores_fields,
+	SR_FIELD_MAP("stores", struct gw_agent_config, stores, struct gw_agent_stores_config, stores_fields,
 		     .doc = "Bounds of the gateway-wide definition stores (by bytes, coldest evicted first; an evicted "
 			    "definition is "
 			    "asked for again). Shared by every receiver: the last one started sets them."),
@@ -205,7 +205,7 @@ static const struct sr_field agent_fields[] = {
  * receiver's connections (gw_conn_ops): limits it does not set itself keep
  * the agent receiver's defaults. Release with gw_agent_config_free().
  */
-int gw_agent_config_defaults(struct gw_listener_config *ret)
+int gw_agent_config_defaults(struct gw_agent_config *ret)
 {
 	struct sr_diag *d = sr_diag_new();
 	int r;
@@ -218,7 +218,7 @@ int gw_agent_config_defaults(struct gw_listener_config *ret)
 	return r;
 }
 
-void gw_agent_config_free(struct gw_listener_config *cfg)
+void gw_agent_config_free(struct gw_agent_config *cfg)
 {
 	sr_config_free(agent_fields, cfg);
 }
@@ -355,7 +355,7 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 
 static int agent_validate(const void *config, const char *path, struct sr_diag *d)
 {
-	const struct gw_listener_config *cfg = config;
+	const struct gw_listener_config *cfg = &((const struct gw_agent_config *)config)->net;
 	int r = 0;
 
 	if (!!cfg->tls.cert_file != !!cfg->tls.key_file) {
@@ -483,7 +483,7 @@ static int agent_create(struct gw_component *c)
 	struct gw_listener *rx = &a->rx;
 	rx->c = c;
 	rx->ops = &gw_agent_conn_ops;
-	rx->cfg = c->config;
+	rx->cfg = &((const struct gw_agent_config *)c->config)->net;
 	rx->on_tick = watch_stores;
 	c->state = rx;
 	return 0;
@@ -494,17 +494,18 @@ static int agent_start(struct gw_component *c)
 	struct gw_listener *rx = c->state;
 	struct gw_agent_rx *a = agent_of(rx);
 	const struct gw_listener_config *cfg = rx->cfg;
+	const struct gw_agent_config *acfg = c->config;
 	char err[256];
 	int r;
 
 	rx->loop = gw_runtime__loop(c->runtime);
 	{
 		struct gw_stores *st = gw_runtime__stores(c->runtime);
-		gw_stores__set_limit(st, GW_STORE_EXECUTABLES, cfg->stores.executables);
-		gw_stores__set_limit(st, GW_STORE_KERNELS, cfg->stores.kernels);
-		gw_stores__set_limit(st, GW_STORE_LOCATIONS, cfg->stores.locations);
-		gw_stores__set_limit(st, GW_STORE_STACKS, cfg->stores.stacks);
-		gw_stores__set_limit(st, GW_STORE_FUNCTIONS, cfg->stores.functions);
+		gw_stores__set_limit(st, GW_STORE_EXECUTABLES, acfg->stores.executables);
+		gw_stores__set_limit(st, GW_STORE_KERNELS, acfg->stores.kernels);
+		gw_stores__set_limit(st, GW_STORE_LOCATIONS, acfg->stores.locations);
+		gw_stores__set_limit(st, GW_STORE_STACKS, acfg->stores.stacks);
+		gw_stores__set_limit(st, GW_STORE_FUNCTIONS, acfg->stores.functions);
 	}
 	if (cfg->tls.cert_file && (r = gw_listener_tls_setup(rx)) < 0)
 		return r;
@@ -518,7 +519,7 @@ static int agent_start(struct gw_component *c)
 	}
 	rx->token_checked_ms = uv_now(rx->loop);
 	a->node_tokens_checked_ms = rx->token_checked_ms;
-	a->dedupe = gw_dedupe_new((uint32_t)cfg->dedupe.max_entries, cfg->dedupe.max_bytes);
+	a->dedupe = gw_dedupe_new((uint32_t)acfg->dedupe.max_entries, acfg->dedupe.max_bytes);
 	if (!a->dedupe)
 		return -ENOMEM;
 	/* The decode thread for large requests. */
@@ -621,7 +622,7 @@ const struct gw_component_type gw_receiver_agent = {
 	       "plain (h2c) or TLS with optional client certificates and bearer token. Definitions (stacks, "
 	       "executables, kernels) are kept in gateway-wide bounded stores; unknown ones are asked for.",
 	.config_fields = agent_fields,
-	.config_size = sizeof(struct gw_listener_config),
+	.config_size = sizeof(struct gw_agent_config),
 	.validate = agent_validate,
 	.create = agent_create,
 	.start = agent_start,

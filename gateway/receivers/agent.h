@@ -25,12 +25,32 @@ extern const struct gw_component_type gw_receiver_agent;
 /* The bound listen address of a started instance ("127.0.0.1:7480"), for tests and logs; NULL before start. */
 const char *gw_agent_receiver_address(struct gw_component *c);
 
+struct gw_agent_dedupe_config {
+	uint64_t max_entries;
+	uint64_t max_bytes;
+};
+
+struct gw_agent_stores_config {
+	uint64_t executables;
+	uint64_t kernels;
+	uint64_t locations;
+	uint64_t stacks;
+	uint64_t functions;
+};
+
+/* The agent receiver's settings: its listener's and its own. */
+struct gw_agent_config {
+	struct gw_listener_config net; /* first: the keys of both are one mapping */
+	struct gw_agent_dedupe_config dedupe;
+	struct gw_agent_stores_config stores;
+};
+
 /*
  * The agent receiver's settings with every default, the base of another
  * receiver's listeners: limits it does not set itself keep the agent
  * receiver's defaults. Release with gw_agent_config_free().
  */
-int gw_agent_config_defaults(struct gw_listener_config *ret);
-void gw_agent_config_free(struct gw_listener_config *cfg);
+int gw_agent_config_defaults(struct gw_agent_config *ret);
+void gw_agent_config_free(struct gw_agent_config *cfg);
 
 #endif

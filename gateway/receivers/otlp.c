@@ -267,7 +267,7 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	o->l[proto] = l;
 	l->o = o;
 	l->proto = proto;
-	l->cfg = o->defaults;
+	l->cfg = o->defaults.net;
 	l->cfg.endpoint = (char *)endpoint;
 	if (proto == OTLP_GRPC) {
 		l->cfg.tls = cfg->protocols.grpc.tls;
