@@ -3,8 +3,7 @@
  * The receivers' connections (gateway/net/conn.h): sockets on the libuv
  * loop, TLS through OpenSSL memory BIOs, HTTP/2 sessions (nghttp2) and their
  * callbacks up to a complete request (handed to the receiver's
- * gw_conn_ops.request, or to agent-request.c for the agent protocol), and
- * GOAWAY. The timers that bound a client's time (headers, requests,
+ * gw_conn_ops.request), and GOAWAY. The timers that bound a client's time (headers, requests,
  * idleness, unanswered PINGs, shutdown grace) run in net/tick.c.
  */
 #include <arpa/inet.h>
@@ -19,21 +18,13 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
-#include "accounting.h"
-#include "agent-dedupe.h"
-#include "agent-ingest.h"
-#include "gateway/net/h1.h"
-#include "agent-private.h"
+#include "component.h"
 #include "gateway/net/conn.h"
-#include "agent.h"
-#include "gzip.h"
+#include "gateway/net/h1.h"
 #include "heap.h"
 #include "log.h"
 #include "common/macro.h"
-#include "model.h"
 #include "common/netaddr.h"
-#include "runtime.h"
-#include "units.h"
 
 /* ---- connections ---- */
 
@@ -65,11 +56,14 @@ void gw_net_conn_free(struct conn *c)
 	gw_h1_free(c->h1);
 	nghttp2_session_del(c->h2);
 	SSL_free(c->ssl); /* frees the BIOs too */
-	gw_agent_conn_identity_free(c);
+	for (size_t i = 0; i < c->n_node_names; i++)
+		free(c->node_names[i]);
+	free(c->node_names);
+	free(c->principal);
 	free(c);
 	rx->handles--;
-	gw_agent_rx_maybe_done(rx);
-	gw_agent_rx_maybe_free(rx);
+	gw_listener_maybe_done(rx);
+	gw_listener_maybe_free(rx);
 }
 
 static void conn_closed_cb(uv_handle_t *h)
@@ -256,16 +250,6 @@ bool gw_net_stream_alive(struct conn *c, int32_t id, const struct h2stream *s)
 	return nghttp2_session_get_stream_user_data(c->h2, id) == s;
 }
 
-static bool hdr_is(const uint8_t *name, size_t namelen, const char *want)
-{
-	return namelen == strlen(want) && memcmp(name, want, namelen) == 0;
-}
-
-static bool val_is(const uint8_t *v, size_t len, const char *want)
-{
-	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
-}
-
 void gw_net_stream_error(struct h2stream *s, int status, const char *msg)
 {
 	if (!s->error_status) {
@@ -283,29 +267,9 @@ void gw_net_stream_header(struct conn *c, struct h2stream *s, const uint8_t *nam
 		gw_net_stream_error(s, 431, "request headers exceed max_header_list_bytes");
 		return;
 	}
-	if (c->rx->ops && !hdr_is(name, namelen, "content-length") && !hdr_is(name, namelen, "authorization"))
+	if (!gw_net_name_is(name, namelen, "content-length") && !gw_net_name_is(name, namelen, "authorization"))
 		c->rx->ops->header(s, name, namelen, value, valuelen);
-	else if (hdr_is(name, namelen, ":method")) {
-		if (!val_is(value, valuelen, "POST"))
-			gw_net_stream_error(s, 405, "only POST " PUSH_PATH " is served");
-	} else if (hdr_is(name, namelen, ":path")) {
-		if (!(valuelen == sizeof(PUSH_PATH) - 1 && memcmp(value, PUSH_PATH, valuelen) == 0))
-			gw_net_stream_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
-	} else if (hdr_is(name, namelen, "content-type")) {
-		/* Media type without parameters, case-insensitive. */
-		size_t n = 0;
-		while (n < valuelen && value[n] != ';' && value[n] != ' ')
-			n++;
-		if (val_is(value, n, "application/x-protobuf") || val_is(value, n, "application/protobuf"))
-			s->have_ctype = true;
-		else
-			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf");
-	} else if (hdr_is(name, namelen, "content-encoding")) {
-		if (val_is(value, valuelen, "gzip"))
-			s->gzip = true;
-		else if (!val_is(value, valuelen, "identity"))
-			gw_net_stream_error(s, 415, "content-encoding must be gzip or identity");
-	} else if (hdr_is(name, namelen, "content-length")) {
+	else if (gw_net_name_is(name, namelen, "content-length")) {
 		char buf[24];
 		size_t n = SR_MIN(valuelen, sizeof(buf) - 1);
 		memcpy(buf, value, n);
@@ -313,17 +277,16 @@ void gw_net_stream_header(struct conn *c, struct h2stream *s, const uint8_t *nam
 		s->content_length = strtoull(buf, NULL, 10);
 		if (s->content_length > c->rx->cfg->max_request_bytes)
 			gw_net_stream_error(s, 413,
-					    c->rx->ops ? c->rx->ops->too_large_msg
-						       : "content-length exceeds max_request_bytes");
-	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.node_tokens_file) {
+					    c->rx->ops->too_large_msg ? c->rx->ops->too_large_msg
+								      : "content-length exceeds max_request_bytes");
+	} else if (c->rx->cfg->auth.node_tokens_file && c->rx->ops->node_token) {
 		/* One token per node: the token also says which node the request may speak for. */
-		gw_agent_node_tokens_recheck(c->rx);
 		free(s->token_node);
-		s->token_node = gw_agent_node_token_lookup(c->rx, value, valuelen);
+		s->token_node = c->rx->ops->node_token(c->rx, value, valuelen);
 		s->auth_ok = s->token_node != NULL;
-	} else if (hdr_is(name, namelen, "authorization") && c->rx->cfg->auth.bearer_token_file) {
-		gw_agent_token_recheck(c->rx);
-		s->auth_ok = gw_agent_token_ok(c->rx, value, valuelen);
+	} else if (c->rx->cfg->auth.bearer_token_file) {
+		gw_listener_token_recheck(c->rx);
+		s->auth_ok = gw_listener_token_ok(c->rx, value, valuelen);
 	}
 }
 
@@ -342,10 +305,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 
 static void request_complete(struct h2stream *s)
 {
-	if (s->conn->rx->ops)
-		s->conn->rx->ops->request(s);
-	else
-		gw_agent_process_request(s);
+	s->conn->rx->ops->request(s);
 }
 
 void gw_net_stream_end(struct h2stream *s)
@@ -418,7 +378,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
 	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR && !c->protocol_error) {
 		c->protocol_error = true;
 		c->rx->st.protocol_errors++;
-		sr_log_debug(COMPONENT, "closing the connection with GOAWAY", "id=%s peer=%s error=\"%s\"",
+		sr_log_debug(c->rx->ops->component, "closing the connection with GOAWAY", "id=%s peer=%s error=\"%s\"",
 			     c->rx->c->id, c->peer, nghttp2_http2_strerror(frame->goaway.error_code));
 	}
 	return 0;
@@ -430,7 +390,8 @@ void gw_net_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data,
 
 	if (s->len + len > rx->cfg->max_request_bytes) {
 		gw_net_respond_error(s, 413, 0, "%s (%llu bytes)",
-				     rx->ops ? rx->ops->too_large_msg : "request body exceeds max_request_bytes",
+				     rx->ops->too_large_msg ? rx->ops->too_large_msg
+							    : "request body exceeds max_request_bytes",
 				     (unsigned long long)rx->cfg->max_request_bytes);
 		return;
 	}
@@ -514,8 +475,8 @@ static int feed_h2(struct conn *c, const uint8_t *data, size_t len)
 		if (!c->protocol_error)
 			c->rx->st.protocol_errors++;
 		c->protocol_error = true;
-		sr_log_debug(COMPONENT, "HTTP/2 protocol error; closing the connection", "id=%s peer=%s error=\"%s\"",
-			     c->rx->c->id, c->peer, nghttp2_strerror((int)r));
+		sr_log_debug(c->rx->ops->component, "HTTP/2 protocol error; closing the connection",
+			     "id=%s peer=%s error=\"%s\"", c->rx->c->id, c->peer, nghttp2_strerror((int)r));
 		return -EPROTO;
 	}
 	return 0;
@@ -532,10 +493,11 @@ static void tls_failed(struct conn *c, const char *what)
 	/* A wrong client certificate or CA is a deployment problem: warn, at most once a minute. */
 	if (c->rx->last_tls_warn_ms == 0 || gw_net_now_ms(c->rx) - c->rx->last_tls_warn_ms >= 60000) {
 		c->rx->last_tls_warn_ms = gw_net_now_ms(c->rx);
-		sr_log_warn(COMPONENT, "TLS handshake failed (further failures are logged at debug for a minute)",
+		sr_log_warn(c->rx->ops->component,
+			    "TLS handshake failed (further failures are logged at debug for a minute)",
 			    "id=%s peer=%s stage=%s error=\"%s\"", c->rx->c->id, c->peer, what, err);
 	} else
-		sr_log_debug(COMPONENT, "TLS handshake failed; closing the connection",
+		sr_log_debug(c->rx->ops->component, "TLS handshake failed; closing the connection",
 			     "id=%s peer=%s stage=%s error=\"%s\"", c->rx->c->id, c->peer, what, err);
 }
 
@@ -577,7 +539,7 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 			return;
 		}
 		c->tls_done = true;
-		if (gw_agent_conn_identity(c) < 0) {
+		if (c->rx->ops->tls_accepted && c->rx->ops->tls_accepted(c) < 0) {
 			gw_net_conn_close(c);
 			return;
 		}
@@ -639,7 +601,7 @@ static bool evict_silent(struct gw_listener *rx, const struct conn *newest)
 			victim = o; /* the list is newest first: the last match is the oldest */
 	if (!victim)
 		return false;
-	sr_log_debug(COMPONENT, "max_connections reached: closing the oldest connection without a request",
+	sr_log_debug(rx->ops->component, "max_connections reached: closing the oldest connection without a request",
 		     "id=%s peer=%s", rx->c->id, victim->peer);
 	gw_net_conn_close(victim);
 	return true;
@@ -708,10 +670,10 @@ void gw_net_on_connection(uv_stream_t *server, int status)
 			c->peer_addr[0] = '\0';
 		peer_ip_set(c, &ss);
 	}
-	c->sniffing = rx->ops && rx->ops->http1;
+	c->sniffing = rx->ops->http1;
 	if (rx->cfg->max_connections_per_peer && peer_connections(c) > rx->cfg->max_connections_per_peer) {
 		rx->st.connections_refused_peer++;
-		sr_log_debug(COMPONENT, "connection refused: max_connections_per_peer reached",
+		sr_log_debug(rx->ops->component, "connection refused: max_connections_per_peer reached",
 			     "id=%s peer=%s max=%llu", rx->c->id, c->peer,
 			     (unsigned long long)rx->cfg->max_connections_per_peer);
 		gw_net_conn_close(c);
@@ -721,8 +683,9 @@ void gw_net_on_connection(uv_stream_t *server, int status)
 		rx->st.connections_evicted++;
 	if (rx->n_conns > rx->cfg->max_connections || rx->shutting_down) {
 		rx->st.connections_refused++;
-		sr_log_debug(COMPONENT, "connection refused: max_connections reached", "id=%s peer=%s max=%llu",
-			     rx->c->id, c->peer, (unsigned long long)rx->cfg->max_connections);
+		sr_log_debug(rx->ops->component, "connection refused: max_connections reached",
+			     "id=%s peer=%s max=%llu", rx->c->id, c->peer,
+			     (unsigned long long)rx->cfg->max_connections);
 		gw_net_conn_close(c);
 		return;
 	}
@@ -777,7 +740,7 @@ void gw_net_conn_goaway(struct conn *c)
 	gw_net_conn_flush(c);
 }
 
-/* The nghttp2 callbacks of every agent connection. */
+/* The nghttp2 callbacks of every connection. */
 void gw_net_h2_callbacks(nghttp2_session_callbacks *cbs)
 {
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);

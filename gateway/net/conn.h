@@ -4,25 +4,26 @@
  * receivers: a listener (struct gw_listener) with its sockets on the libuv
  * loop, TLS, HTTP/2 (nghttp2) and, for a receiver whose gw_conn_ops asks,
  * HTTP/1.1 on the same port; requests handed up as streams, answers written
- * back. conn.c (connections, HTTP/2, TLS), h1.c (HTTP/1.1, heads read by
- * common/http1.h), respond.c (answers), tick.c (timeouts). The listener's
- * setup, token and teardown are in receivers/agent.c; a listener without
- * ops (ops NULL) speaks the agent protocol (receivers/agent-private.h).
+ * back. listener.c (the listening socket, TLS, bearer token, shutdown and
+ * teardown), conn.c (connections, HTTP/2, TLS), h1.c (HTTP/1.1, heads read by
+ * common/http1.h), respond.c (answers), tick.c (timeouts). What the requests
+ * mean is the receiver's: its gw_conn_ops, and its own state around the
+ * listener (gw_listener first in it).
  */
 #ifndef SR_GW_NET_CONN_H
 #define SR_GW_NET_CONN_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 #include <uv.h>
 
-#include "agent-ingest.h"
 #include "metrics.h"
 #include "common/macro.h"
 
@@ -36,7 +37,7 @@
 
 /* ---- configuration ---- */
 
-/* tls.client_identity: what a client certificate proves (agent-identity.c). */
+/* tls.client_identity: what a client certificate proves (read by the receiver's ops->tls_accepted). */
 struct gw_listener_identity_config {
 	bool bind_node_name;
 	char *node_name_template; /* "{node}" when unset */
@@ -57,19 +58,6 @@ struct gw_listener_auth_config {
 struct gw_listener_keepalive_config {
 	uint64_t interval_ns;
 	uint64_t timeout_ns;
-};
-
-struct gw_agent_dedupe_config {
-	uint64_t max_entries;
-	uint64_t max_bytes;
-};
-
-struct gw_agent_stores_config {
-	uint64_t executables;
-	uint64_t kernels;
-	uint64_t locations;
-	uint64_t stacks;
-	uint64_t functions;
 };
 
 struct gw_listener_resets_config {
@@ -94,8 +82,6 @@ struct gw_listener_config {
 	uint64_t request_timeout_ns;
 	uint64_t idle_timeout_ns;
 	struct gw_listener_keepalive_config keepalive;
-	struct gw_agent_dedupe_config dedupe;
-	struct gw_agent_stores_config stores;
 };
 
 /* ---- state ---- */
@@ -156,7 +142,7 @@ struct conn {
 	uint8_t peer_ip[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
 	uint8_t peer_ip_len;
 	uint64_t serial; /* unique per receiver: the identity of an agent that sends no instance_id */
-	/* What the client certificate proves (tls.client_identity; agent-identity.c), freed with the conn. */
+	/* What the client certificate proves (tls.client_identity, set by ops->tls_accepted), freed with the conn. */
 	char *principal;   /* its subject CN, or NULL */
 	char **node_names; /* the nodes it may speak for */
 	size_t n_node_names;
@@ -169,26 +155,21 @@ struct wreq {
 	uint8_t data[];
 };
 
+/* What the connection layer counts; a receiver counts the rest in its own state. */
 struct gw_listener_stats {
 	uint64_t connections_accepted, connections_refused, connections_refused_peer, connections_evicted, tls_failures,
 		header_timeouts, keepalive_timeouts, idle_closes, protocol_errors, streams_reset, headers_too_large;
 	uint64_t requests[8]; /* by status class below */
-	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, auth_failures, symbol_tables;
-	uint64_t symbol_tables_deferred; /* uploads answered 429: the symbolizer had max_pending_uploads */
-	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
-	uint64_t probes, probes_pending;
-	uint64_t tables_refused[GW_UPLOAD_REFUSAL_MAX]; /* symbol tables not taken, by reason */
-	uint64_t identity_refusals; /* requests naming a node their certificate or token does not bind */
-	struct gw_ingest_agent_drops agent_drops;
+	uint64_t auth_failures;
 };
 
 enum { ST_200, ST_400, ST_401, ST_403, ST_404, ST_405, ST_408, ST_413, ST_415, ST_429, ST_431, ST_503, ST_500 };
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 431, 503, 500 };
 
 /*
- * Another protocol served by these connections (the `otlp` receiver): set in
- * gw_listener.ops; NULL is the agent protocol. The receiver's cfg supplies the
- * limits, TLS and token; owner is the other receiver's state.
+ * The protocol a listener serves (the `agent` and `otlp` receivers): set in
+ * gw_listener.ops. The receiver's cfg supplies the limits, TLS and token; its
+ * state is around the listener (gw_listener first in it).
  */
 struct gw_conn_ops {
 	/* Every request header but content-length and authorization (:method and :path included). */
@@ -201,8 +182,18 @@ struct gw_conn_ops {
 	bool http1;
 	/* Log prefix of the receiver ("receiver/otlp"). */
 	const char *component;
-	/* What a body over cfg->max_request_bytes is told, naming the receiver's key. */
+	/*
+	 * What a body over cfg->max_request_bytes is told, naming the receiver's
+	 * key; NULL: "content-length exceeds max_request_bytes" for an announced
+	 * length, "request body exceeds max_request_bytes" for a body.
+	 */
 	const char *too_large_msg;
+	/* Optional: after the TLS handshake (c->principal, c->node_names); < 0 closes the connection. */
+	int (*tls_accepted)(struct conn *c);
+	/* Optional, with auth.node_tokens_file: the node an Authorization value's token speaks for (malloc'd), or NULL. */
+	char *(*node_token)(struct gw_listener *rx, const uint8_t *value, size_t len);
+	/* Optional: frees the receiver's state around rx, just before rx is freed. */
+	void (*release)(struct gw_listener *rx);
 };
 
 struct gw_listener {
@@ -218,7 +209,6 @@ struct gw_listener {
 	SSL_CTX *ssl_ctx;
 	nghttp2_session_callbacks *cbs;
 	nghttp2_option *h2opt; /* the limits nghttp2 enforces itself (resets, CONTINUATIONs, ACKs) */
-	struct gw_dedupe *dedupe;
 	struct conn *conns;
 	unsigned n_conns;
 	uint64_t inflight_bytes;
@@ -228,58 +218,57 @@ struct gw_listener {
 	size_t token_len;
 	struct timespec token_mtime;
 	uint64_t token_checked_ms;
-	/* auth.node_tokens_file (agent-identity.c) */
-	struct agent_node_token *node_tokens;
-	size_t n_node_tokens;
-	struct timespec node_tokens_mtime;
-	uint64_t node_tokens_checked_ms;
 	uint64_t conn_serial; /* the last conn.serial given */
 	uint64_t shutdown_started_ms;
 	uint64_t last_warn_ms, last_tls_warn_ms;
 	/* The receiver's periodic work, after the connections' (gw_net_on_tick); NULL: none. */
 	void (*on_tick)(struct gw_listener *rx, uint64_t now_ms);
-	/* watch_stores() (receivers/agent.c, the agent's on_tick): per store watched, the figures at the start of its window, and its last warning. */
-	struct {
-		uint64_t at_ms, missing, evictions, warned_ms;
-	} thrash[3];
 	void (*done)(struct gw_component *c);
 	struct gw_listener_stats st;
 	uint64_t statuses[SR_ARRAY_SIZE(status_codes)];
 	/* First header to response, every answered request (on the loop). */
 	struct gw_duration_histogram request_duration;
-	/* The decode thread: large requests are decoded off the loop (see gw_agent_process_request). */
-	struct {
-		pthread_t thread;
-		bool started, stop;
-		pthread_mutex_t lock;
-		pthread_cond_t cond;
-		struct work *todo, *todo_tail, *done;
-		uv_async_t async;
-		bool async_init;
-		unsigned jobs; /* queued or running or done-not-finished */
-	} dec;
+	/* Requests the receiver processes off the loop (they point at their connections): shutdown waits for them. */
+	unsigned jobs;
 	uint8_t readbuf[64 * 1024];
 };
+
+/* A header name is want (exactly: names arrive lowercase). */
+static inline bool gw_net_name_is(const uint8_t *name, size_t namelen, const char *want)
+{
+	return namelen == strlen(want) && memcmp(name, want, namelen) == 0;
+}
+
+/* A header value is want, case-insensitive. */
+static inline bool gw_net_value_is(const uint8_t *v, size_t len, const char *want)
+{
+	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
+}
 
 static inline uint64_t gw_net_now_ms(struct gw_listener *rx)
 {
 	return uv_now(rx->loop);
 }
 
-/* agent.c: the component's life and its bearer token. */
-void gw_agent_rx_maybe_free(struct gw_listener *rx);
-void gw_agent_rx_maybe_done(struct gw_listener *rx);
-void gw_agent_token_recheck(struct gw_listener *rx);
-bool gw_agent_token_ok(struct gw_listener *rx, const uint8_t *value, size_t len);
-
-/* agent.c: what another receiver using these connections sets up and tears down (see gw_conn_ops). */
-int gw_agent_config_defaults(struct gw_listener_config *ret);
-void gw_agent_config_free(struct gw_listener_config *cfg);
-int gw_agent_rx_tls_setup(struct gw_listener *rx);
-int gw_agent_rx_token_load(struct gw_listener *rx, char *err, size_t errsize);
-int gw_agent_rx_listen(struct gw_listener *rx);
-void gw_agent_rx_shutdown(struct gw_listener *rx);
-void gw_agent_rx_destroy(struct gw_listener *rx);
+/* net/listener.c: a listener's life (rx->c, cfg, ops and loop set by its receiver). */
+/* TLS from cfg->tls (cert_file set); 0 or -EINVAL, logged. */
+int gw_listener_tls_setup(struct gw_listener *rx);
+/* Reads auth.bearer_token_file: 0, or -errno with err saying what. */
+int gw_listener_token_load(struct gw_listener *rx, char *err, size_t errsize);
+/* Re-reads the token file when it changed (at most every TOKEN_RECHECK_MS). */
+void gw_listener_token_recheck(struct gw_listener *rx);
+/* An `Authorization: Bearer <token>` value with the token. */
+bool gw_listener_token_ok(struct gw_listener *rx, const uint8_t *value, size_t len);
+/* The listening socket and the tick of rx (TLS and token already loaded). */
+int gw_listener_listen(struct gw_listener *rx);
+/* Stops listening and lets connections finish; rx->done is called when they have. */
+void gw_listener_shutdown(struct gw_listener *rx);
+/* Closes everything of rx; it is freed when its last handle is closed. */
+void gw_listener_destroy(struct gw_listener *rx);
+/* uv_close callback of a receiver's own handle on rx (data: rx) counted in rx->handles. */
+void gw_listener_handle_closed(uv_handle_t *h);
+void gw_listener_maybe_free(struct gw_listener *rx);
+void gw_listener_maybe_done(struct gw_listener *rx);
 
 /* net/tick.c: the listener's periodic checks (timeouts of every connection), then its on_tick. */
 void gw_net_on_tick(uv_timer_t *t);

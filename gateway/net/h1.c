@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "gateway/net/h1.h"
-#include "agent-private.h"
 #include "gateway/net/conn.h"
 #include "common/http1.h"
 #include "common/macro.h"

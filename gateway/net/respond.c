@@ -12,10 +12,9 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "agent-ingest.h"
 #include "gateway/net/h1.h"
-#include "agent-private.h"
 #include "gateway/net/conn.h"
+#include "component.h"
 #include "runtime.h"
 #include "common/log.h"
 #include "common/macro.h"
@@ -118,8 +117,6 @@ void gw_net_respond_ex(struct h2stream *s, int status, const char *content_type,
 void gw_net_respond_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *fmt, ...)
 {
 	char msg[512];
-	uint8_t *body = NULL;
-	size_t len = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -127,7 +124,7 @@ void gw_net_respond_error(struct h2stream *s, int status, uint32_t retry_after_m
 	va_end(ap);
 	/* Bad requests mean an incompatible or broken agent: worth a warning, at most once a minute. */
 	struct gw_listener *rx = s->conn->rx;
-	const char *comp = rx->ops ? rx->ops->component : COMPONENT;
+	const char *comp = rx->ops->component;
 	if (s->responded)
 		return;
 	if (status == 400 && (rx->last_warn_ms == 0 || gw_net_now_ms(rx) - rx->last_warn_ms >= 60000)) {
@@ -137,11 +134,5 @@ void gw_net_respond_error(struct h2stream *s, int status, uint32_t retry_after_m
 	} else
 		sr_log_debug(comp, "request refused", "id=%s peer=%s status=%d error=\"%s\"", rx->c->id, s->conn->peer,
 			     status, msg);
-	if (rx->ops) {
-		rx->ops->error(s, status, retry_after_ms, msg);
-		return;
-	}
-	if (gw_ingest_encode_error(retry_after_ms, msg, &body, &len) < 0)
-		len = 0;
-	gw_net_respond(s, status, body, len, retry_after_ms);
+	rx->ops->error(s, status, retry_after_ms, msg);
 }

@@ -10,7 +10,6 @@
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
-#include "agent-private.h"
 #include "gateway/net/conn.h"
 #include "gateway/net/h1.h"
 #include "component.h"
@@ -28,23 +27,24 @@ void gw_net_on_tick(uv_timer_t *t)
 		struct conn *next = c->next;
 		if (!c->got_headers && now - c->accepted_ms > cfg->header_timeout_ns / SR_NSEC_PER_MSEC) {
 			rx->st.header_timeouts++;
-			sr_log_debug(COMPONENT, "no request headers within header_timeout; closing", "id=%s peer=%s",
-				     rx->c->id, c->peer);
+			sr_log_debug(rx->ops->component, "no request headers within header_timeout; closing",
+				     "id=%s peer=%s", rx->c->id, c->peer);
 			gw_net_conn_close(c);
 			goto next;
 		}
 		uint64_t head_ms = c->got_headers ? gw_h1_head_started_ms(c) : 0;
 		if (head_ms && now - head_ms > cfg->header_timeout_ns / SR_NSEC_PER_MSEC) {
 			rx->st.header_timeouts++;
-			sr_log_debug(COMPONENT, "HTTP/1.1 request head not complete within header_timeout; closing",
+			sr_log_debug(rx->ops->component,
+				     "HTTP/1.1 request head not complete within header_timeout; closing",
 				     "id=%s peer=%s", rx->c->id, c->peer);
 			gw_net_conn_close(c);
 			goto next;
 		}
 		if (c->ping_outstanding && now - c->ping_sent_ms > cfg->keepalive.timeout_ns / SR_NSEC_PER_MSEC) {
 			rx->st.keepalive_timeouts++;
-			sr_log_debug(COMPONENT, "PING not answered within keepalive.timeout; closing", "id=%s peer=%s",
-				     rx->c->id, c->peer);
+			sr_log_debug(rx->ops->component, "PING not answered within keepalive.timeout; closing",
+				     "id=%s peer=%s", rx->c->id, c->peer);
 			gw_net_conn_close(c);
 			goto next;
 		}
@@ -54,7 +54,8 @@ void gw_net_on_tick(uv_timer_t *t)
 		}
 		/* An early answer (413, 408) is followed by its body's rest only as long as a request may take. */
 		if (gw_h1_discarding(c) && now - c->last_request_ms > cfg->request_timeout_ns / SR_NSEC_PER_MSEC) {
-			sr_log_debug(COMPONENT, "body of an answered request not sent within request_timeout; closing",
+			sr_log_debug(rx->ops->component,
+				     "body of an answered request not sent within request_timeout; closing",
 				     "id=%s peer=%s", rx->c->id, c->peer);
 			gw_net_conn_close(c);
 			goto next;

@@ -58,9 +58,9 @@ static void tokens_free(struct agent_node_token *v, size_t n)
 
 void gw_agent_node_tokens_free(struct gw_listener *rx)
 {
-	tokens_free(rx->node_tokens, rx->n_node_tokens);
-	rx->node_tokens = NULL;
-	rx->n_node_tokens = 0;
+	tokens_free(agent_of(rx)->node_tokens, agent_of(rx)->n_node_tokens);
+	agent_of(rx)->node_tokens = NULL;
+	agent_of(rx)->n_node_tokens = 0;
 }
 
 int gw_agent_node_tokens_load(struct gw_listener *rx, char *err, size_t errsize)
@@ -134,9 +134,9 @@ int gw_agent_node_tokens_load(struct gw_listener *rx, char *err, size_t errsize)
 		goto out;
 	}
 	gw_agent_node_tokens_free(rx);
-	rx->node_tokens = v;
-	rx->n_node_tokens = n;
-	rx->node_tokens_mtime = st.st_mtim;
+	agent_of(rx)->node_tokens = v;
+	agent_of(rx)->n_node_tokens = n;
+	agent_of(rx)->node_tokens_mtime = st.st_mtim;
 	v = NULL;
 	n = 0;
 out:
@@ -154,12 +154,13 @@ void gw_agent_node_tokens_recheck(struct gw_listener *rx)
 	struct stat st;
 	char err[256];
 
-	if (gw_net_now_ms(rx) - rx->node_tokens_checked_ms < AGENT_NODE_TOKENS_RECHECK_MS)
+	if (gw_net_now_ms(rx) - agent_of(rx)->node_tokens_checked_ms < AGENT_NODE_TOKENS_RECHECK_MS)
 		return;
-	rx->node_tokens_checked_ms = gw_net_now_ms(rx);
+	agent_of(rx)->node_tokens_checked_ms = gw_net_now_ms(rx);
 	if (stat(rx->cfg->auth.node_tokens_file, &st) < 0)
 		return; /* keep the last good tokens */
-	if (st.st_mtim.tv_sec == rx->node_tokens_mtime.tv_sec && st.st_mtim.tv_nsec == rx->node_tokens_mtime.tv_nsec)
+	if (st.st_mtim.tv_sec == agent_of(rx)->node_tokens_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == agent_of(rx)->node_tokens_mtime.tv_nsec)
 		return;
 	if (gw_agent_node_tokens_load(rx, err, sizeof(err)) < 0)
 		sr_log_warn(COMPONENT, "cannot re-read the node tokens; keeping the previous ones",
@@ -176,8 +177,8 @@ char *gw_agent_node_token_lookup(struct gw_listener *rx, const uint8_t *value, s
 	value += sizeof(prefix) - 1;
 	len -= sizeof(prefix) - 1;
 	h = XXH3_64bits(value, len);
-	for (size_t i = 0; i < rx->n_node_tokens; i++) {
-		const struct agent_node_token *t = &rx->node_tokens[i];
+	for (size_t i = 0; i < agent_of(rx)->n_node_tokens; i++) {
+		const struct agent_node_token *t = &agent_of(rx)->node_tokens[i];
 		if (t->h == h && t->token_len == len && CRYPTO_memcmp(t->token, value, len) == 0)
 			return strdup(t->node);
 	}
@@ -249,17 +250,6 @@ int gw_agent_conn_identity(struct conn *c)
 out:
 	X509_free(cert);
 	return e;
-}
-
-void gw_agent_conn_identity_free(struct conn *c)
-{
-	for (size_t i = 0; i < c->n_node_names; i++)
-		free(c->node_names[i]);
-	free(c->node_names);
-	free(c->principal);
-	c->node_names = NULL;
-	c->principal = NULL;
-	c->n_node_names = 0;
 }
 
 void gw_agent_work_peer(struct work *w, struct conn *c, struct h2stream *s)

@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the files of the `agent` receiver share, and nothing else includes:
- * agent.c (the component: config, token, metrics, lifecycle, and the
- * listener's setup the otlp receiver shares), agent-identity.c (what a
- * certificate or token proves) and agent-request.c (a complete request:
- * decoding, on the loop or the decode thread, and its answer). The
- * connections under it are the gateway's connection layer (gateway/net/conn.h).
+ * agent.c (the component: config, metrics, lifecycle), agent-identity.c
+ * (what a certificate or token proves) and agent-request.c (the protocol's
+ * headers, a complete request: decoding, on the loop or the decode thread,
+ * and its answer). The connections under it are the gateway's connection
+ * layer (gateway/net/conn.h), served with gw_agent_conn_ops.
  */
 #ifndef SR_GW_AGENT_PRIVATE_H
 #define SR_GW_AGENT_PRIVATE_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -22,19 +24,48 @@
 
 #define COMPONENT "receiver/agent"
 #define PUSH_PATH "/stackrelay.v1.Ingest/Push"
-/*
- * Request bodies up to this many bytes (as received) are decoded on the loop
- * (a few milliseconds at most); larger ones, e.g. symbol-table uploads of
- * many MiB, go to the receiver's decode thread so they never stall the
- * network I/O of other agents. (Not libuv's pool: symbolization fills it.)
- */
-#define GW_AGENT_INLINE_MAX_BYTES (256u * 1024u)
-/*
- * A gzip body's cost is its decompressed size (up to max_request_bytes, a
- * thousand times the wire size for a gzip bomb): only small ones are
- * decoded on the loop.
- */
-#define GW_AGENT_INLINE_MAX_GZIP_BYTES (16u * 1024u)
+
+/* What the agent receiver counts beyond the connection layer (gw_listener_stats). */
+struct gw_agent_stats {
+	uint64_t bytes_wire, bytes_plain, duplicates, duplicate_samples, symbol_tables;
+	uint64_t symbol_tables_deferred; /* uploads answered 429: the symbolizer had max_pending_uploads */
+	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
+	uint64_t probes, probes_pending;
+	uint64_t tables_refused[GW_UPLOAD_REFUSAL_MAX]; /* symbol tables not taken, by reason */
+	uint64_t identity_refusals; /* requests naming a node their certificate or token does not bind */
+	struct gw_ingest_agent_drops agent_drops;
+};
+
+/* The receiver's state: its listener (first: the connection layer frees the whole struct with free(rx)) and its own. */
+struct gw_agent_rx {
+	struct gw_listener rx;
+	struct gw_dedupe *dedupe;
+	/* auth.node_tokens_file (agent-identity.c) */
+	struct agent_node_token *node_tokens;
+	size_t n_node_tokens;
+	struct timespec node_tokens_mtime;
+	uint64_t node_tokens_checked_ms;
+	/* watch_stores() (agent.c, the listener's on_tick): per store watched, the figures at the start of its window, and its last warning. */
+	struct {
+		uint64_t at_ms, missing, evictions, warned_ms;
+	} thrash[3];
+	struct gw_agent_stats st;
+	/* The decode thread: large requests are decoded off the loop (see process_request in agent-request.c); rx.jobs counts them. */
+	struct {
+		pthread_t thread;
+		bool started, stop;
+		pthread_mutex_t lock;
+		pthread_cond_t cond;
+		struct work *todo, *todo_tail, *done;
+		uv_async_t async;
+		bool async_init;
+	} dec;
+};
+
+static inline struct gw_agent_rx *agent_of(struct gw_listener *rx)
+{
+	return SR_CONTAINER_OF(rx, struct gw_agent_rx, rx);
+}
 
 /*
  * One request's body and what decoding it produced. Made on the loop; the
@@ -80,14 +111,15 @@ void gw_agent_node_tokens_free(struct gw_listener *rx);
 void gw_agent_node_tokens_recheck(struct gw_listener *rx);
 /* The node an `Authorization: Bearer <token>` value speaks for (a copy), or NULL: no such token. */
 char *gw_agent_node_token_lookup(struct gw_listener *rx, const uint8_t *value, size_t len);
-/* After the TLS handshake: the certificate's CN and DNS names, through tls.client_identity's template. */
+/* gw_agent_conn_ops.tls_accepted: the certificate's CN and DNS names, through tls.client_identity's template. */
 int gw_agent_conn_identity(struct conn *c);
-void gw_agent_conn_identity_free(struct conn *c);
 /* Fills w->peer from its connection and stream (takes s->token_node). */
 void gw_agent_work_peer(struct work *w, struct conn *c, struct h2stream *s);
 
-/* agent-request.c: a complete request, decoded on the loop or the decode thread. */
-void gw_agent_process_request(struct h2stream *s);
+/* agent-request.c: the protocol on the connections (headers, requests, errors), and a complete request, decoded on the loop or the decode thread. */
+extern const struct gw_conn_ops gw_agent_conn_ops;
+/* agent.c: gw_agent_conn_ops.release. */
+void gw_agent_release(struct gw_listener *rx);
 void *gw_agent_decode_thread(void *arg);
 void gw_agent_on_decoded(uv_async_t *a);
 /* A job back from the decode thread; discard: the receiver is going away. */

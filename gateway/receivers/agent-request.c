@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The `agent` receiver's requests (agent-private.h): a complete body is
+ * The `agent` receiver's requests (agent-private.h): the protocol's headers
+ * (gw_agent_conn_ops, what the connection layer hands up), then a complete body is
  * gunzipped and processed by agent-ingest.c, on the loop when small and on
  * the receiver's decode thread when large; the loop then decides
  * de-duplication and admission, answers, accounts and emits the batch.
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
@@ -39,10 +41,10 @@ static uint64_t ingest_epoch;
 static void hand_over_tables(struct gw_listener *rx, struct gw_ingest_result *res)
 {
 	for (size_t i = 0; i < GW_UPLOAD_REFUSAL_MAX; i++)
-		rx->st.tables_refused[i] += res->tables_refused[i];
+		agent_of(rx)->st.tables_refused[i] += res->tables_refused[i];
 	memset(res->tables_refused, 0, sizeof(res->tables_refused));
 	for (size_t i = 0; i < res->n_tables; i++) {
-		rx->st.symbol_tables++;
+		agent_of(rx)->st.symbol_tables++;
 		gw_runtime__symbol_table(rx->c->runtime, res->tables[i]);
 		res->tables[i] = NULL;
 	}
@@ -154,8 +156,8 @@ static void work_finish(struct work *w)
 	struct h2stream *s = NULL;
 	uint32_t retry_ms = 0;
 
-	rx->st.bytes_wire += w->len;
-	rx->st.bytes_plain += w->plain ? w->plain_len : w->len;
+	agent_of(rx)->st.bytes_wire += w->len;
+	agent_of(rx)->st.bytes_plain += w->plain ? w->plain_len : w->len;
 	/* The stream may be gone (the agent reset it, the connection died) while decoding. */
 	if (!c->handle_closed && !c->closing && nghttp2_session_get_stream_user_data(c->h2, w->stream_id) == w->s)
 		s = w->s;
@@ -163,9 +165,9 @@ static void work_finish(struct work *w)
 		if (w->status == 400)
 			rx->st.protocol_errors++;
 		if (w->status == 403)
-			rx->st.identity_refusals++;
+			agent_of(rx)->st.identity_refusals++;
 		if (w->upload_deferred)
-			rx->st.symbol_tables_deferred++;
+			agent_of(rx)->st.symbol_tables_deferred++;
 		if (s)
 			gw_net_respond_error(s, w->status, w->retry_after_ms, "%s", w->msg);
 		goto out;
@@ -184,10 +186,10 @@ static void work_finish(struct work *w)
 	if (w->h.instance_id_len) {
 		uint8_t *cached;
 		size_t clen;
-		if (gw_dedupe__lookup(rx->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence, &cached,
-				      &clen) == 0) {
-			rx->st.duplicates++;
-			rx->st.duplicate_samples += w->res.received;
+		if (gw_dedupe__lookup(agent_of(rx)->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence,
+				      &cached, &clen) == 0) {
+			agent_of(rx)->st.duplicates++;
+			agent_of(rx)->st.duplicate_samples += w->res.received;
 			/* Its definitions were taken; a symbol table in it goes to the symbolizer. The
 			 * first answer is what the agent gets: what this processing asked for is not. */
 			gw_ingest_result_release_asks(&w->res);
@@ -212,21 +214,21 @@ static void work_finish(struct work *w)
 	gw_component_received(comp, w->res.received);
 	if (w->res.refused_missing)
 		gw_component_refused(comp, GW_REASON_MISSING_DEFINITION, w->res.refused_missing);
-	rx->st.missing_stacks += w->res.missing_stacks;
-	rx->st.missing_executables += w->res.missing_executables;
-	rx->st.missing_kernels += w->res.missing_kernels;
-	rx->st.missing_functions += w->res.missing_functions;
-	rx->st.wanted += w->res.wanted;
-	rx->st.probes += w->res.probes;
-	rx->st.probes_pending += w->res.symbols_pending;
-	rx->st.agent_drops.ring_buffer_full += w->res.drops.ring_buffer_full;
-	rx->st.agent_drops.stack_errors += w->res.drops.stack_errors;
-	rx->st.agent_drops.buffer_overflow += w->res.drops.buffer_overflow;
-	rx->st.agent_drops.process_unknown += w->res.drops.process_unknown;
+	agent_of(rx)->st.missing_stacks += w->res.missing_stacks;
+	agent_of(rx)->st.missing_executables += w->res.missing_executables;
+	agent_of(rx)->st.missing_kernels += w->res.missing_kernels;
+	agent_of(rx)->st.missing_functions += w->res.missing_functions;
+	agent_of(rx)->st.wanted += w->res.wanted;
+	agent_of(rx)->st.probes += w->res.probes;
+	agent_of(rx)->st.probes_pending += w->res.symbols_pending;
+	agent_of(rx)->st.agent_drops.ring_buffer_full += w->res.drops.ring_buffer_full;
+	agent_of(rx)->st.agent_drops.stack_errors += w->res.drops.stack_errors;
+	agent_of(rx)->st.agent_drops.buffer_overflow += w->res.drops.buffer_overflow;
+	agent_of(rx)->st.agent_drops.process_unknown += w->res.drops.process_unknown;
 	hand_over_tables(rx, &w->res);
 	if (w->h.instance_id_len)
-		gw_dedupe__insert(rx->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence, w->res.response,
-				  w->res.response_len);
+		gw_dedupe__insert(agent_of(rx)->dedupe, w->h.instance_id, w->h.instance_id_len, w->h.sequence,
+				  w->res.response, w->res.response_len);
 	/* Answer before the pipeline runs: the response is final either way. */
 	gw_net_respond(s, 200, w->res.response, w->res.response_len, 0);
 	w->res.response = NULL;
@@ -243,26 +245,26 @@ out:
 
 void *gw_agent_decode_thread(void *arg)
 {
-	struct gw_listener *rx = arg;
+	struct gw_agent_rx *a = agent_of(arg);
 
-	pthread_mutex_lock(&rx->dec.lock);
+	pthread_mutex_lock(&a->dec.lock);
 	for (;;) {
-		while (!rx->dec.stop && !rx->dec.todo)
-			pthread_cond_wait(&rx->dec.cond, &rx->dec.lock);
-		if (rx->dec.stop)
+		while (!a->dec.stop && !a->dec.todo)
+			pthread_cond_wait(&a->dec.cond, &a->dec.lock);
+		if (a->dec.stop)
 			break;
-		struct work *w = rx->dec.todo;
-		rx->dec.todo = w->next;
-		if (!rx->dec.todo)
-			rx->dec.todo_tail = NULL;
-		pthread_mutex_unlock(&rx->dec.lock);
+		struct work *w = a->dec.todo;
+		a->dec.todo = w->next;
+		if (!a->dec.todo)
+			a->dec.todo_tail = NULL;
+		pthread_mutex_unlock(&a->dec.lock);
 		work_run(w);
-		pthread_mutex_lock(&rx->dec.lock);
-		w->next = rx->dec.done;
-		rx->dec.done = w;
-		uv_async_send(&rx->dec.async);
+		pthread_mutex_lock(&a->dec.lock);
+		w->next = a->dec.done;
+		a->dec.done = w;
+		uv_async_send(&a->dec.async);
 	}
-	pthread_mutex_unlock(&rx->dec.lock);
+	pthread_mutex_unlock(&a->dec.lock);
 	return NULL;
 }
 
@@ -276,25 +278,25 @@ void gw_agent_job_returned(struct work *w, bool discard)
 		work_free(w);
 	else
 		work_finish(w);
-	rx->dec.jobs--;
+	rx->jobs--;
 	if (--c->jobs == 0 && c->handle_closed)
-		gw_net_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
+		gw_net_conn_free(c); /* also re-checks gw_listener_maybe_done */
 	else {
 		if (!c->closing && !rx->destroyed)
 			gw_net_conn_flush(c);
-		gw_agent_rx_maybe_done(rx);
+		gw_listener_maybe_done(rx);
 	}
 }
 
-void gw_agent_on_decoded(uv_async_t *a)
+void gw_agent_on_decoded(uv_async_t *h)
 {
-	struct gw_listener *rx = a->data;
+	struct gw_agent_rx *a = agent_of(h->data);
 	struct work *list, *rev = NULL;
 
-	pthread_mutex_lock(&rx->dec.lock);
-	list = rx->dec.done;
-	rx->dec.done = NULL;
-	pthread_mutex_unlock(&rx->dec.lock);
+	pthread_mutex_lock(&a->dec.lock);
+	list = a->dec.done;
+	a->dec.done = NULL;
+	pthread_mutex_unlock(&a->dec.lock);
 	while (list) { /* oldest first */
 		struct work *next = list->next;
 		list->next = rev;
@@ -308,10 +310,11 @@ void gw_agent_on_decoded(uv_async_t *a)
 	}
 }
 
-void gw_agent_process_request(struct h2stream *s)
+static void process_request(struct h2stream *s)
 {
 	struct conn *c = s->conn;
 	struct gw_listener *rx = c->rx;
+	struct gw_agent_rx *a = agent_of(rx);
 	struct work *w = calloc(1, sizeof(*w));
 
 	if (!w) {
@@ -335,19 +338,75 @@ void gw_agent_process_request(struct h2stream *s)
 	s->body = NULL;
 	s->len = s->cap = 0;
 	s->processing = true;
-	if (w->len <= (w->gzip ? GW_AGENT_INLINE_MAX_GZIP_BYTES : GW_AGENT_INLINE_MAX_BYTES) || !rx->dec.started) {
+	if (w->len <= (w->gzip ? GW_AGENT_INLINE_MAX_GZIP_BYTES : GW_AGENT_INLINE_MAX_BYTES) || !a->dec.started) {
 		work_run(w);
 		work_finish(w);
 		return;
 	}
-	rx->dec.jobs++;
+	rx->jobs++;
 	c->jobs++;
-	pthread_mutex_lock(&rx->dec.lock);
-	if (rx->dec.todo_tail)
-		rx->dec.todo_tail->next = w;
+	pthread_mutex_lock(&a->dec.lock);
+	if (a->dec.todo_tail)
+		a->dec.todo_tail->next = w;
 	else
-		rx->dec.todo = w;
-	rx->dec.todo_tail = w;
-	pthread_cond_signal(&rx->dec.cond);
-	pthread_mutex_unlock(&rx->dec.lock);
+		a->dec.todo = w;
+	a->dec.todo_tail = w;
+	pthread_cond_signal(&a->dec.cond);
+	pthread_mutex_unlock(&a->dec.lock);
 }
+
+/* ---- the protocol's headers (gw_agent_conn_ops) ---- */
+
+static void on_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
+{
+	if (gw_net_name_is(name, namelen, ":method")) {
+		if (!gw_net_value_is(value, valuelen, "POST"))
+			gw_net_stream_error(s, 405, "only POST " PUSH_PATH " is served");
+	} else if (gw_net_name_is(name, namelen, ":path")) {
+		if (!(valuelen == sizeof(PUSH_PATH) - 1 && memcmp(value, PUSH_PATH, valuelen) == 0))
+			gw_net_stream_error(s, 404, "unknown path; the agent protocol is POST " PUSH_PATH);
+	} else if (gw_net_name_is(name, namelen, "content-type")) {
+		/* Media type without parameters, case-insensitive. */
+		size_t n = 0;
+		while (n < valuelen && value[n] != ';' && value[n] != ' ')
+			n++;
+		if (gw_net_value_is(value, n, "application/x-protobuf") ||
+		    gw_net_value_is(value, n, "application/protobuf"))
+			s->have_ctype = true;
+		else
+			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf");
+	} else if (gw_net_name_is(name, namelen, "content-encoding")) {
+		if (gw_net_value_is(value, valuelen, "gzip"))
+			s->gzip = true;
+		else if (!gw_net_value_is(value, valuelen, "identity"))
+			gw_net_stream_error(s, 415, "content-encoding must be gzip or identity");
+	}
+}
+
+/* An error as the agent protocol answers it: a PushResponse with the message and retry_after_ms. */
+static void on_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg)
+{
+	uint8_t *body = NULL;
+	size_t len = 0;
+
+	if (gw_ingest_encode_error(retry_after_ms, msg, &body, &len) < 0)
+		len = 0;
+	gw_net_respond(s, status, body, len, retry_after_ms);
+}
+
+/* One token per node: the node an Authorization value's token speaks for. */
+static char *node_token(struct gw_listener *rx, const uint8_t *value, size_t len)
+{
+	gw_agent_node_tokens_recheck(rx);
+	return gw_agent_node_token_lookup(rx, value, len);
+}
+
+const struct gw_conn_ops gw_agent_conn_ops = {
+	.header = on_header,
+	.request = process_request,
+	.error = on_error,
+	.component = COMPONENT,
+	.tls_accepted = gw_agent_conn_identity,
+	.node_token = node_token,
+	.release = gw_agent_release,
+};

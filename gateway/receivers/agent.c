@@ -13,8 +13,9 @@
  * bounded: connections, streams per connection, request bytes per stream and
  * in flight overall, the time to send headers, idle time, and unanswered PINGs.
  *
- * This file is the component: its config schema, bearer token, metrics and
- * lifecycle. Connections, HTTP/2 and TLS are the gateway/net/ layer, requests in
+ * This file is the component: its config schema, metrics and lifecycle.
+ * The listener, connections, HTTP/2, TLS and the bearer token are the
+ * gateway/net/ layer; the protocol's headers and requests are in
  * agent-request.c (agent-private.h is what they share).
  */
 #include <errno.h>
@@ -137,62 +138,62 @@ static const struct sr_field stream_resets_fields[] = {
 };
 
 static const struct sr_field agent_fields[] = {
-	SR_FIELD_STR("endpoint", struct gw_listener_config, endpoint, .def = "127.0.0.1:7480",
+	SR_FIELD_STR("endpoint", struct gw_agent_config, net.endpoint, .def = "127.0.0.1:7480",
 		     .doc = "HOST:PORT to listen on (0.0.0.0:7480 for every interface)."),
-	SR_FIELD_MAP("tls", struct gw_listener_config, tls, struct gw_listener_tls_config, tls_fields,
+	SR_FIELD_MAP("tls", struct gw_agent_config, net.tls, struct gw_listener_tls_config, tls_fields,
 		     .doc = "TLS; absent: plain HTTP/2 (h2c, prior knowledge)."),
-	SR_FIELD_MAP("auth", struct gw_listener_config, auth, struct gw_listener_auth_config, auth_fields,
+	SR_FIELD_MAP("auth", struct gw_agent_config, net.auth, struct gw_listener_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
-	SR_FIELD_U64("max_connections", struct gw_listener_config, max_connections, .def = "4096", .min = 1,
+	SR_FIELD_U64("max_connections", struct gw_agent_config, net.max_connections, .def = "4096", .min = 1,
 		     .max = 1000000,
 		     .doc = "Open connections. At the limit, the oldest connection that has not sent a request yet "
 			    "is closed to make room; without one, the new connection is closed at accept."),
-	SR_FIELD_U64("max_connections_per_peer", struct gw_listener_config, max_connections_per_peer, .def = "0",
+	SR_FIELD_U64("max_connections_per_peer", struct gw_agent_config, net.max_connections_per_peer, .def = "0",
 		     .max = 1000000,
 		     .doc = "Open connections from one IP address; more are closed at accept, so one host cannot "
 			    "take every connection. 0: no per-address limit (the default, since agents behind a load "
 			    "balancer or NAT share one address)."),
-	SR_FIELD_U64("max_concurrent_streams", struct gw_listener_config, max_concurrent_streams, .def = "32", .min = 1,
-		     .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
-	SR_FIELD_BYTES("max_header_list_bytes", struct gw_listener_config, max_header_list_bytes, .def = "16KiB",
+	SR_FIELD_U64("max_concurrent_streams", struct gw_agent_config, net.max_concurrent_streams, .def = "32",
+		     .min = 1, .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
+	SR_FIELD_BYTES("max_header_list_bytes", struct gw_agent_config, net.max_header_list_bytes, .def = "16KiB",
 		       .min = 1024, .max = 1048576,
 		       .doc = "Request header list size (names + values + 32 bytes each, HTTP/2 SETTINGS); larger "
 			      "gets 431."),
-	SR_FIELD_U64("max_continuations", struct gw_listener_config, max_continuations, .def = "8", .min = 1,
+	SR_FIELD_U64("max_continuations", struct gw_agent_config, net.max_continuations, .def = "8", .min = 1,
 		     .max = 1000,
 		     .doc = "CONTINUATION frames after one HEADERS frame; more close the connection (CONTINUATION "
 			    "flood)."),
-	SR_FIELD_U64("max_pending_acks", struct gw_listener_config, max_pending_acks, .def = "1000", .min = 1,
+	SR_FIELD_U64("max_pending_acks", struct gw_agent_config, net.max_pending_acks, .def = "1000", .min = 1,
 		     .max = 1000000,
 		     .doc = "PING and SETTINGS acknowledgements queued for a client that does not read them; more "
 			    "close the connection."),
-	SR_FIELD_MAP("stream_resets", struct gw_listener_config, stream_resets, struct gw_listener_resets_config,
+	SR_FIELD_MAP("stream_resets", struct gw_agent_config, net.stream_resets, struct gw_listener_resets_config,
 		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
 	SR_FIELD_BYTES(
-		"max_request_bytes", struct gw_listener_config, max_request_bytes, .def = "32MiB", .min = 1024,
+		"max_request_bytes", struct gw_agent_config, net.max_request_bytes, .def = "32MiB", .min = 1024,
 		.max = 1073741824,
 		.doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
 		       "default leaves room for the agent's largest symbol upload (gateway.max_symbol_upload_size, "
 		       "8MiB by default)."),
-	SR_FIELD_BYTES("max_inflight_bytes", struct gw_listener_config, max_inflight_bytes, .def = "256MiB",
+	SR_FIELD_BYTES("max_inflight_bytes", struct gw_agent_config, net.max_inflight_bytes, .def = "256MiB",
 		       .min = 1024, .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
 			      "retry_after_ms."),
-	SR_FIELD_DUR("header_timeout", struct gw_listener_config, header_timeout_ns, .def = "10s",
+	SR_FIELD_DUR("header_timeout", struct gw_agent_config, net.header_timeout_ns, .def = "10s",
 		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
 			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
-	SR_FIELD_DUR("request_timeout", struct gw_listener_config, request_timeout_ns, .def = "60s",
+	SR_FIELD_DUR("request_timeout", struct gw_agent_config, net.request_timeout_ns, .def = "60s",
 		     .doc = "Time a request may take to arrive completely; slower ones get 408. On HTTP/1.1 the "
 			    "rest of a body answered early (413, 408) is read for as long again, then the "
 			    "connection is closed."),
-	SR_FIELD_DUR("idle_timeout", struct gw_listener_config, idle_timeout_ns, .def = "5m",
+	SR_FIELD_DUR("idle_timeout", struct gw_agent_config, net.idle_timeout_ns, .def = "5m",
 		     .doc = "A connection without requests for this long is closed with GOAWAY."),
-	SR_FIELD_MAP("keepalive", struct gw_listener_config, keepalive, struct gw_listener_keepalive_config,
+	SR_FIELD_MAP("keepalive", struct gw_agent_config, net.keepalive, struct gw_listener_keepalive_config,
 		     keepalive_fields,
 		     .doc = "HTTP/2 PING keepalive: finds dead agents behind NATs and load balancers."),
-	SR_FIELD_MAP("dedupe", struct gw_listener_config, dedupe, struct gw_agent_dedupe_config, dedupe_fields,
+	SR_FIELD_MAP("dedupe", struct gw_agent_config, dedupe, struct gw_agent_dedupe_config, dedupe_fields,
 		     .doc = "De-duplication of resent requests."),
-	SR_FIELD_MAP("stores", struct gw_listener_config, stores, struct gw_agent_stores_config, stores_fields,
+	SR_FIELD_MAP("stores", struct gw_agent_config, stores, struct gw_agent_stores_config, stores_fields,
 		     .doc = "Bounds of the gateway-wide definition stores (by bytes, coldest evicted first; an evicted "
 			    "definition is "
 			    "asked for again). Shared by every receiver: the last one started sets them."),
@@ -204,7 +205,7 @@ static const struct sr_field agent_fields[] = {
  * receiver's connections (gw_conn_ops): limits it does not set itself keep
  * the agent receiver's defaults. Release with gw_agent_config_free().
  */
-int gw_agent_config_defaults(struct gw_listener_config *ret)
+int gw_agent_config_defaults(struct gw_agent_config *ret)
 {
 	struct sr_diag *d = sr_diag_new();
 	int r;
@@ -217,83 +218,9 @@ int gw_agent_config_defaults(struct gw_listener_config *ret)
 	return r;
 }
 
-void gw_agent_config_free(struct gw_listener_config *cfg)
+void gw_agent_config_free(struct gw_agent_config *cfg)
 {
 	sr_config_free(agent_fields, cfg);
-}
-
-/* ---- token ---- */
-
-int gw_agent_rx_token_load(struct gw_listener *rx, char *err, size_t errsize)
-{
-	const char *path = rx->cfg->auth.bearer_token_file;
-	struct stat stt;
-	char *buf = NULL;
-	ssize_t n;
-	int fd, e;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &stt) < 0) {
-		e = -errno;
-		snprintf(err, errsize, "cannot read bearer_token_file %s: %s", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return e;
-	}
-	buf = malloc(MAX_TOKEN_BYTES + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	n = read(fd, buf, MAX_TOKEN_BYTES + 1);
-	e = -errno;
-	close(fd);
-	if (n < 0 || n > MAX_TOKEN_BYTES) {
-		snprintf(err, errsize, "bearer_token_file %s: %s", path, n < 0 ? strerror(-e) : "longer than 16 KiB");
-		free(buf);
-		return n < 0 ? e : -EFBIG;
-	}
-	/* Trailing whitespace (a final newline) is not part of the token. */
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-		n--;
-	buf[n] = '\0';
-	if (n == 0) {
-		snprintf(err, errsize, "bearer_token_file %s is empty", path);
-		free(buf);
-		return -EINVAL;
-	}
-	free(rx->token);
-	rx->token = buf;
-	rx->token_len = (size_t)n;
-	rx->token_mtime = stt.st_mtim;
-	return 0;
-}
-
-void gw_agent_token_recheck(struct gw_listener *rx)
-{
-	struct stat stt;
-	char err[256];
-
-	if (gw_net_now_ms(rx) - rx->token_checked_ms < TOKEN_RECHECK_MS)
-		return;
-	rx->token_checked_ms = gw_net_now_ms(rx);
-	if (stat(rx->cfg->auth.bearer_token_file, &stt) < 0)
-		return; /* keep the last good token */
-	if (stt.st_mtim.tv_sec == rx->token_mtime.tv_sec && stt.st_mtim.tv_nsec == rx->token_mtime.tv_nsec)
-		return;
-	if (gw_agent_rx_token_load(rx, err, sizeof(err)) < 0)
-		sr_log_warn(COMPONENT, "cannot re-read the bearer token; keeping the previous one",
-			    "id=%s error=\"%s\"", rx->c->id, err);
-}
-
-bool gw_agent_token_ok(struct gw_listener *rx, const uint8_t *value, size_t len)
-{
-	static const char prefix[] = "Bearer ";
-	if (len < sizeof(prefix) - 1 || strncasecmp((const char *)value, prefix, sizeof(prefix) - 1) != 0)
-		return false;
-	value += sizeof(prefix) - 1;
-	len -= sizeof(prefix) - 1;
-	return len == rx->token_len && CRYPTO_memcmp(value, rx->token, len) == 0;
 }
 
 /* ---- metrics ---- */
@@ -301,6 +228,7 @@ bool gw_agent_token_ok(struct gw_listener *rx, const uint8_t *value, size_t len)
 static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 {
 	struct gw_listener *rx = userdata;
+	struct gw_agent_rx *a = agent_of(rx);
 	char lbl[128] = "", l2[256];
 	const struct {
 		const char *family, *help;
@@ -338,26 +266,26 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		{ "stackrelay_gateway_agent_identity_refusals_total",
 		  "Requests answered 403: their node name is not one their client certificate or node token "
 		  "speaks for (tls.client_identity, auth.node_tokens_file).",
-		  rx->st.identity_refusals },
+		  a->st.identity_refusals },
 		{ "stackrelay_gateway_agent_request_bytes_total", "Request body bytes as received (compressed).",
-		  rx->st.bytes_wire },
+		  a->st.bytes_wire },
 		{ "stackrelay_gateway_agent_request_decoded_bytes_total", "Request body bytes after decompression.",
-		  rx->st.bytes_plain },
+		  a->st.bytes_plain },
 		{ "stackrelay_gateway_agent_duplicate_requests_total",
-		  "Resent requests answered from the de-duplication window (not counted again).", rx->st.duplicates },
+		  "Resent requests answered from the de-duplication window (not counted again).", a->st.duplicates },
 		{ "stackrelay_gateway_agent_duplicate_samples_total", "CPU samples in those resent requests.",
-		  rx->st.duplicate_samples },
+		  a->st.duplicate_samples },
 		{ "stackrelay_gateway_agent_symbol_tables_total", "Symbol tables agents uploaded.",
-		  rx->st.symbol_tables },
+		  a->st.symbol_tables },
 		{ "stackrelay_gateway_agent_symbol_tables_deferred_total",
 		  "Symbol tables answered 429 because the symbolize processor had max_pending_uploads to add.",
-		  rx->st.symbol_tables_deferred },
+		  a->st.symbol_tables_deferred },
 		{ "stackrelay_gateway_agent_wanted_symbols_total", "Executable IDs asked for in wanted_symbols.",
-		  rx->st.wanted },
+		  a->st.wanted },
 		{ "stackrelay_gateway_agent_symbol_probes_total",
-		  "Executable and kernel IDs agents asked about in probe_symbols (at exit).", rx->st.probes },
+		  "Executable and kernel IDs agents asked about in probe_symbols (at exit).", a->st.probes },
 		{ "stackrelay_gateway_agent_symbol_probes_pending_total",
-		  "Probed IDs answered as still being looked up (symbols_pending).", rx->st.probes_pending },
+		  "Probed IDs answered as still being looked up (symbols_pending).", a->st.probes_pending },
 	};
 
 	gw_metrics_label(lbl, sizeof(lbl), "component", rx->c->id);
@@ -368,7 +296,7 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_metrics__add(w, "stackrelay_gateway_agent_inflight_bytes", GW_METRIC_GAUGE,
 			"Request bytes buffered now (bounded by max_inflight_bytes).", lbl, (double)rx->inflight_bytes);
 	gw_metrics__add(w, "stackrelay_gateway_agent_dedupe_entries", GW_METRIC_GAUGE,
-			"Responses remembered for de-duplication.", lbl, (double)gw_dedupe__entries(rx->dedupe));
+			"Responses remembered for de-duplication.", lbl, (double)gw_dedupe__entries(a->dedupe));
 	for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++) {
 		char code[8];
 		snprintf(code, sizeof(code), "%d", status_codes[i]);
@@ -388,16 +316,16 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 				"Symbol tables not taken, by reason: not_asked (this replica did not ask that agent "
 				"for it), error_not_asked (an error answering no ask), unknown_executable (not "
 				"stored); the rest of the request was.",
-				l2, (double)rx->st.tables_refused[i]);
+				l2, (double)a->st.tables_refused[i]);
 	}
 	const struct {
 		const char *kind;
 		uint64_t v;
 	} missing[] = {
-		{ "stack", rx->st.missing_stacks },
-		{ "executable", rx->st.missing_executables },
-		{ "kernel", rx->st.missing_kernels },
-		{ "function", rx->st.missing_functions },
+		{ "stack", a->st.missing_stacks },
+		{ "executable", a->st.missing_executables },
+		{ "kernel", a->st.missing_kernels },
+		{ "function", a->st.missing_functions },
 	};
 	for (size_t i = 0; i < SR_ARRAY_SIZE(missing); i++) {
 		snprintf(l2, sizeof(l2), "%s", lbl);
@@ -409,10 +337,10 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 		const char *reason;
 		uint64_t v;
 	} drops[] = {
-		{ "ring_buffer_full", rx->st.agent_drops.ring_buffer_full },
-		{ "stack_errors", rx->st.agent_drops.stack_errors },
-		{ "buffer_overflow", rx->st.agent_drops.buffer_overflow },
-		{ "process_unknown", rx->st.agent_drops.process_unknown },
+		{ "ring_buffer_full", a->st.agent_drops.ring_buffer_full },
+		{ "stack_errors", a->st.agent_drops.stack_errors },
+		{ "buffer_overflow", a->st.agent_drops.buffer_overflow },
+		{ "process_unknown", a->st.agent_drops.process_unknown },
 	};
 	for (size_t i = 0; i < SR_ARRAY_SIZE(drops); i++) {
 		snprintf(l2, sizeof(l2), "%s", lbl);
@@ -425,37 +353,9 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 
 /* ---- lifecycle ---- */
 
-void gw_agent_rx_maybe_free(struct gw_listener *rx)
-{
-	if (!rx->destroyed || rx->handles > 0)
-		return;
-	if (rx->dec.async_init) {
-		pthread_mutex_destroy(&rx->dec.lock);
-		pthread_cond_destroy(&rx->dec.cond);
-	}
-	SSL_CTX_free(rx->ssl_ctx);
-	nghttp2_session_callbacks_del(rx->cbs);
-	nghttp2_option_del(rx->h2opt);
-	gw_dedupe_free(rx->dedupe);
-	free(rx->token);
-	gw_agent_node_tokens_free(rx);
-	free(rx);
-}
-
-void gw_agent_rx_maybe_done(struct gw_listener *rx)
-{
-	if (!rx->shutting_down || rx->n_conns > 0 || rx->listening || rx->dec.jobs > 0 || !rx->done)
-		return;
-	void (*done)(struct gw_component * c) = rx->done;
-	rx->done = NULL;
-	if (rx->tick_init && !uv_is_closing((uv_handle_t *)&rx->tick))
-		uv_timer_stop(&rx->tick);
-	done(rx->c);
-}
-
 static int agent_validate(const void *config, const char *path, struct sr_diag *d)
 {
-	const struct gw_listener_config *cfg = config;
+	const struct gw_listener_config *cfg = &((const struct gw_agent_config *)config)->net;
 	int r = 0;
 
 	if (!!cfg->tls.cert_file != !!cfg->tls.key_file) {
@@ -493,56 +393,6 @@ static int agent_validate(const void *config, const char *path, struct sr_diag *
 	return r;
 }
 
-static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-		       unsigned int inlen, void *arg)
-{
-	struct gw_listener *rx = arg;
-	/* HTTP/2 only (an agent that does not offer h2 cannot talk to us), unless HTTP/1.1 is served too. */
-	int r = nghttp2_select_next_protocol((unsigned char **)out, outlen, in, inlen);
-	if (r == 1 || (r == 0 && rx->ops && rx->ops->http1))
-		return SSL_TLSEXT_ERR_OK;
-	return rx->ops && rx->ops->http1 ? SSL_TLSEXT_ERR_NOACK : SSL_TLSEXT_ERR_ALERT_FATAL;
-}
-
-int gw_agent_rx_tls_setup(struct gw_listener *rx)
-{
-	const struct gw_listener_tls_config *t = &rx->cfg->tls;
-	char err[256] = "";
-	const char *what;
-
-	rx->ssl_ctx = SSL_CTX_new(TLS_server_method());
-	if (!rx->ssl_ctx)
-		return -ENOMEM;
-	SSL_CTX_set_min_proto_version(rx->ssl_ctx, TLS1_2_VERSION);
-	SSL_CTX_set_options(rx->ssl_ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-	/* A connection's record buffers (about 34 KiB) only while a record is in them: agents' connections idle. */
-	SSL_CTX_set_mode(rx->ssl_ctx, SSL_MODE_RELEASE_BUFFERS);
-	what = "cert_file";
-	if (SSL_CTX_use_certificate_chain_file(rx->ssl_ctx, t->cert_file) != 1)
-		goto fail;
-	what = "key_file";
-	if (SSL_CTX_use_PrivateKey_file(rx->ssl_ctx, t->key_file, SSL_FILETYPE_PEM) != 1 ||
-	    SSL_CTX_check_private_key(rx->ssl_ctx) != 1)
-		goto fail;
-	if (t->client_ca_file) {
-		what = "client_ca_file";
-		if (SSL_CTX_load_verify_locations(rx->ssl_ctx, t->client_ca_file, NULL) != 1)
-			goto fail;
-		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->client_ca_file);
-		if (names)
-			SSL_CTX_set_client_CA_list(rx->ssl_ctx, names);
-		SSL_CTX_set_verify(rx->ssl_ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	}
-	SSL_CTX_set_alpn_select_cb(rx->ssl_ctx, alpn_select, rx);
-	return 0;
-fail:
-	ERR_error_string_n(ERR_get_error(), err, sizeof(err));
-	ERR_clear_error();
-	sr_log_error(rx->ops ? rx->ops->component : COMPONENT, "cannot load TLS files", "id=%s key=tls.%s error=\"%s\"",
-		     rx->c->id, what, err);
-	return -EINVAL;
-}
-
 /* ---- the definition stores (gw_listener.on_tick) ---- */
 
 /* The window over which missing definitions are weighed against evictions, and how often a warning may repeat. */
@@ -550,7 +400,7 @@ fail:
 #define THRASH_WARN_EVERY_MS (10 * 60 * 1000)
 
 /*
- * The stores whose evictions agents feel (rx->thrash is indexed like this).
+ * The stores whose evictions agents feel (gw_agent_rx.thrash is indexed like this).
  * min_missing: fewer missing definitions than this in a window are ordinary
  * churn (an agent restarted, a replica came up). Executables and kernels are
  * few and long-lived, so a handful asked for again already says the store
@@ -576,11 +426,11 @@ static const struct {
 	  "kernels", "kernel", 10 },
 };
 
-static uint64_t missing_of(const struct gw_listener *rx, enum gw_store_kind k)
+static uint64_t missing_of(const struct gw_agent_stats *st, enum gw_store_kind k)
 {
-	return k == GW_STORE_STACKS	   ? rx->st.missing_stacks
-	       : k == GW_STORE_EXECUTABLES ? rx->st.missing_executables
-					   : rx->st.missing_kernels;
+	return k == GW_STORE_STACKS	   ? st->missing_stacks
+	       : k == GW_STORE_EXECUTABLES ? st->missing_executables
+					   : st->missing_kernels;
 }
 
 /*
@@ -596,16 +446,18 @@ static uint64_t missing_of(const struct gw_listener *rx, enum gw_store_kind k)
  */
 static void watch_stores(struct gw_listener *rx, uint64_t now_ms)
 {
-	_Static_assert(SR_ARRAY_SIZE(watched) == SR_ARRAY_SIZE(rx->thrash), "one thrash window per watched store");
+	struct gw_agent_rx *a = agent_of(rx);
+
+	_Static_assert(SR_ARRAY_SIZE(watched) == SR_ARRAY_SIZE(a->thrash), "one thrash window per watched store");
 	for (size_t i = 0; i < SR_ARRAY_SIZE(watched); i++) {
-		__typeof__(rx->thrash[0]) *t = &rx->thrash[i];
+		__typeof__(a->thrash[0]) *t = &a->thrash[i];
 		struct gw_store_stats st;
 		uint64_t missing, evictions;
 
 		if (t->at_ms && now_ms - t->at_ms < THRASH_WINDOW_MS)
 			continue;
 		gw_stores__stats(gw_runtime__stores(rx->c->runtime), watched[i].store, &st);
-		missing = missing_of(rx, watched[i].store) - t->missing;
+		missing = missing_of(&a->st, watched[i].store) - t->missing;
 		evictions = st.evictions - t->evictions;
 		if (t->at_ms && evictions > 0 && missing >= watched[i].min_missing && missing * 4 >= evictions &&
 		    (!t->warned_ms || now_ms - t->warned_ms >= THRASH_WARN_EVERY_MS)) {
@@ -618,18 +470,20 @@ static void watch_stores(struct gw_listener *rx, uint64_t now_ms)
 				    st.limit_bytes);
 		}
 		t->at_ms = now_ms;
-		t->missing = missing_of(rx, watched[i].store);
+		t->missing = missing_of(&a->st, watched[i].store);
 		t->evictions = st.evictions;
 	}
 }
 
 static int agent_create(struct gw_component *c)
 {
-	struct gw_listener *rx = calloc(1, sizeof(*rx));
-	if (!rx)
+	struct gw_agent_rx *a = calloc(1, sizeof(*a));
+	if (!a)
 		return -ENOMEM;
+	struct gw_listener *rx = &a->rx;
 	rx->c = c;
-	rx->cfg = c->config;
+	rx->ops = &gw_agent_conn_ops;
+	rx->cfg = &((const struct gw_agent_config *)c->config)->net;
 	rx->on_tick = watch_stores;
 	c->state = rx;
 	return 0;
@@ -638,22 +492,24 @@ static int agent_create(struct gw_component *c)
 static int agent_start(struct gw_component *c)
 {
 	struct gw_listener *rx = c->state;
+	struct gw_agent_rx *a = agent_of(rx);
 	const struct gw_listener_config *cfg = rx->cfg;
+	const struct gw_agent_config *acfg = c->config;
 	char err[256];
 	int r;
 
 	rx->loop = gw_runtime__loop(c->runtime);
 	{
 		struct gw_stores *st = gw_runtime__stores(c->runtime);
-		gw_stores__set_limit(st, GW_STORE_EXECUTABLES, cfg->stores.executables);
-		gw_stores__set_limit(st, GW_STORE_KERNELS, cfg->stores.kernels);
-		gw_stores__set_limit(st, GW_STORE_LOCATIONS, cfg->stores.locations);
-		gw_stores__set_limit(st, GW_STORE_STACKS, cfg->stores.stacks);
-		gw_stores__set_limit(st, GW_STORE_FUNCTIONS, cfg->stores.functions);
+		gw_stores__set_limit(st, GW_STORE_EXECUTABLES, acfg->stores.executables);
+		gw_stores__set_limit(st, GW_STORE_KERNELS, acfg->stores.kernels);
+		gw_stores__set_limit(st, GW_STORE_LOCATIONS, acfg->stores.locations);
+		gw_stores__set_limit(st, GW_STORE_STACKS, acfg->stores.stacks);
+		gw_stores__set_limit(st, GW_STORE_FUNCTIONS, acfg->stores.functions);
 	}
-	if (cfg->tls.cert_file && (r = gw_agent_rx_tls_setup(rx)) < 0)
+	if (cfg->tls.cert_file && (r = gw_listener_tls_setup(rx)) < 0)
 		return r;
-	if (cfg->auth.bearer_token_file && (r = gw_agent_rx_token_load(rx, err, sizeof(err))) < 0) {
+	if (cfg->auth.bearer_token_file && (r = gw_listener_token_load(rx, err, sizeof(err))) < 0) {
 		sr_log_error(COMPONENT, "cannot load the bearer token", "id=%s error=\"%s\"", c->id, err);
 		return r;
 	}
@@ -662,26 +518,26 @@ static int agent_start(struct gw_component *c)
 		return r;
 	}
 	rx->token_checked_ms = uv_now(rx->loop);
-	rx->node_tokens_checked_ms = rx->token_checked_ms;
-	rx->dedupe = gw_dedupe_new((uint32_t)cfg->dedupe.max_entries, cfg->dedupe.max_bytes);
-	if (!rx->dedupe)
+	a->node_tokens_checked_ms = rx->token_checked_ms;
+	a->dedupe = gw_dedupe_new((uint32_t)acfg->dedupe.max_entries, acfg->dedupe.max_bytes);
+	if (!a->dedupe)
 		return -ENOMEM;
 	/* The decode thread for large requests. */
-	pthread_mutex_init(&rx->dec.lock, NULL);
-	pthread_cond_init(&rx->dec.cond, NULL);
-	if ((r = uv_async_init(rx->loop, &rx->dec.async, gw_agent_on_decoded)) < 0)
+	pthread_mutex_init(&a->dec.lock, NULL);
+	pthread_cond_init(&a->dec.cond, NULL);
+	if ((r = uv_async_init(rx->loop, &a->dec.async, gw_agent_on_decoded)) < 0)
 		return r;
-	rx->dec.async.data = rx;
-	rx->dec.async_init = true;
+	a->dec.async.data = rx;
+	a->dec.async_init = true;
 	/* It must not keep the loop alive by itself (shutdown waits for jobs explicitly). */
-	uv_unref((uv_handle_t *)&rx->dec.async);
+	uv_unref((uv_handle_t *)&a->dec.async);
 	rx->handles++;
-	if ((r = pthread_create(&rx->dec.thread, NULL, gw_agent_decode_thread, rx)) != 0) {
+	if ((r = pthread_create(&a->dec.thread, NULL, gw_agent_decode_thread, rx)) != 0) {
 		sr_log_error(COMPONENT, "cannot start the decode thread", "id=%s error=\"%s\"", c->id, strerror(r));
 		return -r;
 	}
-	rx->dec.started = true;
-	if ((r = gw_agent_rx_listen(rx)) < 0)
+	a->dec.started = true;
+	if ((r = gw_listener_listen(rx)) < 0)
 		return r;
 	gw_runtime__add_metrics(c->runtime, write_metrics, rx);
 	sr_log_info(COMPONENT, "listening for agents", "id=%s address=%s tls=%s mtls=%s auth=%s", c->id, rx->address,
@@ -692,100 +548,50 @@ static int agent_start(struct gw_component *c)
 	return 0;
 }
 
-/* The listener and the tick of rx (TLS and token already loaded). */
-int gw_agent_rx_listen(struct gw_listener *rx)
-{
-	const struct gw_listener_config *cfg = rx->cfg;
-	const char *comp = rx->ops ? rx->ops->component : COMPONENT;
-	struct sockaddr_storage ss;
-	char err[256];
-	int namelen = sizeof(ss);
-	int r;
-
-	if (nghttp2_session_callbacks_new(&rx->cbs) != 0 || nghttp2_option_new(&rx->h2opt) != 0)
-		return -ENOMEM;
-	gw_net_h2_callbacks(rx->cbs);
-	nghttp2_option_set_stream_reset_rate_limit(rx->h2opt, cfg->stream_resets.burst, cfg->stream_resets.per_second);
-	nghttp2_option_set_max_continuations(rx->h2opt, (size_t)cfg->max_continuations);
-	nghttp2_option_set_max_outbound_ack(rx->h2opt, (size_t)cfg->max_pending_acks);
-	/*
-	 * nghttp2 keeps up to max_concurrent_streams closed streams a session
-	 * for RFC 7540 priorities, which nothing here uses: 32 × 240 bytes on
-	 * every connection, 15 MiB of a replica's heap with 2,000 agents.
-	 */
-	nghttp2_option_set_no_closed_streams(rx->h2opt, 1);
-	r = sr_parse_endpoint(cfg->endpoint, &ss, err, sizeof(err));
-	if (r < 0) {
-		sr_log_error(comp, "bad endpoint", "id=%s error=\"%s\"", rx->c->id, err);
-		return r;
-	}
-	uv_tcp_init(rx->loop, &rx->listener);
-	rx->listener.data = rx;
-	rx->handles++;
-	rx->listening = true;
-	if ((r = uv_tcp_bind(&rx->listener, (struct sockaddr *)&ss, 0)) < 0 ||
-	    (r = uv_listen((uv_stream_t *)&rx->listener, 511, gw_net_on_connection)) < 0) {
-		sr_log_error(comp, "cannot listen", "id=%s endpoint=%s error=\"%s\"", rx->c->id, cfg->endpoint,
-			     uv_strerror(r));
-		return r;
-	}
-	uv_tcp_getsockname(&rx->listener, (struct sockaddr *)&ss, &namelen);
-	sr_sockaddr_format((struct sockaddr *)&ss, rx->address, sizeof(rx->address));
-
-	uint64_t tick = 1000;
-	if (cfg->header_timeout_ns)
-		tick = SR_MIN(tick, cfg->header_timeout_ns / SR_NSEC_PER_MSEC / 4);
-	if (cfg->keepalive.interval_ns)
-		tick = SR_MIN(tick, cfg->keepalive.interval_ns / SR_NSEC_PER_MSEC / 4);
-	if (cfg->keepalive.timeout_ns)
-		tick = SR_MIN(tick, cfg->keepalive.timeout_ns / SR_NSEC_PER_MSEC / 4);
-	tick = SR_MAX(tick, (uint64_t)20);
-	uv_timer_init(rx->loop, &rx->tick);
-	rx->tick.data = rx;
-	rx->handles++;
-	rx->tick_init = true;
-	uv_timer_start(&rx->tick, gw_net_on_tick, tick, tick);
-	/* (The tick is stopped when shutdown is done, so it does not keep the loop alive.) */
-	return 0;
-}
-
-static void listener_closed(uv_handle_t *h)
-{
-	struct gw_listener *rx = h->data;
-	rx->handles--;
-	rx->listening = false;
-	gw_agent_rx_maybe_done(rx);
-	gw_agent_rx_maybe_free(rx);
-}
-
-static void tick_closed(uv_handle_t *h)
-{
-	struct gw_listener *rx = h->data;
-	rx->handles--;
-	gw_agent_rx_maybe_free(rx);
-}
-
 static void agent_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
 {
 	struct gw_listener *rx = c->state;
 
 	rx->done = done;
-	gw_agent_rx_shutdown(rx);
+	gw_listener_shutdown(rx);
 }
 
-/* Stops listening and lets connections finish; rx->done is called when they have. */
-void gw_agent_rx_shutdown(struct gw_listener *rx)
+/* Stops the decode thread and drops its jobs (the listener is being destroyed). */
+static void agent_stop_decoding(struct gw_agent_rx *a)
 {
-	rx->shutting_down = true;
-	rx->shutdown_started_ms = gw_net_now_ms(rx);
-	if (rx->listening && !uv_is_closing((uv_handle_t *)&rx->listener))
-		uv_close((uv_handle_t *)&rx->listener, listener_closed);
-	/* Finish what was started, refuse new streams: GOAWAY with the last stream we saw. */
-	for (struct conn *cn = rx->conns, *next; cn; cn = next) {
-		next = cn->next;
-		gw_net_conn_goaway(cn);
+	if (a->dec.started) {
+		pthread_mutex_lock(&a->dec.lock);
+		a->dec.stop = true;
+		pthread_cond_broadcast(&a->dec.cond);
+		pthread_mutex_unlock(&a->dec.lock);
+		/* Waits for the request being decoded, if any (bounded by max_request_bytes). */
+		pthread_join(a->dec.thread, NULL);
+		a->dec.started = false;
+		for (struct work *w = a->dec.todo, *next; w; w = next) {
+			next = w->next;
+			gw_agent_job_returned(w, true);
+		}
+		for (struct work *w = a->dec.done, *next; w; w = next) {
+			next = w->next;
+			gw_agent_job_returned(w, true);
+		}
+		a->dec.todo = a->dec.todo_tail = a->dec.done = NULL;
 	}
-	gw_agent_rx_maybe_done(rx);
+	if (a->dec.async_init && !uv_is_closing((uv_handle_t *)&a->dec.async))
+		uv_close((uv_handle_t *)&a->dec.async, gw_listener_handle_closed);
+}
+
+/* gw_agent_conn_ops.release: what is the agent receiver's around the listener. */
+void gw_agent_release(struct gw_listener *rx)
+{
+	struct gw_agent_rx *a = agent_of(rx);
+
+	if (a->dec.async_init) {
+		pthread_mutex_destroy(&a->dec.lock);
+		pthread_cond_destroy(&a->dec.cond);
+	}
+	gw_dedupe_free(a->dedupe);
+	gw_agent_node_tokens_free(rx);
 }
 
 static void agent_destroy(struct gw_component *c)
@@ -797,41 +603,10 @@ static void agent_destroy(struct gw_component *c)
 	c->state = NULL;
 	if (c->runtime)
 		gw_runtime__remove_metrics(c->runtime, write_metrics, rx);
-	gw_agent_rx_destroy(rx);
-}
-
-/* Closes everything of rx; it is freed when its last handle is closed. */
-void gw_agent_rx_destroy(struct gw_listener *rx)
-{
-	rx->destroyed = true;
+	rx->destroyed = true; /* jobs dropped now neither answer nor finish the shutdown */
 	rx->done = NULL;
-	if (rx->dec.started) {
-		pthread_mutex_lock(&rx->dec.lock);
-		rx->dec.stop = true;
-		pthread_cond_broadcast(&rx->dec.cond);
-		pthread_mutex_unlock(&rx->dec.lock);
-		/* Waits for the request being decoded, if any (bounded by max_request_bytes). */
-		pthread_join(rx->dec.thread, NULL);
-		rx->dec.started = false;
-		for (struct work *w = rx->dec.todo, *next; w; w = next) {
-			next = w->next;
-			gw_agent_job_returned(w, true);
-		}
-		for (struct work *w = rx->dec.done, *next; w; w = next) {
-			next = w->next;
-			gw_agent_job_returned(w, true);
-		}
-		rx->dec.todo = rx->dec.todo_tail = rx->dec.done = NULL;
-	}
-	while (rx->conns)
-		gw_net_conn_close(rx->conns);
-	if (rx->listening && !uv_is_closing((uv_handle_t *)&rx->listener))
-		uv_close((uv_handle_t *)&rx->listener, listener_closed);
-	if (rx->tick_init && !uv_is_closing((uv_handle_t *)&rx->tick))
-		uv_close((uv_handle_t *)&rx->tick, tick_closed);
-	if (rx->dec.async_init && !uv_is_closing((uv_handle_t *)&rx->dec.async))
-		uv_close((uv_handle_t *)&rx->dec.async, tick_closed);
-	gw_agent_rx_maybe_free(rx);
+	agent_stop_decoding(agent_of(rx));
+	gw_listener_destroy(rx);
 }
 
 const char *gw_agent_receiver_address(struct gw_component *c)
@@ -847,7 +622,7 @@ const struct gw_component_type gw_receiver_agent = {
 	       "plain (h2c) or TLS with optional client certificates and bearer token. Definitions (stacks, "
 	       "executables, kernels) are kept in gateway-wide bounded stores; unknown ones are asked for.",
 	.config_fields = agent_fields,
-	.config_size = sizeof(struct gw_listener_config),
+	.config_size = sizeof(struct gw_agent_config),
 	.validate = agent_validate,
 	.create = agent_create,
 	.start = agent_start,

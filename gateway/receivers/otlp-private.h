@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "agent-private.h"
+#include "agent.h"
+#include "gateway/net/conn.h"
 #include "otlp-decode.h"
 
 #define OTLP_COMPONENT "receiver/otlp"
@@ -86,7 +87,7 @@ struct otlp_rx {
 	struct gw_otlp_decode_options dopts;
 	struct otlp_listener *l[OTLP_N_PROTOS];
 	/* The agent receiver's defaults: what the listeners' connections do not set stays as for agents. */
-	struct gw_listener_config defaults;
+	struct gw_agent_config defaults;
 	bool defaults_loaded;
 	unsigned pending_done;
 	void (*done)(struct gw_component *c);

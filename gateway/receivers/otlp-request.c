@@ -30,16 +30,6 @@ static struct otlp_listener *listener_of(struct h2stream *s)
 	return (struct otlp_listener *)s->conn->rx; /* rx is its first member */
 }
 
-static bool name_is(const uint8_t *name, size_t namelen, const char *want)
-{
-	return namelen == strlen(want) && memcmp(name, want, namelen) == 0;
-}
-
-static bool value_is(const uint8_t *v, size_t len, const char *want)
-{
-	return len == strlen(want) && strncasecmp((const char *)v, want, len) == 0;
-}
-
 /* The media type of a content-type value, without parameters. */
 static size_t media_type_len(const uint8_t *v, size_t len)
 {
@@ -84,22 +74,23 @@ static void keep_metadata(struct h2stream *s, const uint8_t *name, size_t namele
 static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
 {
 	keep_metadata(s, name, namelen, value, valuelen);
-	if (name_is(name, namelen, ":method")) {
-		if (!value_is(value, valuelen, "POST"))
+	if (gw_net_name_is(name, namelen, ":method")) {
+		if (!gw_net_value_is(value, valuelen, "POST"))
 			gw_net_stream_error(s, 405, "gRPC calls are POST");
-	} else if (name_is(name, namelen, ":path")) {
+	} else if (gw_net_name_is(name, namelen, ":path")) {
 		if (!(valuelen == sizeof(OTLP_GRPC_PATH) - 1 && memcmp(value, OTLP_GRPC_PATH, valuelen) == 0))
 			gw_net_stream_error(s, 404, "unknown method; this server implements " OTLP_GRPC_PATH);
-	} else if (name_is(name, namelen, "content-type")) {
+	} else if (gw_net_name_is(name, namelen, "content-type")) {
 		size_t n = media_type_len(value, valuelen);
-		if (value_is(value, n, "application/grpc") || value_is(value, n, "application/grpc+proto"))
+		if (gw_net_value_is(value, n, "application/grpc") ||
+		    gw_net_value_is(value, n, "application/grpc+proto"))
 			s->have_ctype = true;
 		else
 			gw_net_stream_error(s, 415, "content-type must be application/grpc (protobuf)");
-	} else if (name_is(name, namelen, "grpc-encoding")) {
-		if (value_is(value, valuelen, "gzip"))
+	} else if (gw_net_name_is(name, namelen, "grpc-encoding")) {
+		if (gw_net_value_is(value, valuelen, "gzip"))
 			s->proto_flags |= OTLP_F_GRPC_ENCODING;
-		else if (!value_is(value, valuelen, "identity"))
+		else if (!gw_net_value_is(value, valuelen, "identity"))
 			gw_net_stream_error(s, 415, "grpc-encoding must be gzip or identity");
 	}
 }
@@ -107,25 +98,26 @@ static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 static void http_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
 {
 	keep_metadata(s, name, namelen, value, valuelen);
-	if (name_is(name, namelen, ":method")) {
-		if (!value_is(value, valuelen, "POST"))
+	if (gw_net_name_is(name, namelen, ":method")) {
+		if (!gw_net_value_is(value, valuelen, "POST"))
 			gw_net_stream_error(s, 405, "only POST " OTLP_HTTP_PATH " is served");
-	} else if (name_is(name, namelen, ":path")) {
+	} else if (gw_net_name_is(name, namelen, ":path")) {
 		if (!(valuelen == sizeof(OTLP_HTTP_PATH) - 1 && memcmp(value, OTLP_HTTP_PATH, valuelen) == 0))
 			gw_net_stream_error(s, 404, "unknown path; OTLP profiles are POST " OTLP_HTTP_PATH);
-	} else if (name_is(name, namelen, "content-type")) {
+	} else if (gw_net_name_is(name, namelen, "content-type")) {
 		size_t n = media_type_len(value, valuelen);
-		if (value_is(value, n, "application/x-protobuf") || value_is(value, n, "application/protobuf"))
+		if (gw_net_value_is(value, n, "application/x-protobuf") ||
+		    gw_net_value_is(value, n, "application/protobuf"))
 			s->have_ctype = true;
-		else if (value_is(value, n, "application/json")) {
+		else if (gw_net_value_is(value, n, "application/json")) {
 			s->have_ctype = true;
 			s->proto_flags |= OTLP_F_JSON;
 		} else
 			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf or application/json");
-	} else if (name_is(name, namelen, "content-encoding")) {
-		if (value_is(value, valuelen, "gzip"))
+	} else if (gw_net_name_is(name, namelen, "content-encoding")) {
+		if (gw_net_value_is(value, valuelen, "gzip"))
 			s->gzip = true;
-		else if (!value_is(value, valuelen, "identity"))
+		else if (!gw_net_value_is(value, valuelen, "identity"))
 			gw_net_stream_error(s, 415, "content-encoding must be gzip or identity");
 	}
 }
@@ -543,13 +535,13 @@ static void job_returned(struct otlp_job *j, bool discard)
 	if (!discard)
 		job_finish(j);
 	job_free(j);
-	rx->dec.jobs--;
+	rx->jobs--;
 	if (--c->jobs == 0 && c->handle_closed)
-		gw_net_conn_free(c); /* also re-checks gw_agent_rx_maybe_done */
+		gw_net_conn_free(c); /* also re-checks gw_listener_maybe_done */
 	else {
 		if (!discard && !c->closing && !rx->destroyed)
 			gw_net_conn_flush(c);
-		gw_agent_rx_maybe_done(rx);
+		gw_listener_maybe_done(rx);
 	}
 }
 
@@ -648,7 +640,7 @@ static void otlp_request(struct h2stream *s)
 		job_free(j);
 		return;
 	}
-	l->rx.dec.jobs++;
+	l->rx.jobs++;
 	c->jobs++;
 	pthread_mutex_lock(&o->dec.lock);
 	if (o->dec.todo_tail)

@@ -267,7 +267,7 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	o->l[proto] = l;
 	l->o = o;
 	l->proto = proto;
-	l->cfg = o->defaults;
+	l->cfg = o->defaults.net;
 	l->cfg.endpoint = (char *)endpoint;
 	if (proto == OTLP_GRPC) {
 		l->cfg.tls = cfg->protocols.grpc.tls;
@@ -295,15 +295,15 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	l->rx.ops = proto == OTLP_GRPC ? &gw_otlp_grpc_ops : &gw_otlp_http_ops;
 	l->rx.owner = l;
 	l->rx.loop = gw_runtime__loop(o->c->runtime);
-	if (l->cfg.tls.cert_file && (r = gw_agent_rx_tls_setup(&l->rx)) < 0)
+	if (l->cfg.tls.cert_file && (r = gw_listener_tls_setup(&l->rx)) < 0)
 		return r;
-	if (l->cfg.auth.bearer_token_file && (r = gw_agent_rx_token_load(&l->rx, err, sizeof(err))) < 0) {
+	if (l->cfg.auth.bearer_token_file && (r = gw_listener_token_load(&l->rx, err, sizeof(err))) < 0) {
 		sr_log_error(OTLP_COMPONENT, "cannot load the bearer token", "id=%s protocol=%s error=\"%s\"", o->c->id,
 			     proto == OTLP_GRPC ? "grpc" : "http", err);
 		return r;
 	}
 	l->rx.token_checked_ms = uv_now(l->rx.loop);
-	if ((r = gw_agent_rx_listen(&l->rx)) < 0)
+	if ((r = gw_listener_listen(&l->rx)) < 0)
 		return r;
 	sr_log_info(OTLP_COMPONENT, "listening for OTLP profiles",
 		    "id=%s protocol=%s address=%s tls=%s mtls=%s auth=%s", o->c->id,
@@ -351,7 +351,7 @@ static void otlp_shutdown(struct gw_component *c, void (*done)(struct gw_compone
 		if (o->l[i]) {
 			o->pending_done++;
 			o->l[i]->rx.done = one_done;
-			gw_agent_rx_shutdown(&o->l[i]->rx);
+			gw_listener_shutdown(&o->l[i]->rx);
 		}
 	one_done(c);
 }
@@ -384,7 +384,7 @@ static void otlp_destroy(struct gw_component *c)
 	for (int i = 0; i < OTLP_N_PROTOS; i++)
 		if (o->l[i]) {
 			o->l[i]->rx.done = NULL;
-			gw_agent_rx_destroy(&o->l[i]->rx); /* frees the listener once its handles are closed */
+			gw_listener_destroy(&o->l[i]->rx); /* frees the listener once its handles are closed */
 		}
 	c->state = NULL;
 	if (o->dec.async_init && !uv_is_closing((uv_handle_t *)&o->dec.async))

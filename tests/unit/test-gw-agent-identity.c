@@ -38,7 +38,8 @@ static char *lookup(struct gw_listener *rx, const char *header)
 static void test_node_tokens(void **state)
 {
 	struct gw_listener_config cfg = { .auth = { .node_tokens_file = path } };
-	struct gw_listener rx = { .cfg = &cfg };
+	struct gw_agent_rx a = { .rx.cfg = &cfg };
+	struct gw_listener *rx = &a.rx;
 	char err[512] = "";
 	char *node;
 	int fd = mkstemp(path);
@@ -46,37 +47,37 @@ static void test_node_tokens(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 	write_file("# node token\n\nnode-a  tok-a\nnode-b\ttok-b\n");
-	assert_int_equal(gw_agent_node_tokens_load(&rx, err, sizeof(err)), 0);
-	node = lookup(&rx, "Bearer tok-a");
+	assert_int_equal(gw_agent_node_tokens_load(rx, err, sizeof(err)), 0);
+	node = lookup(rx, "Bearer tok-a");
 	assert_string_equal(node, "node-a");
 	free(node);
-	node = lookup(&rx, "bearer tok-b");
+	node = lookup(rx, "bearer tok-b");
 	assert_string_equal(node, "node-b");
 	free(node);
-	assert_null(lookup(&rx, "Bearer tok-"));
-	assert_null(lookup(&rx, "Bearer tok-a "));
-	assert_null(lookup(&rx, "tok-a"));
-	assert_null(lookup(&rx, "Bearer node-a"));
+	assert_null(lookup(rx, "Bearer tok-"));
+	assert_null(lookup(rx, "Bearer tok-a "));
+	assert_null(lookup(rx, "tok-a"));
+	assert_null(lookup(rx, "Bearer node-a"));
 
 	/* Refusals keep the tokens loaded before. */
 	write_file("node-a tok-a\nnode-b tok-a\n");
-	assert_int_equal(gw_agent_node_tokens_load(&rx, err, sizeof(err)), -EINVAL);
+	assert_int_equal(gw_agent_node_tokens_load(rx, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "line 2"));
 	assert_non_null(strstr(err, "node-a"));
 	write_file("node-a tok-a extra\n");
-	assert_int_equal(gw_agent_node_tokens_load(&rx, err, sizeof(err)), -EINVAL);
+	assert_int_equal(gw_agent_node_tokens_load(rx, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "line 1"));
 	write_file("node-a\n");
-	assert_int_equal(gw_agent_node_tokens_load(&rx, err, sizeof(err)), -EINVAL);
+	assert_int_equal(gw_agent_node_tokens_load(rx, err, sizeof(err)), -EINVAL);
 	write_file("# nothing\n");
-	assert_int_equal(gw_agent_node_tokens_load(&rx, err, sizeof(err)), -EINVAL);
-	node = lookup(&rx, "Bearer tok-b");
+	assert_int_equal(gw_agent_node_tokens_load(rx, err, sizeof(err)), -EINVAL);
+	node = lookup(rx, "Bearer tok-b");
 	assert_string_equal(node, "node-b");
 	free(node);
 
 	unlink(path);
-	assert_int_equal(gw_agent_node_tokens_load(&rx, err, sizeof(err)), -ENOENT);
-	gw_agent_node_tokens_free(&rx);
+	assert_int_equal(gw_agent_node_tokens_load(rx, err, sizeof(err)), -ENOENT);
+	gw_agent_node_tokens_free(rx);
 }
 
 int main(void)
