@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Reading a whole small file: /proc and /sys files, tokens, kubeconfigs, config references. */
+/*
+ * Small file-system helpers: reading a whole small file (/proc and /sys files,
+ * tokens, kubeconfigs, config references) and making a directory path.
+ */
 #ifndef SR_FILEIO_H
 #define SR_FILEIO_H
 
@@ -16,5 +19,8 @@
  */
 int sr_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);
 int sr_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
+
+/* mkdir -p with mode 0700 for each directory it makes: 0, or -ENAMETOOLONG / -errno. */
+int sr_mkdir_p(const char *path);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include <zlib.h>
 
+#include "common/fileio.h"
 #include "common/grow.h"
 #include "common/macro.h"
 #include "local.h"
@@ -317,27 +318,6 @@ out:
 	return r;
 }
 
-static int mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t l = strlen(path);
-
-	if (l == 0 || l >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, l + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 struct gw_queue *gw_queue_open(const struct gw_queue_config *cfg, struct gw_queue_replay *ret_replay,
 			       const char **ret_what)
 {
@@ -359,7 +339,7 @@ struct gw_queue *gw_queue_open(const struct gw_queue_config *cfg, struct gw_queu
 			goto fail;
 		}
 		what = "mkdir";
-		r = mkdir_p(q->dir);
+		r = sr_mkdir_p(q->dir);
 		if (r < 0)
 			goto fail;
 		what = "open";

@@ -22,7 +22,7 @@
 #include "gateway/net/conn.h"
 #include "gateway/net/h1.h"
 #include "heap.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "common/netaddr.h"
 

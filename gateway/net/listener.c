@@ -23,10 +23,10 @@
 
 #include "component.h"
 #include "gateway/net/conn.h"
-#include "log.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "common/netaddr.h"
-#include "units.h"
+#include "common/units.h"
 
 /* ---- TLS ---- */
 

@@ -13,8 +13,8 @@
 #include "gateway/net/conn.h"
 #include "gateway/net/h1.h"
 #include "component.h"
-#include "log.h"
-#include "units.h"
+#include "common/log.h"
+#include "common/units.h"
 
 void gw_net_on_tick(uv_timer_t *t)
 {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/grow.h"
 #include "disk-store.h"
 
@@ -38,27 +39,6 @@ struct gw_disk_store {
 	size_t n_files, cap_files;
 	unsigned tmp_seq;
 };
-
-static int mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path);
-
-	if (len == 0 || len >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
 
 static int track(struct gw_disk_store *st, const char *path, uint64_t size, int64_t mtime)
 {
@@ -180,10 +160,10 @@ struct gw_disk_store *gw_disk_store_new(const char *dir, uint64_t max_bytes)
 	if (!st->dir)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/symtab", dir);
-	if ((r = mkdir_p(path)) < 0)
+	if ((r = sr_mkdir_p(path)) < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/.build-id", dir);
-	if ((r = mkdir_p(path)) < 0)
+	if ((r = sr_mkdir_p(path)) < 0)
 		goto fail;
 	scan(st, "symtab");
 	scan(st, ".build-id");

@@ -55,11 +55,42 @@ static void test_not_regular(void **state)
 	rmdir(dir);
 }
 
+/* mkdir -p: each missing level made with mode 0700, existing ones accepted, a file in the way refused. */
+static void test_mkdir_p(void **state)
+{
+	char dir[] = "/tmp/sr-fileio-XXXXXX", deep[96], file[96], under[128];
+	struct stat st;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(deep, sizeof(deep), "%s/a/b/c", dir);
+	assert_int_equal(sr_mkdir_p(deep), 0);
+	assert_int_equal(stat(deep, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(sr_mkdir_p(deep), 0); /* already there */
+	snprintf(file, sizeof(file), "%s/file", dir);
+	assert_non_null(f = fopen(file, "w"));
+	fclose(f);
+	snprintf(under, sizeof(under), "%s/sub", file);
+	assert_int_equal(sr_mkdir_p(under), -ENOTDIR);
+	assert_int_equal(sr_mkdir_p(""), -ENAMETOOLONG);
+	unlink(file);
+	rmdir(deep);
+	snprintf(deep, sizeof(deep), "%s/a/b", dir);
+	rmdir(deep);
+	snprintf(deep, sizeof(deep), "%s/a", dir);
+	rmdir(deep);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_proc_file),
 		cmocka_unit_test(test_not_regular),
+		cmocka_unit_test(test_mkdir_p),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
