@@ -3,7 +3,6 @@
 #include <stdlib.h>
 
 #include "file-verdicts.h"
-#include "proc.h"
 
 #define KEY_LEN (4 * sizeof(uint64_t))
 
@@ -26,11 +25,6 @@ void agent_file_verdicts_done(struct agent_file_verdicts *v)
 	for (size_t i = 0; (e = sr_htab_ptrs__next(&v->files, &i));)
 		free(e);
 	sr_htab_ptrs_done(&v->files);
-}
-
-const uint64_t *agent_file_verdicts_key(const struct agent_proc_map *m)
-{
-	return agent_exe__key(m->exe);
 }
 
 void *agent_file_verdicts__get(struct agent_file_verdicts *v, const uint64_t key[4])

@@ -15,8 +15,6 @@
 
 #include "common/htab.h"
 
-struct agent_proc_map;
-
 struct agent_file_verdicts {
 	struct sr_htab_ptrs files;
 	size_t max;
@@ -25,9 +23,7 @@ struct agent_file_verdicts {
 void agent_file_verdicts_init(struct agent_file_verdicts *v, size_t max);
 /* Frees every entry. */
 void agent_file_verdicts_done(struct agent_file_verdicts *v);
-/* The key of the file behind m (agent/proc.c's identity of it). */
-const uint64_t *agent_file_verdicts_key(const struct agent_proc_map *m);
-/* The verdict for key, or NULL when its file is new. */
+/* The verdict for key (agent_exe__key() of the file's mapping), or NULL when its file is new. */
 void *agent_file_verdicts__get(struct agent_file_verdicts *v, const uint64_t key[4]);
 /*
  * Adds an entry (calloc'ed, its key filled in). When the table is full it is

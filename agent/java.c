@@ -138,7 +138,7 @@ static bool libjvm_name(const char *path)
 /* The file behind m, examined on first sight. NULL when it cannot be looked at now. */
 static struct java_file *file_for(struct agent_java *j, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
-	const uint64_t *key = agent_file_verdicts_key(m);
+	const uint64_t *key = agent_exe__key(m->exe);
 	struct java_file *f = agent_file_verdicts__get(&j->files, key);
 	char path[512];
 

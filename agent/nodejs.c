@@ -126,7 +126,7 @@ static bool node_name(const char *path)
 /* The file behind m, examined on first sight. NULL when it cannot be read now. */
 static struct js_file *file_for(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
-	const uint64_t *key = agent_file_verdicts_key(m);
+	const uint64_t *key = agent_exe__key(m->exe);
 	struct js_file *f = agent_file_verdicts__get(&n->files, key);
 	char path[512];
 	Elf *elf;

@@ -223,7 +223,7 @@ static void examine(int fd, const char *path, struct py_file *f)
 /* The file behind m, examined on first sight. NULL when it cannot be read now. */
 static struct py_file *file_for(struct agent_python *py, const struct agent_proc *proc, const struct agent_proc_map *m)
 {
-	const uint64_t *key = agent_file_verdicts_key(m);
+	const uint64_t *key = agent_exe__key(m->exe);
 	struct py_file *f = agent_file_verdicts__get(&py->files, key);
 	char path[512];
 	int fd;
