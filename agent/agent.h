@@ -73,6 +73,7 @@ struct agent_batch {
 	size_t n_samples;
 	uint64_t total_count; /* sum of samples[].count */
 	uint32_t frequency_hz;
+	uint64_t window;		  /* the agent's window number: its stacks' last use is no older */
 	stackrelay_v1_DropCounters drops; /* lost before aggregation, this window */
 };
 void agent_batch_free(struct agent_batch *b);
@@ -94,6 +95,7 @@ struct agent_sender_stats {
 	uint64_t bytes_sent;
 	uint64_t symbol_tables_sent;
 	uint64_t buffered_bytes;
+	uint64_t oldest_window; /* the oldest agent_batch.window still queued or being sent; UINT64_MAX: none */
 };
 void agent_sender__stats(struct agent_sender *s, struct agent_sender_stats *ret);
 

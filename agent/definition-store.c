@@ -68,7 +68,8 @@ struct agent_store {
 	bool have_kernel;
 	struct agent_kernel kernel;
 	struct agent_functions funcs;
-	uint64_t bytes;
+	uint64_t stack_bytes; /* stacks' entries */
+	uint64_t exe_bytes;   /* executables' entries */
 };
 
 static const void *stack_key(const void *v, size_t *len)
@@ -237,7 +238,7 @@ int64_t agent_store__add_exe(struct agent_store *s, const struct agent_exe_def *
 	e->last_window = s->window;
 	s->exes[e->idx] = e;
 	r = (int64_t)e->idx;
-	s->bytes += exe_bytes(e);
+	s->exe_bytes += exe_bytes(e);
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -409,7 +410,7 @@ size_t agent_store__trim_exes(struct agent_store *s, uint64_t window)
 		sr_htab_ptrs__remove(&s->exes_by_id, e->id, e->id_len);
 		s->exes[i] = NULL;
 		s->free_exes[s->n_free_exes++] = (uint32_t)i;
-		s->bytes -= exe_bytes(e);
+		s->exe_bytes -= exe_bytes(e);
 		exe_free(e);
 		n++;
 	}
@@ -427,7 +428,7 @@ static void drop_stack_locked(struct agent_store *s, struct stack_entry *victim)
 			agent_functions__unref(&s->funcs, victim->frames[i].exe);
 		else
 			exe_unref_locked(s, victim->frames[i].exe);
-	s->bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
+	s->stack_bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
 	free(victim);
 }
 
@@ -493,7 +494,7 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 		goto out;
 	}
 	sr_list__push_front(&s->lru, &e->lru);
-	s->bytes += sizeof(*e) + n * sizeof(e->frames[0]);
+	s->stack_bytes += sizeof(*e) + n * sizeof(e->frames[0]);
 	for (size_t i = 0; i < n; i++) {
 		struct exe_entry *x;
 
@@ -519,8 +520,11 @@ void agent_store__stats(struct agent_store *s, struct agent_store_stats *ret)
 	ret->executables_freed = s->exes_freed;
 	ret->functions = s->funcs.n;
 	ret->functions_evicted = s->funcs.evicted;
-	ret->bytes = s->bytes + s->funcs.bytes + s->stacks.h.cap * sizeof(struct sr_htab_ptr) +
-		     s->exes_by_id.h.cap * sizeof(struct sr_htab_ptr);
+	ret->stacks_bytes = s->stack_bytes + s->stacks.h.cap * s->stacks.h.elem;
+	ret->executables_bytes = s->exe_bytes + s->exes_by_id.h.cap * s->exes_by_id.h.elem +
+				 s->cap_exes * sizeof(s->exes[0]) + s->cap_free_exes * sizeof(s->free_exes[0]);
+	ret->functions_bytes = s->funcs.bytes;
+	ret->bytes = ret->stacks_bytes + ret->executables_bytes + ret->functions_bytes;
 	pthread_mutex_unlock(&s->lock);
 }
 

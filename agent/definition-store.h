@@ -10,10 +10,10 @@
  * once. An executable is held while a cached file (agent/proc.c) or a stored
  * stack names it, and freed AGENT_STORE_EXE_GRACE_WINDOWS windows after its
  * last reference went (agent_store__trim_exes()), its index then reused.
- * Stacks unused for AGENT_STORE_KEEP_WINDOWS windows are dropped once the
- * sender has delivered everything that refers to them
+ * Stacks unused for AGENT_STORE_KEEP_WINDOWS windows are dropped once they
+ * are older than every window the sender still holds
  * (agent_store__expire_stacks()): the stacks of processes that are gone do
- * not stay until the bound.
+ * not stay until the bound, even while the sender is always busy.
  */
 #ifndef SR_AGENT_DEFINITION_STORE_H
 #define SR_AGENT_DEFINITION_STORE_H
@@ -103,7 +103,10 @@ struct agent_store_stats {
 	uint64_t executables_freed; /* no longer referenced, freed (agent_store__trim_exes) */
 	uint64_t functions;
 	uint64_t functions_evicted;
-	uint64_t bytes; /* approximate heap bytes held */
+	uint64_t stacks_bytes;	    /* approximate heap bytes held by stacks */
+	uint64_t executables_bytes; /* ... by executables */
+	uint64_t functions_bytes;   /* ... by functions */
+	uint64_t bytes;		    /* the three together */
 };
 
 struct agent_store *agent_store_new(uint64_t max_stacks);

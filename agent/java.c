@@ -393,6 +393,7 @@ int agent_java__frames(struct agent_java *j, const struct agent_proc *proc, uint
 		memcpy(c->base.key, key, sizeof(key));
 		c->n = n;
 		memcpy(c->frames, frames, (size_t)n * sizeof(frames[0]));
+		c->base.bytes = (uint32_t)(sizeof(*c) + (size_t)n * sizeof(c->frames[0]));
 		if (agent_pcache__put(&j->pcs, &c->base) < 0) {
 			free(c);
 			return -ENOMEM;
@@ -463,6 +464,7 @@ const char *agent_java__stub(struct agent_java *j, const struct agent_proc *proc
 		return NULL;
 	memcpy(st->base.key, key, sizeof(key));
 	memcpy(st->name, name, sizeof(name));
+	st->base.bytes = sizeof(*st);
 	if (agent_pcache__put(&j->stubs, &st->base) < 0) {
 		free(st);
 		return NULL;
@@ -478,10 +480,13 @@ void agent_java__stats(struct agent_java *j, struct agent_java_stats *ret)
 	agent_jvm__stats(j->jvm, &s);
 	j->stats.not_understood = s.not_understood;
 	j->stats.methods_cached = s.methods_cached;
+	j->stats.methods_bytes = s.methods_bytes;
 	j->stats.method_reads = s.method_reads;
 	j->stats.method_read_errors = s.method_read_errors;
 	j->stats.evicted = s.evicted + j->pcs.evicted + j->stubs.evicted;
 	j->stats.pcs_cached = j->pcs.n;
 	j->stats.stubs_cached = j->stubs.n;
+	j->stats.pcs_bytes = agent_pcache__bytes(&j->pcs);
+	j->stats.stubs_bytes = agent_pcache__bytes(&j->stubs);
 	*ret = j->stats;
 }

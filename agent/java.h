@@ -42,6 +42,7 @@ struct agent_java_stats {
 	uint64_t not_understood;     /* JVMs whose tables lack what the walk needs: unwound as native */
 	uint64_t starting;	     /* tries while a JVM had not filled in its tables yet */
 	uint64_t methods_cached;     /* Method*s named in the cache now */
+	uint64_t methods_bytes;	     /* heap they hold, with the cache's tables */
 	uint64_t method_reads;	     /* Method*s read from JVMs */
 	uint64_t method_read_errors; /* ... that could not be read or were not methods */
 	uint64_t compiled_stale;     /* compiled frames whose code was freed or replaced before it was read */
@@ -49,6 +50,8 @@ struct agent_java_stats {
 	uint64_t stubs_named;	     /* frames in the JVM's own code (stubs, adapters) named by their blob */
 	uint64_t pcs_cached;	     /* compiled pcs whose frames are cached now (AGENT_JAVA_MAX_PCS) */
 	uint64_t stubs_cached;	     /* stub pcs whose names are cached now (AGENT_JAVA_MAX_STUBS) */
+	uint64_t pcs_bytes;	     /* heap the compiled pcs' frames hold, with the cache's tables */
+	uint64_t stubs_bytes;	     /* heap the stub names hold, with the cache's tables */
 };
 
 struct agent_java;

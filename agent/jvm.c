@@ -136,6 +136,7 @@ static struct jvm_name *name_new(const uint8_t key[20], const struct agent_jvm_m
 	if (!n)
 		return NULL;
 	memcpy(n->base.key, key, AGENT_PCACHE_KEY);
+	n->base.bytes = (uint32_t)(sizeof(*n) + lk + ln + lf);
 	n->code_size = m->code_size;
 	for (int i = 0; i < JVM_LINE_MEMO; i++)
 		n->memo[i].bci = -1;
@@ -382,5 +383,6 @@ void agent_jvm__stats(const struct agent_jvm *j, struct agent_jvm_stats *ret)
 {
 	*ret = j->stats;
 	ret->methods_cached = j->names.n;
+	ret->methods_bytes = agent_pcache__bytes(&j->names);
 	ret->evicted = j->names.evicted;
 }

@@ -46,6 +46,7 @@ struct agent_jvm_stats {
 	uint64_t starting;	     /* attempts while a JVM had not filled in its tables yet */
 	uint64_t builds;	     /* libjvm builds read */
 	uint64_t methods_cached;     /* Method*s named in the cache now */
+	uint64_t methods_bytes;	     /* heap they hold, with the cache's tables */
 	uint64_t method_reads;	     /* Method*s read from JVMs */
 	uint64_t method_read_errors; /* ... that could not be read or were not methods */
 	uint64_t evicted;	     /* least recently used methods dropped for new ones */

@@ -335,6 +335,7 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 		if (!fn)
 			return -ENOMEM;
 		memcpy(fn->base.key, key, sizeof(key));
+		fn->base.bytes = sizeof(*fn);
 		n->stats.function_reads++;
 		r = agent_v8_describe(&e->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
 		if (r < 0) {
@@ -384,6 +385,7 @@ int agent_nodejs__add(struct agent_nodejs *n, const struct agent_proc *proc, con
 void agent_nodejs__stats(struct agent_nodejs *n, struct agent_nodejs_stats *ret)
 {
 	n->stats.functions_cached = n->functions.n;
+	n->stats.functions_bytes = agent_pcache__bytes(&n->functions);
 	n->stats.evicted = n->functions.evicted;
 	*ret = n->stats;
 }

@@ -37,6 +37,7 @@ struct agent_nodejs_stats {
 	uint64_t processes;	       /* Node.js processes given to BPF */
 	uint64_t unsupported;	       /* node binaries whose metadata lacks what the walk needs */
 	uint64_t functions_cached;     /* functions in the cache now */
+	uint64_t functions_bytes;      /* heap they hold, with the cache's tables */
 	uint64_t function_reads;       /* functions described from processes */
 	uint64_t function_read_errors; /* ... that could not be read or were no SharedFunctionInfo */
 	uint64_t evicted;	       /* least recently used functions dropped for new ones */

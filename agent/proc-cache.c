@@ -49,6 +49,8 @@ void agent_pcache_done(struct agent_pcache *c)
 	sr_htab_ptrs_done(&c->owners);
 	memset(&c->lru, 0, sizeof(c->lru));
 	c->n = 0;
+	c->n_owners = 0;
+	c->bytes = 0;
 }
 
 struct agent_pcache_entry *agent_pcache__get(struct agent_pcache *c, const uint8_t *key)
@@ -74,9 +76,11 @@ static void unlink_entry(struct agent_pcache *c, struct agent_pcache_entry *e)
 		if (!o->entries.head) {
 			sr_htab_ptrs__remove(&c->owners, o->key, OWNER_KEY);
 			free(o);
+			c->n_owners--;
 		}
 	}
 	c->n--;
+	c->bytes -= e->bytes;
 }
 
 void agent_pcache__drop(struct agent_pcache *c, struct agent_pcache_entry *e)
@@ -98,11 +102,13 @@ int agent_pcache__put(struct agent_pcache *c, struct agent_pcache_entry *e)
 			free(o);
 			return -ENOMEM;
 		}
+		c->n_owners++;
 	}
 	if (sr_htab_ptrs__put(&c->entries, e) < 0) {
 		if (!o->entries.head) {
 			sr_htab_ptrs__remove(&c->owners, o->key, OWNER_KEY);
 			free(o);
+			c->n_owners--;
 		}
 		return -ENOMEM;
 	}
@@ -111,6 +117,7 @@ int agent_pcache__put(struct agent_pcache *c, struct agent_pcache_entry *e)
 	sr_list__push_front(&c->lru, &e->lru);
 	sr_list__push_front(&o->entries, &e->owned);
 	c->n++;
+	c->bytes += e->bytes;
 	while (c->n > c->max && c->lru.tail && c->lru.tail != &e->lru) {
 		agent_pcache__drop(c, SR_LIST_ENTRY(c->lru.tail, struct agent_pcache_entry, lru));
 		c->evicted++;
@@ -131,4 +138,10 @@ void agent_pcache__forget(struct agent_pcache *c, const uint8_t *proc_key)
 		if (last)
 			break;
 	}
+}
+
+uint64_t agent_pcache__bytes(const struct agent_pcache *c)
+{
+	return c->bytes + c->n_owners * sizeof(struct owner) + c->entries.h.cap * c->entries.h.elem +
+	       c->owners.h.cap * c->owners.h.elem;
 }

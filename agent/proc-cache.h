@@ -7,8 +7,10 @@
  * - bounded: at most max entries; a new one evicts the least recently used;
  * - owned: a retired process's entries are released with it
  *   (agent_pcache__forget()), so names of processes long gone never fill it.
- * The caller's entry embeds struct agent_pcache_entry as its first member;
- * the cache frees entries through free_fn. Not thread-safe: the sampling
+ * The caller's entry embeds struct agent_pcache_entry as its first member,
+ * sets its bytes (the heap it holds) before putting it, and the cache keeps
+ * the sum (agent_pcache__bytes(), stackrelay_agent_cache_bytes); the cache
+ * frees entries through free_fn. Not thread-safe: the sampling
  * thread owns it.
  */
 #ifndef SR_AGENT_PROC_CACHE_H
@@ -26,6 +28,7 @@ struct agent_pcache_entry {
 	uint8_t key[AGENT_PCACHE_KEY];
 	struct sr_list_node lru;   /* the cache's use order, most recent first */
 	struct sr_list_node owned; /* its process's entries */
+	uint32_t bytes;		   /* heap the entry holds, with what it points to (set by the caller) */
 };
 
 struct agent_pcache {
@@ -33,6 +36,8 @@ struct agent_pcache {
 	struct sr_htab_ptrs owners;  /* a process's entries, by its key */
 	struct sr_list lru;
 	uint64_t n;
+	uint64_t n_owners;
+	uint64_t bytes; /* the entries' own count (agent_pcache_entry.bytes) */
 	uint64_t max;
 	uint64_t evicted; /* least recently used entries dropped for new ones */
 	void (*free_fn)(struct agent_pcache_entry *e);
@@ -50,5 +55,7 @@ int agent_pcache__put(struct agent_pcache *c, struct agent_pcache_entry *e);
 void agent_pcache__drop(struct agent_pcache *c, struct agent_pcache_entry *e);
 /* Removes and frees every entry of the process whose key (12 bytes) this is. */
 void agent_pcache__forget(struct agent_pcache *c, const uint8_t *proc_key);
+/* Heap bytes the cache holds: its entries, their owners and its tables. */
+uint64_t agent_pcache__bytes(const struct agent_pcache *c);
 
 #endif

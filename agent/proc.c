@@ -772,7 +772,16 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ct
 
 void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret)
 {
+	void *v;
+
 	*ret = p->stats;
 	ret->processes = p->procs.h.n;
 	ret->executables_cached = p->exes.h.n;
+	ret->processes_bytes = p->procs.h.cap * p->procs.h.elem;
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->procs, &i));) {
+		const struct agent_proc *proc = v;
+		ret->processes_bytes += sizeof(*proc) + proc->n_maps * sizeof(proc->maps[0]) +
+					(proc->exe_path ? strlen(proc->exe_path) + 1 : 0);
+	}
+	ret->executables_bytes = p->exes.h.cap * p->exes.h.elem + p->exes.h.n * sizeof(struct agent_exe);
 }

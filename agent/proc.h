@@ -98,7 +98,9 @@ struct agent_proc {
 
 struct agent_procs_stats {
 	uint64_t processes;
+	uint64_t processes_bytes; /* heap they hold: entries, mappings, paths, the table */
 	uint64_t executables_cached;
+	uint64_t executables_bytes; /* heap the identified files hold, with the table */
 	uint64_t maps_reads;
 	uint64_t maps_read_errors;
 	uint64_t elf_reads;

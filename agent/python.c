@@ -432,6 +432,8 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 			code_free(c);
 			return -ENOENT;
 		}
+		c->base.bytes = (uint32_t)(sizeof(*c) + (c->name ? strlen(c->name) + 1 : 0) +
+					   (c->file ? strlen(c->file) + 1 : 0) + c->table_len);
 		if (agent_pcache__put(&py->codes, &c->base) < 0) {
 			code_free(c);
 			return -ENOMEM;
@@ -457,6 +459,7 @@ found:
 void agent_python__stats(struct agent_python *py, struct agent_python_stats *ret)
 {
 	py->stats.codes_cached = py->codes.n;
+	py->stats.codes_bytes = agent_pcache__bytes(&py->codes);
 	py->stats.evicted = py->codes.evicted;
 	*ret = py->stats;
 }

@@ -27,6 +27,7 @@ struct agent_python_stats {
 	uint64_t processes;	   /* Python processes given to BPF */
 	uint64_t unsupported;	   /* interpreters of a version without a layout */
 	uint64_t codes_cached;	   /* code objects in the cache now */
+	uint64_t codes_bytes;	   /* heap they hold, with the cache's tables */
 	uint64_t code_reads;	   /* code objects read from processes */
 	uint64_t code_read_errors; /* ... that could not be read or were not code objects */
 	uint64_t evicted;	   /* least recently used code objects dropped for new ones */

@@ -219,6 +219,12 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			if (m->caches[i].limit)
 				fprintf(f, "stackrelay_agent_cache_limit{cache=\"%s\"} %" PRIu64 "\n",
 					m->caches[i].name, m->caches[i].limit);
+		fprintf(f, "# HELP stackrelay_agent_cache_bytes Memory each cache holds now, with its own tables "
+			   "(heap; for unwind_tables, the kernel's BPF map memory).\n"
+			   "# TYPE stackrelay_agent_cache_bytes gauge\n");
+		for (size_t i = 0; i < m->n_caches; i++)
+			fprintf(f, "stackrelay_agent_cache_bytes{cache=\"%s\"} %" PRIu64 "\n", m->caches[i].name,
+				m->caches[i].bytes);
 	}
 	fprintf(f,
 		"# HELP stackrelay_agent_heap_bytes malloc's main arena, where the profiling loop keeps its caches "
@@ -516,8 +522,12 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 	fprintf(f,
 		"# HELP stackrelay_agent_windows_total Report windows flushed.\n"
 		"# TYPE stackrelay_agent_windows_total counter\n"
-		"stackrelay_agent_windows_total %" PRIu64 "\n",
-		m->run->windows);
+		"stackrelay_agent_windows_total %" PRIu64 "\n"
+		"# HELP stackrelay_agent_heap_trims_total Times the heap's free pages were given back to the system "
+		"(at most once a window, when more than 8 MiB of it was free).\n"
+		"# TYPE stackrelay_agent_heap_trims_total counter\n"
+		"stackrelay_agent_heap_trims_total %" PRIu64 "\n",
+		m->run->windows, m->run->heap_trims);
 	fprintf(f,
 		"# HELP process_cpu_seconds_total User and system CPU time of the agent.\n"
 		"# TYPE process_cpu_seconds_total counter\n"

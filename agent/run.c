@@ -217,6 +217,22 @@ static void update_stats(struct run_ctx *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * What retired processes and expired stacks freed goes back to the system
+ * (glibc keeps free heap pages otherwise, and RSS stays at its high-water
+ * mark after a burst): at most once a window, when the main arena holds more
+ * than AGENT_HEAP_TRIM_BYTES free.
+ */
+static void trim_heap(struct run_ctx *c)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	if (mi.fordblks >= AGENT_HEAP_TRIM_BYTES) {
+		malloc_trim(0);
+		c->stats.heap_trims++;
+	}
+}
+
 static int flush_window(struct run_ctx *c, uint64_t end_unix)
 {
 	struct agent_batch b;
@@ -252,18 +268,24 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 				     strerror(-r));
 	}
 	/*
-	 * Stacks of processes that are gone: dropped once nothing queued refers
-	 * to them (the sender looks definitions up when it sends). While the
-	 * gateway is away they stay, up to profiling.max_stacks.
+	 * Stacks of processes that are gone: dropped once unused for
+	 * AGENT_STORE_KEEP_WINDOWS windows and older than every window still
+	 * queued (the sender looks definitions up when it sends, and a stack
+	 * last used before the oldest queued window is in none of them). While
+	 * the gateway is away they stay, up to profiling.max_stacks.
 	 */
 	if (c->window >= AGENT_STORE_KEEP_WINDOWS) {
-		struct agent_sender_stats ss = { 0 };
+		uint64_t before = c->window - AGENT_STORE_KEEP_WINDOWS;
 
-		if (c->sender)
+		if (c->sender) {
+			struct agent_sender_stats ss;
+
 			agent_sender__stats(c->sender, &ss);
-		if (ss.buffered_bytes == 0)
-			agent_store__expire_stacks(c->store, c->window - AGENT_STORE_KEEP_WINDOWS);
+			before = SR_MIN(before, ss.oldest_window);
+		}
+		agent_store__expire_stacks(c->store, before);
 	}
+	b.window = c->window;
 	if (c->sender && (b.n_samples || b.drops.ring_buffer_full || b.drops.stack_errors || b.drops.buffer_overflow))
 		agent_sender__submit(c->sender, &b);
 	agent_batch_free(&b);
@@ -273,6 +295,7 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 	agent_procs__gc(c->procs, c->window + 1, forget_proc, c);
 	/* Executables of files no process maps and no stored stack names any more. */
 	agent_store__trim_exes(c->store, c->window);
+	trim_heap(c);
 	c->window++;
 	c->window_start_unix = end_unix;
 	return 0;
@@ -284,29 +307,32 @@ static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g,
 	const struct agent_config *cfg = c->cfg;
 	size_t n = 0;
 
-#define GAUGE(nm, e, l)                                                                                                \
+#define GAUGE(nm, e, l, b)                                                                                             \
 	do {                                                                                                           \
 		if (n < cap)                                                                                           \
-			g[n++] = (struct agent_cache_gauge){ nm, (e), (l) };                                           \
+			g[n++] = (struct agent_cache_gauge){ nm, (e), (l), (b) };                                      \
 	} while (0)
 	GAUGE("processes", c->procs_stats.processes,
-	      cfg->profiling.max_processes ? cfg->profiling.max_processes : AGENT_DEFAULT_MAX_PROCESSES);
-	GAUGE("files", c->procs_stats.executables_cached, AGENT_EXE_CACHE_MAX);
-	GAUGE("stacks", c->store_stats.stacks, cfg->profiling.max_stacks);
-	GAUGE("executables", c->store_stats.executables, AGENT_STORE_MAX_EXECUTABLES);
-	GAUGE("functions", c->store_stats.functions, AGENT_FUNCTIONS_MAX);
+	      cfg->profiling.max_processes ? cfg->profiling.max_processes : AGENT_DEFAULT_MAX_PROCESSES,
+	      c->procs_stats.processes_bytes);
+	GAUGE("files", c->procs_stats.executables_cached, AGENT_EXE_CACHE_MAX, c->procs_stats.executables_bytes);
+	GAUGE("stacks", c->store_stats.stacks, cfg->profiling.max_stacks, c->store_stats.stacks_bytes);
+	GAUGE("executables", c->store_stats.executables, AGENT_STORE_MAX_EXECUTABLES, c->store_stats.executables_bytes);
+	GAUGE("functions", c->store_stats.functions, AGENT_FUNCTIONS_MAX, c->store_stats.functions_bytes);
 	if (c->unwinder)
-		GAUGE("unwind_tables", c->unwinder_stats.tables, 0);
+		GAUGE("unwind_tables", c->unwinder_stats.tables, 0, c->unwinder_stats.table_bytes);
 	if (c->perfmaps)
-		GAUGE("perf_map_entries", c->perfmaps_stats.entries, 0);
+		GAUGE("perf_map_entries", c->perfmaps_stats.entries, 0, c->perfmaps_stats.memory_bytes);
 	if (c->python)
-		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects);
+		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects,
+		      c->python_stats.codes_bytes);
 	if (c->nodejs)
-		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions);
+		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions,
+		      c->nodejs_stats.functions_bytes);
 	if (c->java) {
-		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods);
-		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS);
-		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS);
+		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods, c->java_stats.methods_bytes);
+		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS, c->java_stats.pcs_bytes);
+		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS, c->java_stats.stubs_bytes);
 	}
 #undef GAUGE
 	return n;

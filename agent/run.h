@@ -8,6 +8,9 @@
 
 #include "perf-map-cache.h"
 
+/* The main arena's free bytes above which a window's end gives them back (run.c, trim_heap()). */
+#define AGENT_HEAP_TRIM_BYTES (8u << 20)
+
 struct agent_run_stats {
 	uint64_t samples_received;
 	uint64_t samples_aggregated;
@@ -24,6 +27,7 @@ struct agent_run_stats {
 	uint64_t execs;
 	uint64_t exits;
 	uint64_t windows;
+	uint64_t heap_trims; /* malloc_trim() calls (run.c, trim_heap()) */
 };
 
 /* What /metrics shows, taken under the loop's lock (run.c). Pointers may be NULL where noted. */
@@ -35,6 +39,7 @@ struct agent_cache_gauge {
 	const char *name;
 	uint64_t entries;
 	uint64_t limit; /* 0: bounded otherwise (docs/agent.md, "Memory") */
+	uint64_t bytes; /* memory it holds: the heap's, or the kernel's for unwind_tables */
 };
 
 struct agent_run_metrics {

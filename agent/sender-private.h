@@ -35,6 +35,7 @@ struct chunk {
 	uint64_t count; /* sum of counts */
 	uint64_t bytes; /* buffer accounting */
 	uint32_t frequency_hz;
+	uint64_t window; /* the oldest agent_batch.window of its samples */
 	uint64_t seq;	 /* 0 until first sent */
 	unsigned rounds; /* resends for missing definitions */
 	bool has_drops;

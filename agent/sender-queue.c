@@ -200,6 +200,7 @@ int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
 		memcpy(c->samples, &b->samples[start], (i - start) * sizeof(*c->samples));
 		c->n = i - start;
 		c->frequency_hz = b->frequency_hz;
+		c->window = b->window;
 		total_count += c->count;
 		total_bytes += c->bytes;
 		TAILQ_INSERT_TAIL(&fresh, c, link);
@@ -262,6 +263,7 @@ struct chunk *agent_sender_form_head_locked(struct agent_sender *s)
 		h = calloc(1, sizeof(*h));
 		if (!h)
 			return NULL;
+		h->window = UINT64_MAX; /* no samples: no stacks to keep */
 	} else {
 		TAILQ_REMOVE(&s->queue, h, link);
 		while (h->rounds == 0 && (c = TAILQ_FIRST(&s->queue)) && c->rounds == 0 &&
@@ -277,6 +279,7 @@ struct chunk *agent_sender_form_head_locked(struct agent_sender *s)
 			h->n += c->n;
 			h->count += c->count;
 			h->bytes += c->bytes;
+			h->window = SR_MIN(h->window, c->window);
 			free(c->samples);
 			if (c->has_drops) {
 				add_drops(s->pending_drops, c->drops);
@@ -326,6 +329,7 @@ void agent_sender_split_head(struct agent_sender *s, struct chunk *h)
 	h->count -= second->count;
 	h->bytes -= second->bytes;
 	second->frequency_hz = h->frequency_hz;
+	second->window = h->window;
 	second->rounds = h->rounds;
 	/* Split halves must not merge back; rounds > 0 keeps them apart. The 413 was not processed: new sequences. */
 	if (!h->rounds)

@@ -204,6 +204,9 @@ void agent_sender__stats(struct agent_sender *s, struct agent_sender_stats *ret)
 	*ret = s->stats;
 	ret->bytes_sent = __atomic_load_n(&s->stats.bytes_sent, __ATOMIC_RELAXED);
 	ret->buffered_bytes = s->buffered_bytes;
+	/* The queue is in submit order, and the head (being sent) is older than all of it. */
+	ret->oldest_window = s->head ? s->head->window
+				     : (TAILQ_EMPTY(&s->queue) ? UINT64_MAX : TAILQ_FIRST(&s->queue)->window);
 	pthread_mutex_unlock(&s->mu);
 }
 

@@ -16,7 +16,9 @@ starts short-lived processes at --rate a second, round robin:
     (unshare -m), as a container's process is.
 Every --every seconds it records the agent's RSS by kind (anonymous, files,
 BPF maps), its heap (stackrelay_agent_heap_bytes) and every cache's entries
-(stackrelay_agent_cache_entries{cache}), and the gateway's RSS. At the end it
+(stackrelay_agent_cache_entries{cache}), and the gateway's RSS, heap and what
+holds it (its stores, symbol cache, shared lines, stack slabs, location
+slots, from its /metrics). At the end it
 prints the series and the growth over the second half of the run
 (target: agent RSS growth <= 1 %, peak <= 48 MiB).
 
@@ -38,6 +40,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "tests", "integration"))
 from steady import free_port, rss_kib, start_gateway, wait_ready  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from procstats import proc_cpu_ns  # noqa: E402
 import metricslib  # noqa: E402
 
 
@@ -58,6 +62,7 @@ class Churn:
         self.args = args
         self.tmp = tmp
         self.started = 0
+        self.started_so_far = 0  # read by the sampling loop while run() goes on
         self.stop = threading.Event()
         self.true_path = "/usr/bin/true"
         self.id_off, self.id_len = build_id_offset(self.true_path)
@@ -105,6 +110,7 @@ class Churn:
             if len([p for p in live if p.poll() is None]) < 64:
                 live.append(self.one(n))
                 n += 1
+                self.started_so_far = n
             done = [p for p in live if p.poll() is not None]
             for p in done:
                 if getattr(p, "cleanup", None):
@@ -117,7 +123,35 @@ class Churn:
         self.started = n
 
 
-def snapshot(agent_pid, gw_pid, port):
+# The gateway's memory by owner, from its /metrics: family -> label of the
+# part (summed over the other labels), each in MiB.
+GATEWAY_PARTS = (("stackrelay_gateway_store_bytes", "store"),
+                 ("stackrelay_gateway_symbolize_cache_bytes", None),
+                 ("stackrelay_gateway_shared_lines_bytes", None),
+                 ("stackrelay_gateway_stack_slab_bytes", None),
+                 ("stackrelay_gateway_location_slot_bytes", None))
+
+
+def gateway_parts(port):
+    """The gateway's heap in use and what holds it: {"heap": MiB, part: MiB}."""
+    parts = {}
+    try:
+        text = metricslib.scrape(port, timeout=5)
+    except OSError:
+        return parts
+    for family, labels, value, _ in metricslib.samples(text):
+        if family == "stackrelay_gateway_heap_bytes" and labels.get("state") == "in_use":
+            parts["heap"] = value / 1048576.0
+        for want, by in GATEWAY_PARTS:
+            if family == want:
+                name = family[len("stackrelay_gateway_"):-len("_bytes")]
+                if by:
+                    name += ":" + labels.get(by, "")
+                parts[name] = parts.get(name, 0.0) + value / 1048576.0
+    return parts
+
+
+def snapshot(agent_pid, gw_pid, port, gw_port):
     rss, kinds = rss_kib(agent_pid)
     gw_rss, _ = rss_kib(gw_pid)
     caches, heap = {}, 0
@@ -131,7 +165,8 @@ def snapshot(agent_pid, gw_pid, port):
     except OSError:
         pass
     return {"rss": rss / 1024.0, "anon": kinds["anonymous"] / 1024.0, "files": kinds["files"] / 1024.0,
-            "bpf": kinds["bpf maps"] / 1024.0, "heap": heap / 1048576.0, "gw": gw_rss / 1024.0, "caches": caches}
+            "bpf": kinds["bpf maps"] / 1024.0, "heap": heap / 1048576.0, "gw": gw_rss / 1024.0, "caches": caches,
+            "gw_parts": gateway_parts(gw_port)}
 
 
 def main():
@@ -141,6 +176,8 @@ def main():
     ap.add_argument("--rate", type=float, default=300, help="processes started per second")
     ap.add_argument("--every", type=float, default=10, help="seconds between snapshots")
     ap.add_argument("--hz", type=int, default=97)
+    ap.add_argument("--baseline", type=float, default=30,
+                    help="seconds of the agent's CPU measured before the churn starts")
     ap.add_argument("--node-every", type=int, default=50)
     ap.add_argument("--unshare-every", type=int, default=10)
     args = ap.parse_args()
@@ -162,17 +199,27 @@ def main():
                                  text=True)
         if not wait_ready(agent, "msg=profiling ", timeout=60):
             raise SystemExit("agent did not start")
+        # The agent's own CPU with no churn (the host's steady load at --hz),
+        # so that what the churn adds can be told per process started.
+        b0, bt0 = proc_cpu_ns(agent.pid), time.monotonic()
+        time.sleep(args.baseline)
+        base_rate = (proc_cpu_ns(agent.pid) - b0) / max(time.monotonic() - bt0, 1e-3)
+        cpu0 = proc_cpu_ns(agent.pid)
         t.start()
         start = time.monotonic()
         series = []
         while time.monotonic() - start < args.minutes * 60:
             time.sleep(args.every)
-            s = snapshot(agent.pid, gw.pid, port)
+            s = snapshot(agent.pid, gw.pid, port, gw.metrics_port)
             s["t"] = time.monotonic() - start
+            s["cpu"] = proc_cpu_ns(agent.pid) - cpu0
+            s["started"] = churn.started_so_far
             series.append(s)
             print("%6.0f s  agent RSS %6.1f MiB (anon %5.1f, files %5.1f, bpf %5.1f, heap %5.1f)  gateway %6.1f MiB  %s"
                   % (s["t"], s["rss"], s["anon"], s["files"], s["bpf"], s["heap"], s["gw"],
                      " ".join("%s=%d" % kv for kv in sorted(s["caches"].items()))), flush=True)
+            print("        gateway MiB: %s" % " ".join("%s=%.2f" % kv for kv in sorted(s["gw_parts"].items())),
+                  flush=True)
         churn.stop.set()
         t.join(timeout=120)
     finally:
@@ -195,6 +242,10 @@ def main():
         return 100.0 * (last[k] - half[k]) / half[k] if half[k] else 0.0
     print("\n%d processes started in %.0f s (%.0f a second), agent at %d Hz sending to a gateway" %
           (churn.started, secs, churn.started / secs, args.hz))
+    extra = last["cpu"] - base_rate * secs  # what the churn added to the agent's threads
+    print("agent threads' CPU: %.2f %% of a core before the churn, %.2f %% during it; %.0f us per process started"
+          % (100.0 * base_rate / 1e9, 100.0 * last["cpu"] / 1e9 / secs,
+             extra / 1e3 / max(last["started"], 1)))
     print("| | at half time | at the end | growth over the second half | peak |")
     print("|---|---|---|---|---|")
     for k, label in (("rss", "agent RSS, MiB"), ("anon", "agent anonymous, MiB"), ("heap", "agent heap in use, MiB"),
@@ -205,6 +256,11 @@ def main():
         print("| cache %s, entries | %d | %d | %+d | %d |" % (name, half["caches"].get(name, 0), last["caches"][name],
                                                              last["caches"][name] - half["caches"].get(name, 0),
                                                              max(s["caches"].get(name, 0) for s in series)))
+    for name in sorted(last["gw_parts"]):
+        print("| gateway %s, MiB | %.2f | %.2f | %+.2f | %.2f |" % (
+            name, half["gw_parts"].get(name, 0.0), last["gw_parts"][name],
+            last["gw_parts"][name] - half["gw_parts"].get(name, 0.0),
+            max(s["gw_parts"].get(name, 0.0) for s in series)))
     return 0
 
 

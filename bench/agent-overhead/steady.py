@@ -183,6 +183,7 @@ def start_gateway(args, tmp):
                 "  telemetry:\n    metrics:\n      address: 127.0.0.1:%d\n" % (port, sink_port, metrics))
     gw = subprocess.Popen([os.path.join(args.build, "gateway", "stackrelay-gateway"), "--config", cfg],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gw.metrics_port = metrics
     for _ in range(100):
         try:
             urllib.request.urlopen("http://127.0.0.1:%d/readyz" % metrics, timeout=1)

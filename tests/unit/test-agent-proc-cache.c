@@ -43,6 +43,7 @@ static struct item *put(struct agent_pcache *c, uint32_t pid, uint64_t addr, int
 
 	assert_non_null(it);
 	key_of(pid, addr, it->base.key);
+	it->base.bytes = 100 + (uint32_t)value;
 	it->value = value;
 	assert_int_equal(agent_pcache__put(c, &it->base), 0);
 	return it;
@@ -75,6 +76,9 @@ static void test_lru_evicts_at_bound(void **state)
 	assert_non_null(get(&c, 1, 0x10));
 	assert_non_null(get(&c, 2, 0x10));
 	assert_int_equal(freed, 1);
+	/* The evicted entry's bytes go with it; the tables and owners count on top. */
+	assert_int_equal(c.bytes, 101 + 103 + 104);
+	assert_true(agent_pcache__bytes(&c) > c.bytes);
 	agent_pcache_done(&c);
 	assert_int_equal(freed, 4);
 }
@@ -96,6 +100,8 @@ static void test_forget_releases_a_process(void **state)
 	assert_int_equal(c.n, 1);
 	assert_null(get(&c, 7, 0x1000));
 	assert_int_equal(get(&c, 8, 0x1000)->value, 99);
+	assert_int_equal(c.bytes, 199);
+	assert_int_equal(c.n_owners, 1);
 	/* Forgetting a process with nothing cached, or twice, does nothing. */
 	agent_pcache__forget(&c, k);
 	assert_int_equal(c.n, 1);
@@ -123,6 +129,8 @@ static void test_drop_one(void **state)
 	/* Dropping the process's last entry frees its owner; a forget after that is harmless. */
 	agent_pcache__drop(&c, &get(&c, 1, 0x20)->base);
 	assert_int_equal(c.n, 0);
+	assert_int_equal(c.bytes, 0);
+	assert_int_equal(c.n_owners, 0);
 	agent_pcache_done(&c);
 	assert_int_equal(freed, 2);
 }
@@ -147,6 +155,8 @@ static void test_churn_stays_bounded(void **state)
 	}
 	assert_true(c.n <= 64);
 	assert_true(c.owners.h.n <= 64);
+	assert_int_equal(c.n_owners, c.owners.h.n);
+	assert_true(c.bytes <= 64 * (100 + 4));
 	agent_pcache_done(&c);
 	assert_int_equal(freed, 25000);
 }

@@ -445,6 +445,7 @@ static void submit(struct env *e, unsigned first, unsigned n, uint32_t base_pid)
 	b.samples = calloc(n, sizeof(*b.samples));
 	b.n_samples = n;
 	b.frequency_hz = 19;
+	b.window = base_pid / 1000; /* A = 1, B = 2 ... in the tests that name batches */
 	for (unsigned i = 0; i < n; i++) {
 		fake_sample(&b.samples[i], (first + i) % N_STACKS, base_pid + i, i + 1);
 		b.total_count += i + 1;
@@ -708,6 +709,8 @@ static void test_drop_oldest(void **state)
 	agent_sender__details(e->s, &d);
 	assert_int_equal(d.dropped_buffer_full, 1 + 2 + 3 + 4);
 	assert_true(st.buffered_bytes <= limit);
+	/* The head (A, being sent) is the oldest window whose stacks must stay. */
+	assert_int_equal(st.oldest_window, 1);
 	assert_conserved(e);
 	pthread_mutex_lock(&e->g.mu);
 	e->g.gate_closed = false;
@@ -721,6 +724,8 @@ static void test_drop_oldest(void **state)
 		assert_int_equal(e->g.per_pid[4000 + i], i + 1);
 	}
 	assert_int_equal(e->g.accepted, e->submitted - 10);
+	agent_sender__stats(e->s, &st);
+	assert_int_equal(st.oldest_window, UINT64_MAX); /* nothing held: every stack may go */
 	assert_conserved(e);
 	env_free(e);
 }
