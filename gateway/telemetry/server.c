@@ -1,264 +1,126 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The telemetry HTTP/1.1 server (telemetry.h). */
+/*
+ * The gateway's own HTTP endpoints (server.h): a listener of the connection
+ * layer (gateway/net/conn.h) whose gw_conn_ops take GET and HEAD of a path
+ * and hand it to the handler; the layer reads the requests (HTTP/1.1 heads
+ * through common/http1.h, or h2c), bounds them and writes the answers.
+ */
 #include <errno.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/http1.h"
+#include "component.h"
+#include "gateway/net/conn.h"
+#include "gateway/telemetry/server.h"
+#include "common/log.h"
 #include "common/macro.h"
 #include "common/netaddr.h"
-#include "telemetry.h"
+#include "common/units.h"
+#include "runtime.h"
 
-struct tconn {
-	uv_tcp_t tcp;
-	uv_timer_t timer;
-	uv_write_t wreq;
-	uv_shutdown_t sreq;
-	struct gw_telemetry *t;
-	struct tconn *prev, *next;
-	char buf[GW_TELEMETRY_MAX_REQUEST_BYTES];
-	size_t len;
-	char *out;
-	bool responded, closing, draining;
-	size_t drained;
-	int handles; /* open handles; freed when 0 */
-};
+#define TELEMETRY_COMPONENT "telemetry"
 
 struct gw_telemetry {
-	uv_tcp_t listener;
-	uv_loop_t *loop;
+	struct gw_listener rx; /* first: the connection layer frees the whole struct with free(rx) */
+	struct gw_listener_config cfg;
+	struct gw_component comp; /* what the layer's logs name (rx.c->id) */
 	gw_telemetry_handler handler;
 	void *userdata;
-	struct tconn *conns;
-	unsigned n_conns;
-	bool closing;
-	int handles; /* listener + connections */
-	char address[64];
 };
 
-static void telemetry_maybe_free(struct gw_telemetry *t)
+static struct gw_telemetry *telemetry_of(struct h2stream *s)
 {
-	if (t->closing && t->handles == 0)
-		free(t);
+	return (struct gw_telemetry *)s->conn->rx; /* rx is its first member */
 }
 
-static void conn_handle_closed(uv_handle_t *h)
+/* :method and :path (without its query, which is ignored); the other headers mean nothing here. */
+static void on_header(struct h2stream *s, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen)
 {
-	struct tconn *c = h->data;
-	struct gw_telemetry *t = c->t;
-	if (--c->handles > 0)
-		return;
-	free(c->out);
-	free(c);
-	t->handles--;
-	telemetry_maybe_free(t);
-}
-
-static void conn_close(struct tconn *c)
-{
-	if (c->closing)
-		return;
-	c->closing = true;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		c->t->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->t->n_conns--;
-	uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
-	uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
-}
-
-/*
- * A lingering close: closing a socket that still has unread request bytes
- * makes the kernel send RST, and the client may lose the response we just
- * wrote (a 431 for an oversized head, say). So after the response, send FIN
- * and read and discard until the client closes, at most
- * GW_TELEMETRY_LINGER_BYTES or GW_TELEMETRY_LINGER_MS.
- */
-#define GW_TELEMETRY_LINGER_MS	  2000
-#define GW_TELEMETRY_LINGER_BYTES (256 * 1024)
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-static void on_timeout(uv_timer_t *timer);
-
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-	if (status < 0)
-		conn_close(req->data);
-}
-
-static void on_written(uv_write_t *req, int status)
-{
-	struct tconn *c = req->data;
-
-	if (status < 0 || c->closing) {
-		conn_close(c);
-		return;
+	if (gw_net_name_is(name, namelen, ":method")) {
+		if (!gw_net_value_is(value, valuelen, "GET") && !gw_net_value_is(value, valuelen, "HEAD"))
+			gw_net_stream_error(s, 405, "only GET and HEAD");
+	} else if (gw_net_name_is(name, namelen, ":path") && !s->proto_data) {
+		const uint8_t *q = memchr(value, '?', valuelen);
+		size_t len = q ? (size_t)(q - value) : valuelen;
+		if (len > GW_TELEMETRY_MAX_PATH_BYTES) {
+			gw_net_stream_error(s, 400, "request path too long");
+			return;
+		}
+		s->proto_data = strndup((const char *)value, len);
+		if (!s->proto_data)
+			gw_net_stream_error(s, 503, "out of memory");
 	}
-	c->draining = true;
-	c->len = 0;
-	c->sreq.data = c;
-	if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) < 0 ||
-	    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
-		conn_close(c);
-		return;
-	}
-	uv_timer_start(&c->timer, on_timeout, GW_TELEMETRY_LINGER_MS, 0);
 }
 
-static void respond(struct tconn *c, int status, const char *ctype, const char *body, size_t len, bool head)
+static void on_error(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg)
 {
-	char hdr[256];
-	int hl;
-	uv_buf_t b;
-
-	c->responded = true;
-	uv_read_stop((uv_stream_t *)&c->tcp);
-	uv_timer_stop(&c->timer);
-	hl = snprintf(hdr, sizeof(hdr),
-		      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-		      sr_http1_reason_phrase(status), ctype, len);
-	c->out = malloc((size_t)hl + (head ? 0 : len));
-	if (!c->out) {
-		conn_close(c);
-		return;
-	}
-	memcpy(c->out, hdr, (size_t)hl);
-	if (!head && len)
-		memcpy(c->out + hl, body, len);
-	b = uv_buf_init(c->out, (unsigned)((size_t)hl + (head ? 0 : len)));
-	c->wreq.data = c;
-	if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
-		conn_close(c);
-}
-
-/* What the head reader (common/http1.h) is held to. */
-static const struct sr_http1_limits head_limits = {
-	.max_head_bytes = GW_TELEMETRY_MAX_REQUEST_BYTES,
-	.max_headers = GW_TELEMETRY_MAX_HEADERS,
-};
-
-/* A complete head in c->buf: its answer. */
-static void handle_request(struct tconn *c, const struct sr_http1_request *req)
-{
-	char path[1024];
 	char *body = NULL;
-	size_t blen = 0;
-	int status = 500;
+	int len = asprintf(&body, "%s\n", msg);
+	gw_net_respond_ex(s, status, "text/plain; charset=utf-8", (uint8_t *)(len < 0 ? NULL : body),
+			  len < 0 ? 0 : (size_t)len, retry_after_ms, NULL, NULL);
+}
+
+/* A complete request: the handler's answer (HEAD leaves its body out: the layer's business). */
+static void on_request(struct h2stream *s)
+{
+	struct gw_telemetry *t = telemetry_of(s);
 	const char *ctype = "text/plain; charset=utf-8";
+	char *body = NULL;
+	size_t len = 0;
+	int status = 500;
 
-	if (req->method.len >= 16 || req->target.len >= sizeof(path)) {
-		static const char msg[] = "malformed request line\n";
-		respond(c, 400, ctype, msg, sizeof(msg) - 1, false);
+	if (!s->proto_data) {
+		on_error(s, 400, 0, "no request path");
 		return;
 	}
-	memcpy(path, req->path.p, req->path.len); /* queries are ignored */
-	path[req->path.len] = '\0';
-	bool head = req->method.len == 4 && memcmp(req->method.p, "HEAD", 4) == 0;
-	if (!head && !(req->method.len == 3 && memcmp(req->method.p, "GET", 3) == 0)) {
-		static const char msg[] = "only GET and HEAD\n";
-		respond(c, 405, ctype, msg, sizeof(msg) - 1, false);
-		return;
-	}
-	c->t->handler(c->t->userdata, path, &status, &body, &blen, &ctype);
-	respond(c, status, ctype, body ? body : "", body ? blen : 0, head);
-	free(body);
+	t->handler(t->userdata, s->proto_data, &status, &body, &len, &ctype);
+	gw_net_respond_ex(s, status, ctype, (uint8_t *)body, body ? len : 0, 0, NULL, NULL);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+static void on_release(struct gw_listener *rx)
 {
-	struct tconn *c = h->data;
-
-	if (c->draining) {
-		*buf = uv_buf_init(c->buf, (unsigned)sizeof(c->buf));
-		return;
-	}
-	*buf = uv_buf_init(c->buf + c->len, (unsigned)(sizeof(c->buf) - c->len));
+	struct gw_telemetry *t = (struct gw_telemetry *)rx;
+	free(t->cfg.endpoint);
+	free(t->comp.id);
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+static const struct gw_conn_ops telemetry_ops = {
+	.header = on_header,
+	.request = on_request,
+	.error = on_error,
+	.http1 = true,
+	.http1_close = true,
+	.component = TELEMETRY_COMPONENT,
+	.too_large_msg = "the telemetry server takes no request body",
+	.release = on_release,
+};
+
+/* The layer's limits for scrapes and probes: small heads, no bodies, few connections. */
+static int telemetry_config(struct gw_listener_config *cfg)
 {
-	struct tconn *c = s->data;
-	struct sr_http1_request req;
-	int r;
-
-	if (n < 0) {
-		conn_close(c);
-		return;
-	}
-	if (c->draining) {
-		c->drained += (size_t)n;
-		if (c->drained > GW_TELEMETRY_LINGER_BYTES)
-			conn_close(c);
-		return;
-	}
-	if (n == 0 || c->responded)
-		return;
-	c->len += (size_t)n;
-	r = sr_http1_parse(c->buf, c->len, &head_limits, &req);
-	if (r > 0)
-		handle_request(c, &req);
-	else if (r < 0) {
-		char msg[128];
-		int len = snprintf(msg, sizeof(msg), "%s\n", req.reason);
-		respond(c, req.status, "text/plain; charset=utf-8", msg, (size_t)SR_MIN(len, (int)sizeof(msg) - 1),
-			false);
-	}
+	int r = gw_listener_config_defaults(cfg);
+	if (r < 0)
+		return r;
+	cfg->max_connections = GW_TELEMETRY_MAX_CONNECTIONS;
+	cfg->max_concurrent_streams = GW_TELEMETRY_MAX_STREAMS;
+	cfg->max_head_bytes = GW_TELEMETRY_MAX_REQUEST_BYTES;
+	cfg->max_head_lines = GW_TELEMETRY_MAX_HEADERS;
+	/* HTTP/2's count of a header list (name + value + 32 each) of the largest head HTTP/1.1 may send. */
+	cfg->max_header_list_bytes = GW_TELEMETRY_MAX_REQUEST_BYTES + 32 * GW_TELEMETRY_MAX_HEADERS;
+	cfg->max_request_bytes = 0;
+	cfg->max_inflight_bytes = 0;
+	cfg->header_timeout_ns = cfg->request_timeout_ns = cfg->idle_timeout_ns =
+		GW_TELEMETRY_REQUEST_TIMEOUT_MS * SR_NSEC_PER_MSEC;
+	cfg->keepalive.interval_ns = 0;
+	return 0;
 }
 
-static void on_timeout(uv_timer_t *timer)
-{
-	conn_close(timer->data);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-	struct gw_telemetry *t = server->data;
-	struct tconn *c;
-
-	if (status < 0)
-		return;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	c->t = t;
-	uv_tcp_init(t->loop, &c->tcp);
-	uv_timer_init(t->loop, &c->timer);
-	c->tcp.data = c->timer.data = c;
-	c->handles = 2;
-	t->handles++;
-	c->next = t->conns;
-	if (t->conns)
-		t->conns->prev = c;
-	t->conns = c;
-	t->n_conns++;
-	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || t->n_conns > GW_TELEMETRY_MAX_CONNECTIONS) {
-		conn_close(c);
-		return;
-	}
-	uv_timer_start(&c->timer, on_timeout, GW_TELEMETRY_REQUEST_TIMEOUT_MS, 0);
-	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
-		conn_close(c);
-}
-
-static void listener_closed(uv_handle_t *h)
-{
-	struct gw_telemetry *t = h->data;
-	t->handles--;
-	telemetry_maybe_free(t);
-}
-
-struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_telemetry_handler handler,
-				      void *userdata, char *errbuf, size_t errsize)
+struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *id, const char *address,
+				      gw_telemetry_handler handler, void *userdata, char *errbuf, size_t errsize)
 {
 	struct sockaddr_storage ss;
 	struct gw_telemetry *t;
-	int namelen = sizeof(ss);
 	int r;
 
 	r = sr_parse_endpoint(address, &ss, errbuf, errsize);
@@ -269,36 +131,84 @@ struct gw_telemetry *gw_telemetry_new(uv_loop_t *loop, const char *address, gw_t
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->loop = loop;
 	t->handler = handler;
 	t->userdata = userdata;
-	uv_tcp_init(loop, &t->listener);
-	t->listener.data = t;
-	t->handles = 1;
-	if ((r = uv_tcp_bind(&t->listener, (struct sockaddr *)&ss, 0)) < 0 ||
-	    (r = uv_listen((uv_stream_t *)&t->listener, 128, on_connection)) < 0) {
-		snprintf(errbuf, errsize, "cannot listen on %s: %s", address, uv_strerror(r));
-		t->closing = true;
-		uv_close((uv_handle_t *)&t->listener, listener_closed);
-		errno = -r;
-		return NULL;
+	t->rx.c = &t->comp;
+	t->rx.cfg = &t->cfg;
+	t->rx.ops = &telemetry_ops;
+	t->rx.owner = t;
+	t->rx.loop = loop;
+	t->comp.id = strdup(id);
+	t->cfg.endpoint = strdup(address);
+	if (!t->comp.id || !t->cfg.endpoint) {
+		snprintf(errbuf, errsize, "out of memory");
+		r = -ENOMEM;
+		goto fail;
 	}
-	uv_tcp_getsockname(&t->listener, (struct sockaddr *)&ss, &namelen);
-	sr_sockaddr_format((struct sockaddr *)&ss, t->address, sizeof(t->address));
+	r = telemetry_config(&t->cfg);
+	if (r < 0) {
+		snprintf(errbuf, errsize, "bad default limits");
+		goto fail;
+	}
+	r = gw_listener_listen(&t->rx);
+	if (r < 0) {
+		snprintf(errbuf, errsize, "cannot listen on %s: %s", address, uv_strerror(r));
+		goto fail;
+	}
 	return t;
+fail:
+	gw_listener_destroy(&t->rx); /* frees t once its handles are closed */
+	errno = -r;
+	return NULL;
 }
 
 const char *gw_telemetry__address(const struct gw_telemetry *t)
 {
-	return t->address;
+	return t->rx.address;
 }
 
 void gw_telemetry_close(struct gw_telemetry *t)
 {
-	if (!t || t->closing)
-		return;
-	t->closing = true;
-	while (t->conns)
-		conn_close(t->conns);
-	uv_close((uv_handle_t *)&t->listener, listener_closed);
+	if (t)
+		gw_listener_destroy(&t->rx);
+}
+
+int gw_telemetry_servers_start(struct gw_telemetry_servers *s, struct gw_runtime *rt, const char *metrics_address,
+			       const char *health_address, const char *health_path)
+{
+	uv_loop_t *loop = gw_runtime__loop(rt);
+	char err[256] = "";
+
+	if (metrics_address && *metrics_address) {
+		s->metrics = gw_telemetry_new(loop, "service.telemetry", metrics_address, gw_runtime_telemetry_handler,
+					      rt, err, sizeof(err));
+		if (!s->metrics) {
+			int r = -errno;
+			sr_log_error("gateway", "cannot start the telemetry server", "address=%s error=\"%s\"",
+				     metrics_address, err);
+			return r;
+		}
+		sr_log_info("gateway", "telemetry server listening", "address=%s", gw_telemetry__address(s->metrics));
+	}
+	if (health_address) {
+		s->health = gw_telemetry_new(loop, "health_check", health_address, gw_runtime_health_handler, rt, err,
+					     sizeof(err));
+		if (!s->health) {
+			int r = -errno;
+			sr_log_error("gateway", "cannot start the health_check extension", "address=%s error=\"%s\"",
+				     health_address, err);
+			return r;
+		}
+		sr_log_info("gateway", "health_check listening", "address=%s path=%s", gw_telemetry__address(s->health),
+			    health_path ? health_path : "/");
+	}
+	return 0;
+}
+
+void gw_telemetry_servers_close(struct gw_telemetry_servers *s)
+{
+	gw_telemetry_close(s->metrics);
+	s->metrics = NULL;
+	gw_telemetry_close(s->health);
+	s->health = NULL;
 }
