@@ -90,9 +90,9 @@ struct otlp_rx {
 	unsigned pending_done;
 	void (*done)(struct gw_component *c);
 	/*
-	 * The decode thread: bodies over GW_AGENT_INLINE_MAX_BYTES are decoded
-	 * off the loop (as the agent receiver's), so a large request does not
-	 * stall other connections. (Not libuv's pool: symbolization fills it.)
+	 * The decode thread (core/decode-thread.h, as the agent receiver's):
+	 * bodies over GW_AGENT_INLINE_MAX_BYTES are decoded off the loop, so a
+	 * large request does not stall other connections.
 	 */
 	struct gw_decode_thread dec;
 };

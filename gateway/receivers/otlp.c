@@ -10,8 +10,9 @@
  * alike.
  *
  * This file is the component: config schema, listeners, metrics, lifecycle.
- * Each protocol is a listener of the agent receiver's connection layer
- * (gateway/net/conn.c) with its own gw_conn_ops (otlp-request.c).
+ * Each protocol is a listener of the gateway's connection layer
+ * (gateway/net/conn.c) with its own gw_conn_ops (otlp-request.c), its limits
+ * the layer's defaults (gw_listener_config_defaults) but for the keys below.
  */
 #include <errno.h>
 #include <stdio.h>
