@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "jvm-structs.h"
 
 struct jvm_field {
@@ -197,20 +198,6 @@ static uint64_t get(const uint8_t *buf, const struct table *t, size_t j)
 	return v;
 }
 
-static int grow(void **arr, size_t n, size_t *cap, size_t size)
-{
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	*cap = *cap ? *cap * 2 : 256;
-	p = realloc(*arr, *cap * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	return 0;
-}
-
 static int read_structs(const struct agent_jvm_reader *r, const uint64_t *syms, struct agent_jvm_tables *t)
 {
 	uint8_t buf[AGENT_JVM_MAX_STRIDE];
@@ -241,7 +228,7 @@ static int read_structs(const struct agent_jvm_reader *r, const uint64_t *syms, 
 		/* The last entry has no names. */
 		if (!type && !field)
 			return 0;
-		err = grow((void **)&t->fields, t->n_fields, &cap, sizeof(*t->fields));
+		err = sr_grow((void **)&t->fields, &cap, t->n_fields + 1, sizeof(*t->fields), 256);
 		if (err < 0)
 			return err;
 		f = &t->fields[t->n_fields];
@@ -294,7 +281,7 @@ static int read_named(const struct agent_jvm_reader *r, const uint64_t *syms, un
 		name = get(buf, &s, 0);
 		if (!name)
 			return 0;
-		err = grow((void **)arr, *n, &cap, sizeof(**arr));
+		err = sr_grow((void **)arr, &cap, *n + 1, sizeof(**arr), 256);
 		if (err < 0)
 			return err;
 		e = &(*arr)[*n];

@@ -6,8 +6,8 @@
  * frame the request or that the tree's servers read, an iterator over all of
  * them), or what is wrong with it, with the HTTP status that answers it.
  * Every server of the tree reads its requests' heads with it: the gateway's
- * connections (gateway/net/h1.c), the gateway's telemetry server
- * (gateway/core/telemetry.c) and the agent's /metrics server (agent/metrics.c).
+ * connections (gateway/net/h1.c: the receivers' and the telemetry server's)
+ * and the agent's /metrics server (agent/metrics.c).
  *
  * What is read strictly: a request line of a token method, one space, a
  * target without spaces or control bytes, one space and HTTP/1.0 or HTTP/1.1;

@@ -22,6 +22,7 @@
 #include "core/heap.h"
 #include "core/runtime.h"
 #include "common/log.h"
+#include "gateway/telemetry/server.h"
 #include "pipeline.h"
 #include "sr-config.h"
 #include "common/version.h"
@@ -33,6 +34,7 @@ struct gateway {
 	uv_signal_t sigterm, sigint, sighup;
 	uv_timer_t trim; /* gives free heap pages back (core/heap.h) */
 	struct gw_runtime *rt;
+	struct gw_telemetry_servers servers; /* its /metrics and health_check */
 	struct gw_config *cfg;
 	const char *config_path;
 	bool log_level_from_flag;
@@ -77,6 +79,8 @@ static void shutdown_done(struct gw_runtime *rt, bool timed_out, void *userdata)
 	struct gateway *g = userdata;
 
 	(void)rt;
+	/* Nothing more to serve: let the loop end. */
+	gw_telemetry_servers_close(&g->servers);
 	g->timed_out = timed_out;
 	if (timed_out) {
 		/*
@@ -225,11 +229,7 @@ int main(int argc, char **argv)
 		.n_components = g.cfg->n_components,
 		.pipelines = g.cfg->pipelines,
 		.n_pipelines = g.cfg->n_pipelines,
-		.metrics_address = g.cfg->service.metrics_address && g.cfg->service.metrics_address[0]
-					   ? g.cfg->service.metrics_address
-					   : NULL,
 		.metrics_off = g.cfg->service.metrics_level == GW_METRICS_LEVEL_NONE,
-		.health_address = g.cfg->extensions.health_address,
 		.health_path = g.cfg->extensions.health_path,
 		.shutdown_timeout_ns = g.cfg->service.shutdown_timeout_ns,
 	};
@@ -238,7 +238,10 @@ int main(int argc, char **argv)
 		sr_log_error("gateway", "cannot create the pipeline runtime", "error=\"%s\"", strerror(errno));
 		goto out_loop;
 	}
-	r = gw_runtime__start(g.rt);
+	r = gw_telemetry_servers_start(&g.servers, g.rt, g.cfg->service.metrics_address,
+				       g.cfg->extensions.health_address, g.cfg->extensions.health_path);
+	if (r >= 0)
+		r = gw_runtime__start(g.rt);
 	if (r < 0) {
 		sr_log_error("gateway", "start failed; see the errors above", "error=\"%s\"", strerror(-r));
 		goto out_runtime;
@@ -273,6 +276,7 @@ int main(int argc, char **argv)
 	ret = 0;
 
 out_runtime:
+	gw_telemetry_servers_close(&g.servers);
 	gw_runtime_free(g.rt);
 	/* Let close callbacks of everything the runtime closed run, then close stragglers. */
 	uv_run(&g.loop, UV_RUN_DEFAULT);

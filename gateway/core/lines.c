@@ -25,6 +25,15 @@
 
 #define LINES_TABLE_INITIAL_BUCKETS 1024
 
+/*
+ * Chained through the entries (gw_lines.hash_next), not common/htab.h: an
+ * entry leaves the table when its last reference goes, from any thread and
+ * on every eviction of a location, so removals are as frequent as
+ * insertions; unlinking a known entry needs no probe and leaves no tombstone
+ * to be swept by rehashing, and neither inserting nor removing can fail for
+ * want of memory (a table that cannot grow only gets longer chains), so
+ * interning never fails once its entry is built.
+ */
 struct gw_lines_table {
 	pthread_mutex_t lock;
 	struct gw_lines **buckets;

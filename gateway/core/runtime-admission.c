@@ -18,12 +18,12 @@
 
 int gw_runtime__add_shedder(struct gw_runtime *rt, struct gw_component *c, gw_shed_fn fn)
 {
-	struct shedder *n = realloc(rt->shedders, (rt->n_shedders + 1) * sizeof(*n));
+	struct gw_rt_shedder *n = realloc(rt->shedders, (rt->n_shedders + 1) * sizeof(*n));
 
 	if (!n)
 		return -ENOMEM;
 	rt->shedders = n;
-	rt->shedders[rt->n_shedders++] = (struct shedder){ c, fn };
+	rt->shedders[rt->n_shedders++] = (struct gw_rt_shedder){ c, fn };
 	return 0;
 }
 
@@ -69,11 +69,11 @@ int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_
 			return 0;
 		}
 	}
-	struct admission *n = realloc(rt->admission, (rt->n_admission + 1) * sizeof(*n));
+	struct gw_rt_admission *n = realloc(rt->admission, (rt->n_admission + 1) * sizeof(*n));
 	if (!n)
 		return -ENOMEM;
 	rt->admission = n;
-	rt->admission[rt->n_admission++] = (struct admission){ c, fn };
+	rt->admission[rt->n_admission++] = (struct gw_rt_admission){ c, fn };
 	return 0;
 }
 

@@ -234,11 +234,11 @@ fail:
 
 int gw_runtime__add_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *userdata)
 {
-	struct collector *n = realloc(rt->collectors, (rt->n_collectors + 1) * sizeof(*n));
+	struct gw_rt_collector *n = realloc(rt->collectors, (rt->n_collectors + 1) * sizeof(*n));
 	if (!n)
 		return -ENOMEM;
 	rt->collectors = n;
-	rt->collectors[rt->n_collectors++] = (struct collector){ fn, userdata };
+	rt->collectors[rt->n_collectors++] = (struct gw_rt_collector){ fn, userdata };
 	return 0;
 }
 

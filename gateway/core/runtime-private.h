@@ -17,52 +17,49 @@
 
 #include "runtime.h"
 
-struct rt_comp {
+struct gw_rt_comp {
 	struct gw_component *c;
 	bool created, started, shutdown_called, done, ready;
 	int layer; /* shutdown order: receivers 0, processors 1 + position, exporters last */
 };
 
-struct collector {
+struct gw_rt_collector {
 	gw_metrics_fn fn;
 	void *userdata;
 };
 
-struct admission {
+struct gw_rt_admission {
 	struct gw_component *c;
 	gw_admission_fn fn;
 };
 
-struct shedder {
+struct gw_rt_shedder {
 	struct gw_component *c;
 	gw_shed_fn fn;
 };
 
 struct gw_runtime {
 	uv_loop_t *loop;
-	struct rt_comp *comps;
+	struct gw_rt_comp *comps;
 	size_t n_comps;
 	const struct gw_pipeline_def *pipes;
 	size_t n_pipes;
-	char *metrics_address;
 	bool metrics_off;
-	char *health_address, *health_path;
-	struct gw_telemetry *health;
+	char *health_path;
 	uint64_t shutdown_timeout_ns;
 	struct gw_stores *stores;
 	struct gw_accounting *acct;
-	struct admission *admission;
+	struct gw_rt_admission *admission;
 	size_t n_admission;
 	const char *refusal; /* why the last gw_runtime__admit() refused */
 	gw_symbol_table_fn sym_fn;
 	void *sym_ud;
 	/* Upload admission, read by receivers' decode threads. */
 	_Atomic uint64_t sym_max_pending, sym_pending;
-	struct collector *collectors;
+	struct gw_rt_collector *collectors;
 	size_t n_collectors;
-	struct shedder *shedders;
+	struct gw_rt_shedder *shedders;
 	size_t n_shedders;
-	struct gw_telemetry *telemetry;
 	bool started, shutting_down, finished;
 	int max_layer, layer;
 	uv_timer_t shutdown_timer;
@@ -72,11 +69,5 @@ struct gw_runtime {
 	uint64_t emit_errors;
 	time_t start_time_s;
 };
-
-/* runtime-metrics.c: the telemetry server's and the health_check extension's handlers (gw_telemetry_handler). */
-void gw_runtime_telemetry_handler(void *userdata, const char *path, int *ret_status, char **ret_body, size_t *ret_len,
-				  const char **ret_content_type);
-void gw_runtime_health_handler(void *userdata, const char *path, int *ret_status, char **ret_body, size_t *ret_len,
-			       const char **ret_content_type);
 
 #endif

@@ -15,9 +15,8 @@
 #include "common/macro.h"
 #include "model.h"
 #include "runtime-private.h"
-#include "telemetry.h"
 
-static struct rt_comp *find(struct gw_runtime *rt, const struct gw_component *c)
+static struct gw_rt_comp *find(struct gw_runtime *rt, const struct gw_component *c)
 {
 	for (size_t i = 0; i < rt->n_comps; i++)
 		if (rt->comps[i].c == c)
@@ -38,11 +37,8 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 	rt->n_pipes = cfg->n_pipelines;
 	rt->shutdown_timeout_ns = cfg->shutdown_timeout_ns ? cfg->shutdown_timeout_ns
 							   : GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS;
-	if (cfg->metrics_address && *cfg->metrics_address && !(rt->metrics_address = strdup(cfg->metrics_address)))
-		goto fail;
 	rt->metrics_off = cfg->metrics_off;
-	if (cfg->health_address && (!(rt->health_address = strdup(cfg->health_address)) ||
-				    !(rt->health_path = strdup(cfg->health_path ? cfg->health_path : "/"))))
+	if (!(rt->health_path = strdup(cfg->health_path ? cfg->health_path : "/")))
 		goto fail;
 	rt->comps = calloc(cfg->n_components ? cfg->n_components : 1, sizeof(*rt->comps));
 	rt->stores = gw_stores_new(cfg->store_limits);
@@ -52,7 +48,7 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 	rt->n_comps = cfg->n_components;
 	for (size_t i = 0; i < cfg->n_components; i++) {
 		struct gw_component *c = cfg->components[i];
-		rt->comps[i] = (struct rt_comp){ .c = c, .ready = true };
+		rt->comps[i] = (struct gw_rt_comp){ .c = c, .ready = true };
 		c->runtime = rt;
 		gw_accounting__declare(rt->acct, c->id, c->type->kind == GW_EXPORTER);
 	}
@@ -60,7 +56,7 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 	 * any pipeline, exporters after every processor. */
 	for (size_t p = 0; p < rt->n_pipes; p++) {
 		for (size_t i = 0; i < rt->pipes[p].n_processors; i++) {
-			struct rt_comp *rc = find(rt, rt->pipes[p].processors[i]);
+			struct gw_rt_comp *rc = find(rt, rt->pipes[p].processors[i]);
 			if (!rc) {
 				e = EINVAL;
 				goto fail;
@@ -105,11 +101,6 @@ struct gw_accounting *gw_runtime__accounting(struct gw_runtime *rt)
 	return rt->acct;
 }
 
-const char *gw_runtime__metrics_address(struct gw_runtime *rt)
-{
-	return rt->telemetry ? gw_telemetry__address(rt->telemetry) : NULL;
-}
-
 bool gw_runtime__ready(struct gw_runtime *rt)
 {
 	if (!rt->started || rt->shutting_down)
@@ -122,7 +113,7 @@ bool gw_runtime__ready(struct gw_runtime *rt)
 
 void gw_component_set_ready(struct gw_component *c, bool ready)
 {
-	struct rt_comp *rc = c->runtime ? find(c->runtime, c) : NULL;
+	struct gw_rt_comp *rc = c->runtime ? find(c->runtime, c) : NULL;
 	if (rc)
 		rc->ready = ready;
 }
@@ -135,36 +126,10 @@ int gw_runtime__start(struct gw_runtime *rt)
 {
 	int r;
 
-	if (rt->metrics_address) {
-		char err[256] = "";
-		rt->telemetry = gw_telemetry_new(rt->loop, rt->metrics_address, gw_runtime_telemetry_handler, rt, err,
-						 sizeof(err));
-		if (!rt->telemetry) {
-			r = -errno;
-			sr_log_error("gateway", "cannot start the telemetry server", "address=%s error=\"%s\"",
-				     rt->metrics_address, err);
-			return r;
-		}
-		sr_log_info("gateway", "telemetry server listening", "address=%s",
-			    gw_telemetry__address(rt->telemetry));
-	}
-	if (rt->health_address) {
-		char err[256] = "";
-		rt->health =
-			gw_telemetry_new(rt->loop, rt->health_address, gw_runtime_health_handler, rt, err, sizeof(err));
-		if (!rt->health) {
-			r = -errno;
-			sr_log_error("gateway", "cannot start the health_check extension", "address=%s error=\"%s\"",
-				     rt->health_address, err);
-			return r;
-		}
-		sr_log_info("gateway", "health_check listening", "address=%s path=%s",
-			    gw_telemetry__address(rt->health), rt->health_path);
-	}
 	/* Downstream first, so nothing flows into a component that is not running. */
 	for (size_t k = 0; k < SR_ARRAY_SIZE(start_order); k++) {
 		for (size_t i = 0; i < rt->n_comps; i++) {
-			struct rt_comp *rc = &rt->comps[i];
+			struct gw_rt_comp *rc = &rt->comps[i];
 			if (rc->c->type->kind != start_order[k])
 				continue;
 			if (rc->c->type->create && (r = rc->c->type->create(rc->c)) < 0) {
@@ -177,7 +142,7 @@ int gw_runtime__start(struct gw_runtime *rt)
 	}
 	for (size_t k = 0; k < SR_ARRAY_SIZE(start_order); k++) {
 		for (size_t i = 0; i < rt->n_comps; i++) {
-			struct rt_comp *rc = &rt->comps[i];
+			struct gw_rt_comp *rc = &rt->comps[i];
 			if (rc->c->type->kind != start_order[k])
 				continue;
 			if (rc->c->type->start && (r = rc->c->type->start(rc->c)) < 0) {
@@ -197,7 +162,7 @@ int gw_runtime__start(struct gw_runtime *rt)
 static int deliver_one(struct gw_runtime *rt, struct gw_component *c, struct gw_profiles *p)
 {
 	uint64_t total = p->total_count;
-	struct rt_comp *rc = find(rt, c);
+	struct gw_rt_comp *rc = find(rt, c);
 	int r;
 
 	gw_accounting__add(rt->acct, c->id, GW_COUNT_RECEIVED, NULL, total);
@@ -349,7 +314,7 @@ static void destroy_all(struct gw_runtime *rt)
 {
 	for (size_t k = 0; k < SR_ARRAY_SIZE(destroy_order); k++)
 		for (size_t i = 0; i < rt->n_comps; i++) {
-			struct rt_comp *rc = &rt->comps[i];
+			struct gw_rt_comp *rc = &rt->comps[i];
 			if (rc->c->type->kind != destroy_order[k] || !rc->created)
 				continue;
 			rc->created = false;
@@ -372,11 +337,6 @@ static void finish(struct gw_runtime *rt, bool timed_out)
 			    (unsigned long long)(rt->shutdown_timeout_ns / 1000000ULL));
 		destroy_all(rt);
 	}
-	/* Nothing more to serve: let the loop end. */
-	gw_telemetry_close(rt->telemetry);
-	rt->telemetry = NULL;
-	gw_telemetry_close(rt->health);
-	rt->health = NULL;
 	if (rt->done)
 		rt->done(rt, timed_out, rt->done_ud);
 }
@@ -384,7 +344,7 @@ static void finish(struct gw_runtime *rt, bool timed_out)
 static void component_done(struct gw_component *c)
 {
 	struct gw_runtime *rt = c->runtime;
-	struct rt_comp *rc = find(rt, c);
+	struct gw_rt_comp *rc = find(rt, c);
 
 	if (!rc || rc->done)
 		return;
@@ -403,7 +363,7 @@ static void shutdown_layer(struct gw_runtime *rt)
 	while (rt->layer <= rt->max_layer) {
 		bool pending = false;
 		for (size_t i = 0; i < rt->n_comps; i++) {
-			struct rt_comp *rc = &rt->comps[i];
+			struct gw_rt_comp *rc = &rt->comps[i];
 			if (rc->layer != rt->layer || rc->shutdown_called)
 				continue;
 			rc->shutdown_called = true;
@@ -415,7 +375,7 @@ static void shutdown_layer(struct gw_runtime *rt)
 		}
 		/* Call after marking the whole layer, so a synchronous done() sees it. */
 		for (size_t i = 0; i < rt->n_comps; i++) {
-			struct rt_comp *rc = &rt->comps[i];
+			struct gw_rt_comp *rc = &rt->comps[i];
 			if (rc->layer == rt->layer && rc->shutdown_called && !rc->done && rc->started &&
 			    rc->c->type->shutdown) {
 				int layer = rt->layer;
@@ -467,16 +427,12 @@ void gw_runtime_free(struct gw_runtime *rt)
 	if (!rt)
 		return;
 	destroy_all(rt);
-	gw_telemetry_close(rt->telemetry);
-	gw_telemetry_close(rt->health);
 	gw_stores_free(rt->stores);
 	gw_accounting_free(rt->acct);
 	free(rt->collectors);
 	free(rt->admission);
 	free(rt->shedders);
 	free(rt->comps);
-	free(rt->metrics_address);
-	free(rt->health_address);
 	free(rt->health_path);
 	if (rt->timer_init) {
 		/* The timer is embedded: free the runtime when it is closed. */

@@ -7,8 +7,9 @@
  * use it) and the pipelines as arrays of instance pointers, then:
  *
  *   rt = gw_runtime_new(&(struct gw_runtime_config){ loop, comps, n, pipes, n, ... });
- *   gw_runtime__start(rt);            create + start: exporters, processors, receivers;
- *                                     starts the telemetry server when metrics_address
+ *   gw_runtime__start(rt);            create + start: exporters, processors, receivers
+ *   gw_telemetry_servers_start(...);  its /metrics, /healthz, /readyz and health_check
+ *                                     (gateway/telemetry/server.h, answered by rt)
  *   uv_run(loop, UV_RUN_DEFAULT);
  *   on SIGTERM: gw_runtime__shutdown(rt, done_cb, userdata);
  *                                     receivers stop accepting, processors flush in
@@ -22,8 +23,8 @@
  * end): destroy() must work in any state, close every handle, and never let
  * done() or a callback run on freed state afterwards (work queued with
  * uv_queue_work must keep what it uses alive until its after_work callback).
- * When shutdown completes, the runtime also closes the telemetry server, so
- * uv_run() returns once components have closed their handles.
+ * When shutdown completes (done_cb), the caller closes the telemetry servers,
+ * so uv_run() returns once components have closed their handles.
  *
  * Routing: a receiver's gw_component_emit() sends its batch into every
  * pipeline that lists it (a private clone per extra pipeline); a processor's
@@ -74,12 +75,9 @@ struct gw_runtime_config {
 	size_t n_components;
 	const struct gw_pipeline_def *pipelines;
 	size_t n_pipelines;
-	/* service.telemetry.metrics.address ("host:port"); NULL: no telemetry server. */
-	const char *metrics_address;
 	/* service.telemetry.metrics.level: none; /metrics answers 404, health endpoints stay. */
 	bool metrics_off;
-	/* The health_check extension's endpoint and path; NULL: none. */
-	const char *health_address;
+	/* The path the health_check extension answers; NULL: "/". */
 	const char *health_path;
 	/* service.shutdown_timeout; 0: GW_RUNTIME_DEFAULT_SHUTDOWN_TIMEOUT_NS. */
 	uint64_t shutdown_timeout_ns;
@@ -110,8 +108,17 @@ void gw_runtime_free(struct gw_runtime *rt);
 uv_loop_t *gw_runtime__loop(struct gw_runtime *rt);
 struct gw_stores *gw_runtime__stores(struct gw_runtime *rt);
 struct gw_accounting *gw_runtime__accounting(struct gw_runtime *rt);
-/* Bound address of the telemetry server ("127.0.0.1:8888"), or NULL. */
-const char *gw_runtime__metrics_address(struct gw_runtime *rt);
+/*
+ * The answers of the gateway's own endpoints (gateway/telemetry/server.h
+ * serves them; its gw_telemetry_handler with rt as userdata): GET /metrics,
+ * /healthz, /readyz of the telemetry server, and the health_check
+ * extension's path (200 with a JSON status while the pipelines run, 503
+ * otherwise).
+ */
+void gw_runtime_telemetry_handler(void *userdata, const char *path, int *ret_status, char **ret_body, size_t *ret_len,
+				  const char **ret_content_type);
+void gw_runtime_health_handler(void *userdata, const char *path, int *ret_status, char **ret_body, size_t *ret_len,
+			       const char **ret_content_type);
 /* True after start succeeded and before shutdown (/readyz). */
 bool gw_runtime__ready(struct gw_runtime *rt);
 

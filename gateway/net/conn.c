@@ -44,6 +44,7 @@ void gw_net_stream_free(struct h2stream *s)
 	free(s->grpc_message);
 	free(s->token_node);
 	free(s->metadata);
+	free(s->proto_data);
 	free(s);
 }
 
@@ -143,6 +144,35 @@ static int drain_tls(struct conn *c, struct obuf *o)
 	return 0;
 }
 
+static void on_linger_shutdown(uv_shutdown_t *req, int status)
+{
+	struct conn *c = req->data;
+	if (status < 0 && status != UV_ECANCELED && !c->closing)
+		gw_net_conn_close(c);
+}
+
+/*
+ * The end of an HTTP/1.1 connection after its last answer. Closing a socket
+ * with request bytes still unread makes the kernel send RST, and the client
+ * may lose the answer just written (a 431 for an oversized head, say). So
+ * without TLS: send FIN, and read and throw away until the client closes, at
+ * most GW_NET_LINGER_BYTES or GW_NET_LINGER_MS (net/tick.c).
+ */
+static void conn_end(struct conn *c)
+{
+	if (c->lingering)
+		return;
+	if (c->ssl) {
+		gw_net_conn_close(c);
+		return;
+	}
+	c->lingering = true;
+	c->linger_started_ms = gw_net_now_ms(c->rx);
+	c->linger_req.data = c;
+	if (uv_shutdown(&c->linger_req, (uv_stream_t *)&c->tcp, on_linger_shutdown) < 0)
+		gw_net_conn_close(c);
+}
+
 /* Moves whatever nghttp2 (and TLS) want to send onto the socket. */
 void gw_net_conn_flush(struct conn *c)
 {
@@ -197,9 +227,10 @@ void gw_net_conn_flush(struct conn *c)
 		c->reading_paused = false;
 		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 	}
-	if (c->write_pending == 0 &&
-	    (c->h1 ? gw_h1_finished(c)
-		   : !c->sniffing && !nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2)))
+	if (c->write_pending == 0 && c->h1 && gw_h1_finished(c))
+		conn_end(c);
+	else if (c->write_pending == 0 && !c->h1 && !c->sniffing && !nghttp2_session_want_read(c->h2) &&
+		 !nghttp2_session_want_write(c->h2))
 		gw_net_conn_close(c);
 	return;
 fail:
@@ -267,9 +298,12 @@ void gw_net_stream_header(struct conn *c, struct h2stream *s, const uint8_t *nam
 		gw_net_stream_error(s, 431, "request headers exceed max_header_list_bytes");
 		return;
 	}
-	if (!gw_net_name_is(name, namelen, "content-length") && !gw_net_name_is(name, namelen, "authorization"))
+	if (!gw_net_name_is(name, namelen, "content-length") && !gw_net_name_is(name, namelen, "authorization")) {
+		/* What HEAD means (the answer of a GET without its body) is HTTP's: the answers leave the body out. */
+		if (gw_net_name_is(name, namelen, ":method") && valuelen == 4 && memcmp(value, "HEAD", 4) == 0)
+			s->head_only = true;
 		c->rx->ops->header(s, name, namelen, value, valuelen);
-	else if (gw_net_name_is(name, namelen, "content-length")) {
+	} else if (gw_net_name_is(name, namelen, "content-length")) {
 		char buf[24];
 		size_t n = SR_MIN(valuelen, sizeof(buf) - 1);
 		memcpy(buf, value, n);
@@ -323,8 +357,8 @@ void gw_net_stream_headers_done(struct conn *c, struct h2stream *s, bool end_str
 		rx->st.auth_failures++;
 		gw_net_stream_error(s, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
 	}
-	if (!s->have_ctype && !s->error_status)
-		gw_net_stream_error(s, 415, "content-type must be application/x-protobuf");
+	if (rx->ops->content_type_msg && !s->have_ctype && !s->error_status)
+		gw_net_stream_error(s, 415, rx->ops->content_type_msg);
 	if (s->error_status) {
 		if (s->error_status == 431)
 			rx->st.headers_too_large++;
@@ -512,6 +546,12 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 		return;
 	}
 	c->last_recv_ms = gw_net_now_ms(c->rx);
+	if (c->lingering) {
+		c->lingered_bytes += (uint64_t)n;
+		if (c->lingered_bytes > GW_NET_LINGER_BYTES)
+			gw_net_conn_close(c);
+		return;
+	}
 	if (!c->ssl) {
 		if (feed_h2(c, (const uint8_t *)buf->base, (size_t)n) < 0) {
 			gw_net_conn_flush(c); /* send the GOAWAY nghttp2 queued */

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The gateway's connection layer (gateway/net/), under the `agent` and `otlp`
- * receivers: a listener (struct gw_listener) with its sockets on the libuv
- * loop, TLS, HTTP/2 (nghttp2) and, for a receiver whose gw_conn_ops asks,
- * HTTP/1.1 on the same port; requests handed up as streams, answers written
- * back. listener.c (the listening socket, TLS, bearer token, shutdown and
- * teardown), conn.c (connections, HTTP/2, TLS), h1.c (HTTP/1.1, heads read by
- * common/http1.h), respond.c (answers), tick.c (timeouts). What the requests
- * mean is the receiver's: its gw_conn_ops, and its own state around the
- * listener (gw_listener first in it).
+ * receivers and the telemetry server (gateway/telemetry/): a listener
+ * (struct gw_listener) with its sockets on the libuv loop, TLS, HTTP/2
+ * (nghttp2) and, for an owner whose gw_conn_ops asks, HTTP/1.1 on the same
+ * port; requests handed up as streams, answers written back (HEAD without
+ * its body). listener.c (the listening socket, TLS, bearer token, default
+ * limits, shutdown and teardown), conn.c (connections, HTTP/2, TLS), h1.c
+ * (HTTP/1.1, heads read by common/http1.h), respond.c (answers), tick.c
+ * (timeouts). What the requests mean is the owner's: its gw_conn_ops, and
+ * its own state around the listener (gw_listener first in it). The layer
+ * sits on gateway/core/ (heap.h, metrics.h) and includes nothing above it.
  */
 #ifndef SR_GW_NET_CONN_H
 #define SR_GW_NET_CONN_H
@@ -29,6 +31,9 @@
 
 /* Bytes queued for writing on one connection before we stop reading from it. */
 #define MAX_WRITE_PENDING (4u << 20)
+/* A lingering close (conn.c): what is read and thrown away after the last answer, at most, and for how long. */
+#define GW_NET_LINGER_BYTES (256u * 1024u)
+#define GW_NET_LINGER_MS    2000
 /* After shutdown started, connections get this long to finish their streams. */
 #define SHUTDOWN_GRACE_MS 5000
 /* The bearer token file is re-read when it changed, checked at most this often. */
@@ -82,7 +87,32 @@ struct gw_listener_config {
 	uint64_t request_timeout_ns;
 	uint64_t idle_timeout_ns;
 	struct gw_listener_keepalive_config keepalive;
+	/* HTTP/1.1 request heads (net/h1.c): bytes and header lines; 0: GW_H1_MAX_HEAD_BYTES, GW_H1_MAX_HEADERS. */
+	uint64_t max_head_bytes;
+	uint64_t max_head_lines;
 };
+
+/*
+ * A listener's limits by default, as a config file writes them: the `agent`
+ * receiver's schema shows them all (docs/configuration.md), the `otlp`
+ * receiver's schema those it has keys for, and gw_listener_config_defaults()
+ * reads them for an owner that has no key for a limit.
+ */
+#define GW_LISTENER_DEF_MAX_CONNECTIONS		 "4096"
+#define GW_LISTENER_DEF_MAX_CONNECTIONS_PER_PEER "0"
+#define GW_LISTENER_DEF_MAX_CONCURRENT_STREAMS	 "32"
+#define GW_LISTENER_DEF_MAX_HEADER_LIST_BYTES	 "16KiB"
+#define GW_LISTENER_DEF_MAX_CONTINUATIONS	 "8"
+#define GW_LISTENER_DEF_MAX_PENDING_ACKS	 "1000"
+#define GW_LISTENER_DEF_RESETS_BURST		 "1000"
+#define GW_LISTENER_DEF_RESETS_PER_SECOND	 "33"
+#define GW_LISTENER_DEF_MAX_REQUEST_BYTES	 "32MiB"
+#define GW_LISTENER_DEF_MAX_INFLIGHT_BYTES	 "256MiB"
+#define GW_LISTENER_DEF_HEADER_TIMEOUT		 "10s"
+#define GW_LISTENER_DEF_REQUEST_TIMEOUT		 "60s"
+#define GW_LISTENER_DEF_IDLE_TIMEOUT		 "5m"
+#define GW_LISTENER_DEF_KEEPALIVE_INTERVAL	 "30s"
+#define GW_LISTENER_DEF_KEEPALIVE_TIMEOUT	 "10s"
 
 /* ---- state ---- */
 
@@ -99,6 +129,7 @@ struct h2stream {
 	int error_status;    /* found while reading headers: answered at end of headers */
 	const char *error_msg;
 	bool gzip, auth_ok, responded, have_ctype;
+	bool head_only;	       /* a HEAD request: its answer has no body (its Content-Length stays) */
 	char *token_node;      /* auth.node_tokens_file: the node its token speaks for (malloc'd) */
 	bool processing;       /* complete and being decoded: request_timeout no longer applies */
 	uint64_t header_bytes; /* of the header list, counted as HTTP/2 does (name + value + 32 each) */
@@ -113,6 +144,7 @@ struct h2stream {
 	/* The otlp receiver's include_metadata: "name: value\n" lines (malloc'd), bounded by max_header_list_bytes. */
 	char *metadata;
 	size_t metadata_len;
+	void *proto_data; /* the receiver's own, for one request (malloc'd): freed with the stream */
 };
 
 struct conn {
@@ -138,7 +170,11 @@ struct conn {
 	bool sniffing;
 	uint8_t sniff[4];
 	size_t sniff_len;
-	struct gw_h1 *h1;    /* HTTP/1.1 connection (net/h1.c), NULL for HTTP/2 */
+	struct gw_h1 *h1; /* HTTP/1.1 connection (net/h1.c), NULL for HTTP/2 */
+	/* The lingering close after the last HTTP/1.1 answer (conn.c): FIN sent, what comes is thrown away. */
+	uv_shutdown_t linger_req;
+	bool lingering;
+	uint64_t linger_started_ms, lingered_bytes;
 	uint8_t peer_ip[16]; /* the peer's address (4 or 16 bytes) for max_connections_per_peer */
 	uint8_t peer_ip_len;
 	uint64_t serial; /* unique per receiver: the identity of an agent that sends no instance_id */
@@ -167,9 +203,10 @@ enum { ST_200, ST_400, ST_401, ST_403, ST_404, ST_405, ST_408, ST_413, ST_415, S
 static const int status_codes[] = { 200, 400, 401, 403, 404, 405, 408, 413, 415, 429, 431, 503, 500 };
 
 /*
- * The protocol a listener serves (the `agent` and `otlp` receivers): set in
- * gw_listener.ops. The receiver's cfg supplies the limits, TLS and token; its
- * state is around the listener (gw_listener first in it).
+ * The protocol a listener serves (the `agent` and `otlp` receivers, the
+ * telemetry server): set in gw_listener.ops. The owner's cfg supplies the
+ * limits, TLS and token; its state is around the listener (gw_listener first
+ * in it).
  */
 struct gw_conn_ops {
 	/* Every request header but content-length and authorization (:method and :path included). */
@@ -180,6 +217,10 @@ struct gw_conn_ops {
 	void (*error)(struct h2stream *s, int status, uint32_t retry_after_ms, const char *msg);
 	/* HTTP/1.1 is served too, on the same port (told apart by the HTTP/2 client preface). */
 	bool http1;
+	/* HTTP/1.1: one request per connection, every answer says `Connection: close` (the telemetry server). */
+	bool http1_close;
+	/* What a request without a Content-Type is told (415, naming the types taken); NULL: none is needed. */
+	const char *content_type_msg;
 	/* Log prefix of the receiver ("receiver/otlp"). */
 	const char *component;
 	/*
@@ -251,6 +292,8 @@ static inline uint64_t gw_net_now_ms(struct gw_listener *rx)
 }
 
 /* net/listener.c: a listener's life (rx->c, cfg, ops and loop set by its receiver). */
+/* Every limit of cfg at its GW_LISTENER_DEF_* (endpoint, TLS and auth left alone); 0, or -EINVAL for a bad default. */
+int gw_listener_config_defaults(struct gw_listener_config *cfg);
 /* TLS from cfg->tls (cert_file set); 0 or -EINVAL, logged. */
 int gw_listener_tls_setup(struct gw_listener *rx);
 /* Reads auth.bearer_token_file: 0, or -errno with err saying what. */

@@ -27,7 +27,7 @@ enum h1_state {
 
 struct gw_h1 {
 	enum h1_state st;
-	char *head; /* grows by doubling up to GW_H1_MAX_HEAD_BYTES: most heads are a few hundred bytes */
+	char *head; /* grows by doubling up to max_head_bytes(): most heads are a few hundred bytes */
 	size_t head_len, head_cap;
 	char line[LINE_MAX_BYTES];
 	size_t line_len;
@@ -132,7 +132,7 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 	/* What comes next on this connection: another request, or (after an early answer) the end. */
 	switch (h->st) {
 	case H1_WAIT:
-		if (h->keep_alive && !h->close_after)
+		if (h->keep_alive && !h->close_after && !c->rx->ops->http1_close)
 			h->st = H1_HEAD;
 		else {
 			h->close_after = true;
@@ -164,7 +164,8 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 	n = snprintf(hdr, sizeof(hdr), "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n", status,
 		     sr_http1_reason_phrase(status), content_type, len, retry,
 		     h->close_after ? "Connection: close\r\n" : "");
-	if (n < 0 || (size_t)n >= sizeof(hdr) || out_add(h, hdr, (size_t)n) < 0 || out_add(h, body, len) < 0) {
+	if (n < 0 || (size_t)n >= sizeof(hdr) || out_add(h, hdr, (size_t)n) < 0 ||
+	    out_add(h, body, s->head_only ? 0 : len) < 0) {
 		h->close_after = true;
 		h->st = H1_CLOSED;
 	}
@@ -176,11 +177,12 @@ void gw_h1_respond(struct h2stream *s, int status, const char *content_type, uin
 
 /* ---- the request head ---- */
 
-/* What the head reader (common/http1.h) is held to: the head size, and header lines, which it bounds too. */
-static const struct sr_http1_limits head_limits = {
-	.max_head_bytes = GW_H1_MAX_HEAD_BYTES,
-	.max_headers = GW_H1_MAX_HEADERS,
-};
+/* The listener's bound on a request head's bytes (gw_listener_config.max_head_bytes). */
+static size_t max_head_bytes(const struct conn *c)
+{
+	uint64_t n = c->rx->cfg->max_head_bytes;
+	return n ? (size_t)n : GW_H1_MAX_HEAD_BYTES;
+}
 
 /*
  * Parses h->head (ending in CRLF CRLF), opens the request's stream and hands
@@ -205,7 +207,12 @@ static int head_parse(struct conn *c)
 	h->expect_continue = false;
 	h->st = H1_CLOSED; /* until the framing is known */
 
-	if (sr_http1_parse(h->head, h->head_len, &head_limits, &req) <= 0) {
+	/* What the head reader (common/http1.h) is held to: the head size, and header lines, which it bounds too. */
+	const struct sr_http1_limits limits = {
+		.max_head_bytes = max_head_bytes(c),
+		.max_headers = c->rx->cfg->max_head_lines ? (size_t)c->rx->cfg->max_head_lines : GW_H1_MAX_HEADERS,
+	};
+	if (sr_http1_parse(h->head, h->head_len, &limits, &req) <= 0) {
 		err = req.reason ? req.reason : "malformed HTTP/1.1 request head";
 		status = req.reason ? req.status : 400;
 		goto bad;
@@ -300,6 +307,7 @@ static void framing_error(struct conn *c, const char *msg)
 int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 {
 	struct gw_h1 *h = c->h1;
+	size_t max_head = max_head_bytes(c);
 	int r;
 
 	while (n > 0 && !c->closing) {
@@ -310,11 +318,10 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			if (!h->head_started_ms)
 				h->head_started_ms = SR_MAX(gw_net_now_ms(c->rx), 1);
 			for (k = 0; k < n;) {
-				if (h->head_len == GW_H1_MAX_HEAD_BYTES)
+				if (h->head_len == max_head)
 					break;
 				if (h->head_len == h->head_cap) {
-					size_t cap = SR_MIN(SR_MAX(h->head_cap * 2, (size_t)1024),
-							    (size_t)GW_H1_MAX_HEAD_BYTES);
+					size_t cap = SR_MIN(SR_MAX(h->head_cap * 2, (size_t)1024), max_head);
 					char *p = realloc(h->head, cap);
 					if (!p)
 						return -ENOMEM;
@@ -336,7 +343,8 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 				h->head_started_ms = 0;
 				if (r < 0)
 					return r;
-			} else if (h->head_len == GW_H1_MAX_HEAD_BYTES) {
+			} else if (h->head_len == max_head) {
+				/* Over a limit: 431, as common/http1.h answers a head with too many lines. */
 				struct h2stream *s = gw_net_stream_new(c, h->next_id);
 				h->head_len = 0;
 				if (!s)
@@ -344,8 +352,8 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 				h->cur = s;
 				h->st = H1_CLOSED;
 				h->close_after = true;
-				gw_net_respond_error(s, 400, 0, "request line and headers exceed %u bytes",
-						     (unsigned)GW_H1_MAX_HEAD_BYTES);
+				c->rx->st.headers_too_large++;
+				gw_net_respond_error(s, 431, 0, "request line and headers exceed %zu bytes", max_head);
 			}
 			break;
 		case H1_BODY:
@@ -393,7 +401,7 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			break;
 		case H1_TRAILERS:
 			r = line_read(h, &d, &n);
-			if (r < 0 || h->trailer_bytes > GW_H1_MAX_HEAD_BYTES) {
+			if (r < 0 || h->trailer_bytes > max_head) {
 				framing_error(c, "malformed or too long trailer section");
 				break;
 			}

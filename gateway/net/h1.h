@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * HTTP/1.1 on the receivers' connections (net/conn.c), for a receiver whose
+ * HTTP/1.1 on the listeners' connections (net/conn.c), for an owner whose
  * gw_conn_ops.http1 is set: a small, strict request reader (the head, up to
- * GW_H1_MAX_HEAD_BYTES, read by common/http1.h; a body framed by
- * Content-Length or chunked) that hands a request's parts to the same stream functions HTTP/2
- * uses, and writes the answer. One request at a time per connection:
+ * gw_listener_config.max_head_bytes and max_head_lines, read by
+ * common/http1.h; a body framed by Content-Length or chunked) that hands a
+ * request's parts to the same stream functions HTTP/2 uses, and writes the
+ * answer (without its body for HEAD). One request at a time per connection:
  * pipelined requests are read once the one before is answered (requests are
  * answered as they are read); bytes that arrive while a request is still
- * being processed end the connection after its answer.
+ * being processed end the connection after its answer; with
+ * gw_conn_ops.http1_close every answer ends it.
  */
 #ifndef SR_GW_NET_H1_H
 #define SR_GW_NET_H1_H
@@ -17,9 +19,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Request line and headers of one request, CRLFs included. */
+/* Request line and headers of one request, CRLFs included (431 past it), unless the listener sets its own. */
 #define GW_H1_MAX_HEAD_BYTES 16384
-/* Header lines of one request (431 past it); max_header_list_bytes usually binds first. */
+/* Header lines of one request (431 past it), unless the listener sets its own; max_header_list_bytes usually binds first. */
 #define GW_H1_MAX_HEADERS 1024
 /* Body bytes read and thrown away after an early answer (e.g. 413) so the client sees it; then we close. */
 #define GW_H1_MAX_DISCARD_BYTES (64u << 20)

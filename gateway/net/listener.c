@@ -28,6 +28,51 @@
 #include "common/netaddr.h"
 #include "common/units.h"
 
+/* ---- defaults ---- */
+
+int gw_listener_config_defaults(struct gw_listener_config *cfg)
+{
+	enum { COUNT, SIZE, DURATION };
+	const struct {
+		const char *def;
+		int kind;
+		uint64_t *to;
+	} defs[] = {
+		{ GW_LISTENER_DEF_MAX_CONNECTIONS, COUNT, &cfg->max_connections },
+		{ GW_LISTENER_DEF_MAX_CONNECTIONS_PER_PEER, COUNT, &cfg->max_connections_per_peer },
+		{ GW_LISTENER_DEF_MAX_CONCURRENT_STREAMS, COUNT, &cfg->max_concurrent_streams },
+		{ GW_LISTENER_DEF_MAX_HEADER_LIST_BYTES, SIZE, &cfg->max_header_list_bytes },
+		{ GW_LISTENER_DEF_MAX_CONTINUATIONS, COUNT, &cfg->max_continuations },
+		{ GW_LISTENER_DEF_MAX_PENDING_ACKS, COUNT, &cfg->max_pending_acks },
+		{ GW_LISTENER_DEF_RESETS_BURST, COUNT, &cfg->stream_resets.burst },
+		{ GW_LISTENER_DEF_RESETS_PER_SECOND, COUNT, &cfg->stream_resets.per_second },
+		{ GW_LISTENER_DEF_MAX_REQUEST_BYTES, SIZE, &cfg->max_request_bytes },
+		{ GW_LISTENER_DEF_MAX_INFLIGHT_BYTES, SIZE, &cfg->max_inflight_bytes },
+		{ GW_LISTENER_DEF_HEADER_TIMEOUT, DURATION, &cfg->header_timeout_ns },
+		{ GW_LISTENER_DEF_REQUEST_TIMEOUT, DURATION, &cfg->request_timeout_ns },
+		{ GW_LISTENER_DEF_IDLE_TIMEOUT, DURATION, &cfg->idle_timeout_ns },
+		{ GW_LISTENER_DEF_KEEPALIVE_INTERVAL, DURATION, &cfg->keepalive.interval_ns },
+		{ GW_LISTENER_DEF_KEEPALIVE_TIMEOUT, DURATION, &cfg->keepalive.timeout_ns },
+	};
+
+	for (size_t i = 0; i < SR_ARRAY_SIZE(defs); i++) {
+		char *end;
+		int r = 0;
+		if (defs[i].kind == SIZE)
+			r = sr_parse_size(defs[i].def, defs[i].to);
+		else if (defs[i].kind == DURATION)
+			r = sr_parse_duration(defs[i].def, defs[i].to);
+		else {
+			*defs[i].to = strtoull(defs[i].def, &end, 10);
+			r = *end ? -EINVAL : 0;
+		}
+		if (r < 0)
+			return -EINVAL;
+	}
+	cfg->max_head_bytes = cfg->max_head_lines = 0; /* net/h1.c's own */
+	return 0;
+}
+
 /* ---- TLS ---- */
 
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,

@@ -15,7 +15,6 @@
 #include "gateway/net/h1.h"
 #include "gateway/net/conn.h"
 #include "component.h"
-#include "runtime.h"
 #include "common/log.h"
 #include "common/macro.h"
 
@@ -88,8 +87,13 @@ void gw_net_respond_ex(struct h2stream *s, int status, const char *content_type,
 		gw_h1_respond(s, status, content_type, body, len, retry_after_ms);
 		return;
 	}
-	s->resp = body;
-	s->resp_len = len;
+	if (s->head_only && !grpc_status) {
+		free(body); /* the answer to HEAD: headers only, the length that of the body a GET gets */
+		body = NULL;
+	} else {
+		s->resp = body;
+		s->resp_len = len;
+	}
 	snprintf(s->status_s, sizeof(s->status_s), "%d", status);
 	snprintf(s->len_s, sizeof(s->len_s), "%zu", len);
 	nva[n++] = (nghttp2_nv)NV(":status", s->status_s);
@@ -110,7 +114,7 @@ void gw_net_respond_ex(struct h2stream *s, int status, const char *content_type,
 				nva[n++] = (nghttp2_nv)NV("grpc-message", s->grpc_message);
 		}
 	}
-	if (nghttp2_submit_response(c->h2, s->id, nva, n, grpc_status && !body ? NULL : &prd) != 0)
+	if (nghttp2_submit_response(c->h2, s->id, nva, n, !body && (grpc_status || s->head_only) ? NULL : &prd) != 0)
 		nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
 

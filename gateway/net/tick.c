@@ -25,6 +25,11 @@ void gw_net_on_tick(uv_timer_t *t)
 
 	while (c) {
 		struct conn *next = c->next;
+		if (c->lingering) {
+			if (now - c->linger_started_ms > GW_NET_LINGER_MS)
+				gw_net_conn_close(c);
+			goto next;
+		}
 		if (!c->got_headers && now - c->accepted_ms > cfg->header_timeout_ns / SR_NSEC_PER_MSEC) {
 			rx->st.header_timeouts++;
 			sr_log_debug(rx->ops->component, "no request headers within header_timeout; closing",

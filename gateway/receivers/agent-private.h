@@ -20,6 +20,7 @@
 
 #include "agent-ingest.h"
 #include "common/macro.h"
+#include "decode-thread.h"
 #include "gateway/net/conn.h"
 
 #define COMPONENT "receiver/agent"
@@ -51,15 +52,7 @@ struct gw_agent_rx {
 	} thrash[3];
 	struct gw_agent_stats st;
 	/* The decode thread: large requests are decoded off the loop (see process_request in agent-request.c); rx.jobs counts them. */
-	struct {
-		pthread_t thread;
-		bool started, stop;
-		pthread_mutex_t lock;
-		pthread_cond_t cond;
-		struct work *todo, *todo_tail, *done;
-		uv_async_t async;
-		bool async_init;
-	} dec;
+	struct gw_decode_thread dec;
 };
 
 static inline struct gw_agent_rx *agent_of(struct gw_listener *rx)
@@ -75,7 +68,7 @@ static inline struct gw_agent_rx *agent_of(struct gw_listener *rx)
  * always runs on the loop.
  */
 struct work {
-	struct work *next;
+	struct gw_decode_job job; /* on the decode thread's lists */
 	struct gw_listener *rx;
 	struct conn *conn;
 	struct h2stream *s; /* still the stream's only if nghttp2 says so at finish */
@@ -120,9 +113,8 @@ void gw_agent_work_peer(struct work *w, struct conn *c, struct h2stream *s);
 extern const struct gw_conn_ops gw_agent_conn_ops;
 /* agent.c: gw_agent_conn_ops.release. */
 void gw_agent_release(struct gw_listener *rx);
-void *gw_agent_decode_thread(void *arg);
-void gw_agent_on_decoded(uv_async_t *a);
-/* A job back from the decode thread; discard: the receiver is going away. */
-void gw_agent_job_returned(struct work *w, bool discard);
+/* The decode thread's gw_decode_thread.run and .returned (discard: the receiver is going away). */
+void gw_agent_job_run(struct gw_decode_job *j);
+void gw_agent_job_returned(struct gw_decode_job *j, bool discard);
 
 #endif

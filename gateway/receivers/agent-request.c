@@ -30,6 +30,9 @@
 #include "runtime.h"
 #include "common/units.h"
 
+/* What a request with another Content-Type, or none, is told (415). */
+#define CTYPE_MSG "content-type must be application/x-protobuf"
+
 /* Shared by every receiver instance: per-request scratch epochs on shared stacks (loop thread). */
 static uint64_t ingest_epoch;
 
@@ -243,34 +246,15 @@ out:
 
 /* ---- the decode thread ---- */
 
-void *gw_agent_decode_thread(void *arg)
+void gw_agent_job_run(struct gw_decode_job *j)
 {
-	struct gw_agent_rx *a = agent_of(arg);
-
-	pthread_mutex_lock(&a->dec.lock);
-	for (;;) {
-		while (!a->dec.stop && !a->dec.todo)
-			pthread_cond_wait(&a->dec.cond, &a->dec.lock);
-		if (a->dec.stop)
-			break;
-		struct work *w = a->dec.todo;
-		a->dec.todo = w->next;
-		if (!a->dec.todo)
-			a->dec.todo_tail = NULL;
-		pthread_mutex_unlock(&a->dec.lock);
-		work_run(w);
-		pthread_mutex_lock(&a->dec.lock);
-		w->next = a->dec.done;
-		a->dec.done = w;
-		uv_async_send(&a->dec.async);
-	}
-	pthread_mutex_unlock(&a->dec.lock);
-	return NULL;
+	work_run(SR_CONTAINER_OF(j, struct work, job));
 }
 
 /* Finishes (or, when discard, just frees) a job that came back from the decode thread. */
-void gw_agent_job_returned(struct work *w, bool discard)
+void gw_agent_job_returned(struct gw_decode_job *j, bool discard)
 {
+	struct work *w = SR_CONTAINER_OF(j, struct work, job);
 	struct gw_listener *rx = w->rx;
 	struct conn *c = w->conn;
 
@@ -285,28 +269,6 @@ void gw_agent_job_returned(struct work *w, bool discard)
 		if (!c->closing && !rx->destroyed)
 			gw_net_conn_flush(c);
 		gw_listener_maybe_done(rx);
-	}
-}
-
-void gw_agent_on_decoded(uv_async_t *h)
-{
-	struct gw_agent_rx *a = agent_of(h->data);
-	struct work *list, *rev = NULL;
-
-	pthread_mutex_lock(&a->dec.lock);
-	list = a->dec.done;
-	a->dec.done = NULL;
-	pthread_mutex_unlock(&a->dec.lock);
-	while (list) { /* oldest first */
-		struct work *next = list->next;
-		list->next = rev;
-		rev = list;
-		list = next;
-	}
-	while (rev) {
-		struct work *next = rev->next;
-		gw_agent_job_returned(rev, false);
-		rev = next;
 	}
 }
 
@@ -345,14 +307,7 @@ static void process_request(struct h2stream *s)
 	}
 	rx->jobs++;
 	c->jobs++;
-	pthread_mutex_lock(&a->dec.lock);
-	if (a->dec.todo_tail)
-		a->dec.todo_tail->next = w;
-	else
-		a->dec.todo = w;
-	a->dec.todo_tail = w;
-	pthread_cond_signal(&a->dec.cond);
-	pthread_mutex_unlock(&a->dec.lock);
+	gw_decode_thread_submit(&a->dec, &w->job);
 }
 
 /* ---- the protocol's headers (gw_agent_conn_ops) ---- */
@@ -374,7 +329,7 @@ static void on_header(struct h2stream *s, const uint8_t *name, size_t namelen, c
 		    gw_net_value_is(value, n, "application/protobuf"))
 			s->have_ctype = true;
 		else
-			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf");
+			gw_net_stream_error(s, 415, CTYPE_MSG);
 	} else if (gw_net_name_is(name, namelen, "content-encoding")) {
 		if (gw_net_value_is(value, valuelen, "gzip"))
 			s->gzip = true;
@@ -406,6 +361,7 @@ const struct gw_conn_ops gw_agent_conn_ops = {
 	.request = process_request,
 	.error = on_error,
 	.component = COMPONENT,
+	.content_type_msg = CTYPE_MSG,
 	.tls_accepted = gw_agent_conn_identity,
 	.node_token = node_token,
 	.release = gw_agent_release,

@@ -86,9 +86,11 @@ static const struct sr_field auth_fields[] = {
 };
 
 static const struct sr_field keepalive_fields[] = {
-	SR_FIELD_DUR("interval", struct gw_listener_keepalive_config, interval_ns, .def = "30s",
+	SR_FIELD_DUR("interval", struct gw_listener_keepalive_config, interval_ns,
+		     .def = GW_LISTENER_DEF_KEEPALIVE_INTERVAL,
 		     .doc = "Send an HTTP/2 PING after this long without traffic from the agent; 0 disables."),
-	SR_FIELD_DUR("timeout", struct gw_listener_keepalive_config, timeout_ns, .def = "10s",
+	SR_FIELD_DUR("timeout", struct gw_listener_keepalive_config, timeout_ns,
+		     .def = GW_LISTENER_DEF_KEEPALIVE_TIMEOUT,
 		     .doc = "Close the connection when a PING is not answered within this."),
 	SR_FIELD_END,
 };
@@ -129,9 +131,10 @@ static const struct sr_field stores_fields[] = {
 };
 
 static const struct sr_field stream_resets_fields[] = {
-	SR_FIELD_U64("burst", struct gw_listener_resets_config, burst, .def = "1000", .min = 1, .max = 1000000,
-		     .doc = "Streams a client may reset (RST_STREAM) at once before the rate applies."),
-	SR_FIELD_U64("per_second", struct gw_listener_resets_config, per_second, .def = "33", .min = 1, .max = 1000000,
+	SR_FIELD_U64("burst", struct gw_listener_resets_config, burst, .def = GW_LISTENER_DEF_RESETS_BURST, .min = 1,
+		     .max = 1000000, .doc = "Streams a client may reset (RST_STREAM) at once before the rate applies."),
+	SR_FIELD_U64("per_second", struct gw_listener_resets_config, per_second,
+		     .def = GW_LISTENER_DEF_RESETS_PER_SECOND, .min = 1, .max = 1000000,
 		     .doc = "Resets per second a client may sustain after the burst; beyond it the connection is "
 			    "closed with GOAWAY (HTTP/2 rapid reset)."),
 	SR_FIELD_END,
@@ -144,49 +147,52 @@ static const struct sr_field agent_fields[] = {
 		     .doc = "TLS; absent: plain HTTP/2 (h2c, prior knowledge)."),
 	SR_FIELD_MAP("auth", struct gw_agent_config, net.auth, struct gw_listener_auth_config, auth_fields,
 		     .doc = "Bearer-token authentication; absent: none."),
-	SR_FIELD_U64("max_connections", struct gw_agent_config, net.max_connections, .def = "4096", .min = 1,
-		     .max = 1000000,
+	SR_FIELD_U64("max_connections", struct gw_agent_config, net.max_connections,
+		     .def = GW_LISTENER_DEF_MAX_CONNECTIONS, .min = 1, .max = 1000000,
 		     .doc = "Open connections. At the limit, the oldest connection that has not sent a request yet "
 			    "is closed to make room; without one, the new connection is closed at accept."),
-	SR_FIELD_U64("max_connections_per_peer", struct gw_agent_config, net.max_connections_per_peer, .def = "0",
-		     .max = 1000000,
+	SR_FIELD_U64("max_connections_per_peer", struct gw_agent_config, net.max_connections_per_peer,
+		     .def = GW_LISTENER_DEF_MAX_CONNECTIONS_PER_PEER, .max = 1000000,
 		     .doc = "Open connections from one IP address; more are closed at accept, so one host cannot "
 			    "take every connection. 0: no per-address limit (the default, since agents behind a load "
 			    "balancer or NAT share one address)."),
-	SR_FIELD_U64("max_concurrent_streams", struct gw_agent_config, net.max_concurrent_streams, .def = "32",
-		     .min = 1, .max = 1000, .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
-	SR_FIELD_BYTES("max_header_list_bytes", struct gw_agent_config, net.max_header_list_bytes, .def = "16KiB",
-		       .min = 1024, .max = 1048576,
+	SR_FIELD_U64("max_concurrent_streams", struct gw_agent_config, net.max_concurrent_streams,
+		     .def = GW_LISTENER_DEF_MAX_CONCURRENT_STREAMS, .min = 1, .max = 1000,
+		     .doc = "Concurrent requests per connection (HTTP/2 SETTINGS)."),
+	SR_FIELD_BYTES("max_header_list_bytes", struct gw_agent_config, net.max_header_list_bytes,
+		       .def = GW_LISTENER_DEF_MAX_HEADER_LIST_BYTES, .min = 1024, .max = 1048576,
 		       .doc = "Request header list size (names + values + 32 bytes each, HTTP/2 SETTINGS); larger "
 			      "gets 431."),
-	SR_FIELD_U64("max_continuations", struct gw_agent_config, net.max_continuations, .def = "8", .min = 1,
-		     .max = 1000,
+	SR_FIELD_U64("max_continuations", struct gw_agent_config, net.max_continuations,
+		     .def = GW_LISTENER_DEF_MAX_CONTINUATIONS, .min = 1, .max = 1000,
 		     .doc = "CONTINUATION frames after one HEADERS frame; more close the connection (CONTINUATION "
 			    "flood)."),
-	SR_FIELD_U64("max_pending_acks", struct gw_agent_config, net.max_pending_acks, .def = "1000", .min = 1,
-		     .max = 1000000,
+	SR_FIELD_U64("max_pending_acks", struct gw_agent_config, net.max_pending_acks,
+		     .def = GW_LISTENER_DEF_MAX_PENDING_ACKS, .min = 1, .max = 1000000,
 		     .doc = "PING and SETTINGS acknowledgements queued for a client that does not read them; more "
 			    "close the connection."),
 	SR_FIELD_MAP("stream_resets", struct gw_agent_config, net.stream_resets, struct gw_listener_resets_config,
 		     stream_resets_fields, .doc = "Rate limit of streams a client resets (token bucket)."),
 	SR_FIELD_BYTES(
-		"max_request_bytes", struct gw_agent_config, net.max_request_bytes, .def = "32MiB", .min = 1024,
-		.max = 1073741824,
+		"max_request_bytes", struct gw_agent_config, net.max_request_bytes,
+		.def = GW_LISTENER_DEF_MAX_REQUEST_BYTES, .min = 1024, .max = 1073741824,
 		.doc = "Largest request body, compressed and after gzip decompression; larger gets 413. The "
 		       "default leaves room for the agent's largest symbol upload (gateway.max_symbol_upload_size, "
 		       "8MiB by default)."),
-	SR_FIELD_BYTES("max_inflight_bytes", struct gw_agent_config, net.max_inflight_bytes, .def = "256MiB",
-		       .min = 1024, .max = 68719476736,
+	SR_FIELD_BYTES("max_inflight_bytes", struct gw_agent_config, net.max_inflight_bytes,
+		       .def = GW_LISTENER_DEF_MAX_INFLIGHT_BYTES, .min = 1024, .max = 68719476736,
 		       .doc = "Request bytes buffered across all connections; beyond it requests get 503 with "
 			      "retry_after_ms."),
-	SR_FIELD_DUR("header_timeout", struct gw_agent_config, net.header_timeout_ns, .def = "10s",
+	SR_FIELD_DUR("header_timeout", struct gw_agent_config, net.header_timeout_ns,
+		     .def = GW_LISTENER_DEF_HEADER_TIMEOUT,
 		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
 			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
-	SR_FIELD_DUR("request_timeout", struct gw_agent_config, net.request_timeout_ns, .def = "60s",
+	SR_FIELD_DUR("request_timeout", struct gw_agent_config, net.request_timeout_ns,
+		     .def = GW_LISTENER_DEF_REQUEST_TIMEOUT,
 		     .doc = "Time a request may take to arrive completely; slower ones get 408. On HTTP/1.1 the "
 			    "rest of a body answered early (413, 408) is read for as long again, then the "
 			    "connection is closed."),
-	SR_FIELD_DUR("idle_timeout", struct gw_agent_config, net.idle_timeout_ns, .def = "5m",
+	SR_FIELD_DUR("idle_timeout", struct gw_agent_config, net.idle_timeout_ns, .def = GW_LISTENER_DEF_IDLE_TIMEOUT,
 		     .doc = "A connection without requests for this long is closed with GOAWAY."),
 	SR_FIELD_MAP("keepalive", struct gw_agent_config, net.keepalive, struct gw_listener_keepalive_config,
 		     keepalive_fields,
@@ -199,29 +205,6 @@ static const struct sr_field agent_fields[] = {
 			    "asked for again). Shared by every receiver: the last one started sets them."),
 	SR_FIELD_END,
 };
-
-/*
- * The agent receiver's settings with every default, the base of another
- * receiver's connections (gw_conn_ops): limits it does not set itself keep
- * the agent receiver's defaults. Release with gw_agent_config_free().
- */
-int gw_agent_config_defaults(struct gw_agent_config *ret)
-{
-	struct sr_diag *d = sr_diag_new();
-	int r;
-
-	if (!d)
-		return -ENOMEM;
-	memset(ret, 0, sizeof(*ret));
-	r = sr_config_load(NULL, NULL, "receivers.agent", agent_fields, ret, d);
-	sr_diag_free(d);
-	return r;
-}
-
-void gw_agent_config_free(struct gw_agent_config *cfg)
-{
-	sr_config_free(agent_fields, cfg);
-}
 
 /* ---- metrics ---- */
 
@@ -522,21 +505,17 @@ static int agent_start(struct gw_component *c)
 	a->dedupe = gw_dedupe_new((uint32_t)acfg->dedupe.max_entries, acfg->dedupe.max_bytes);
 	if (!a->dedupe)
 		return -ENOMEM;
-	/* The decode thread for large requests. */
-	pthread_mutex_init(&a->dec.lock, NULL);
-	pthread_cond_init(&a->dec.cond, NULL);
-	if ((r = uv_async_init(rx->loop, &a->dec.async, gw_agent_on_decoded)) < 0)
-		return r;
+	/* The decode thread for large requests; its async handle counts in rx->handles. */
+	a->dec.run = gw_agent_job_run;
+	a->dec.returned = gw_agent_job_returned;
+	r = gw_decode_thread_start(&a->dec, rx->loop);
 	a->dec.async.data = rx;
-	a->dec.async_init = true;
-	/* It must not keep the loop alive by itself (shutdown waits for jobs explicitly). */
-	uv_unref((uv_handle_t *)&a->dec.async);
-	rx->handles++;
-	if ((r = pthread_create(&a->dec.thread, NULL, gw_agent_decode_thread, rx)) != 0) {
-		sr_log_error(COMPONENT, "cannot start the decode thread", "id=%s error=\"%s\"", c->id, strerror(r));
-		return -r;
+	if (a->dec.async_init)
+		rx->handles++;
+	if (r < 0) {
+		sr_log_error(COMPONENT, "cannot start the decode thread", "id=%s error=\"%s\"", c->id, strerror(-r));
+		return r;
 	}
-	a->dec.started = true;
 	if ((r = gw_listener_listen(rx)) < 0)
 		return r;
 	gw_runtime__add_metrics(c->runtime, write_metrics, rx);
@@ -557,39 +536,12 @@ static void agent_shutdown(struct gw_component *c, void (*done)(struct gw_compon
 }
 
 /* Stops the decode thread and drops its jobs (the listener is being destroyed). */
-static void agent_stop_decoding(struct gw_agent_rx *a)
-{
-	if (a->dec.started) {
-		pthread_mutex_lock(&a->dec.lock);
-		a->dec.stop = true;
-		pthread_cond_broadcast(&a->dec.cond);
-		pthread_mutex_unlock(&a->dec.lock);
-		/* Waits for the request being decoded, if any (bounded by max_request_bytes). */
-		pthread_join(a->dec.thread, NULL);
-		a->dec.started = false;
-		for (struct work *w = a->dec.todo, *next; w; w = next) {
-			next = w->next;
-			gw_agent_job_returned(w, true);
-		}
-		for (struct work *w = a->dec.done, *next; w; w = next) {
-			next = w->next;
-			gw_agent_job_returned(w, true);
-		}
-		a->dec.todo = a->dec.todo_tail = a->dec.done = NULL;
-	}
-	if (a->dec.async_init && !uv_is_closing((uv_handle_t *)&a->dec.async))
-		uv_close((uv_handle_t *)&a->dec.async, gw_listener_handle_closed);
-}
-
 /* gw_agent_conn_ops.release: what is the agent receiver's around the listener. */
 void gw_agent_release(struct gw_listener *rx)
 {
 	struct gw_agent_rx *a = agent_of(rx);
 
-	if (a->dec.async_init) {
-		pthread_mutex_destroy(&a->dec.lock);
-		pthread_cond_destroy(&a->dec.cond);
-	}
+	gw_decode_thread_free(&a->dec);
 	gw_dedupe_free(a->dedupe);
 	gw_agent_node_tokens_free(rx);
 }
@@ -605,7 +557,7 @@ static void agent_destroy(struct gw_component *c)
 		gw_runtime__remove_metrics(c->runtime, write_metrics, rx);
 	rx->destroyed = true; /* jobs dropped now neither answer nor finish the shutdown */
 	rx->done = NULL;
-	agent_stop_decoding(agent_of(rx));
+	gw_decode_thread_stop(&agent_of(rx)->dec, gw_listener_handle_closed);
 	gw_listener_destroy(rx);
 }
 

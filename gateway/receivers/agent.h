@@ -45,12 +45,4 @@ struct gw_agent_config {
 	struct gw_agent_stores_config stores;
 };
 
-/*
- * The agent receiver's settings with every default, the base of another
- * receiver's listeners: limits it does not set itself keep the agent
- * receiver's defaults. Release with gw_agent_config_free().
- */
-int gw_agent_config_defaults(struct gw_agent_config *ret);
-void gw_agent_config_free(struct gw_agent_config *cfg);
-
 #endif

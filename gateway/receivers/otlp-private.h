@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "agent.h"
+#include "decode-thread.h"
 #include "gateway/net/conn.h"
 #include "otlp-decode.h"
 
@@ -86,30 +87,20 @@ struct otlp_rx {
 	const struct otlp_config *cfg;
 	struct gw_otlp_decode_options dopts;
 	struct otlp_listener *l[OTLP_N_PROTOS];
-	/* The agent receiver's defaults: what the listeners' connections do not set stays as for agents. */
-	struct gw_agent_config defaults;
-	bool defaults_loaded;
 	unsigned pending_done;
 	void (*done)(struct gw_component *c);
 	/*
-	 * The decode thread: bodies over GW_AGENT_INLINE_MAX_BYTES are decoded
-	 * off the loop (as the agent receiver's), so a large request does not
-	 * stall other connections. (Not libuv's pool: symbolization fills it.)
+	 * The decode thread (core/decode-thread.h, as the agent receiver's):
+	 * bodies over GW_AGENT_INLINE_MAX_BYTES are decoded off the loop, so a
+	 * large request does not stall other connections.
 	 */
-	struct {
-		pthread_t thread;
-		bool started, stop, lock_init, async_init;
-		pthread_mutex_t lock;
-		pthread_cond_t cond;
-		struct otlp_job *todo, *todo_tail, *done;
-		uv_async_t async;
-	} dec;
+	struct gw_decode_thread dec;
 };
 
 /* otlp-request.c */
 extern const struct gw_conn_ops gw_otlp_grpc_ops, gw_otlp_http_ops;
-int gw_otlp_decoder_start(struct otlp_rx *o, uv_loop_t *loop);
-/* Joins the thread and gives back the jobs not finished (their connections may be freed). */
-void gw_otlp_decoder_stop(struct otlp_rx *o);
+/* The decode thread's gw_decode_thread.run and .returned (discard: the receiver is going away). */
+void gw_otlp_job_run(struct gw_decode_job *j);
+void gw_otlp_job_returned(struct gw_decode_job *j, bool discard);
 
 #endif

@@ -25,6 +25,10 @@
 #include "common/pbwire.h"
 #include "runtime.h"
 
+/* What a request with another Content-Type, or none, is told (415). */
+#define GRPC_CTYPE_MSG "content-type must be application/grpc (protobuf)"
+#define HTTP_CTYPE_MSG "content-type must be application/x-protobuf or application/json"
+
 static struct otlp_listener *listener_of(struct h2stream *s)
 {
 	return (struct otlp_listener *)s->conn->rx; /* rx is its first member */
@@ -86,7 +90,7 @@ static void grpc_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 		    gw_net_value_is(value, n, "application/grpc+proto"))
 			s->have_ctype = true;
 		else
-			gw_net_stream_error(s, 415, "content-type must be application/grpc (protobuf)");
+			gw_net_stream_error(s, 415, GRPC_CTYPE_MSG);
 	} else if (gw_net_name_is(name, namelen, "grpc-encoding")) {
 		if (gw_net_value_is(value, valuelen, "gzip"))
 			s->proto_flags |= OTLP_F_GRPC_ENCODING;
@@ -113,7 +117,7 @@ static void http_header(struct h2stream *s, const uint8_t *name, size_t namelen,
 			s->have_ctype = true;
 			s->proto_flags |= OTLP_F_JSON;
 		} else
-			gw_net_stream_error(s, 415, "content-type must be application/x-protobuf or application/json");
+			gw_net_stream_error(s, 415, HTTP_CTYPE_MSG);
 	} else if (gw_net_name_is(name, namelen, "content-encoding")) {
 		if (gw_net_value_is(value, valuelen, "gzip"))
 			s->gzip = true;
@@ -277,7 +281,7 @@ static int encode_response(const struct gw_otlp_decode_result *res, bool grpc, u
  * job_finish (admission, accounting, the answer, emitting) on the loop.
  */
 struct otlp_job {
-	struct otlp_job *next;
+	struct gw_decode_job job; /* on the decode thread's lists */
 	struct otlp_listener *l;
 	struct conn *conn;
 	struct h2stream *s; /* still the stream's only if gw_net_stream_alive() says so at finish */
@@ -501,34 +505,15 @@ static void job_finish(struct otlp_job *j)
 
 /* ---- the decode thread ---- */
 
-static void *decode_thread(void *arg)
+void gw_otlp_job_run(struct gw_decode_job *j)
 {
-	struct otlp_rx *o = arg;
-
-	pthread_mutex_lock(&o->dec.lock);
-	for (;;) {
-		while (!o->dec.stop && !o->dec.todo)
-			pthread_cond_wait(&o->dec.cond, &o->dec.lock);
-		if (o->dec.stop)
-			break;
-		struct otlp_job *j = o->dec.todo;
-		o->dec.todo = j->next;
-		if (!o->dec.todo)
-			o->dec.todo_tail = NULL;
-		pthread_mutex_unlock(&o->dec.lock);
-		job_run(j);
-		pthread_mutex_lock(&o->dec.lock);
-		j->next = o->dec.done;
-		o->dec.done = j;
-		uv_async_send(&o->dec.async);
-	}
-	pthread_mutex_unlock(&o->dec.lock);
-	return NULL;
+	job_run(SR_CONTAINER_OF(j, struct otlp_job, job));
 }
 
 /* A job back from the decode thread: finished, or (discard: the receiver is going away) just freed. */
-static void job_returned(struct otlp_job *j, bool discard)
+void gw_otlp_job_returned(struct gw_decode_job *dj, bool discard)
 {
+	struct otlp_job *j = SR_CONTAINER_OF(dj, struct otlp_job, job);
 	struct gw_listener *rx = &j->l->rx;
 	struct conn *c = j->conn;
 
@@ -543,69 +528,6 @@ static void job_returned(struct otlp_job *j, bool discard)
 			gw_net_conn_flush(c);
 		gw_listener_maybe_done(rx);
 	}
-}
-
-static void on_decoded(uv_async_t *a)
-{
-	struct otlp_rx *o = a->data;
-	struct otlp_job *list, *rev = NULL;
-
-	pthread_mutex_lock(&o->dec.lock);
-	list = o->dec.done;
-	o->dec.done = NULL;
-	pthread_mutex_unlock(&o->dec.lock);
-	while (list) { /* oldest first */
-		struct otlp_job *next = list->next;
-		list->next = rev;
-		rev = list;
-		list = next;
-	}
-	while (rev) {
-		struct otlp_job *next = rev->next;
-		job_returned(rev, false);
-		rev = next;
-	}
-}
-
-int gw_otlp_decoder_start(struct otlp_rx *o, uv_loop_t *loop)
-{
-	int r;
-
-	pthread_mutex_init(&o->dec.lock, NULL);
-	pthread_cond_init(&o->dec.cond, NULL);
-	o->dec.lock_init = true;
-	if ((r = uv_async_init(loop, &o->dec.async, on_decoded)) < 0)
-		return r;
-	o->dec.async.data = o;
-	o->dec.async_init = true;
-	/* It must not keep the loop alive by itself (shutdown waits for jobs explicitly). */
-	uv_unref((uv_handle_t *)&o->dec.async);
-	if ((r = pthread_create(&o->dec.thread, NULL, decode_thread, o)) != 0)
-		return -r;
-	o->dec.started = true;
-	return 0;
-}
-
-void gw_otlp_decoder_stop(struct otlp_rx *o)
-{
-	if (o->dec.started) {
-		pthread_mutex_lock(&o->dec.lock);
-		o->dec.stop = true;
-		pthread_cond_broadcast(&o->dec.cond);
-		pthread_mutex_unlock(&o->dec.lock);
-		/* Waits for the request being decoded, if any (bounded by the size limits). */
-		pthread_join(o->dec.thread, NULL);
-		o->dec.started = false;
-	}
-	for (struct otlp_job *j = o->dec.todo, *next; j; j = next) {
-		next = j->next;
-		job_returned(j, true);
-	}
-	for (struct otlp_job *j = o->dec.done, *next; j; j = next) {
-		next = j->next;
-		job_returned(j, true);
-	}
-	o->dec.todo = o->dec.todo_tail = o->dec.done = NULL;
 }
 
 static void otlp_request(struct h2stream *s)
@@ -642,14 +564,7 @@ static void otlp_request(struct h2stream *s)
 	}
 	l->rx.jobs++;
 	c->jobs++;
-	pthread_mutex_lock(&o->dec.lock);
-	if (o->dec.todo_tail)
-		o->dec.todo_tail->next = j;
-	else
-		o->dec.todo = j;
-	o->dec.todo_tail = j;
-	pthread_cond_signal(&o->dec.cond);
-	pthread_mutex_unlock(&o->dec.lock);
+	gw_decode_thread_submit(&o->dec, &j->job);
 }
 
 const struct gw_conn_ops gw_otlp_grpc_ops = {
@@ -658,6 +573,7 @@ const struct gw_conn_ops gw_otlp_grpc_ops = {
 	.error = otlp_error,
 	.http1 = false,
 	.component = OTLP_COMPONENT,
+	.content_type_msg = GRPC_CTYPE_MSG,
 	.too_large_msg = "request exceeds max_recv_msg_size_mib",
 };
 
@@ -667,5 +583,6 @@ const struct gw_conn_ops gw_otlp_http_ops = {
 	.error = otlp_error,
 	.http1 = true,
 	.component = OTLP_COMPONENT,
+	.content_type_msg = HTTP_CTYPE_MSG,
 	.too_large_msg = "request body exceeds max_request_body_size",
 };

@@ -10,8 +10,9 @@
  * alike.
  *
  * This file is the component: config schema, listeners, metrics, lifecycle.
- * Each protocol is a listener of the agent receiver's connection layer
- * (gateway/net/conn.c) with its own gw_conn_ops (otlp-request.c).
+ * Each protocol is a listener of the gateway's connection layer
+ * (gateway/net/conn.c) with its own gw_conn_ops (otlp-request.c), its limits
+ * the layer's defaults (gw_listener_config_defaults) but for the keys below.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -95,20 +96,20 @@ static const struct sr_field otlp_fields[] = {
 		     .doc = "OTLP profiles version of requests: v1.9, v1.10, or auto (told from the bytes; a "
 			    "request that reads validly both ways with different meanings is refused, never "
 			    "guessed)."),
-	SR_FIELD_U64("max_connections", struct otlp_config, max_connections, .def = "4096", .min = 1, .max = 1000000,
-		     .doc = "Open connections per protocol; more are closed at accept."),
-	SR_FIELD_BYTES("max_inflight_bytes", struct otlp_config, max_inflight_bytes, .def = "256MiB", .min = 1024,
-		       .max = 68719476736,
+	SR_FIELD_U64("max_connections", struct otlp_config, max_connections, .def = GW_LISTENER_DEF_MAX_CONNECTIONS,
+		     .min = 1, .max = 1000000, .doc = "Open connections per protocol; more are closed at accept."),
+	SR_FIELD_BYTES("max_inflight_bytes", struct otlp_config, max_inflight_bytes,
+		       .def = GW_LISTENER_DEF_MAX_INFLIGHT_BYTES, .min = 1024, .max = 68719476736,
 		       .doc = "Request bytes buffered per protocol across connections; beyond it requests get "
 			      "503/Unavailable."),
-	SR_FIELD_DUR("header_timeout", struct otlp_config, header_timeout_ns, .def = "10s",
+	SR_FIELD_DUR("header_timeout", struct otlp_config, header_timeout_ns, .def = GW_LISTENER_DEF_HEADER_TIMEOUT,
 		     .doc = "Time from accept to the first complete request headers (TLS handshake included); "
 			    "on HTTP/1.1 also from the first byte of each later request's head to its end."),
-	SR_FIELD_DUR("request_timeout", struct otlp_config, request_timeout_ns, .def = "60s",
+	SR_FIELD_DUR("request_timeout", struct otlp_config, request_timeout_ns, .def = GW_LISTENER_DEF_REQUEST_TIMEOUT,
 		     .doc = "Time a request may take to arrive completely; slower ones get 408/DeadlineExceeded. "
 			    "On HTTP/1.1 the rest of a body answered early (413, 408) is read for as long again, "
 			    "then the connection is closed."),
-	SR_FIELD_DUR("idle_timeout", struct otlp_config, idle_timeout_ns, .def = "5m",
+	SR_FIELD_DUR("idle_timeout", struct otlp_config, idle_timeout_ns, .def = GW_LISTENER_DEF_IDLE_TIMEOUT,
 		     .doc = "A connection without requests for this long is closed."),
 	SR_FIELD_END,
 };
@@ -267,7 +268,8 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	o->l[proto] = l;
 	l->o = o;
 	l->proto = proto;
-	l->cfg = o->defaults.net;
+	if ((r = gw_listener_config_defaults(&l->cfg)) < 0)
+		return r;
 	l->cfg.endpoint = (char *)endpoint;
 	if (proto == OTLP_GRPC) {
 		l->cfg.tls = cfg->protocols.grpc.tls;
@@ -317,10 +319,11 @@ static int otlp_start(struct gw_component *c)
 	struct otlp_rx *o = c->state;
 	int r;
 
-	if ((r = gw_agent_config_defaults(&o->defaults)) < 0)
-		return r;
-	o->defaults_loaded = true;
-	if ((r = gw_otlp_decoder_start(o, gw_runtime__loop(c->runtime))) < 0) {
+	o->dec.run = gw_otlp_job_run;
+	o->dec.returned = gw_otlp_job_returned;
+	r = gw_decode_thread_start(&o->dec, gw_runtime__loop(c->runtime));
+	o->dec.async.data = o;
+	if (r < 0) {
 		sr_log_error(OTLP_COMPONENT, "cannot start the decode thread", "id=%s error=\"%s\"", c->id,
 			     strerror(-r));
 		return r;
@@ -358,12 +361,7 @@ static void otlp_shutdown(struct gw_component *c, void (*done)(struct gw_compone
 
 static void rx_free(struct otlp_rx *o)
 {
-	if (o->defaults_loaded)
-		gw_agent_config_free(&o->defaults);
-	if (o->dec.lock_init) {
-		pthread_mutex_destroy(&o->dec.lock);
-		pthread_cond_destroy(&o->dec.cond);
-	}
+	gw_decode_thread_free(&o->dec);
 	free(o);
 }
 
@@ -380,16 +378,15 @@ static void otlp_destroy(struct gw_component *c)
 		return;
 	if (c->runtime)
 		gw_runtime__remove_metrics(c->runtime, write_metrics, o);
-	gw_otlp_decoder_stop(o);
+	/* Jobs not finished are freed first: they point at connections. The handle's close frees o. */
+	gw_decode_thread_stop(&o->dec, async_closed);
 	for (int i = 0; i < OTLP_N_PROTOS; i++)
 		if (o->l[i]) {
 			o->l[i]->rx.done = NULL;
 			gw_listener_destroy(&o->l[i]->rx); /* frees the listener once its handles are closed */
 		}
 	c->state = NULL;
-	if (o->dec.async_init && !uv_is_closing((uv_handle_t *)&o->dec.async))
-		uv_close((uv_handle_t *)&o->dec.async, async_closed); /* frees o */
-	else
+	if (!o->dec.async_init)
 		rx_free(o);
 }
 

@@ -69,6 +69,7 @@ static const struct gw_conn_ops t_ops = {
 	.error = t_error,
 	.http1 = true,
 	.component = "fuzz/http1",
+	.content_type_msg = "content-type is needed",
 	.too_large_msg = "request body exceeds the fuzz limit",
 };
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Java frames unwound and named, without flags (real eBPF, Debian's OpenJDK).
 
-tests/workloads/JavaHot.java is compiled (javac -g) and run three times, one
+tests/workloads/JavaHot.java is compiled (javac -g; its shared method body written
+out by tests/workloads/javasrc.py) and run three times, one
 after the other: as users run Java (no flags: the interpreter, C1 and C2,
 with C2's inlining), with -Xint (every frame interpreted) and with
 -XX:TieredStopAtLevel=1 (C1 only). Each run prints its pid and waits; the
@@ -67,6 +68,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ports import free_port  # noqa: E402
 import agentlib  # noqa: E402
 import metricslib  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads"))
+import javasrc  # noqa: E402
 
 SECONDS = 3
 FREQ = 97
@@ -460,12 +463,12 @@ def main():
     java, javac = shutil.which("java"), shutil.which("javac")
     if not java or not javac:
         agentlib.skip("no JDK (java, javac: openjdk-17-jdk-headless, scripts/install-deps)")
-    src = os.path.join(env.src, "tests", "workloads", "JavaHot.java")
+    # The sources as compiled, their shared method bodies written out (javasrc.py): line lookups read these.
+    sources = [javasrc.expand(os.path.join(env.src, "tests", "workloads", w), os.path.join(env.tmp, "src"))
+               for w in ("JavaHot.java", "JavaSplit.java", "JavaUnload.java", "JavaDeopt.java")]
+    src = sources[0]
     classes = os.path.join(env.tmp, "classes")
-    subprocess.run([javac, "-g", "-d", classes, src] +
-                   [os.path.join(env.src, "tests", "workloads", w)
-                    for w in ("JavaSplit.java", "JavaUnload.java", "JavaDeopt.java")],
-                   check=True)
+    subprocess.run([javac, "-g", "-d", classes] + sources, check=True)
     c = agentlib.Checks()
     for label, flags in RUNS:
         one_run(env, c, java, classes, src, label, flags)

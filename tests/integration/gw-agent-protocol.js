@@ -228,6 +228,34 @@ test('the telemetry server refuses bad requests with the right status', async ()
   assert.match(await rawHttp(gw.metricsAddress, 'GET /metrics?x=1 HTTP/1.0\r\n\r\n'), /^HTTP\/1.1 200 [^]*stackrelay_gateway_ready 1/);
 });
 
+// The telemetry server sits on the connection layer: HTTP/2 with prior knowledge (h2c) is served too.
+test('the telemetry server answers over h2c, HEAD without a body', async () => {
+  const http2 = require('node:http2');
+  const h2 = http2.connect(`http://${gw.metricsAddress}`);
+  const get = (method, p) => new Promise((resolve, reject) => {
+    const req = h2.request({ ':method': method, ':path': p });
+    let body = '';
+    let head;
+    req.on('response', (h) => { head = h; });
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => resolve({ status: head[':status'], length: head['content-length'], body }));
+    req.on('error', reject);
+    req.end();
+  });
+  try {
+    const r = await get('GET', '/metrics?x=1');
+    assert.equal(r.status, 200);
+    assert.match(r.body, /stackrelay_gateway_ready 1/);
+    const h = await get('HEAD', '/healthz');
+    assert.equal(h.status, 200);
+    assert.equal(h.length, '3');
+    assert.equal(h.body, '');
+    assert.equal((await get('DELETE', '/metrics')).status, 405);
+  } finally {
+    h2.close();
+  }
+});
+
 (async () => {
   let failed = 0;
   dir = L.tmpdir('gw-proto');

@@ -26,6 +26,7 @@
 #include "core/model.h"
 #include "core/runtime.h"
 #include "common/log.h"
+#include "gateway/telemetry/server.h"
 #include "pipeline.h"
 
 /* ---- test_slow ---- */
@@ -195,6 +196,7 @@ struct harness {
 	uv_loop_t loop;
 	uv_signal_t sigterm;
 	struct gw_runtime *rt;
+	struct gw_telemetry_servers servers;
 	struct gw_config *cfg;
 	bool timed_out;
 };
@@ -221,6 +223,7 @@ static void shutdown_done(struct gw_runtime *rt, bool timed_out, void *userdata)
 {
 	struct harness *h = userdata;
 	fprintf(stderr, "shutdown %s\n", timed_out ? "timed out" : "complete");
+	gw_telemetry_servers_close(&h->servers);
 	uv_close((uv_handle_t *)&h->sigterm, NULL);
 	h->timed_out = timed_out;
 	/* Work already running on worker threads cannot be cancelled: do not wait for it. */
@@ -259,14 +262,13 @@ int main(int argc, char **argv)
 		.n_components = h.cfg->n_components,
 		.pipelines = h.cfg->pipelines,
 		.n_pipelines = h.cfg->n_pipelines,
-		.metrics_address = h.cfg->service.metrics_address,
 		.shutdown_timeout_ns = h.cfg->service.shutdown_timeout_ns,
 	};
 	h.rt = gw_runtime_new(&rc);
 	if (!h.rt)
 		return 1;
-	r = gw_runtime__start(h.rt);
-	if (r < 0)
+	r = gw_telemetry_servers_start(&h.servers, h.rt, h.cfg->service.metrics_address, NULL, NULL);
+	if (r < 0 || (r = gw_runtime__start(h.rt)) < 0)
 		return 1;
 	uv_signal_init(&h.loop, &h.sigterm);
 	h.sigterm.data = &h;
@@ -279,6 +281,7 @@ int main(int argc, char **argv)
 		fflush(stderr);
 		_exit(0);
 	}
+	gw_telemetry_servers_close(&h.servers);
 	gw_runtime_free(h.rt);
 	uv_run(&h.loop, UV_RUN_DEFAULT);
 	r = uv_loop_close(&h.loop);

@@ -412,21 +412,21 @@ def http1_edges(hport, raw_ok):
     assert st == 200, st
     c.close()
     bad = [
-        ("headers over 16 KiB", post_head(0, "X-Big: %s\r\n" % ("a" * 17000))),
+        ("headers over 16 KiB", post_head(0, "X-Big: %s\r\n" % ("a" * 17000)), 431),
         ("malformed chunk size", ("POST %s HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
-                                  "Transfer-Encoding: chunked\r\n\r\nzz\r\n" % HTTP_PATH).encode()),
-        ("Content-Length and chunked", post_head(4, "Transfer-Encoding: chunked\r\n") + b"0\r\n\r\n"),
-        ("conflicting Content-Lengths", post_head(4, "Content-Length: 5\r\n") + b"abcd"),
-        ("folded header", post_head(0, "X-A: 1\r\n  folded\r\n")),
-        ("HTTP/2.0 over HTTP/1", b"POST / HTTP/2.0\r\n\r\n"),
+                                  "Transfer-Encoding: chunked\r\n\r\nzz\r\n" % HTTP_PATH).encode(), 400),
+        ("Content-Length and chunked", post_head(4, "Transfer-Encoding: chunked\r\n") + b"0\r\n\r\n", 400),
+        ("conflicting Content-Lengths", post_head(4, "Content-Length: 5\r\n") + b"abcd", 400),
+        ("folded header", post_head(0, "X-A: 1\r\n  folded\r\n"), 400),
+        ("HTTP/2.0 over HTTP/1", b"POST / HTTP/2.0\r\n\r\n", 400),
     ]
-    for what, data in bad:
+    for what, data, want in bad:
         c = Raw(hport)
         c.send(data)
         st, hd, body = c.response()
-        assert st == 400 and hd.get("connection") == "close" and c.closed(), (what, st, hd, body)
+        assert st == want and hd.get("connection") == "close" and c.closed(), (what, st, hd, body)
         c.close()
-        log("HTTP/1.1 %s -> 400, closed" % what)
+        log("HTTP/1.1 %s -> %d, closed" % (what, want))
     # Pipelining: both requests in one write, answered in order.
     c = Raw(hport)
     c.send(post_head(len(raw_ok)) + raw_ok + post_head(len(raw_ok)) + raw_ok)

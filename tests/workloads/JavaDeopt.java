@@ -6,7 +6,8 @@
 // deoptimized and compiled again), printing "phase K START_NS END_NS"
 // (System.nanoTime) after each phase. Each area() calls a method too big to
 // inline (its own), so the inlined area() has debug information of its own
-// at that call and shows as a frame.
+// at that call and shows as a frame. Each @mix48 line is 48 statements,
+// written out by tests/workloads/javasrc.py before javac runs.
 public class JavaDeopt {
     interface Shape {
         long area(long s);
@@ -14,108 +15,14 @@ public class JavaDeopt {
 
     static long circleWork(long s, int x) {
         for (int j = 0; j < 4; j++) {
-            s = s * 31 + (x ^ 0);
-            s = s * 31 + (x ^ 1);
-            s = s * 31 + (x ^ 2);
-            s = s * 31 + (x ^ 3);
-            s = s * 31 + (x ^ 4);
-            s = s * 31 + (x ^ 5);
-            s = s * 31 + (x ^ 6);
-            s = s * 31 + (x ^ 7);
-            s = s * 31 + (x ^ 8);
-            s = s * 31 + (x ^ 9);
-            s = s * 31 + (x ^ 10);
-            s = s * 31 + (x ^ 11);
-            s = s * 31 + (x ^ 12);
-            s = s * 31 + (x ^ 13);
-            s = s * 31 + (x ^ 14);
-            s = s * 31 + (x ^ 15);
-            s = s * 31 + (x ^ 16);
-            s = s * 31 + (x ^ 17);
-            s = s * 31 + (x ^ 18);
-            s = s * 31 + (x ^ 19);
-            s = s * 31 + (x ^ 20);
-            s = s * 31 + (x ^ 21);
-            s = s * 31 + (x ^ 22);
-            s = s * 31 + (x ^ 23);
-            s = s * 31 + (x ^ 24);
-            s = s * 31 + (x ^ 25);
-            s = s * 31 + (x ^ 26);
-            s = s * 31 + (x ^ 27);
-            s = s * 31 + (x ^ 28);
-            s = s * 31 + (x ^ 29);
-            s = s * 31 + (x ^ 30);
-            s = s * 31 + (x ^ 31);
-            s = s * 31 + (x ^ 32);
-            s = s * 31 + (x ^ 33);
-            s = s * 31 + (x ^ 34);
-            s = s * 31 + (x ^ 35);
-            s = s * 31 + (x ^ 36);
-            s = s * 31 + (x ^ 37);
-            s = s * 31 + (x ^ 38);
-            s = s * 31 + (x ^ 39);
-            s = s * 31 + (x ^ 40);
-            s = s * 31 + (x ^ 41);
-            s = s * 31 + (x ^ 42);
-            s = s * 31 + (x ^ 43);
-            s = s * 31 + (x ^ 44);
-            s = s * 31 + (x ^ 45);
-            s = s * 31 + (x ^ 46);
-            s = s * 31 + (x ^ 47);
+            // @mix48 s 31 x
         }
         return s;
     }
 
     static long squareWork(long s, int x) {
         for (int j = 0; j < 4; j++) {
-            s = s * 37 + (x ^ 0);
-            s = s * 37 + (x ^ 1);
-            s = s * 37 + (x ^ 2);
-            s = s * 37 + (x ^ 3);
-            s = s * 37 + (x ^ 4);
-            s = s * 37 + (x ^ 5);
-            s = s * 37 + (x ^ 6);
-            s = s * 37 + (x ^ 7);
-            s = s * 37 + (x ^ 8);
-            s = s * 37 + (x ^ 9);
-            s = s * 37 + (x ^ 10);
-            s = s * 37 + (x ^ 11);
-            s = s * 37 + (x ^ 12);
-            s = s * 37 + (x ^ 13);
-            s = s * 37 + (x ^ 14);
-            s = s * 37 + (x ^ 15);
-            s = s * 37 + (x ^ 16);
-            s = s * 37 + (x ^ 17);
-            s = s * 37 + (x ^ 18);
-            s = s * 37 + (x ^ 19);
-            s = s * 37 + (x ^ 20);
-            s = s * 37 + (x ^ 21);
-            s = s * 37 + (x ^ 22);
-            s = s * 37 + (x ^ 23);
-            s = s * 37 + (x ^ 24);
-            s = s * 37 + (x ^ 25);
-            s = s * 37 + (x ^ 26);
-            s = s * 37 + (x ^ 27);
-            s = s * 37 + (x ^ 28);
-            s = s * 37 + (x ^ 29);
-            s = s * 37 + (x ^ 30);
-            s = s * 37 + (x ^ 31);
-            s = s * 37 + (x ^ 32);
-            s = s * 37 + (x ^ 33);
-            s = s * 37 + (x ^ 34);
-            s = s * 37 + (x ^ 35);
-            s = s * 37 + (x ^ 36);
-            s = s * 37 + (x ^ 37);
-            s = s * 37 + (x ^ 38);
-            s = s * 37 + (x ^ 39);
-            s = s * 37 + (x ^ 40);
-            s = s * 37 + (x ^ 41);
-            s = s * 37 + (x ^ 42);
-            s = s * 37 + (x ^ 43);
-            s = s * 37 + (x ^ 44);
-            s = s * 37 + (x ^ 45);
-            s = s * 37 + (x ^ 46);
-            s = s * 37 + (x ^ 47);
+            // @mix48 s 37 x
         }
         return s;
     }

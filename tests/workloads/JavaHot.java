@@ -5,57 +5,11 @@
 // spin) -> work (too big to inline: compiled on its own). Line numbers are
 // looked up by the test from this file's text, so edits keep it working.
 public class JavaHot {
-    // More bytecode than C2 inlines (FreqInlineSize): compiled on its own, called from mid's inlined copy.
+    // More bytecode than C2 inlines (FreqInlineSize: the 48 statements javasrc.py writes for the @mix48 line):
+    // compiled on its own, called from mid's inlined copy.
     static long work(long s, int x) {
         for (int j = 0; j < 4; j++) {
-            s = s * 31 + (x ^ 0);
-            s = s * 31 + (x ^ 1);
-            s = s * 31 + (x ^ 2);
-            s = s * 31 + (x ^ 3);
-            s = s * 31 + (x ^ 4);
-            s = s * 31 + (x ^ 5);
-            s = s * 31 + (x ^ 6);
-            s = s * 31 + (x ^ 7);
-            s = s * 31 + (x ^ 8);
-            s = s * 31 + (x ^ 9);
-            s = s * 31 + (x ^ 10);
-            s = s * 31 + (x ^ 11);
-            s = s * 31 + (x ^ 12);
-            s = s * 31 + (x ^ 13);
-            s = s * 31 + (x ^ 14);
-            s = s * 31 + (x ^ 15);
-            s = s * 31 + (x ^ 16);
-            s = s * 31 + (x ^ 17);
-            s = s * 31 + (x ^ 18);
-            s = s * 31 + (x ^ 19);
-            s = s * 31 + (x ^ 20);
-            s = s * 31 + (x ^ 21);
-            s = s * 31 + (x ^ 22);
-            s = s * 31 + (x ^ 23);
-            s = s * 31 + (x ^ 24);
-            s = s * 31 + (x ^ 25);
-            s = s * 31 + (x ^ 26);
-            s = s * 31 + (x ^ 27);
-            s = s * 31 + (x ^ 28);
-            s = s * 31 + (x ^ 29);
-            s = s * 31 + (x ^ 30);
-            s = s * 31 + (x ^ 31);
-            s = s * 31 + (x ^ 32);
-            s = s * 31 + (x ^ 33);
-            s = s * 31 + (x ^ 34);
-            s = s * 31 + (x ^ 35);
-            s = s * 31 + (x ^ 36);
-            s = s * 31 + (x ^ 37);
-            s = s * 31 + (x ^ 38);
-            s = s * 31 + (x ^ 39);
-            s = s * 31 + (x ^ 40);
-            s = s * 31 + (x ^ 41);
-            s = s * 31 + (x ^ 42);
-            s = s * 31 + (x ^ 43);
-            s = s * 31 + (x ^ 44);
-            s = s * 31 + (x ^ 45);
-            s = s * 31 + (x ^ 46);
-            s = s * 31 + (x ^ 47);
+            // @mix48 s 31 x
         }
         return s;
     }

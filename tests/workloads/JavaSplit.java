@@ -3,61 +3,15 @@
 // prints its pid, waits for a line on stdin, then for SECONDS (its argument)
 // runs rounds of alphaWork (too big for C2 to inline: a compiled frame of its
 // own) and betaWork (small: C2 inlines it into round), timing each with
-// System.nanoTime, and prints "done ALPHA_NS BETA_NS".
+// System.nanoTime, and prints "done ALPHA_NS BETA_NS". The @mix48 line is 48
+// statements, written out by tests/workloads/javasrc.py before javac runs.
 public class JavaSplit {
     static long alphaNs, betaNs;
 
     static long alphaWork(long s, int n) {
         for (int i = 0; i < n; i++) {
             for (int x = 0; x < 4; x++) {
-                s = s * 31 + (x ^ 0);
-                s = s * 31 + (x ^ 1);
-                s = s * 31 + (x ^ 2);
-                s = s * 31 + (x ^ 3);
-                s = s * 31 + (x ^ 4);
-                s = s * 31 + (x ^ 5);
-                s = s * 31 + (x ^ 6);
-                s = s * 31 + (x ^ 7);
-                s = s * 31 + (x ^ 8);
-                s = s * 31 + (x ^ 9);
-                s = s * 31 + (x ^ 10);
-                s = s * 31 + (x ^ 11);
-                s = s * 31 + (x ^ 12);
-                s = s * 31 + (x ^ 13);
-                s = s * 31 + (x ^ 14);
-                s = s * 31 + (x ^ 15);
-                s = s * 31 + (x ^ 16);
-                s = s * 31 + (x ^ 17);
-                s = s * 31 + (x ^ 18);
-                s = s * 31 + (x ^ 19);
-                s = s * 31 + (x ^ 20);
-                s = s * 31 + (x ^ 21);
-                s = s * 31 + (x ^ 22);
-                s = s * 31 + (x ^ 23);
-                s = s * 31 + (x ^ 24);
-                s = s * 31 + (x ^ 25);
-                s = s * 31 + (x ^ 26);
-                s = s * 31 + (x ^ 27);
-                s = s * 31 + (x ^ 28);
-                s = s * 31 + (x ^ 29);
-                s = s * 31 + (x ^ 30);
-                s = s * 31 + (x ^ 31);
-                s = s * 31 + (x ^ 32);
-                s = s * 31 + (x ^ 33);
-                s = s * 31 + (x ^ 34);
-                s = s * 31 + (x ^ 35);
-                s = s * 31 + (x ^ 36);
-                s = s * 31 + (x ^ 37);
-                s = s * 31 + (x ^ 38);
-                s = s * 31 + (x ^ 39);
-                s = s * 31 + (x ^ 40);
-                s = s * 31 + (x ^ 41);
-                s = s * 31 + (x ^ 42);
-                s = s * 31 + (x ^ 43);
-                s = s * 31 + (x ^ 44);
-                s = s * 31 + (x ^ 45);
-                s = s * 31 + (x ^ 46);
-                s = s * 31 + (x ^ 47);
+                // @mix48 s 31 x
             }
         }
         return s;
