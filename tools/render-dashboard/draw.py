@@ -104,14 +104,14 @@ def _timeseries(p, w, h, t0, t1):
     Y = lambda v: top + ph - (v - lo) / (hi - lo) * ph  # noqa: E731
     out = ['<svg width="%d" height="%d">' % (w - 16, gh)]
     for tk in ticks:
-        out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s"/>' % (left, left + pw, Y(tk), Y(tk), GRID))
+        out.append('<line x1="%d" x2="%d" y1="%.0f" y2="%.0f" stroke="%s" shape-rendering="crispEdges"/>' % (left, left + pw, Y(tk), Y(tk), GRID))
         out.append('<text x="%d" y="%.1f" text-anchor="end" class="ax">%s</text>' % (left - 6, Y(tk) + 4,
                                                                                       _esc(fmt(tk, unit))))
     span = t1 - t0
     tstep = next(s for s in (10, 15, 20, 30, 60, 120, 300, 600, 1800, 3600) if span / s <= 7)
     tk = math.ceil(t0 / tstep) * tstep
     while tk <= t1:
-        out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s"/>' % (X(tk), X(tk), top, top + ph, GRID))
+        out.append('<line x1="%.0f" x2="%.0f" y1="%d" y2="%d" stroke="%s" shape-rendering="crispEdges"/>' % (X(tk), X(tk), top, top + ph, GRID))
         out.append('<text x="%.1f" y="%d" text-anchor="middle" class="ax">%s</text>' % (
             X(tk), top + ph + 15, time.strftime("%H:%M:%S", time.gmtime(tk))))
         tk += tstep
