@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "sr-config.h"
+#include "sr-git-describe.h"
 #include "version.h"
 
 const char *sr_version(void)

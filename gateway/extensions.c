@@ -426,16 +426,18 @@ int gw_extensions_resolve_storage(const struct gw_extensions *ext, struct sr_yam
 								      : NULL;
 		st = q && sr_yaml_node_type(doc, q) == SR_YAML_MAPPING ? sr_yaml_mapping_get(doc, q, "storage") : NULL;
 		name = st ? sr_yaml_scalar(doc, st) : NULL;
-		if (!exporter || !name || name[0] == '/' || type_of(name) < 0 ||
-		    ext_types[type_of(name)].kind != EXT_STORAGE)
+		if (!exporter || !name || name[0] == '/' || type_of(name) < 0)
 			continue;
 		const char *dir = gw_extensions__storage_directory(ext, name);
 		char path[4096], sub[192];
-		if (!dir) {
+		if (ext_types[type_of(name)].kind != EXT_STORAGE || !dir) {
 			sr_diag_add(d, file, sr_yaml_node_line(st), sr_yaml_node_column(st), "exporters",
-				    "%s: sending_queue.storage names extension \"%s\", which is not defined in "
-				    "extensions",
-				    exporter, name);
+				    "%s: sending_queue.storage names extension \"%s\", which is %s", exporter, name,
+				    ext_types[type_of(name)].kind != EXT_STORAGE ? "not a file_storage extension"
+										 : "not defined in extensions");
+			/* Said once here; the exporter's own check would call it a relative path. */
+			if (sr_yaml_set_scalar(doc, st, "") < 0)
+				return -ENOMEM;
 			continue;
 		}
 		/* One directory per exporter below the extension's, as the Collector keeps one file each. */

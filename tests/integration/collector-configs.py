@@ -481,13 +481,19 @@ def examples_phase():
                                         kubeconfig=fake_kube("10.1.2.3")))
     assert http_get("http://127.0.0.1:%d/" % health)[0] == 200
     send(gw, "checkout", 5, resource={"k8s.pod.ip": "10.1.2.3"})
+    # A sender that reports its pod's IP as host.name, as some OTLP senders do.
+    send(gw, "checkout-worker", 4, resource={"host.name": "10.1.2.3"})
+    wait_for("both resources matched",
+             lambda: gw.metric("stackrelay_gateway_k8s_resources_matched_pod_ip_total") == 1 and
+             gw.metric("stackrelay_gateway_k8s_resources_matched_host_name_total") == 1, logs=[gw.log])
     gw.stop()
     st = fake.stats()
-    assert st["accepted_samples"] == 5, st
-    attrs = st["last_shapes"]["resources"][0]["attributes"]
-    assert attrs.get("k8s.pod.name") == "checkout-7d9f8-x2x4p" and attrs.get("k8s.namespace.name") == "shop", attrs
-    assert attrs.get("k8s.node.name") == "node-a", attrs
-    log("examples: gateway-k8s.yaml named the sender's pod from k8s.pod.ip")
+    assert st["accepted_samples"] == 9, st
+    for resource in st["last_shapes"]["resources"]:
+        attrs = resource["attributes"]
+        assert attrs.get("k8s.pod.name") == "checkout-7d9f8-x2x4p" and attrs.get("k8s.namespace.name") == "shop", attrs
+        assert attrs.get("k8s.node.name") == "node-a", attrs
+    log("examples: gateway-k8s.yaml named the senders' pod from k8s.pod.ip and from host.name")
 
 
 def main():

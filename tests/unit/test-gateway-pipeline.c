@@ -398,6 +398,61 @@ static void test_extensions(void **state)
 	assert_true(has("service.extensions: extension \"file_storage\" is not defined in extensions"));
 }
 
+/*
+ * sending_queue.storage naming a file_storage extension, as the Collector writes a persistent queue: the
+ * queue lives in the extension's directory, one subdirectory per exporter; an absolute path still works.
+ */
+static void test_queue_storage_extension(void **state)
+{
+	struct gw_config *cfg = NULL;
+	const struct gw_export_config *x;
+
+	(void)state;
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions:\n"
+				      "  file_storage/queue: {directory: /var/lib/otelcol/file_storage}\n"
+				      "  pprof: {endpoint: localhost:1777}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlphttp/pyroscope:\n"
+				      "    endpoint: http://pyroscope:4040\n"
+				      "    sending_queue: {storage: file_storage/queue}\n"
+				      "  otlp/dir: {endpoint: c:4317, sending_queue: {storage: /srv/q}}\n"
+				      "service:\n"
+				      "  extensions: [file_storage/queue, pprof]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlphttp/pyroscope, "
+				      "otlp/dir]}}\n",
+				      &cfg, diag),
+		0);
+	x = gw_config_component(cfg, "otlphttp/pyroscope")->config;
+	assert_string_equal(x->sending_queue.storage, "/var/lib/otelcol/file_storage/otlphttp_pyroscope");
+	x = gw_config_component(cfg, "otlp/dir")->config;
+	assert_string_equal(x->sending_queue.storage, "/srv/q");
+	assert_true(has("extensions.pprof: ignored: pprof serves Go runtime pages"));
+	gw_config_free(cfg);
+	cfg = NULL;
+
+	/* A storage extension that is not defined, and a name that is no storage extension. */
+	assert_int_equal(
+		gw_config_load_string("gw.yaml",
+				      "extensions: {health_check: {}}\n"
+				      "receivers: {testrecv: {endpoint: x}}\n"
+				      "exporters:\n"
+				      "  otlp/a: {endpoint: c:4317, sending_queue: {storage: file_storage/nope}}\n"
+				      "  otlp/b: {endpoint: c:4317, sending_queue: {storage: health_check}}\n"
+				      "service:\n"
+				      "  extensions: [health_check]\n"
+				      "  pipelines: {profiles: {receivers: [testrecv], exporters: [otlp/a, otlp/b]}}\n",
+				      &cfg, diag),
+		-EINVAL);
+	assert_true(has("gw.yaml:4:55: error: exporters: otlp/a: sending_queue.storage names extension "
+			"\"file_storage/nope\", which is not defined in extensions"));
+	assert_true(has("gw.yaml:5:55: error: exporters: otlp/b: sending_queue.storage names extension "
+			"\"health_check\", which is not a file_storage extension"));
+	assert_false(has("must be an absolute path"));
+}
+
 /* The Collector's configtls and sending_queue keys on the OTLP exporters, with the Collector's meaning. */
 static void test_collector_exporter_keys(void **state)
 {
@@ -607,6 +662,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_collector_notes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metric_readers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extensions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queue_storage_extension, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_collector_exporter_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_basicauth, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_headers_setter, setup, teardown),
