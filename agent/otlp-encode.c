@@ -108,6 +108,18 @@ static int64_t str_index(struct enc *e, const char *s)
 	return i;
 }
 
+/* An AnyValue field: the string s, or the int v when s is NULL. */
+static void write_any_value(struct sr_pbw *w, uint32_t field, const char *s, int64_t v)
+{
+	size_t m = sr_pbw__begin(w, field);
+
+	if (s)
+		sr_pbw__bytes_always(w, SR_OTLP_C(AnyValue, string_value), s, strlen(s));
+	else
+		sr_pbw__int(w, SR_OTLP_C(AnyValue, int_value), v);
+	sr_pbw__end(w, m);
+}
+
 /* An attribute_table entry: a string value, or an int when s is NULL. */
 static int64_t attr_index(struct enc *e, const char *key, const char *s, int64_t v)
 {
@@ -116,7 +128,7 @@ static int64_t attr_index(struct enc *e, const char *key, const char *s, int64_t
 		  : snprintf(buf, sizeof(buf), "%s=i%lld", key, (long long)v);
 	struct sr_pbw *w = &e->t[T_ATTRIBUTE];
 	int64_t ki, i;
-	size_t m, vm;
+	size_t m;
 	bool fresh;
 
 	if (n < 0 || (size_t)n >= sizeof(buf))
@@ -129,12 +141,7 @@ static int64_t attr_index(struct enc *e, const char *key, const char *s, int64_t
 		return ki;
 	m = sr_pbw__begin(w, table_field[T_ATTRIBUTE]);
 	sr_pbw__int(w, SR_OTLP_P(KeyValueAndUnit, key_strindex), ki);
-	vm = sr_pbw__begin(w, SR_OTLP_P(KeyValueAndUnit, value));
-	if (s)
-		sr_pbw__bytes_always(w, SR_OTLP_C(AnyValue, string_value), s, strlen(s));
-	else
-		sr_pbw__int(w, SR_OTLP_C(AnyValue, int_value), v);
-	sr_pbw__end(w, vm);
+	write_any_value(w, SR_OTLP_P(KeyValueAndUnit, value), s, v);
 	sr_pbw__end(w, m);
 	return i;
 }
@@ -163,55 +170,36 @@ static void write_mapping(struct enc *e, int64_t file, int64_t build_id_attr)
 	sr_pbw__end(w, m);
 }
 
-/* The mapping of a user frame's executable: its path and GNU build ID. 0 when the store lost it. */
-static int64_t exe_mapping(struct enc *e, const pb_bytes_array_t *id)
+/* What a user frame's executable's mapping says: its path and GNU build ID. */
+static int exe_mapping_fields(struct enc *e, const pb_bytes_array_t *id, int64_t *ret_file, int64_t *ret_attr)
 {
 	stackrelay_v1_ExecutableDef def = { 0 };
 	const pb_bytes_array_t *gnu = NULL;
-	int64_t idx, file, attr = 0;
 	char hexid[2 * HEX_ID_MAX + 1];
-	bool fresh;
-	int r;
+	int r = agent_store__executable(e->store, id->bytes, id->size, &def);
 
-	if (!id || !id->size)
-		return 0;
-	idx = intern(e, T_MAPPING, id->bytes, id->size, &fresh);
-	if (idx < 0 || !fresh)
-		return idx;
-	r = agent_store__executable(e->store, id->bytes, id->size, &def);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	if (def.id_kind && *def.id_kind == stackrelay_v1_ExecutableIdKind_EXECUTABLE_ID_KIND_GNU_BUILD_ID)
 		gnu = def.id;
 	else if (def.gnu_build_id && def.gnu_build_id->size)
 		gnu = def.gnu_build_id;
-	file = str_index(e, def.path && *def.path ? def.path : def.file_name);
+	*ret_file = str_index(e, def.path && *def.path ? def.path : def.file_name);
 	if (gnu && gnu->size <= HEX_ID_MAX) {
 		hex(gnu->bytes, gnu->size, hexid);
-		attr = attr_index(e, "process.executable.build_id.gnu", hexid, 0);
+		*ret_attr = attr_index(e, "process.executable.build_id.gnu", hexid, 0);
 	}
 	pb_release(stackrelay_v1_ExecutableDef_fields, &def);
-	if (file < 0 || attr < 0)
-		return file < 0 ? file : attr;
-	write_mapping(e, file, attr);
-	return idx;
+	return 0;
 }
 
-/* The mapping of a kernel frame's address space: "[kernel.kallsyms]" or "[module]", no build ID (offsets, not ELF addresses). */
-static int64_t kernel_mapping(struct enc *e, const pb_bytes_array_t *id)
+/* A kernel address space's: "[kernel.kallsyms]" or "[module]", no build ID (offsets, not ELF addresses). */
+static int kernel_mapping_fields(struct enc *e, const pb_bytes_array_t *id, int64_t *ret_file)
 {
 	stackrelay_v1_KernelDef def = { 0 };
 	char name[80];
-	int64_t idx, file;
-	bool fresh;
-	int r;
+	int r = agent_store__kernel(e->store, id->bytes, id->size, &def);
 
-	if (!id || !id->size)
-		return 0;
-	idx = intern(e, T_MAPPING, id->bytes, id->size, &fresh);
-	if (idx < 0 || !fresh)
-		return idx;
-	r = agent_store__kernel(e->store, id->bytes, id->size, &def);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	if (def.module && *def.module)
@@ -219,10 +207,26 @@ static int64_t kernel_mapping(struct enc *e, const pb_bytes_array_t *id)
 	else
 		snprintf(name, sizeof(name), "[kernel.kallsyms]");
 	pb_release(stackrelay_v1_KernelDef_fields, &def);
-	file = str_index(e, name);
-	if (file < 0)
-		return file;
-	write_mapping(e, file, 0);
+	*ret_file = str_index(e, name);
+	return 0;
+}
+
+/* The mapping_table index of a frame's executable or kernel address space, by its ID; 0 without one. */
+static int64_t mapping_index(struct enc *e, const pb_bytes_array_t *id, bool kernel)
+{
+	int64_t idx, file = 0, attr = 0;
+	bool fresh;
+	int r;
+
+	if (!id || !id->size)
+		return 0;
+	idx = intern(e, T_MAPPING, id->bytes, id->size, &fresh);
+	if (idx < 0 || !fresh)
+		return idx;
+	r = kernel ? kernel_mapping_fields(e, id, &file) : exe_mapping_fields(e, id, &file, &attr);
+	if (r < 0 || file < 0 || attr < 0)
+		return r < 0 ? r : file < 0 ? file : attr;
+	write_mapping(e, file, attr);
 	return idx;
 }
 
@@ -284,10 +288,10 @@ static int64_t location_index(struct enc *e, const stackrelay_v1_Frame *f)
 	k.address = f->address ? *f->address : 0;
 	switch (kind) {
 	case stackrelay_v1_FrameKind_FRAME_KIND_USER:
-		k.mapping = exe_mapping(e, f->executable_id);
+		k.mapping = mapping_index(e, f->executable_id, false);
 		break;
 	case stackrelay_v1_FrameKind_FRAME_KIND_KERNEL:
-		k.mapping = kernel_mapping(e, f->executable_id);
+		k.mapping = mapping_index(e, f->executable_id, true);
 		snprintf(type, sizeof(type), "kernel");
 		break;
 	case stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED:
@@ -423,15 +427,10 @@ static bool same_resource(const stackrelay_v1_Sample *a, const stackrelay_v1_Sam
 
 static void write_kv(struct sr_pbw *w, uint32_t field, const char *key, const char *s, int64_t v)
 {
-	size_t m = sr_pbw__begin(w, field), vm;
+	size_t m = sr_pbw__begin(w, field);
 
 	sr_pbw__string(w, SR_OTLP_C(KeyValue, key), key);
-	vm = sr_pbw__begin(w, SR_OTLP_C(KeyValue, value));
-	if (s)
-		sr_pbw__bytes_always(w, SR_OTLP_C(AnyValue, string_value), s, strlen(s));
-	else
-		sr_pbw__int(w, SR_OTLP_C(AnyValue, int_value), v);
-	sr_pbw__end(w, vm);
+	write_any_value(w, SR_OTLP_C(KeyValue, value), s, v);
 	sr_pbw__end(w, m);
 }
 

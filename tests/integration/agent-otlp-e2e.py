@@ -72,18 +72,6 @@ py_loop(float(sys.argv[1]))
 """
 
 
-def gate(cmd):
-    r, w = os.pipe()
-    p = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh"] + cmd, stdin=r, stdout=subprocess.DEVNULL)
-    os.close(r)
-    return {"proc": p, "w": w, "pid": p.pid}
-
-
-def release(g):
-    os.write(g["w"], b"go\n")
-    os.close(g["w"])
-
-
 def start_fake(env, name, procs, script=""):
     portfile = os.path.join(env.tmp, name + ".port")
     procs.append(subprocess.Popen([sys.executable, os.path.join(env.src, "tests", "fakes", "fake_pyroscope.py"),
@@ -108,7 +96,8 @@ def run_agent(env, c, what, cfg_text, paths):
     cfg = os.path.join(env.tmp, what + ".yaml")
     with open(cfg, "w") as f:
         f.write(cfg_text)
-    gates = [gate([env.workload("alphabeta-fp"), str(SECONDS)]), gate([PYTHON, paths["hot"], str(SECONDS)])]
+    gates = [agentlib.gate([env.workload("alphabeta-fp"), str(SECONDS)], stdout=subprocess.DEVNULL),
+             agentlib.gate([PYTHON, paths["hot"], str(SECONDS)])]
     args = ["--config", cfg, "--duration", "120", "--frequency", str(FREQ)]
     for g in gates:
         args += ["--pid", str(g["pid"])]
@@ -118,7 +107,7 @@ def run_agent(env, c, what, cfg_text, paths):
             g["proc"].kill()
         raise SystemExit("%s: the agent did not start" % what)
     for g in gates:
-        release(g)
+        agentlib.release(g)
     for g in gates:
         g["proc"].wait(timeout=120)
     if what == "gateway":
@@ -250,7 +239,7 @@ service:
     procs.append(g)
     if not c.check(wait_port(hport), "gateway: the otlp receiver listens"):
         return
-    _, otlp, pids = run_agent(env, c, "gateway", """\
+    _, otlp, _ = run_agent(env, c, "gateway", """\
 otlp: {endpoint: "http://127.0.0.1:%d"}
 profiling: {report_interval: 1s}
 telemetry: {metrics: {address: "127.0.0.1:0"}}

@@ -180,24 +180,33 @@ static void encode(struct agent_store *st, const struct agent_batch *b, int vers
 	assert_int_equal(agent_otlp_encode(st, b, 0, b->n_samples, &meta, w, es), 0);
 }
 
+/* Encodes b as v1.10 and decodes it into req (pb_release() it). */
+static void encode_decode(struct agent_store *st, const struct agent_batch *b, req10_t *req,
+			  struct agent_otlp_encode_stats *es)
+{
+	struct sr_pbw w;
+	pb_istream_t is;
+
+	encode(st, b, AGENT_OTLP_V1_10, &w, es);
+	is = pb_istream_from_buffer(w.buf, w.len);
+	assert_true(pb_decode(
+		&is, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, req));
+	sr_pbw__free(&w);
+}
+
 static void test_v1_10(void **state)
 {
 	struct agent_store *st = fake_store_new(64, 5);
 	uint64_t total;
 	struct agent_batch b = make_batch(40, &total);
 	struct agent_otlp_encode_stats es;
-	struct sr_pbw w;
 	req10_t req = { 0 };
-	pb_istream_t is;
 	struct seen s = { 0 };
 
 	(void)state;
-	encode(st, &b, AGENT_OTLP_V1_10, &w, &es);
+	encode_decode(st, &b, &req, &es);
 	assert_int_equal(es.count, total);
 	assert_int_equal(es.lost, 0);
-	is = pb_istream_from_buffer(w.buf, w.len);
-	assert_true(pb_decode(
-		&is, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req));
 	assert_true(req.has_dictionary);
 	check_dictionary_zeroes(&req.dictionary);
 	/* One resource per process. */
@@ -240,7 +249,6 @@ static void test_v1_10(void **state)
 	assert_int_equal(req.dictionary.mapping_table_count, 1 + 5 + 1);
 	assert_int_equal(req.dictionary.function_table_count, 1 + FAKE_N_FUNCS);
 	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req);
-	sr_pbw__free(&w);
 	batch_free(&b);
 	fake_store_free(st);
 }
@@ -285,24 +293,18 @@ static void test_evicted_stack_counted(void **state)
 	uint64_t total;
 	struct agent_batch b = make_batch(8, &total);
 	struct agent_otlp_encode_stats es;
-	struct sr_pbw w;
 	req10_t req = { 0 };
-	pb_istream_t is;
 
 	(void)state;
 	fake_store_evict_stack(st, 3);
-	encode(st, &b, AGENT_OTLP_V1_10, &w, &es);
+	encode_decode(st, &b, &req, &es);
 	assert_int_equal(es.lost, 4);
 	assert_int_equal(es.count + es.lost, total);
 	assert_int_equal(es.samples, 7);
-	is = pb_istream_from_buffer(w.buf, w.len);
-	assert_true(pb_decode(
-		&is, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req));
 	/* Every stack in the table is a real one: the lost one left no hole. */
 	for (pb_size_t i = 1; i < req.dictionary.stack_table_count; i++)
 		assert_int_equal(req.dictionary.stack_table[i].location_indices_count, 3);
 	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req);
-	sr_pbw__free(&w);
 	batch_free(&b);
 	fake_store_free(st);
 }
@@ -314,9 +316,7 @@ static void test_off_cpu_profile(void **state)
 	uint64_t total;
 	struct agent_batch b = make_batch(4, &total);
 	struct agent_otlp_encode_stats es;
-	struct sr_pbw w;
 	req10_t req = { 0 };
-	pb_istream_t is;
 	const P(ResourceProfiles) *rp = NULL;
 
 	(void)state;
@@ -329,10 +329,7 @@ static void test_off_cpu_profile(void **state)
 	*b.samples[1].profile_type = stackrelay_v1_ProfileType_PROFILE_TYPE_OFF_CPU;
 	b.samples[1].off_cpu_nanos = malloc(sizeof(uint64_t));
 	*b.samples[1].off_cpu_nanos = 5000000;
-	encode(st, &b, AGENT_OTLP_V1_10, &w, &es);
-	is = pb_istream_from_buffer(w.buf, w.len);
-	assert_true(pb_decode(
-		&is, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req));
+	encode_decode(st, &b, &req, &es);
 	assert_int_equal(req.resource_profiles_count, 1);
 	rp = &req.resource_profiles[0];
 	assert_int_equal(rp->scope_profiles[0].profiles_count, 2);
@@ -346,7 +343,6 @@ static void test_off_cpu_profile(void **state)
 		assert_int_equal(off->samples[0].values[0], 5000000);
 	}
 	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req);
-	sr_pbw__free(&w);
 	batch_free(&b);
 	fake_store_free(st);
 }
