@@ -268,6 +268,37 @@ out:
 	return idx;
 }
 
+/* A kernel frame's function, by name (meta->kernel_name); 0 when it has none. */
+static int64_t kernel_function_index(struct enc *e, const pb_bytes_array_t *id, uint64_t address)
+{
+	const char *name = id && e->meta->kernel_name
+				   ? e->meta->kernel_name(e->meta->kernel_name_ctx, id->bytes, id->size, address)
+				   : NULL;
+	struct sr_pbw *w = &e->t[T_FUNCTION];
+	char key[256];
+	int64_t idx, ni;
+	bool fresh;
+	size_t m;
+	int n;
+
+	if (!name || !*name)
+		return 0;
+	/* Keyed apart from function IDs (16 binary bytes) by the leading "\xffk". */
+	n = snprintf(key, sizeof(key), "\xffk%s", name);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return 0;
+	idx = intern(e, T_FUNCTION, key, (size_t)n, &fresh);
+	if (idx < 0 || !fresh)
+		return idx;
+	ni = str_index(e, name);
+	if (ni < 0)
+		return ni;
+	m = sr_pbw__begin(w, table_field[T_FUNCTION]);
+	sr_pbw__int(w, SR_OTLP_P(Function, name_strindex), ni);
+	sr_pbw__end(w, m);
+	return idx;
+}
+
 struct loc_key {
 	uint64_t address;
 	int64_t mapping, function, type_attr;
@@ -292,6 +323,7 @@ static int64_t location_index(struct enc *e, const stackrelay_v1_Frame *f)
 		break;
 	case stackrelay_v1_FrameKind_FRAME_KIND_KERNEL:
 		k.mapping = mapping_index(e, f->executable_id, true);
+		k.function = kernel_function_index(e, f->executable_id, k.address);
 		snprintf(type, sizeof(type), "kernel");
 		break;
 	case stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED:

@@ -19,7 +19,8 @@
  *   - frames the agent names (cpython, jvm, v8js, perf-map): a Location with
  *     one Line -> Function (name, file, start line) and its line;
  *   - kernel frames: the offset in their address space on a mapping named
- *     "[kernel.kallsyms]" or "[module]", unnamed;
+ *     "[kernel.kallsyms]" or "[module]", named through meta->kernel_name
+ *     (otlp-kernel-names.h) as a Line -> Function;
  *   - every Location carries profile.frame.type.
  *
  * Pure: reads definitions through agent.h's store lookups, writes bytes.
@@ -40,6 +41,12 @@ struct agent_otlp_meta {
 	int version;		   /* enum agent_otlp_version */
 	const char *host_name;	   /* host.name on every resource; NULL or empty: none */
 	const char *scope_version; /* InstrumentationScope.version */
+	/*
+	 * Names a kernel frame (the kernel ID of its address space, the offset in
+	 * it), or NULL: the frame stays an offset. Optional.
+	 */
+	const char *(*kernel_name)(void *ctx, const uint8_t *id, size_t len, uint64_t address);
+	void *kernel_name_ctx;
 };
 
 struct agent_otlp_encode_stats {

@@ -32,6 +32,7 @@ struct agent_metrics_server;
 struct agent_sampler;
 struct agent_sender;
 struct agent_otlp_exporter;
+struct agent_otlp_knames;
 
 struct run_ctx {
 	const struct agent_config *cfg;
@@ -45,6 +46,7 @@ struct run_ctx {
 	struct agent_sender *sender;
 	struct agent_otlp_exporter *otlp; /* NULL: otlp.endpoint empty */
 	struct agent_otlp_meta otlp_meta;
+	struct agent_otlp_knames *otlp_knames; /* kernel frame names for OTLP; NULL without kernel stacks */
 	struct agent_metrics_server *metrics;
 	struct agent_info info;
 	bool have_kernel;

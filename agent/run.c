@@ -36,6 +36,8 @@
 #include "metrics.h"
 #include "output.h"
 #include "agent/otlp-export.h"
+#include "agent/otlp-kernel-names.h"
+#include "symupload.h"
 #include "parse-limits.h"
 #include "perf-map-cache.h"
 #include "privs.h"
@@ -664,6 +666,14 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		c.otlp_meta = (struct agent_otlp_meta){ .version = cfg->otlp.proto_version,
 							.host_name = c.info.host_name,
 							.scope_version = c.info.version };
+		/* OTLP consumers have no kernel symbols: the agent names kernel frames itself, as the OTel profiler does. */
+		if (c.have_kernel && cfg->profiling.kernel_stacks) {
+			c.otlp_knames = agent_otlp_knames_new(AGENT_SYMUPLOAD_KALLSYMS_PATH, &c.kernel);
+			c.otlp_meta.kernel_name = agent_otlp_knames__lookup;
+			c.otlp_meta.kernel_name_ctx = c.otlp_knames;
+			if (!c.otlp_knames)
+				c.otlp_meta.kernel_name = NULL;
+		}
 		c.otlp = agent_otlp_exporter_new(&cfg->otlp, &c.otlp_meta, err, sizeof(err));
 		if (!c.otlp) {
 			r = -errno;
@@ -862,6 +872,7 @@ out:
 	if (c.sender)
 		agent_sender_free(c.sender);
 	agent_otlp_exporter_free(c.otlp);
+	agent_otlp_knames_free(c.otlp_knames);
 	if (c.out) {
 		int cr = agent_output_close(c.out);
 		if (cr < 0 && r == 0) {

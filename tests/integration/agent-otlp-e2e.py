@@ -17,7 +17,9 @@ A. The agent sends OTLP straight to tests/fakes/fake_pyroscope.py, which
    frames arrive named (py_alpha/py_beta in >= 80 % of the script's
    samples); native frames arrive unsymbolized, as mapping + ELF virtual
    address with the binary's GNU build ID (readelf), and the addresses
-   resolve (nm) to alpha, beta or spin in >= 80 % of alphabeta's samples.
+   resolve (nm) to alpha, beta or spin in >= 80 % of alphabeta's samples;
+   kernel frames arrive named from kallsyms (in the syscalls workload's
+   samples, at most 10 % of kernel frames left as offsets).
 B. The agent sends OTLP to the real gateway's `otlp` receiver (HTTP), which
    symbolizes the native frames by build ID from a debug directory and
    exports to a second fake Pyroscope: alpha and beta come out named, the
@@ -91,13 +93,14 @@ def log_fields(stderr, msg):
     return {k: int(v) for k, v in fields.items() if v.isdigit()} if fields else {}
 
 
-def run_agent(env, c, what, cfg_text, paths):
+def run_agent(env, c, what, cfg_text, paths, extra=()):
     """Runs the agent over both workloads; returns (stderr, agent counts)."""
     cfg = os.path.join(env.tmp, what + ".yaml")
     with open(cfg, "w") as f:
         f.write(cfg_text)
     gates = [agentlib.gate([env.workload("alphabeta-fp"), str(SECONDS)], stdout=subprocess.DEVNULL),
              agentlib.gate([PYTHON, paths["hot"], str(SECONDS)])]
+    gates += [agentlib.gate(cmd, stdout=subprocess.DEVNULL) for cmd in extra]
     args = ["--config", cfg, "--duration", "120", "--frequency", str(FREQ)]
     for g in gates:
         args += ["--pid", str(g["pid"])]
@@ -160,7 +163,7 @@ otlp:
   headers: {X-Scope-OrgID: tenant-a}
   retry_on_failure: {initial_interval: 100ms}
 profiling: {report_interval: 60s}
-""" % port, paths)
+""" % port, paths, extra=[[env.workload("syscalls"), "1"]])
     s = stats(port)
     c.check(not s["errors"] and s["statuses"] == {"503": 1, "500": 1, "200": 1},
             "direct: 503 and 500 retried, then accepted (%s %s)" % (s["statuses"], s["errors"][:2]))
@@ -188,6 +191,20 @@ profiling: {report_interval: 60s}
             hit += v
     c.check(total > 0 and hit >= 0.8 * total, "direct: native leaves are ELF addresses of alpha/beta/spin: %d of %d" %
             (hit, total))
+    ks = agentlib.Kallsyms()
+    if ks.usable:
+        knames = {n for _, n in ks.syms}
+        named = unnamed = 0
+        for key, v in s["by_key"].items():
+            if not key.startswith("unknown_service:syscalls|"):
+                continue
+            for name in key.split("|")[1].split(";"):
+                if name in knames:
+                    named += v
+                elif name.startswith("[") and "]+0x" in name:
+                    unnamed += v
+        c.check(named > 0 and unnamed <= 0.1 * (named + unnamed), "direct: kernel frames named by the agent from "
+                "kallsyms: %d named, %d offsets in the syscalls workload's samples" % (named, unnamed))
     res = s["last_shapes"]["resources"]
     c.check(any(r["attributes"].get("process.executable.name") == "alphabeta-fp" and "process.pid" in r["attributes"]
                 for r in res), "direct: a resource per process with process.pid and process.executable.name")

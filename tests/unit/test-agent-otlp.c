@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <pb_decode.h>
@@ -23,6 +24,8 @@
 #include "agent/config.h"
 #include "agent/otlp-encode.h"
 #include "agent/otlp-export.h"
+#include "agent/otlp-kernel-names.h"
+#include "agent/kernel.h"
 #include "common/otlp-fields.h"
 #include "common/pbwire.h"
 #include "test-agent-sender-fakestore.h"
@@ -347,6 +350,95 @@ static void test_off_cpu_profile(void **state)
 	fake_store_free(st);
 }
 
+static const char *fake_kernel_name(void *ctx, const uint8_t *id, size_t len, uint64_t address)
+{
+	(void)id;
+	(void)len;
+	(*(unsigned *)ctx)++;
+	return address & 1 ? "fake_kfunc_odd" : "fake_kfunc_even";
+}
+
+/* Kernel frames named through meta.kernel_name become Line -> Function, on their kernel mapping. */
+static void test_kernel_frames_named(void **state)
+{
+	struct agent_store *st = fake_store_new(8, 2);
+	uint64_t total;
+	struct agent_batch b = make_batch(8, &total);
+	unsigned calls = 0, named = 0;
+	struct agent_otlp_meta meta = { .version = AGENT_OTLP_V1_10,
+					.scope_version = "test",
+					.kernel_name = fake_kernel_name,
+					.kernel_name_ctx = &calls };
+	struct agent_otlp_encode_stats es;
+	struct sr_pbw w = { 0 };
+	req10_t req = { 0 };
+	pb_istream_t is;
+	const P(ProfilesDictionary) *d = &req.dictionary;
+
+	(void)state;
+	assert_int_equal(agent_otlp_encode(st, &b, 0, b.n_samples, &meta, &w, &es), 0);
+	is = pb_istream_from_buffer(w.buf, w.len);
+	assert_true(pb_decode(
+		&is, opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req));
+	for (pb_size_t i = 1; i < d->location_table_count; i++) {
+		const P(Location) *loc = &d->location_table[i];
+		const char *file = str(d, d->mapping_table[loc->mapping_index].filename_strindex);
+		if (strcmp(file, "[kernel.kallsyms]") != 0)
+			continue;
+		assert_int_equal(loc->lines_count, 1);
+		assert_memory_equal(str(d, d->function_table[loc->lines[0].function_index].name_strindex),
+				    "fake_kfunc_", 11);
+		named++;
+	}
+	/* Stacks 1, 3, 5, 7 hold one kernel frame each, at distinct addresses. */
+	assert_int_equal(named, 4);
+	assert_int_equal(calls, 4);
+	pb_release(opentelemetry_proto_collector_profiles_v1development_ExportProfilesServiceRequest_fields, &req);
+	sr_pbw__free(&w);
+	batch_free(&b);
+	fake_store_free(st);
+}
+
+/* kallsyms read per address space: the image by offsets from _text, a module by offsets from its start. */
+static void test_kernel_names_from_kallsyms(void **state)
+{
+	static const char text[] = "ffffffff81000000 T _text\n"
+				   "ffffffff81001010 T do_one\n"
+				   "ffffffff81002000 W weak_fn\n"
+				   "ffffffff81003000 D some_data\n"
+				   "ffffffffc0a01000 t mod_fn\t[kvm]\n";
+	struct agent_kernel_module mods[1] = {
+		{ .name = "kvm", .start = 0xffffffffc0a00000ULL, .size = 0x2000, .live = true },
+	};
+	struct agent_kernel k = { .release = "6.1.0-test",
+				  .text_start = 0xffffffff81000000ULL,
+				  .text_end = 0xffffffff81003000ULL,
+				  .modules = mods,
+				  .n_modules = 1 };
+	char path[] = "/tmp/sr-test-kallsyms-XXXXXX";
+	int fd = mkstemp(path);
+	struct agent_otlp_knames *kn;
+	uint8_t unknown[AGENT_KERNEL_ID_LEN] = { 9 };
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	memset(k.id, 1, sizeof(k.id));
+	memset(k.runtime_id, 2, sizeof(k.runtime_id));
+	memset(mods[0].id, 3, sizeof(mods[0].id));
+	assert_int_equal(agent_kernel_index_modules(&k), 0);
+	kn = agent_otlp_knames_new(path, &k);
+	assert_non_null(kn);
+	assert_string_equal(agent_otlp_knames__lookup(kn, k.id, sizeof(k.id), 0x1015), "do_one");
+	assert_string_equal(agent_otlp_knames__lookup(kn, k.id, sizeof(k.id), 0x2004), "weak_fn");
+	assert_string_equal(agent_otlp_knames__lookup(kn, mods[0].id, sizeof(mods[0].id), 0x1008), "mod_fn [kvm]");
+	assert_null(agent_otlp_knames__lookup(kn, unknown, sizeof(unknown), 0x1015));
+	agent_otlp_knames_free(kn);
+	unlink(path);
+	free(k.by_start);
+}
+
 /* Bad settings are refused with a message naming the key. */
 static void test_exporter_config_errors(void **state)
 {
@@ -427,6 +519,8 @@ int main(void)
 		cmocka_unit_test(test_v1_9),
 		cmocka_unit_test(test_evicted_stack_counted),
 		cmocka_unit_test(test_off_cpu_profile),
+		cmocka_unit_test(test_kernel_frames_named),
+		cmocka_unit_test(test_kernel_names_from_kallsyms),
 		cmocka_unit_test(test_exporter_config_errors),
 		cmocka_unit_test(test_exporter_bounded_and_counted),
 	};
