@@ -167,7 +167,10 @@ static void settle_locked(struct agent_otlp_exporter *x, struct request *r, long
 	} else {
 		x->st.requests_failed++;
 	}
-	if (!ok && again && !out_of_time && !x->stopping) {
+	/* Shutting down: it stays queued, and free() counts it with the rest as dropped at shutdown. */
+	if (!ok && again && !out_of_time && x->stopping)
+		return;
+	if (!ok && again && !out_of_time) {
 		x->backoff_ns = x->backoff_ns ? x->backoff_ns + x->backoff_ns / 2 : rc->initial_interval_ns;
 		if (x->backoff_ns > rc->max_interval_ns)
 			x->backoff_ns = rc->max_interval_ns;

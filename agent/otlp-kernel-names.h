@@ -7,7 +7,7 @@
  *
  * One table per kernel address space (the image, each module), read the
  * first time a frame of it is named and kept as sorted addresses and names
- * (about 40 bytes a symbol). Limits: at most AGENT_OTLP_KNAMES_MAX_TABLES
+ * (12 bytes a symbol plus its name). Limits: at most AGENT_OTLP_KNAMES_MAX_TABLES
  * tables and AGENT_OTLP_KNAMES_MAX_BYTES of them; past either all are
  * dropped and read again as needed. An address space whose symbols cannot be
  * read (kptr_restrict, no symbols) is remembered as empty: its frames stay
