@@ -20,7 +20,7 @@ A. The agent sends OTLP straight to tests/fakes/fake_pyroscope.py, which
    resolve (nm) to alpha, beta or spin in >= 80 % of alphabeta's samples;
    kernel frames arrive named from kallsyms (in the syscalls workload's
    samples, at most 10 % of kernel frames left as offsets).
-B. The agent sends OTLP to the real gateway's `otlp` receiver (HTTP), which
+B. The agent sends OTLP v1.9 to the real gateway's `otlp` receiver (HTTP), which
    symbolizes the native frames by build ID from a debug directory and
    exports to a second fake Pyroscope: alpha and beta come out named, the
    Python frames keep their names, counts are conserved end to end, and the
@@ -257,7 +257,7 @@ service:
     if not c.check(wait_port(hport), "gateway: the otlp receiver listens"):
         return
     _, otlp, _ = run_agent(env, c, "gateway", """\
-otlp: {endpoint: "http://127.0.0.1:%d"}
+otlp: {endpoint: "http://127.0.0.1:%d", proto_version: "1.9"}
 profiling: {report_interval: 1s}
 telemetry: {metrics: {address: "127.0.0.1:0"}}
 """ % hport, paths)
