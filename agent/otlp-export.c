@@ -45,7 +45,7 @@ struct agent_otlp_exporter {
 	struct curl_slist *connect_to; /* tls.server_name: verify that name, connect to the endpoint's host */
 	char *url;
 	char errbuf[CURL_ERROR_SIZE];
-	char resp[256];
+	char resp[AGENT_OTLP_RESPONSE_LOG_BYTES];
 	size_t resp_len;
 
 	pthread_t thread;

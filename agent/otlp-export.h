@@ -26,8 +26,8 @@
 #define AGENT_OTLP_PATH			   "/v1development/profiles"
 #define AGENT_OTLP_MAX_SAMPLES_PER_REQUEST 16384
 #define AGENT_OTLP_RETRY_AFTER_MAX_NS	   (300ULL * 1000 * 1000 * 1000)
-/* A response body larger than this is cut (only its first bytes are logged). */
-#define AGENT_OTLP_MAX_RESPONSE_BYTES (64 * 1024)
+/* Bytes of a response body kept to log a failure; the rest is read and dropped. */
+#define AGENT_OTLP_RESPONSE_LOG_BYTES 256
 
 struct agent_otlp_config;
 struct agent_otlp_meta;
