@@ -25,11 +25,16 @@ B. The agent sends OTLP v1.9 to the real gateway's `otlp` receiver (HTTP), which
    exports to a second fake Pyroscope: alpha and beta come out named, the
    Python frames keep their names, counts are conserved end to end, and the
    agent's /metrics has the stackrelay_agent_otlp_* families.
+C. Over https:// to a fake Pyroscope serving TLS: otlp.tls.ca_file and
+   server_name verify it, compression none, an Authorization header; the
+   counts are conserved.
 """
+import importlib.machinery
 import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -74,17 +79,18 @@ py_loop(float(sys.argv[1]))
 """
 
 
-def start_fake(env, name, procs, script=""):
+def start_fake(env, name, procs, script="", tls=()):
     portfile = os.path.join(env.tmp, name + ".port")
     procs.append(subprocess.Popen([sys.executable, os.path.join(env.src, "tests", "fakes", "fake_pyroscope.py"),
-                                   "--port-file", portfile, "--lifetime", "600", "--script", script],
+                                   "--port-file", portfile, "--lifetime", "600", "--script", script] + list(tls),
                                   stdout=open(os.path.join(env.tmp, name + ".log"), "w"), stderr=subprocess.STDOUT))
     agentlib.wait_for(lambda: os.path.exists(portfile), 60)
     return int(open(portfile).read().strip())
 
 
-def stats(port):
-    with urllib.request.urlopen("http://127.0.0.1:%d/stats" % port, timeout=10) as r:
+def stats(port, ctx=None):
+    scheme = "https" if ctx else "http"
+    with urllib.request.urlopen("%s://127.0.0.1:%d/stats" % (scheme, port), timeout=10, context=ctx) as r:
         return json.load(r)
 
 
@@ -278,6 +284,31 @@ telemetry: {metrics: {address: "127.0.0.1:0"}}
     c.check(ptotal > 0 and share >= 80, "gateway: Python frames keep their names: %.1f%% of %d" % (share, ptotal))
 
 
+def phase_tls(env, c, paths, procs):
+    """https:// with otlp.tls.ca_file and server_name, no compression, an Authorization header."""
+    lib = importlib.machinery.SourceFileLoader(
+        "sender_lib", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sender-lib.py")).load_module()
+    certs = lib.make_certs(env.tmp, server_names=("otlp.example.test",), ips=())
+    port = start_fake(env, "pyroscope-tls", procs, tls=["--tls-cert", certs["server.pem"], "--tls-key",
+                                                       certs["server.key"]])
+    _, otlp, _ = run_agent(env, c, "tls", """\
+otlp:
+  endpoint: https://127.0.0.1:%d
+  tls: {ca_file: %s, server_name: otlp.example.test}
+  compression: none
+  headers: {Authorization: Bearer t0ken}
+profiling: {report_interval: 60s}
+""" % (port, certs["ca.pem"]), paths)
+    ctx = ssl.create_default_context(cafile=certs["ca.pem"])
+    ctx.check_hostname = False
+    s = stats(port, ctx)
+    c.check(s["accepted_samples"] == otlp.get("samples_sent") and not s["errors"],
+            "tls: counts conserved over https (fake %d, agent %s)" % (s["accepted_samples"], otlp.get("samples_sent")))
+    c.check(set(s["encodings"]) <= {"", None, "identity"}, "tls: compression none sends no Content-Encoding (%s)" %
+            s["encodings"])
+    c.check(s["auth"] and set(s["auth"]) == {"Bearer t0ken"}, "tls: the Authorization header arrives (%s)" % s["auth"])
+
+
 def main():
     agentlib.require_root_bpf(needs=("table unwinding",))
     if not os.access(PYTHON, os.X_OK):
@@ -291,6 +322,7 @@ def main():
     try:
         phase_direct(env, c, paths, procs)
         phase_gateway(env, c, paths, procs)
+        phase_tls(env, c, paths, procs)
     finally:
         for p in procs:
             p.terminate()
