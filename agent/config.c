@@ -5,21 +5,23 @@
 #include "agent/config.h"
 
 const char *const agent_compression_names[] = { "gzip", "none", NULL };
+/* Indices are enum agent_otlp_version (otlp-encode.h). */
+const char *const agent_otlp_version_names[] = { "1.10", "1.9", NULL };
 const char *const agent_unwinding_names[] = { "auto", "fp", NULL };
 const char *const agent_mapping_hook_names[] = { "auto", "fexit", "tracepoint", "kretprobe", "sys_exit", "none", NULL };
 static const char *const log_level_names[] = { "error", "warn", "info", "debug", "trace", NULL };
 
 static const struct sr_field tls_fields[] = {
 	SR_FIELD_STR("ca_file", struct agent_tls_config, ca_file,
-		     .doc = "CA bundle (PEM) that signs the gateway's certificate; empty: the system's CAs."),
+		     .doc = "CA bundle (PEM) that signs the server's certificate; empty: the system's CAs."),
 	SR_FIELD_STR("cert_file", struct agent_tls_config, cert_file,
 		     .doc = "Client certificate (PEM) for mTLS; needs key_file."),
 	SR_FIELD_STR("key_file", struct agent_tls_config, key_file, .doc = "Private key (PEM) of cert_file."),
 	SR_FIELD_STR("server_name", struct agent_tls_config, server_name,
-		     .doc = "Name to verify in the gateway's certificate (and send as SNI); empty: the endpoint's "
+		     .doc = "Name to verify in the server's certificate (and send as SNI); empty: the endpoint's "
 			    "host."),
 	SR_FIELD_BOOLEAN("insecure_skip_verify", struct agent_tls_config, insecure_skip_verify, .def = "false",
-			 .doc = "Do not verify the gateway's certificate. For tests only."),
+			 .doc = "Do not verify the server's certificate. For tests only."),
 	SR_FIELD_END,
 };
 
@@ -53,6 +55,54 @@ static const struct sr_field gateway_fields[] = {
 		     .doc = "A symbol table a gateway wants again (another replica, a restart, an eviction) is "
 			    "uploaded again once this has passed since the last upload, then after twice that, "
 			    "and so on up to once an hour; 0 uploads each table once per agent lifetime."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field otlp_retry_fields[] = {
+	SR_FIELD_BOOLEAN("enabled", struct agent_otlp_retry_config, enabled, .def = "true",
+			 .doc = "Retry requests that failed retryably (connection errors, timeouts, 429, 500, 502, "
+				"503, 504); false: such a request is dropped and counted."),
+	SR_FIELD_DUR("initial_interval", struct agent_otlp_retry_config, initial_interval_ns, .def = "5s",
+		     .min = 10 * 1000000LL, .max = 600 * 1000000000LL,
+		     .doc = "Wait before the first retry; each next wait is 1.5 times longer, drawn within +-50%, "
+			    "and a Retry-After header (seconds or an HTTP date, at most 5m) replaces it."),
+	SR_FIELD_DUR("max_interval", struct agent_otlp_retry_config, max_interval_ns, .def = "30s",
+		     .min = 10 * 1000000LL, .max = 3600 * 1000000000LL, .doc = "Longest wait between attempts."),
+	SR_FIELD_DUR("max_elapsed_time", struct agent_otlp_retry_config, max_elapsed_time_ns, .def = "5m",
+		     .max = 24 * 3600 * 1000000000LL,
+		     .doc = "A request still failing this long after its first attempt is dropped and counted; 0: "
+			    "retried until the buffer needs its room."),
+	SR_FIELD_END,
+};
+
+static const struct sr_field otlp_fields[] = {
+	SR_FIELD_STR("endpoint", struct agent_otlp_config, endpoint,
+		     .doc = "OTLP/HTTP endpoint (an OpenTelemetry Collector's otlp receiver, port 4318, Pyroscope, "
+			    "port 4040, or a stackrelay gateway's otlp receiver): http:// or https://; "
+			    "/v1development/profiles is appended. Empty: no OTLP export. Set, it replaces the "
+			    "gateway unless gateway.endpoint (or --gateway) is set too."),
+	SR_FIELD_STRMAP("headers", struct agent_otlp_config, headers, n_headers, .min = 0, .max = 64,
+			.doc = "Headers sent with every request, e.g. Authorization or X-Scope-OrgID (a Pyroscope "
+			       "tenant); values may use ${env:NAME} and ${file:PATH}."),
+	SR_FIELD_MAP("tls", struct agent_otlp_config, tls, struct agent_tls_config, tls_fields,
+		     .doc = "TLS settings for https:// endpoints."),
+	SR_FIELD_ENUMERATION("compression", struct agent_otlp_config, compression, agent_compression_names,
+			     .def = "gzip", .doc = "Request body compression (Content-Encoding)."),
+	SR_FIELD_ENUMERATION("proto_version", struct agent_otlp_config, proto_version, agent_otlp_version_names,
+			     .def = "1.10",
+			     .doc = "OTLP profiles version: 1.10 (v1.10.0: Collector 0.148 and later, Pyroscope 1.20 "
+				    "and later) or 1.9 (v1.9.0: Collector 0.140-0.147, Pyroscope 1.18-1.19)."),
+	SR_FIELD_DUR("timeout", struct agent_otlp_config, timeout_ns, .def = "10s", .min = 100 * 1000000LL,
+		     .max = 600 * 1000000000LL, .doc = "Time one request may take before it counts as failed."),
+	SR_FIELD_BYTES("buffer_size", struct agent_otlp_config, buffer_bytes, .def = "32MiB", .min = 64 * 1024,
+		       .max = 16LL << 30,
+		       .doc = "Encoded requests held while the endpoint is slow or away; beyond it the oldest "
+			      "waiting request is dropped and its samples counted "
+			      "(stackrelay_agent_otlp_samples_dropped_total{reason=\"buffer_full\"})."),
+	SR_FIELD_DUR("flush_timeout", struct agent_otlp_config, flush_timeout_ns, .def = "30s",
+		     .doc = "On exit, how long to keep sending what is queued."),
+	SR_FIELD_MAP("retry_on_failure", struct agent_otlp_config, retry, struct agent_otlp_retry_config,
+		     otlp_retry_fields, .doc = "Retries with backoff, as the Collector's exporters do."),
 	SR_FIELD_END,
 };
 
@@ -228,6 +278,9 @@ const struct sr_field agent_config_fields[] = {
 		     .doc = "Name of this node as Kubernetes knows it; empty: the host name."),
 	SR_FIELD_MAP("gateway", struct agent_config, gateway, struct agent_gateway_config, gateway_fields,
 		     .doc = "Where and how samples are sent."),
+	SR_FIELD_MAP("otlp", struct agent_config, otlp, struct agent_otlp_config, otlp_fields,
+		     .doc = "OTLP profiles sent by the agent itself, as the OpenTelemetry eBPF profiler sends them "
+			    "(native frames unsymbolized, with build IDs; Python, Java and JavaScript frames named)."),
 	SR_FIELD_MAP("profiling", struct agent_config, profiling, struct agent_profiling_config, profiling_fields,
 		     .doc = "What is sampled and how often."),
 	SR_FIELD_MAP("off_cpu", struct agent_config, off_cpu, struct agent_off_cpu_config, off_cpu_fields,

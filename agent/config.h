@@ -29,6 +29,27 @@ struct agent_gateway_config {
 	uint64_t symbol_reupload_after_ns;
 };
 
+/* otlp: the agent's own OTLP export (docs/agent.md, "Sending OTLP"); off while endpoint is empty. */
+struct agent_otlp_retry_config {
+	bool enabled;
+	uint64_t initial_interval_ns;
+	uint64_t max_interval_ns;
+	uint64_t max_elapsed_time_ns;
+};
+
+struct agent_otlp_config {
+	char *endpoint;
+	struct sr_kv *headers;
+	uint32_t n_headers;
+	struct agent_tls_config tls;
+	int compression;   /* index into agent_compression_names */
+	int proto_version; /* index into agent_otlp_version_names: enum agent_otlp_version */
+	uint64_t timeout_ns;
+	uint64_t buffer_bytes;
+	uint64_t flush_timeout_ns;
+	struct agent_otlp_retry_config retry;
+};
+
 struct agent_profiling_config {
 	uint64_t frequency_hz;
 	uint64_t report_interval_ns;
@@ -102,6 +123,7 @@ struct agent_telemetry_config {
 struct agent_config {
 	char *node_name;
 	struct agent_gateway_config gateway;
+	struct agent_otlp_config otlp;
 	struct agent_profiling_config profiling;
 	struct agent_off_cpu_config off_cpu;
 	struct agent_python_config python;
@@ -113,6 +135,7 @@ struct agent_config {
 };
 
 extern const char *const agent_compression_names[];
+extern const char *const agent_otlp_version_names[];
 extern const char *const agent_unwinding_names[];
 extern const char *const agent_mapping_hook_names[];
 extern const struct sr_field agent_config_fields[];

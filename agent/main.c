@@ -33,6 +33,9 @@ static void usage(FILE *f)
 		   "Options:\n"
 		   "  --config PATH       YAML configuration (keys below); without it, built-in defaults\n"
 		   "  --gateway URL       gateway.endpoint: http://HOST:PORT (h2c) or https://HOST:PORT\n"
+		   "  --otlp URL          otlp.endpoint: send OTLP profiles there (http:// or https://; an\n"
+		   "                      OpenTelemetry Collector, Pyroscope); instead of the gateway unless\n"
+		   "                      --gateway (or gateway.endpoint in --config) is given too\n"
 		   "  --frequency HZ      profiling.frequency: samples per second per CPU (1-1000)\n"
 		   "  --duration SECONDS  profile that long (or a duration like 1m30s), flush everything, exit 0\n"
 		   "  --output PATH       write what would be sent as varint-delimited stackrelay.v1.PushRequest;\n"
@@ -107,6 +110,7 @@ int main(int argc, char **argv)
 	enum {
 		OPT_CONFIG = 256,
 		OPT_GATEWAY,
+		OPT_OTLP,
 		OPT_FREQUENCY,
 		OPT_DURATION,
 		OPT_OUTPUT,
@@ -121,6 +125,7 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "gateway", required_argument, NULL, OPT_GATEWAY },
+		{ "otlp", required_argument, NULL, OPT_OTLP },
 		{ "frequency", required_argument, NULL, OPT_FREQUENCY },
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "output", required_argument, NULL, OPT_OUTPUT },
@@ -133,7 +138,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
 	};
-	const char *config_path = NULL, *gateway = NULL, *frequency = NULL, *duration = NULL, *output = NULL;
+	const char *config_path = NULL, *gateway = NULL, *otlp = NULL, *frequency = NULL, *duration = NULL,
+		   *output = NULL;
 	const char *log_level = NULL;
 	const char *pids[AGENT_MAX_PID_FLAGS];
 	size_t n_pids = 0;
@@ -149,6 +155,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_GATEWAY:
 			gateway = optarg;
+			break;
+		case OPT_OTLP:
+			otlp = optarg;
 			break;
 		case OPT_FREQUENCY:
 			frequency = optarg;
@@ -232,6 +241,13 @@ int main(int argc, char **argv)
 
 	/* Flags override the file. */
 	bool gateway_set = gateway || file_sets_gateway;
+	if (otlp && replace_string(&cfg.otlp.endpoint, otlp) < 0)
+		goto oom;
+	if (otlp && strncmp(otlp, "http://", 7) != 0 && strncmp(otlp, "https://", 8) != 0) {
+		fprintf(stderr, "stackrelay-agent: --otlp: \"%s\" is not an http:// or https:// URL\n", otlp);
+		goto out;
+	}
+	bool otlp_set = cfg.otlp.endpoint && cfg.otlp.endpoint[0];
 	if (gateway && replace_string(&cfg.gateway.endpoint, gateway) < 0)
 		goto oom;
 	if (gateway && strncmp(gateway, "http://", 7) != 0 && strncmp(gateway, "https://", 8) != 0) {
@@ -272,10 +288,11 @@ int main(int argc, char **argv)
 	}
 	opts.output = cfg.output && cfg.output[0] ? cfg.output : NULL;
 	/*
-	 * --output (or `output:`) alone means "instead of sending"; with a
-	 * gateway named by --gateway or gateway.endpoint in the file, both.
+	 * --output (or `output:`) or an OTLP endpoint alone means "instead of
+	 * sending to the gateway"; with a gateway named by --gateway or
+	 * gateway.endpoint in the file, both.
 	 */
-	opts.send = !opts.output || gateway_set;
+	opts.send = (!opts.output && !otlp_set) || gateway_set;
 	opts.keep_privileges = keep_privileges;
 
 	if (validate) {

@@ -23,6 +23,7 @@
 #include "python.h"
 #include "run.h"
 #include "definition-store.h"
+#include "agent/otlp-encode.h"
 #include "unwinder.h"
 
 struct agent_agg;
@@ -30,6 +31,8 @@ struct agent_config;
 struct agent_metrics_server;
 struct agent_sampler;
 struct agent_sender;
+struct agent_otlp_exporter;
+struct agent_otlp_knames;
 
 struct run_ctx {
 	const struct agent_config *cfg;
@@ -41,6 +44,9 @@ struct run_ctx {
 	struct agent_sampler *sampler;
 	struct agent_output *out;
 	struct agent_sender *sender;
+	struct agent_otlp_exporter *otlp; /* NULL: otlp.endpoint empty */
+	struct agent_otlp_meta otlp_meta;
+	struct agent_otlp_knames *otlp_knames; /* kernel frame names for OTLP; NULL without kernel stacks */
 	struct agent_metrics_server *metrics;
 	struct agent_info info;
 	bool have_kernel;

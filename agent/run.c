@@ -35,6 +35,9 @@
 #include "common/log.h"
 #include "metrics.h"
 #include "output.h"
+#include "agent/otlp-export.h"
+#include "agent/otlp-kernel-names.h"
+#include "symupload.h"
 #include "parse-limits.h"
 #include "perf-map-cache.h"
 #include "privs.h"
@@ -286,6 +289,13 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 		agent_store__expire_stacks(c->store, before);
 	}
 	b.window = c->window;
+	/* Encoded now, while the store has every definition the window names; before the sender takes the samples. */
+	if (c->otlp && b.n_samples) {
+		r = agent_otlp_exporter__submit(c->otlp, c->store, &b);
+		if (r < 0)
+			sr_log_error("agent", "cannot encode OTLP; samples of this window are dropped and counted",
+				     "error=\"%s\"", strerror(-r));
+	}
 	if (c->sender && (b.n_samples || b.drops.ring_buffer_full || b.drops.stack_errors || b.drops.buffer_overflow))
 		agent_sender__submit(c->sender, &b);
 	agent_batch_free(&b);
@@ -368,6 +378,8 @@ static void render_metrics(void *ctx, FILE *f)
 		m.sender = &ss;
 	}
 	agent_run_metrics_render(f, &m);
+	if (c->otlp)
+		agent_otlp_exporter__render_metrics(c->otlp, f);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -674,6 +686,30 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			goto out;
 		}
 	}
+	if (cfg->otlp.endpoint && cfg->otlp.endpoint[0]) {
+		char err[256];
+
+		c.otlp_meta = (struct agent_otlp_meta){ .version = cfg->otlp.proto_version,
+							.host_name = c.info.host_name,
+							.scope_version = c.info.version };
+		/* OTLP consumers have no kernel symbols: the agent names kernel frames itself, as the OTel profiler does. */
+		if (c.have_kernel && cfg->profiling.kernel_stacks) {
+			c.otlp_knames = agent_otlp_knames_new(AGENT_SYMUPLOAD_KALLSYMS_PATH, &c.kernel);
+			c.otlp_meta.kernel_name = agent_otlp_knames__lookup;
+			c.otlp_meta.kernel_name_ctx = c.otlp_knames;
+			if (!c.otlp_knames)
+				c.otlp_meta.kernel_name = NULL;
+		}
+		c.otlp = agent_otlp_exporter_new(&cfg->otlp, &c.otlp_meta, err, sizeof(err));
+		if (!c.otlp) {
+			r = -errno;
+			sr_log_error("agent", "cannot start the OTLP export", "endpoint=%s error=\"%s\"",
+				     cfg->otlp.endpoint, err);
+			goto out;
+		}
+		sr_log_info("agent", "sending OTLP profiles", "endpoint=%s proto_version=%s", cfg->otlp.endpoint,
+			    agent_otlp_version_names[cfg->otlp.proto_version]);
+	}
 	if (c.metrics) {
 		r = agent_metrics_server__start(c.metrics);
 		if (r < 0) {
@@ -766,6 +802,22 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			sr_log_warn("agent", "sender flush incomplete; unsent samples are counted as dropped",
 				    "error=\"%s\"", strerror(-fr));
 	}
+	if (c.otlp) {
+		struct agent_otlp_stats os;
+		int fr = agent_otlp_exporter__flush(c.otlp, cfg->otlp.flush_timeout_ns);
+
+		if (fr < 0)
+			sr_log_warn("agent", "OTLP flush incomplete; unsent samples are counted as dropped",
+				    "error=\"%s\"", strerror(-fr));
+		agent_otlp_exporter__stats(c.otlp, &os);
+		sr_log_info("agent", "OTLP export",
+			    "samples_submitted=%" PRIu64 " samples_sent=%" PRIu64 " dropped_buffer_full=%" PRIu64
+			    " dropped_rejected=%" PRIu64 " dropped_retries_exhausted=%" PRIu64
+			    " dropped_definition_lost=%" PRIu64 " requests_ok=%" PRIu64 " requests_failed=%" PRIu64,
+			    os.samples_submitted, os.samples_sent, os.dropped_buffer_full, os.dropped_rejected,
+			    os.dropped_retries_exhausted, os.dropped_definition_lost, os.requests_ok,
+			    os.requests_failed);
+	}
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sr_log_info("agent", "profiling stopped",
@@ -845,6 +897,8 @@ out:
 	free(c.unwind_queue);
 	if (c.sender)
 		agent_sender_free(c.sender);
+	agent_otlp_exporter_free(c.otlp);
+	agent_otlp_knames_free(c.otlp_knames);
 	if (c.out) {
 		int cr = agent_output_close(c.out);
 		if (cr < 0 && r == 0) {

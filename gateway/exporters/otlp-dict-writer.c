@@ -18,7 +18,7 @@
 #include "otlp-encode.h"
 #include "common/pbwire.h"
 
-#include "otlp-fields-private.h"
+#include "common/otlp-fields.h"
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 
@@ -608,14 +608,14 @@ void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, con
 	switch (type) {
 	case GW_ATTR_STRING:
 		/* A string value is always written, "" included: it says "string". */
-		sr_pbw__bytes_always(w, GW_OTLP_C(AnyValue, string_value), str, str_len);
+		sr_pbw__bytes_always(w, SR_OTLP_C(AnyValue, string_value), str, str_len);
 		break;
 	case GW_ATTR_INT:
-		sr_pbw__tag(w, GW_OTLP_C(AnyValue, int_value), SR_PB_VARINT);
+		sr_pbw__tag(w, SR_OTLP_C(AnyValue, int_value), SR_PB_VARINT);
 		sr_pbw__varint(w, (uint64_t)i);
 		break;
 	case GW_ATTR_BOOL:
-		sr_pbw__tag(w, GW_OTLP_C(AnyValue, bool_value), SR_PB_VARINT);
+		sr_pbw__tag(w, SR_OTLP_C(AnyValue, bool_value), SR_PB_VARINT);
 		sr_pbw__varint(w, bv);
 		break;
 	case GW_ATTR_DOUBLE: {
@@ -623,7 +623,7 @@ void gw_otlp_write_any_value_oneof(struct sr_pbw *w, enum gw_attr_type type, con
 
 		/* Written even when 0.0: the member says "double". */
 		memcpy(&bits, &dv, sizeof(bits));
-		sr_pbw__tag(w, GW_OTLP_C(AnyValue, double_value), SR_PB_I64);
+		sr_pbw__tag(w, SR_OTLP_C(AnyValue, double_value), SR_PB_I64);
 		sr_pbw__put_fixed64(w, bits);
 		break;
 	}
@@ -645,67 +645,67 @@ static void write_any_value(struct sr_pbw *w, uint32_t field, const struct gw_ot
 
 void gw_otlp_write_dictionary(struct sr_pbw *w, const struct gw_otlp_dict *d)
 {
-	size_t dm = sr_pbw__begin(w, GW_OTLP_REQ(dictionary));
+	size_t dm = sr_pbw__begin(w, SR_OTLP_REQ(dictionary));
 
 	for (uint32_t i = 0; i < d->mappings.n; i++) {
 		const struct gw_otlp_dict_mapping_entry *e = &d->mappings.v[i];
-		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, mapping_table));
+		size_t m = sr_pbw__begin(w, SR_OTLP_P(ProfilesDictionary, mapping_table));
 
-		sr_pbw__int(w, GW_OTLP_P(Mapping, filename_strindex), e->filename);
+		sr_pbw__int(w, SR_OTLP_P(Mapping, filename_strindex), e->filename);
 		if (e->build_id_attr)
-			sr_pbw__packed_i32(w, GW_OTLP_P(Mapping, attribute_indices), &e->build_id_attr, 1);
+			sr_pbw__packed_i32(w, SR_OTLP_P(Mapping, attribute_indices), &e->build_id_attr, 1);
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->locations.n; i++) {
 		const struct gw_otlp_dict_location_entry *e = &d->locations.v[i];
-		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, location_table));
+		size_t m = sr_pbw__begin(w, SR_OTLP_P(ProfilesDictionary, location_table));
 
-		sr_pbw__int(w, GW_OTLP_P(Location, mapping_index), e->mapping);
-		sr_pbw__uint(w, GW_OTLP_P(Location, address), e->address);
+		sr_pbw__int(w, SR_OTLP_P(Location, mapping_index), e->mapping);
+		sr_pbw__uint(w, SR_OTLP_P(Location, address), e->address);
 		for (uint32_t j = 0; j < e->n_lines; j++) {
 			const struct gw_otlp_dict_line_entry *l = &d->lines.v[e->first_line + j];
-			size_t lm = sr_pbw__begin(w, GW_OTLP_P(Location, lines));
+			size_t lm = sr_pbw__begin(w, SR_OTLP_P(Location, lines));
 
-			sr_pbw__int(w, GW_OTLP_P(Line, function_index), l->function);
-			sr_pbw__int(w, GW_OTLP_P(Line, line), l->line);
-			sr_pbw__int(w, GW_OTLP_P(Line, column), l->column);
+			sr_pbw__int(w, SR_OTLP_P(Line, function_index), l->function);
+			sr_pbw__int(w, SR_OTLP_P(Line, line), l->line);
+			sr_pbw__int(w, SR_OTLP_P(Line, column), l->column);
 			sr_pbw__end(w, lm);
 		}
 		if (e->frame_type_attr)
-			sr_pbw__packed_i32(w, GW_OTLP_P(Location, attribute_indices), &e->frame_type_attr, 1);
+			sr_pbw__packed_i32(w, SR_OTLP_P(Location, attribute_indices), &e->frame_type_attr, 1);
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->functions.n; i++) {
 		const struct gw_otlp_dict_function_entry *e = &d->functions.v[i];
-		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, function_table));
+		size_t m = sr_pbw__begin(w, SR_OTLP_P(ProfilesDictionary, function_table));
 
-		sr_pbw__int(w, GW_OTLP_P(Function, name_strindex), e->name);
-		sr_pbw__int(w, GW_OTLP_P(Function, system_name_strindex), e->system_name);
-		sr_pbw__int(w, GW_OTLP_P(Function, filename_strindex), e->filename);
-		sr_pbw__int(w, GW_OTLP_P(Function, start_line), e->start_line);
+		sr_pbw__int(w, SR_OTLP_P(Function, name_strindex), e->name);
+		sr_pbw__int(w, SR_OTLP_P(Function, system_name_strindex), e->system_name);
+		sr_pbw__int(w, SR_OTLP_P(Function, filename_strindex), e->filename);
+		sr_pbw__int(w, SR_OTLP_P(Function, start_line), e->start_line);
 		sr_pbw__end(w, m);
 	}
 	/* link_table: only its zero element; we have no trace links. */
-	sr_pbw__end(w, sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, link_table)));
+	sr_pbw__end(w, sr_pbw__begin(w, SR_OTLP_P(ProfilesDictionary, link_table)));
 	for (uint32_t i = 0; i < d->strings.n; i++)
-		sr_pbw__bytes_always(w, GW_OTLP_P(ProfilesDictionary, string_table), d->strings.v[i].s,
+		sr_pbw__bytes_always(w, SR_OTLP_P(ProfilesDictionary, string_table), d->strings.v[i].s,
 				     d->strings.v[i].len);
 	for (uint32_t i = 0; i < d->attrs.n; i++) {
 		const struct gw_otlp_dict_attr_entry *e = &d->attrs.v[i];
-		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, attribute_table));
+		size_t m = sr_pbw__begin(w, SR_OTLP_P(ProfilesDictionary, attribute_table));
 
 		if (i > 0) {
-			sr_pbw__int(w, GW_OTLP_P(KeyValueAndUnit, key_strindex), e->key);
-			write_any_value(w, GW_OTLP_P(KeyValueAndUnit, value), d, e);
+			sr_pbw__int(w, SR_OTLP_P(KeyValueAndUnit, key_strindex), e->key);
+			write_any_value(w, SR_OTLP_P(KeyValueAndUnit, value), d, e);
 		}
 		sr_pbw__end(w, m);
 	}
 	for (uint32_t i = 0; i < d->stacks.n; i++) {
 		const struct gw_otlp_dict_stack_entry *e = &d->stacks.v[i];
-		size_t m = sr_pbw__begin(w, GW_OTLP_P(ProfilesDictionary, stack_table));
+		size_t m = sr_pbw__begin(w, SR_OTLP_P(ProfilesDictionary, stack_table));
 
 		if (e->n)
-			sr_pbw__packed_i32(w, GW_OTLP_P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
+			sr_pbw__packed_i32(w, SR_OTLP_P(Stack, location_indices), d->stack_locs.v + e->first, e->n);
 		sr_pbw__end(w, m);
 	}
 	sr_pbw__end(w, dm);

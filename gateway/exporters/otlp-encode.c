@@ -20,7 +20,7 @@
 #include "otlp-encode.h"
 #include "common/pbwire.h"
 
-#include "otlp-fields-private.h"
+#include "common/otlp-fields.h"
 
 #define SCOPE_NAME "stackrelay"
 
@@ -190,8 +190,8 @@ static void write_key_value(struct sr_pbw *w, uint32_t field, const struct gw_at
 	size_t m = sr_pbw__begin(w, field), vm;
 	const char *str = a->type == GW_ATTR_STRING && a->v.s ? a->v.s : "";
 
-	sr_pbw__string(w, GW_OTLP_C(KeyValue, key), a->key);
-	vm = sr_pbw__begin(w, GW_OTLP_C(KeyValue, value));
+	sr_pbw__string(w, SR_OTLP_C(KeyValue, key), a->key);
+	vm = sr_pbw__begin(w, SR_OTLP_C(KeyValue, value));
 	gw_otlp_write_any_value_oneof(w, a->type, str, strlen(str), a->type == GW_ATTR_INT ? a->v.i : 0,
 				      a->type == GW_ATTR_BOOL && a->v.b, a->type == GW_ATTR_DOUBLE ? a->v.d : 0);
 	sr_pbw__end(w, vm);
@@ -215,8 +215,8 @@ static void write_value_type(struct sr_pbw *w, uint32_t field, int32_t type, int
 {
 	size_t m = sr_pbw__begin(w, field);
 
-	sr_pbw__int(w, GW_OTLP_P(ValueType, type_strindex), type);
-	sr_pbw__int(w, GW_OTLP_P(ValueType, unit_strindex), unit);
+	sr_pbw__int(w, SR_OTLP_P(ValueType, type_strindex), type);
+	sr_pbw__int(w, SR_OTLP_P(ValueType, unit_strindex), unit);
 	sr_pbw__end(w, m);
 }
 
@@ -305,24 +305,24 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 	if (e->samples.n == 0)
 		return 0;
 
-	rm = sr_pbw__begin(w, GW_OTLP_REQ(resource_profiles));
-	resm = sr_pbw__begin(w, GW_OTLP_P(ResourceProfiles, resource));
+	rm = sr_pbw__begin(w, SR_OTLP_REQ(resource_profiles));
+	resm = sr_pbw__begin(w, SR_OTLP_P(ResourceProfiles, resource));
 	for (uint32_t i = 0; i < r->n_attrs; i++)
-		write_key_value(w, GW_OTLP_RES(attributes), &r->attrs[i]);
+		write_key_value(w, SR_OTLP_RES(attributes), &r->attrs[i]);
 	if (pid_attr) {
 		struct gw_attr a = { .key = "process.pid",
 				     .type = GW_ATTR_INT,
 				     .v.i = r->samples[e->order.v[from]].pid };
 
-		write_key_value(w, GW_OTLP_RES(attributes), &a);
+		write_key_value(w, SR_OTLP_RES(attributes), &a);
 	}
 	sr_pbw__end(w, resm);
-	sm = sr_pbw__begin(w, GW_OTLP_P(ResourceProfiles, scope_profiles));
-	scm = sr_pbw__begin(w, GW_OTLP_P(ScopeProfiles, scope));
-	sr_pbw__string(w, GW_OTLP_C(InstrumentationScope, name), SCOPE_NAME);
-	sr_pbw__string(w, GW_OTLP_C(InstrumentationScope, version), o->scope_version);
+	sm = sr_pbw__begin(w, SR_OTLP_P(ResourceProfiles, scope_profiles));
+	scm = sr_pbw__begin(w, SR_OTLP_P(ScopeProfiles, scope));
+	sr_pbw__string(w, SR_OTLP_C(InstrumentationScope, name), SCOPE_NAME);
+	sr_pbw__string(w, SR_OTLP_C(InstrumentationScope, version), o->scope_version);
 	sr_pbw__end(w, scm);
-	pm = sr_pbw__begin(w, GW_OTLP_P(ScopeProfiles, profiles));
+	pm = sr_pbw__begin(w, SR_OTLP_P(ScopeProfiles, profiles));
 	/*
 	 * Off-CPU: one value, nanoseconds, and no period: Pyroscope's OTLP
 	 * conversion names exactly that shape (off_cpu/nanoseconds, no period
@@ -333,29 +333,29 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 
 		if (t < 0)
 			return (int)t;
-		write_value_type(w, GW_OTLP_P(Profile, sample_type), (int32_t)t, e->str_nanoseconds);
+		write_value_type(w, SR_OTLP_P(Profile, sample_type), (int32_t)t, e->str_nanoseconds);
 	} else {
-		write_value_type(w, GW_OTLP_P(Profile, sample_type), e->str_samples, e->str_count);
+		write_value_type(w, SR_OTLP_P(Profile, sample_type), e->str_samples, e->str_count);
 	}
 	for (uint32_t i = 0; i < e->samples.n; i++) {
 		const struct pending_sample *ps = &e->samples.v[i];
-		size_t m = sr_pbw__begin(w, GW_OTLP_P(Profile, samples));
+		size_t m = sr_pbw__begin(w, SR_OTLP_P(Profile, samples));
 		uint64_t value = off_cpu ? ps->off_cpu_ns : ps->count;
 		size_t vm;
 
-		sr_pbw__int(w, v19 ? GW_OTLP_S9(stack_index) : GW_OTLP_S10(stack_index), ps->stack);
+		sr_pbw__int(w, v19 ? SR_OTLP_S9(stack_index) : SR_OTLP_S10(stack_index), ps->stack);
 		if (v19) {
-			vm = sr_pbw__begin(w, GW_OTLP_S9(values));
+			vm = sr_pbw__begin(w, SR_OTLP_S9(values));
 			sr_pbw__varint(w, value);
 			sr_pbw__end(w, vm);
 			if (ps->n_attrs)
-				sr_pbw__packed_i32(w, GW_OTLP_S9(attribute_indices), e->sample_attrs.v + ps->first_attr,
+				sr_pbw__packed_i32(w, SR_OTLP_S9(attribute_indices), e->sample_attrs.v + ps->first_attr,
 						   ps->n_attrs);
 		} else {
 			if (ps->n_attrs)
-				sr_pbw__packed_i32(w, GW_OTLP_S10(attribute_indices),
+				sr_pbw__packed_i32(w, SR_OTLP_S10(attribute_indices),
 						   e->sample_attrs.v + ps->first_attr, ps->n_attrs);
-			vm = sr_pbw__begin(w, GW_OTLP_S10(values));
+			vm = sr_pbw__begin(w, SR_OTLP_S10(values));
 			sr_pbw__varint(w, value);
 			sr_pbw__end(w, vm);
 		}
@@ -363,11 +363,11 @@ static int encode_resource(struct enc *e, const struct gw_resource *r, uint32_t 
 		e->st.samples++;
 		e->st.total_count += ps->count;
 	}
-	sr_pbw__fixed64(w, GW_OTLP_P(Profile, time_unix_nano), t_min);
-	sr_pbw__uint(w, GW_OTLP_P(Profile, duration_nano), t_max > t_min ? t_max - t_min : 0);
+	sr_pbw__fixed64(w, SR_OTLP_P(Profile, time_unix_nano), t_min);
+	sr_pbw__uint(w, SR_OTLP_P(Profile, duration_nano), t_max > t_min ? t_max - t_min : 0);
 	if (!off_cpu) {
-		write_value_type(w, GW_OTLP_P(Profile, period_type), e->str_cpu, e->str_nanoseconds);
-		sr_pbw__int(w, GW_OTLP_P(Profile, period),
+		write_value_type(w, SR_OTLP_P(Profile, period_type), e->str_cpu, e->str_nanoseconds);
+		sr_pbw__int(w, SR_OTLP_P(Profile, period),
 			    r->frequency_hz ? (int64_t)(1000000000ULL / r->frequency_hz) : 0);
 	}
 	sr_pbw__end(w, pm);

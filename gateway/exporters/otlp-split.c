@@ -11,7 +11,7 @@
 
 #include "common/macro.h"
 #include "otlp-encode.h"
-#include "otlp-fields-private.h"
+#include "common/otlp-fields.h"
 #include "common/pbwire.h"
 
 /* ---- reading our own requests back (413 splits, counts) ---- */
@@ -31,10 +31,10 @@ static struct sr_pbr sub_of(const struct sr_pbr *r, const struct sr_pb_field *f)
 
 /* The repeated child field at each nesting level: request → RP → SP → Profile → Sample. */
 static const uint32_t level_child[] = {
-	GW_OTLP_REQ(resource_profiles),
-	GW_OTLP_P(ResourceProfiles, scope_profiles),
-	GW_OTLP_P(ScopeProfiles, profiles),
-	GW_OTLP_P(Profile, samples),
+	SR_OTLP_REQ(resource_profiles),
+	SR_OTLP_P(ResourceProfiles, scope_profiles),
+	SR_OTLP_P(ScopeProfiles, profiles),
+	SR_OTLP_P(Profile, samples),
 };
 
 static int count_sample(struct sr_pbr r, uint32_t values_field, uint64_t *sum)
@@ -81,7 +81,7 @@ static int count_level(struct sr_pbr r, unsigned level, uint32_t values_field, u
 int gw_otlp_count(const uint8_t *req, size_t len, enum gw_otlp_version v, uint64_t *ret_count)
 {
 	uint64_t sum = 0;
-	int r = count_level(sr_pbr_of(req, len), 0, v == GW_OTLP_V1_9 ? GW_OTLP_S9(values) : GW_OTLP_S10(values), &sum);
+	int r = count_level(sr_pbr_of(req, len), 0, v == GW_OTLP_V1_9 ? SR_OTLP_S9(values) : SR_OTLP_S10(values), &sum);
 
 	if (r < 0)
 		return r;
@@ -163,59 +163,59 @@ struct ref_rule {
 	{                                                                                                              \
 		0, T_NONE, NULL                                                                                        \
 	}
-static const struct ref_rule r_value_type[] = { { GW_OTLP_P(ValueType, type_strindex), T_STR, NULL },
-						{ GW_OTLP_P(ValueType, unit_strindex), T_STR, NULL },
+static const struct ref_rule r_value_type[] = { { SR_OTLP_P(ValueType, type_strindex), T_STR, NULL },
+						{ SR_OTLP_P(ValueType, unit_strindex), T_STR, NULL },
 						RULES_END };
-static const struct ref_rule r_sample10[] = { { GW_OTLP_S10(stack_index), T_STACK, NULL },
-					      { GW_OTLP_S10(attribute_indices), T_ATTR, NULL },
-					      { GW_OTLP_S10(link_index), T_LINK, NULL },
+static const struct ref_rule r_sample10[] = { { SR_OTLP_S10(stack_index), T_STACK, NULL },
+					      { SR_OTLP_S10(attribute_indices), T_ATTR, NULL },
+					      { SR_OTLP_S10(link_index), T_LINK, NULL },
 					      RULES_END };
-static const struct ref_rule r_sample9[] = { { GW_OTLP_S9(stack_index), T_STACK, NULL },
-					     { GW_OTLP_S9(attribute_indices), T_ATTR, NULL },
-					     { GW_OTLP_S9(link_index), T_LINK, NULL },
+static const struct ref_rule r_sample9[] = { { SR_OTLP_S9(stack_index), T_STACK, NULL },
+					     { SR_OTLP_S9(attribute_indices), T_ATTR, NULL },
+					     { SR_OTLP_S9(link_index), T_LINK, NULL },
 					     RULES_END };
-static const struct ref_rule r_profile10[] = { { GW_OTLP_P(Profile, sample_type), T_SUB, r_value_type },
-					       { GW_OTLP_P(Profile, samples), T_SUB, r_sample10 },
-					       { GW_OTLP_P(Profile, period_type), T_SUB, r_value_type },
-					       { GW_OTLP_P(Profile, attribute_indices), T_ATTR, NULL },
+static const struct ref_rule r_profile10[] = { { SR_OTLP_P(Profile, sample_type), T_SUB, r_value_type },
+					       { SR_OTLP_P(Profile, samples), T_SUB, r_sample10 },
+					       { SR_OTLP_P(Profile, period_type), T_SUB, r_value_type },
+					       { SR_OTLP_P(Profile, attribute_indices), T_ATTR, NULL },
 					       RULES_END };
-static const struct ref_rule r_profile9[] = { { GW_OTLP_P(Profile, sample_type), T_SUB, r_value_type },
-					      { GW_OTLP_P(Profile, samples), T_SUB, r_sample9 },
-					      { GW_OTLP_P(Profile, period_type), T_SUB, r_value_type },
-					      { GW_OTLP_P(Profile, attribute_indices), T_ATTR, NULL },
+static const struct ref_rule r_profile9[] = { { SR_OTLP_P(Profile, sample_type), T_SUB, r_value_type },
+					      { SR_OTLP_P(Profile, samples), T_SUB, r_sample9 },
+					      { SR_OTLP_P(Profile, period_type), T_SUB, r_value_type },
+					      { SR_OTLP_P(Profile, attribute_indices), T_ATTR, NULL },
 					      RULES_END };
-static const struct ref_rule r_scope10[] = { { GW_OTLP_P(ScopeProfiles, profiles), T_SUB, r_profile10 }, RULES_END };
-static const struct ref_rule r_scope9[] = { { GW_OTLP_P(ScopeProfiles, profiles), T_SUB, r_profile9 }, RULES_END };
-static const struct ref_rule r_rp10[] = { { GW_OTLP_P(ResourceProfiles, scope_profiles), T_SUB, r_scope10 },
+static const struct ref_rule r_scope10[] = { { SR_OTLP_P(ScopeProfiles, profiles), T_SUB, r_profile10 }, RULES_END };
+static const struct ref_rule r_scope9[] = { { SR_OTLP_P(ScopeProfiles, profiles), T_SUB, r_profile9 }, RULES_END };
+static const struct ref_rule r_rp10[] = { { SR_OTLP_P(ResourceProfiles, scope_profiles), T_SUB, r_scope10 },
 					  RULES_END };
-static const struct ref_rule r_rp9[] = { { GW_OTLP_P(ResourceProfiles, scope_profiles), T_SUB, r_scope9 }, RULES_END };
-static const struct ref_rule r_line[] = { { GW_OTLP_P(Line, function_index), T_FUN, NULL }, RULES_END };
+static const struct ref_rule r_rp9[] = { { SR_OTLP_P(ResourceProfiles, scope_profiles), T_SUB, r_scope9 }, RULES_END };
+static const struct ref_rule r_line[] = { { SR_OTLP_P(Line, function_index), T_FUN, NULL }, RULES_END };
 /* Per table, the rules of its entries (strings: none). */
-static const struct ref_rule r_mapping[] = { { GW_OTLP_P(Mapping, filename_strindex), T_STR, NULL },
-					     { GW_OTLP_P(Mapping, attribute_indices), T_ATTR, NULL },
+static const struct ref_rule r_mapping[] = { { SR_OTLP_P(Mapping, filename_strindex), T_STR, NULL },
+					     { SR_OTLP_P(Mapping, attribute_indices), T_ATTR, NULL },
 					     RULES_END };
-static const struct ref_rule r_location[] = { { GW_OTLP_P(Location, mapping_index), T_MAP, NULL },
-					      { GW_OTLP_P(Location, lines), T_SUB, r_line },
-					      { GW_OTLP_P(Location, attribute_indices), T_ATTR, NULL },
+static const struct ref_rule r_location[] = { { SR_OTLP_P(Location, mapping_index), T_MAP, NULL },
+					      { SR_OTLP_P(Location, lines), T_SUB, r_line },
+					      { SR_OTLP_P(Location, attribute_indices), T_ATTR, NULL },
 					      RULES_END };
-static const struct ref_rule r_function[] = { { GW_OTLP_P(Function, name_strindex), T_STR, NULL },
-					      { GW_OTLP_P(Function, system_name_strindex), T_STR, NULL },
-					      { GW_OTLP_P(Function, filename_strindex), T_STR, NULL },
+static const struct ref_rule r_function[] = { { SR_OTLP_P(Function, name_strindex), T_STR, NULL },
+					      { SR_OTLP_P(Function, system_name_strindex), T_STR, NULL },
+					      { SR_OTLP_P(Function, filename_strindex), T_STR, NULL },
 					      RULES_END };
-static const struct ref_rule r_attr[] = { { GW_OTLP_P(KeyValueAndUnit, key_strindex), T_STR, NULL },
-					  { GW_OTLP_P(KeyValueAndUnit, unit_strindex), T_STR, NULL },
+static const struct ref_rule r_attr[] = { { SR_OTLP_P(KeyValueAndUnit, key_strindex), T_STR, NULL },
+					  { SR_OTLP_P(KeyValueAndUnit, unit_strindex), T_STR, NULL },
 					  RULES_END };
-static const struct ref_rule r_stack[] = { { GW_OTLP_P(Stack, location_indices), T_LOC, NULL }, RULES_END };
+static const struct ref_rule r_stack[] = { { SR_OTLP_P(Stack, location_indices), T_LOC, NULL }, RULES_END };
 static const struct ref_rule r_none[] = { RULES_END };
 
 static const uint32_t table_field[T_MAX] = {
-	[T_MAP] = GW_OTLP_P(ProfilesDictionary, mapping_table),
-	[T_LOC] = GW_OTLP_P(ProfilesDictionary, location_table),
-	[T_FUN] = GW_OTLP_P(ProfilesDictionary, function_table),
-	[T_LINK] = GW_OTLP_P(ProfilesDictionary, link_table),
-	[T_STR] = GW_OTLP_P(ProfilesDictionary, string_table),
-	[T_ATTR] = GW_OTLP_P(ProfilesDictionary, attribute_table),
-	[T_STACK] = GW_OTLP_P(ProfilesDictionary, stack_table),
+	[T_MAP] = SR_OTLP_P(ProfilesDictionary, mapping_table),
+	[T_LOC] = SR_OTLP_P(ProfilesDictionary, location_table),
+	[T_FUN] = SR_OTLP_P(ProfilesDictionary, function_table),
+	[T_LINK] = SR_OTLP_P(ProfilesDictionary, link_table),
+	[T_STR] = SR_OTLP_P(ProfilesDictionary, string_table),
+	[T_ATTR] = SR_OTLP_P(ProfilesDictionary, attribute_table),
+	[T_STACK] = SR_OTLP_P(ProfilesDictionary, stack_table),
 };
 static const struct ref_rule *const table_rules[T_MAX] = {
 	[T_MAP] = r_mapping, [T_LOC] = r_location, [T_FUN] = r_function, [T_LINK] = r_none,
@@ -330,7 +330,7 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 	int r;
 
 	while ((r = next_field(&q, &f)) == 0)
-		if (f.number == GW_OTLP_REQ(dictionary) && f.wt == SR_PB_LEN)
+		if (f.number == SR_OTLP_REQ(dictionary) && f.wt == SR_PB_LEN)
 			dict = sub_of(&q, &f);
 	if (r < 0 || !dict.p)
 		return -EINVAL;
@@ -370,7 +370,7 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 		c.map[t][0] = 1;
 	}
 	for (q = rq; next_field(&q, &f) == 0;)
-		if (f.number == GW_OTLP_REQ(resource_profiles) && f.wt == SR_PB_LEN) {
+		if (f.number == SR_OTLP_REQ(resource_profiles) && f.wt == SR_PB_LEN) {
 			r = mark(&c, sub_of(&q, &f), rp_rules);
 			if (r < 0)
 				goto out;
@@ -391,16 +391,16 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 			c.map[t][i] = c.map[t][i] ? ++next : 0;
 
 	for (q = rq; next_field(&q, &f) == 0;) {
-		if (f.number == GW_OTLP_REQ(resource_profiles) && f.wt == SR_PB_LEN) {
+		if (f.number == SR_OTLP_REQ(resource_profiles) && f.wt == SR_PB_LEN) {
 			size_t m = sr_pbw__begin(out, f.number);
 
 			rewrite(&c, out, sub_of(&q, &f), rp_rules);
 			sr_pbw__end(out, m);
-		} else if (f.number != GW_OTLP_REQ(dictionary)) {
+		} else if (f.number != SR_OTLP_REQ(dictionary)) {
 			sr_pbw__copy_field(out, &f);
 		}
 	}
-	dm = sr_pbw__begin(out, GW_OTLP_REQ(dictionary));
+	dm = sr_pbw__begin(out, SR_OTLP_REQ(dictionary));
 	for (int t = 0; t < T_MAX; t++)
 		for (uint32_t i = 0; i < c.n[t]; i++) {
 			size_t m;

@@ -262,6 +262,20 @@ def start(cmd, **kw):
     return p, [int(x) for x in line.split()]
 
 
+def gate(cmd, **kw):
+    """A shell that waits on a pipe, then execs cmd under its own PID: the PID is known before the program runs.
+    release() lets it go."""
+    r, w = os.pipe()
+    p = subprocess.Popen(["sh", "-c", 'read go; exec "$@"', "sh"] + cmd, stdin=r, **kw)
+    os.close(r)
+    return {"proc": p, "w": w, "pid": p.pid}
+
+
+def release(g):
+    os.write(g["w"], b"go\n")
+    os.close(g["w"])
+
+
 def start_agent(env, args):
     """Starts the agent and waits for its "profiling" line (bounded by the agent's own start-up or exit).
     Returns (proc, log lines), or (None, log lines) when it exited first. Tests that profile
