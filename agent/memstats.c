@@ -77,6 +77,23 @@ static uint64_t fdinfo_memlock(int fd)
 	return v;
 }
 
+/*
+ * What the map holds in kernel memory. fdinfo's memlock says so from 6.4 on;
+ * before, it is key and value sizes times entries, which is 0 for a ring
+ * buffer (no key, no value): there it is computed as 6.4 does, the data
+ * pages, three pages of positions and header, and the page pointers of the
+ * data mapped twice.
+ */
+static uint64_t map_bytes(int fd, const struct bpf_map_info *info)
+{
+	uint64_t v = fdinfo_memlock(fd), page = (uint64_t)sysconf(_SC_PAGESIZE), data;
+
+	if (v || info->type != BPF_MAP_TYPE_RINGBUF)
+		return v;
+	data = info->max_entries / page;
+	return (3 + data) * page + (3 + 2 * data) * sizeof(void *);
+}
+
 int agent_memstats_bpf_maps(struct agent_bpf_map_mem *out, size_t max, size_t *ret_n)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -119,7 +136,7 @@ int agent_memstats_bpf_maps(struct agent_bpf_map_mem *out, size_t max, size_t *r
 				n++;
 			}
 		}
-		out[i].bytes += fdinfo_memlock(fd);
+		out[i].bytes += map_bytes(fd, &info);
 		out[i].maps++;
 	}
 	closedir(d);
