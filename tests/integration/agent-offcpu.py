@@ -29,6 +29,11 @@ flamegraph exporters) and writes --output as well. Checked:
     where offcpu_sleep and offcpu_pipe_read are named, and flame.svg stays
     the CPU graph.
 
+Run as agent-offcpu-fallbacks with SR_AGENT_FORCE_FALLBACKS=1, the agent
+takes the kprobe on finish_task_switch (the hook before 6.17 where the
+kernel has only its clone) and the old kernels' other fallbacks, held to
+the same figures.
+
 Nothing waits on a timer: the workload runs its own SECONDS, the agent is
 stopped (SIGTERM: it drains BPF and flushes) after the workload has exited,
 and the gateway after the agent.
@@ -237,6 +242,10 @@ def main():
             return c.finish()
         started = agentlib.logfmt_fields(open(agent_log).read(), "off-CPU profiling") or {}
         print("# off-CPU waits end at %s" % started.get("hook"))
+        if os.environ.get("SR_AGENT_FORCE_FALLBACKS") == "1":
+            # agent-offcpu-fallbacks: the hook of kernels before 6.17 whose finish_task_switch is a clone.
+            c.check(started.get("hook", "").startswith("kprobe/finish_task_switch"),
+                    "SR_AGENT_FORCE_FALLBACKS=1: waits end at a kprobe on finish_task_switch (%s)" % started.get("hook"))
         w.stdin.write("go\n")
         w.stdin.flush()
         measured = {}

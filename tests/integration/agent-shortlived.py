@@ -21,7 +21,10 @@ sample depends on the agent reading /proc in time. Checked with nm:
 Run twice: with the mapping hook the agent chooses (profiling.mapping_hook:
 auto; the start log names it) and with the raw system-call exit tracepoint
 pinned (sys_exit: the fallback on hosts without tracefs or BPF trampolines),
-so both paths are held to the same figures.
+so both paths are held to the same figures. A third round takes the old
+kernels' fallbacks (SR_AGENT_FORCE_FALLBACKS=1, agent/kernel-probe.h): hash
+maps preallocated as before 6.1, and mappings reported from
+fexit/vm_mmap_pgoff's arguments as without bpf_find_vma() (before 5.17).
 
 SR_SHORTLIVED_ROUNDS=N repeats the whole run N times (for flake hunting).
 """
@@ -37,14 +40,19 @@ UNKNOWN = 3
 KINDS = (("300ms", 300, 8), ("50ms", 50, 30))
 
 
-def one_round(env, c, hook):
+def one_round(env, c, hook, fallbacks=False, trampolines=True):
     out_path = os.path.join(env.tmp, "out.pb")
     cfg = os.path.join(env.tmp, "agent.yaml")
     with open(cfg, "w") as f:
         f.write("profiling:\n  mapping_hook: %s\n" % hook)
     # --duration only bounds the run; the agent is stopped once every process has run.
-    agent, log = agentlib.start_agent(env, ["--config", cfg, "--duration", "600", "--frequency", str(FREQ),
-                                            "--output", out_path, "--log-level", "info"])
+    if fallbacks:
+        os.environ["SR_AGENT_FORCE_FALLBACKS"] = "1"
+    try:
+        agent, log = agentlib.start_agent(env, ["--config", cfg, "--duration", "600", "--frequency", str(FREQ),
+                                                "--output", out_path, "--log-level", "info"])
+    finally:
+        os.environ.pop("SR_AGENT_FORCE_FALLBACKS", None)
     if agent is None:
         return c.check(False, "agent started with mapping_hook %s" % hook)
     started = agentlib.logfmt_fields("".join(log), "profiling") or {}
@@ -52,6 +60,18 @@ def one_round(env, c, hook):
     print("# mapping_hook %s: the agent watches mappings with %s" % (hook, used))
     if hook == "sys_exit":
         c.check(used == "tp_btf/sys_exit", "mapping_hook sys_exit pins tp_btf/sys_exit (%s)" % used)
+    if fallbacks:
+        # Without bpf_find_vma() only the fexit hook reports mappings: where BPF trampolines are refused
+        # (the auto round chose another hook) there is none, and only the start is checked.
+        prealloc = int(started.get("prealloc_map_bytes", "0"))
+        want = "fexit/vm_mmap_pgoff:args" if trampolines else "none"
+        c.check(used == want and prealloc > 0,
+                "SR_AGENT_FORCE_FALLBACKS=1 (kernels before 5.17 and 6.1): mappings watched with %s (%s), "
+                "hash maps preallocated (%d KiB)" % (want, used, prealloc // 1024))
+        if not trampolines:
+            rc, _ = agentlib.stop_agent(agent, log)
+            c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
+            return used
     pids = {kind: [] for kind, _, _ in KINDS}
 
     def run(kind, ms, n):
@@ -89,6 +109,7 @@ def one_round(env, c, hook):
                 % (kind, total, seen, n, att, in_work, 100.0 * in_work / total if total else 0, want))
     stopped = agentlib.logfmt_fields(stderr, "profiling stopped") or {}
     print("# agent: maps_reads=%s samples_taken=%s" % (stopped.get("maps_reads"), stopped.get("samples_taken")))
+    return used
 
 
 def main():
@@ -97,8 +118,9 @@ def main():
     c = agentlib.Checks()
     try:
         for _ in range(int(os.environ.get("SR_SHORTLIVED_ROUNDS", "1"))):
-            for hook in ("auto", "sys_exit"):
-                one_round(env, c, hook)
+            auto = one_round(env, c, "auto")
+            one_round(env, c, "sys_exit")
+            one_round(env, c, "auto", fallbacks=True, trampolines=auto == "fexit/vm_mmap_pgoff")
         return c.finish()
     finally:
         env.cleanup()
