@@ -84,14 +84,20 @@ static uint64_t fdinfo_memlock(int fd)
  * pages, three pages of positions and header, and the page pointers of the
  * data mapped twice.
  */
+uint64_t agent_memstats_ringbuf_bytes(uint64_t data_bytes, uint64_t page_size)
+{
+	uint64_t data = data_bytes / page_size;
+
+	return (3 + data) * page_size + (3 + 2 * data) * sizeof(void *);
+}
+
 static uint64_t map_bytes(int fd, const struct bpf_map_info *info)
 {
-	uint64_t v = fdinfo_memlock(fd), page = (uint64_t)sysconf(_SC_PAGESIZE), data;
+	uint64_t v = fdinfo_memlock(fd);
 
 	if (v || info->type != BPF_MAP_TYPE_RINGBUF)
 		return v;
-	data = info->max_entries / page;
-	return (3 + data) * page + (3 + 2 * data) * sizeof(void *);
+	return agent_memstats_ringbuf_bytes(info->max_entries, (uint64_t)sysconf(_SC_PAGESIZE));
 }
 
 int agent_memstats_bpf_maps(struct agent_bpf_map_mem *out, size_t max, size_t *ret_n)
