@@ -157,6 +157,13 @@ static int check_kernel_features(struct check *c, const struct agent_config *cfg
 		       "kernel lacks bpf_loop() (Linux 5.17): table unwinding (profiling.unwinding: auto) cannot load; "
 		       "the agent falls back to frame pointers");
 
+	/* The cgroup filter's walk up a sample's cgroups (bpf/common.bpf.h cgroup_allowed()). */
+	if (agent_probe_helper(BPF_FUNC_get_current_ancestor_cgroup_id) == 1)
+		HAVE("bpf_get_current_ancestor_cgroup_id in perf_event programs");
+	else
+		report(c, pc->n_cgroups ? "FAIL" : "WARN", "upgrade the node's kernel, or filter by profiling.pids",
+		       "kernel lacks bpf_get_current_ancestor_cgroup_id() in perf_event programs: "
+		       "profiling.cgroups cannot be used");
 	/* Without it only fexit/vm_mmap_pgoff reports mappings, from its arguments (bpf/profile.bpf.c). */
 	if (agent_probe_helper(BPF_FUNC_find_vma) == 1)
 		HAVE("bpf_find_vma (5.17)");
