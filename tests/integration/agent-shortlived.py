@@ -54,7 +54,8 @@ def one_round(env, c, hook, fallbacks=False, trampolines=True):
     finally:
         os.environ.pop("SR_AGENT_FORCE_FALLBACKS", None)
     if agent is None:
-        return c.check(False, "agent started with mapping_hook %s" % hook)
+        c.check(False, "agent started with mapping_hook %s" % hook)
+        return "?"
     started = agentlib.logfmt_fields("".join(log), "profiling") or {}
     used = started.get("mmap_hook", "?")
     print("# mapping_hook %s: the agent watches mappings with %s" % (hook, used))
@@ -86,6 +87,7 @@ def one_round(env, c, hook, fallbacks=False, trampolines=True):
     out = agentlib.Output(env.pb, out_path)
     path = env.workload("shortlived")
     syms = agentlib.Symbols(path)
+    fp_only = agentlib.frame_pointers_only()
     bid = agentlib.build_id(path)
     for kind, ms, n in KINDS:
         samples = [s for s in out.samples if s.pid in set(pids[kind])]
@@ -97,16 +99,20 @@ def one_round(env, c, hook, fallbacks=False, trampolines=True):
             uf = [f for f in frames if f.kind in (USER, UNKNOWN)]
             # A sample taken inside execve has its kernel stack only (the
             # user side is the image being replaced): nothing to attribute.
-            if frames and all(f.kind == USER for f in uf):
+            # By frame pointers only, frames above libc's are read from wherever RBP points: the
+            # leaf, where the sample was taken, is what the mapping records must attribute.
+            if frames and all(f.kind == USER for f in (uf[:1] if fp_only else uf)):
                 whole += s.count
             if any(f.kind == USER and f.executable_id == bid and syms.lookup(f.address) == "short_work" for f in uf):
                 in_work += s.count
         att = 100.0 * whole / total if total else 0
         want = n * ms * FREQ / 1000.0
-        c.check(total >= want / 4 and att >= 99.0 and 0.9 * want <= in_work <= 1.1 * want,
-                "[" + used + "] %s: %d samples from %d of %d processes: %.1f%% with every user frame attributed (>= 99%%), "
-                "%d in short_work (%.1f%% of all), %.0f expected from its CPU time (within 10%%)"
-                % (kind, total, seen, n, att, in_work, 100.0 * in_work / total if total else 0, want))
+        c.check(total > 0 and att >= 99.0,
+                "[" + used + "] %s: %d samples from %d of %d processes: %.1f%% with every user frame%s attributed (>= 99%%)"
+                % (kind, total, seen, n, att, " (the leaf: frame pointers only)" if fp_only else ""))
+        c.timing(total >= want / 4 and 0.9 * want <= in_work <= 1.1 * want,
+                 "[" + used + "] %s: %d in short_work (%.1f%% of all), %.0f expected from its CPU time (within 10%%)"
+                 % (kind, in_work, 100.0 * in_work / total if total else 0, want))
     stopped = agentlib.logfmt_fields(stderr, "profiling stopped") or {}
     print("# agent: maps_reads=%s samples_taken=%s" % (stopped.get("maps_reads"), stopped.get("samples_taken")))
     return used
@@ -119,8 +125,12 @@ def main():
     try:
         for _ in range(int(os.environ.get("SR_SHORTLIVED_ROUNDS", "1"))):
             auto = one_round(env, c, "auto")
-            one_round(env, c, "sys_exit")
-            one_round(env, c, "auto", fallbacks=True, trampolines=auto == "fexit/vm_mmap_pgoff")
+            # Without bpf_find_vma() (before 5.17) the agent refuses the pinned sys_exit hook (--check says so).
+            if auto == "fexit/vm_mmap_pgoff:args":
+                print("# kernel lacks bpf_find_vma(): no sys_exit round")
+            else:
+                one_round(env, c, "sys_exit")
+            one_round(env, c, "auto", fallbacks=True, trampolines=auto.startswith("fexit/"))
         return c.finish()
     finally:
         env.cleanup()
