@@ -93,23 +93,33 @@ def one_round(env, c, hook, fallbacks=False, trampolines=True):
         samples = [s for s in out.samples if s.pid in set(pids[kind])]
         total = sum(s.count for s in samples)
         seen = len({s.pid for s in samples})
-        whole = in_work = 0
+        whole = leaf = in_work = 0
         for s in samples:
             frames = out.frames(s)
             uf = [f for f in frames if f.kind in (USER, UNKNOWN)]
             # A sample taken inside execve has its kernel stack only (the
             # user side is the image being replaced): nothing to attribute.
-            # By frame pointers only, frames above libc's are read from wherever RBP points: the
-            # leaf, where the sample was taken, is what the mapping records must attribute.
-            if frames and all(f.kind == USER for f in (uf[:1] if fp_only else uf)):
+            if frames and all(f.kind == USER for f in uf):
                 whole += s.count
+            # The leaf, where the sample was taken, is what the mapping records alone must attribute.
+            if frames and all(f.kind == USER for f in uf[:1]):
+                leaf += s.count
             if any(f.kind == USER and f.executable_id == bid and syms.lookup(f.address) == "short_work" for f in uf):
                 in_work += s.count
         att = 100.0 * whole / total if total else 0
+        att_leaf = 100.0 * leaf / total if total else 0
         want = n * ms * FREQ / 1000.0
-        c.check(total > 0 and att >= 99.0,
-                "[" + used + "] %s: %d samples from %d of %d processes: %.1f%% with every user frame%s attributed (>= 99%%)"
-                % (kind, total, seen, n, att, " (the leaf: frame pointers only)" if fp_only else ""))
+        c.check(total > 0 and seen == n and att_leaf >= 99.0,
+                "[" + used + "] %s: %d samples from %d of %d processes: %.1f%% with the leaf attributed (>= 99%%)"
+                % (kind, total, seen, n, att_leaf))
+        # Every frame: the frames above libc's need its table, which the agent builds as the process
+        # runs (under emulation, late in its life); by frame pointers only they are read from wherever
+        # RBP points, so there it is printed only.
+        what = "[%s] %s: %.1f%% with every user frame attributed (>= 99%%)" % (used, kind, att)
+        if fp_only:
+            print("# (frame pointers only, not asserted) " + what)
+        else:
+            c.timing(att >= 99.0, what)
         c.timing(total >= want / 4 and 0.9 * want <= in_work <= 1.1 * want,
                  "[" + used + "] %s: %d in short_work (%.1f%% of all), %.0f expected from its CPU time (within 10%%)"
                  % (kind, in_work, 100.0 * in_work / total if total else 0, want))
