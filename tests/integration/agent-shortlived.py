@@ -24,7 +24,13 @@ pinned (sys_exit: the fallback on hosts without tracefs or BPF trampolines),
 so both paths are held to the same figures. A third round takes the old
 kernels' fallbacks (SR_AGENT_FORCE_FALLBACKS=1, agent/kernel-probe.h): hash
 maps preallocated as before 6.1, and mappings reported from
-fexit/vm_mmap_pgoff's arguments as without bpf_find_vma() (before 5.17).
+fexit/vm_mmap_pgoff's arguments as without bpf_find_vma() (before 5.17);
+where BPF trampolines are refused no hook reports mappings then, and only
+the start (preallocated maps, no hook) is checked. Kernels without
+bpf_find_vma() skip the sys_exit round (the agent refuses that hook there).
+Under emulation (agentlib.Checks.timing) the samples against CPU time and
+every frame's attribution are printed, not asserted; by frame pointers
+only, every frame's attribution is printed only.
 
 SR_SHORTLIVED_ROUNDS=N repeats the whole run N times (for flake hunting).
 """
