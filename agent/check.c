@@ -34,6 +34,7 @@
 #include "common/fileio.h"
 #include "agent.h"
 #include "agent/config.h"
+#include "agent/kernel-probe.h"
 #include "common/log.h"
 #include "privs.h"
 #include "profile.h"
@@ -110,67 +111,6 @@ static int record_nothing(void *ctx, const void *data, size_t len)
 }
 
 /*
- * Whether the kernel lets a perf_event program use a hash map allocated on
- * demand (BPF_F_NO_PREALLOC): kernels before 6.1 refuse it, since such a map
- * allocated from NMI context could deadlock. The verifier checks every map
- * a program refers to as it loads, so a program that only loads the map's
- * address is enough. 1 allowed, 0 refused, < 0 the probe could not run.
- */
-static int probe_perf_event_on_demand_map(void)
-{
-	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_NO_PREALLOC);
-	struct bpf_insn insns[] = {
-		{ .code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = BPF_REG_1, .src_reg = BPF_PSEUDO_MAP_FD },
-		{ 0 },
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-	int map, prog, r;
-
-	map = bpf_map_create(BPF_MAP_TYPE_HASH, "sr_probe", 4, 4, 1, &mo);
-	if (map < 0)
-		return -errno;
-	insns[0].imm = map;
-	prog = bpf_prog_load(BPF_PROG_TYPE_PERF_EVENT, "sr_probe", "GPL", insns, SR_ARRAY_SIZE(insns), NULL);
-	r = prog >= 0 ? 1 : (errno == EINVAL ? 0 : -errno);
-	if (prog >= 0)
-		close(prog);
-	close(map);
-	return r;
-}
-
-/*
- * Whether an fentry program can attach to the kernel function: its BTF
- * entry is not enough, since a build may keep the name in BTF while the
- * compiler emitted only a clone (finish_task_switch.isra.0), which the
- * verifier then cannot find. 1 yes, 0 no such function, < 0 refused.
- */
-static int probe_fentry(const struct btf *btf, const char *func)
-{
-	LIBBPF_OPTS(bpf_prog_load_opts, po, .expected_attach_type = BPF_TRACE_FENTRY);
-	struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-	int id = btf__find_by_name_kind(btf, func, BTF_KIND_FUNC), fd;
-
-	if (id < 0)
-		return 0;
-	po.attach_btf_id = (__u32)id;
-	fd = bpf_prog_load(BPF_PROG_TYPE_TRACING, "sr_probe", "GPL", insns, SR_ARRAY_SIZE(insns), &po);
-	if (fd < 0)
-		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
-	close(fd);
-	return 1;
-}
-
-/* 1 when a perf_event program may call the helper, 0 when the kernel lacks it, < 0 unknown. */
-static int probe_helper(enum bpf_func_id id)
-{
-	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, id, NULL);
-}
-
-/*
  * The kernel features the BPF programs use, each probed as the verifier
  * sees it and named with the release that brought it, so that a refusal
  * says what is missing instead of "Invalid argument". A feature the agent
@@ -202,47 +142,47 @@ static int check_kernel_features(struct check *c, const struct agent_config *cfg
 		report(c, "FAIL", "upgrade the node's kernel to 5.5 or later",
 		       "kernel lacks BTF-typed tracepoints (tp_btf, Linux 5.5): exec and exit cannot be watched");
 
-	r = probe_perf_event_on_demand_map();
+	r = agent_probe_perf_event_on_demand_map();
 	if (r == 1)
 		HAVE("hash maps allocated on demand in perf_event programs (6.1)");
 	else if (r == 0)
-		report(c, "FAIL", "upgrade the node's kernel to 6.1 or later",
+		report(c, "WARN", "upgrade the node's kernel to 6.1 or later, or lower profiling.max_processes",
 		       "kernel lacks hash maps allocated on demand (BPF_F_NO_PREALLOC) in perf_event programs "
-		       "(Linux 6.1): the sampling program cannot load");
+		       "(Linux 6.1): the agent preallocates them at their full size (below)");
 
-	if (probe_helper(BPF_FUNC_loop) == 1)
+	if (agent_probe_helper(BPF_FUNC_loop) == 1)
 		HAVE("bpf_loop (5.17)");
 	else
 		report(c, "WARN", "upgrade the node's kernel to 5.17 or later",
 		       "kernel lacks bpf_loop() (Linux 5.17): table unwinding (profiling.unwinding: auto) cannot load; "
 		       "the agent falls back to frame pointers");
 
-	if (probe_helper(BPF_FUNC_find_vma) == 1)
+	/* The cgroup filter's walk up a sample's cgroups (bpf/common.bpf.h cgroup_allowed()). */
+	if (agent_probe_helper(BPF_FUNC_get_current_ancestor_cgroup_id) == 1)
+		HAVE("bpf_get_current_ancestor_cgroup_id in perf_event programs");
+	else
+		report(c, pc->n_cgroups ? "FAIL" : "WARN", "upgrade the node's kernel, or filter by profiling.pids",
+		       "kernel lacks bpf_get_current_ancestor_cgroup_id() in perf_event programs: "
+		       "profiling.cgroups cannot be used");
+	/* Without it only fexit/vm_mmap_pgoff reports mappings, from its arguments (bpf/profile.bpf.c). */
+	if (agent_probe_helper(BPF_FUNC_find_vma) == 1)
 		HAVE("bpf_find_vma (5.17)");
+	else if (mmaps && pc->mapping_hook != AGENT_HOOK_AUTO && pc->mapping_hook != AGENT_HOOK_FEXIT)
+		report(c, "FAIL", "set profiling.mapping_hook: auto (or fexit), or upgrade the node's kernel to 5.17",
+		       "kernel lacks bpf_find_vma() (Linux 5.17), which profiling.mapping_hook: %s needs",
+		       agent_mapping_hook_names[pc->mapping_hook]);
 	else
-		report(c, mmaps ? "FAIL" : "WARN",
-		       "upgrade the node's kernel to 5.17 or later, or set profiling.mapping_hook: none",
-		       "kernel lacks bpf_find_vma() (Linux 5.17): executable mappings cannot be reported as they "
-		       "are made (profiling.mapping_hook)");
-
-	/*
-	 * py_begin() calls it and is a global BPF function, which the verifier
-	 * checks on its own, whatever the rodata switches that make it
-	 * unreachable: no setting avoids it.
-	 */
-	if (probe_helper(BPF_FUNC_get_current_task_btf) == 1)
-		HAVE("bpf_get_current_task_btf (5.11)");
-	else
-		report(c, "FAIL", "upgrade the node's kernel to 5.11 or later",
-		       "kernel lacks bpf_get_current_task_btf() (Linux 5.11): the sampling program cannot load");
-
-	if (probe_helper(BPF_FUNC_task_pt_regs) == 1)
+		report(c, "WARN", "upgrade the node's kernel to 5.17 or later",
+		       "kernel lacks bpf_find_vma() (Linux 5.17): executable mappings are reported from "
+		       "fexit/vm_mmap_pgoff's arguments only (no tracepoint, kretprobe or sys_exit hook where "
+		       "BPF trampolines are refused)");
+	/* Python frames read the task with bpf_get_current_task(): only off-CPU needs the BTF-typed one, as task storage does (5.11). */
+	if (agent_probe_helper(BPF_FUNC_task_pt_regs) == 1)
 		HAVE("bpf_task_pt_regs (5.15)");
 	else
-		report(c, mmaps ? "FAIL" : "WARN",
-		       "upgrade the node's kernel to 5.15 or later, or set profiling.mapping_hook: none",
-		       "kernel lacks bpf_task_pt_regs() (Linux 5.15): executable mappings cannot be reported as they "
-		       "are made, and table unwinding cannot load (the agent falls back to frame pointers)");
+		report(c, "WARN", "upgrade the node's kernel to 5.15 or later",
+		       "kernel lacks bpf_task_pt_regs() (Linux 5.15): table unwinding cannot load (the agent "
+		       "falls back to frame pointers)");
 
 	/* Off-CPU: per-thread storage, and a hook where a thread resumes. */
 	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1)
@@ -250,20 +190,28 @@ static int check_kernel_features(struct check *c, const struct agent_config *cfg
 	else
 		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN", "upgrade the node's kernel to 5.11 or later",
 		       "kernel lacks BPF task storage (Linux 5.11): off_cpu.enabled cannot be used");
-	if (btf && btf__find_by_name_kind(btf, "btf_trace_sched_exit_tp", BTF_KIND_TYPEDEF) >= 0)
-		HAVE("off-CPU resume at tp_btf/sched_exit_tp (6.17)");
-	else if (btf && (r = probe_fentry(btf, "finish_task_switch")) == 1)
-		HAVE("off-CPU resume at fentry/finish_task_switch (before 6.17)");
-	else if (btf && r == 0)
-		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
-		       "run a kernel that keeps finish_task_switch() whole (some builds emit only the clone "
-		       "finish_task_switch.isra.0), or 6.17 or later",
-		       "kernel lacks both sched_exit_tp (Linux 6.17) and a finish_task_switch() BPF can attach to: "
-		       "off_cpu.enabled cannot be used");
-	else if (btf)
-		report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
-		       "allow BPF trampolines (kernel lockdown, BPF JIT), or run 6.17 or later",
-		       "fentry on finish_task_switch() is refused (%s): off_cpu.enabled cannot be used", strerror(-r));
+	{
+		char sym[AGENT_KSYM_MAX];
+		const char *what = NULL;
+		int hook = agent_off_cpu_hook(btf, sym, sizeof(sym), &what);
+
+		if (hook == AGENT_OFF_CPU_EXIT_TP)
+			HAVE("off-CPU resume at tp_btf/sched_exit_tp (6.17)");
+		else if (hook == AGENT_OFF_CPU_FENTRY)
+			HAVE("off-CPU resume at fentry/finish_task_switch (before 6.17)");
+		else if (hook == AGENT_OFF_CPU_KPROBE)
+			report(c, "ok", NULL,
+			       "off-CPU resume at kprobe/%s: the kernel has neither sched_exit_tp (6.17) nor a "
+			       "finish_task_switch() an fentry can attach to (%s)",
+			       sym, what);
+		else
+			report(c, cfg->off_cpu.enabled ? "FAIL" : "WARN",
+			       "run 6.17 or later, or a kernel with kprobes (CONFIG_KPROBES) or BPF trampolines",
+			       "kernel lacks sched_exit_tp (Linux 6.17), and finish_task_switch() can be hooked "
+			       "neither "
+			       "by fentry nor by kprobe (%s): off_cpu.enabled cannot be used",
+			       what);
+	}
 	btf__free(btf);
 #undef HAVE
 	if (n)
@@ -421,6 +369,11 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 			.include_kernel_threads = true,
 			.kernel_stacks = true,
 			.ring_buffer_bytes = cfg->profiling.ring_buffer_bytes,
+			/* As agent_run sizes the maps: what preallocating them costs (kernels before 6.1) depends on these. */
+			.max_processes = cfg->profiling.max_processes,
+			.python = cfg->python.enabled,
+			.nodejs = cfg->nodejs.enabled,
+			.java = cfg->java.enabled,
 			.table_unwinding = cfg->profiling.unwinding == AGENT_UNWIND_AUTO,
 			/* As agent_run will: mappings watched unless profiling.mapping_hook is none. */
 			.track_mmaps = cfg->profiling.mapping_hook != AGENT_HOOK_NONE,
@@ -446,6 +399,11 @@ int agent_check(const struct agent_config *cfg, FILE *out)
 			       "BPF program loads; %d cpu-clock perf events and the exec/exit "
 			       "tracepoints (tp_btf: no tracefs needed) attach",
 			       agent_sampler__n_events(s));
+			if (agent_sampler__prealloc_bytes(s))
+				report(&c, "ok", NULL,
+				       "hash maps preallocated for this kernel: about %" PRIu64
+				       " KiB of kernel memory up front under this configuration",
+				       agent_sampler__prealloc_bytes(s) / 1024);
 			const char *hook = agent_sampler__mmap_hook(s);
 
 			if (hook && strcmp(hook, "tp_btf/sys_exit") == 0)

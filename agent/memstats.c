@@ -77,6 +77,29 @@ static uint64_t fdinfo_memlock(int fd)
 	return v;
 }
 
+/*
+ * What the map holds in kernel memory. fdinfo's memlock says so from 6.4 on;
+ * before, it is key and value sizes times entries, which is 0 for a ring
+ * buffer (no key, no value): there it is computed as 6.4 does, the data
+ * pages, three pages of positions and header, and the page pointers of the
+ * data mapped twice.
+ */
+uint64_t agent_memstats_ringbuf_bytes(uint64_t data_bytes, uint64_t page_size)
+{
+	uint64_t data = data_bytes / page_size;
+
+	return (3 + data) * page_size + (3 + 2 * data) * sizeof(void *);
+}
+
+static uint64_t map_bytes(int fd, const struct bpf_map_info *info)
+{
+	uint64_t v = fdinfo_memlock(fd);
+
+	if (v || info->type != BPF_MAP_TYPE_RINGBUF)
+		return v;
+	return agent_memstats_ringbuf_bytes(info->max_entries, (uint64_t)sysconf(_SC_PAGESIZE));
+}
+
 int agent_memstats_bpf_maps(struct agent_bpf_map_mem *out, size_t max, size_t *ret_n)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -119,7 +142,7 @@ int agent_memstats_bpf_maps(struct agent_bpf_map_mem *out, size_t max, size_t *r
 				n++;
 			}
 		}
-		out[i].bytes += fdinfo_memlock(fd);
+		out[i].bytes += map_bytes(fd, &info);
 		out[i].maps++;
 	}
 	closedir(d);

@@ -25,5 +25,7 @@ struct agent_bpf_map_mem {
 int agent_memstats_rss(struct agent_rss *ret);
 /* Fills up to max entries (the last collects any further names); 0 or a negative errno. */
 int agent_memstats_bpf_maps(struct agent_bpf_map_mem *out, size_t max, size_t *ret_n);
+/* A ring buffer's kernel memory, for kernels whose fdinfo reads 0 for it (before 6.4): data_bytes its max_entries. */
+uint64_t agent_memstats_ringbuf_bytes(uint64_t data_bytes, uint64_t page_size);
 
 #endif

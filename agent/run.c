@@ -735,10 +735,12 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 	c.window_start_unix = agent_run_clock_ns(CLOCK_REALTIME);
 	sr_log_info("agent", "profiling",
 		    "cpus=%d perf_events=%d frequency_hz=%" PRIu64 " ring_buffer_bytes=%" PRIu64
-		    " report_interval_ms=%" PRIu64 " pid_filters=%u cgroup_filters=%u mmap_hook=%s",
+		    " report_interval_ms=%" PRIu64
+		    " pid_filters=%u cgroup_filters=%u mmap_hook=%s prealloc_map_bytes=%" PRIu64,
 		    c.n_cpus, agent_sampler__n_events(c.sampler), pc->frequency_hz,
 		    agent_sampler__ringbuf_bytes(c.sampler), (uint64_t)(interval / SR_NSEC_PER_MSEC), pc->n_pids,
-		    pc->n_cgroups, agent_sampler__mmap_hook(c.sampler) ? agent_sampler__mmap_hook(c.sampler) : "none");
+		    pc->n_cgroups, agent_sampler__mmap_hook(c.sampler) ? agent_sampler__mmap_hook(c.sampler) : "none",
+		    agent_sampler__prealloc_bytes(c.sampler));
 	if (cfg->off_cpu.enabled)
 		sr_log_info("agent", "off-CPU profiling",
 			    "hook=%s min_block_us=%" PRIu64 " probability=%g max_events_per_second_per_cpu=%" PRIu64,

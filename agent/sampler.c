@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "profile.h"
 #include "profile.skel.h"
+#include "agent/kernel-probe.h"
 #include "config.h"
 #include "sampler.h"
 #include "util.h"
@@ -38,10 +39,12 @@ struct agent_sampler {
 	int n_links;
 	struct bpf_link *exec_link, *exit_link, *mmap_link, *fork_link;
 	struct bpf_link *off_cpu_switch_link, *off_cpu_resume_link;
-	const char *off_cpu_hook; /* where off_cpu_resume_link is attached, or NULL */
-	const char *mmap_hook;	  /* what mmap_link is attached to, or NULL */
+	const char *off_cpu_hook;		 /* where off_cpu_resume_link is attached, or NULL */
+	char off_cpu_kprobe[AGENT_KSYM_MAX + 8]; /* off_cpu_hook when it is a kprobe */
+	const char *mmap_hook;			 /* what mmap_link is attached to, or NULL */
 	int n_cpus;
 	uint64_t rb_bytes;
+	uint64_t prealloc_bytes; /* hash maps preallocated for an old kernel (kernel-probe.h): about this much */
 	agent_record_fn fn;
 	void *ctx;
 };
@@ -288,37 +291,80 @@ static bool kernel_has_func(const char *name)
 	return kernel_has_btf(name, BTF_KIND_FUNC);
 }
 
-/* A tracepoint's btf_trace_* typedef: tp_btf can attach to it. */
-static bool kernel_has_typedef(const char *name)
-{
-	return kernel_has_btf(name, BTF_KIND_TYPEDEF);
-}
-
 /*
  * The resume side first, so no wait is stored that nothing would end, then
  * the switch side (bpf/offcpu.bpf.h).
  */
-static int attach_off_cpu(struct agent_sampler *s, bool exit_tp, const char **ret_what)
+static int attach_off_cpu(struct agent_sampler *s, int hook, const char *ksym, const char **ret_what)
 {
-	*ret_what = exit_tp ? "attach tp_btf/sched_exit_tp (off_cpu)"
-			    : "attach fentry/finish_task_switch (off_cpu; BPF trampolines refused?)";
-	s->off_cpu_resume_link = bpf_program__attach(exit_tp ? s->skel->progs.off_cpu_resume_exit_tp
-							     : s->skel->progs.off_cpu_resume_fentry);
-	if (!s->off_cpu_resume_link)
+	struct profile_bpf *k = s->skel;
+
+	switch (hook) {
+	case AGENT_OFF_CPU_EXIT_TP:
+		*ret_what = "attach tp_btf/sched_exit_tp (off_cpu)";
+		s->off_cpu_resume_link = bpf_program__attach(k->progs.off_cpu_resume_exit_tp);
+		s->off_cpu_hook = "tp_btf/sched_exit_tp";
+		break;
+	case AGENT_OFF_CPU_FENTRY:
+		*ret_what = "attach fentry/finish_task_switch (off_cpu; BPF trampolines refused?)";
+		s->off_cpu_resume_link = bpf_program__attach(k->progs.off_cpu_resume_fentry);
+		s->off_cpu_hook = "fentry/finish_task_switch";
+		break;
+	default:
+		*ret_what = "attach a kprobe on finish_task_switch (off_cpu; kprobes refused?)";
+		s->off_cpu_resume_link = bpf_program__attach_kprobe(k->progs.off_cpu_resume_kprobe, false, ksym);
+		snprintf(s->off_cpu_kprobe, sizeof(s->off_cpu_kprobe), "kprobe/%s", ksym);
+		s->off_cpu_hook = s->off_cpu_kprobe;
+		break;
+	}
+	if (!s->off_cpu_resume_link) {
+		s->off_cpu_hook = NULL;
 		return -errno;
-	s->off_cpu_hook = exit_tp ? "tp_btf/sched_exit_tp" : "fentry/finish_task_switch";
+	}
 	*ret_what = "attach tp_btf/sched_switch (off_cpu)";
-	s->off_cpu_switch_link = bpf_program__attach(s->skel->progs.off_cpu_switch);
+	s->off_cpu_switch_link = bpf_program__attach(k->progs.off_cpu_switch);
 	if (!s->off_cpu_switch_link)
 		return -errno;
 	return 0;
 }
 
-static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, bool mmap_fexit, agent_record_fn fn,
-					 void *ctx, const char **ret_what)
+/*
+ * Kernels before 6.1 refuse a hash map allocated on demand in a perf_event
+ * program (it could deadlock allocating in NMI context): there every such
+ * map of the object is preallocated, which costs its max_entries up front.
+ * Only maps being created count (autocreate).
+ */
+static int prealloc_maps(struct agent_sampler *s)
 {
+	struct bpf_map *m;
+	int r;
+
+	bpf_object__for_each_map(m, s->skel->obj)
+	{
+		if (bpf_map__type(m) != BPF_MAP_TYPE_HASH || !(bpf_map__map_flags(m) & BPF_F_NO_PREALLOC) ||
+		    !bpf_map__autocreate(m))
+			continue;
+		r = bpf_map__set_map_flags(m, bpf_map__map_flags(m) & ~BPF_F_NO_PREALLOC);
+		if (r)
+			return r;
+		s->prealloc_bytes +=
+			agent_prealloc_bytes(bpf_map__max_entries(m), bpf_map__key_size(m), bpf_map__value_size(m));
+	}
+	return 0;
+}
+
+static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, bool mmap_fexit,
+					 const struct agent_kernel_fallbacks *fb, agent_record_fn fn, void *ctx,
+					 const char **ret_what)
+{
+	/* Without bpf_find_vma() only the fexit hook can report mappings, from its arguments. */
+	bool vma_hooks = o->track_mmaps && !fb->mmap_args;
 	struct agent_sampler *s;
-	bool off_cpu_exit_tp;
+	char ksym[AGENT_KSYM_MAX] = "";
+	const char *why;
+	int hook = AGENT_OFF_CPU_NONE;
+	struct bpf_program *resume_unwinder = NULL;
+	struct bpf_map *resume_progs = NULL;
 	uint8_t one = 1;
 	int r;
 
@@ -364,22 +410,47 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	bpf_map__set_autocreate(s->skel->maps.unwind_tables, o->table_unwinding);
 	s->skel->rodata->track_mmaps = o->track_mmaps;
 	bpf_program__set_autoload(s->skel->progs.handle_fork, o->track_mmaps);
-	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap, mmap_fexit);
-	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, o->track_mmaps);
-	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_ret, o->track_mmaps);
-	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, o->track_mmaps);
+	bpf_program__set_autoload(s->skel->progs.handle_exec, vma_hooks);
+	bpf_program__set_autoload(s->skel->progs.handle_exec_plain, !vma_hooks);
+	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap, mmap_fexit && vma_hooks);
+	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_args, mmap_fexit && !vma_hooks);
+	bpf_program__set_autoload(s->skel->progs.handle_mmap_exit, vma_hooks);
+	bpf_program__set_autoload(s->skel->progs.handle_vm_mmap_ret, vma_hooks);
+	bpf_program__set_autoload(s->skel->progs.handle_sys_exit, vma_hooks);
 	s->skel->rodata->off_cpu_min_block_ns = o->off_cpu_min_block_ns;
 	s->skel->rodata->off_cpu_threshold =
 		o->off_cpu_probability >= 1.0 ? 1ULL << 32 : (uint64_t)(o->off_cpu_probability * 4294967296.0);
 	s->skel->rodata->off_cpu_max_per_sec = o->off_cpu_max_per_sec;
-	/* Where waits end: the end of __schedule() where the kernel has that tracepoint (6.17+). */
-	off_cpu_exit_tp = o->off_cpu && kernel_has_typedef("btf_trace_sched_exit_tp");
+	/* Where waits end: the end of __schedule(), hooked as the kernel allows (agent/kernel-probe.h). */
+	if (o->off_cpu) {
+		struct btf *vmlinux = btf__load_vmlinux_btf();
+
+		hook = agent_off_cpu_hook(vmlinux, ksym, sizeof(ksym), &why);
+		btf__free(vmlinux);
+		if (hook == AGENT_OFF_CPU_NONE) {
+			*ret_what =
+				"find a hook where off-CPU waits end (off_cpu; kernel before 6.17 without kprobes?)";
+			r = -ENOTSUP;
+			goto fail;
+		}
+		s->skel->rodata->off_cpu_kstack_skip = hook == AGENT_OFF_CPU_KPROBE ? 0 : 2;
+		resume_unwinder = hook == AGENT_OFF_CPU_EXIT_TP	 ? s->skel->progs.unwind_user_exit_tp
+				  : hook == AGENT_OFF_CPU_FENTRY ? s->skel->progs.unwind_user_fentry
+								 : s->skel->progs.unwind_user_kprobe;
+		resume_progs = hook == AGENT_OFF_CPU_EXIT_TP  ? s->skel->maps.unwind_progs_exit_tp
+			       : hook == AGENT_OFF_CPU_FENTRY ? s->skel->maps.unwind_progs_fentry
+							      : s->skel->maps.unwind_progs_kprobe;
+	}
 	bpf_program__set_autoload(s->skel->progs.off_cpu_switch, o->off_cpu);
-	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_exit_tp, off_cpu_exit_tp);
-	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_fentry, o->off_cpu && !off_cpu_exit_tp);
-	bpf_program__set_autoload(s->skel->progs.unwind_user_exit_tp, off_cpu_exit_tp && o->table_unwinding);
+	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_exit_tp, hook == AGENT_OFF_CPU_EXIT_TP);
+	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_fentry, hook == AGENT_OFF_CPU_FENTRY);
+	bpf_program__set_autoload(s->skel->progs.off_cpu_resume_kprobe, hook == AGENT_OFF_CPU_KPROBE);
+	bpf_program__set_autoload(s->skel->progs.unwind_user_exit_tp,
+				  hook == AGENT_OFF_CPU_EXIT_TP && o->table_unwinding);
 	bpf_program__set_autoload(s->skel->progs.unwind_user_fentry,
-				  o->off_cpu && !off_cpu_exit_tp && o->table_unwinding);
+				  hook == AGENT_OFF_CPU_FENTRY && o->table_unwinding);
+	bpf_program__set_autoload(s->skel->progs.unwind_user_kprobe,
+				  hook == AGENT_OFF_CPU_KPROBE && o->table_unwinding);
 	/* Off-CPU waits share the ring buffer: "auto" makes room for their cap too. */
 	s->rb_bytes = ringbuf_size(o->ring_buffer_bytes,
 				   o->frequency_hz + (o->off_cpu ? SR_MIN(o->off_cpu_max_per_sec, 100000) : 0),
@@ -421,6 +492,8 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 		r = bpf_map__set_max_entries(s->skel->maps.known_files, AGENT_KNOWN_FILES_MAX);
 	/* Task storage (off_cpu_start) needs 5.11; it is only made when off_cpu is on. */
 	bpf_map__set_autocreate(s->skel->maps.off_cpu_start, o->off_cpu);
+	if (!r && fb->prealloc_maps)
+		r = prealloc_maps(s);
 	if (r)
 		goto fail;
 
@@ -437,11 +510,8 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 		if (r)
 			goto fail;
 		if (o->off_cpu) {
-			fd = bpf_program__fd(off_cpu_exit_tp ? s->skel->progs.unwind_user_exit_tp
-							     : s->skel->progs.unwind_user_fentry);
-			r = bpf_map__update_elem(off_cpu_exit_tp ? s->skel->maps.unwind_progs_exit_tp
-								 : s->skel->maps.unwind_progs_fentry,
-						 &zero, sizeof(zero), &fd, sizeof(fd), BPF_ANY);
+			fd = bpf_program__fd(resume_unwinder);
+			r = bpf_map__update_elem(resume_progs, &zero, sizeof(zero), &fd, sizeof(fd), BPF_ANY);
 			if (r)
 				goto fail;
 		}
@@ -467,7 +537,7 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	}
 	/* Tracepoints first, so no process can exec between its first sample and our watching. */
 	*ret_what = "attach tp_btf/sched_process_exec";
-	s->exec_link = bpf_program__attach(s->skel->progs.handle_exec);
+	s->exec_link = bpf_program__attach(vma_hooks ? s->skel->progs.handle_exec : s->skel->progs.handle_exec_plain);
 	if (!s->exec_link) {
 		r = -errno;
 		goto fail;
@@ -490,21 +560,23 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 
 		sr_log_set_level(SR_LOG_ERROR);
 		if (mmap_fexit && (any || h == AGENT_HOOK_FEXIT) &&
-		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap))) {
+		    (s->mmap_link = bpf_program__attach(vma_hooks ? s->skel->progs.handle_vm_mmap
+								  : s->skel->progs.handle_vm_mmap_args))) {
 			/* exec's own mappings arrive through it too: handle_exec need not look for them. */
 			s->skel->bss->exec_maps_by_fexit = true;
-			s->mmap_hook = "fexit/vm_mmap_pgoff";
+			s->mmap_hook = vma_hooks ? "fexit/vm_mmap_pgoff" : "fexit/vm_mmap_pgoff:args";
 		}
-		if (!s->mmap_link && (any || h == AGENT_HOOK_TRACEPOINT) &&
+		/* The other hooks look the mapping up with bpf_find_vma(): not loaded without it. */
+		if (!s->mmap_link && vma_hooks && (any || h == AGENT_HOOK_TRACEPOINT) &&
 		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_mmap_exit)))
 			s->mmap_hook = "tracepoint/syscalls/sys_exit_mmap";
-		if (!s->mmap_link && (any || h == AGENT_HOOK_KRETPROBE) &&
+		if (!s->mmap_link && vma_hooks && (any || h == AGENT_HOOK_KRETPROBE) &&
 		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_vm_mmap_ret))) {
 			s->skel->bss->exec_maps_by_fexit = true;
 			s->mmap_hook = "kretprobe/vm_mmap_pgoff";
 		}
 		sr_log_set_level(saved);
-		if (!s->mmap_link && (any || h == AGENT_HOOK_SYS_EXIT) &&
+		if (!s->mmap_link && vma_hooks && (any || h == AGENT_HOOK_SYS_EXIT) &&
 		    (s->mmap_link = bpf_program__attach(s->skel->progs.handle_sys_exit)))
 			s->mmap_hook = "tp_btf/sys_exit";
 		if (s->mmap_link)
@@ -527,7 +599,7 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 				    "error=\"%s\"", strerror(errno));
 	}
 	if (o->off_cpu) {
-		r = attach_off_cpu(s, off_cpu_exit_tp, ret_what);
+		r = attach_off_cpu(s, hook, ksym, ret_what);
 		if (r < 0)
 			goto fail;
 	}
@@ -555,13 +627,22 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	bool fexit = o->track_mmaps && (o->mapping_hook == AGENT_HOOK_AUTO || o->mapping_hook == AGENT_HOOK_FEXIT) &&
 		     kernel_has_func("vm_mmap_pgoff");
 	enum sr_log_level saved = sr_log_max_level;
+	struct agent_kernel_fallbacks fb;
 	struct agent_sampler *s;
 
+	agent_kernel_fallbacks(&fb);
+	if (o->track_mmaps && fb.mmap_args && o->mapping_hook != AGENT_HOOK_AUTO &&
+	    o->mapping_hook != AGENT_HOOK_FEXIT) {
+		*ret_what = "watch mappings: this profiling.mapping_hook needs bpf_find_vma() (Linux 5.17); "
+			    "use auto or fexit";
+		errno = ENOTSUP;
+		return NULL;
+	}
 	if (fexit) {
 		/* A refusal here is expected on such hosts; the second try logs whatever else is wrong. */
 		if (saved < SR_LOG_DEBUG)
 			sr_log_set_level(SR_LOG_ERROR);
-		s = sampler_new(o, true, fn, ctx, ret_what);
+		s = sampler_new(o, true, &fb, fn, ctx, ret_what);
 		sr_log_set_level(saved);
 		if (s)
 			return s;
@@ -579,7 +660,7 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 		errno = ENOENT;
 		return NULL;
 	}
-	return sampler_new(o, false, fn, ctx, ret_what);
+	return sampler_new(o, false, &fb, fn, ctx, ret_what);
 }
 
 const char *agent_sampler__mmap_hook(const struct agent_sampler *s)
@@ -644,6 +725,11 @@ int agent_sampler__n_events(const struct agent_sampler *s)
 uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s)
 {
 	return s->rb_bytes;
+}
+
+uint64_t agent_sampler__prealloc_bytes(const struct agent_sampler *s)
+{
+	return s->prealloc_bytes;
 }
 
 void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_maps *ret)

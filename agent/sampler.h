@@ -94,6 +94,8 @@ int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint6
 int agent_sampler__n_cpus(const struct agent_sampler *s);   /* possible CPUs (per-CPU map width) */
 int agent_sampler__n_events(const struct agent_sampler *s); /* perf events opened */
 uint64_t agent_sampler__ringbuf_bytes(const struct agent_sampler *s);
+/* Kernel memory taken up front by hash maps preallocated for a kernel before 6.1 (agent/kernel-probe.h); 0: none. */
+uint64_t agent_sampler__prealloc_bytes(const struct agent_sampler *s);
 void agent_sampler__maps(const struct agent_sampler *s, struct agent_sampler_maps *ret);
 /* Where off-CPU waits end ("fentry/finish_task_switch"), or NULL when off_cpu is off. */
 const char *agent_sampler__off_cpu_hook(const struct agent_sampler *s);

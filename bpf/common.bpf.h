@@ -162,8 +162,12 @@ static __always_inline __u64 sample_wakeup(const struct profile_sample *e)
 	return wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-/* Kernel frames above the scheduler in an off-CPU stack: the BPF program and bpf_trace_run1 (or the trampoline). */
-#define OFF_CPU_KSTACK_SKIP 2
+/*
+ * Frames of the off-CPU hook's own above the scheduler in a kernel stack
+ * (bpf/offcpu.bpf.h): the BPF program and bpf_trace_run1 or the trampoline
+ * (2); none from a kprobe, whose stack starts at the probed function.
+ */
+const volatile __u32 off_cpu_kstack_skip = 2;
 
 /*
  * Everything but the user stack. ctx is the calling program's (a perf event's
@@ -185,7 +189,7 @@ static __always_inline void fill_sample(struct profile_sample *e, void *ctx, __u
 		 * frames are the program's and the tracepoint's (or trampoline's)
 		 * glue, not the thread's.
 		 */
-		__u64 skip = type == PROFILE_EVENT_OFF_CPU ? OFF_CPU_KSTACK_SKIP : 0;
+		__u64 skip = type == PROFILE_EVENT_OFF_CPU ? off_cpu_kstack_skip : 0;
 
 		e->kstack_len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), skip & BPF_F_SKIP_FIELD_MASK);
 		if (e->kstack_len < 0)

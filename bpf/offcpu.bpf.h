@@ -16,10 +16,12 @@
  * pointers for the user). Every switch skipped is counted by reason.
  *
  * The end of __schedule() is the sched_exit_tp tracepoint (6.17+, no trace
- * event: reached through tp_btf only); older kernels are hooked with an
- * fentry on finish_task_switch(), which runs there too (a BPF trampoline:
- * refused where trampolines are, and kprobes are often not built in). The
- * agent loads one of the two. A tracing program tail-calls only programs of
+ * event: reached through tp_btf only); older kernels are hooked at
+ * finish_task_switch(), which runs there too: with an fentry (a BPF
+ * trampoline) where the kernel keeps the function whole, else with a kprobe
+ * on the clone the compiler left (finish_task_switch.isra.0 in Debian's
+ * builds: BTF has no entry an fentry can attach to by that name, and the
+ * verifier finds no symbol for the plain one). The agent loads one of the three. A tracing program tail-calls only programs of
  * its type and attach target, so the unwinder has an entry for each, loaded
  * for the same hook and never attached, each with its prog array; and the
  * off-CPU stacks have their own scratch state, since a CPU sample's NMI may
@@ -73,6 +75,7 @@ struct off_cpu_prog_array {
 
 struct off_cpu_prog_array unwind_progs_exit_tp SEC(".maps");
 struct off_cpu_prog_array unwind_progs_fentry SEC(".maps");
+struct off_cpu_prog_array unwind_progs_kprobe SEC(".maps");
 
 /* The unwinder's entries for off-CPU stacks: tail-called from off_cpu_resume* and from themselves. */
 SEC("tp_btf/sched_exit_tp")
@@ -85,6 +88,13 @@ SEC("fentry/finish_task_switch")
 int unwind_user_fentry(u64 *ctx)
 {
 	return unwind_user_run(ctx, UNWIND_SCRATCH_OFF_CPU, &unwind_progs_fentry);
+}
+
+/* The kprobe's section names the plain function; the agent attaches it to the clone's symbol. */
+SEC("kprobe/finish_task_switch")
+int unwind_user_kprobe(struct pt_regs *ctx)
+{
+	return unwind_user_run(ctx, UNWIND_SCRATCH_OFF_CPU, &unwind_progs_kprobe);
 }
 
 SEC("tp_btf/sched_switch")
@@ -212,6 +222,12 @@ SEC("fentry/finish_task_switch")
 int off_cpu_resume_fentry(u64 *ctx)
 {
 	return off_cpu_resume_run(ctx, &unwind_progs_fentry);
+}
+
+SEC("kprobe/finish_task_switch")
+int off_cpu_resume_kprobe(struct pt_regs *ctx)
+{
+	return off_cpu_resume_run(ctx, &unwind_progs_kprobe);
 }
 
 #endif

@@ -157,6 +157,20 @@ static __always_inline void report_vma(__u64 addr);
 /* Set by the agent once handle_vm_mmap is attached: exec's mappings then arrive through it. */
 volatile bool exec_maps_by_fexit = false;
 
+/*
+ * The exec record alone: where executable mappings are not watched, or
+ * arrive through handle_vm_mmap_args, whose kernels (before 5.17) refuse
+ * handle_exec's bpf_find_vma() even unreached (its callback is a BPF
+ * function pointer, which they do not know). The agent loads one of the two.
+ */
+SEC("tp_btf/sched_process_exec")
+int handle_exec_plain(u64 *ctx)
+{
+	if (filtered(bpf_get_current_pid_tgid() >> 32, (struct task_struct *)bpf_get_current_task()) >= 0)
+		return 0;
+	return task_event(PROFILE_EVENT_EXEC);
+}
+
 SEC("tp_btf/sched_process_exec")
 int handle_exec(u64 *ctx)
 {
@@ -280,25 +294,71 @@ struct vma_info {
 	char name[PROFILE_MMAP_NAME_LEN];
 };
 
-static long vma_info_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_info *vi)
+/* The file's part of vi: its identity and name. */
+static __always_inline void vma_info_file(struct vma_info *vi, struct file *file)
 {
-	struct file *file = vma->vm_file;
-	struct inode *inode;
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
 
-	if (!file || !(vma->vm_flags & VM_EXEC))
-		return 0;
-	inode = BPF_CORE_READ(file, f_inode);
-	vi->start = vma->vm_start;
-	vi->end = vma->vm_end;
-	vi->offset = (__u64)vma->vm_pgoff << 12;
-	vi->mm = (__u64)vma->vm_mm;
 	vi->dev = user_dev(BPF_CORE_READ(inode, i_sb, s_dev));
 	vi->ino = BPF_CORE_READ(inode, i_ino);
 	vi->size = (__u64)BPF_CORE_READ(inode, i_size);
 	vi->mtime_ns = inode_mtime_ns(inode);
 	bpf_probe_read_kernel_str(vi->name, sizeof(vi->name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
 	vi->ok = 1;
+}
+
+static long vma_info_cb(struct task_struct *task, struct vm_area_struct *vma, struct vma_info *vi)
+{
+	struct file *file = vma->vm_file;
+
+	if (!file || !(vma->vm_flags & VM_EXEC))
+		return 0;
+	vi->start = vma->vm_start;
+	vi->end = vma->vm_end;
+	vi->offset = (__u64)vma->vm_pgoff << 12;
+	vi->mm = (__u64)vma->vm_mm;
+	vma_info_file(vi, file);
 	return 0;
+}
+
+/*
+ * Sends the mapping record of vi, which wakes the agent when the file is new
+ * to it (it must read the file while the process lives). unwind: whether the mapping also goes into
+ * the process's unwind list here (unwind_track_mapping(), which bpf_loop()
+ * needs: 5.17, as bpf_find_vma()).
+ */
+static __always_inline void send_vma(const struct vma_info *vi, __u64 id, struct task_struct *task, bool unwind)
+{
+	struct profile_mmap_event *e;
+	struct file_key key;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(PROFILE_CNT_TASK_EVENTS_LOST);
+		return;
+	}
+	fill_header(&e->hdr, PROFILE_EVENT_MMAP, id, task);
+	e->mm = vi->mm;
+	e->start = vi->start;
+	e->end = vi->end;
+	e->offset = vi->offset;
+	e->dev = vi->dev;
+	e->ino = vi->ino;
+	e->size = vi->size;
+	e->mtime_ns = vi->mtime_ns;
+	e->pad = 0;
+	__builtin_memcpy(e->name, vi->name, sizeof(e->name));
+	key.dev = vi->dev;
+	key.ino = vi->ino;
+	e->flags = bpf_map_lookup_elem(&known_files, &key) ? 0 : PROFILE_MMAP_UNKNOWN_FILE;
+	count(PROFILE_CNT_MMAP_EVENTS);
+	bpf_ringbuf_submit(e, e->flags ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	if (unwind && table_unwinding) {
+		struct unwind_file_key fk = { vi->dev, vi->ino, vi->mtime_ns, vi->size };
+
+		unwind_track_mapping(id >> 32, BPF_CORE_READ(task, group_leader, start_boottime), vi->mm, vi->start,
+				     vi->end, vi->offset, &fk);
+	}
 }
 
 /*
@@ -312,41 +372,13 @@ static __always_inline void report_vma(__u64 addr)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u64 id = bpf_get_current_pid_tgid();
-	struct profile_mmap_event *e;
 	struct vma_info vi = {};
-	struct file_key key;
 
 	if (filtered(id >> 32, task) >= 0)
 		return;
 	if (bpf_find_vma(bpf_get_current_task_btf(), addr, vma_info_cb, &vi, 0) || !vi.ok)
 		return;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(PROFILE_CNT_TASK_EVENTS_LOST);
-		return;
-	}
-	fill_header(&e->hdr, PROFILE_EVENT_MMAP, id, task);
-	e->mm = vi.mm;
-	e->start = vi.start;
-	e->end = vi.end;
-	e->offset = vi.offset;
-	e->dev = vi.dev;
-	e->ino = vi.ino;
-	e->size = vi.size;
-	e->mtime_ns = vi.mtime_ns;
-	e->pad = 0;
-	__builtin_memcpy(e->name, vi.name, sizeof(e->name));
-	key.dev = vi.dev;
-	key.ino = vi.ino;
-	e->flags = bpf_map_lookup_elem(&known_files, &key) ? 0 : PROFILE_MMAP_UNKNOWN_FILE;
-	count(PROFILE_CNT_MMAP_EVENTS);
-	bpf_ringbuf_submit(e, e->flags ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
-	if (table_unwinding) {
-		struct unwind_file_key fk = { vi.dev, vi.ino, vi.mtime_ns, vi.size };
-
-		unwind_track_mapping(id >> 32, BPF_CORE_READ(task, group_leader, start_boottime), vi.mm, vi.start,
-				     vi.end, vi.offset, &fk);
-	}
+	send_vma(&vi, id, task, true);
 }
 
 /*
@@ -403,6 +435,33 @@ int BPF_PROG(handle_vm_mmap, struct file *file, unsigned long addr, unsigned lon
 	if (!file || !(prot & SR_PROT_EXEC) || ret >= (unsigned long)-4095)
 		return 0;
 	report_vma(ret);
+	return 0;
+}
+
+/*
+ * The same hook on kernels without bpf_find_vma() (before 5.17): the
+ * mapping as vm_mmap_pgoff() was asked to make it, from its arguments and
+ * result, which is what the record carries anyway (the kernel may merge it
+ * with a neighbour; the agent keys mappings by their start). Nothing goes
+ * into the unwind lists here: table unwinding needs bpf_loop() (5.17) too,
+ * and the agent fills them from /proc/PID/maps as it does everywhere.
+ */
+SEC("fexit/vm_mmap_pgoff")
+int BPF_PROG(handle_vm_mmap_args, struct file *file, unsigned long addr, unsigned long len, unsigned long prot,
+	     unsigned long flag, unsigned long pgoff, unsigned long ret)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct vma_info vi = {};
+
+	if (!file || !(prot & SR_PROT_EXEC) || ret >= (unsigned long)-4095 || filtered(id >> 32, task) >= 0)
+		return 0;
+	vi.start = ret;
+	vi.end = ret + ((len + 4095) & ~4095UL);
+	vi.offset = (__u64)pgoff << 12;
+	vi.mm = (__u64)BPF_CORE_READ(task, mm);
+	vma_info_file(&vi, file);
+	send_vma(&vi, id, task, false);
 	return 0;
 }
 

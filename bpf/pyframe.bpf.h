@@ -106,7 +106,12 @@ __noinline int py_begin(__u32 slot)
 {
 	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	__u64 id = bpf_get_current_pid_tgid(), ts, frame;
-	struct task_struct *task = bpf_get_current_task_btf();
+	/*
+	 * bpf_get_current_task() (4.8), not its BTF-typed twin (5.11): the task
+	 * is only read through CO-RE, and this global function is verified on
+	 * every kernel, whatever the settings that leave it unreachable.
+	 */
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tgid = id >> 32;
 	const struct py_proc *p;
 

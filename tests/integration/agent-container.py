@@ -32,7 +32,7 @@ def cgroup2_mount():
 
 
 def main():
-    agentlib.require_root_bpf()
+    agentlib.require_root_bpf(needs=("profiling.cgroups",))
     mnt = cgroup2_mount()
     if not mnt:
         agentlib.skip("no cgroup v2 mount")

@@ -70,7 +70,8 @@ def names(mask):
 
 
 def main():
-    agentlib.require_root_bpf()
+    # Its checks follow Python frames and tables built after the drop.
+    agentlib.require_root_bpf(needs=("table unwinding",))
     for tool in ("unshare", "setpriv", "mount"):
         if not shutil.which(tool):
             agentlib.skip(tool + " (util-linux) not installed")

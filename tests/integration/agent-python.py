@@ -296,8 +296,8 @@ def run(env, c):
     a = sum(s.count for s in py if any(f[2] == "alpha" for f in stacks[id(s)]))
     b = sum(s.count for s in py if any(f[2] == "beta" for f in stacks[id(s)]))
     split = 100.0 * a / (a + b) if a + b else 0.0
-    c.check(abs(split - 70.0) <= 5.0, "hot.py: alpha %.1f%% : beta %.1f%% (70:30 within 5 points)" %
-            (split, 100.0 - split if a + b else 0.0))
+    c.timing(abs(split - 70.0) <= 5.0, "hot.py: alpha %.1f%% : beta %.1f%% (70:30 within 5 points)" %
+             (split, 100.0 - split if a + b else 0.0))
     pct_main, _ = share(py, lambda s: any(f[2] == "main_loop" for f in stacks[id(s)]))
     c.check(pct_main >= 95.0, "hot.py: main_loop in %.1f%% of the samples with Python frames (>= 95%%)" % pct_main)
 
@@ -357,8 +357,9 @@ def run(env, c):
         n = sum(s.count for s in samples)
         print("# short.py run %d: %d samples: %d name brief_work, %d other Python frames, %d native only" %
               (i, n, named, other_py, n - named - other_py))
-        c.check(named >= 0.8 * want, "short.py run %d (%.1f s of CPU in brief_work, about %.0f samples): brief_work "
-                "named in %d samples (>= 80%%)" % (i, SHORT_CPU, want, named))
+        c.check(named > 0, "short.py run %d: brief_work named" % i)
+        c.timing(named >= 0.8 * want, "short.py run %d (%.1f s of CPU in brief_work, about %.0f samples): brief_work "
+                 "named in %d samples (>= 80%%)" % (i, SHORT_CPU, want, named))
 
     # execer.py: Python, then qsortdeep under the same PID.
     samples = out.for_pid(gates["execer"]["pid"])
