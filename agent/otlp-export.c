@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "agent/config.h"
+#include "agent/http-client.h"
 #include "agent/otlp-encode.h"
 #include "agent/otlp-export.h"
 #include "common/gzip.h"
@@ -398,48 +399,30 @@ void agent_otlp_exporter__render_metrics(struct agent_otlp_exporter *x, FILE *f)
 		s.requests_ok, s.requests_failed, s.retries, s.bytes_sent, s.buffered_bytes, s.buffered_samples);
 }
 
-static int check_file(const char *what, const char *path, char *err, size_t size)
-{
-	if (!path || !*path || access(path, R_OK) == 0)
-		return 0;
-	snprintf(err, size, "otlp.tls.%s %s: %s", what, path, strerror(errno));
-	return -EINVAL;
-}
-
 /* tls.server_name: the URL names it (verified, sent as SNI), the connection goes to the endpoint's host. */
 static int connect_to(struct agent_otlp_exporter *x, char *err, size_t size)
 {
-	const char *name = x->cfg->tls.server_name;
 	CURLU *u = curl_url();
-	char *host = NULL, *port = NULL, *url = NULL, *entry = NULL;
+	char *url = NULL;
 	int r = -EINVAL;
 
 	if (!u)
 		return -ENOMEM;
-	if (curl_url_set(u, CURLUPART_URL, x->url, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+	if (curl_url_set(u, CURLUPART_URL, x->url, 0) != CURLUE_OK) {
 		snprintf(err, size, "otlp.endpoint %s is not a URL", x->cfg->endpoint);
 		goto out;
 	}
-	if (curl_url_set(u, CURLUPART_HOST, name, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
-		snprintf(err, size, "otlp.tls.server_name %s is not a valid host name", name);
+	r = agent_http_server_name("otlp", u, x->cfg->tls.server_name, &x->connect_to, err, size);
+	if (r < 0)
 		goto out;
-	}
-	if (asprintf(&entry, "%s:%s:%s:%s", name, port, host, port) < 0) {
-		entry = NULL;
+	if (curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
 		r = -ENOMEM;
 		goto out;
 	}
-	x->connect_to = curl_slist_append(NULL, entry);
 	free(x->url);
 	x->url = strdup(url);
-	r = x->connect_to && x->url ? 0 : -ENOMEM;
+	r = x->url ? 0 : -ENOMEM;
 out:
-	free(entry);
-	curl_free(host);
-	curl_free(port);
 	curl_free(url);
 	curl_url_cleanup(u);
 	return r;
@@ -461,17 +444,7 @@ static int setup_curl(struct agent_otlp_exporter *x, char *err, size_t size)
 		snprintf(err, size, "otlp.endpoint %s must start with http:// or https://", cfg->endpoint);
 		return -EINVAL;
 	}
-	if (!https && ((tls->ca_file && *tls->ca_file) || (tls->cert_file && *tls->cert_file))) {
-		snprintf(err, size, "otlp.tls is set but otlp.endpoint %s is http:// (use https://)", cfg->endpoint);
-		return -EINVAL;
-	}
-	if ((tls->cert_file && *tls->cert_file) != (tls->key_file && *tls->key_file)) {
-		snprintf(err, size, "otlp.tls.cert_file and otlp.tls.key_file go together (client certificate)");
-		return -EINVAL;
-	}
-	if ((r = check_file("ca_file", tls->ca_file, err, size)) < 0 ||
-	    (r = check_file("cert_file", tls->cert_file, err, size)) < 0 ||
-	    (r = check_file("key_file", tls->key_file, err, size)) < 0)
+	if ((r = agent_http_check_tls("otlp", cfg->endpoint, tls, https, err, size)) < 0)
 		return r;
 	while (elen > 0 && cfg->endpoint[elen - 1] == '/')
 		elen--;
@@ -523,23 +496,7 @@ static int setup_curl(struct agent_otlp_exporter *x, char *err, size_t size)
 	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
-	curl_easy_setopt(x->easy, CURLOPT_MAXCONNECTS, 1L);
-	curl_easy_setopt(x->easy, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, https ? "https" : "http");
-	if (sr_log_max_level >= SR_LOG_TRACE)
-		curl_easy_setopt(x->easy, CURLOPT_VERBOSE, 1L);
-	if (https) {
-		if (tls->ca_file && *tls->ca_file)
-			curl_easy_setopt(x->easy, CURLOPT_CAINFO, tls->ca_file);
-		if (tls->cert_file && *tls->cert_file) {
-			curl_easy_setopt(x->easy, CURLOPT_SSLCERT, tls->cert_file);
-			curl_easy_setopt(x->easy, CURLOPT_SSLKEY, tls->key_file);
-		}
-		if (tls->insecure_skip_verify) {
-			curl_easy_setopt(x->easy, CURLOPT_SSL_VERIFYPEER, 0L);
-			curl_easy_setopt(x->easy, CURLOPT_SSL_VERIFYHOST, 0L);
-		}
-	}
+	agent_http_set_connection(x->easy, tls, https);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "config.h"
+#include "agent/http-client.h"
 #include "common/gzip.h"
 #include "common/log.h"
 #include "sender-parts-private.h"
@@ -184,24 +185,11 @@ static void http_free(void *userdata)
 	free(h);
 }
 
-static int check_file(const char *what, const char *path, char *err, size_t size)
-{
-	if (!path || !*path)
-		return 0;
-	if (access(path, R_OK) < 0) {
-		int e = errno;
-
-		snprintf(err, size, "gateway.tls.%s %s: %s", what, path, strerror(e));
-		return -e;
-	}
-	return 0;
-}
-
 /* URL of the Push method, and for tls.server_name the connect-to mapping that keeps the real address. */
 static int build_url(struct http *h, const struct agent_gateway_config *cfg, bool tls, char *err, size_t size)
 {
 	CURLU *u = curl_url();
-	char *host = NULL, *port = NULL, *path = NULL, *url = NULL, *entry = NULL;
+	char *host = NULL, *path = NULL, *url = NULL;
 	size_t plen;
 	int r = -EINVAL;
 
@@ -213,8 +201,6 @@ static int build_url(struct http *h, const struct agent_gateway_config *cfg, boo
 			 cfg->endpoint);
 		goto out;
 	}
-	if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-		goto out;
 	if (curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK)
 		goto out;
 	/* A path prefix is kept (a reverse proxy may route on it); the method path is appended. */
@@ -227,29 +213,19 @@ static int build_url(struct http *h, const struct agent_gateway_config *cfg, boo
 	}
 	free(url);
 	url = NULL;
-	if (tls && cfg->tls.server_name && *cfg->tls.server_name) {
-		/* Verify and send SNI for server_name while connecting to the endpoint's address. */
-		if (asprintf(&entry, "%s:%s:%s:%s", cfg->tls.server_name, port, host, port) < 0) {
-			r = -ENOMEM;
-			goto out;
-		}
-		h->connect_to = curl_slist_append(NULL, entry);
-		if (!h->connect_to || curl_url_set(u, CURLUPART_HOST, cfg->tls.server_name, 0) != CURLUE_OK) {
-			snprintf(err, size, "gateway.tls.server_name %s is not a valid host name",
-				 cfg->tls.server_name);
-			goto out;
-		}
-	}
+	/* Verify and send SNI for server_name while connecting to the endpoint's address. */
+	if (tls && cfg->tls.server_name && *cfg->tls.server_name &&
+	    (r = agent_http_server_name("gateway", u, cfg->tls.server_name, &h->connect_to, err, size)) < 0)
+		goto out;
+	r = -EINVAL;
 	if (curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
 		goto out;
 	h->url = strdup(url);
 	r = h->url ? 0 : -ENOMEM;
 out:
 	curl_free(host);
-	curl_free(port);
 	curl_free(path);
 	curl_free(url);
-	free(entry);
 	curl_url_cleanup(u);
 	return r;
 }
@@ -283,27 +259,12 @@ int agent_sender_http_new(const struct agent_gateway_config *cfg, struct agent_s
 		https = true;
 	} else if (strncmp(cfg->endpoint, "http://", 7) == 0) {
 		https = false;
-		if ((tls->ca_file && *tls->ca_file) || (tls->cert_file && *tls->cert_file) ||
-		    (tls->key_file && *tls->key_file)) {
-			snprintf(err, size, "gateway.tls is set but gateway.endpoint %s is http:// (use https://)",
-				 cfg->endpoint);
-			return -EINVAL;
-		}
 	} else {
 		snprintf(err, size, "gateway.endpoint %s must start with http:// (h2c) or https:// (TLS)",
 			 cfg->endpoint);
 		return -EINVAL;
 	}
-	if (!tls->cert_file != !tls->key_file ||
-	    (tls->cert_file && !*tls->cert_file) != (tls->key_file && !*tls->key_file)) {
-		snprintf(err, size, "gateway.tls.cert_file and gateway.tls.key_file go together (client certificate)");
-		return -EINVAL;
-	}
-	r = check_file("ca_file", tls->ca_file, err, size);
-	if (r == 0)
-		r = check_file("cert_file", tls->cert_file, err, size);
-	if (r == 0)
-		r = check_file("key_file", tls->key_file, err, size);
+	r = agent_http_check_tls("gateway", cfg->endpoint, tls, https, err, size);
 	if (r < 0)
 		return r;
 
@@ -345,27 +306,9 @@ int agent_sender_http_new(const struct agent_gateway_config *cfg, struct agent_s
 		sr_log_info("sender", "this libcurl cannot reuse h2c connections; one connection per request",
 			    "libcurl=%s see=https://github.com/curl/curl/issues/10634", vi->version);
 	}
-	/* One connection: a fresh one replaces the old, which curl then closes. */
-	curl_easy_setopt(h->easy, CURLOPT_MAXCONNECTS, 1L);
-	curl_easy_setopt(h->easy, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h->easy, CURLOPT_PROTOCOLS_STR, https ? "https" : "http");
-	/* --log-level trace: libcurl's own account of connections, TLS and HTTP/2 on stderr. */
-	if (sr_log_max_level >= SR_LOG_TRACE)
-		curl_easy_setopt(h->easy, CURLOPT_VERBOSE, 1L);
+	agent_http_set_connection(h->easy, tls, https);
 	if (h->connect_to)
 		curl_easy_setopt(h->easy, CURLOPT_CONNECT_TO, h->connect_to);
-	if (https) {
-		if (tls->ca_file && *tls->ca_file)
-			curl_easy_setopt(h->easy, CURLOPT_CAINFO, tls->ca_file);
-		if (tls->cert_file && *tls->cert_file) {
-			curl_easy_setopt(h->easy, CURLOPT_SSLCERT, tls->cert_file);
-			curl_easy_setopt(h->easy, CURLOPT_SSLKEY, tls->key_file);
-		}
-		if (tls->insecure_skip_verify) {
-			curl_easy_setopt(h->easy, CURLOPT_SSL_VERIFYPEER, 0L);
-			curl_easy_setopt(h->easy, CURLOPT_SSL_VERIFYHOST, 0L);
-		}
-	}
 	ret->userdata = h;
 	ret->post = http_post;
 	ret->free = http_free;
