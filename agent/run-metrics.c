@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The agent's /metrics page (Prometheus text format) from a snapshot of its counters. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -84,6 +86,20 @@ static void render_parse_refusals(FILE *f)
 	for (int i = 0; i < AGENT_PARSE_REFUSAL__MAX; i++)
 		fprintf(f, "stackrelay_agent_parse_refused_total{reason=\"%s\"} %" PRIu64 "\n",
 			agent_parse_refusal_names[i], n[i]);
+}
+
+/* One stackrelay_agent_cache_<what>{cache} gauge: the field at off of every cache (skip_zero: caches without one). */
+static void cache_family(FILE *f, const struct agent_run_metrics *m, const char *what, const char *help, size_t off,
+			 bool skip_zero)
+{
+	fprintf(f, "# HELP stackrelay_agent_cache_%s %s\n# TYPE stackrelay_agent_cache_%s gauge\n", what, help, what);
+	for (size_t i = 0; i < m->n_caches; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&m->caches[i] + off, sizeof(v));
+		if (v || !skip_zero)
+			fprintf(f, "stackrelay_agent_cache_%s{cache=\"%s\"} %" PRIu64 "\n", what, m->caches[i].name, v);
+	}
 }
 
 static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
@@ -207,24 +223,16 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			m->nodejs->unsupported, m->nodejs->functions_cached, m->nodejs->function_reads,
 			m->nodejs->function_read_errors, m->nodejs->line_reads, m->nodejs->line_read_errors);
 	if (m->n_caches) {
-		fprintf(f, "# HELP stackrelay_agent_cache_entries Entries each of the agent's caches holds now (one "
-			   "that stays at its limit is full, not leaking).\n"
-			   "# TYPE stackrelay_agent_cache_entries gauge\n");
-		for (size_t i = 0; i < m->n_caches; i++)
-			fprintf(f, "stackrelay_agent_cache_entries{cache=\"%s\"} %" PRIu64 "\n", m->caches[i].name,
-				m->caches[i].entries);
-		fprintf(f, "# HELP stackrelay_agent_cache_limit The bound of each cache, in entries.\n"
-			   "# TYPE stackrelay_agent_cache_limit gauge\n");
-		for (size_t i = 0; i < m->n_caches; i++)
-			if (m->caches[i].limit)
-				fprintf(f, "stackrelay_agent_cache_limit{cache=\"%s\"} %" PRIu64 "\n",
-					m->caches[i].name, m->caches[i].limit);
-		fprintf(f, "# HELP stackrelay_agent_cache_bytes Memory each cache holds now, with its own tables "
-			   "(heap; for unwind_tables, the kernel's BPF map memory).\n"
-			   "# TYPE stackrelay_agent_cache_bytes gauge\n");
-		for (size_t i = 0; i < m->n_caches; i++)
-			fprintf(f, "stackrelay_agent_cache_bytes{cache=\"%s\"} %" PRIu64 "\n", m->caches[i].name,
-				m->caches[i].bytes);
+		cache_family(f, m, "entries",
+			     "Entries each of the agent's caches holds now (one that stays at its limit is full, not "
+			     "leaking).",
+			     offsetof(struct agent_cache_gauge, entries), false);
+		cache_family(f, m, "limit", "The bound of each cache, in entries.",
+			     offsetof(struct agent_cache_gauge, limit), true);
+		cache_family(f, m, "bytes",
+			     "Memory each cache holds now, with its own tables (heap; for unwind_tables, the kernel's "
+			     "BPF map memory).",
+			     offsetof(struct agent_cache_gauge, bytes), false);
 	}
 	fprintf(f,
 		"# HELP stackrelay_agent_heap_bytes malloc's main arena, where the profiling loop keeps its caches "
