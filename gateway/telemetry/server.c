@@ -47,9 +47,15 @@ static void on_header(struct h2stream *s, const uint8_t *name, size_t namelen, c
 			gw_net_stream_error(s, 400, "request path too long");
 			return;
 		}
-		s->proto_data = strndup((const char *)value, len);
-		if (!s->proto_data)
+		/* The value is not NUL-terminated (it points into the connection's buffer): copy len bytes, no more. */
+		char *path = malloc(len + 1);
+		if (!path) {
 			gw_net_stream_error(s, 503, "out of memory");
+			return;
+		}
+		memcpy(path, value, len);
+		path[len] = '\0';
+		s->proto_data = path;
 	}
 }
 
