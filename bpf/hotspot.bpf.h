@@ -77,7 +77,8 @@ static __always_inline __u64 hotspot_blob(const struct hotspot_heap *h, __u16 he
 /* Replaces the pc just recorded (the last ustack slot) with the Java frame v. */
 static __always_inline void hotspot_record(struct unwind_scratch_state *st, __u64 v)
 {
-	__u32 idx = st->n - 1;
+	/* 64 bits wide, so that no zero-extension comes between the check and the store. */
+	__u64 idx = (__u32)(st->n - 1);
 
 	/* Checked where the store is: the compiler may otherwise keep the index where the verifier loses its bound. */
 	asm volatile("" : "+r"(idx));
@@ -169,9 +170,15 @@ __noinline int hotspot_step(__u32 slot)
 	if (name == HOTSPOT_NAME_NMETHOD || name == HOTSPOT_NAME_NATIVE) {
 		if (bpf_probe_read_user(&compile_id, sizeof(compile_id), (const void *)(blob + p->nmethod_compile_id)))
 			compile_id = 0;
+		/*
+		 * The pc to look debug information up by (HOTSPOT_PC_BITS): a
+		 * PcDesc at offset X describes the instruction ending at X, so a
+		 * caller's return address is its own key, and the interrupted
+		 * instruction at the leaf is found past its first byte.
+		 */
 		hotspot_record(st, HOTSPOT_FRAME_FLAG | HOTSPOT_FRAME_COMPILED |
 					   (((__u64)compile_id & HOTSPOT_COMPILE_ID_MASK) << HOTSPOT_COMPILE_ID_SHIFT) |
-					   (st->rip & HOTSPOT_PC_MASK));
+					   ((st->rip + (st->return_address ? 0 : 1)) & HOTSPOT_PC_MASK));
 	}
 	st->rsp = caller_sp;
 	st->rbp = link[0];

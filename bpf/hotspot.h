@@ -63,8 +63,11 @@ struct hotspot_proc {
  * Python frame has bit 63, a V8 frame bit 62 alone), then
  * - interpreted (bit 60 clear): the Method* >> 3 in bits 0-43, the bytecode
  *   index in bits 44-59 (HOTSPOT_BCI_NONE when unknown);
- * - compiled (bit 60 set): the pc in bits 0-46, the low 13 bits of the
- *   nmethod's compile ID in bits 47-59.
+ * - compiled (bit 60 set): the pc to look the frame's PcDesc up by in bits
+ *   0-46 (a caller's return address; the leaf's pc plus one, so that the
+ *   first PcDesc at or past it describes the interrupted instruction, not
+ *   the one before), the low 13 bits of the nmethod's compile ID in bits
+ *   47-59.
  */
 #define HOTSPOT_FRAME_FLAG	 (3ULL << 61)
 #define HOTSPOT_FRAME_MASK	 ((1ULL << 63) | (3ULL << 61))
