@@ -5,6 +5,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "functions.h"
 #include "common/macro.h"
 
@@ -126,18 +127,13 @@ static int take_index(struct agent_functions *f, uint32_t *ret)
 	if (f->n_slots >= f->max_n)
 		return -ENOSPC;
 	if (f->n_slots == f->cap_slots) {
-		size_t cap = f->cap_slots ? f->cap_slots * 2 : 64;
-		struct agent_function **s = realloc(f->slots, cap * sizeof(*s));
-		uint32_t *fi;
+		/* Two arrays of one capacity: each grows from a copy of it, which both leave equal. */
+		size_t cap_slots = f->cap_slots, cap_free = f->cap_slots;
 
-		if (!s)
+		if (sr_grow((void **)&f->slots, &cap_slots, f->n_slots + 1, sizeof(*f->slots), 64) < 0 ||
+		    sr_grow((void **)&f->free_idx, &cap_free, f->n_slots + 1, sizeof(*f->free_idx), 64) < 0)
 			return -ENOMEM;
-		f->slots = s;
-		fi = realloc(f->free_idx, cap * sizeof(*fi));
-		if (!fi)
-			return -ENOMEM;
-		f->free_idx = fi;
-		f->cap_slots = cap;
+		f->cap_slots = cap_free;
 	}
 	f->slots[f->n_slots] = NULL;
 	*ret = (uint32_t)f->n_slots++;

@@ -30,6 +30,7 @@
 
 #include "agent.h"
 #include "aggregate.h"
+#include "common/grow.h"
 #include "agent/config.h"
 #include "kernel.h"
 #include "common/log.h"
@@ -89,16 +90,9 @@ void agent_run_queue_unwinder(struct run_ctx *c, struct agent_proc *proc)
 		c->unwind_n -= c->unwind_head;
 		c->unwind_head = 0;
 	}
-	if (c->unwind_n == c->unwind_cap) {
-		size_t cap = c->unwind_cap ? 2 * c->unwind_cap : 64;
-		struct agent_proc **q = realloc(c->unwind_queue, cap * sizeof(*q));
-
-		/* Out of memory: this process stays on frame pointers until its next sample tries again. */
-		if (!q)
-			return;
-		c->unwind_queue = q;
-		c->unwind_cap = cap;
-	}
+	/* Out of memory: this process stays on frame pointers until its next sample tries again. */
+	if (sr_grow((void **)&c->unwind_queue, &c->unwind_cap, c->unwind_n + 1, sizeof(*c->unwind_queue), 64) < 0)
+		return;
 	c->unwind_queue[c->unwind_n++] = proc;
 	proc->unwind_queued = true;
 }

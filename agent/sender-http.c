@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "agent/http-client.h"
+#include "common/grow.h"
 #include "common/gzip.h"
 #include "common/log.h"
 #include "sender-parts-private.h"
@@ -68,18 +69,8 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *userdata)
 		h->too_large = true;
 		return 0; /* aborts the transfer */
 	}
-	if (h->rlen + n > h->rcap) {
-		size_t cap = h->rcap ? h->rcap : 4096;
-		uint8_t *p;
-
-		while (cap < h->rlen + n)
-			cap *= 2;
-		p = realloc(h->rbuf, cap);
-		if (!p)
-			return 0;
-		h->rbuf = p;
-		h->rcap = cap;
-	}
+	if (sr_grow((void **)&h->rbuf, &h->rcap, h->rlen + n, 1, 4096) < 0)
+		return 0;
 	memcpy(h->rbuf + h->rlen, data, n);
 	h->rlen += n;
 	return n;

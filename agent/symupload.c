@@ -174,22 +174,17 @@ static uint8_t *debugdata(Elf *e, size_t *ret_size)
 	z.avail_in = data->d_size;
 	do {
 		if (z.avail_out == 0) {
-			size_t ncap = cap ? cap * 2 : 64 * 1024;
-			uint8_t *p;
+			size_t was = cap;
 
 			if (cap >= AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES) {
 				agent_parse_refused(AGENT_PARSE_XZ);
 				goto fail;
 			}
-			if (ncap > AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES)
-				ncap = AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES;
-			p = realloc(out, ncap);
-			if (!p)
+			if (sr_grow_max((void **)&out, &cap, cap + 1, 1, 64 * 1024,
+					AGENT_SYMUPLOAD_MAX_DEBUGDATA_BYTES) < 0)
 				goto fail;
-			out = p;
-			z.next_out = out + cap;
-			z.avail_out = ncap - cap;
-			cap = ncap;
+			z.next_out = out + was;
+			z.avail_out = cap - was;
 		}
 		lr = lzma_code(&z, LZMA_FINISH);
 	} while (lr == LZMA_OK);
@@ -705,22 +700,15 @@ int agent_symupload_kallsyms(const char *path, const struct agent_kernel *k, int
 		ssize_t n;
 
 		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 1024 * 1024;
-			char *nb;
-
 			if (cap >= AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES) {
 				r = -EFBIG;
 				goto out;
 			}
-			if (ncap > AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES)
-				ncap = AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES;
-			nb = realloc(buf, ncap);
-			if (!nb) {
+			if (sr_grow_max((void **)&buf, &cap, cap + 1, 1, 1024 * 1024,
+					AGENT_SYMUPLOAD_MAX_KALLSYMS_BYTES) < 0) {
 				r = -ENOMEM;
 				goto out;
 			}
-			buf = nb;
-			cap = ncap;
 		}
 		n = read(fd, buf + len, cap - len);
 		if (n < 0 && errno == EINTR)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "unwind-table-private.h"
 
 /* Call frame instructions (DWARF 5 section 6.4.2, plus the GNU ones GCC emits). */
@@ -213,19 +214,9 @@ int agent_unwind_push_row(struct builder *b, uint64_t pc, struct unwind_row row)
 		b->too_big = true;
 		return -E2BIG;
 	}
-	if (b->n_rows == b->cap_rows) {
-		size_t cap = b->cap_rows ? 2 * b->cap_rows : 1024;
-		struct unwind_row *n;
-
-		if (cap > b->max_rows)
-			cap = b->max_rows;
-		n = realloc(b->rows, cap * sizeof(*n));
-		if (!n) {
-			b->oom = true;
-			return -ENOMEM;
-		}
-		b->rows = n;
-		b->cap_rows = cap;
+	if (sr_grow_max((void **)&b->rows, &b->cap_rows, b->n_rows + 1, sizeof(*b->rows), 1024, b->max_rows) < 0) {
+		b->oom = true;
+		return -ENOMEM;
 	}
 	b->rows[b->n_rows++] = row;
 	return 0;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "common/grow.h"
 #include "config-private.h"
 #include "config.h"
 
@@ -26,17 +27,9 @@ static int out_write(void *data, unsigned char *buffer, size_t size)
 {
 	struct out_buf *b = data;
 
-	if (b->len + size + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		while (cap < b->len + size + 1)
-			cap *= 2;
-		unsigned char *p = realloc(b->s, cap);
-		if (!p) {
-			b->oom = true;
-			return 0;
-		}
-		b->s = p;
-		b->cap = cap;
+	if (sr_grow((void **)&b->s, &b->cap, b->len + size + 1, 1, 1024) < 0) {
+		b->oom = true;
+		return 0;
 	}
 	memcpy(b->s + b->len, buffer, size);
 	b->len += size;

@@ -16,6 +16,7 @@
 
 #include "common/config.h"
 #include "common/fileio.h"
+#include "common/grow.h"
 
 struct strbuf {
 	char *s;
@@ -24,16 +25,8 @@ struct strbuf {
 
 static int strbuf_append(struct strbuf *b, const char *s, size_t n)
 {
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->s, cap);
-		if (!p)
-			return -ENOMEM;
-		b->s = p;
-		b->cap = cap;
-	}
+	if (sr_grow((void **)&b->s, &b->cap, b->len + n + 1, 1, 64) < 0)
+		return -ENOMEM;
 	memcpy(b->s + b->len, s, n);
 	b->len += n;
 	b->s[b->len] = '\0';

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/fileio.h"
+#include "common/grow.h"
 
 int sr_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
 {
@@ -35,18 +36,14 @@ int sr_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size
 	for (;;) {
 		ssize_t n;
 		if (len + 1 >= cap) {
-			char *nb;
 			if (cap > max) {
 				r = -EFBIG;
 				goto fail;
 			}
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
+			if (sr_grow((void **)&buf, &cap, cap + 1, 1, 1) < 0) {
 				r = -ENOMEM;
 				goto fail;
 			}
-			buf = nb;
-			cap *= 2;
 		}
 		n = read(fd, buf + len, cap - len - 1);
 		if (n < 0) {

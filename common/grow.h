@@ -36,6 +36,12 @@ static inline int sr_grow_zero(void **arr, size_t *cap, size_t want, size_t elem
 	return want <= *cap ? 0 : sr_grow_realloc(arr, cap, want, elem, first, SIZE_MAX, true);
 }
 
+/* As sr_grow(), with the capacity never past max elements (want above max: -EOVERFLOW). */
+static inline int sr_grow_max(void **arr, size_t *cap, size_t want, size_t elem, size_t first, size_t max)
+{
+	return want <= *cap ? 0 : sr_grow_realloc(arr, cap, want, elem, first, max, false);
+}
+
 /*
  * As sr_grow(), for an array whose count is a uint32_t (indexes on the wire
  * are 32 bits): the capacity never passes UINT32_MAX.

@@ -5,8 +5,9 @@
 #include <libdeflate.h>
 #include <zlib.h>
 
-#include "gzip.h"
+#include "common/grow.h"
 #include "common/macro.h"
+#include "gzip.h"
 
 /* zlib's Z_DEFAULT_COMPRESSION means its level 6. */
 #define SR_GZIP_DEFAULT_LEVEL 6
@@ -114,14 +115,12 @@ int sr_gunzip(const void *data, size_t len, uint64_t max_bytes, uint8_t **ret, s
 				e = -EFBIG;
 				break;
 			}
-			size_t ncap = (size_t)SR_MIN((uint64_t)cap * 2, max_bytes + 1);
-			uint8_t *n = realloc(out, ncap);
-			if (!n) {
+			/* Up to one byte past max_bytes: inflating into it says the body is larger. */
+			if (sr_grow_max((void **)&out, &cap, cap + 1, 1, 1,
+					(size_t)SR_MIN(max_bytes + 1, (uint64_t)SIZE_MAX)) < 0) {
 				e = -ENOMEM;
 				break;
 			}
-			out = n;
-			cap = ncap;
 		}
 		z.next_out = out + z.total_out;
 		z.avail_out = (uInt)SR_MIN(cap - z.total_out, (size_t)UINT32_MAX);

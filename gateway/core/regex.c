@@ -10,6 +10,7 @@
 
 #include <pcre2.h>
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "regex.h"
 
@@ -206,16 +207,8 @@ struct buf {
 
 static int buf_add(struct buf *b, const char *s, size_t n)
 {
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (sr_grow((void **)&b->p, &b->cap, b->len + n + 1, 1, 64) < 0)
+		return -ENOMEM;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = '\0';

@@ -228,19 +228,9 @@ static void SR_PRINTF(2, 3) put(struct out *o, const char *fmt, ...)
 			o->len += (size_t)n;
 			return;
 		}
-		{
-			size_t cap = o->cap ? o->cap * 2 : 65536;
-			char *b;
-
-			while (cap - o->len <= (size_t)n)
-				cap *= 2;
-			b = realloc(o->buf, cap);
-			if (!b) {
-				o->err = -ENOMEM;
-				return;
-			}
-			o->buf = b;
-			o->cap = cap;
+		if (sr_grow((void **)&o->buf, &o->cap, o->len + (size_t)n + 1, 1, 65536) < 0) {
+			o->err = -ENOMEM;
+			return;
 		}
 	}
 }

@@ -9,6 +9,7 @@
 
 #include <xxhash.h>
 
+#include "common/grow.h"
 #include "core/model.h"
 #include "local.h"
 
@@ -73,18 +74,13 @@ int64_t gw_strtab__intern(struct gw_strtab *t, const char *s)
 			return i;
 	}
 	if (t->n == t->cap) {
-		uint32_t cap = t->cap ? t->cap * 2 : 1024;
-		char **ns = realloc(t->s, cap * sizeof(*ns));
-		uint32_t *nl;
+		/* Two arrays of one capacity: each grows from a copy of it, which both leave equal. */
+		uint32_t cap_s = t->cap, cap_len = t->cap;
 
-		if (!ns)
+		if (sr_grow_u32((void **)&t->s, &cap_s, t->n + 1, sizeof(*t->s), 1024) < 0 ||
+		    sr_grow_u32((void **)&t->len, &cap_len, t->n + 1, sizeof(*t->len), 1024) < 0)
 			return -ENOMEM;
-		t->s = ns;
-		nl = realloc(t->len, cap * sizeof(*nl));
-		if (!nl)
-			return -ENOMEM;
-		t->len = nl;
-		t->cap = cap;
+		t->cap = cap_len;
 	}
 	t->s[t->n] = strndup(s ? s : "", len);
 	if (!t->s[t->n])

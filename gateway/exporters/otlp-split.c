@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "otlp-encode.h"
 #include "common/otlp-fields.h"
@@ -224,8 +225,7 @@ static const struct ref_rule *const table_rules[T_MAX] = {
 
 struct compact {
 	/* The dictionary's entries as raw slices, per table. */
-	const uint8_t **data[T_MAX];
-	size_t *len[T_MAX];
+	struct sr_pb_slice *ent[T_MAX];
 	uint32_t n[T_MAX], cap[T_MAX];
 	/* used[t][i] while marking; then the new index + 1 (0: dropped). */
 	uint32_t *map[T_MAX];
@@ -234,8 +234,7 @@ struct compact {
 static void compact_free(struct compact *c)
 {
 	for (int t = 0; t < T_MAX; t++) {
-		free(c->data[t]);
-		free(c->len[t]);
+		free(c->ent[t]);
 		free(c->map[t]);
 	}
 }
@@ -313,7 +312,7 @@ static void rewrite(struct compact *c, struct sr_pbw *w, struct sr_pbr msg, cons
 /* A reader of entry i of table t (a slice of the request read by rq). */
 static struct sr_pbr entry_of(const struct sr_pbr *rq, const struct compact *c, int t, uint32_t i)
 {
-	return sr_pbr__sub(rq, (struct sr_pb_slice){ c->data[t][i], c->len[t][i] });
+	return sr_pbr__sub(rq, c->ent[t][i]);
 }
 
 /* Rewrites a request so its dictionary holds only what its profiles use. */
@@ -338,23 +337,9 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 		for (int t = 0; t < T_MAX; t++) {
 			if (f.number != table_field[t] || f.wt != SR_PB_LEN)
 				continue;
-			if (c.n[t] == c.cap[t]) {
-				uint32_t cap = c.cap[t] ? c.cap[t] * 2 : 256;
-				const uint8_t **nd = realloc(c.data[t], cap * sizeof(*nd));
-				size_t *nl;
-
-				if (!nd)
-					goto nomem;
-				c.data[t] = nd;
-				nl = realloc(c.len[t], cap * sizeof(*nl));
-				if (!nl)
-					goto nomem;
-				c.len[t] = nl;
-				c.cap[t] = cap;
-			}
-			c.data[t][c.n[t]] = f.data;
-			c.len[t][c.n[t]] = f.len;
-			c.n[t]++;
+			if (sr_grow_u32((void **)&c.ent[t], &c.cap[t], c.n[t] + 1, sizeof(*c.ent[t]), 256) < 0)
+				goto nomem;
+			c.ent[t][c.n[t]++] = (struct sr_pb_slice){ f.data, f.len };
 		}
 	}
 	if (r < 0)
@@ -409,7 +394,7 @@ static int compact_request(const uint8_t *req, size_t len, enum gw_otlp_version 
 				continue;
 			m = sr_pbw__begin(out, table_field[t]);
 			if (t == T_STR)
-				sr_pbw__raw(out, c.data[t][i], c.len[t][i]);
+				sr_pbw__raw(out, c.ent[t][i].p, c.ent[t][i].n);
 			else
 				rewrite(&c, out, entry_of(&rq, &c, t, i), table_rules[t]);
 			sr_pbw__end(out, m);

@@ -96,7 +96,14 @@ static const struct sr_field pprof_fields[] = {
 	SR_FIELD_END,
 };
 
-/* A pointer → id map (ids from 1), for locations, mappings; functions by name+file+start. */
+/*
+ * A pointer → id map (ids from 1), for locations, mappings; functions by
+ * name+file+start. Open addressing of its own, not the tree's table
+ * (common/htab.h): it is looked up for every frame of every sample, and on
+ * sr_htab a lookup took 10 % more instructions (callgrind, 50,000 keys) and
+ * 1.05-1.14x the time at 50,000 keys in a side-by-side micro-benchmark
+ * (2026-12-03).
+ */
 struct idmap {
 	const void **keys;
 	uint64_t *k2; /* secondary key (functions) */

@@ -3,6 +3,12 @@
  * A string-keyed hash map for the Kubernetes caches: chained buckets, grown
  * by doubling so lookups stay O(1) as the cluster grows. Keys are copied;
  * values are the caller's (the map never frees them).
+ *
+ * Not the tree's table (common/htab.h): k8sattributes looks a pod up here
+ * for every resource of every batch, and the same map on sr_htab took 18 %
+ * more instructions a lookup (callgrind, 5,000 container IDs, a quarter of
+ * the lookups missing) and 1.04-1.06x the time at 100 keys, 1.0-1.8x at
+ * 5,000 in a side-by-side micro-benchmark (2026-12-03).
  */
 #ifndef SR_GW_K8S_MAP_H
 #define SR_GW_K8S_MAP_H

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "common/clock.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/macro.h"
 #include "curl-uv.h"
@@ -80,16 +81,8 @@ static int body_append(struct informer *inf, const char *data, size_t n, size_t 
 {
 	if (inf->body_len + n > max)
 		return -EMSGSIZE;
-	if (inf->body_len + n + 1 > inf->body_cap) {
-		size_t cap = inf->body_cap ? inf->body_cap : 65536;
-		while (cap < inf->body_len + n + 1)
-			cap *= 2;
-		char *b = realloc(inf->body, cap);
-		if (!b)
-			return -ENOMEM;
-		inf->body = b;
-		inf->body_cap = cap;
-	}
+	if (sr_grow((void **)&inf->body, &inf->body_cap, inf->body_len + n + 1, 1, 65536) < 0)
+		return -ENOMEM;
 	memcpy(inf->body + inf->body_len, data, n);
 	inf->body_len += n;
 	inf->body[inf->body_len] = '\0';

@@ -6,6 +6,7 @@
 
 #include <json-c/json.h>
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "k8s-watch.h"
 
@@ -182,16 +183,8 @@ int k8s_watch_decoder__feed(struct k8s_watch_decoder *d, const void *data, size_
 			p = nl + 1;
 			continue;
 		}
-		if (d->len + n > d->cap) {
-			size_t cap = d->cap ? d->cap : 4096;
-			while (cap < d->len + n)
-				cap *= 2;
-			char *b = realloc(d->buf, cap);
-			if (!b)
-				return -ENOMEM;
-			d->buf = b;
-			d->cap = cap;
-		}
+		if (sr_grow((void **)&d->buf, &d->cap, d->len + n, 1, 4096) < 0)
+			return -ENOMEM;
 		memcpy(d->buf + d->len, p, n);
 		d->len += n;
 		if (!nl)

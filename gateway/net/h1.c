@@ -8,6 +8,7 @@
 
 #include "gateway/net/h1.h"
 #include "gateway/net/conn.h"
+#include "common/grow.h"
 #include "common/http1.h"
 #include "common/macro.h"
 
@@ -320,14 +321,10 @@ int gw_h1_feed(struct conn *c, const uint8_t *d, size_t n)
 			for (k = 0; k < n;) {
 				if (h->head_len == max_head)
 					break;
-				if (h->head_len == h->head_cap) {
-					size_t cap = SR_MIN(SR_MAX(h->head_cap * 2, (size_t)1024), max_head);
-					char *p = realloc(h->head, cap);
-					if (!p)
-						return -ENOMEM;
-					h->head = p;
-					h->head_cap = cap;
-				}
+				/* Below max_head here: the bound cannot fail the growth. */
+				if (sr_grow_max((void **)&h->head, &h->head_cap, h->head_len + 1, 1, 1024, max_head) <
+				    0)
+					return -ENOMEM;
 				h->head[h->head_len++] = (char)d[k++];
 				/* Empty lines before a request line are ignored (RFC 9112 2.2). */
 				if (h->head_len == 2 && memcmp(h->head, "\r\n", 2) == 0)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/htab.h"
 #include "model.h"
 #include "common/pbwire.h"
 
@@ -34,12 +35,14 @@ const char *gw_ingest_cstr(char *buf, struct sr_pb_slice s);
 
 /*
  * A set of byte strings (slices into the body or the batch), open
- * addressing. This set and rtable below are the receiver's per-sample
- * lookups, and keep tables of their own rather than the tree's
- * (common/htab.h): on the tree's table the receiver's request processing
- * took 2.5 % more instructions (callgrind, ingest-bench) and timed 4 %
- * faster to 22 % slower over three runs of ingest-bench on the shared
- * machine (2026-12-02), past the 3 % a shared helper may cost here.
+ * addressing. The receiver's per-sample lookups of stacks and thread names
+ * keep a table of their own rather than the tree's (common/htab.h): with
+ * these sets and the resource table below on the tree's table, the
+ * receiver's request processing took 2.5 % more instructions (callgrind,
+ * ingest-bench) and timed 4 % faster to 22 % slower over three runs of
+ * ingest-bench on the shared machine (2026-12-02), past the 3 % a shared
+ * helper may cost here. The resource table alone costs 0.4 % (below), and is
+ * on the tree's table.
  */
 struct gw_bytes_set {
 	struct gw_bytes_set_entry {
@@ -106,16 +109,17 @@ struct rkey {
 	enum gw_profile_type type;
 };
 
+/*
+ * The batch's resource for each identity: slots of the tree's table
+ * (common/htab.h). Measured against the open addressing it replaced,
+ * ingest-bench's request processing ran 0.4 % more instructions (callgrind,
+ * gw_ingest_process, --iterations 10) and 0.99x the records/s (8 alternating
+ * runs of --iterations 400, 0.91-1.06x, 2026-12-03).
+ */
 struct rslot {
-	uint64_t h;
+	uint64_t h; /* the table's hash */
 	struct rkey k;
 	uint32_t idx;
-	bool used;
-};
-
-struct rtable {
-	struct rslot *s;
-	size_t cap, n;
 };
 
 struct gw_ingest_ctx {
@@ -126,7 +130,7 @@ struct gw_ingest_ctx {
 	struct gw_idlist probed; /* probe_symbols, de-duplicated */
 	struct gw_ingest_result *res;
 	/* resources of the batch by identity */
-	struct rtable resources;
+	struct sr_htab resources; /* of rslot; all zero: empty */
 	struct gw_bytes_set thread_names;
 	struct sr_pb_slice host_name, node_name;
 	struct sr_pb_slice known_kernel; /* a kernel ID found in the store during this request */

@@ -484,7 +484,7 @@ out:
 	gw_idlist__free(&c.defs.missing_functions);
 	gw_idlist__free(&c.wanted);
 	gw_idlist__free(&c.probed);
-	free(c.resources.s);
+	sr_htab_done(&c.resources);
 	gw_bytes_set__free(&c.thread_names);
 	for (size_t i = 0; i < c.stacks_seen.cap; i++)
 		if (c.stacks_seen.e[i].used && c.stacks_seen.e[i].value)

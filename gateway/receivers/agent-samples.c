@@ -112,24 +112,9 @@ static bool rkey_eq(const struct rkey *a, const struct rkey *b)
 	       slice_eq(a->container_id, b->container_id) && slice_eq(a->pod_uid, b->pod_uid);
 }
 
-static int rtable_grow(struct rtable *t)
+static bool rslot_eq(const void *slot, const void *key)
 {
-	size_t cap = t->cap ? t->cap * 2 : 64;
-	struct rslot *ns = calloc(cap, sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->cap; i++) {
-		if (!t->s[i].used)
-			continue;
-		size_t j = t->s[i].h & (cap - 1);
-		while (ns[j].used)
-			j = (j + 1) & (cap - 1);
-		ns[j] = t->s[i];
-	}
-	free(t->s);
-	t->s = ns;
-	t->cap = cap;
-	return 0;
+	return rkey_eq(&((const struct rslot *)slot)->k, key);
 }
 
 static int add_str_attr(struct gw_profiles *p, struct gw_resource *r, const char *key, struct sr_pb_slice v)
@@ -148,22 +133,21 @@ static int resource_for(struct gw_ingest_ctx *c, const struct gw_ingest_sample *
 					    ? GW_PROFILE_OFF_CPU
 					    : GW_PROFILE_CPU;
 	struct rkey k = { in->process_name, in->exe_path, in->container_id, in->pod_uid, type };
-	struct rtable *t = &c->resources;
+	struct sr_htab *t = &c->resources;
+	struct rslot *slot;
 	uint64_t h;
-	size_t j;
 	int e;
 
 	h = slice_hash(in->process_name, 1);
 	h = slice_hash(in->exe_path, h);
 	h = slice_hash(in->container_id, h);
 	h = slice_hash(in->pod_uid, h) ^ (uint64_t)type;
-	if ((t->n + 1) * 2 > t->cap && (e = rtable_grow(t)) < 0)
-		return e;
-	for (j = h & (t->cap - 1); t->s[j].used; j = (j + 1) & (t->cap - 1)) {
-		if (t->s[j].h == h && rkey_eq(&t->s[j].k, &k)) {
-			*ret = t->s[j].idx;
-			return 0;
-		}
+	if (!t->elem) /* the request's first sample */
+		sr_htab_init(t, sizeof(*slot), rslot_eq);
+	slot = sr_htab__find(t, h, &k, rslot_eq); /* per sample: eq inlined */
+	if (slot) {
+		*ret = slot->idx;
+		return 0;
 	}
 	struct gw_resource *r = gw_profiles__add_typed_resource(p, NULL, 0, c->frequency_hz, type);
 	if (!r)
@@ -175,8 +159,10 @@ static int resource_for(struct gw_ingest_ctx *c, const struct gw_ingest_sample *
 	    (e = add_str_attr(p, r, "process.executable.name", in->process_name)) < 0 ||
 	    (e = add_str_attr(p, r, "process.executable.path", in->exe_path)) < 0)
 		return e;
-	t->s[j] = (struct rslot){ .h = h, .k = k, .idx = p->n_resources - 1, .used = true };
-	t->n++;
+	if ((e = sr_htab__add(t, h, (void **)&slot)) < 0)
+		return e;
+	slot->k = k;
+	slot->idx = p->n_resources - 1;
 	*ret = p->n_resources - 1;
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include <gelf.h>
 #include <lzma.h>
 
+#include "common/grow.h"
 #include "elfsym.h"
 #include "symtab.h"
 
@@ -163,16 +164,14 @@ static int xz_decompress(const uint8_t *in, size_t in_len, uint8_t **ret, size_t
 			r = -EFBIG;
 			goto out;
 		}
-		size_t ncap = cap * 2 > GW_ELF_MAX_DEBUGDATA ? GW_ELF_MAX_DEBUGDATA : cap * 2;
-		uint8_t *n = realloc(out, ncap);
-		if (!n) {
+		size_t was = cap;
+
+		if (sr_grow_max((void **)&out, &cap, cap + 1, 1, 1, GW_ELF_MAX_DEBUGDATA) < 0) {
 			r = -ENOMEM;
 			goto out;
 		}
-		out = n;
-		s.next_out = out + cap;
-		s.avail_out = ncap - cap;
-		cap = ncap;
+		s.next_out = out + was;
+		s.avail_out = cap - was;
 	}
 	*ret = out;
 	*ret_len = cap - s.avail_out;

@@ -145,12 +145,37 @@ static void test_enomem_keeps_array(void **state)
 	free(v);
 }
 
+/* A bounded array doubles up to its bound, then is full: a first capacity past the bound is cut to it. */
+static void test_bounded(void **state)
+{
+	char *v = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	assert_int_equal(sr_grow_max((void **)&v, &cap, 1, 1, 1024, 100), 0);
+	assert_int_equal(cap, 100);
+	free(v);
+	v = NULL;
+	cap = 0;
+	assert_int_equal(sr_grow_max((void **)&v, &cap, 1, 1, 64, 100), 0);
+	assert_int_equal(cap, 64);
+	assert_int_equal(sr_grow_max((void **)&v, &cap, 65, 1, 64, 100), 0);
+	assert_int_equal(cap, 100);
+	assert_int_equal(sr_grow_max((void **)&v, &cap, 101, 1, 64, 100), -EOVERFLOW);
+	assert_int_equal(cap, 100);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_doubles_from_first), cmocka_unit_test(test_enough_is_a_no_op),
-		cmocka_unit_test(test_keeps_and_zeroes),   cmocka_unit_test(test_overflow_refused),
-		cmocka_unit_test(test_doubling_saturates), cmocka_unit_test(test_enomem_keeps_array),
+		cmocka_unit_test(test_doubles_from_first),
+		cmocka_unit_test(test_enough_is_a_no_op),
+		cmocka_unit_test(test_keeps_and_zeroes),
+		cmocka_unit_test(test_overflow_refused),
+		cmocka_unit_test(test_doubling_saturates),
+		cmocka_unit_test(test_enomem_keeps_array),
+		cmocka_unit_test(test_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
