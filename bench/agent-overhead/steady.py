@@ -7,7 +7,8 @@ its noise. This one measures the profiler itself over a long window, with
 nanosecond clocks. The headline configuration is the deployed one: the whole
 host profiled, the default configuration, sending to a real
 stackrelay-gateway that the bench starts on loopback (no processors,
-exporting to a local sink that answers 200). CPU-bound spinners keep every
+exporting to a local sink that answers 200), in the environment packaging/
+gives it (GNUTLS_NO_IMPLICIT_INIT=1). CPU-bound spinners keep every
 CPU busy (the default --busy is one per CPU: Debian's python3, so the Python
 walk is in) while, round by round and side by side, the agent runs at each
 frequency of --hz, and `perf record -a -g` at the first. For each, over
@@ -207,6 +208,8 @@ def run_agent(args, build, hz, tmp, gw_endpoint, cgroup):
     if not gw_endpoint:
         cmd += ["--output", os.path.join(tmp, "agent.pb")]
     env = dict(os.environ)
+    # As packaging/ runs it (the systemd unit, the image): GnuTLS, loaded by libcurl and unused, not initialised.
+    env["GNUTLS_NO_IMPLICIT_INIT"] = "1"
     if args.stage_times:
         env["SR_AGENT_DEBUG_STAGE_TIMES"] = "1"
     p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
