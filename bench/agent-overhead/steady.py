@@ -279,6 +279,16 @@ s.serve_forever()
 """
 
 
+# The agent loads one of each: exec's hook, and the mmap hook the kernel allows (bpf/profile.bpf.c).
+MMAP_HOOKS = ("handle_vm_mmap", "handle_vm_mmap_args", "handle_vm_mmap_ret", "handle_mmap_exit", "handle_sys_exit")
+
+
+def hook_runs(m, names):
+    """Runs of the named hooks in the window: how many processes started (exec) or mapped code on the host."""
+    names = (names,) if isinstance(names, str) else names
+    return sum(c for n, (t, c) in m["progs"].items() if n in names or n.startswith(tuple(n_ + "_" for n_ in names)))
+
+
 def per_stack(c, name):
     stacks = c.get("PROFILE_CNT_SAMPLES", 0)
     return c.get(name, 0) / stacks if stacks else float("nan")
@@ -409,20 +419,21 @@ def main():
            "; agent limited to the spinners' cgroup (diagnostic)" if cgroup else "; whole host"))
     print()
     print("| profiler | Hz | user+sys % of a core | BPF per sample (% of a core) | BPF hooks (% of a core) "
-          "| total % of a core | BPF µs a sample | samples/s | wake-ups/s | RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| total % of a core | BPF µs a sample | samples/s | wake-ups/s | RSS MiB | host execs/s, mmap hook runs/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = [("stackrelay-agent", hz, res[hz]) for hz in freqs]
     if args.reference:
         rows += [("reference", hz, ref[hz]) for hz in freqs]
     for label, hz, ms in rows:
-        print("| %s | %d | %.3f | %.3f | %.3f | **%.3f** | %.2f | %.1f | %.1f | %.1f |" % (
+        print("| %s | %d | %.3f | %.3f | %.3f | **%.3f** | %.2f | %.1f | %.1f | %.1f | %.0f, %.0f |" % (
             label, hz, 100 * med(ms, lambda m: m["cpu"]) / w, 100 * med(ms, lambda m: m["sampling_bpf"]) / w,
             100 * med(ms, lambda m: m["bpf"] - m["sampling_bpf"]) / w,
             100 * med(ms, lambda m: m["cpu"] + m["bpf"]) / w, med(ms, lambda m: m["us_per_sample"]),
-            med(ms, lambda m: m["sample_runs"]) / w, med(ms, lambda m: m["wakeups"]), med(ms, lambda m: m["rss"])))
+            med(ms, lambda m: m["sample_runs"]) / w, med(ms, lambda m: m["wakeups"]), med(ms, lambda m: m["rss"]),
+            med(ms, lambda m: hook_runs(m, "handle_exec")) / w, med(ms, lambda m: hook_runs(m, MMAP_HOOKS)) / w))
     if perf:
         p_total = med(perf, lambda m: m["cpu"])
-        print("| perf record -a -g | %d | %.3f | (in the interrupt, not measurable) | — | ≥ %.3f | — | — | %.1f | %.1f |"
+        print("| perf record -a -g | %d | %.3f | (in the interrupt, not measurable) | — | ≥ %.3f | — | — | %.1f | %.1f | |"
               % (freqs[0], 100 * p_total / w, 100 * p_total / w, med(perf, lambda m: m["wakeups"]),
                  med(perf, lambda m: m["rss"])))
     if len(freqs) > 1:
