@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "event.h"
@@ -29,11 +30,14 @@ int agent_event_decode(const void *data, size_t len, struct agent_event *ret)
 	case PROFILE_EVENT_SAMPLE:
 	case PROFILE_EVENT_OFF_CPU: {
 		const struct profile_sample *s = data;
-		if (len < sizeof(*s))
+		/* A table-unwound record ends after its last user frame (bpf/unwind-run.bpf.h). */
+		if (len < offsetof(struct profile_sample, ustack))
 			return -EBADMSG;
 		ret->sample = s;
 		ret->n_kstack = stack_frames(s->kstack_len, &ret->kstack_err);
 		ret->n_ustack = stack_frames(s->ustack_len, &ret->ustack_err);
+		if (len < offsetof(struct profile_sample, ustack) + ret->n_ustack * sizeof(__u64))
+			return -EBADMSG;
 		break;
 	}
 	case PROFILE_EVENT_EXEC:

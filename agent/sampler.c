@@ -193,6 +193,14 @@ int agent_cgroup_id(const char *spec, uint64_t *ret_id)
  * long before it fills, and the 1 MiB floor leaves room for bursts of exec
  * and mmap records.
  */
+/* SR_AGENT_DEBUG_STAGE_TIMES=1: the BPF program times a sample's stages into its counters (bpf/profile.h). */
+static bool debug_stage_times(void)
+{
+	const char *v = getenv("SR_AGENT_DEBUG_STAGE_TIMES");
+
+	return v && strcmp(v, "1") == 0;
+}
+
 static uint64_t ringbuf_size(uint64_t want, uint64_t events_per_sec, int n_cpus)
 {
 	uint64_t sz = AGENT_RINGBUF_MIN_BYTES;
@@ -405,6 +413,8 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	s->skel->rodata->python_frames = o->table_unwinding && o->python;
 	s->skel->rodata->v8_frames = o->table_unwinding && o->nodejs;
 	s->skel->rodata->java_frames = o->table_unwinding && o->java;
+	/* A debugging aid for bench/agent-overhead/steady.py: where a sample's time goes (PROFILE_CNT_DBG_*). */
+	s->skel->rodata->debug_stage_times = debug_stage_times();
 	bpf_program__set_autoload(s->skel->progs.unwind_user, o->table_unwinding);
 	/* Its sized inner maps need 5.10; without table unwinding nothing refers to it. */
 	bpf_map__set_autocreate(s->skel->maps.unwind_tables, o->table_unwinding);

@@ -39,6 +39,14 @@ const volatile __u64 wakeup_bytes = 1024 * 1024;
  * unattributed, so when the agent falls behind, samples give way first.
  */
 const volatile __u64 sample_limit_bytes = 7 * 1024 * 1024;
+/* Time a CPU sample's stages into the PROFILE_CNT_DBG_* counters (SR_AGENT_DEBUG_STAGE_TIMES=1); off: no code. */
+const volatile bool debug_stage_times = false;
+
+/* bpf_ktime_get_ns() when the stages are timed, else 0 (and no call). */
+static __always_inline __u64 dbg_now(void)
+{
+	return debug_stage_times ? bpf_ktime_get_ns() : 0;
+}
 
 /* Sizes are set by the agent before load; these are placeholders. */
 struct {
@@ -171,10 +179,14 @@ const volatile __u32 off_cpu_kstack_skip = 2;
 
 /*
  * Everything but the user stack. ctx is the calling program's (a perf event's
- * or a kprobe's): bpf_get_stack() takes either.
+ * or a kprobe's): bpf_get_stack() takes either. in_user: the sample
+ * interrupted user code, so it has no kernel stack: bpf_get_stack() would
+ * find none, after fetching its per-CPU callchain buffer and zeroing the
+ * whole kstack, which on a CPU whose caches the workload has taken over
+ * since the last sample costs microseconds (bench/README.md, "Agent overhead").
  */
 static __always_inline void fill_sample(struct profile_sample *e, void *ctx, __u32 type, __u64 id,
-					struct task_struct *task, bool kthread)
+					struct task_struct *task, bool kthread, bool in_user)
 {
 	fill_header(&e->hdr, type, id, task);
 	e->off_cpu_ns = 0;
@@ -183,15 +195,18 @@ static __always_inline void fill_sample(struct profile_sample *e, void *ctx, __u
 	e->flags = kthread ? PROFILE_SAMPLE_KTHREAD : 0;
 	e->pad = 0;
 	e->kstack_len = 0;
-	if (kernel_stacks) {
+	if (kernel_stacks && !in_user) {
 		/*
 		 * An off-CPU stack is taken from a tracing program: its first
 		 * frames are the program's and the tracepoint's (or trampoline's)
 		 * glue, not the thread's.
 		 */
 		__u64 skip = type == PROFILE_EVENT_OFF_CPU ? off_cpu_kstack_skip : 0;
+		__u64 t = dbg_now();
 
 		e->kstack_len = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), skip & BPF_F_SKIP_FIELD_MASK);
+		if (debug_stage_times && type == PROFILE_EVENT_SAMPLE)
+			count_add(PROFILE_CNT_DBG_NS_KSTACK, bpf_ktime_get_ns() - t);
 		if (e->kstack_len < 0)
 			count(PROFILE_CNT_KSTACK_ERR);
 	}

@@ -201,7 +201,7 @@ static __always_inline int off_cpu_resume_run(void *ctx, void *progs)
 		count(PROFILE_CNT_OFF_CPU_LOST_RINGBUF);
 		return 0;
 	}
-	fill_sample(e, ctx, PROFILE_EVENT_OFF_CPU, id, task, false);
+	fill_sample(e, ctx, PROFILE_EVENT_OFF_CPU, id, task, false, false);
 	e->off_cpu_ns = blocked;
 	if (user) {
 		fp_user_stack(e, ctx);

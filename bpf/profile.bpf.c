@@ -49,11 +49,18 @@ struct {
 } unwind_progs SEC(".maps");
 
 /* Returns false when the process has no tables or the tail call failed: the caller falls back to frame pointers. */
-static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, __u64 id, struct task_struct *task)
+static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, __u64 id, struct task_struct *task,
+					       __u64 t0)
 {
-	if (!table_unwind_begin(ctx, UNWIND_SCRATCH_CPU, PROFILE_EVENT_SAMPLE, id, task, ctx->regs.ip, ctx->regs.sp,
-				ctx->regs.bp))
+	struct unwind_scratch_state *st = table_unwind_begin(ctx, UNWIND_SCRATCH_CPU, PROFILE_EVENT_SAMPLE, id, task,
+							     ctx->regs.ip, ctx->regs.sp, ctx->regs.bp);
+
+	if (!st)
 		return false;
+	if (debug_stage_times) {
+		st->dbg_t = bpf_ktime_get_ns();
+		count_add(PROFILE_CNT_DBG_NS_BEGIN, st->dbg_t - t0);
+	}
 	bpf_tail_call(ctx, &unwind_progs, 0);
 	return false;
 }
@@ -68,6 +75,7 @@ int unwind_user(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int do_sample(struct bpf_perf_event_data *ctx)
 {
+	__u64 t0 = dbg_now();
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u64 id = bpf_get_current_pid_tgid();
 	struct profile_sample *e;
@@ -95,14 +103,14 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		count(PROFILE_CNT_USTACK_IN_EXEC);
 		user = false;
 	}
-	if (table_unwinding && !kthread && user && start_table_unwind(ctx, id, task))
+	if (table_unwinding && !kthread && user && start_table_unwind(ctx, id, task, t0))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(PROFILE_CNT_LOST_RINGBUF);
 		return 0;
 	}
-	fill_sample(e, ctx, PROFILE_EVENT_SAMPLE, id, task, kthread);
+	fill_sample(e, ctx, PROFILE_EVENT_SAMPLE, id, task, kthread, (__s64)ctx->regs.ip >= 0);
 	if (!kthread && user) {
 		fp_user_stack(e, ctx);
 		if (table_unwinding)

@@ -79,6 +79,26 @@ enum profile_counter {
 	PROFILE_CNT_PY_FRAMES,	 /* Python frames recorded */
 	PROFILE_CNT_V8_FRAMES,	 /* V8 (Node.js) JavaScript frames recorded (v8.bpf.h) */
 	PROFILE_CNT_JVM_FRAMES,	 /* HotSpot Java frames recorded (hotspot.bpf.h) */
+	/*
+	 * Where a table-unwound CPU sample's time goes, in nanoseconds
+	 * (bpf_ktime_get_ns() at each stage), and how many row and mapping
+	 * searches it made: written only when the agent runs with
+	 * SR_AGENT_DEBUG_STAGE_TIMES=1 (debug_stage_times), zero otherwise.
+	 */
+	PROFILE_CNT_DBG_NS_BEGIN,    /* do_sample's entry to the first frame: filters, header, kernel stack */
+	PROFILE_CNT_DBG_NS_LOOKUP,   /* ... of which the process's mapping list and the scratch state found */
+	PROFILE_CNT_DBG_NS_HEADER,   /* ... of which the header and kernel stack (fill_sample) */
+	PROFILE_CNT_DBG_NS_KSTACK,   /* ... ... of which the kernel stack (bpf_get_stack) */
+	PROFILE_CNT_DBG_NS_RUNTIMES, /* ... of which the Python, V8 and Java starts (py_begin ...) */
+	PROFILE_CNT_DBG_NS_UNWIND,   /* the first frame to the last (tail calls included) */
+	PROFILE_CNT_DBG_NS_ROW,	     /* ... of which finding rows (unwind_find_row: cache, then search) */
+	PROFILE_CNT_DBG_NS_MAPPING,  /* ... of which finding mappings (unwind_find_mapping) */
+	PROFILE_CNT_DBG_NS_PY,	     /* ... of which Python frames (py_frame_step) */
+	PROFILE_CNT_DBG_NS_SUBMIT,   /* the finished stack into the ring buffer (submit_unwound) */
+	PROFILE_CNT_DBG_STACKS,	     /* stacks timed */
+	PROFILE_CNT_DBG_ROWS,	     /* rows looked up */
+	PROFILE_CNT_DBG_ROW_MISSES,  /* ... not in the row cache: binary-searched */
+	PROFILE_CNT_DBG_MAPPINGS,    /* mapping searches */
 	PROFILE_CNT__MAX,
 };
 

@@ -26,6 +26,8 @@
 static __always_inline struct unwind_scratch_state *
 table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_struct *task, __u64 ip, __u64 sp, __u64 bp)
 {
+	bool timed = debug_stage_times && type == PROFILE_EVENT_SAMPLE;
+	__u64 t = timed ? bpf_ktime_get_ns() : 0, t1;
 	struct pt_regs *regs;
 	__u32 tgid = id >> 32;
 	struct unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
@@ -37,7 +39,18 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	if (!st)
 		return NULL;
 	st->slot = slot;
-	fill_sample(&st->sample, ctx, type, id, task, false);
+	if (timed) {
+		t1 = bpf_ktime_get_ns();
+		count_add(PROFILE_CNT_DBG_NS_LOOKUP, t1 - t);
+		t = t1;
+	}
+	/* A CPU sample's registers are the interrupted ones: a user address, user code. */
+	fill_sample(&st->sample, ctx, type, id, task, false, type == PROFILE_EVENT_SAMPLE && (__s64)ip >= 0);
+	if (timed) {
+		t1 = bpf_ktime_get_ns();
+		count_add(PROFILE_CNT_DBG_NS_HEADER, t1 - t);
+		t = t1;
+	}
 	if ((__s64)ip < 0) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		st->rip = BPF_CORE_READ(regs, ip);
@@ -66,6 +79,8 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	st->jvm.start_boottime_ns = 0;
 	if (java_frames)
 		hotspot_begin(slot);
+	if (timed)
+		count_add(PROFILE_CNT_DBG_NS_RUNTIMES, bpf_ktime_get_ns() - t);
 	count(PROFILE_CNT_UNWIND_STACKS);
 	return st;
 }
@@ -89,7 +104,14 @@ static __always_inline void submit_unwound(struct unwind_scratch_state *st, int 
 	wake = sample_wakeup(&st->sample);
 	if (st->py_new)
 		wake = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&events, &st->sample, sizeof(st->sample), wake))
+	/*
+	 * The record ends after its last user frame: the rest of the array
+	 * would be bytes to copy and for the agent to read, on cache lines
+	 * that are cold at a profiler's frequencies (agent/event.c takes it).
+	 */
+	if (n > PROFILE_MAX_STACK_DEPTH)
+		n = PROFILE_MAX_STACK_DEPTH;
+	if (bpf_ringbuf_output(&events, &st->sample, offsetof(struct profile_sample, ustack) + n * sizeof(__u64), wake))
 		count(st->sample.hdr.type == PROFILE_EVENT_OFF_CPU ? PROFILE_CNT_OFF_CPU_LOST_RINGBUF
 								   : PROFILE_CNT_LOST_RINGBUF);
 }
@@ -114,7 +136,12 @@ __noinline int unwind_frame(__u32 slot)
 	if (python_frames &&
 	    (st->py_state == PY_STATE_EMITTING ||
 	     (st->py_state == PY_STATE_READY && st->rip >= st->py.eval_start && st->rip < st->py.eval_end))) {
-		switch (py_frame_step(slot)) {
+		__u64 t = dbg_now();
+		int r = py_frame_step(slot);
+
+		if (debug_stage_times && slot == UNWIND_SCRATCH_CPU)
+			count_add(PROFILE_CNT_DBG_NS_PY, bpf_ktime_get_ns() - t);
+		switch (r) {
 		case PY_STEP_FRAME:
 			return 0;
 		case PY_STEP_END:
@@ -148,6 +175,15 @@ static __always_inline int unwind_user_run(void *ctx, __u32 slot, void *progs)
 		bpf_tail_call(ctx, progs, 0);
 		/* Out of tail calls: what was unwound so far is the stack. */
 		why = PROFILE_CNT_UNWIND_END_DEPTH;
+	}
+	if (debug_stage_times && slot == UNWIND_SCRATCH_CPU) {
+		__u64 t = bpf_ktime_get_ns();
+
+		count_add(PROFILE_CNT_DBG_NS_UNWIND, t - st->dbg_t);
+		submit_unwound(st, why);
+		count_add(PROFILE_CNT_DBG_NS_SUBMIT, bpf_ktime_get_ns() - t);
+		count(PROFILE_CNT_DBG_STACKS);
+		return 0;
 	}
 	submit_unwound(st, why);
 	return 0;

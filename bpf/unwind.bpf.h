@@ -81,6 +81,7 @@ struct unwind_scratch_state {
 	__u32 cur_valid; /* cur holds the mapping of the last frame looked up */
 	__u32 slot;	 /* this state's key in unwind_scratch (UNWIND_SCRATCH_*) */
 	__u32 pad2;
+	__u64 dbg_t; /* debug_stage_times: when the current stage began */
 	/*
 	 * Consecutive frames mostly lie in one file (a program's own call
 	 * chain, a library's): they reuse its mapping without looking up the
@@ -222,6 +223,8 @@ __noinline __u64 unwind_find_row(__u32 table_id, __u32 n, __u32 pc)
 		out.row = ce->row;
 		return out.word;
 	}
+	if (debug_stage_times)
+		count(PROFILE_CNT_DBG_ROW_MISSES);
 	rows = bpf_map_lookup_elem(&unwind_tables, &table_id);
 	if (!rows) {
 		out.row.cfa_type = UNWIND_ROW_EVICTED;
@@ -303,9 +306,17 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	union unwind_row_word found;
 	__u32 table_id;
 
-	if (!(st->cur_valid && st->rip >= st->cur.start && st->rip < st->cur.end) &&
-	    unwind_find_mapping(st->rip, st->slot))
-		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_MAPPING);
+	if (!(st->cur_valid && st->rip >= st->cur.start && st->rip < st->cur.end)) {
+		__u64 t = dbg_now();
+		int miss = unwind_find_mapping(st->rip, st->slot);
+
+		if (debug_stage_times && st->slot == UNWIND_SCRATCH_CPU) {
+			count_add(PROFILE_CNT_DBG_NS_MAPPING, bpf_ktime_get_ns() - t);
+			count(PROFILE_CNT_DBG_MAPPINGS);
+		}
+		if (miss)
+			return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_MAPPING);
+	}
 	m = &st->cur;
 	table_id = m->table_id;
 	if (!table_id)
@@ -321,7 +332,15 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	rel = pc - m->bias;
 	if (rel >> 32)
 		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_CFI);
-	found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
+	if (debug_stage_times && st->slot == UNWIND_SCRATCH_CPU) {
+		__u64 t = bpf_ktime_get_ns();
+
+		found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
+		count_add(PROFILE_CNT_DBG_NS_ROW, bpf_ktime_get_ns() - t);
+		count(PROFILE_CNT_DBG_ROWS);
+	} else {
+		found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
+	}
 	if (found.row.cfa_type == UNWIND_ROW_EVICTED)
 		return PROFILE_CNT_UNWIND_END_EVICTED;
 	row = &found.row;

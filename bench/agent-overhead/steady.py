@@ -1,29 +1,44 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""bench/agent-overhead/steady.py: what a profiler costs a node in steady state.
+"""bench/agent-overhead/steady.py: what the agent costs a node as deployed.
 
 run.py measures the slowdown of a fixed workload, which at 19 Hz is below
 its noise. This one measures the profiler itself over a long window, with
-nanosecond clocks: CPU-bound spinners keep every CPU busy (the default
---busy is one per CPU) while, round by round and side by side, the agent and
-`perf record -a -g` run at the same frequency. For each, over --seconds after
-a warm-up:
+nanosecond clocks. The headline configuration is the deployed one: the whole
+host profiled, the default configuration, sending to a real
+stackrelay-gateway that the bench starts on loopback (no processors,
+exporting to a local sink that answers 200), in the environment packaging/
+gives it (GNUTLS_NO_IMPLICIT_INIT=1). CPU-bound spinners keep every
+CPU busy (the default --busy is one per CPU: Debian's python3, so the Python
+walk is in) while, round by round and side by side, the agent runs at each
+frequency of --hz, and `perf record -a -g` at the first. For each, over
+--seconds after a warm-up:
   - user + system CPU of every thread of the profiler (/proc/PID/task/*/schedstat),
-  - for the agent, the run time of every BPF program it holds (its
-    /proc/PID/fdinfo, with kernel.bpf_stats_enabled on during the window):
-    the in-context cost that the sampled or hooked task pays; perf's
-    equivalent (its interrupt-time callchain walk) has no counter and is not
-    included, which flatters perf;
+  - for the agent, the run time and run count of every BPF program it holds
+    (its /proc/PID/fdinfo, with kernel.bpf_stats_enabled on during the
+    window): the in-context cost that the sampled or hooked task pays.
+    do_sample's time includes the unwind_user programs it tail-calls (a
+    tail call is not a run of its own), so do_sample's time / runs is the
+    cost of a sample. perf's equivalent (its interrupt-time callchain walk)
+    has no counter and is not included, which flatters perf;
+  - the agent's BPF counters over the window (samples, frames by kind per
+    stack), to say what a sample did;
   - wake-ups per second (context switches of the profiler's threads),
   - RSS (smaps_rollup) and, for the agent, RSS by mapping kind and the
     kernel memory of its BPF maps (fdinfo memlock).
-Prints a Markdown table of medians and the agent/perf ratio.
+Prints a Markdown table of medians per frequency.
 
-Usage (root): bench/agent-overhead/steady.py --build build [--hz 19] [--seconds 60]
-              [--rounds 3] [--busy N] [--gateway] [--cgroup]
---gateway also runs a stackrelay-gateway (no processors, exporting to a local
-sink that answers 200) and points the agent at it, so the sender's cost is in.
---cgroup puts the spinners in a cgroup v2 of their own and limits the agent
+Usage (root): bench/agent-overhead/steady.py --build build [--hz 19,97,997] [--seconds 60]
+              [--warmup 20] [--rounds 3] [--busy N] [--no-perf] [--reference BUILD] [--output] [--cgroup]
+              [--stage-times]
+--reference BUILD runs an earlier build's agent too, alternating with this
+one at each frequency, and prints the ratios (what a change cut).
+Diagnostics, not the deployed figure:
+--stage-times: the agent's BPF times the stages of each table-unwound CPU
+sample (SR_AGENT_DEBUG_STAGE_TIMES=1; the clock reads add their own cost)
+and the table says where a sample's time goes at each frequency.
+--output: the agent writes --output FILE instead of sending (no gateway).
+--cgroup: the spinners get a cgroup v2 of their own and the agent is limited
 to it (profiling.cgroups), so that other work on the machine (builds, tests:
 new processes and files, which the agent must handle) does not count: the
 figure is then the cost of profiling the busy CPUs alone, on any machine.
@@ -31,7 +46,9 @@ perf stays system-wide (its own process does almost nothing either way).
 """
 import argparse
 import glob
+import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -44,6 +61,47 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from procstats import bpf_progs, fdinfo, proc_cpu_ns  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def counter_names():
+    """The names of the agent's BPF counters, in index order (enum profile_counter of bpf/profile.h)."""
+    text = open(os.path.join(ROOT, "bpf", "profile.h")).read()
+    body = text[text.index("enum profile_counter {"):]
+    body = body[:body.index("};")]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return [n for n in re.findall(r"\b(PROFILE_CNT_\w+)", body) if n != "PROFILE_CNT__MAX"]
+
+
+COUNTERS = counter_names()
+
+
+def bpf_counters(pid):
+    """{counter name: sum over CPUs} of the `counters` map the agent holds (bpftool), or {}."""
+    ids = {int(kv["map_id"]) for kv in fdinfo(pid).values() if "map_id" in kv}
+    for mid in ids:
+        try:
+            show = json.loads(subprocess.run(["bpftool", "--json", "map", "show", "id", str(mid)],
+                                             capture_output=True, text=True, timeout=30).stdout or "{}")
+            if show.get("name") != "counters":
+                continue
+            dump = json.loads(subprocess.run(["bpftool", "--json", "map", "dump", "id", str(mid)],
+                                             capture_output=True, text=True, timeout=30).stdout or "[]")
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return {}
+        out = {}
+        for e in dump:
+            f = e.get("formatted")
+            if f:
+                key, vals = f["key"], [v["value"] for v in f["values"]]
+            else:
+                key = int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little")
+                vals = [int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in e["values"]]
+            if key < len(COUNTERS):
+                out[COUNTERS[key]] = sum(vals)
+        return out
+    return {}
 
 
 def ctx_switches(pid):
@@ -66,9 +124,9 @@ def bpf_totals(pid):
 
 
 def rss_kib(pid):
-    """Total RSS and RSS by kind (BPF maps, heap/anonymous, files) in KiB."""
+    """Total RSS and RSS by kind (BPF maps, heap/anonymous, files; and by file) in KiB."""
     total = 0
-    kinds = {"bpf maps": 0, "anonymous": 0, "files": 0}
+    kinds = {"bpf maps": 0, "anonymous": 0, "files": 0, "by file": {}}
     name = None
     try:
         for line in open("/proc/%d/smaps" % pid):
@@ -82,6 +140,8 @@ def rss_kib(pid):
                     kinds["bpf maps"] += kb
                 elif name.startswith("/"):
                     kinds["files"] += kb
+                    base = os.path.basename(name)
+                    kinds["by file"][base] = kinds["by file"].get(base, 0) + kb
                 else:
                     kinds["anonymous"] += kb
     except OSError:
@@ -111,39 +171,48 @@ def wait_ready(p, needle, timeout=30):
     return ready.wait(timeout)
 
 
+# The program that runs per sample; the unwind_user programs it tail-calls are in its run time.
+SAMPLE_PROG = "do_sample"
+
+
 def measure(pid, seconds, bpf):
     cpu0, ctx0 = proc_cpu_ns(pid), ctx_switches(pid)
     p0 = bpf_totals(pid)[0] if bpf else {}
+    c0 = bpf_counters(pid) if bpf else {}
     time.sleep(seconds)
     cpu1, ctx1 = proc_cpu_ns(pid), ctx_switches(pid)
     p1, maps = bpf_totals(pid) if bpf else ({}, 0)
+    c1 = bpf_counters(pid) if bpf else {}
     rss, kinds = rss_kib(pid)
-    # Per program: (s, runs) in the window. The sampling programs' cost follows the
+    # Per program: (s, runs) in the window. The sampling program's cost follows the
     # frequency; the hooks' (exec, fork, exit, mmap) follows the host's process churn.
     progs = {n: ((v[0] - p0.get(n, (0, 0))[0]) / 1e9, v[1] - p0.get(n, (0, 0))[1]) for n, v in p1.items()}
+    sample = progs.get(SAMPLE_PROG, (0, 0))
     return {"cpu": (cpu1 - cpu0) / 1e9, "bpf": sum(v[0] for v in progs.values()),
             "bpf_runs": sum(v[1] for v in progs.values()), "progs": progs,
-            "sampling_bpf": sum(v[0] for n, v in progs.items() if n in SAMPLING_PROGS),
+            "sampling_bpf": sample[0], "sample_runs": sample[1],
+            "us_per_sample": 1e6 * sample[0] / sample[1] if sample[1] else float("nan"),
+            "counters": {n: c1[n] - c0.get(n, 0) for n in c1},
             "wakeups": (ctx1 - ctx0) / seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": maps}
 
 
-# The programs that run per sample (the rest are the mapping and process hooks).
-SAMPLING_PROGS = ("do_sample", "unwind_user")
-
-
-def run_agent(args, tmp, gw_endpoint, cgroup):
-    cmd = [os.path.join(args.build, "agent", "stackrelay-agent"), "--frequency", str(args.hz), "--log-level", "info"]
+def run_agent(args, build, hz, tmp, gw_endpoint, cgroup):
+    cmd = [os.path.join(build, "agent", "stackrelay-agent"), "--frequency", str(hz), "--log-level", "info"]
     cfg = os.path.join(tmp, "agent.yaml")
     with open(cfg, "w") as f:
         if gw_endpoint:
-            f.write("gateway:\n  endpoint: %s\ntelemetry:\n  metrics:\n    address: 127.0.0.1:%d\n" %
-                    (gw_endpoint, free_port()))
+            f.write("gateway:\n  endpoint: %s\n" % gw_endpoint)
         if cgroup:
             f.write("profiling:\n  cgroups: [%s]\n" % cgroup)
     cmd += ["--config", cfg]
     if not gw_endpoint:
         cmd += ["--output", os.path.join(tmp, "agent.pb")]
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    # As packaging/ runs it (the systemd unit, the image): GnuTLS, loaded by libcurl and unused, not initialised.
+    env["GNUTLS_NO_IMPLICIT_INIT"] = "1"
+    if args.stage_times:
+        env["SR_AGENT_DEBUG_STAGE_TIMES"] = "1"
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     if not wait_ready(p, "msg=profiling "):
         p.kill()
         raise SystemExit("agent did not start")
@@ -154,8 +223,8 @@ def run_agent(args, tmp, gw_endpoint, cgroup):
     return m
 
 
-def run_perf(args, tmp):
-    p = subprocess.Popen(["perf", "record", "-a", "-g", "-F", str(args.hz), "-o", os.path.join(tmp, "perf.data"),
+def run_perf(args, hz, tmp):
+    p = subprocess.Popen(["perf", "record", "-a", "-g", "-F", str(hz), "-o", os.path.join(tmp, "perf.data"),
                           "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0 + args.warmup)
     m = measure(p.pid, args.seconds, False)
@@ -210,20 +279,86 @@ s.serve_forever()
 """
 
 
+# The agent loads one of each: exec's hook, and the mmap hook the kernel allows (bpf/profile.bpf.c).
+MMAP_HOOKS = ("handle_vm_mmap", "handle_vm_mmap_args", "handle_vm_mmap_ret", "handle_mmap_exit", "handle_sys_exit")
+
+
+def hook_runs(m, names):
+    """Runs of the named hooks in the window: how many processes started (exec) or mapped code on the host."""
+    names = (names,) if isinstance(names, str) else names
+    return sum(c for n, (t, c) in m["progs"].items() if n in names or n.startswith(tuple(n_ + "_" for n_ in names)))
+
+
+def per_stack(c, name):
+    stacks = c.get("PROFILE_CNT_SAMPLES", 0)
+    return c.get(name, 0) / stacks if stacks else float("nan")
+
+
+def report_round(rnd, hz, m, label=""):
+    c = m["counters"]
+    print("round %d agent%s %d Hz: %.4f s CPU + %.4f s BPF (%d runs), do_sample %.2f us x %d, %.1f wake-ups/s, "
+          "RSS %.1f MiB (BPF maps %d KiB, anonymous %d KiB, files %d KiB), BPF maps %.1f MiB" % (rnd + 1, label, hz, m["cpu"], m["bpf"], m["bpf_runs"], m["us_per_sample"],
+                                                 m["sample_runs"], m["wakeups"], m["rss"], m["kinds"]["bpf maps"],
+                                                 m["kinds"]["anonymous"], m["kinds"]["files"],
+                                                 m["maps"] / 2**20), file=sys.stderr)
+    print("    BPF by program: " + ", ".join(
+        "%s %.2f ms / %d runs" % (n, 1e3 * t, c_) for n, (t, c_) in sorted(m["progs"].items()) if c_),
+        file=sys.stderr)
+    print("    counters: " + ", ".join("%s %d" % (n[12:].lower(), v) for n, v in sorted(c.items()) if v),
+          file=sys.stderr)
+
+
+STAGES = (("begin: to the first frame", "BEGIN"), ("... of which the mapping list and scratch found", "LOOKUP"),
+          ("... of which the header and kernel stack", "HEADER"), ("... ... of which the kernel stack", "KSTACK"),
+          ("... of which the Python, V8, Java starts", "RUNTIMES"),
+          ("frames", "UNWIND"), ("... of which rows", "ROW"), ("... of which mappings", "MAPPING"),
+          ("... of which Python frames", "PY"), ("submit", "SUBMIT"))
+
+
+def stage_table(freqs, res):
+    """Per table-unwound sample: ns by stage (PROFILE_CNT_DBG_*), and the row cache's misses."""
+    def per(m, name, by="PROFILE_CNT_DBG_STACKS"):
+        c = m["counters"]
+        return c.get("PROFILE_CNT_DBG_" + name, 0) / c[by] if c.get(by) else float("nan")
+    print()
+    print("Stages of a table-unwound CPU sample (--stage-times: bpf_ktime_get_ns() at each stage, which adds "
+          "its own cost), µs a sample, medians:")
+    print()
+    print("| stage | " + " | ".join("%d Hz" % hz for hz in freqs) + " |")
+    print("|---|" + "---|" * len(freqs))
+    for label, name in STAGES:
+        print("| %s | %s |" % (label, " | ".join(
+            "%.2f" % (statistics.median(per(m, "NS_" + name) for m in res[hz]) / 1e3) for hz in freqs)))
+    print("| rows looked up a sample | %s |" % " | ".join(
+        "%.1f" % statistics.median(per(m, "ROWS") for m in res[hz]) for hz in freqs))
+    print("| ... not in the row cache | %s |" % " | ".join(
+        "%.1f" % statistics.median(per(m, "ROW_MISSES") for m in res[hz]) for hz in freqs))
+    print("| mapping searches a sample | %s |" % " | ".join(
+        "%.1f" % statistics.median(per(m, "MAPPINGS") for m in res[hz]) for hz in freqs))
+    print("| ns a row (hit or search) | %s |" % " | ".join(
+        "%.0f" % statistics.median(per(m, "NS_ROW", "PROFILE_CNT_DBG_ROWS") for m in res[hz]) for hz in freqs))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
-    ap.add_argument("--hz", type=int, default=19)
+    ap.add_argument("--hz", default="19,97,997", help="frequencies, comma-separated; the first is the headline")
     ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--warmup", type=float, default=5)
+    ap.add_argument("--warmup", type=float, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--busy", type=int, default=os.cpu_count())
-    ap.add_argument("--gateway", action="store_true")
-    ap.add_argument("--cgroup", action="store_true")
+    ap.add_argument("--no-perf", action="store_true", help="do not run perf record beside the agent")
+    ap.add_argument("--output", action="store_true", help="diagnostic: the agent writes a file, no gateway")
+    ap.add_argument("--cgroup", action="store_true", help="diagnostic: the agent profiles the spinners' cgroup only")
+    ap.add_argument("--reference", metavar="BUILD",
+                    help="also run this build's agent (an earlier commit's), alternating, and print the ratios")
+    ap.add_argument("--stage-times", action="store_true",
+                    help="diagnostic: the agent's BPF times each stage of a sample (SR_AGENT_DEBUG_STAGE_TIMES=1)")
     args = ap.parse_args()
+    freqs = [int(h) for h in args.hz.split(",")]
     if os.geteuid() != 0:
         raise SystemExit("run as root (BPF, system-wide perf)")
-    have_perf = shutil.which("perf") is not None
+    have_perf = shutil.which("perf") is not None and not args.no_perf
     tmp = tempfile.mkdtemp(prefix="sr-steady-")
     stats_path = "/proc/sys/kernel/bpf_stats_enabled"
     old_stats = open(stats_path).read().strip()
@@ -237,26 +372,29 @@ def main():
                 for _ in range(args.busy)]
     gw = sink = None
     load_before = open("/proc/loadavg").read().split()[0]
-    res = {"agent": [], "perf": []}
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    builds = [args.build] + ([args.reference] if args.reference else [])
+    res = {hz: [] for hz in freqs}
+    ref = {hz: [] for hz in freqs}
+    perf = []
     try:
         endpoint = None
-        if args.gateway:
+        if not args.output:
             gw, sink, endpoint = start_gateway(args, tmp)
         open(stats_path, "w").write("1")
         for rnd in range(args.rounds):
-            m = run_agent(args, tmp, endpoint, cgroup)
-            res["agent"].append(m)
-            print("round %d agent: %.4f s CPU + %.4f s BPF (%d runs), %.1f wake-ups/s, RSS %.1f MiB %s, "
-                  "BPF maps %.1f MiB" % (rnd + 1, m["cpu"], m["bpf"], m["bpf_runs"], m["wakeups"], m["rss"],
-                                         m["kinds"], m["maps"] / 2**20), file=sys.stderr)
-            print("    BPF by program: " + ", ".join(
-                "%s %.2f ms / %d runs" % (n, 1e3 * t, c) for n, (t, c) in sorted(m["progs"].items()) if c),
-                file=sys.stderr)
+            # Frequencies interleaved, in a rotating order, so the host's drift hits all alike.
+            order = freqs[rnd % len(freqs):] + freqs[:rnd % len(freqs)]
+            for hz in order:
+                for b in (builds if rnd % 2 == 0 else builds[::-1]):
+                    m = run_agent(args, b, hz, tmp, endpoint, cgroup)
+                    (res if b == args.build else ref)[hz].append(m)
+                    report_round(rnd, hz, m, "" if b == args.build else " (reference)")
             if have_perf:
-                m = run_perf(args, tmp)
-                res["perf"].append(m)
-                print("round %d perf:  %.4f s CPU, %.1f wake-ups/s, RSS %.1f MiB" %
-                      (rnd + 1, m["cpu"], m["wakeups"], m["rss"]), file=sys.stderr)
+                m = run_perf(args, freqs[0], tmp)
+                perf.append(m)
+                print("round %d perf %d Hz: %.4f s CPU, %.1f wake-ups/s, RSS %.1f MiB" %
+                      (rnd + 1, freqs[0], m["cpu"], m["wakeups"], m["rss"]), file=sys.stderr)
     finally:
         open(stats_path, "w").write(old_stats)
         for s in spinners:
@@ -270,33 +408,65 @@ def main():
                 s.wait()
             os.rmdir(cgroup)
 
-    def med(kind, key):
-        return statistics.median(m[key] for m in res[kind])
+    def med(ms, f):
+        return statistics.median(f(m) for m in ms)
     w = args.seconds
-    print("%d busy CPUs (of %d), %d Hz, %d rounds of %.0f s, medians; kernel %s; load average before: %s%s" %
-          (args.busy, os.cpu_count(), args.hz, args.rounds, w, os.uname().release, load_before,
-           ("; agent sends to a gateway" if args.gateway else "; agent writes --output") +
-           ("; agent limited to the spinners' cgroup" if cgroup else "")))
+    print("%s; %d busy CPUs (of %d), %d rounds of %.0f s after %.0f s warm-up, medians; kernel %s; "
+          "load average before: %s; %s%s" %
+          (started, args.busy, os.cpu_count(), args.rounds, w, args.warmup, os.uname().release, load_before,
+           "agent writes --output (diagnostic)" if args.output else
+           "agent sends to a stackrelay-gateway on loopback, default configuration",
+           "; agent limited to the spinners' cgroup (diagnostic)" if cgroup else "; whole host"))
     print()
-    print("| profiler | user+sys % of a core | BPF per sample (% of a core) | BPF hooks (% of a core) "
-          "| total % of a core | wake-ups/s | RSS MiB |")
-    print("|---|---|---|---|---|---|---|")
-    a_total = statistics.median((m["cpu"] + m["bpf"]) for m in res["agent"])
-    print("| stackrelay-agent | %.3f | %.3f | %.3f | %.3f | %.1f | %.1f |" %
-          (100 * med("agent", "cpu") / w, 100 * med("agent", "sampling_bpf") / w,
-           100 * statistics.median(m["bpf"] - m["sampling_bpf"] for m in res["agent"]) / w, 100 * a_total / w,
-           med("agent", "wakeups"), med("agent", "rss")))
-    if res["perf"]:
-        p_total = med("perf", "cpu")
-        print("| perf record -a -g | %.3f | (not measurable) | — | ≥ %.3f | %.1f | %.1f |" %
-              (100 * p_total / w, 100 * p_total / w, med("perf", "wakeups"), med("perf", "rss")))
+    print("| profiler | Hz | user+sys % of a core | BPF per sample (% of a core) | BPF hooks (% of a core) "
+          "| total % of a core | BPF µs a sample | samples/s | wake-ups/s | RSS MiB | host execs/s, mmap hook runs/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = [("stackrelay-agent", hz, res[hz]) for hz in freqs]
+    if args.reference:
+        rows += [("reference", hz, ref[hz]) for hz in freqs]
+    for label, hz, ms in rows:
+        print("| %s | %d | %.3f | %.3f | %.3f | **%.3f** | %.2f | %.1f | %.1f | %.1f | %.0f, %.0f |" % (
+            label, hz, 100 * med(ms, lambda m: m["cpu"]) / w, 100 * med(ms, lambda m: m["sampling_bpf"]) / w,
+            100 * med(ms, lambda m: m["bpf"] - m["sampling_bpf"]) / w,
+            100 * med(ms, lambda m: m["cpu"] + m["bpf"]) / w, med(ms, lambda m: m["us_per_sample"]),
+            med(ms, lambda m: m["sample_runs"]) / w, med(ms, lambda m: m["wakeups"]), med(ms, lambda m: m["rss"]),
+            med(ms, lambda m: hook_runs(m, "handle_exec")) / w, med(ms, lambda m: hook_runs(m, MMAP_HOOKS)) / w))
+    if perf:
+        p_total = med(perf, lambda m: m["cpu"])
+        print("| perf record -a -g | %d | %.3f | (in the interrupt, not measurable) | — | ≥ %.3f | — | — | %.1f | %.1f | |"
+              % (freqs[0], 100 * p_total / w, 100 * p_total / w, med(perf, lambda m: m["wakeups"]),
+                 med(perf, lambda m: m["rss"])))
+    if len(freqs) > 1:
+        last = freqs[-1]
         print()
-        print("agent total / perf record's own CPU: %.2f (perf's interrupt-time cost not included)" %
-              (a_total / p_total if p_total else float("inf")))
-    k = res["agent"][-1]["kinds"]
-    print("agent RSS by kind (last round): BPF map pages %.1f MiB, anonymous %.1f MiB, files %.1f MiB; "
-          "BPF map kernel memory %.1f MiB" % (k["bpf maps"] / 1024, k["anonymous"] / 1024, k["files"] / 1024,
-                                             res["agent"][-1]["maps"] / 2**20))
+        print("BPF per sample, %d Hz / %d Hz: %.2f" % (freqs[0], last, med(res[freqs[0]], lambda m: m["us_per_sample"]) /
+                                                        med(res[last], lambda m: m["us_per_sample"])))
+    if args.reference:
+        print()
+        for hz in freqs:
+            print("%d Hz, this build / reference: BPF a sample %.2f, total CPU %.2f" % (
+                hz, med(res[hz], lambda m: m["us_per_sample"]) / med(ref[hz], lambda m: m["us_per_sample"]),
+                med(res[hz], lambda m: m["cpu"] + m["bpf"]) / med(ref[hz], lambda m: m["cpu"] + m["bpf"])))
+    print()
+    print("| Hz | table frames / stack | FP frames / stack | Python frames / stack | FP-only stacks / stack "
+          "|")
+    print("|---|---|---|---|---|")
+    for hz in freqs:
+        ms = res[hz]
+        print("| %d | %.1f | %.1f | %.1f | %.2f |" % (
+            hz, med(ms, lambda m: per_stack(m["counters"], "PROFILE_CNT_UNWIND_TABLE_FRAMES")),
+            med(ms, lambda m: per_stack(m["counters"], "PROFILE_CNT_UNWIND_FP_FRAMES")),
+            med(ms, lambda m: per_stack(m["counters"], "PROFILE_CNT_PY_FRAMES")),
+            med(ms, lambda m: per_stack(m["counters"], "PROFILE_CNT_UNWIND_FP_STACKS"))))
+    if args.stage_times:
+        stage_table(freqs, res)
+    k = res[freqs[0]][-1]["kinds"]
+    print()
+    print("agent RSS by kind (last %d Hz round): BPF map pages %.1f MiB, anonymous %.1f MiB, files %.1f MiB; "
+          "BPF map kernel memory %.1f MiB" % (freqs[0], k["bpf maps"] / 1024, k["anonymous"] / 1024,
+                                             k["files"] / 1024, res[freqs[0]][-1]["maps"] / 2**20))
+    print("agent RSS by file, KiB (last %d Hz round): %s" % (freqs[0], ", ".join(
+        "%s %d" % (n, kb) for n, kb in sorted(k["by file"].items(), key=lambda x: -x[1]) if kb)))
 
 
 if __name__ == "__main__":

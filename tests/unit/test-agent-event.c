@@ -32,8 +32,14 @@ static void test_event_decode(void **state)
 	assert_int_equal(ev.n_ustack, 0);
 	assert_int_equal(ev.ustack_err, -14);
 	assert_string_equal(ev.comm, "0123456789abcdef");
-	/* Short records and lengths beyond the arrays are refused. */
-	assert_int_equal(agent_event_decode(s, sizeof(*s) - 1, &ev), -EBADMSG);
+	/* Short records and lengths beyond the arrays are refused; a record may end after its user frames. */
+	assert_int_equal(agent_event_decode(s, offsetof(struct profile_sample, ustack) - 1, &ev), -EBADMSG);
+	assert_int_equal(agent_event_decode(s, offsetof(struct profile_sample, ustack), &ev), 0);
+	s->ustack_len = 2 * 8;
+	assert_int_equal(agent_event_decode(s, offsetof(struct profile_sample, ustack) + 2 * 8, &ev), 0);
+	assert_int_equal(ev.n_ustack, 2);
+	assert_int_equal(agent_event_decode(s, offsetof(struct profile_sample, ustack) + 2 * 8 - 1, &ev), -EBADMSG);
+	s->ustack_len = -14;
 	assert_int_equal(agent_event_decode(s, 3, &ev), -EBADMSG);
 	s->kstack_len = (PROFILE_MAX_STACK_DEPTH + 1) * 8;
 	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), 0);
@@ -47,7 +53,7 @@ static void test_event_decode(void **state)
 	assert_int_equal(ev.type, PROFILE_EVENT_OFF_CPU);
 	assert_ptr_equal(ev.sample, s);
 	assert_int_equal(ev.n_kstack, 2);
-	assert_int_equal(agent_event_decode(s, sizeof(*s) - 1, &ev), -EBADMSG);
+	assert_int_equal(agent_event_decode(s, offsetof(struct profile_sample, ustack) - 1, &ev), -EBADMSG);
 	s->hdr.type = 99;
 	assert_int_equal(agent_event_decode(s, sizeof(*s), &ev), -EBADMSG);
 	t.hdr.type = PROFILE_EVENT_EXIT;
