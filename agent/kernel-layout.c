@@ -251,6 +251,7 @@ int agent_kernel_copy(const struct agent_kernel *k, struct agent_kernel *ret)
 {
 	*ret = *k;
 	ret->modules = NULL;
+	ret->cap_modules = k->n_modules;
 	ret->by_start = NULL;
 	if (k->n_modules) {
 		ret->modules = malloc(k->n_modules * sizeof(*ret->modules));
@@ -273,6 +274,6 @@ void agent_kernel_done(struct agent_kernel *k)
 	free(k->by_start);
 	k->modules = NULL;
 	k->by_start = NULL;
-	k->n_modules = 0;
+	k->n_modules = k->cap_modules = 0;
 	k->n_by_start = 0;
 }

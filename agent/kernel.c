@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/fileio.h"
+#include "common/grow.h"
 #include "kernel.h"
 #include "util.h"
 
@@ -103,6 +104,7 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 		SR_FREE(buf);
 		if (r < 0)
 			return r;
+		ret->cap_modules = ret->n_modules;
 		for (size_t i = 0; i < ret->n_modules; i++)
 			read_module_build_id(root, &ret->modules[i]);
 	}
@@ -114,9 +116,9 @@ int agent_kernel_read(const char *root, struct agent_kernel *ret)
 
 int agent_kernel_refresh_modules(struct agent_kernel *k, const char *root)
 {
-	struct agent_kernel_module *now = NULL, *grown;
+	struct agent_kernel_module *now = NULL;
 	char path[4096], *buf = NULL;
-	size_t len, n_now = 0, n_new = 0, n = k->n_modules;
+	size_t len, n_now = 0, n_new = 0, n = k->n_modules, room;
 	bool changed = false;
 	bool *seen = NULL;
 	int r;
@@ -129,14 +131,14 @@ int agent_kernel_refresh_modules(struct agent_kernel *k, const char *root)
 	free(buf);
 	if (r < 0)
 		return r;
+	/* Room for every new module the bound below lets in. */
+	room = n < AGENT_KERNEL_MAX_MODULES ? SR_MIN(n_now, AGENT_KERNEL_MAX_MODULES - n) : 0;
 	seen = calloc(n + 1, sizeof(*seen));
-	grown = realloc(k->modules, (n + n_now + 1) * sizeof(*grown));
-	if (!seen || !grown) {
+	if (!seen || sr_grow((void **)&k->modules, &k->cap_modules, n + room, sizeof(*k->modules), 16) < 0) {
 		free(seen);
 		free(now);
 		return -ENOMEM;
 	}
-	k->modules = grown;
 	for (size_t i = 0; i < n_now; i++) {
 		size_t j;
 

@@ -65,6 +65,7 @@ struct agent_kernel {
 	/* Append-only: a module's index names it in stacks for the agent's lifetime. */
 	struct agent_kernel_module *modules;
 	size_t n_modules;
+	size_t cap_modules; /* room in modules; 0 when not known (never more than the allocation) */
 	/* Indices of the live modules with a known start, sorted by start (agent_kernel_locate). */
 	uint32_t *by_start;
 	size_t n_by_start;

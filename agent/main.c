@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "agent/config.h"
 #include "common/config.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "sr-config.h"
 #include "common/units.h"
@@ -84,7 +85,8 @@ static int replace_string(char **dst, const char *s)
 	return 0;
 }
 
-static int append_pid(struct agent_config *cfg, const char *s)
+/* *cap: room in profiling.pids as far as known (0 for the exact-fit list the config file gave). */
+static int append_pid(struct agent_config *cfg, uint32_t *cap, const char *s)
 {
 	uint64_t pid;
 
@@ -94,12 +96,10 @@ static int append_pid(struct agent_config *cfg, const char *s)
 		fprintf(stderr, "stackrelay-agent: --pid: more than %d processes\n", AGENT_MAX_PID_FLAGS);
 		return -E2BIG;
 	}
-	char **p = realloc(cfg->profiling.pids, (cfg->profiling.n_pids + 1) * sizeof(char *));
-	if (!p)
+	if (sr_grow_u32((void **)&cfg->profiling.pids, cap, cfg->profiling.n_pids + 1, sizeof(char *), 4) < 0)
 		return -ENOMEM;
-	cfg->profiling.pids = p;
-	p[cfg->profiling.n_pids] = strdup(s);
-	if (!p[cfg->profiling.n_pids])
+	cfg->profiling.pids[cfg->profiling.n_pids] = strdup(s);
+	if (!cfg->profiling.pids[cfg->profiling.n_pids])
 		return -ENOMEM;
 	cfg->profiling.n_pids++;
 	return 0;
@@ -143,6 +143,7 @@ int main(int argc, char **argv)
 	const char *log_level = NULL;
 	const char *pids[AGENT_MAX_PID_FLAGS];
 	size_t n_pids = 0;
+	uint32_t pids_cap = 0;
 	bool check = false, validate = false, keep_privileges = false;
 	struct agent_config cfg = { 0 };
 	struct sr_diag *diag = NULL;
@@ -257,7 +258,7 @@ int main(int argc, char **argv)
 	if (frequency && parse_u64_arg("--frequency", frequency, 1, 1000, &cfg.profiling.frequency_hz) < 0)
 		goto out;
 	for (size_t i = 0; i < n_pids; i++) {
-		r = append_pid(&cfg, pids[i]);
+		r = append_pid(&cfg, &pids_cap, pids[i]);
 		if (r == -ENOMEM)
 			goto oom;
 		if (r < 0)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/fileio.h"
+#include "common/grow.h"
 #include "container-open.h"
 #include "common/htab.h"
 #include "proc.h"
@@ -144,7 +145,7 @@ static void proc_clear_maps(struct agent_proc *proc)
 	for (size_t i = 0; i < proc->n_maps; i++)
 		exe_unref(proc->maps[i].exe);
 	SR_FREE(proc->maps);
-	proc->n_maps = 0;
+	proc->n_maps = proc->cap_maps = 0;
 	proc->maps_gen++;
 }
 
@@ -326,7 +327,7 @@ static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t n
 			pm->exe->refs++;
 		}
 	}
-	proc->n_maps = n;
+	proc->n_maps = proc->cap_maps = n;
 	proc->maps_ok = true;
 	proc->maps_gen++;
 	agent_procmaps_free(m, n);
@@ -487,11 +488,11 @@ void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, u
 static int maps_insert(struct agent_proc *proc, const struct agent_proc_map *m)
 {
 	size_t keep = 0, at;
-	struct agent_proc_map *maps = realloc(proc->maps, (proc->n_maps + 1) * sizeof(*maps));
+	struct agent_proc_map *maps;
 
-	if (!maps)
+	if (sr_grow((void **)&proc->maps, &proc->cap_maps, proc->n_maps + 1, sizeof(*proc->maps), 8) < 0)
 		return -ENOMEM;
-	proc->maps = maps;
+	maps = proc->maps;
 	for (size_t i = 0; i < proc->n_maps; i++) {
 		if (maps[i].start < m->end && m->start < maps[i].end) {
 			exe_unref(maps[i].exe);
@@ -572,7 +573,7 @@ void agent_procs__fork(struct agent_procs *p, const struct profile_fork_event *e
 	for (size_t i = 0; i < parent->n_maps; i++)
 		if (child->maps[i].exe)
 			child->maps[i].exe->refs++;
-	child->n_maps = parent->n_maps;
+	child->n_maps = child->cap_maps = parent->n_maps;
 	child->maps_ok = true;
 	child->mm = ev->mm;
 	child->cg = parent->cg;

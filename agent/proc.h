@@ -81,8 +81,8 @@ struct agent_proc {
 	uint64_t start_ns;
 	char *exe_path;
 	struct agent_cgroup_info cg;
-	struct agent_proc_map *maps;
-	size_t n_maps;
+	struct agent_proc_map *maps; /* sorted by start; room for cap_maps */
+	size_t n_maps, cap_maps;
 	bool maps_ok;	   /* maps were read for this process */
 	bool exited;	   /* exit record seen, or /proc said it is gone */
 	bool stale;	   /* exec seen: read everything again at the next sample */

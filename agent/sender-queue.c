@@ -13,6 +13,7 @@
 #include <pb_decode.h>
 
 #include "config.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/macro.h"
 #include "sender-private.h"
@@ -255,6 +256,7 @@ int agent_sender__submit(struct agent_sender *s, struct agent_batch *b)
 struct chunk *agent_sender_form_head_locked(struct agent_sender *s)
 {
 	struct chunk *h = TAILQ_FIRST(&s->queue), *c;
+	size_t cap = 0; /* room in h->samples as far as known: chunks are allocated to fit */
 
 	if (!h) {
 		if (!s->has_pending_drops)
@@ -269,13 +271,10 @@ struct chunk *agent_sender_form_head_locked(struct agent_sender *s)
 		while (h->rounds == 0 && (c = TAILQ_FIRST(&s->queue)) && c->rounds == 0 &&
 		       c->frequency_hz == h->frequency_hz &&
 		       h->bytes + c->bytes <= AGENT_SENDER_REQUEST_SAMPLE_BYTES * 2) {
-			stackrelay_v1_Sample *p = realloc(h->samples, (h->n + c->n) * sizeof(*p));
-
-			if (!p)
+			if (sr_grow((void **)&h->samples, &cap, h->n + c->n, sizeof(*h->samples), 64) < 0)
 				break;
 			TAILQ_REMOVE(&s->queue, c, link);
-			memcpy(p + h->n, c->samples, c->n * sizeof(*p));
-			h->samples = p;
+			memcpy(h->samples + h->n, c->samples, c->n * sizeof(*h->samples));
 			h->n += c->n;
 			h->count += c->count;
 			h->bytes += c->bytes;

@@ -313,6 +313,7 @@ int gw_resource__reserve_samples(struct gw_profiles *p, struct gw_resource *r, u
 		return -E2BIG;
 	if (r->n_samples + n <= r->cap_samples)
 		return 0;
+	/* Exact fit, not grow.h: the caller counted the samples, so doubling would only leave slack. */
 	v = realloc(r->samples, (size_t)(r->n_samples + n) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -492,6 +493,7 @@ static int index_rebuild(struct gw_profiles *p, uint32_t want)
 			return -E2BIG;
 		cap *= 2;
 	}
+	/* Not grow.h: the table is resized (up or down) to the power of two the load wants, then refilled. */
 	if (cap != p->res_index_cap) {
 		uint32_t *n = realloc(p->res_index, cap * sizeof(*n));
 		if (!n)

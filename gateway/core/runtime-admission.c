@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "model.h"
 #include "runtime-private.h"
@@ -18,11 +19,8 @@
 
 int gw_runtime__add_shedder(struct gw_runtime *rt, struct gw_component *c, gw_shed_fn fn)
 {
-	struct gw_rt_shedder *n = realloc(rt->shedders, (rt->n_shedders + 1) * sizeof(*n));
-
-	if (!n)
+	if (sr_grow((void **)&rt->shedders, &rt->cap_shedders, rt->n_shedders + 1, sizeof(*rt->shedders), 4) < 0)
 		return -ENOMEM;
-	rt->shedders = n;
 	rt->shedders[rt->n_shedders++] = (struct gw_rt_shedder){ c, fn };
 	return 0;
 }
@@ -69,10 +67,8 @@ int gw_runtime__set_admission(struct gw_runtime *rt, struct gw_component *c, gw_
 			return 0;
 		}
 	}
-	struct gw_rt_admission *n = realloc(rt->admission, (rt->n_admission + 1) * sizeof(*n));
-	if (!n)
+	if (sr_grow((void **)&rt->admission, &rt->cap_admission, rt->n_admission + 1, sizeof(*rt->admission), 4) < 0)
 		return -ENOMEM;
-	rt->admission = n;
 	rt->admission[rt->n_admission++] = (struct gw_rt_admission){ c, fn };
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "accounting.h"
+#include "common/grow.h"
 #include "common/version.h"
 #include "metrics.h"
 #include "model.h"
@@ -234,10 +235,10 @@ fail:
 
 int gw_runtime__add_metrics(struct gw_runtime *rt, gw_metrics_fn fn, void *userdata)
 {
-	struct gw_rt_collector *n = realloc(rt->collectors, (rt->n_collectors + 1) * sizeof(*n));
-	if (!n)
+	size_t n = rt->n_collectors;
+
+	if (sr_grow((void **)&rt->collectors, &rt->cap_collectors, n + 1, sizeof(*rt->collectors), 4) < 0)
 		return -ENOMEM;
-	rt->collectors = n;
 	rt->collectors[rt->n_collectors++] = (struct gw_rt_collector){ fn, userdata };
 	return 0;
 }

@@ -50,16 +50,16 @@ struct gw_runtime {
 	struct gw_stores *stores;
 	struct gw_accounting *acct;
 	struct gw_rt_admission *admission;
-	size_t n_admission;
+	size_t n_admission, cap_admission;
 	const char *refusal; /* why the last gw_runtime__admit() refused */
 	gw_symbol_table_fn sym_fn;
 	void *sym_ud;
 	/* Upload admission, read by receivers' decode threads. */
 	_Atomic uint64_t sym_max_pending, sym_pending;
 	struct gw_rt_collector *collectors;
-	size_t n_collectors;
+	size_t n_collectors, cap_collectors;
 	struct gw_rt_shedder *shedders;
-	size_t n_shedders;
+	size_t n_shedders, cap_shedders;
 	bool started, shutting_down, finished;
 	int max_layer, layer;
 	uv_timer_t shutdown_timer;

@@ -14,6 +14,7 @@
 
 #include "curl-uv.h"
 #include "httpclient.h"
+#include "common/grow.h"
 #include "common/list.h"
 #include "common/macro.h"
 
@@ -29,8 +30,8 @@ struct http_transfer {
 	struct curl_slist *headers;
 	gw_http_done_fn done;
 	void *userdata;
-	char *body;
-	size_t body_len;
+	char *body; /* NUL-terminated; room for body_cap bytes */
+	size_t body_len, body_cap;
 	bool body_truncated;
 	char retry_after[GW_HTTP_HEADER_VALUE_MAX];
 	char content_type[GW_HTTP_HEADER_VALUE_MAX];
@@ -133,14 +134,12 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	if (take < n)
 		t->body_truncated = true;
 	if (take > 0) {
-		char *b = realloc(t->body, t->body_len + take + 1);
-
-		if (!b)
+		if (sr_grow_max((void **)&t->body, &t->body_cap, t->body_len + take + 1, 1, 4096,
+				GW_HTTP_RESPONSE_BODY_MAX + 1) < 0)
 			return 0; /* curl fails the transfer with CURLE_WRITE_ERROR */
-		memcpy(b + t->body_len, ptr, take);
+		memcpy(t->body + t->body_len, ptr, take);
 		t->body_len += take;
-		b[t->body_len] = '\0';
-		t->body = b;
+		t->body[t->body_len] = '\0';
 	}
 	/* Swallow the rest: a huge error page must not fail the transfer. */
 	return n;

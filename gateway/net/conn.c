@@ -123,6 +123,7 @@ static int obuf_add(struct obuf *o, const uint8_t *d, size_t n)
 	if (o->len + n > o->cap) {
 		size_t cap = SR_MAX(o->cap * 2, o->len + n);
 		cap = SR_MAX(cap, (size_t)16384);
+		/* Not grow.h: the uv write request sits in front of the bytes, outside the capacity. */
 		uint8_t *np = realloc(o->p, sizeof(struct wreq) + cap);
 		if (!np)
 			return -ENOMEM;
@@ -440,6 +441,7 @@ void gw_net_stream_data(struct conn *c, struct h2stream *s, const uint8_t *data,
 					     (unsigned long long)rx->cfg->max_inflight_bytes);
 			return;
 		}
+		/* Not grow.h: bounded by max_request_bytes and max_inflight_bytes; a Content-Length is taken at once. */
 		uint8_t *nb = realloc(s->body, cap);
 		if (!nb) {
 			gw_net_respond_error(s, 503, 1000, "out of memory; retry later");

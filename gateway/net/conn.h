@@ -143,7 +143,7 @@ struct h2stream {
 	char *grpc_message;
 	/* The otlp receiver's include_metadata: "name: value\n" lines (malloc'd), bounded by max_header_list_bytes. */
 	char *metadata;
-	size_t metadata_len;
+	size_t metadata_len, metadata_cap;
 	void *proto_data; /* the receiver's own, for one request (malloc'd): freed with the stream */
 };
 

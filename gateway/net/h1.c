@@ -69,6 +69,7 @@ static int out_add(struct gw_h1 *h, const void *d, size_t n)
 {
 	if (h->out_len + n > h->out_cap) {
 		size_t cap = SR_MAX(h->out_cap * 2, h->out_len + n);
+		/* Not grow.h: a large body is taken at its size, not rounded up to a power of two of slack. */
 		uint8_t *p = realloc(h->out, cap);
 		if (!p)
 			return -ENOMEM;

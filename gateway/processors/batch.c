@@ -29,6 +29,7 @@
 
 #include "component.h"
 #include "common/config.h"
+#include "common/grow.h"
 #include "core/accounting.h"
 #include "core/metrics.h"
 #include "core/model.h"
@@ -133,8 +134,8 @@ struct pending {
 struct batcher {
 	struct gw_component *c;
 	const struct batch_config *cfg;
-	struct pending **routes; /* by route_pipeline: a list, one per metadata */
-	size_t n_routes;
+	struct pending **routes; /* by route_pipeline: a list, one per metadata; zeroed up to cap_routes */
+	size_t n_routes, cap_routes;
 	size_t n_pending;
 	unsigned open_handles;
 	bool destroyed;
@@ -255,7 +256,7 @@ static int select_metadata(const struct batch_config *cfg, const char *client, c
 			   char **ret)
 {
 	char *out = NULL;
-	size_t len = 0;
+	size_t len = 0, cap = 0;
 
 	*ret = NULL;
 	for (uint32_t i = 0; i < cfg->n_metadata_keys; i++) {
@@ -271,19 +272,16 @@ static int select_metadata(const struct batch_config *cfg, const char *client, c
 			if (ll > kl + 1 && strncasecmp(line, k, kl) == 0 && line[kl] == ':') {
 				const char *v = line + kl + 1;
 				size_t vl = ll - kl - 1;
-				char *n;
 
 				while (vl && *v == ' ') {
 					v++;
 					vl--;
 				}
 				vl = SR_MIN(vl, (size_t)BATCH_METADATA_VALUE_MAX);
-				n = realloc(out, len + kl + vl + 4);
-				if (!n) {
+				if (sr_grow((void **)&out, &cap, len + kl + vl + 4, 1, 256) < 0) {
 					free(out);
 					return -ENOMEM;
 				}
-				out = n;
 				len += (size_t)sprintf(out + len, "%s: %.*s\n", k, (int)vl, v);
 				break;
 			}
@@ -292,7 +290,6 @@ static int select_metadata(const struct batch_config *cfg, const char *client, c
 		/* No header: metadata_from_attributes' resource attribute, when the resource has it. */
 		for (uint32_t j = 0; len == before && res && j < cfg->n_metadata_from_attributes; j++) {
 			const struct gw_attr *a;
-			char *n;
 			size_t vl;
 
 			if (strcasecmp(cfg->metadata_from_attributes[j].key, k) != 0)
@@ -301,12 +298,10 @@ static int select_metadata(const struct batch_config *cfg, const char *client, c
 			if (!a || a->type != GW_ATTR_STRING || !a->v.s || !*a->v.s || strpbrk(a->v.s, "\r\n"))
 				break;
 			vl = SR_MIN(strlen(a->v.s), (size_t)BATCH_METADATA_VALUE_MAX);
-			n = realloc(out, len + kl + vl + 4);
-			if (!n) {
+			if (sr_grow((void **)&out, &cap, len + kl + vl + 4, 1, 256) < 0) {
 				free(out);
 				return -ENOMEM;
 			}
-			out = n;
 			len += (size_t)sprintf(out + len, "%s: %.*s\n", k, (int)vl, a->v.s);
 		}
 	}
@@ -322,12 +317,8 @@ static bool same_metadata(const char *a, const char *b)
 static struct pending *route(struct batcher *b, uint32_t i, const char *metadata)
 {
 	if (i >= b->n_routes) {
-		struct pending **n = realloc(b->routes, (i + 1) * sizeof(*n));
-
-		if (!n)
+		if (sr_grow_zero((void **)&b->routes, &b->cap_routes, (size_t)i + 1, sizeof(*b->routes), 4) < 0)
 			return NULL;
-		memset(n + b->n_routes, 0, (i + 1 - b->n_routes) * sizeof(*n));
-		b->routes = n;
 		b->n_routes = i + 1;
 	}
 	for (struct pending *pd = b->routes[i]; pd; pd = pd->next)

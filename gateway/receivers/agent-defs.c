@@ -21,6 +21,7 @@
 
 #include "agent-ingest-private.h"
 #include "agent-ingest.h"
+#include "common/grow.h"
 #include "common/macro.h"
 #include "model.h"
 #include "common/pbwire.h"
@@ -650,17 +651,13 @@ int gw_ingest_parse_symbol_table(struct gw_ingest_defs *defs, struct sr_pbr r, c
 	gw_id_set(&tab->id, id.p, id.n); /* id.n <= GW_ID_MAX was checked in pass 1 */
 	tab->exe = exe;
 	exe = NULL;
-	{
-		struct gw_symbol_table **nt =
-			realloc(defs->res->tables, (defs->res->n_tables + 1) * sizeof(*defs->res->tables));
-		if (!nt) {
-			e = -ENOMEM;
-			goto out;
-		}
-		defs->res->tables = nt;
-		defs->res->tables[defs->res->n_tables++] = tab;
-		tab = NULL;
+	if (sr_grow((void **)&defs->res->tables, &defs->res->cap_tables, defs->res->n_tables + 1,
+		    sizeof(*defs->res->tables), 4) < 0) {
+		e = -ENOMEM;
+		goto out;
 	}
+	defs->res->tables[defs->res->n_tables++] = tab;
+	tab = NULL;
 out:
 	gw_symbol_table_free(tab);
 	gw_executable__unref(exe);

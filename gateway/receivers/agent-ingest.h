@@ -125,7 +125,7 @@ struct gw_ingest_result {
 	uint64_t received, accepted, refused_missing;
 	struct gw_profiles *batch; /* NULL when no sample was accepted */
 	struct gw_symbol_table **tables;
-	size_t n_tables;
+	size_t n_tables, cap_tables;
 	uint64_t missing_stacks, missing_executables, missing_kernels, missing_functions, wanted;
 	/* Distinct IDs probed (PushRequest.probe_symbols), and how many of them were answered pending. */
 	uint64_t probes, symbols_pending;
@@ -135,9 +135,9 @@ struct gw_ingest_result {
 	uint64_t tables_refused[GW_UPLOAD_REFUSAL_MAX];
 	/* The executables and kernels this response asks for (claimed, referenced): gw_ingest_result_release_asks. */
 	struct gw_executable **asked_exes;
-	size_t n_asked_exes;
+	size_t n_asked_exes, cap_asked_exes;
 	struct gw_kernel **asked_kernels;
-	size_t n_asked_kernels;
+	size_t n_asked_kernels, cap_asked_kernels;
 	/* The encoded PushResponse (always set on success). */
 	uint8_t *response;
 	size_t response_len;

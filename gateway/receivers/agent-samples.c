@@ -199,24 +199,22 @@ int gw_ingest_ask_for(struct gw_ingest_ctx *c, struct gw_executable *x, struct g
 	if (c->wanted.n >= GW_AGENT_MAX_WANTED_PER_RESPONSE)
 		return 0;
 	if (x) {
-		struct gw_executable **v = realloc(res->asked_exes, (res->n_asked_exes + 1) * sizeof(*v));
-		if (!v)
+		if (sr_grow((void **)&res->asked_exes, &res->cap_asked_exes, res->n_asked_exes + 1,
+			    sizeof(*res->asked_exes), 16) < 0)
 			return -ENOMEM;
-		res->asked_exes = v;
 		if (!gw_executable__claim_ask(x, GW_AGENT_WANTED_ASK_NS))
 			return 0;
 		gw_executable__record_ask(x, c->defs.identity, GW_AGENT_ANSWER_NS);
-		v[res->n_asked_exes++] = gw_executable__ref(x);
+		res->asked_exes[res->n_asked_exes++] = gw_executable__ref(x);
 		e = gw_idlist__add(&c->wanted, x->id.bytes, x->id.len);
 	} else {
-		struct gw_kernel **v = realloc(res->asked_kernels, (res->n_asked_kernels + 1) * sizeof(*v));
-		if (!v)
+		if (sr_grow((void **)&res->asked_kernels, &res->cap_asked_kernels, res->n_asked_kernels + 1,
+			    sizeof(*res->asked_kernels), 4) < 0)
 			return -ENOMEM;
-		res->asked_kernels = v;
 		if (!gw_kernel__claim_ask(k, GW_AGENT_WANTED_ASK_NS))
 			return 0;
 		gw_kernel__record_ask(k, c->defs.identity, GW_AGENT_ANSWER_NS);
-		v[res->n_asked_kernels++] = gw_kernel__ref(k);
+		res->asked_kernels[res->n_asked_kernels++] = gw_kernel__ref(k);
 		e = gw_idlist__add(&c->wanted, k->id.bytes, k->id.len);
 	}
 	return e < 0 ? e : 1;

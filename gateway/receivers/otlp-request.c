@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "accounting.h"
+#include "common/grow.h"
 #include "common/gzip.h"
 #include "common/log.h"
 #include "common/macro.h"
@@ -60,11 +61,9 @@ static void keep_metadata(struct h2stream *s, const uint8_t *name, size_t namele
 	if (!listener_of(s)->include_metadata || namelen == 0 || name[0] == ':' || memchr(value, '\n', valuelen) ||
 	    memchr(value, '\r', valuelen) || memchr(value, '\0', valuelen) || memchr(name, ':', namelen))
 		return;
-	m = realloc(s->metadata, s->metadata_len + need + 1);
-	if (!m)
+	if (sr_grow((void **)&s->metadata, &s->metadata_cap, s->metadata_len + need + 1, 1, 256) < 0)
 		return; /* out of memory: the batch goes without this header */
-	s->metadata = m;
-	m += s->metadata_len;
+	m = s->metadata + s->metadata_len;
 	for (size_t i = 0; i < namelen; i++)
 		m[i] = (char)tolower(name[i]);
 	m[namelen] = ':';
