@@ -49,10 +49,10 @@ PERF_MAP_ENTRIES = 65536 * 64  # perf_maps.max_entries_per_process x max_process
 PER_PROCESS = ("processes", "python_code_objects", "nodejs_functions", "perf_map_entries")
 
 
-def snapshot(port):
+def snapshot(port, timeout=10):
     """{"entries": {cache: n}, "limit": {...}, "bytes": {...}, "windows": n}, or None when /metrics does not answer."""
     try:
-        text = metricslib.scrape(port, timeout=10)
+        text = metricslib.scrape(port, timeout=timeout)
     except OSError:
         return None
     s = {what: metricslib.by_label(text, "stackrelay_agent_cache_" + what, "cache")
@@ -104,8 +104,10 @@ def main():
                                                 "--output", out_path, "--log-level", "info"])
         if not c.check(agent is not None, "agent started"):
             return c.finish()
-        before = agentlib.wait_for(lambda: snapshot(port), 30, step=0.5)
-        if not c.check(before is not None, "/metrics answers"):
+        # The counts before the churn once the agent has settled: its first window flushed.
+        before = agentlib.wait_for(lambda: (lambda s: s if s and s["windows"] >= 1 else None)(snapshot(port)), 60,
+                                   step=0.5)
+        if not c.check(before is not None, "/metrics answers and a first window is flushed"):
             agentlib.stop_agent(agent, log)
             return c.finish()
         print("# before the churn: " + fmt(before))
@@ -114,7 +116,7 @@ def main():
         churn.start()
         while time.monotonic() - t0 < CHURN_SECONDS:
             time.sleep(2)
-            s = snapshot(port)
+            s = snapshot(port, timeout=5)
             if s:
                 scrapes.append(s)
         started = churn.finish()

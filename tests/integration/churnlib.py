@@ -12,7 +12,8 @@ Processes are started round robin:
     bytes (a new executable with a new build ID, as a CI node sees after every
     build), run once and deleted;
   - Debian's python3 running a short loop;
-  - xz compressing a few KiB;
+  - xz -1 compressing a few KiB (-9 reserves 674 MiB a process: dozens at
+    once were OOM-killed);
   - sh -c with a pipeline (fork + exec of coreutils);
   - every node_every-th, node -e with a short loop (when node exists);
   - every unshare_every-th, the sh pipeline in a new mount namespace
@@ -90,7 +91,7 @@ class Churn:
         elif kind == "python":
             cmd = ["python3", "-c", "sum(range(100000))"]
         elif kind == "xz":
-            cmd = ["sh", "-c", "head -c 8192 /usr/bin/true | xz -9 > /dev/null"]
+            cmd = ["sh", "-c", "head -c 8192 /usr/bin/true | xz -1 > /dev/null"]
         else:
             cmd = ["sh", "-c", "ls /usr/bin | sort | head -1 > /dev/null"]
         p = subprocess.Popen(cmd)
