@@ -4,7 +4,8 @@
 
 The agent runs as deployed (whole host, default config but --frequency,
 sending to a stackrelay-gateway that exports to a local sink) while a loop
-starts short-lived processes at --rate a second, round robin:
+(tests/integration/churnlib.py, shared with the root suite's agent-churn
+test) starts short-lived processes at --rate a second, round robin:
   - a fresh copy of /usr/bin/true whose GNU build ID is rewritten with random
     bytes (a new executable with a new build ID, as a CI node sees after
     every build), run once and deleted;
@@ -27,13 +28,11 @@ Usage (root, after building):
 """
 import argparse
 import os
-import random
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agent-overhead"))
@@ -42,85 +41,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 from steady import free_port, rss_kib, start_gateway, wait_ready  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from procstats import proc_cpu_ns  # noqa: E402
+import churnlib  # noqa: E402
 import metricslib  # noqa: E402
-
-
-def build_id_offset(path):
-    """(file offset, length) of the GNU build ID's bytes in an ELF file (its note's descriptor)."""
-    out = subprocess.run(["readelf", "-W", "-S", path], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        f = line.replace("[ ", "[").split()
-        if len(f) > 5 and f[1] == ".note.gnu.build-id":
-            off = int(f[4], 16)
-            # Elf64_Nhdr: namesz, descsz, type (4 bytes each), then "GNU\0", then the ID.
-            return off + 16, 20
-    raise SystemExit("%s has no .note.gnu.build-id" % path)
-
-
-class Churn:
-    def __init__(self, args, tmp):
-        self.args = args
-        self.tmp = tmp
-        self.started = 0
-        self.started_so_far = 0  # read by the sampling loop while run() goes on
-        self.stop = threading.Event()
-        self.true_path = "/usr/bin/true"
-        self.id_off, self.id_len = build_id_offset(self.true_path)
-        self.true_bytes = open(self.true_path, "rb").read()
-        self.node = shutil.which("node")
-        self.kinds = ["copy", "python", "xz", "sh"]
-
-    def fresh_true(self, n):
-        path = os.path.join(self.tmp, "true-%d" % n)
-        data = bytearray(self.true_bytes)
-        data[self.id_off:self.id_off + self.id_len] = random.randbytes(self.id_len)
-        with open(path, "wb") as f:
-            f.write(data)
-        os.chmod(path, 0o755)
-        return path
-
-    def one(self, n):
-        kind = self.kinds[n % len(self.kinds)]
-        if self.node and n % self.args.node_every == 0:
-            return subprocess.Popen([self.node, "-e", "let s=0; for (let i=0;i<2e5;i++) s+=i"])
-        if n % self.args.unshare_every == 0:
-            return subprocess.Popen(["unshare", "-m", "sh", "-c", "echo x | cat | wc -c > /dev/null"])
-        if kind == "copy":
-            path = self.fresh_true(n)
-            p = subprocess.Popen([path])
-            p.cleanup = path
-            return p
-        if kind == "python":
-            return subprocess.Popen(["python3", "-c", "sum(range(100000))"])
-        if kind == "xz":
-            return subprocess.Popen(["sh", "-c", "head -c 8192 /usr/bin/true | xz -9 > /dev/null"])
-        return subprocess.Popen(["sh", "-c", "ls /usr/bin | sort | head -1 > /dev/null"])
-
-    def run(self):
-        live = []
-        interval = 1.0 / self.args.rate
-        nxt = time.monotonic()
-        n = 0
-        while not self.stop.is_set():
-            now = time.monotonic()
-            if now < nxt:
-                time.sleep(min(nxt - now, 0.05))
-            nxt += interval
-            # Behind (a loaded host): start no more than 64 at once.
-            if len([p for p in live if p.poll() is None]) < 64:
-                live.append(self.one(n))
-                n += 1
-                self.started_so_far = n
-            done = [p for p in live if p.poll() is not None]
-            for p in done:
-                if getattr(p, "cleanup", None):
-                    os.unlink(p.cleanup)
-            live = [p for p in live if p.poll() is None]
-        for p in live:
-            p.wait()
-            if getattr(p, "cleanup", None):
-                os.unlink(p.cleanup)
-        self.started = n
 
 
 # The gateway's memory by owner, from its /metrics: family -> label of the
@@ -186,8 +108,7 @@ def main():
     args.build = os.path.abspath(args.build)
     tmp = tempfile.mkdtemp(prefix="sr-churn-")
     gw = sink = agent = None
-    churn = Churn(args, tmp)
-    t = threading.Thread(target=churn.run, daemon=True)
+    churn = churnlib.Churn(tmp, args.rate, node_every=args.node_every, unshare_every=args.unshare_every)
     try:
         gw, sink, endpoint = start_gateway(args, tmp)
         port = free_port()
@@ -205,7 +126,7 @@ def main():
         time.sleep(args.baseline)
         base_rate = (proc_cpu_ns(agent.pid) - b0) / max(time.monotonic() - bt0, 1e-3)
         cpu0 = proc_cpu_ns(agent.pid)
-        t.start()
+        churn.start()
         start = time.monotonic()
         series = []
         while time.monotonic() - start < args.minutes * 60:
@@ -220,8 +141,7 @@ def main():
                      " ".join("%s=%d" % kv for kv in sorted(s["caches"].items()))), flush=True)
             print("        gateway MiB: %s" % " ".join("%s=%.2f" % kv for kv in sorted(s["gw_parts"].items())),
                   flush=True)
-        churn.stop.set()
-        t.join(timeout=120)
+        churn.finish()
     finally:
         churn.stop.set()
         for p in (agent, gw, sink):
@@ -242,6 +162,8 @@ def main():
         return 100.0 * (last[k] - half[k]) / half[k] if half[k] else 0.0
     print("\n%d processes started in %.0f s (%.0f a second), agent at %d Hz sending to a gateway" %
           (churn.started, secs, churn.started / secs, args.hz))
+    if churn.failed:
+        print("exited non-zero, by kind: %s" % " ".join("%s=%d" % kv for kv in sorted(churn.failed.items())))
     extra = last["cpu"] - base_rate * secs  # what the churn added to the agent's threads
     print("agent threads' CPU: %.2f %% of a core before the churn, %.2f %% during it; %.0f us per process started"
           % (100.0 * base_rate / 1e9, 100.0 * last["cpu"] / 1e9 / secs,
