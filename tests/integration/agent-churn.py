@@ -17,8 +17,9 @@ Checked, none of it against the clock:
     all is back), the per-process caches (processes and their mappings,
     Python code objects, Node.js functions, perf map entries) are back near
     their counts before the churn: what gone processes held is released
-    (slack: 100 entries or 15 % of what the churn added, for the host's
-    other processes);
+    (slack: 100 entries or half of what the churn added, for the host's
+    other processes: in CI other tests, Python ones among them, run beside
+    this one and their processes are rightly held);
   - the agent's peak RSS (VmHWM) stays under the 48 MiB target of the churn
     bench (not asserted under AddressSanitizer);
   - no sample is lost unreported: the file's counts = samples exported, and
@@ -132,7 +133,9 @@ def main():
         peak_bytes = max(s["bytes"].get("processes", 0) for s in scrapes)
 
         def slack(name):
-            return max(100, 0.15 * (peak[name] - before["entries"].get(name, 0)))
+            # Other tests' processes run beside this one in CI (Python ones among them, whose code objects the
+            # agent rightly holds): what the churn added must mostly go, not all of it.
+            return max(100, 0.5 * (peak[name] - before["entries"].get(name, 0)))
 
         def back(s):
             return all(s["entries"].get(name, 0) <= before["entries"].get(name, 0) + slack(name)
@@ -178,18 +181,7 @@ def main():
         c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
 
         out = agentlib.Output(env.pb, out_path)
-        total = sum(s.count for s in out.samples)
-        stopped = agentlib.logfmt_fields(stderr, "profiling stopped") or {}
-        taken = int(stopped.get("samples_taken", -1))
-        exported = int(stopped.get("samples_exported", -1))
-        dropped = (int(stopped.get("lost_ring_buffer", 0)) + int(stopped.get("dropped_stack_errors", 0)) +
-                   int(stopped.get("dropped_overflow", 0)))
-        c.check(total == exported, "sum of sample counts in the file (%d) = samples exported (%d)" % (total, exported))
-        c.check(taken == exported + dropped, "samples taken in BPF (%d) = exported (%d) + losses the agent counts (%d)"
-                % (taken, exported, dropped))
-        drops = out.drops()
-        c.check(drops["ring_buffer_full"] == int(stopped.get("lost_ring_buffer", 0)),
-                "DropCounters.ring_buffer_full in the file matches the log (%s)" % drops)
+        agentlib.check_sample_accounting(c, out, stderr)
         return c.finish()
     finally:
         churn.finish()

@@ -262,11 +262,7 @@ def main():
         if rc != 0:
             sys.stderr.write(stderr)
         c.check(rc == 0, "agent exits 0 on SIGTERM (rc=%d)" % rc)
-        stopped = agentlib.logfmt_fields(stderr, "profiling stopped") or {}
-        taken = int(stopped.get("samples_taken", -1))
-        exported = int(stopped.get("samples_exported", -2))
-        dropped = sum(int(stopped.get(k, 0)) for k in ("lost_ring_buffer", "dropped_stack_errors",
-                                                         "dropped_overflow"))
+        stopped, taken, exported, dropped = agentlib.sample_accounting(stderr)
         c.check(taken == exported + dropped and int(stopped.get("off_cpu_events", 0)) > 0,
                 "accounting: taken %d (off-CPU waits %s) = exported %d + dropped %d" %
                 (taken, stopped.get("off_cpu_events"), exported, dropped))

@@ -141,18 +141,7 @@ def main():
         c.check(not missing_exe, "every frame's executable/kernel is defined (%d missing)" % len(missing_exe))
         c.check(out.redefined == 0, "each definition written once per file (%d repeats)" % out.redefined)
 
-        total = sum(s.count for s in out.samples)
-        drops = out.drops()
-        stopped = agentlib.logfmt_fields(stderr, "profiling stopped") or {}
-        taken = int(stopped.get("samples_taken", -1))
-        exported = int(stopped.get("samples_exported", -1))
-        dropped = (int(stopped.get("lost_ring_buffer", 0)) + int(stopped.get("dropped_stack_errors", 0)) +
-                   int(stopped.get("dropped_overflow", 0)))
-        c.check(total == exported, "sum of sample counts in the file (%d) = samples exported (%d)" % (total, exported))
-        c.check(taken == exported + dropped,
-                "samples taken in BPF (%d) = exported (%d) + dropped (%d)" % (taken, exported, dropped))
-        c.check(drops["ring_buffer_full"] == int(stopped.get("lost_ring_buffer", 0)),
-                "DropCounters.ring_buffer_full matches the log")
+        agentlib.check_sample_accounting(c, out, stderr)
 
         # alphabeta, three builds
         for name, fp in (("alphabeta-fp", True), ("alphabeta-nopie", True), ("alphabeta-nofp", False)):

@@ -372,3 +372,25 @@ def logfmt_fields(stderr, msg):
             k, v = part.split("=", 1)
             fields[k] = v.strip('"')
     return fields
+
+
+def sample_accounting(stderr):
+    """From the agent's exit line: (its fields, samples taken in BPF, exported, and the losses it counts)."""
+    stopped = logfmt_fields(stderr, "profiling stopped") or {}
+    dropped = sum(int(stopped.get(k, 0)) for k in ("lost_ring_buffer", "dropped_stack_errors", "dropped_overflow"))
+    return stopped, int(stopped.get("samples_taken", -1)), int(stopped.get("samples_exported", -2)), dropped
+
+
+def check_sample_accounting(c, out, stderr):
+    """No sample lost unreported: the file's counts sum to what the agent exported, it took in BPF what it
+    exported plus the losses it counts, and the file's ring-buffer drop count is the log's. Returns the exit
+    line's fields."""
+    stopped, taken, exported, dropped = sample_accounting(stderr)
+    total = sum(s.count for s in out.samples)
+    c.check(total == exported, "sum of sample counts in the file (%d) = samples exported (%d)" % (total, exported))
+    c.check(taken == exported + dropped, "samples taken in BPF (%d) = exported (%d) + losses the agent counts (%d)"
+            % (taken, exported, dropped))
+    drops = out.drops()
+    c.check(drops["ring_buffer_full"] == int(stopped.get("lost_ring_buffer", 0)),
+            "DropCounters.ring_buffer_full in the file matches the log (%s)" % drops)
+    return stopped
