@@ -165,7 +165,6 @@ static __always_inline int unwind_user_run(void *ctx, __u32 slot, void *progs)
 {
 	struct unwind_scratch_state *st;
 	int why = 0;
-	__u64 t;
 
 	for (int f = 0; f < UNWIND_FRAMES_PER_PROG && !why; f++)
 		why = unwind_frame(slot);
@@ -177,13 +176,16 @@ static __always_inline int unwind_user_run(void *ctx, __u32 slot, void *progs)
 		/* Out of tail calls: what was unwound so far is the stack. */
 		why = PROFILE_CNT_UNWIND_END_DEPTH;
 	}
-	t = dbg_now();
-	submit_unwound(st, why);
 	if (debug_stage_times && slot == UNWIND_SCRATCH_CPU) {
+		__u64 t = bpf_ktime_get_ns();
+
 		count_add(PROFILE_CNT_DBG_NS_UNWIND, t - st->dbg_t);
+		submit_unwound(st, why);
 		count_add(PROFILE_CNT_DBG_NS_SUBMIT, bpf_ktime_get_ns() - t);
 		count(PROFILE_CNT_DBG_STACKS);
+		return 0;
 	}
+	submit_unwound(st, why);
 	return 0;
 }
 

@@ -302,7 +302,7 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 {
 	const struct unwind_row *row;
 	const struct unwind_mapping *m;
-	__u64 pc = st->rip - (st->return_address ? 1 : 0), cfa, ra, rel, t;
+	__u64 pc = st->rip - (st->return_address ? 1 : 0), cfa, ra, rel;
 	union unwind_row_word found;
 	__u32 table_id;
 
@@ -332,11 +332,14 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	rel = pc - m->bias;
 	if (rel >> 32)
 		return unwind_fp_step(st, PROFILE_CNT_UNWIND_END_NO_CFI);
-	t = dbg_now();
-	found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
 	if (debug_stage_times && st->slot == UNWIND_SCRATCH_CPU) {
+		__u64 t = bpf_ktime_get_ns();
+
+		found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
 		count_add(PROFILE_CNT_DBG_NS_ROW, bpf_ktime_get_ns() - t);
 		count(PROFILE_CNT_DBG_ROWS);
+	} else {
+		found.word = unwind_find_row(table_id, m->n_rows, (__u32)rel);
 	}
 	if (found.row.cfa_type == UNWIND_ROW_EVICTED)
 		return PROFILE_CNT_UNWIND_END_EVICTED;
