@@ -44,12 +44,17 @@ struct js_proc {
 	struct agent_v8_meta meta; /* with what was learned from the process (code_instruction_size) */
 	uint32_t frames;	   /* frames named: the size is looked for every JS_LEARN_EVERY */
 	uint32_t learn_failures;
+	uint32_t codes_read;	/* Codes of optimized frames read, */
+	uint32_t codes_refused; /* ... and refused by the checks: many more than read, the layout is not this build's */
+	bool codes_off;		/* given up on: optimized frames are recorded by their functions */
 };
 
 /* Named frames between two looks for a Code the BPF namer offered to learn the instruction size from. */
 #define JS_LEARN_EVERY 64
 /* Offers that taught nothing (no builtin) before a process is given up on. */
 #define JS_LEARN_MAX_FAILURES 64
+/* Optimized frames' Codes refused (and more than read) before a process's optimized frames go back to functions. */
+#define JS_CODE_MAX_REFUSED 16
 
 /* Longest span of a SharedFunctionInfo's head read to check a cached entry. */
 #define JS_HEAD_MAX 256
@@ -233,7 +238,7 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		uint32_t learned = e->meta.code_instruction_size;
 
 		e->meta = f->meta;
-		if (learned)
+		if (learned || e->codes_off)
 			e->meta.code_instruction_size = learned;
 	}
 	v.start_boottime_ns = proc->start_ns;
@@ -251,7 +256,9 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		v.bytecode_data = (__u16)f->meta.bytecode_data;
 		v.type_bytecode_array = (__u16)f->meta.type_bytecode_array;
 	}
-	if (f->meta.has_code_positions) {
+	/* Not for a process whose Codes failed the layout's checks. */
+	if (f->meta.has_code_positions &&
+	    (e->meta.code_instruction_size || e->learn_failures < JS_LEARN_MAX_FAILURES)) {
 		v.js_function_code = (__u16)f->meta.js_function_code;
 		v.code_deopt_data = (__u16)f->meta.code_deopt_data;
 		v.code_instruction_start = (__u16)f->meta.code_instruction_start;
@@ -448,6 +455,27 @@ static void learn_code_size(struct agent_nodejs *n, struct js_proc *e, const str
 	bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_EXIST);
 }
 
+/*
+ * The process's Codes fail the checks the derived layout must pass (a
+ * build whose layout differs from what it is derived as): its optimized
+ * frames are recorded by their functions again, and it is not asked again.
+ */
+static void give_up_codes(struct agent_nodejs *n, struct js_proc *e, const struct agent_proc *proc)
+{
+	struct v8_proc v;
+
+	e->meta.code_instruction_size = 0;
+	e->learn_failures = JS_LEARN_MAX_FAILURES;
+	e->codes_off = true;
+	n->stats.code_layouts_refused++;
+	if (n->procs_fd >= 0 && bpf_map_lookup_elem(n->procs_fd, &proc->pid, &v) == 0 &&
+	    v.start_boottime_ns == proc->start_ns) {
+		v.code_instruction_size = 0;
+		v.js_function_code = 0;
+		bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_EXIST);
+	}
+}
+
 int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
 			struct agent_js_frame *ret)
 {
@@ -501,7 +529,7 @@ static int read_code_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t 
  * its first line. NULL when the Code cannot be read or is no optimized
  * code; *ret_n 0 when the offset could not be mapped.
  */
-static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, const struct js_proc *e,
+static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, struct js_proc *e,
 							const struct agent_proc *proc, uint64_t code, uint32_t offset,
 							struct agent_v8_code_frame *ret_gone, int *ret_n)
 {
@@ -558,8 +586,11 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 		/* No optimized code at that address (any more): nothing to name the frame by. */
 		n->stats.code_read_errors++;
 		agent_pcache__drop(&n->codes, &c->base);
+		if (++e->codes_refused >= JS_CODE_MAX_REFUSED && e->codes_refused > e->codes_read && !e->codes_off)
+			give_up_codes(n, e, proc);
 		return NULL;
 	}
+	e->codes_read++;
 	if (r < 0) {
 		n->stats.code_read_errors++;
 		r = 0;
@@ -576,7 +607,7 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 int agent_nodejs__frames(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
 			 struct agent_js_frame *ret, int room)
 {
-	const struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
+	struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
 	uint64_t code = (value & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG;
 	uint32_t offset1 = (uint32_t)((value >> V8_FRAME_OFFSET_SHIFT) & V8_FRAME_OFFSET_MASK);
 	const struct agent_v8_code_frame *cf;

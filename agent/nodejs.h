@@ -56,6 +56,7 @@ struct agent_nodejs_stats {
 	uint64_t code_lines_unknown;   /* ... past the Code's positions (the function's first line) */
 	uint64_t inlined_frames;       /* frames of functions TurboFan inlined, exported */
 	uint64_t code_layouts_learned; /* processes that taught where a Code keeps its size */
+	uint64_t code_layouts_refused; /* ... whose Codes then failed the layout's checks (functions only again) */
 };
 
 /* A V8 frame, named. The strings live in the agent_nodejs cache until its next call. */

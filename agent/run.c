@@ -858,13 +858,13 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			    " functions=%" PRIu64 " function_reads=%" PRIu64 " read_errors=%" PRIu64
 			    " line_reads=%" PRIu64 " line_read_errors=%" PRIu64 " code_reads=%" PRIu64
 			    " code_read_errors=%" PRIu64 " code_lines_unknown=%" PRIu64 " inlined_frames=%" PRIu64
-			    " code_layouts_learned=%" PRIu64,
+			    " code_layouts_learned=%" PRIu64 " code_layouts_refused=%" PRIu64,
 			    c.bpf[PROFILE_CNT_V8_FRAMES], c.stats.v8_unnamed_frames, c.nodejs_stats.processes,
 			    c.nodejs_stats.unsupported, c.nodejs_stats.functions_cached, c.nodejs_stats.function_reads,
 			    c.nodejs_stats.function_read_errors, c.nodejs_stats.line_reads,
 			    c.nodejs_stats.line_read_errors, c.nodejs_stats.code_reads, c.nodejs_stats.code_read_errors,
 			    c.nodejs_stats.code_lines_unknown, c.nodejs_stats.inlined_frames,
-			    c.nodejs_stats.code_layouts_learned);
+			    c.nodejs_stats.code_layouts_learned, c.nodejs_stats.code_layouts_refused);
 	}
 	if (c.java) {
 		agent_java__stats(c.java, &c.java_stats);
