@@ -27,19 +27,34 @@
 #include "v8.h"
 #include "v8frame.h"
 
+_Static_assert(AGENT_NODEJS_MAX_FRAMES == AGENT_V8_MAX_INLINED, "a frame's functions, as agent/v8.h keeps them");
+
 /* What a file is to V8, examined once per (dev, inode, mtime, size). */
 struct js_file {
 	uint64_t key[4];
-	bool v8;	/* has v8dbg_* symbols */
-	bool supported; /* ... with everything the walk needs */
-	struct agent_v8_meta meta;
+	bool v8;		   /* has v8dbg_* symbols */
+	bool supported;		   /* ... with everything the walk needs */
+	struct agent_v8_meta meta; /* with code_instruction_size once a process of this build taught it */
 };
 
 /* A Node.js process: the metadata of its build, its own copy (the file table starts again when full). */
 struct js_proc {
 	uint8_t key[12]; /* pid + start_ns, as agent_proc.key */
-	struct agent_v8_meta meta;
+	uint64_t file_key[4];
+	struct agent_v8_meta meta; /* with what was learned from the process (code_instruction_size) */
+	uint32_t frames;	   /* frames named: the size is looked for every JS_LEARN_EVERY */
+	uint32_t learn_failures;
+	uint32_t codes_read;	/* Codes of optimized frames read, */
+	uint32_t codes_refused; /* ... and refused by the checks: many more than read, the layout is not this build's */
+	bool codes_off;		/* given up on: optimized frames are recorded by their functions */
 };
+
+/* Named frames between two looks for a Code the BPF namer offered to learn the instruction size from. */
+#define JS_LEARN_EVERY 64
+/* Offers that taught nothing (no builtin) before a process is given up on. */
+#define JS_LEARN_MAX_FAILURES 64
+/* Optimized frames' Codes refused (and more than read) before a process's optimized frames go back to functions. */
+#define JS_CODE_MAX_REFUSED 16
 
 /* Longest span of a SharedFunctionInfo's head read to check a cached entry. */
 #define JS_HEAD_MAX 256
@@ -58,12 +73,32 @@ struct js_function {
 	uint32_t next_line;
 };
 
+/*
+ * An optimized Code's functions at its recent pc offsets. The entry stands
+ * while the Code's head (map, deoptimization data, positions,
+ * InstructionStream, first instruction) still holds what it was read from.
+ */
+#define JS_CODE_HEAD 6
+struct js_code {
+	struct agent_pcache_entry base; /* key: pid (4), start_ns (8), Code (8) */
+	uint64_t head[JS_CODE_HEAD];
+	uint64_t sfi; /* the Code's own function: names an offset not read while the process lived */
+	struct {
+		uint32_t offset;
+		int32_t n; /* functions, innermost first; 0: the offset could not be mapped */
+		struct agent_v8_code_frame f[AGENT_V8_MAX_INLINED];
+	} at[AGENT_NODEJS_CODE_OFFSETS];
+	uint32_t n_at;
+	uint32_t next_at;
+};
+
 struct agent_nodejs {
 	int procs_fd;
 	uint64_t max_functions;
 	struct agent_file_verdicts files;
 	struct sr_htab_ptrs procs;
 	struct agent_pcache functions;
+	struct agent_pcache codes;
 	struct agent_nodejs_stats stats;
 };
 
@@ -89,6 +124,7 @@ struct agent_nodejs *agent_nodejs_new(int procs_fd, uint64_t max_functions)
 	agent_file_verdicts_init(&n->files, AGENT_NODEJS_MAX_FILES);
 	sr_htab_ptrs_init(&n->procs, proc_key);
 	agent_pcache_init(&n->functions, n->max_functions, function_free);
+	agent_pcache_init(&n->codes, AGENT_NODEJS_MAX_CODES, function_free);
 	elf_version(EV_CURRENT);
 	return n;
 }
@@ -108,6 +144,7 @@ void agent_nodejs_free(struct agent_nodejs *n)
 	if (!n)
 		return;
 	agent_pcache_done(&n->functions);
+	agent_pcache_done(&n->codes);
 	free_all(&n->procs, proc_key);
 	agent_file_verdicts_done(&n->files);
 	sr_htab_ptrs_done(&n->procs);
@@ -193,7 +230,17 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		}
 		n->stats.processes++;
 	}
-	e->meta = f->meta;
+	/* What the process taught stands while it runs the same build. */
+	if (memcmp(e->file_key, f->key, sizeof(e->file_key)) != 0) {
+		memcpy(e->file_key, f->key, sizeof(e->file_key));
+		e->meta = f->meta;
+	} else {
+		uint32_t learned = e->meta.code_instruction_size;
+
+		e->meta = f->meta;
+		if (learned || e->codes_off)
+			e->meta.code_instruction_size = learned;
+	}
 	v.start_boottime_ns = proc->start_ns;
 	v.off_fp_function = (__s16)f->meta.off_fp_function;
 	v.off_fp_context = (__s16)f->meta.off_fp_context;
@@ -209,6 +256,16 @@ int agent_nodejs__sync(struct agent_nodejs *n, const struct agent_proc *proc)
 		v.bytecode_data = (__u16)f->meta.bytecode_data;
 		v.type_bytecode_array = (__u16)f->meta.type_bytecode_array;
 	}
+	/* Not for a process whose Codes failed the layout's checks. */
+	if (f->meta.has_code_positions &&
+	    (e->meta.code_instruction_size || e->learn_failures < JS_LEARN_MAX_FAILURES)) {
+		v.js_function_code = (__u16)f->meta.js_function_code;
+		v.code_deopt_data = (__u16)f->meta.code_deopt_data;
+		v.code_instruction_start = (__u16)f->meta.code_instruction_start;
+		v.deopt_sfi = (__u16)(f->meta.fixed_array_data + 8 * f->meta.deopt_sfi);
+		v.code_instruction_stream = (__u16)f->meta.code_instruction_stream;
+		v.code_instruction_size = (__u16)e->meta.code_instruction_size;
+	}
 	if (n->procs_fd >= 0 && bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_ANY) < 0)
 		return -errno;
 	return 0;
@@ -221,6 +278,7 @@ void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
 
 	/* Its functions go with it. */
 	agent_pcache__forget(&n->functions, proc->key);
+	agent_pcache__forget(&n->codes, proc->key);
 	if (!e)
 		return;
 	free(e);
@@ -294,22 +352,20 @@ static uint32_t function_line(struct agent_nodejs *n, struct js_function *fn, co
 	return fn->lines[slot].line;
 }
 
-int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
-			struct agent_js_frame *ret)
+/*
+ * The cached function of sfi, checked against the object's head; read
+ * anew when absent or changed. *alive says whether the process could be
+ * read. NULL when it cannot be named.
+ */
+static struct js_function *function_get(struct agent_nodejs *n, const struct js_proc *e, const struct agent_proc *proc,
+					uint64_t sfi, bool *alive)
 {
-	const struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
-	uint64_t sfi = (value & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG, head[3];
-	uint32_t offset1 = (uint32_t)((value >> V8_FRAME_OFFSET_SHIFT) & V8_FRAME_OFFSET_MASK);
 	struct js_function *fn;
-	bool alive = true;
+	uint64_t head[3];
 	uint8_t key[20];
 	int r;
 
-	memset(ret, 0, sizeof(*ret));
-	ret->sfi = sfi;
-	ret->offset = offset1 ? (int32_t)offset1 - 1 : -1;
-	if (!e || !(value & V8_FRAME_FLAG))
-		return -ENOENT;
+	*alive = true;
 	memcpy(key, proc->key, 12);
 	memcpy(key + 12, &sfi, 8);
 	fn = (struct js_function *)agent_pcache__get(&n->functions, key);
@@ -320,50 +376,273 @@ int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, u
 	 */
 	r = read_head(&e->meta, proc->pid, sfi, head);
 	if (r < 0) {
-		alive = false;
-		if (fn)
-			goto found;
-		n->stats.function_read_errors++;
-		return -ENOENT;
+		*alive = false;
+		if (!fn)
+			n->stats.function_read_errors++;
+		return fn;
 	}
 	if (fn && (fn->map != head[0] || fn->nos != head[1] || fn->sod != head[2])) {
 		drop_function(n, fn);
 		fn = NULL;
 	}
-	if (!fn) {
-		fn = calloc(1, sizeof(*fn));
-		if (!fn)
-			return -ENOMEM;
-		memcpy(fn->base.key, key, sizeof(key));
-		fn->base.bytes = sizeof(*fn);
-		n->stats.function_reads++;
-		r = agent_v8_describe(&e->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
-		if (r < 0) {
-			n->stats.function_read_errors++;
-			free(fn);
-			return -ENOENT;
-		}
-		fn->map = head[0];
-		fn->nos = head[1];
-		fn->sod = head[2];
-		if (agent_pcache__put(&n->functions, &fn->base) < 0) {
-			free(fn);
-			return -ENOMEM;
-		}
+	if (fn)
+		return fn;
+	fn = calloc(1, sizeof(*fn));
+	if (!fn)
+		return NULL;
+	memcpy(fn->base.key, key, sizeof(key));
+	fn->base.bytes = sizeof(*fn);
+	n->stats.function_reads++;
+	r = agent_v8_describe(&e->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
+	if (r < 0) {
+		n->stats.function_read_errors++;
+		free(fn);
+		return NULL;
 	}
-found:
+	fn->map = head[0];
+	fn->nos = head[1];
+	fn->sod = head[2];
+	if (agent_pcache__put(&n->functions, &fn->base) < 0) {
+		free(fn);
+		return NULL;
+	}
+	return fn;
+}
+
+/* ret named after fn, at line (0: the function's first). */
+static void name_frame(const struct js_function *fn, uint32_t line, struct agent_js_frame *ret)
+{
 	/* V8's profilers show a function without a name as "(anonymous)". */
 	ret->name = fn->fn.name[0] ? fn->fn.name : "(anonymous)";
 	ret->script = fn->fn.script;
 	ret->start_line = fn->fn.start_line;
-	ret->line = fn->fn.start_line;
-	if (ret->offset >= 0) {
-		uint32_t line = function_line(n, fn, &e->meta, proc->pid, sfi, (uint32_t)ret->offset, alive);
+	ret->line = line ? line : fn->fn.start_line;
+}
 
-		if (line)
-			ret->line = line;
+/*
+ * Until the process has taught where a Code keeps its instruction size,
+ * optimized frames come as their functions alone: now and then, take the
+ * Code the BPF namer offered (a builtin's, usually) and learn from it;
+ * once learned, v8_procs gets the size and the namer records optimized
+ * frames by their Code.
+ */
+static void learn_code_size(struct agent_nodejs *n, struct js_proc *e, const struct agent_proc *proc)
+{
+	struct v8_proc v;
+	uint32_t off;
+
+	if (!e->meta.has_code_positions || e->meta.code_instruction_size || n->procs_fd < 0 ||
+	    e->learn_failures >= JS_LEARN_MAX_FAILURES || e->frames++ % JS_LEARN_EVERY != 0)
+		return;
+	if (bpf_map_lookup_elem(n->procs_fd, &proc->pid, &v) < 0 || v.start_boottime_ns != proc->start_ns ||
+	    !v.learn_code)
+		return;
+	if (agent_v8_learn_code_size(&e->meta, peek, (void *)(uintptr_t)proc->pid, v.learn_code, &off) == 0 &&
+	    off <= 0xffff) {
+		struct js_file *f = agent_file_verdicts__get(&n->files, e->file_key);
+
+		e->meta.code_instruction_size = off;
+		v.code_instruction_size = (__u16)off;
+		/* Other processes of the build take it from the file at their next sync. */
+		if (f)
+			f->meta.code_instruction_size = off;
+		n->stats.code_layouts_learned++;
+	} else {
+		e->learn_failures++;
 	}
+	/* Cleared: the namer offers another Code while the size is not known. */
+	v.learn_code = 0;
+	bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_EXIST);
+}
+
+/*
+ * The process's Codes fail the checks the derived layout must pass (a
+ * build whose layout differs from what it is derived as): its optimized
+ * frames are recorded by their functions again, and it is not asked again.
+ */
+static void give_up_codes(struct agent_nodejs *n, struct js_proc *e, const struct agent_proc *proc)
+{
+	struct v8_proc v;
+
+	e->meta.code_instruction_size = 0;
+	e->learn_failures = JS_LEARN_MAX_FAILURES;
+	e->codes_off = true;
+	n->stats.code_layouts_refused++;
+	if (n->procs_fd >= 0 && bpf_map_lookup_elem(n->procs_fd, &proc->pid, &v) == 0 &&
+	    v.start_boottime_ns == proc->start_ns) {
+		v.code_instruction_size = 0;
+		v.js_function_code = 0;
+		bpf_map_update_elem(n->procs_fd, &proc->pid, &v, BPF_EXIST);
+	}
+}
+
+int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
+			struct agent_js_frame *ret)
+{
+	struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
+	uint64_t sfi = (value & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG;
+	uint32_t offset1 = (uint32_t)((value >> V8_FRAME_OFFSET_SHIFT) & V8_FRAME_OFFSET_MASK), line = 0;
+	struct js_function *fn;
+	bool alive;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->sfi = sfi;
+	ret->offset = offset1 ? (int32_t)offset1 - 1 : -1;
+	if (!e || !(value & V8_FRAME_FLAG) || (value & V8_FRAME_CODE))
+		return -ENOENT;
+	learn_code_size(n, e, proc);
+	fn = function_get(n, e, proc, sfi, &alive);
+	if (!fn)
+		return -ENOENT;
+	if (ret->offset >= 0)
+		line = function_line(n, fn, &e->meta, proc->pid, sfi, (uint32_t)ret->offset, alive);
+	name_frame(fn, line, ret);
 	return 0;
+}
+
+/* The Code's head words an entry is checked against (JS_CODE_HEAD of them), from one read. */
+static int read_code_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t code, uint64_t ret[JS_CODE_HEAD])
+{
+	const uint32_t offs[JS_CODE_HEAD] = { m->heap_object_map,	  m->code_deopt_data,
+					      m->code_source_positions,	  m->code_relocation_info,
+					      m->code_instruction_stream, m->code_instruction_start };
+	uint8_t head[JS_HEAD_MAX];
+	uint32_t span = 0;
+	int r;
+
+	for (int i = 0; i < JS_CODE_HEAD; i++)
+		span = offs[i] + 8 > span ? offs[i] + 8 : span;
+	if (span > sizeof(head))
+		return -EINVAL;
+	r = peek((void *)(uintptr_t)pid, code - m->heap_object_tag, head, span);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < JS_CODE_HEAD; i++)
+		memcpy(&ret[i], head + offs[i], 8);
+	return 0;
+}
+
+/*
+ * The functions of an optimized frame at offset of Code code, innermost
+ * first: kept with the Code, or read while the process lives; for a
+ * process that is gone, the Code's own function alone (in *ret_gone), at
+ * its first line. NULL when the Code cannot be read or is no optimized
+ * code; *ret_n 0 when the offset could not be mapped.
+ */
+static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, struct js_proc *e,
+							const struct agent_proc *proc, uint64_t code, uint32_t offset,
+							struct agent_v8_code_frame *ret_gone, int *ret_n)
+{
+	uint64_t head[JS_CODE_HEAD];
+	struct js_code *c;
+	uint8_t key[20];
+	bool alive;
+	uint32_t slot;
+	int r;
+
+	memcpy(key, proc->key, 12);
+	memcpy(key + 12, &code, 8);
+	c = (struct js_code *)agent_pcache__get(&n->codes, key);
+	alive = read_code_head(&e->meta, proc->pid, code, head) == 0;
+	if (c && alive && memcmp(c->head, head, sizeof(head)) != 0) {
+		agent_pcache__drop(&n->codes, &c->base);
+		c = NULL;
+	}
+	if (c) {
+		for (uint32_t i = 0; i < c->n_at; i++) {
+			if (c->at[i].offset == offset) {
+				*ret_n = c->at[i].n;
+				return c->at[i].f;
+			}
+		}
+	}
+	if (!alive) {
+		/* The process is gone: the Code's own function, at its first line, when it was read. */
+		if (!c || !c->sfi)
+			return NULL;
+		*ret_n = 1;
+		memset(ret_gone, 0, sizeof(*ret_gone));
+		ret_gone->sfi = c->sfi;
+		return ret_gone;
+	}
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return NULL;
+		memcpy(c->base.key, key, sizeof(key));
+		c->base.bytes = sizeof(*c);
+		memcpy(c->head, head, sizeof(head));
+		if (agent_pcache__put(&n->codes, &c->base) < 0) {
+			free(c);
+			return NULL;
+		}
+	}
+	n->stats.code_reads++;
+	slot = c->n_at < AGENT_NODEJS_CODE_OFFSETS ? c->n_at++ : c->next_at++ % AGENT_NODEJS_CODE_OFFSETS;
+	c->at[slot].offset = offset;
+	r = agent_v8_code_frames(&e->meta, peek, (void *)(uintptr_t)proc->pid, code, offset, c->at[slot].f,
+				 AGENT_V8_MAX_INLINED);
+	if (r == -EINVAL) {
+		/* No optimized code at that address (any more): nothing to name the frame by. */
+		n->stats.code_read_errors++;
+		agent_pcache__drop(&n->codes, &c->base);
+		if (++e->codes_refused >= JS_CODE_MAX_REFUSED && e->codes_refused > e->codes_read && !e->codes_off)
+			give_up_codes(n, e, proc);
+		return NULL;
+	}
+	e->codes_read++;
+	if (r < 0) {
+		n->stats.code_read_errors++;
+		r = 0;
+	} else {
+		c->sfi = c->at[slot].f[r - 1].sfi;
+		if (c->at[slot].f[r - 1].line == 0)
+			n->stats.code_lines_unknown++;
+	}
+	c->at[slot].n = r;
+	*ret_n = r;
+	return c->at[slot].f;
+}
+
+int agent_nodejs__frames(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
+			 struct agent_js_frame *ret, int room)
+{
+	struct js_proc *e = sr_htab_ptrs__get(&n->procs, proc->key, sizeof(proc->key));
+	uint64_t code = (value & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG;
+	uint32_t offset1 = (uint32_t)((value >> V8_FRAME_OFFSET_SHIFT) & V8_FRAME_OFFSET_MASK);
+	const struct agent_v8_code_frame *cf;
+	struct agent_v8_code_frame gone;
+	int n_cf = 0, out = 0;
+
+	if (room < 1)
+		return -ENOENT;
+	if (!(value & V8_FRAME_CODE))
+		return agent_nodejs__frame(n, proc, value, ret) < 0 ? -ENOENT : 1;
+	if (!e || !(value & V8_FRAME_FLAG) || !offset1)
+		return -ENOENT;
+	cf = code_functions(n, e, proc, code, offset1 - 1, &gone, &n_cf);
+	if (!cf)
+		return -ENOENT;
+	for (int i = 0; i < n_cf && out < room; i++) {
+		/* The Code's own function is last: inlined ones beyond the room are left out first. */
+		int k = i < n_cf - 1 && n_cf - i > room - out ? -1 : i;
+		struct js_function *fn;
+		bool alive;
+
+		if (k < 0)
+			continue;
+		fn = function_get(n, e, proc, cf[k].sfi, &alive);
+		if (!fn)
+			continue;
+		memset(&ret[out], 0, sizeof(ret[out]));
+		ret[out].sfi = cf[k].sfi;
+		ret[out].offset = -1;
+		name_frame(fn, cf[k].line > 0 ? (uint32_t)cf[k].line : 0, &ret[out]);
+		out++;
+	}
+	if (n_cf > 1)
+		n->stats.inlined_frames += (uint64_t)(out > 1 ? out - 1 : 0);
+	return out > 0 ? out : -ENOENT;
 }
 
 int agent_nodejs__add(struct agent_nodejs *n, const struct agent_proc *proc, const struct agent_v8_meta *m)
@@ -386,6 +665,8 @@ void agent_nodejs__stats(struct agent_nodejs *n, struct agent_nodejs_stats *ret)
 {
 	n->stats.functions_cached = n->functions.n;
 	n->stats.functions_bytes = agent_pcache__bytes(&n->functions);
-	n->stats.evicted = n->functions.evicted;
+	n->stats.codes_cached = n->codes.n;
+	n->stats.codes_bytes = agent_pcache__bytes(&n->codes);
+	n->stats.evicted = n->functions.evicted + n->codes.evicted;
 	*ret = n->stats;
 }

@@ -32,17 +32,31 @@ struct agent_proc;
 #define AGENT_NODEJS_DEFAULT_MAX_FUNCTIONS 65536
 /* Bytecode offsets of a function whose lines are kept (the least recent is replaced). */
 #define AGENT_NODEJS_LINES 16
+/* Optimized Code objects whose functions are kept (the least recently used is evicted). */
+#define AGENT_NODEJS_MAX_CODES 4096
+/* Frames one optimized frame can stand for: the functions inlined at its pc and its own (AGENT_V8_MAX_INLINED). */
+#define AGENT_NODEJS_MAX_FRAMES 8
+/* pc offsets of a Code whose functions are kept (the least recent is replaced). */
+#define AGENT_NODEJS_CODE_OFFSETS 8
 
 struct agent_nodejs_stats {
 	uint64_t processes;	       /* Node.js processes given to BPF */
 	uint64_t unsupported;	       /* node binaries whose metadata lacks what the walk needs */
 	uint64_t functions_cached;     /* functions in the cache now */
 	uint64_t functions_bytes;      /* heap they hold, with the cache's tables */
+	uint64_t codes_cached;	       /* optimized Code objects in the cache now */
+	uint64_t codes_bytes;	       /* heap they hold, with the cache's tables */
 	uint64_t function_reads;       /* functions described from processes */
 	uint64_t function_read_errors; /* ... that could not be read or were no SharedFunctionInfo */
 	uint64_t evicted;	       /* least recently used functions dropped for new ones */
 	uint64_t line_reads;	       /* lines of bytecode offsets read from processes */
 	uint64_t line_read_errors;     /* ... not found (the frame keeps the function's first line) */
+	uint64_t code_reads;	       /* optimized frames' pc offsets mapped from processes */
+	uint64_t code_read_errors;     /* ... that could not be read or were no optimized code */
+	uint64_t code_lines_unknown;   /* ... past the Code's positions (the function's first line) */
+	uint64_t inlined_frames;       /* frames of functions TurboFan inlined, exported */
+	uint64_t code_layouts_learned; /* processes that taught where a Code keeps its size */
+	uint64_t code_layouts_refused; /* ... whose Codes then failed the layout's checks (functions only again) */
 };
 
 /* A V8 frame, named. The strings live in the agent_nodejs cache until its next call. */
@@ -77,6 +91,15 @@ void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
  */
 int agent_nodejs__frame(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
 			struct agent_js_frame *ret);
+/*
+ * Names the V8 frames one ustack value stands for: an optimized frame
+ * (V8_FRAME_CODE) gives the functions TurboFan inlined at its pc,
+ * innermost first, then its own; any other value one frame, as
+ * agent_nodejs__frame(). Writes up to room frames; returns how many, or
+ * -ENOENT when none can be named.
+ */
+int agent_nodejs__frames(struct agent_nodejs *n, const struct agent_proc *proc, uint64_t value,
+			 struct agent_js_frame *ret, int room);
 void agent_nodejs__stats(struct agent_nodejs *n, struct agent_nodejs_stats *ret);
 
 struct agent_v8_meta;

@@ -218,10 +218,31 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			"line).\n"
 			"# TYPE stackrelay_agent_nodejs_line_reads_total counter\n"
 			"stackrelay_agent_nodejs_line_reads_total{result=\"read\"} %" PRIu64 "\n"
-			"stackrelay_agent_nodejs_line_reads_total{result=\"error\"} %" PRIu64 "\n",
+			"stackrelay_agent_nodejs_line_reads_total{result=\"error\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_code_reads_total Optimized frames' pc offsets mapped to "
+			"functions and lines from process memory, by result (no_line: past the code's positions, "
+			"the frame keeps its function's first line; error: no optimized code there).\n"
+			"# TYPE stackrelay_agent_nodejs_code_reads_total counter\n"
+			"stackrelay_agent_nodejs_code_reads_total{result=\"read\"} %" PRIu64 "\n"
+			"stackrelay_agent_nodejs_code_reads_total{result=\"no_line\"} %" PRIu64 "\n"
+			"stackrelay_agent_nodejs_code_reads_total{result=\"error\"} %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_inlined_frames_total Frames of functions TurboFan inlined, "
+			"exported as frames of their own.\n"
+			"# TYPE stackrelay_agent_nodejs_inlined_frames_total counter\n"
+			"stackrelay_agent_nodejs_inlined_frames_total %" PRIu64 "\n"
+			"# HELP stackrelay_agent_nodejs_code_layouts_total Node.js processes that taught where V8 "
+			"keeps a Code's instruction size (learned, from a builtin they run; until then their "
+			"optimized frames carry their function's first line), and those whose Codes then failed "
+			"the layout's checks (refused: their optimized frames are named by function again).\n"
+			"# TYPE stackrelay_agent_nodejs_code_layouts_total counter\n"
+			"stackrelay_agent_nodejs_code_layouts_total{result=\"learned\"} %" PRIu64 "\n"
+			"stackrelay_agent_nodejs_code_layouts_total{result=\"refused\"} %" PRIu64 "\n",
 			m->bpf[PROFILE_CNT_V8_FRAMES], m->run->v8_unnamed_frames, m->nodejs->processes,
 			m->nodejs->unsupported, m->nodejs->functions_cached, m->nodejs->function_reads,
-			m->nodejs->function_read_errors, m->nodejs->line_reads, m->nodejs->line_read_errors);
+			m->nodejs->function_read_errors, m->nodejs->line_reads, m->nodejs->line_read_errors,
+			m->nodejs->code_reads - m->nodejs->code_read_errors - m->nodejs->code_lines_unknown,
+			m->nodejs->code_lines_unknown, m->nodejs->code_read_errors, m->nodejs->inlined_frames,
+			m->nodejs->code_layouts_learned, m->nodejs->code_layouts_refused);
 	if (m->n_caches) {
 		cache_family(f, m, "entries",
 			     "Entries each of the agent's caches holds now (one that stays at its limit is full, not "

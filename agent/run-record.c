@@ -65,39 +65,51 @@ static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t va
 /*
  * A V8 frame of the BPF namer (bpf/v8frame.h): an INTERPRETED frame of a
  * "v8js" function (the runtime is the OpenTelemetry frame type), named
- * "function (script:line)"-wise as node --cpu-prof names it. An
- * interpreted frame's line is the one its bytecode offset runs, and its
- * address that offset (as a Java frame's is its bytecode index); any
- * other frame's line is the function's first, its address 0. A frame that
- * cannot be named stays UNKNOWN with the namer's value.
+ * "function (script:line)"-wise as node --cpu-prof names it; an optimized
+ * frame gives the functions TurboFan inlined at its pc, innermost first,
+ * then its own. An interpreted frame's line is the one its bytecode offset
+ * runs, and its address that offset (as a Java frame's is its bytecode
+ * index); an optimized frame's the line its pc runs, address 0; a baseline
+ * frame's the function's first line. Writes up to room frames and returns
+ * how many (at least one: a frame that cannot be named stays UNKNOWN with
+ * the namer's value).
  */
-static void v8_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret)
+static size_t v8_frames(struct run_ctx *c, struct agent_proc *proc, uint64_t value, struct agent_frame *ret,
+			size_t room)
 {
-	struct agent_js_frame jf;
-	struct agent_function_def def = { 0 };
-	int64_t fn;
+	struct agent_js_frame jf[AGENT_NODEJS_MAX_FRAMES];
+	size_t out = 0;
+	int n = -ENOENT;
 
-	ret->address = value;
-	ret->exe = AGENT_EXE_NONE;
-	ret->line = 0;
-	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-	if (!c->nodejs || !proc || agent_nodejs__frame(c->nodejs, proc, value, &jf) < 0) {
-		c->stats.v8_unnamed_frames++;
-		return;
+	if (c->nodejs && proc)
+		n = agent_nodejs__frames(c->nodejs, proc, value, jf,
+					 (int)SR_MIN(room, (size_t)AGENT_NODEJS_MAX_FRAMES));
+	for (int i = 0; i < n; i++) {
+		struct agent_function_def def = { 0 };
+		int64_t fn;
+
+		def.runtime = "v8js";
+		def.name = jf[i].name;
+		def.file_name = jf[i].script;
+		def.start_line = jf[i].start_line;
+		fn = agent_store__add_function(c->store, &def, c->window);
+		if (fn < 0)
+			continue;
+		ret[out].address = jf[i].offset >= 0 ? (uint64_t)jf[i].offset : 0;
+		ret[out].exe = (uint32_t)fn;
+		ret[out].line = jf[i].line;
+		ret[out].kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
+		out++;
 	}
-	def.runtime = "v8js";
-	def.name = jf.name;
-	def.file_name = jf.script;
-	def.start_line = jf.start_line;
-	fn = agent_store__add_function(c->store, &def, c->window);
-	if (fn < 0) {
+	if (out == 0) {
 		c->stats.v8_unnamed_frames++;
-		return;
+		ret[0].address = value;
+		ret[0].exe = AGENT_EXE_NONE;
+		ret[0].line = 0;
+		ret[0].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+		return 1;
 	}
-	ret->address = jf.offset >= 0 ? (uint64_t)jf.offset : 0;
-	ret->exe = (uint32_t)fn;
-	ret->line = jf.line;
-	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
+	return out;
 }
 
 /*
@@ -204,7 +216,7 @@ static void resolve_jit(struct run_ctx *c, const struct profile_sample *s, struc
 static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 {
 	const struct profile_sample *s = ev->sample;
-	/* Room for a compiled Java frame's inlined methods beside the kernel and user stacks. */
+	/* Room for compiled Java and optimized V8 frames' inlined functions beside the kernel and user stacks. */
 	struct agent_frame frames[4 * PROFILE_MAX_STACK_DEPTH];
 	struct agent_agg_key key = { 0 };
 	struct agent_agg_labels labels = { 0 };
@@ -262,7 +274,10 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 						 SR_ARRAY_SIZE(frames) - n - (ev->n_ustack - i - 1)) -
 				     1;
 			} else if (s->ustack[i] & V8_FRAME_FLAG) {
-				v8_frame(c, proc, s->ustack[i], &frames[n]);
+				/* Keeps a slot for each user frame still to come. */
+				n += v8_frames(c, proc, s->ustack[i], &frames[n],
+					       SR_ARRAY_SIZE(frames) - n - (ev->n_ustack - i - 1)) -
+				     1;
 			} else if (same_image) {
 				if (agent_procs__user_frame(c->procs, proc, addr, c->now_mono, &frames[n]))
 					resolve_jit(c, s, proc, addr, &frames[n]);

@@ -330,9 +330,12 @@ static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g,
 	if (c->python)
 		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects,
 		      c->python_stats.codes_bytes);
-	if (c->nodejs)
+	if (c->nodejs) {
 		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions,
 		      c->nodejs_stats.functions_bytes);
+		GAUGE("nodejs_code_objects", c->nodejs_stats.codes_cached, AGENT_NODEJS_MAX_CODES,
+		      c->nodejs_stats.codes_bytes);
+	}
 	if (c->java) {
 		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods, c->java_stats.methods_bytes);
 		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS, c->java_stats.pcs_bytes);
@@ -853,11 +856,15 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 		sr_log_info("agent", "nodejs frames",
 			    "frames=%" PRIu64 " unnamed_frames=%" PRIu64 " processes=%" PRIu64 " unsupported=%" PRIu64
 			    " functions=%" PRIu64 " function_reads=%" PRIu64 " read_errors=%" PRIu64
-			    " line_reads=%" PRIu64 " line_read_errors=%" PRIu64,
+			    " line_reads=%" PRIu64 " line_read_errors=%" PRIu64 " code_reads=%" PRIu64
+			    " code_read_errors=%" PRIu64 " code_lines_unknown=%" PRIu64 " inlined_frames=%" PRIu64
+			    " code_layouts_learned=%" PRIu64 " code_layouts_refused=%" PRIu64,
 			    c.bpf[PROFILE_CNT_V8_FRAMES], c.stats.v8_unnamed_frames, c.nodejs_stats.processes,
 			    c.nodejs_stats.unsupported, c.nodejs_stats.functions_cached, c.nodejs_stats.function_reads,
 			    c.nodejs_stats.function_read_errors, c.nodejs_stats.line_reads,
-			    c.nodejs_stats.line_read_errors);
+			    c.nodejs_stats.line_read_errors, c.nodejs_stats.code_reads, c.nodejs_stats.code_read_errors,
+			    c.nodejs_stats.code_lines_unknown, c.nodejs_stats.inlined_frames,
+			    c.nodejs_stats.code_layouts_learned, c.nodejs_stats.code_layouts_refused);
 	}
 	if (c.java) {
 		agent_java__stats(c.java, &c.java_stats);

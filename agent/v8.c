@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "v8.h"
+#include "v8-private.h"
 
 /* ScopeInfo keeps up to this many context local names inline (V8's kScopeInfoMaxInlinedLocalNamesSize). */
 #define V8_MAX_INLINED_LOCALS 75
@@ -78,6 +79,20 @@ static const struct meta_field fields[] = {
 	F("type_ByteArray__BYTE_ARRAY_TYPE", type_byte_array, false),
 	F("type_FixedArray__FIXED_ARRAY_TYPE", type_fixed_array, false),
 	F("type_Code__CODE_TYPE", type_code, false),
+	/* Optimized code (has_code_positions). */
+	F("class_JSObject__elements__Object", js_object_elements, false),
+	F("class_JSFunction__context__Context", js_function_context, false),
+	F("class_JSFunction__raw_feedback_cell__FeedbackCell", js_function_feedback_cell, false),
+	F("class_JSFunction__prototype_or_initial_map__HeapObject", js_function_prototype_or_initial_map, false),
+	F("class_Code__relocation_info__ByteArray", code_relocation_info, false),
+	F("class_Code__deoptimization_data__FixedArray", code_deopt_data, false),
+	F("class_Code__source_position_table__ByteArray", code_source_positions, false),
+	F("class_Code__bytecode_offset_table__ByteArray", code_bytecode_offsets, false),
+	F("class_InstructionStream__instruction_start__uintptr_t", istream_instruction_start, false),
+	F("DeoptimizationDataLiteralArrayIndex", deopt_literals, false),
+	F("DeoptimizationDataSharedFunctionInfoIndex", deopt_sfi, false),
+	F("DeoptimizationDataInliningPositionsIndex", deopt_inlining_positions, false),
+	F("type_InstructionStream__INSTRUCTION_STREAM_TYPE", type_instruction_stream, false),
 };
 
 /* What agent_v8_line() needs besides the names' fields (the baseline Code's is optional). */
@@ -94,7 +109,30 @@ static const char *const position_fields[] = {
 	"v8dbg_type_FixedArray__FIXED_ARRAY_TYPE",
 };
 
+/* What agent_v8_code_frames() needs besides the lines' fields. */
+static const char *const code_fields[] = {
+	"v8dbg_class_JSObject__elements__Object",
+	"v8dbg_class_JSFunction__context__Context",
+	"v8dbg_class_JSFunction__raw_feedback_cell__FeedbackCell",
+	"v8dbg_class_JSFunction__prototype_or_initial_map__HeapObject",
+	"v8dbg_class_Code__relocation_info__ByteArray",
+	"v8dbg_class_Code__deoptimization_data__FixedArray",
+	"v8dbg_class_Code__source_position_table__ByteArray",
+	"v8dbg_class_InstructionStream__instruction_start__uintptr_t",
+	"v8dbg_DeoptimizationDataLiteralArrayIndex",
+	"v8dbg_DeoptimizationDataSharedFunctionInfoIndex",
+	"v8dbg_DeoptimizationDataInliningPositionsIndex",
+	"v8dbg_type_Code__CODE_TYPE",
+	"v8dbg_type_InstructionStream__INSTRUCTION_STREAM_TYPE",
+};
+
 #define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
+
+/*
+ * Builtins a JSFunction's code slot holds most often: an interpreted
+ * function's (the interpreter's entry) and one not compiled yet.
+ */
+static const char *const learn_builtins[AGENT_V8_LEARN_BUILTINS] = { "InterpreterEntryTrampoline", "CompileLazy" };
 
 /* A symbol's int: from its section's bytes, or 0 in .bss (the metadata script leaves zeros there). */
 static int read_sym_i32(Elf *elf, const GElf_Sym *sym, int32_t *ret)
@@ -126,6 +164,49 @@ static bool found_named(const bool *found, const char *name)
 	return false;
 }
 
+/* The derived slots of optimized code's layout (agent/v8.h), when the metadata has what they are derived from. */
+static void code_layout(const bool *found, struct agent_v8_meta *m)
+{
+	const uint32_t named[] = { m->js_function_shared, m->js_function_context, m->js_function_feedback_cell };
+	/* The Code's tagged fields of the metadata, then its InstructionStream and first instruction's address. */
+	const uint32_t code[] = { m->code_relocation_info, m->code_deopt_data, m->code_source_positions,
+				  m->code_bytecode_offsets, m->code_bytecode_or_interpreter_data };
+	uint32_t last_tagged = 0, free_slot = 0, n_free = 0;
+
+	m->has_code_positions = m->has_positions;
+	for (size_t i = 0; i < sizeof(code_fields) / sizeof(code_fields[0]); i++)
+		if (!found_named(found, code_fields[i]))
+			m->has_code_positions = false;
+	/* A file's values are untrusted: the slots searched and kept (in 16 bits on the BPF side) are bounded first. */
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++)
+		if (code[i] > 0x400)
+			m->has_code_positions = false;
+	if (m->js_object_elements % 8 || m->js_object_elements > 0x400 ||
+	    m->js_function_prototype_or_initial_map > 0x400 || m->deopt_sfi > 0x1000 || m->deopt_literals > 0x1000 ||
+	    m->deopt_inlining_positions > 0x1000 || m->istream_instruction_start > 0x1000)
+		m->has_code_positions = false;
+	if (!m->has_code_positions)
+		return;
+	/* JSFunction's tagged slots past JSObject's header: the one the metadata does not name is the code. */
+	for (uint32_t off = m->js_object_elements + 8; off < m->js_function_prototype_or_initial_map; off += 8) {
+		bool is_named = false;
+
+		for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
+			is_named |= named[i] == off;
+		if (!is_named) {
+			free_slot = off;
+			n_free++;
+		}
+	}
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++)
+		last_tagged = code[i] > last_tagged ? code[i] : last_tagged;
+	m->js_function_code = free_slot;
+	m->code_instruction_stream = last_tagged + 8;
+	m->code_instruction_start = last_tagged + 16;
+	if (n_free != 1)
+		m->has_code_positions = false;
+}
+
 int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
 {
 	bool found[N_FIELDS] = { false };
@@ -154,6 +235,15 @@ int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
 			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (name && !strncmp(name, "Builtins_", 9)) {
+				for (size_t k = 0; k < AGENT_V8_LEARN_BUILTINS; k++) {
+					if (!strcmp(name + 9, learn_builtins[k]) && sym.st_size > 0) {
+						ret->builtins[k].addr = sym.st_value;
+						ret->builtins[k].size = sym.st_size;
+					}
+				}
+				continue;
+			}
 			if (!name || strncmp(name, "v8dbg_", 6) != 0 || read_sym_i32(elf, &sym, &v) < 0)
 				continue;
 			seen++;
@@ -191,6 +281,7 @@ int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
 	    ret->off_fp_bytecode_offset < -256 || ret->bytecode_source_positions + 8 > ret->bytecode_data ||
 	    ret->bytecode_data > 0xffff || ret->fixed_array_data > 0xffff)
 		ret->has_positions = false;
+	code_layout(found, ret);
 	/*
 	 * JSFunction's subclasses (class constructors, the builtin
 	 * constructors) take the instance types right after JS_FUNCTION_TYPE,
@@ -210,47 +301,41 @@ int agent_v8_meta_read(Elf *elf, struct agent_v8_meta *ret)
 	return 0;
 }
 
-struct reader {
-	const struct agent_v8_meta *m;
-	agent_v8_read_fn read;
-	void *ctx;
-};
-
-static bool is_object(const struct reader *r, uint64_t tagged)
+bool agent_v8_is_object(const struct agent_v8_reader *r, uint64_t tagged)
 {
 	return (tagged & r->m->heap_object_tag_mask) == r->m->heap_object_tag;
 }
 
-static uint64_t untag(const struct reader *r, uint64_t tagged)
+uint64_t agent_v8_untag(const struct agent_v8_reader *r, uint64_t tagged)
 {
 	return tagged - r->m->heap_object_tag;
 }
 
-static int read_u64(const struct reader *r, uint64_t addr, uint64_t *ret)
+int agent_v8_read_u64(const struct agent_v8_reader *r, uint64_t addr, uint64_t *ret)
 {
 	return r->read(r->ctx, addr, ret, sizeof(*ret));
 }
 
 /* The instance type of a tagged object, read through its map; -EINVAL when it is no object. */
-static int type_of(const struct reader *r, uint64_t tagged, uint32_t *ret)
+int agent_v8_type_of(const struct agent_v8_reader *r, uint64_t tagged, uint32_t *ret)
 {
 	uint64_t map;
 	uint16_t t;
 	int e;
 
-	if (!is_object(r, tagged))
+	if (!agent_v8_is_object(r, tagged))
 		return -EINVAL;
-	if ((e = read_u64(r, untag(r, tagged) + r->m->heap_object_map, &map)) < 0)
+	if ((e = agent_v8_read_u64(r, agent_v8_untag(r, tagged) + r->m->heap_object_map, &map)) < 0)
 		return e;
-	if (!is_object(r, map))
+	if (!agent_v8_is_object(r, map))
 		return -EINVAL;
-	if ((e = r->read(r->ctx, untag(r, map) + r->m->map_instance_type, &t, sizeof(t))) < 0)
+	if ((e = r->read(r->ctx, agent_v8_untag(r, map) + r->m->map_instance_type, &t, sizeof(t))) < 0)
 		return e;
 	*ret = t;
 	return 0;
 }
 
-static bool smi_value(const struct reader *r, uint64_t v, int64_t *ret)
+bool agent_v8_smi_value(const struct agent_v8_reader *r, uint64_t v, int64_t *ret)
 {
 	if (v & 1)
 		return false;
@@ -262,7 +347,8 @@ static bool smi_value(const struct reader *r, uint64_t v, int64_t *ret)
 typedef bool (*visit_fn)(void *vctx, const char *s, size_t n);
 
 /* Visits up to limit characters of the string; returns 0 or -errno. */
-static int walk_string(const struct reader *r, uint64_t tagged, size_t limit, visit_fn visit, void *vctx, int depth)
+static int walk_string(const struct agent_v8_reader *r, uint64_t tagged, size_t limit, visit_fn visit, void *vctx,
+		       int depth)
 {
 	const struct agent_v8_meta *m = r->m;
 	uint32_t type, repr;
@@ -272,22 +358,22 @@ static int walk_string(const struct reader *r, uint64_t tagged, size_t limit, vi
 
 	if (depth > AGENT_V8_MAX_CONS)
 		return -ELOOP;
-	if ((e = type_of(r, tagged, &type)) < 0)
+	if ((e = agent_v8_type_of(r, tagged, &type)) < 0)
 		return e;
 	if (type >= m->first_nonstring_type)
 		return -EINVAL;
-	base = untag(r, tagged);
+	base = agent_v8_untag(r, tagged);
 	repr = type & m->string_representation_mask;
 	if (repr == m->thin_string_tag) {
-		if ((e = read_u64(r, base + m->thin_actual, &p)) < 0)
+		if ((e = agent_v8_read_u64(r, base + m->thin_actual, &p)) < 0)
 			return e;
 		return walk_string(r, p, limit, visit, vctx, depth + 1);
 	}
 	if (repr == m->cons_string_tag) {
 		uint64_t first, second;
 
-		if ((e = read_u64(r, base + m->cons_first, &first)) < 0 ||
-		    (e = read_u64(r, base + m->cons_second, &second)) < 0)
+		if ((e = agent_v8_read_u64(r, base + m->cons_first, &first)) < 0 ||
+		    (e = agent_v8_read_u64(r, base + m->cons_second, &second)) < 0)
 			return e;
 		if ((e = walk_string(r, first, limit, visit, vctx, depth + 1)) < 0)
 			return e;
@@ -340,7 +426,7 @@ static bool copy_visit(void *vctx, const char *s, size_t n)
 	return c->n + 1 < c->cap;
 }
 
-static int copy_string(const struct reader *r, uint64_t tagged, char *out, size_t cap)
+static int copy_string(const struct agent_v8_reader *r, uint64_t tagged, char *out, size_t cap)
 {
 	struct copy_ctx c = { out, cap, 0 };
 
@@ -371,17 +457,17 @@ static bool line_visit(void *vctx, const char *s, size_t n)
 }
 
 /* The function's name and position from its ScopeInfo (its layout is not in the metadata: see below). */
-static int from_scope_info(const struct reader *r, uint64_t scope, struct agent_v8_function *ret)
+static int from_scope_info(const struct agent_v8_reader *r, uint64_t scope, struct agent_v8_function *ret)
 {
 	const struct agent_v8_meta *m = r->m;
-	uint64_t base = untag(r, scope), v, locals_v;
+	uint64_t base = agent_v8_untag(r, scope), v, locals_v;
 	int64_t locals, a, b;
 	uint32_t slot, type;
 	int e;
 
-	if ((e = read_u64(r, base + 8 + 8 * (uint64_t)m->scopeinfo_ncontextlocals, &locals_v)) < 0)
+	if ((e = agent_v8_read_u64(r, base + 8 + 8 * (uint64_t)m->scopeinfo_ncontextlocals, &locals_v)) < 0)
 		return e;
-	if (!smi_value(r, locals_v, &locals) || locals < 0 || locals > 4096)
+	if (!agent_v8_smi_value(r, locals_v, &locals) || locals < 0 || locals > 4096)
 		return -EINVAL;
 	/*
 	 * Past the header (flags, parameter count, context local count) come
@@ -394,9 +480,9 @@ static int from_scope_info(const struct reader *r, uint64_t scope, struct agent_
 	 */
 	slot = m->scopeinfo_first_vars + (locals > V8_MAX_INLINED_LOCALS ? 1 : 2 * (uint32_t)locals);
 	for (uint32_t i = 0; i < AGENT_V8_SCOPE_SCAN; i++, slot++) {
-		if ((e = read_u64(r, base + 8 + 8 * (uint64_t)slot, &v)) < 0)
+		if ((e = agent_v8_read_u64(r, base + 8 + 8 * (uint64_t)slot, &v)) < 0)
 			return e;
-		if (is_object(r, v) && type_of(r, v, &type) == 0 && type < m->first_nonstring_type) {
+		if (agent_v8_is_object(r, v) && agent_v8_type_of(r, v, &type) == 0 && type < m->first_nonstring_type) {
 			e = copy_string(r, v, ret->name, sizeof(ret->name));
 			if (e < 0 && e != -EOPNOTSUPP)
 				return e;
@@ -408,10 +494,10 @@ static int from_scope_info(const struct reader *r, uint64_t scope, struct agent_
 	for (uint32_t i = 0; i < AGENT_V8_SCOPE_SCAN; i++, slot++) {
 		uint64_t w;
 
-		if ((e = read_u64(r, base + 8 + 8 * (uint64_t)slot, &v)) < 0 ||
-		    (e = read_u64(r, base + 8 + 8 * (uint64_t)(slot + 1), &w)) < 0)
+		if ((e = agent_v8_read_u64(r, base + 8 + 8 * (uint64_t)slot, &v)) < 0 ||
+		    (e = agent_v8_read_u64(r, base + 8 + 8 * (uint64_t)(slot + 1), &w)) < 0)
 			return e;
-		if (smi_value(r, v, &a) && smi_value(r, w, &b) && a >= 0 && a < b && b <= INT32_MAX) {
+		if (agent_v8_smi_value(r, v, &a) && agent_v8_smi_value(r, w, &b) && a >= 0 && a < b && b <= INT32_MAX) {
 			ret->start_pos = (uint32_t)a;
 			return 0;
 		}
@@ -422,19 +508,19 @@ static int from_scope_info(const struct reader *r, uint64_t scope, struct agent_
 int agent_v8_describe(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi,
 		      struct agent_v8_function *ret)
 {
-	struct reader r = { m, read, ctx };
+	struct agent_v8_reader r = { m, read, ctx };
 	uint64_t nos, sod, name, source;
 	uint32_t type;
 	int e;
 
 	memset(ret, 0, sizeof(*ret));
-	if ((e = type_of(&r, sfi, &type)) < 0)
+	if ((e = agent_v8_type_of(&r, sfi, &type)) < 0)
 		return e;
 	if (type != m->type_sfi)
 		return -EINVAL;
-	if ((e = read_u64(&r, untag(&r, sfi) + m->sfi_name_or_scope_info, &nos)) < 0)
+	if ((e = agent_v8_read_u64(&r, agent_v8_untag(&r, sfi) + m->sfi_name_or_scope_info, &nos)) < 0)
 		return e;
-	if (is_object(&r, nos) && type_of(&r, nos, &type) == 0) {
+	if (agent_v8_is_object(&r, nos) && agent_v8_type_of(&r, nos, &type) == 0) {
 		if (type == m->type_scope_info)
 			e = from_scope_info(&r, nos, ret);
 		else if (type < m->first_nonstring_type)
@@ -442,14 +528,14 @@ int agent_v8_describe(const struct agent_v8_meta *m, agent_v8_read_fn read, void
 		if (e < 0 && e != -EOPNOTSUPP)
 			return e;
 	}
-	if ((e = read_u64(&r, untag(&r, sfi) + m->sfi_script_or_debug_info, &sod)) < 0)
+	if ((e = agent_v8_read_u64(&r, agent_v8_untag(&r, sfi) + m->sfi_script_or_debug_info, &sod)) < 0)
 		return e;
 	/* A DebugInfo (a debugger attached) in place of the script: no script name. */
-	if (type_of(&r, sod, &type) < 0 || type != m->type_script)
+	if (agent_v8_type_of(&r, sod, &type) < 0 || type != m->type_script)
 		return 0;
-	if (read_u64(&r, untag(&r, sod) + m->script_name, &name) == 0)
+	if (agent_v8_read_u64(&r, agent_v8_untag(&r, sod) + m->script_name, &name) == 0)
 		(void)copy_string(&r, name, ret->script, sizeof(ret->script));
-	if (ret->start_pos && read_u64(&r, untag(&r, sod) + m->script_source, &source) == 0) {
+	if (ret->start_pos && agent_v8_read_u64(&r, agent_v8_untag(&r, sod) + m->script_source, &source) == 0) {
 		struct line_ctx lc = { .pos = ret->start_pos, .line = 1 };
 
 		if (walk_string(&r, source, AGENT_V8_MAX_SOURCE, line_visit, &lc, 0) == 0 && (lc.done || lc.pos == 0))
@@ -476,14 +562,18 @@ static int decode_int(const uint8_t *p, size_t n, size_t *i, int64_t *ret)
 	return 0;
 }
 
-int agent_v8_position_at(const uint8_t *table, size_t n, uint32_t offset, int64_t *ret_pos)
+/* The entry at or before offset; to_end: read on to the last entry (its code offset), else stop past offset. */
+static int scan_positions(const uint8_t *table, size_t n, uint32_t offset, bool to_end,
+			  struct agent_v8_source_position *ret)
 {
 	/* Entries are deltas from the previous one; the first from code offset -1 (the function's entry), position 0. */
-	int64_t code = -1, raw = 0, found = -1, d;
+	int64_t code = -1, raw = 0, d;
 	size_t i = 0;
 	int e;
 
-	*ret_pos = AGENT_V8_NO_POSITION;
+	ret->script_offset = AGENT_V8_NO_POSITION;
+	ret->inlining_id = -1;
+	ret->last_code_offset = -1;
 	while (i < n) {
 		if ((e = decode_int(table, n, &i, &d)) < 0)
 			return e;
@@ -494,63 +584,70 @@ int agent_v8_position_at(const uint8_t *table, size_t n, uint32_t offset, int64_
 		code += d;
 		if ((e = decode_int(table, n, &i, &d)) < 0)
 			return e;
-		if (code > (int64_t)offset)
-			break;
 		if ((d > 0 && raw > INT64_MAX - d) || (d < 0 && raw < INT64_MIN - d))
 			return -EINVAL;
+		if (code > (int64_t)offset && !to_end)
+			break;
 		raw += d;
-		found = raw;
+		ret->last_code_offset = code;
+		if (code > (int64_t)offset)
+			continue;
+		if (!agent_v8_decode_position(raw, &ret->script_offset, &ret->inlining_id)) {
+			ret->script_offset = AGENT_V8_NO_POSITION;
+			ret->inlining_id = -1;
+		}
 	}
-	/*
-	 * V8's SourcePosition: bit 0 says external (a position in another
-	 * file: none here), bits 1-30 the script offset plus one.
-	 */
-	if (found >= 0 && !(found & 1))
-		*ret_pos = ((found >> 1) & ((1 << 30) - 1)) - 1;
 	return 0;
 }
 
+int agent_v8_source_position_at(const uint8_t *table, size_t n, uint32_t offset, struct agent_v8_source_position *ret)
+{
+	return scan_positions(table, n, offset, true, ret);
+}
+
+int agent_v8_position_at(const uint8_t *table, size_t n, uint32_t offset, int64_t *ret_pos)
+{
+	struct agent_v8_source_position sp;
+	int e = scan_positions(table, n, offset, false, &sp);
+
+	*ret_pos = e == 0 ? sp.script_offset : AGENT_V8_NO_POSITION;
+	return e;
+}
+
 /* A Smi field of the object at tagged pointer obj. */
-static int read_smi(const struct reader *r, uint64_t obj, uint32_t off, int64_t *ret)
+int agent_v8_read_smi(const struct agent_v8_reader *r, uint64_t obj, uint32_t off, int64_t *ret)
 {
 	uint64_t v;
 	int e;
 
-	if ((e = read_u64(r, untag(r, obj) + off, &v)) < 0)
+	if ((e = agent_v8_read_u64(r, agent_v8_untag(r, obj) + off, &v)) < 0)
 		return e;
-	return smi_value(r, v, ret) ? 0 : -EINVAL;
+	return agent_v8_smi_value(r, v, ret) ? 0 : -EINVAL;
 }
 
 /* The tagged field at off of obj, when it is an object of type want. */
-static int read_typed(const struct reader *r, uint64_t obj, uint32_t off, uint32_t want, uint64_t *ret)
+int agent_v8_read_typed(const struct agent_v8_reader *r, uint64_t obj, uint32_t off, uint32_t want, uint64_t *ret)
 {
 	uint32_t type;
 	int e;
 
-	if ((e = read_u64(r, untag(r, obj) + off, ret)) < 0)
+	if ((e = agent_v8_read_u64(r, agent_v8_untag(r, obj) + off, ret)) < 0)
 		return e;
-	if ((e = type_of(r, *ret, &type)) < 0)
+	if ((e = agent_v8_type_of(r, *ret, &type)) < 0)
 		return e == -EINVAL ? -ENOENT : e;
 	return type == want ? 0 : -ENOENT;
 }
 
-/* The bytecode's source position table, decoded at offset: a script position, or -ENOENT. */
-static int bytecode_position(const struct reader *r, uint64_t bytecode, uint32_t offset, int64_t *ret)
+int agent_v8_byte_array(const struct agent_v8_reader *r, uint64_t array, uint8_t **ret, size_t *ret_len)
 {
 	const struct agent_v8_meta *m = r->m;
-	uint64_t table;
 	int64_t len;
 	uint8_t *buf;
 	int e;
 
-	if ((e = read_smi(r, bytecode, m->fixed_array_length, &len)) < 0)
-		return e;
-	if (len < 0 || offset >= len)
-		return -ENOENT;
-	/* Undefined until V8 builds it, an exception when that failed. */
-	if ((e = read_typed(r, bytecode, m->bytecode_source_positions, m->type_byte_array, &table)) < 0)
-		return e;
-	if ((e = read_smi(r, table, m->fixed_array_length, &len)) < 0)
+	*ret = NULL;
+	*ret_len = 0;
+	if ((e = agent_v8_read_smi(r, array, m->fixed_array_length, &len)) < 0)
 		return e;
 	if (len <= 0)
 		return -ENOENT;
@@ -560,9 +657,36 @@ static int bytecode_position(const struct reader *r, uint64_t bytecode, uint32_t
 	if (!buf)
 		return -ENOMEM;
 	/* A ByteArray's bytes follow the same header as a FixedArray's elements (map, length). */
-	e = r->read(r->ctx, untag(r, table) + m->fixed_array_data, buf, (size_t)len);
-	if (e == 0)
-		e = agent_v8_position_at(buf, (size_t)len, offset, ret);
+	e = r->read(r->ctx, agent_v8_untag(r, array) + m->fixed_array_data, buf, (size_t)len);
+	if (e < 0) {
+		free(buf);
+		return e;
+	}
+	*ret = buf;
+	*ret_len = (size_t)len;
+	return 0;
+}
+
+/* The bytecode's source position table, decoded at offset: a script position, or -ENOENT. */
+static int bytecode_position(const struct agent_v8_reader *r, uint64_t bytecode, uint32_t offset, int64_t *ret)
+{
+	const struct agent_v8_meta *m = r->m;
+	uint64_t table;
+	int64_t len;
+	uint8_t *buf;
+	size_t n;
+	int e;
+
+	if ((e = agent_v8_read_smi(r, bytecode, m->fixed_array_length, &len)) < 0)
+		return e;
+	if (len < 0 || offset >= len)
+		return -ENOENT;
+	/* Undefined until V8 builds it, an exception when that failed. */
+	if ((e = agent_v8_read_typed(r, bytecode, m->bytecode_source_positions, m->type_byte_array, &table)) < 0)
+		return e;
+	if ((e = agent_v8_byte_array(r, table, &buf, &n)) < 0)
+		return e;
+	e = agent_v8_position_at(buf, n, offset, ret);
 	free(buf);
 	if (e == 0 && *ret < 0)
 		e = -ENOENT;
@@ -570,7 +694,7 @@ static int bytecode_position(const struct reader *r, uint64_t bytecode, uint32_t
 }
 
 /* The 1-based line of script position pos: by the script's line ends, or by its source when V8 has none yet. */
-static int script_line(const struct reader *r, uint64_t script, int64_t pos)
+int agent_v8_script_line(const struct agent_v8_reader *r, uint64_t script, int64_t pos)
 {
 	const struct agent_v8_meta *m = r->m;
 	struct line_ctx lc = { .line = 1 };
@@ -580,17 +704,18 @@ static int script_line(const struct reader *r, uint64_t script, int64_t pos)
 
 	if (pos > INT32_MAX)
 		return -ENOENT;
-	if (read_typed(r, script, m->script_line_ends, m->type_fixed_array, &ends) == 0 &&
-	    read_smi(r, ends, m->fixed_array_length, &n) == 0 && n > 0 && n <= AGENT_V8_MAX_LINE_ENDS) {
+	if (agent_v8_read_typed(r, script, m->script_line_ends, m->type_fixed_array, &ends) == 0 &&
+	    agent_v8_read_smi(r, ends, m->fixed_array_length, &n) == 0 && n > 0 && n <= AGENT_V8_MAX_LINE_ENDS) {
 		/* The first line whose end (its newline's position) is at or past pos. */
 		hi = n;
 		while (lo < hi) {
 			int64_t mid = lo + (hi - lo) / 2;
 			uint64_t w;
 
-			if ((e = read_u64(r, untag(r, ends) + m->fixed_array_data + 8 * (uint64_t)mid, &w)) < 0)
+			if ((e = agent_v8_read_u64(r, agent_v8_untag(r, ends) + m->fixed_array_data + 8 * (uint64_t)mid,
+						   &w)) < 0)
 				return e;
-			if (!smi_value(r, w, &v))
+			if (!agent_v8_smi_value(r, w, &v))
 				return -EINVAL;
 			if (v < pos)
 				lo = mid + 1;
@@ -599,7 +724,7 @@ static int script_line(const struct reader *r, uint64_t script, int64_t pos)
 		}
 		return lo < INT32_MAX ? (int)lo + 1 : -ENOENT;
 	}
-	if ((e = read_u64(r, untag(r, script) + m->script_source, &source)) < 0)
+	if ((e = agent_v8_read_u64(r, agent_v8_untag(r, script) + m->script_source, &source)) < 0)
 		return e;
 	lc.pos = (uint32_t)pos;
 	if ((e = walk_string(r, source, AGENT_V8_MAX_SOURCE, line_visit, &lc, 0)) < 0)
@@ -609,7 +734,7 @@ static int script_line(const struct reader *r, uint64_t script, int64_t pos)
 
 int agent_v8_line(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ctx, uint64_t sfi, uint32_t offset)
 {
-	struct reader r = { m, read, ctx };
+	struct agent_v8_reader r = { m, read, ctx };
 	uint64_t data, script;
 	uint32_t type;
 	int64_t pos;
@@ -617,24 +742,25 @@ int agent_v8_line(const struct agent_v8_meta *m, agent_v8_read_fn read, void *ct
 
 	if (!m->has_positions)
 		return -ENOENT;
-	if ((e = type_of(&r, sfi, &type)) < 0)
+	if ((e = agent_v8_type_of(&r, sfi, &type)) < 0)
 		return e;
 	if (type != m->type_sfi)
 		return -EINVAL;
-	if ((e = read_u64(&r, untag(&r, sfi) + m->sfi_function_data, &data)) < 0)
+	if ((e = agent_v8_read_u64(&r, agent_v8_untag(&r, sfi) + m->sfi_function_data, &data)) < 0)
 		return e;
-	if ((e = type_of(&r, data, &type)) < 0)
+	if ((e = agent_v8_type_of(&r, data, &type)) < 0)
 		return e == -EINVAL ? -ENOENT : e;
 	/* A function with baseline (Sparkplug) code keeps that Code there, and its bytecode in it. */
 	if (m->type_code && type == m->type_code) {
-		if ((e = read_typed(&r, data, m->code_bytecode_or_interpreter_data, m->type_bytecode_array, &data)) < 0)
+		if ((e = agent_v8_read_typed(&r, data, m->code_bytecode_or_interpreter_data, m->type_bytecode_array,
+					     &data)) < 0)
 			return e;
 	} else if (type != m->type_bytecode_array) {
 		return -ENOENT;
 	}
 	if ((e = bytecode_position(&r, data, offset, &pos)) < 0)
 		return e;
-	if ((e = read_typed(&r, sfi, m->sfi_script_or_debug_info, m->type_script, &script)) < 0)
+	if ((e = agent_v8_read_typed(&r, sfi, m->sfi_script_or_debug_info, m->type_script, &script)) < 0)
 		return e;
-	return script_line(&r, script, pos);
+	return agent_v8_script_line(&r, script, pos);
 }

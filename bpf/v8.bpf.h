@@ -6,8 +6,10 @@
  * v8_frame() runs for each frame the unwinder crosses by its frame pointer
  * and, when the frame is a JavaScript one, replaces the pc just recorded
  * with the function's SharedFunctionInfo and, for an interpreted frame,
- * its bytecode offset. Both are global functions (checked once by the
- * verifier); a frame costs at most nine reads of process memory and no loop.
+ * its bytecode offset, or, for optimized code, with its Code object and
+ * the pc's offset in it. Both are global functions (checked once by the
+ * verifier); a frame costs at most fifteen reads of process memory and no
+ * loop.
  */
 #ifndef SR_BPF_V8_BPF_H
 #define SR_BPF_V8_BPF_H
@@ -26,15 +28,16 @@ struct {
 } v8_procs SEC(".maps");
 
 /*
- * (tgid, SharedFunctionInfo) seen lately. A sample with one not in it wakes
- * the agent at once (through the scratch state's py_new, as a new Python
- * code object does): the agent reads the function's name from the
- * process's memory, which a short-lived process takes with it when it exits.
+ * (tgid, SharedFunctionInfo or Code, offset) seen lately. A sample with one
+ * not in it wakes the agent at once (through the scratch state's py_new, as
+ * a new Python code object does): the agent reads the function's name and
+ * the offset's line (and inlined functions) from the process's memory,
+ * which a short-lived process takes with it when it exits.
  */
 #define V8_SFIS_SEEN 65536
 struct v8_sfi_key {
 	__u32 tgid;
-	__u32 pad;
+	__u32 offset; /* the slot's offset bits (V8_FRAME_OFFSET_*) */
 	__u64 sfi;
 };
 
@@ -112,15 +115,70 @@ static __always_inline __u64 v8_bytecode_offset(const struct v8_proc *p, __u64 f
 }
 
 /*
+ * Until the agent has learned where a Code keeps its instruction size,
+ * the code of each JavaScript frame's function is looked at: a Code
+ * without an InstructionStream (a builtin's: an interpreted function's
+ * is the interpreter's entry) is offered to the agent in learn_code.
+ */
+static __always_inline void v8_offer_code(const struct v8_proc *p, __u32 tgid, __u64 fn)
+{
+	struct v8_proc *e;
+	__u64 code;
+
+	if (!p->js_function_code || p->code_instruction_size)
+		return;
+	code = v8_read_ptr(fn - V8_HEAP_OBJECT_TAG + p->js_function_code);
+	if (!v8_is_object(code) || v8_read_ptr(code - V8_HEAP_OBJECT_TAG + p->code_instruction_stream))
+		return;
+	e = bpf_map_lookup_elem(&v8_procs, &tgid);
+	if (e && !e->learn_code)
+		e->learn_code = code;
+}
+
+/*
+ * An optimized frame's Code and the pc's offset in it, as V8_FRAME_* keeps
+ * them (V8_FRAME_CODE set); 0 when the function's current code is not
+ * optimized code of it (interpreter and baseline code, a builtin: their
+ * deoptimization-data slot holds no such array) or does not hold the pc
+ * near its start. pc is the frame's recorded pc; leaf: the sample's own,
+ * else a return address, whose call instruction is one byte back.
+ */
+static __always_inline __u64 v8_code_offset(const struct v8_proc *p, __u64 fn, __u64 sfi, __u64 pc, bool leaf)
+{
+	__u64 code, deopt, start;
+	__u32 size = 0;
+	__s64 off;
+
+	if (!p->js_function_code || !p->code_instruction_size)
+		return 0;
+	code = v8_read_ptr(fn - V8_HEAP_OBJECT_TAG + p->js_function_code);
+	if (!v8_is_object(code))
+		return 0;
+	deopt = v8_read_ptr(code - V8_HEAP_OBJECT_TAG + p->code_deopt_data);
+	if (!v8_is_object(deopt) || v8_read_ptr(deopt - V8_HEAP_OBJECT_TAG + p->deopt_sfi) != sfi)
+		return 0;
+	if (bpf_probe_read_user(&size, sizeof(size),
+				(const void *)(code - V8_HEAP_OBJECT_TAG + p->code_instruction_size)))
+		return 0;
+	start = v8_read_ptr(code - V8_HEAP_OBJECT_TAG + p->code_instruction_start);
+	off = (__s64)(pc - start) - (leaf ? 0 : 1);
+	/* The pc must lie among this Code's instructions: a frame may run another Code of its function (OSR). */
+	if (!start || pc < start || pc - start >= size || off < 0 || off > (__s64)V8_FRAME_OFFSET_MAX)
+		return 0;
+	return V8_FRAME_CODE | (code >> 3) | ((__u64)(off + 1) << V8_FRAME_OFFSET_SHIFT);
+}
+
+/*
  * The frame the unwinder stands on is crossed by its frame pointer: when it
  * is a JavaScript frame, its recorded pc (the last ustack slot) becomes the
- * function's SharedFunctionInfo (and bytecode offset). Returns 1 when it did.
+ * function's SharedFunctionInfo (and bytecode offset), or its optimized
+ * Code and the pc's offset in it. Returns 1 when it did.
  */
 __noinline int v8_frame(__u32 slot)
 {
 	struct unwind_scratch_state *st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	const struct v8_proc *p;
-	__u64 fp, fn, sfi, v;
+	__u64 fp, fn, sfi, v, key, off, pc;
 	__u32 t, idx;
 
 	if (!st || !st->v8.start_boottime_ns || !st->rbp_valid)
@@ -142,15 +200,32 @@ __noinline int v8_frame(__u32 slot)
 	sfi = v8_read_ptr(fn - V8_HEAP_OBJECT_TAG + p->js_function_shared);
 	if (!v8_is_object(sfi) || v8_type_of(p, sfi) != p->type_sfi)
 		return 0;
+	idx = st->n - 1;
+	if (idx >= PROFILE_MAX_STACK_DEPTH)
+		return 0;
+	pc = st->sample.ustack[idx];
+	v8_offer_code(p, st->sample.hdr.pid, fn);
 	/* The slot's value first: the index's bound must hold at the store. */
-	v = V8_FRAME_FLAG | (sfi >> 3) | (v8_bytecode_offset(p, fp) << V8_FRAME_OFFSET_SHIFT);
+	key = sfi;
+	off = v8_bytecode_offset(p, fp);
+	if (off) {
+		v = V8_FRAME_FLAG | (sfi >> 3) | (off << V8_FRAME_OFFSET_SHIFT);
+	} else {
+		v = v8_code_offset(p, fn, sfi, pc, idx == 0);
+		if (v)
+			key = (v & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG;
+		v = v ? V8_FRAME_FLAG | v : V8_FRAME_FLAG | (sfi >> 3);
+	}
 	idx = st->n - 1;
 	if (idx >= PROFILE_MAX_STACK_DEPTH)
 		return 0;
 	st->sample.ustack[idx] = v;
 	st->v8_frames++;
 	if (!st->py_new) {
-		struct v8_sfi_key k = { .tgid = st->sample.hdr.pid, .sfi = sfi };
+		/* An optimized frame's Code and offset are named as a function is: once, while the process lives. */
+		struct v8_sfi_key k = { .tgid = st->sample.hdr.pid,
+					.offset = (__u32)((v >> V8_FRAME_OFFSET_SHIFT) & V8_FRAME_OFFSET_MASK),
+					.sfi = key };
 		__u8 one = 1;
 
 		if (!bpf_map_lookup_elem(&v8_sfis_seen, &k)) {

@@ -8,7 +8,9 @@
  * Nothing may be read outside the image, a cycle of cons strings or objects
  * must end, the names stay terminated and printable within their buffers,
  * and a line is positive or an error. The source position table's decoder
- * also runs on the whole input as a table.
+ * also runs on the whole input as a table, and the same pointer is taken
+ * for an optimized Code (its frames at the offset) and a builtin's Code
+ * (the instruction size's place learned from it).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -83,6 +85,25 @@ static const struct agent_v8_meta node20 = {
 	.cons_string_tag = 1,
 	.thin_string_tag = 5,
 	.has_positions = true,
+	.js_object_elements = 16,
+	.js_function_context = 32,
+	.js_function_feedback_cell = 40,
+	.js_function_prototype_or_initial_map = 56,
+	.js_function_code = 48,
+	.code_relocation_info = 8,
+	.code_deopt_data = 16,
+	.code_source_positions = 24,
+	.code_bytecode_offsets = 24,
+	.code_instruction_stream = 32,
+	.code_instruction_start = 40,
+	.istream_instruction_start = 16,
+	.code_instruction_size = 56,
+	.builtins = { { 0x18cfc40, 0x36c }, { 0x18d0e40, 0x35c } },
+	.deopt_literals = 2,
+	.deopt_sfi = 6,
+	.deopt_inlining_positions = 7,
+	.type_instruction_stream = 252,
+	.has_code_positions = true,
 };
 
 static void check_text(const char *s, size_t cap)
@@ -99,10 +120,12 @@ static void check_text(const char *s, size_t cap)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct image im = { data, size };
+	struct agent_v8_code_frame cf[AGENT_V8_MAX_INLINED];
+	struct agent_v8_source_position sp;
 	struct agent_v8_function f;
-	uint32_t off, bc = 0;
+	uint32_t off, bc = 0, learned;
 	int64_t pos;
-	int line;
+	int line, n;
 
 	if (size < 4 || size > 1 << 20)
 		return 0;
@@ -117,6 +140,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (line == 0)
 		abort();
 	if (agent_v8_position_at(data, size, bc, &pos) == 0 && pos < AGENT_V8_NO_POSITION)
+		abort();
+	if (agent_v8_source_position_at(data, size, bc, &sp) == 0 &&
+	    (sp.script_offset < AGENT_V8_NO_POSITION || sp.inlining_id < -1 || sp.last_code_offset < -1))
+		abort();
+	/* The same pointer as an optimized Code, the offset as a pc offset. */
+	n = agent_v8_code_frames(&node20, read_image, &im, (uint64_t)FUZZ_BASE + off, bc, cf, AGENT_V8_MAX_INLINED);
+	if (n == 0 || n > AGENT_V8_MAX_INLINED)
+		abort();
+	for (int i = 0; i < n; i++)
+		if (cf[i].line < 0)
+			abort();
+	if (agent_v8_learn_code_size(&node20, read_image, &im, (uint64_t)FUZZ_BASE + off, &learned) == 0 &&
+	    learned < node20.code_instruction_start + 8)
 		abort();
 	return 0;
 }

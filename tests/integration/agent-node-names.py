@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Node.js JavaScript frames by name, without flags (real eBPF, Debian's /usr/bin/node).
 
-Six workloads start and wait (each prints its pid, then warms up until a line
-arrives on stdin): tests/workloads/v8-split.js three times (no flags; with
---cpu-prof, V8's own profiler; with --perf-basic-prof, a perf map),
-tests/workloads/v8-worker.js, tests/workloads/v8-deopt.js and
-tests/workloads/v8-lines.js (--max-opt=0: interpreted frames only). The agent
+Seven workloads start and wait (each prints its pid, then warms up until a
+line arrives on stdin): tests/workloads/v8-split.js three times (no flags;
+with --cpu-prof, V8's own profiler; with --perf-basic-prof, a perf map),
+tests/workloads/v8-worker.js, tests/workloads/v8-deopt.js,
+tests/workloads/v8-lines.js (--max-opt=0: interpreted frames only) and
+tests/workloads/v8-inline.js (default flags: optimized frames). The agent
 (--pid filter, --output, profiling.unwinding auto, nodejs.enabled by
 default) starts, and once its /metrics show a named JavaScript frame each
 workload is released in turn and spends its CPU budget while the others are
@@ -14,9 +15,10 @@ stopped (SIGSTOP). Checked:
   - plain run: its main thread's samples after the start line whose leaf
     JavaScript frame is alphaWork or betaWork are >= 90 % of them; those
     functions are INTERPRETED frames of runtime "v8js" whose file is the
-    script's path and whose line is the line `function alphaWork` is on; and
-    alphaWork's share of the two is within +-5 points of the workload's own
-    clock (process.hrtime around each call, printed at its end);
+    script's path and whose first line is the line `function alphaWork` is
+    on; every alphaWork frame's line lies in its body; and alphaWork's share
+    of the two is within +-5 points of the workload's own clock
+    (process.hrtime around each call, printed at its end);
   - --cpu-prof run: each function with >= 5 % of V8's own self samples (its
     .cpuprofile; samples of the warm-up and V8's "(program)" / "(garbage
     collector)" nodes left out) has within +-5 points of the agent's leaf
@@ -37,6 +39,12 @@ stopped (SIGSTOP). Checked:
     their leaf JavaScript frame, named with script and first line;
   - worker: >= 90 % of the worker thread's samples have spin as their leaf
     JavaScript frame;
+  - inline: tests/workloads/v8-inline.js with node's default flags: the
+    optimized frames of inlineWork carry the line their pc runs: >= 80 %
+    of the samples with inlineWork on their stack have it on one of its
+    two loops' lines, each >= 10 %; mix, which TurboFan inlines in the
+    first loop, is a frame of its own above it in >= 5 % of them, >= 90 %
+    of those on mix's line called from the first loop's;
   - lines: the interpreted frames of lineWork carry the line being run:
     >= 80 % of the samples with lineWork on their stack have it on one of
     its two loops' lines (LOOP-A, LOOP-B), each line >= 10 % of them,
@@ -161,6 +169,9 @@ def main():
     deopt = os.path.join(env.src, "tests", "workloads", "v8-deopt.js")
     deopt_line = agentlib.line_of(deopt, "function shapeWork(")
     lines = os.path.join(env.src, "tests", "workloads", "v8-lines.js")
+    inline = os.path.join(env.src, "tests", "workloads", "v8-inline.js")
+    in_a, in_b = agentlib.line_of(inline, "// LOOP-A"), agentlib.line_of(inline, "// LOOP-B")
+    in_mix, in_work = agentlib.line_of(inline, "// MIX"), agentlib.line_of(inline, "function inlineWork(")
     loop_a, loop_b = agentlib.line_of(lines, "// LOOP-A"), agentlib.line_of(lines, "// LOOP-B")
     line_work = agentlib.line_of(lines, "function lineWork(")
     alpha_line = agentlib.line_of(split, "function alphaWork(")
@@ -174,6 +185,7 @@ def main():
             "worker": [node, os.path.join(env.src, "tests", "workloads", "v8-worker.js"), str(WORKER_SECONDS)],
             "deopt": [node, "--trace-deopt", deopt, str(DEOPT_SECONDS)],
             "lines": [node, "--max-opt=0", lines, str(SECONDS)],
+            "inline": [node, inline, str(SECONDS)],
         }
         pids = {}
         for k, argv in runs.items():
@@ -215,7 +227,7 @@ def main():
                 "warming processes" % (len(runs) - 1))
         # The workloads waiting their turn are stopped: on this 2-CPU runner their warm-ups would take CPU
         # from the one measured, and its own clock (wall time) would count their time slices.
-        order = ("plain", "cpuprof", "perfmap", "worker", "deopt", "lines")
+        order = ("plain", "cpuprof", "perfmap", "worker", "deopt", "lines", "inline")
         for k in order:
             os.kill(pids[k], signal.SIGSTOP)
         go = {}
@@ -294,6 +306,12 @@ def main():
                 c.check(seen.get(fname) == (fname, split, line, "v8js"),
                         "%s: %s is named with its script, first line and runtime v8js (%s)" %
                         (run, fname, seen.get(fname)))
+            # A frame's line is the one it runs (optimized and interpreted frames) or the first: within the body.
+            stray = sum(s.count for s in samples for f in out.frames(s)
+                        if f.kind == INTERPRETED and f.function_id in out.functions and
+                        out.functions[f.function_id].name == "alphaWork" and not alpha_line <= f.line < beta_line)
+            c.check(stray == 0, "%s: every alphaWork frame's line lies in its body, lines %d-%d (%d outside)" %
+                    (run, alpha_line, beta_line - 1, stray))
             mine = 100.0 * a / (a + b) if a + b else -100
             c.check(abs(mine - own) <= 5,
                     "%s: alphaWork's share %.1f%% of the agent's samples vs %.1f%% of the workload's own clock "
@@ -315,6 +333,12 @@ def main():
             a, b = ref.get("alphaWork", 0), ref.get("betaWork", 0)
             v8 = 100.0 * a / (a + b) if a + b else -100
             a, b = counts.get("alphaWork", 0), counts.get("betaWork", 0)
+            # A frame's line is the one it runs (optimized and interpreted frames) or the first: within the body.
+            stray = sum(s.count for s in samples for f in out.frames(s)
+                        if f.kind == INTERPRETED and f.function_id in out.functions and
+                        out.functions[f.function_id].name == "alphaWork" and not alpha_line <= f.line < beta_line)
+            c.check(stray == 0, "%s: every alphaWork frame's line lies in its body, lines %d-%d (%d outside)" %
+                    (run, alpha_line, beta_line - 1, stray))
             mine = 100.0 * a / (a + b) if a + b else -100
             print("# cpuprof: alphaWork's share of the two: own clock %.1f%%, V8's profiler %.1f%%, agent %.1f%%" %
                   (own, v8, mine))
@@ -396,6 +420,38 @@ def main():
         c.check(total and a >= 0.1 * total and b >= 0.1 * total,
                 "lines: each loop's line has >= 10%% of them (%d: %d, %d: %d)" % (loop_a, a, loop_b, b))
         c.check(starts == {line_work}, "lines: lineWork's function keeps its first line %d (%s)" % (line_work, starts))
+
+        # Optimized frames: the line their pc runs, and the function TurboFan inlined there as a frame of its own.
+        samples = main_samples("inline")
+        at = {}
+        starts = set()
+        mixed = mixed_at = 0
+        for s in samples:
+            js = [(out.functions[f.function_id], f.line) for f in out.frames(s)
+                  if f.kind == INTERPRETED and f.function_id in out.functions]
+            for i, (fd, line) in enumerate(js):
+                if fd.name != "inlineWork":
+                    continue
+                at[line] = at.get(line, 0) + s.count
+                starts.add(fd.start_line)
+                if i > 0 and js[i - 1][0].name == "mix":
+                    mixed += s.count
+                    if js[i - 1][1] == in_mix and line == in_a:
+                        mixed_at += s.count
+                break
+        total = sum(at.values())
+        a, b = at.get(in_a, 0), at.get(in_b, 0)
+        print("# inline: inlineWork's frames by line (LOOP-A %d, LOOP-B %d): %s; mix inlined above it in %d" %
+              (in_a, in_b, sorted(at.items(), key=lambda kv: -kv[1])[:6], mixed))
+        c.check(total >= 500 and a + b >= 0.8 * total,
+                "inline: %d of %d samples with inlineWork (%.1f%%) have it on line %d or %d (>= 80%%)" %
+                (a + b, total, 100.0 * (a + b) / total if total else 0, in_a, in_b))
+        c.check(total and a >= 0.1 * total and b >= 0.1 * total,
+                "inline: each loop's line has >= 10%% of them (%d: %d, %d: %d)" % (in_a, a, in_b, b))
+        c.check(total and mixed >= 0.05 * total and mixed_at >= 0.9 * mixed,
+                "inline: mix, inlined in inlineWork, is a frame of its own in %d of them (>= 5%%), %d of those "
+                "on its line %d called from line %d (>= 90%%)" % (mixed, mixed_at, in_mix, in_a))
+        c.check(starts == {in_work}, "inline: inlineWork's function keeps its first line %d (%s)" % (in_work, starts))
 
         # --perf-basic-prof: the metadata's names and the perf map's agree.
         samples = main_samples("perfmap")

@@ -6,7 +6,8 @@
  * an object replaced at the same address (another name: the garbage collector
  * moved or freed the function) is described anew, never given the old name;
  * an object that is no SharedFunctionInfo any more is refused; a full cache
- * is emptied.
+ * is emptied; an optimized frame's Code names its function, and a process
+ * whose Codes fail the layout's checks goes back to functions only.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -158,12 +159,75 @@ static void test_full_cache_evicts(void **state)
 	agent_nodejs_free(n);
 }
 
+/* An optimized Code of SFI at slot 80 (bpf/v8frame.h's V8_FRAME_CODE), its InstructionStream, deoptimization data and one position. */
+enum { MAP_CODE = 60, MAP_IS = 64, MAP_FA = 68, MAP_BA = 72, CODE = 80, IS = 100, DEOPT = 110, POS = 130 };
+
+static void setup_code(void)
+{
+	int32_t size = 4096;
+
+	map(MAP_CODE, 245);
+	map(MAP_IS, 252);
+	map(MAP_FA, 175);
+	map(MAP_BA, 190);
+	heap[CODE] = tagged(MAP_CODE);
+	heap[CODE + 2] = tagged(DEOPT);
+	heap[CODE + 3] = tagged(POS);
+	heap[CODE + 4] = tagged(IS);
+	heap[CODE + 5] = (uint64_t)(uintptr_t)&heap[IS] + 16;
+	memcpy(&heap[CODE + 7], &size, sizeof(size));
+	heap[IS] = tagged(MAP_IS);
+	heap[IS + 1] = tagged(CODE);
+	heap[DEOPT] = tagged(MAP_FA);
+	heap[DEOPT + 1] = (uint64_t)9 << 32;
+	heap[DEOPT + 2 + 6] = tagged(SFI);
+	heap[POS] = tagged(MAP_BA);
+	heap[POS + 1] = (uint64_t)2 << 32;
+	/* Code offset 0 (delta 1 from -1) at script position 0 (SourcePosition 2), as zigzag VLQs. */
+	memcpy(&heap[POS + 2], "\x02\x04", 2);
+}
+
+static uint64_t code_frame(int slot, uint32_t offset)
+{
+	return V8_FRAME_FLAG | V8_FRAME_CODE | (tagged(slot) >> 3) | (uint64_t)(offset + 1) << V8_FRAME_OFFSET_SHIFT;
+}
+
+static void test_optimized_frame_and_refused_layout(void **state)
+{
+	struct agent_nodejs *n = agent_nodejs_new(-1, 0);
+	struct agent_proc p = self();
+	struct agent_js_frame f[AGENT_NODEJS_MAX_FRAMES];
+	struct agent_nodejs_stats st;
+
+	(void)state;
+	setup_heap();
+	setup_code();
+	assert_non_null(n);
+	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
+	/* The Code's function, by its deoptimization data. */
+	assert_int_equal(agent_nodejs__frames(n, &p, code_frame(CODE, 3), f, AGENT_NODEJS_MAX_FRAMES), 1);
+	assert_string_equal(f[0].name, "alphaWork");
+	assert_int_equal(f[0].sfi, tagged(SFI));
+	/* A function's frame goes through it too. */
+	assert_int_equal(agent_nodejs__frames(n, &p, frame(SFI2), f, AGENT_NODEJS_MAX_FRAMES), 1);
+	assert_string_equal(f[0].name, "betaWork");
+	/* Its first instruction no longer where its InstructionStream says: refused, and never named. */
+	heap[CODE + 5] += 8;
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(agent_nodejs__frames(n, &p, code_frame(CODE, 3), f, AGENT_NODEJS_MAX_FRAMES), -ENOENT);
+	agent_nodejs__stats(n, &st);
+	/* Refused more often than read: the process's optimized frames go back to their functions. */
+	assert_int_equal(st.code_layouts_refused, 1);
+	agent_nodejs_free(n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cached_while_same),
 		cmocka_unit_test(test_replaced_object_described_anew),
 		cmocka_unit_test(test_full_cache_evicts),
+		cmocka_unit_test(test_optimized_frame_and_refused_layout),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

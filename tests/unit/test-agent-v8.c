@@ -233,6 +233,167 @@ static void test_line_of_offset(void **state)
 	assert_int_equal(agent_v8_line(&m, read_img, NULL, sfi, 7), -ENOENT);
 }
 
+/* Appends v as a zigzag VLQ, V8's position table number. */
+static size_t vlq(uint8_t *out, size_t n, int64_t v)
+{
+	uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+
+	do {
+		out[n++] = (uint8_t)((z & 0x7f) | (z > 0x7f ? 0x80 : 0));
+		z >>= 7;
+	} while (z);
+	return n;
+}
+
+/* A SourcePosition: script offset, inlining id (-1: not inlined). */
+static int64_t source_position(int64_t offset, int32_t inlining_id)
+{
+	return ((offset + 1) << 1) | ((int64_t)(inlining_id + 1) << 31);
+}
+
+/* An optimized Code's table: code 0 -> 33 (the Code's function), code 10 -> 45 in the function inlined as id 0. */
+static size_t code_table(uint8_t *out)
+{
+	int64_t p0 = source_position(33, -1), p1 = source_position(45, 0);
+	size_t n = 0;
+
+	n = vlq(out, n, 1);
+	n = vlq(out, n, p0);
+	n = vlq(out, n, 10);
+	return vlq(out, n, p1 - p0);
+}
+
+static void test_source_positions_inlined(void **state)
+{
+	struct agent_v8_source_position sp;
+	uint8_t t[32];
+	size_t n = code_table(t);
+
+	(void)state;
+	assert_int_equal(agent_v8_source_position_at(t, n, 3, &sp), 0);
+	assert_int_equal(sp.script_offset, 33);
+	assert_int_equal(sp.inlining_id, -1);
+	assert_int_equal(sp.last_code_offset, 10);
+	assert_int_equal(agent_v8_source_position_at(t, n, 10, &sp), 0);
+	assert_int_equal(sp.script_offset, 45);
+	assert_int_equal(sp.inlining_id, 0);
+	/* The whole table is read: a number cut at its end is an error even past the offset. */
+	assert_int_equal(agent_v8_source_position_at(t, n - 1, 3, &sp), -EINVAL);
+}
+
+/*
+ * build_bytecode()'s function compiled by TurboFan: a Code (0xe00) with its
+ * InstructionStream (0xe80), deoptimization data (0xf00) naming it and a
+ * second function (0x880, same script) inlined as id 0, called at script
+ * offset 20; positions as code_table().
+ */
+static uint64_t build_code(void)
+{
+	uint64_t sfi = build_bytecode(), code_map = map(0x220, 245), fa = map(0x200, 175), ba = map(0x1e0, 190);
+	uint8_t t[32];
+	int32_t n = (int32_t)code_table(t), fid = 0;
+	int64_t caller = source_position(20, -1);
+
+	put64(0x880, map(0x100, 262));
+	put64(0x8a0, tag(0x700));
+	put64(0xe00, code_map);
+	put64(0xe10, tag(0xf00));
+	put64(0xe18, tag(0xfa0));
+	put64(0xe20, tag(0xe80));
+	put64(0xe28, BASE + 0xe80 + 16);
+	put64(0xe80, map(0x240, 252));
+	put64(0xe88, tag(0xe00));
+	put64(0xf00, fa);
+	put64(0xf08, smi(9));
+	put64(0xf10 + 8 * 2, tag(0xf60));
+	put64(0xf10 + 8 * 6, sfi);
+	put64(0xf10 + 8 * 7, tag(0xf80));
+	/* The literals: the inlined function as a weak reference (tag binary 11). */
+	put64(0xf60, fa);
+	put64(0xf68, smi(1));
+	put64(0xf70, tag(0x880) | 2);
+	put64(0xf80, ba);
+	put64(0xf88, smi(16));
+	memcpy(img + 0xf90, &caller, 8);
+	memcpy(img + 0xf98, &fid, 4);
+	put64(0xfa0, ba);
+	put64(0xfa8, smi(n));
+	memcpy(img + 0xfb0, t, (size_t)n);
+	return tag(0xe00);
+}
+
+static void test_code_frames(void **state)
+{
+	struct agent_v8_code_frame f[AGENT_V8_MAX_INLINED];
+	uint64_t code = build_code();
+
+	(void)state;
+	/* Offset 3: the Code's own function at position 33, line 3. */
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 3, f, AGENT_V8_MAX_INLINED), 1);
+	assert_int_equal(f[0].sfi, tag(0x800));
+	assert_int_equal(f[0].line, 3);
+	/* Offset 12: the inlined function at 45 (line 4), then its caller at 20 (line 3). */
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 12, f, AGENT_V8_MAX_INLINED), 2);
+	assert_int_equal(f[0].sfi, tag(0x880));
+	assert_int_equal(f[0].line, 4);
+	assert_int_equal(f[1].sfi, tag(0x800));
+	assert_int_equal(f[1].line, 3);
+	/* Room for one: the Code's own function, without the inlined one's line. */
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 12, f, 1), 1);
+	assert_int_equal(f[0].sfi, tag(0x800));
+	assert_int_equal(f[0].line, 0);
+	/* Far past the last position: another Code's pc; the function, no line. */
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 500, f, AGENT_V8_MAX_INLINED), 1);
+	assert_int_equal(f[0].line, 0);
+	/* An inlining id past the inlining positions. */
+	put64(0xf88, smi(8));
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 12, f, AGENT_V8_MAX_INLINED), -EINVAL);
+	put64(0xf88, smi(16));
+	/* A literal that is no SharedFunctionInfo. */
+	put64(0xf70, smi(3));
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 12, f, AGENT_V8_MAX_INLINED), -EINVAL);
+	put64(0xf70, tag(0x880));
+	/* The first instruction is not where the InstructionStream says: not this layout, or a moved Code. */
+	put64(0xe28, BASE + 0xe80 + 24);
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 3, f, AGENT_V8_MAX_INLINED), -EINVAL);
+	put64(0xe28, BASE + 0xe80 + 16);
+	/* Deoptimization data that names no function (a builtin's or baseline code). */
+	put64(0xf10 + 8 * 6, smi(0));
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, code, 3, f, AGENT_V8_MAX_INLINED), -EINVAL);
+	/* No Code at all. */
+	assert_int_equal(agent_v8_code_frames(&m, read_img, NULL, tag(0x800), 3, f, AGENT_V8_MAX_INLINED), -EINVAL);
+}
+
+static void test_learn_code_size(void **state)
+{
+	struct agent_v8_meta learn = m;
+	uint32_t off = 0, flags = 2;
+
+	(void)state;
+	memset(img, 0, sizeof(img));
+	learn.code_instruction_size = 0;
+	/* InterpreterEntryTrampoline's Code: no InstructionStream, its instructions in the binary. */
+	put64(0xd40, map(0x220, 245));
+	put64(0xd68, 0x18cfc40);
+	memcpy(img + 0xd70, &flags, 4);
+	put64(0xd78, 0x36c);
+	assert_int_equal(agent_v8_learn_code_size(&learn, read_img, NULL, tag(0xd40), &off), 0);
+	assert_int_equal(off, 56);
+	/* Loaded at a page-aligned bias (a position-independent build). */
+	put64(0xd68, 0x18cfc40 + 0x7f0000000000ull);
+	assert_int_equal(agent_v8_learn_code_size(&learn, read_img, NULL, tag(0xd40), &off), 0);
+	/* Not at a builtin's address. */
+	put64(0xd68, 0x18cfc48);
+	assert_int_equal(agent_v8_learn_code_size(&learn, read_img, NULL, tag(0xd40), &off), -ENOENT);
+	/* The size twice: which field it is cannot be told. */
+	put64(0xd68, 0x18cfc40);
+	put64(0xd80, 0x36c);
+	assert_int_equal(agent_v8_learn_code_size(&learn, read_img, NULL, tag(0xd40), &off), -ENOENT);
+	/* No Code. */
+	put64(0xd40, map(0x200, 175));
+	assert_int_equal(agent_v8_learn_code_size(&learn, read_img, NULL, tag(0xd40), &off), -ENOENT);
+}
+
 static void test_meta_of_node(void **state)
 {
 	struct agent_v8_meta got;
@@ -255,6 +416,12 @@ static void test_meta_of_node(void **state)
 		assert_true(got.has_positions);
 		assert_int_equal(got.off_fp_bytecode_array, got.off_fp_bytecode_offset + 8);
 		assert_true(got.bytecode_source_positions + 8 <= got.bytecode_data);
+		/* Node 20 (V8 11.3): the code slot is derived, the builtins to learn its size from are found. */
+		if (got.has_code_positions) {
+			assert_int_equal(got.js_function_code, 48);
+			assert_int_equal(got.code_instruction_start, 40);
+			assert_true(got.builtins[0].size > 0);
+		}
 	}
 	elf_end(elf);
 	close(fd);
@@ -271,6 +438,9 @@ int main(void)
 		cmocka_unit_test(test_position_table),
 		cmocka_unit_test(test_line_of_offset),
 		/* The metadata. */
+		cmocka_unit_test(test_source_positions_inlined),
+		cmocka_unit_test(test_code_frames),
+		cmocka_unit_test(test_learn_code_size),
 		cmocka_unit_test(test_meta_of_node),
 	};
 

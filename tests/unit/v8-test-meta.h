@@ -51,6 +51,26 @@ static const struct agent_v8_meta m = {
 	.cons_string_tag = 1,
 	.thin_string_tag = 5,
 	.has_positions = true,
+	/* Optimized code (agent/v8-code.c). */
+	.js_object_elements = 16,
+	.js_function_context = 32,
+	.js_function_feedback_cell = 40,
+	.js_function_prototype_or_initial_map = 56,
+	.js_function_code = 48,
+	.code_relocation_info = 8,
+	.code_deopt_data = 16,
+	.code_source_positions = 24,
+	.code_bytecode_offsets = 24,
+	.code_instruction_stream = 32,
+	.code_instruction_start = 40,
+	.istream_instruction_start = 16,
+	.code_instruction_size = 56,
+	.builtins = { { 0x18cfc40, 0x36c }, { 0x18d0e40, 0x35c } },
+	.deopt_literals = 2,
+	.deopt_sfi = 6,
+	.deopt_inlining_positions = 7,
+	.type_instruction_stream = 252,
+	.has_code_positions = true,
 };
 
 #endif
