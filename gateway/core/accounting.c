@@ -119,6 +119,18 @@ void gw_accounting__declare(struct gw_accounting *a, const char *component, bool
 	pthread_mutex_unlock(&a->lock);
 }
 
+void gw_accounting__declare_reasons(struct gw_accounting *a, const char *component, enum gw_count what,
+				    const char *const *reasons)
+{
+	if ((what != GW_COUNT_REFUSED && what != GW_COUNT_DROPPED) || !reasons)
+		return;
+	pthread_mutex_lock(&a->lock);
+	struct comp *c = comp_get(a, component, true);
+	for (size_t i = 0; c && reasons[i]; i++)
+		reason_add(what == GW_COUNT_REFUSED ? c->refused : c->dropped, reasons[i], 0);
+	pthread_mutex_unlock(&a->lock);
+}
+
 void gw_accounting__add(struct gw_accounting *a, const char *component, enum gw_count what, const char *reason,
 			uint64_t samples)
 {

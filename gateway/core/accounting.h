@@ -69,6 +69,14 @@ int64_t gw_accounting__held(struct gw_accounting *a, const char *component);
 int gw_accounting__check(struct gw_accounting *a, bool quiescent);
 /* Marks a component as an exporter (its "accepted" is its "exported"). */
 void gw_accounting__declare(struct gw_accounting *a, const char *component, bool exporter);
+/*
+ * Creates the component's refused (what = GW_COUNT_REFUSED) or dropped
+ * (GW_COUNT_DROPPED) series of each reason (a NULL-terminated list) at 0, so
+ * they are written from the first scrape on and the first such loss shows
+ * as an increase, not as a new series. Other values of what are ignored.
+ */
+void gw_accounting__declare_reasons(struct gw_accounting *a, const char *component, enum gw_count what,
+				    const char *const *reasons);
 
 /* Writes stackrelay_gateway_samples_*_total families. */
 void gw_accounting__write_metrics(struct gw_accounting *a, struct gw_metrics_writer *w);

@@ -16,6 +16,8 @@
 #include "model.h"
 #include "runtime-private.h"
 
+static const char *const runtime_drops[] = { GW_REASON_SHUTDOWN, NULL };
+
 static struct gw_rt_comp *find(struct gw_runtime *rt, const struct gw_component *c)
 {
 	for (size_t i = 0; i < rt->n_comps; i++)
@@ -51,6 +53,9 @@ struct gw_runtime *gw_runtime_new(const struct gw_runtime_config *cfg)
 		rt->comps[i] = (struct gw_rt_comp){ .c = c, .ready = true };
 		c->runtime = rt;
 		gw_accounting__declare(rt->acct, c->id, c->type->kind == GW_EXPORTER);
+		/* deliver_one() drops what reaches a stopped processor or exporter. */
+		if (c->type->kind != GW_RECEIVER)
+			gw_component_declare_drops(c, runtime_drops);
 	}
 	/* Shutdown layers: a processor goes after everything upstream of it in
 	 * any pipeline, exporters after every processor. */
@@ -295,6 +300,18 @@ void gw_component_refused(struct gw_component *c, const char *reason, uint64_t s
 {
 	if (c->runtime)
 		gw_accounting__add(c->runtime->acct, c->id, GW_COUNT_REFUSED, reason, samples);
+}
+
+void gw_component_declare_drops(struct gw_component *c, const char *const *reasons)
+{
+	if (c->runtime)
+		gw_accounting__declare_reasons(c->runtime->acct, c->id, GW_COUNT_DROPPED, reasons);
+}
+
+void gw_component_declare_refusals(struct gw_component *c, const char *const *reasons)
+{
+	if (c->runtime)
+		gw_accounting__declare_reasons(c->runtime->acct, c->id, GW_COUNT_REFUSED, reasons);
 }
 
 void gw_component_exported(struct gw_component *c, uint64_t samples)

@@ -139,6 +139,15 @@ void gw_component_received(struct gw_component *c, uint64_t samples);
 void gw_component_refused(struct gw_component *c, const char *reason, uint64_t samples);
 /* Exporters: samples delivered to the backend. Any thread. */
 void gw_component_exported(struct gw_component *c, uint64_t samples);
+/*
+ * The reasons c may drop samples for (receivers: refuse them for), a
+ * NULL-terminated list of static strings, declared in start: each
+ * stackrelay_gateway_samples_dropped_total (refused_total) series then
+ * exists at 0 from the first scrape, so a first loss shows as a rate. The
+ * runtime declares its own ("shutdown" for processors and exporters).
+ */
+void gw_component_declare_drops(struct gw_component *c, const char *const *reasons);
+void gw_component_declare_refusals(struct gw_component *c, const char *const *reasons);
 
 /*
  * Admission control (the memory_limiter sets it; so does an exporter whose

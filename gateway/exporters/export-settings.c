@@ -222,6 +222,11 @@ out:
 
 /* ---- answers ---- */
 
+const char *const gw_export_permanent_reasons[] = {
+	"rejected_400", "rejected_401", "rejected_403", "rejected_404",
+	"rejected_415", "rejected_500", "rejected",	NULL,
+};
+
 const char *gw_export_permanent_reason(long status)
 {
 	switch (status) {

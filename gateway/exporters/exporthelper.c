@@ -599,6 +599,24 @@ fail:
 	return r;
 }
 
+/* Every reason an exporter drops samples for (gw_component_declare_drops); a persistent queue adds its own. */
+static const char *const export_drops[] = {
+	"too_large",	"out_of_memory",	 "queue_full", "encode_error", "encode_mismatch",
+	"memory_limit", GW_REASON_CONSUME_ERROR, NULL,
+};
+static const char *const export_retry_drops[] = { "retries_exhausted", NULL };
+static const char *const export_no_retry_drops[] = { "send_failed", NULL };
+static const char *const export_disk_drops[] = { "queue_corrupt", "queue_unwritable_at_shutdown", NULL };
+
+static void declare_drops(struct exporter *x)
+{
+	gw_component_declare_drops(x->c, gw_export_permanent_reasons);
+	gw_component_declare_drops(x->c, export_drops);
+	gw_component_declare_drops(x->c, x->retry.enabled ? export_retry_drops : export_no_retry_drops);
+	if (gw_queue__persistent(x->queue))
+		gw_component_declare_drops(x->c, export_disk_drops);
+}
+
 int gw_exporter_start(struct gw_component *c)
 {
 	struct exporter *x = c->state;
@@ -642,6 +660,7 @@ int gw_exporter_start(struct gw_component *c)
 			     r == -EBUSY ? "another process uses this directory" : strerror(-r));
 		return r;
 	}
+	declare_drops(x);
 	if (rep.items || rep.corrupt_files || rep.stale_tmp_files) {
 		sr_log_info(c->id, "replaying the persistent queue",
 			    "storage=%s requests=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64

@@ -164,6 +164,8 @@ int gw_gzip(const void *data, size_t len, int level, uint8_t **ret, size_t *ret_
 #define GW_EXPORT_LOG_BODY_MAX 512
 /* The drop reason of a request the backend refused for good with this HTTP status ("rejected_400", ...). */
 const char *gw_export_permanent_reason(long status);
+/* Every reason gw_export_permanent_reason() returns, NULL-terminated. */
+extern const char *const gw_export_permanent_reasons[];
 /* The start of r's body (GW_EXPORT_LOG_BODY_MAX bytes, printable ASCII), quoted for a log line into buf. */
 void gw_export_quote_body(const struct gw_http_response *r, char *buf, size_t size);
 

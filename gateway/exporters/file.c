@@ -507,11 +507,14 @@ static int file_create(struct gw_component *c)
 	return 0;
 }
 
+static const char *const file_drops[] = { "write_error", NULL };
+
 static int file_start(struct gw_component *c)
 {
 	struct file_exporter *x = c->state;
 	int r = open_file(x);
 
+	gw_component_declare_drops(c, file_drops);
 	if (r < 0)
 		sr_log_error(c->id, "cannot open the output file", "path=%s error=%s", x->cfg->path, strerror(-r));
 	return r;

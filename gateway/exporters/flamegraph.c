@@ -611,6 +611,14 @@ static int fg_create(struct gw_component *c)
 	return c->state ? 0 : -ENOMEM;
 }
 
+static const char *const fg_drops[] = { "out_of_memory", NULL };
+
+static int fg_start(struct gw_component *c)
+{
+	gw_component_declare_drops(c, fg_drops);
+	return 0;
+}
+
 static void fg_shutdown(struct gw_component *c, void (*done)(struct gw_component *c))
 {
 	done(c);
@@ -630,6 +638,7 @@ const struct gw_component_type gw_exporter_flamegraph = {
 	.config_fields = fg_fields,
 	.config_size = sizeof(struct fg_config),
 	.create = fg_create,
+	.start = fg_start,
 	.consume = fg_consume,
 	.shutdown = fg_shutdown,
 	.destroy = fg_destroy,

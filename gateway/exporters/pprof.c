@@ -543,11 +543,14 @@ static int pprof_create(struct gw_component *c)
 	return 0;
 }
 
+static const char *const pprof_drops[] = { "write_error", NULL };
+
 static int pprof_start(struct gw_component *c)
 {
 	struct pprof_exporter *x = c->state;
 	char cmd_dir[4096];
 
+	gw_component_declare_drops(c, pprof_drops);
 	snprintf(cmd_dir, sizeof(cmd_dir), "%s", x->cfg->directory);
 	if (mkdir(cmd_dir, 0755) < 0 && errno != EEXIST) {
 		int r = -errno;

@@ -572,6 +572,11 @@ static int batch_create(struct gw_component *c)
 
 static int batch_start(struct gw_component *c)
 {
+	static const char *const drops[] = { "out_of_memory", NULL };
+	static const char *const keyed_drops[] = { "out_of_memory", BATCH_REASON_CARDINALITY, NULL };
+	const struct batcher *b = c->state;
+
+	gw_component_declare_drops(c, b->cfg->n_metadata_keys ? keyed_drops : drops);
 	gw_runtime__add_metrics(c->runtime, batch_metrics, c->state);
 	return 0;
 }

@@ -457,12 +457,15 @@ static int memlim_create(struct gw_component *c)
 	return 0;
 }
 
+static const char *const memlim_drops[] = { "memory_limit", NULL };
+
 static int memlim_start(struct gw_component *c)
 {
 	struct memlim *m = c->state;
 	uint64_t ms = SR_MAX(m->cfg->check_interval / 1000000, (uint64_t)1);
 	int r;
 
+	gw_component_declare_drops(c, memlim_drops);
 	uv_timer_init(gw_runtime__loop(c->runtime), &m->timer);
 	m->timer.data = m;
 	m->timer_open = true;

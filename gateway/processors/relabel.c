@@ -114,8 +114,11 @@ static void metrics_cb(struct gw_metrics_writer *w, void *userdata)
 			(double)rp->stats.regex_limit);
 }
 
+static const char *const relabel_drops[] = { "relabel", "out_of_memory", NULL };
+
 static int relabel_start(struct gw_component *c)
 {
+	gw_component_declare_drops(c, relabel_drops);
 	gw_runtime__add_metrics(c->runtime, metrics_cb, c->state);
 	return 0;
 }

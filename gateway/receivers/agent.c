@@ -472,6 +472,8 @@ static int agent_create(struct gw_component *c)
 	return 0;
 }
 
+static const char *const agent_refusals[] = { GW_REASON_RETRY_LATER, GW_REASON_MISSING_DEFINITION, NULL };
+
 static int agent_start(struct gw_component *c)
 {
 	struct gw_listener *rx = c->state;
@@ -482,6 +484,7 @@ static int agent_start(struct gw_component *c)
 	int r;
 
 	rx->loop = gw_runtime__loop(c->runtime);
+	gw_component_declare_refusals(c, agent_refusals);
 	{
 		struct gw_stores *st = gw_runtime__stores(c->runtime);
 		gw_stores__set_limit(st, GW_STORE_EXECUTABLES, acfg->stores.executables);

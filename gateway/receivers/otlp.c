@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accounting.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/macro.h"
@@ -314,11 +315,14 @@ static int listener_start(struct otlp_rx *o, enum otlp_proto proto)
 	return 0;
 }
 
+static const char *const otlp_refusals[] = { GW_REASON_RETRY_LATER, GW_REASON_BAD_REQUEST, NULL };
+
 static int otlp_start(struct gw_component *c)
 {
 	struct otlp_rx *o = c->state;
 	int r;
 
+	gw_component_declare_refusals(c, otlp_refusals);
 	o->dec.run = gw_otlp_job_run;
 	o->dec.returned = gw_otlp_job_returned;
 	r = gw_decode_thread_start(&o->dec, gw_runtime__loop(c->runtime));

@@ -6,6 +6,11 @@ profiles in (hand-written OTLP JSON, independent of the gateway's code), the
 real gateway, tests/fakes/fake_pyroscope.py out.
 
 Phases:
+  zero     a scrape right after start shows every component's refusal and
+           drop reasons (stackrelay_gateway_samples_{refused,dropped}_total)
+           at 0; one request to a backend that is down then grows its
+           send_failed series, so a first drop shows as a rate.
+
   tls      `otlphttp` with the Collector's `tls` keys (ca_file, min_version,
            insecure: false) and `sending_queue.queue_size`/`sizer` delivers
            to a fake Pyroscope serving HTTPS with a certificate of a test CA
@@ -295,6 +300,82 @@ service:
     log("tls: delivered over TLS with ca_file; min_version 1.3 refused a TLS 1.2 server")
 
 
+ZERO_CONFIG = """receivers:
+  agent:
+    endpoint: 127.0.0.1:%d
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:{otlp_port}
+        include_metadata: true
+processors:
+  memory_limiter: {check_interval: 1s, limit_mib: 4000, spike_limit_mib: 500}
+  relabel:
+    rules:
+      - {source_labels: [service.name], regex: never-sent, action: drop}
+  batch: {timeout: 100ms, metadata_keys: [X-Scope-OrgID]}
+exporters:
+  otlphttp/down:
+    endpoint: http://127.0.0.1:%d
+    retry_on_failure: {enabled: false}
+    sending_queue: {storage: %s}
+  file:
+    path: %s
+service:
+  pipelines:
+    profiles:
+      receivers: [agent, otlp]
+      processors: [memory_limiter, relabel, batch]
+      exporters: [otlphttp/down, file]
+  telemetry:
+    metrics:
+      readers:
+        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: {metrics_port}}}}
+"""
+
+# Each component's refusal and drop reasons, as series at 0 from the first scrape.
+ZERO_SERIES = {
+    "refused": {"agent": ["retry_later", "missing_definition"], "otlp": ["retry_later", "bad_request"]},
+    "dropped": {
+        "memory_limiter": ["memory_limit", "shutdown"],
+        "relabel": ["relabel", "out_of_memory", "shutdown"],
+        "batch": ["out_of_memory", "metadata_cardinality", "shutdown"],
+        "otlphttp/down": ["rejected_400", "rejected_401", "rejected_403", "rejected_404", "rejected_415",
+                          "rejected_500", "rejected", "too_large", "send_failed", "queue_full", "memory_limit",
+                          "queue_corrupt", "queue_unwritable_at_shutdown", "shutdown"],
+        "file": ["write_error", "shutdown"],
+    },
+}
+
+
+def zero_phase():
+    """A scrape right after start has every component's refused and dropped series at 0, so the first drop
+    shows as an increase (rate() and increase() need a series' earlier sample); then one request to a
+    backend that is down makes exactly that series grow."""
+    down = free_port()  # nothing listens there
+    gw = Gateway("gateway-zero", ZERO_CONFIG % (free_port(), down, os.path.join(tmp, "zero-queue"),
+                                                os.path.join(tmp, "zero.otlp")))
+    text = metricslib.scrape(gw.metrics_port)
+    for what, comps in ZERO_SERIES.items():
+        family = "stackrelay_gateway_samples_%s_total" % what
+        for comp, reasons in comps.items():
+            have = {labels["reason"]: value for fam, labels, value, _ in metricslib.samples(text)
+                    if fam == family and labels.get("component") == comp}
+            missing = [r for r in reasons if r not in have]
+            assert not missing, "%s{component=%s}: no series of %s after start:\n%s" % (
+                family, comp, missing, text)
+            assert all(v == 0 for v in have.values()), (family, comp, have)
+    assert "retries_exhausted" not in text, "otlphttp/down has retries off: send_failed, not retries_exhausted"
+    send(gw, "zero-app", 9)
+    wait_for("the request to the closed port dropped as send_failed",
+             lambda: gw.metric("stackrelay_gateway_samples_dropped_total", component="otlphttp/down",
+                               reason="send_failed") == 9, logs=[gw.log])
+    text = metricslib.scrape(gw.metrics_port)
+    assert metricslib.total(text, "stackrelay_gateway_samples_dropped_total", component="otlphttp/down") == 9, text
+    gw.stop()
+    log("zero: every refusal and drop reason at 0 from the first scrape; one drop grew its series 0 -> 9")
+
+
 TENANTS_CONFIG = """receivers:
   otlp:
     protocols:
@@ -498,6 +579,7 @@ def examples_phase():
 
 def main():
     try:
+        zero_phase()
         tls_phase()
         tenants_phase()
         examples_phase()

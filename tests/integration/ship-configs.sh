@@ -21,6 +21,8 @@ export NODE_NAME=node-1 PYROSCOPE_TOKEN=test-token
 # The chart's pyroscope.existingSecret keys, as the gateway pods get them.
 export PYROSCOPE_TENANT_ID=tenant-1 PYROSCOPE_BASIC_AUTH_USERNAME=123456 PYROSCOPE_BASIC_AUTH_PASSWORD=glc-token \
 	PYROSCOPE_BEARER_TOKEN=bearer-token
+# The chart's agent.otlp.existingSecret keys, as the agent pods get them.
+export OTLP_TENANT_ID=tenant-1 OTLP_BEARER_TOKEN=otlp-token
 
 passed=0
 failed=0

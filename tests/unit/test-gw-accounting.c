@@ -103,6 +103,52 @@ static void test_metrics_text(void **state)
 	gw_accounting_free(a);
 }
 
+/* Declared reasons are series at 0 before any loss; a later drop adds to its series, not a new one. */
+static void test_declared_reasons(void **state)
+{
+	static const char *const drops[] = { "queue_full", "retries_exhausted", NULL };
+	static const char *const refusals[] = { GW_REASON_RETRY_LATER, NULL };
+	struct gw_accounting *a = gw_accounting_new();
+	struct gw_metrics_writer *w;
+	char *text;
+	size_t len;
+
+	gw_accounting__declare(a, "otlp_http/p", true);
+	gw_accounting__declare_reasons(a, "otlp_http/p", GW_COUNT_DROPPED, drops);
+	gw_accounting__declare_reasons(a, "otlp_http/p", GW_COUNT_DROPPED, drops); /* twice: still one series */
+	gw_accounting__declare_reasons(a, "agent", GW_COUNT_REFUSED, refusals);
+	gw_accounting__declare_reasons(a, "agent", GW_COUNT_RECEIVED, drops); /* not a count with reasons */
+	assert_int_equal(gw_accounting__check(a, true), 0);
+
+	w = gw_metrics_writer_new();
+	gw_accounting__write_metrics(a, w);
+	assert_int_equal(gw_metrics_writer__render(w, &text, &len), 0);
+	assert_non_null(strstr(text, "stackrelay_gateway_samples_dropped_total{component=\"otlp_http/p\","
+				     "reason=\"queue_full\"} 0\n"));
+	assert_non_null(strstr(text, "stackrelay_gateway_samples_dropped_total{component=\"otlp_http/p\","
+				     "reason=\"retries_exhausted\"} 0\n"));
+	assert_non_null(strstr(text, "stackrelay_gateway_samples_refused_total{component=\"agent\","
+				     "reason=\"retry_later\"} 0\n"));
+	assert_null(strstr(text, "stackrelay_gateway_samples_dropped_total{component=\"agent\""));
+	assert_null(strstr(strstr(text, "reason=\"queue_full\"") + 1, "reason=\"queue_full\""));
+	free(text);
+	gw_metrics_writer_free(w);
+
+	gw_accounting__add(a, "otlp_http/p", GW_COUNT_RECEIVED, NULL, 4);
+	gw_accounting__add(a, "otlp_http/p", GW_COUNT_DROPPED, "queue_full", 4);
+	assert_int_equal(gw_accounting__get(a, "otlp_http/p", GW_COUNT_DROPPED, "queue_full"), 4);
+	assert_int_equal(gw_accounting__get(a, "otlp_http/p", GW_COUNT_DROPPED, NULL), 4);
+	assert_int_equal(gw_accounting__check(a, true), 0);
+	w = gw_metrics_writer_new();
+	gw_accounting__write_metrics(a, w);
+	assert_int_equal(gw_metrics_writer__render(w, &text, &len), 0);
+	assert_non_null(strstr(text, "stackrelay_gateway_samples_dropped_total{component=\"otlp_http/p\","
+				     "reason=\"queue_full\"} 4\n"));
+	free(text);
+	gw_metrics_writer_free(w);
+	gw_accounting_free(a);
+}
+
 /* A duration histogram renders as Prometheus does: cumulative buckets with le, +Inf, _sum and _count. */
 static void test_metrics_histogram(void **state)
 {
@@ -137,9 +183,8 @@ static void test_metrics_histogram(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sum_rule),
-		cmocka_unit_test(test_reasons_are_bounded),
-		cmocka_unit_test(test_metrics_text),
+		cmocka_unit_test(test_sum_rule),	  cmocka_unit_test(test_reasons_are_bounded),
+		cmocka_unit_test(test_metrics_text),	  cmocka_unit_test(test_declared_reasons),
 		cmocka_unit_test(test_metrics_histogram),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,8 +85,15 @@ def _frame(x, y, w, h, title, body, description=""):
 def _timeseries(p, w, h, t0, t1):
     unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit", "short")
     custom = p.get("fieldConfig", {}).get("defaults", {}).get("custom", {})
-    calcs = p.get("options", {}).get("legend", {}).get("calcs", [])
+    legend = p.get("options", {}).get("legend", {})
+    calcs = legend.get("calcs", [])
     series = p["series"]
+    if legend.get("sortBy"):
+        # Grafana's legend sort (sortBy names a calc, "Max"; sortDesc): the series that moved come first.
+        def key(s):
+            v = _calc(s["points"], legend["sortBy"][0].lower() + legend["sortBy"][1:])
+            return -math.inf if v is None else v
+        series = sorted(series, key=key, reverse=bool(legend.get("sortDesc")))
     legend_rows = min(len(series), 6)
     legend_h = 17 * (legend_rows + 1 + (len(series) > legend_rows)) + 4
     gh = h - 32 - legend_h

@@ -289,12 +289,56 @@ in src deletes the key.
 {{- end }}
 {{- $wired := dict
   "node_name" "${env:NODE_NAME}"
-  "gateway" $gw
   "telemetry" (dict "metrics" (dict "address" (printf "0.0.0.0:%d" (int .Values.agent.metricsPort)))) }}
+{{- $o := .Values.agent.otlp }}
+{{- if or (not $o.endpoint) $o.toGateway }}
+{{- $_ := set $wired "gateway" $gw }}
+{{- end }}
+{{- if $o.endpoint }}
+{{- $headers := deepCopy (default (dict) $o.headers) }}
+{{- /* Credentials from agent.otlp.existingSecret reach the config as environment variables (stackrelay.agentOtlpEnv). */}}
+{{- if $o.existingSecretKeys.tenantID }}
+{{- $_ := set $headers "X-Scope-OrgID" "${env:OTLP_TENANT_ID}" }}
+{{- end }}
+{{- if $o.existingSecretKeys.bearerToken }}
+{{- $_ := set $headers "Authorization" "Bearer ${env:OTLP_BEARER_TOKEN}" }}
+{{- end }}
+{{- $otlp := dict
+  "endpoint" $o.endpoint
+  "proto_version" (toString $o.protoVersion)
+  "compression" $o.compression
+  "buffer_size" $o.bufferSize
+  "timeout" $o.timeout }}
+{{- if $headers }}
+{{- $_ := set $otlp "headers" $headers }}
+{{- end }}
+{{- $tls := dict }}
+{{- if $o.tls.caSecret }}{{ $_ := set $tls "ca_file" "/etc/stackrelay/otlp-tls/ca.crt" }}{{ end }}
+{{- if $o.tls.serverName }}{{ $_ := set $tls "server_name" $o.tls.serverName }}{{ end }}
+{{- if $o.tls.insecureSkipVerify }}{{ $_ := set $tls "insecure_skip_verify" true }}{{ end }}
+{{- if $tls }}
+{{- $_ := set $otlp "tls" $tls }}
+{{- end }}
+{{- $_ := set $wired "otlp" $otlp }}
+{{- end }}
 {{- $cfg := deepCopy (default (dict) .Values.agent.config) }}
 {{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" $wired) }}
 {{- $_ := include "stackrelay.deepMerge" (dict "dst" $cfg "src" (deepCopy (default (dict) .Values.agent.extraConfig))) }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{/* The agents' environment from agent.otlp.existingSecret: one variable per key named. */}}
+{{- define "stackrelay.agentOtlpEnv" -}}
+{{- $o := .Values.agent.otlp }}
+{{- range $var, $key := dict "OTLP_TENANT_ID" $o.existingSecretKeys.tenantID "OTLP_BEARER_TOKEN" $o.existingSecretKeys.bearerToken }}
+{{- if $key }}
+- name: {{ $var }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $o.existingSecret }}
+      key: {{ $key }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The gateway's environment from pyroscope.existingSecret: one variable per key named. */}}
@@ -373,6 +417,19 @@ for the first, otlp-grpc-N and otlp-http-N for more (otlp/NAME receivers).
 {{- if and $py.existingSecret (not $py.enabled) }}
 {{- fail "pyroscope.existingSecret is set but pyroscope.enabled is false: nothing would use it" }}
 {{- end }}
+{{- $o := .Values.agent.otlp }}
+{{- if and (not $o.endpoint) (not $o.toGateway) }}
+{{- fail "agent.otlp.toGateway is false but agent.otlp.endpoint is empty: the agents would send nowhere" }}
+{{- end }}
+{{- if and (or $o.existingSecretKeys.tenantID $o.existingSecretKeys.bearerToken) (not $o.existingSecret) }}
+{{- fail "agent.otlp.existingSecretKeys names keys but agent.otlp.existingSecret names no Secret" }}
+{{- end }}
+{{- if and $o.existingSecret (not $o.endpoint) }}
+{{- fail "agent.otlp.existingSecret is set but agent.otlp.endpoint is empty: nothing would use it" }}
+{{- end }}
+{{- if and $o.existingSecretKeys.tenantID (hasKey (default (dict) $o.headers) "X-Scope-OrgID") }}
+{{- fail "agent.otlp.headers and agent.otlp.existingSecretKeys.tenantID both set X-Scope-OrgID; keep one" }}
+{{- end }}
 {{- $lp := int .Values.gateway.memoryLimiter.limitPercentage }}
 {{- $sp := int .Values.gateway.memoryLimiter.spikeLimitPercentage }}
 {{- if ge $sp $lp }}
@@ -390,6 +447,9 @@ env:
     valueFrom:
       fieldRef:
         fieldPath: spec.nodeName
+  {{- with include "stackrelay.agentOtlpEnv" . | trim }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- with $a.env }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -431,6 +491,11 @@ volumeMounts:
   {{- if .Values.auth.enabled }}
   - name: auth
     mountPath: /etc/stackrelay/auth
+    readOnly: true
+  {{- end }}
+  {{- if and $a.otlp.endpoint $a.otlp.tls.caSecret }}
+  - name: otlp-tls
+    mountPath: /etc/stackrelay/otlp-tls
     readOnly: true
   {{- end }}
   {{- with $a.extraVolumeMounts }}
