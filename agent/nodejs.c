@@ -437,8 +437,12 @@ static void learn_code_size(struct agent_nodejs *n, struct js_proc *e, const str
 	if (bpf_map_lookup_elem(n->procs_fd, &proc->pid, &v) < 0 || v.start_boottime_ns != proc->start_ns ||
 	    !v.learn_code)
 		return;
+	/* The namer reads the Code's fields in one span from its deoptimization data (bpf/v8frame.h). */
 	if (agent_v8_learn_code_size(&e->meta, peek, (void *)(uintptr_t)proc->pid, v.learn_code, &off) == 0 &&
-	    off <= 0xffff) {
+	    off > e->meta.code_deopt_data && off + 4 - e->meta.code_deopt_data <= V8_CODE_SPAN &&
+	    e->meta.code_instruction_start > e->meta.code_deopt_data &&
+	    e->meta.code_instruction_start + 8 - e->meta.code_deopt_data <= V8_CODE_SPAN &&
+	    (e->meta.code_instruction_start - e->meta.code_deopt_data) % 8 == 0 && off % 4 == 0) {
 		struct js_file *f = agent_file_verdicts__get(&n->files, e->file_key);
 
 		e->meta.code_instruction_size = off;

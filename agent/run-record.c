@@ -62,6 +62,16 @@ static void python_frame(struct run_ctx *c, struct agent_proc *proc, uint64_t va
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_INTERPRETED;
 }
 
+/* A runtime's frame that could not be named: one UNKNOWN frame keeping the walker's value. */
+static size_t unnamed_frame(uint64_t value, struct agent_frame *ret)
+{
+	ret->address = value;
+	ret->exe = AGENT_EXE_NONE;
+	ret->line = 0;
+	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
+	return 1;
+}
+
 /*
  * A V8 frame of the BPF namer (bpf/v8frame.h): an INTERPRETED frame of a
  * "v8js" function (the runtime is the OpenTelemetry frame type), named
@@ -103,11 +113,7 @@ static size_t v8_frames(struct run_ctx *c, struct agent_proc *proc, uint64_t val
 	}
 	if (out == 0) {
 		c->stats.v8_unnamed_frames++;
-		ret[0].address = value;
-		ret[0].exe = AGENT_EXE_NONE;
-		ret[0].line = 0;
-		ret[0].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-		return 1;
+		return unnamed_frame(value, ret);
 	}
 	return out;
 }
@@ -151,11 +157,7 @@ static size_t java_frames(struct run_ctx *c, struct agent_proc *proc, uint64_t v
 	}
 	if (out == 0) {
 		c->stats.java_unnamed_frames++;
-		ret[0].address = value;
-		ret[0].exe = AGENT_EXE_NONE;
-		ret[0].line = 0;
-		ret[0].kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-		return 1;
+		return unnamed_frame(value, ret);
 	}
 	c->stats.java_frames += out;
 	return out;

@@ -99,6 +99,7 @@ struct unwind_scratch_state {
 	struct v8_proc v8;
 	__u32 v8_frames;
 	__u32 pad4;
+	__u64 v8_code[V8_CODE_SPAN / 8]; /* an optimized Code's fields, from its deoptimization data on */
 	/* HotSpot frames (hotspot.bpf.h): the process's JVM layout (start_boottime_ns 0: not a JVM), frames recorded. */
 	struct hotspot_proc jvm;
 	__u32 jvm_frames;

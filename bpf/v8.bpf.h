@@ -8,7 +8,7 @@
  * with the function's SharedFunctionInfo and, for an interpreted frame,
  * its bytecode offset, or, for optimized code, with its Code object and
  * the pc's offset in it. Both are global functions (checked once by the
- * verifier); a frame costs at most fifteen reads of process memory and no
+ * verifier); a frame costs at most thirteen reads of process memory and no
  * loop.
  */
 #ifndef SR_BPF_V8_BPF_H
@@ -143,24 +143,26 @@ static __always_inline void v8_offer_code(const struct v8_proc *p, __u32 tgid, _
  * near its start. pc is the frame's recorded pc; leaf: the sample's own,
  * else a return address, whose call instruction is one byte back.
  */
-static __always_inline __u64 v8_code_offset(const struct v8_proc *p, __u64 fn, __u64 sfi, __u64 pc, bool leaf)
+static __always_inline __u64 v8_code_offset(struct unwind_scratch_state *st, const struct v8_proc *p, __u64 fn,
+					    __u64 sfi, __u64 pc, bool leaf)
 {
 	__u64 code, deopt, start;
-	__u32 size = 0;
+	__u32 size;
 	__s64 off;
 
 	if (!p->js_function_code || !p->code_instruction_size)
 		return 0;
 	code = v8_read_ptr(fn - V8_HEAP_OBJECT_TAG + p->js_function_code);
-	if (!v8_is_object(code))
+	if (!v8_is_object(code) || bpf_probe_read_user(st->v8_code, sizeof(st->v8_code),
+						       (const void *)(code - V8_HEAP_OBJECT_TAG + p->code_deopt_data)))
 		return 0;
-	deopt = v8_read_ptr(code - V8_HEAP_OBJECT_TAG + p->code_deopt_data);
+	/* One read of the Code's fields: the agent keeps both within V8_CODE_SPAN of the deoptimization data. */
+	deopt = st->v8_code[0];
+	start = st->v8_code[((__u32)(p->code_instruction_start - p->code_deopt_data) / 8) & (V8_CODE_SPAN / 8 - 1)];
+	size = ((__u32 *)st->v8_code)[((__u32)(p->code_instruction_size - p->code_deopt_data) / 4) &
+				      (V8_CODE_SPAN / 4 - 1)];
 	if (!v8_is_object(deopt) || v8_read_ptr(deopt - V8_HEAP_OBJECT_TAG + p->deopt_sfi) != sfi)
 		return 0;
-	if (bpf_probe_read_user(&size, sizeof(size),
-				(const void *)(code - V8_HEAP_OBJECT_TAG + p->code_instruction_size)))
-		return 0;
-	start = v8_read_ptr(code - V8_HEAP_OBJECT_TAG + p->code_instruction_start);
 	off = (__s64)(pc - start) - (leaf ? 0 : 1);
 	/* The pc must lie among this Code's instructions: a frame may run another Code of its function (OSR). */
 	if (!start || pc < start || pc - start >= size || off < 0 || off > (__s64)V8_FRAME_OFFSET_MAX)
@@ -211,7 +213,7 @@ __noinline int v8_frame(__u32 slot)
 	if (off) {
 		v = V8_FRAME_FLAG | (sfi >> 3) | (off << V8_FRAME_OFFSET_SHIFT);
 	} else {
-		v = v8_code_offset(p, fn, sfi, pc, idx == 0);
+		v = v8_code_offset(st, p, fn, sfi, pc, idx == 0);
 		if (v)
 			key = (v & V8_FRAME_SFI_MASK) << 3 | V8_HEAP_OBJECT_TAG;
 		v = v ? V8_FRAME_FLAG | v : V8_FRAME_FLAG | (sfi >> 3);

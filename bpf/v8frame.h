@@ -88,6 +88,12 @@ struct v8_proc {
 #define V8_FRAME_OFFSET_MASK  0xffffULL
 #define V8_FRAME_OFFSET_MAX   (V8_FRAME_OFFSET_MASK - 1)
 #define V8_FRAME_CODE	      (1ULL << 60)
+/*
+ * Bytes of a Code read at once from its deoptimization data on: the first
+ * instruction's address (8-aligned from it) and the instruction size (a
+ * __u32) lie within them, or optimized frames are not recorded.
+ */
+#define V8_CODE_SPAN 64
 /* V8's heap object tag on 64-bit builds: a tagged pointer ends in binary 01. */
 #define V8_HEAP_OBJECT_TAG	1
 #define V8_HEAP_OBJECT_TAG_MASK 3

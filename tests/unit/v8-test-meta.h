@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The V8 layout the unit tests build their fake heaps with (V8 11.3's offsets, made up where the namer does not care). */
+/*
+ * The V8 layout the unit tests build their fake heaps with and the fuzzer
+ * reads its images with (V8 11.3's offsets, made up where the namer does not care).
+ */
 #ifndef SR_TESTS_V8_TEST_META_H
 #define SR_TESTS_V8_TEST_META_H
 
@@ -7,6 +10,7 @@
 
 static const struct agent_v8_meta m = {
 	.off_fp_function = -16,
+	.off_fp_context = -8,
 	.off_fp_bytecode_array = -32,
 	.off_fp_bytecode_offset = -40,
 	.heap_object_tag = 1,
