@@ -289,7 +289,8 @@ def compare(tool, readelf, dwarfdump, path):
         if id(f) in overlapping or cie is None or (f.sec, f.off) not in llvm:
             skipped += 1
             continue
-        rows = f.rows or [(f.begin, cie.rows[0][1], cie.rows[0][2])] if (f.rows or cie.rows) else []
+        # An FDE without instructions of its own keeps its CIE's rules throughout.
+        rows = f.rows or ([(f.begin, cie.rows[0][1], cie.rows[0][2])] if cie.rows else [])
         if not rows:
             skipped += 1
             continue
