@@ -3,7 +3,8 @@
  * The unwind table builder's reading of DWARF call frame information
  * (unwind-table-private.h): pointers in .eh_frame's encodings, the header of
  * each entry (CIE or FDE, 32- or 64-bit DWARF, .eh_frame's or .debug_frame's
- * CIE pointers) and the CIEs themselves, augmentation included. Untrusted
+ * CIE pointers) and the CIEs themselves, augmentation included, for x86-64
+ * and AArch64 (the registers a CIE's rules name). Untrusted
  * bytes: every read is bounds-checked and a CIE we cannot follow is refused.
  */
 #include <errno.h>
@@ -147,6 +148,17 @@ int agent_unwind_parse_cie(const struct agent_unwind_sections *s, const struct s
 	c->off = off;
 	c->sec = sec;
 	c->addr_size = s->is_64 ? 8 : 4;
+	if (s->arch == AGENT_UNWIND_ARCH_ARM64) {
+		c->fp_reg = DW_REG_A64_FP;
+		c->sp_reg = DW_REG_A64_SP;
+		c->ra_reg = DW_REG_A64_LR;
+	} else if (s->arch == AGENT_UNWIND_ARCH_X86_64) {
+		c->fp_reg = DW_REG_RBP;
+		c->sp_reg = DW_REG_RSP;
+		c->ra_reg = DW_REG_RA;
+	} else {
+		return -EINVAL;
+	}
 	if (agent_unwind_read_entry(sec, off, &next, &r, &unused) != 1)
 		return -EINVAL;
 	version = rd_u8(&r);
@@ -215,6 +227,6 @@ int agent_unwind_parse_cie(const struct agent_unwind_sections *s, const struct s
 		return -EINVAL;
 	c->insns = r.p;
 	c->insns_end = r.end;
-	c->usable = ra == DW_REG_RA && c->caf > 0;
+	c->usable = ra == c->ra_reg && c->caf > 0;
 	return c->usable ? 0 : -EINVAL;
 }

@@ -3,7 +3,8 @@
  * The unwind table of an ELF file (unwind-table-private.h): .eh_frame,
  * .debug_frame (inflated when compressed) and the addresses their pointers
  * are relative to, found with libelf; without section headers, .eh_frame is
- * reached through PT_GNU_EH_FRAME. The bytes go to agent_unwind_table_build().
+ * reached through PT_GNU_EH_FRAME. The ELF's machine (x86-64 or AArch64)
+ * says whose registers the CFI names. The bytes go to agent_unwind_table_build().
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -120,12 +121,13 @@ int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_tab
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)
 		return -ENOEXEC;
-	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) {
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)) {
 		r = -ENOEXEC;
 		goto out;
 	}
+	s.arch = eh.e_machine == EM_AARCH64 ? AGENT_UNWIND_ARCH_ARM64 : AGENT_UNWIND_ARCH_X86_64;
 	s.entry = eh.e_entry;
 	if (elf_getshdrstrndx(elf, &shstrndx) == 0) {
 		while ((scn = elf_nextscn(elf, scn))) {

@@ -22,6 +22,11 @@
 #define DW_REG_RSP 7
 #define DW_REG_RA  16
 
+/* And of AArch64 (DWARF for the Arm 64-bit Architecture, 4.1): FP, LR (the return address column) and SP. */
+#define DW_REG_A64_FP 29
+#define DW_REG_A64_LR 30
+#define DW_REG_A64_SP 31
+
 /* Pointer encodings of .eh_frame (LSB, "DWARF Exception Header Encoding"). */
 enum {
 	DW_EH_PE_absptr = 0x00,
@@ -60,7 +65,7 @@ static inline uint64_t rd_bytes(struct reader *r, size_t n)
 		r->p = r->end;
 		return 0;
 	}
-	/* Little-endian: x86-64 only (the callers check the ELF's machine). */
+	/* Little-endian: x86-64 and AArch64 (the callers check the ELF's machine and data encoding). */
 	for (size_t i = 0; i < n; i++)
 		v |= (uint64_t)r->p[i] << (8 * i);
 	r->p += n;
@@ -138,7 +143,7 @@ struct cfa_state {
 	int64_t cfa_off;
 	const uint8_t *expr;
 	size_t expr_len;
-	struct reg_rule rbp;
+	struct reg_rule rbp; /* the frame pointer: RBP, or AArch64's FP (x29) */
 	struct reg_rule ra;
 };
 
@@ -151,7 +156,9 @@ struct cie {
 	uint8_t addr_size;
 	bool has_z;
 	bool signal;
-	bool usable; /* parsed, and its return address column is x86-64's */
+	bool usable; /* parsed, and its return address column is its architecture's */
+	/* The architecture's registers (agent_unwind_sections.arch): frame pointer, stack pointer, return address. */
+	uint8_t fp_reg, sp_reg, ra_reg;
 	const uint8_t *insns;
 	const uint8_t *insns_end;
 	/*

@@ -3,7 +3,8 @@
  * The unwind table builder's rows (unwind-table-private.h): call frame
  * instructions run over the state a CIE left, and each state turned into a
  * row of bpf/unwind.h (a CFA rule the BPF unwinder can follow, where the
- * caller's RBP was saved) and appended wherever the rule changes. The
+ * caller's RBP was saved; on AArch64 also where the return address is) and
+ * appended wherever the rule changes. The
  * remember/restore stack is bounded, and an operand that overflows makes the
  * rule unusable instead of wrapping.
  */
@@ -64,22 +65,22 @@ enum {
 /* remember_state nesting; GCC nests one or two deep. */
 #define CFA_STATE_STACK 16
 
-static struct reg_rule *tracked(struct cfa_state *st, uint64_t reg)
+static struct reg_rule *tracked(const struct cie *c, struct cfa_state *st, uint64_t reg)
 {
-	if (reg == DW_REG_RBP)
+	if (reg == c->fp_reg)
 		return &st->rbp;
-	if (reg == DW_REG_RA)
+	if (reg == c->ra_reg)
 		return &st->ra;
 	return NULL;
 }
 
 /* DW_CFA_restore: the register's rule as the CIE left it. */
-static void restore_rule(struct cfa_state *st, const struct cfa_state *initial, uint64_t reg)
+static void restore_rule(const struct cie *c, struct cfa_state *st, const struct cfa_state *initial, uint64_t reg)
 {
-	struct reg_rule *rule = tracked(st, reg);
+	struct reg_rule *rule = tracked(c, st, reg);
 
 	if (rule)
-		*rule = reg == DW_REG_RBP ? initial->rbp : initial->ra;
+		*rule = reg == c->fp_reg ? initial->rbp : initial->ra;
 }
 
 /*
@@ -137,6 +138,98 @@ static int match_deref_rbp(const uint8_t *e, size_t len, int16_t *ret_k)
 	return 0;
 }
 
+/* A rule saved at CFA + off, as a slot of 8 bytes that fits rbp_off (never 0, never UNWIND_RBP_UNDEFINED). */
+static bool slot8(int64_t off, int8_t *ret)
+{
+	if (off == 0 || off % 8 != 0 || off / 8 < -127 || off / 8 > 127)
+		return false;
+	*ret = (int8_t)(off / 8);
+	return true;
+}
+
+static struct unwind_row unsupported(struct builder *b)
+{
+	struct unwind_row row = { .cfa_type = UNWIND_CFA_UNSUPPORTED };
+
+	b->stats->rows_unsupported++;
+	return row;
+}
+
+/*
+ * An AArch64 state as a row (bpf/unwind.h, UNWIND_A64_*): the CFA from SP
+ * or FP, the return address still in LR or saved near either end of the
+ * frame, and FP saved beside it, or alone while LR holds the return address.
+ */
+static struct unwind_row to_row_a64(struct builder *b, const struct cie *c, const struct cfa_state *st)
+{
+	struct unwind_row row = { 0 };
+	int64_t cfa_bytes;
+	uint8_t ra, fp;
+	int8_t slot = 0, fp_slot;
+
+	if (st->ra.kind == RULE_UNDEF) {
+		row.cfa_type = UNWIND_CFA_END;
+		return row;
+	}
+	if (c->signal) {
+		row.cfa_type = UNWIND_CFA_SIGNAL;
+		return row;
+	}
+	if (st->cfa_expr || (st->cfa_reg != DW_REG_A64_SP && st->cfa_reg != DW_REG_A64_FP) || st->cfa_off < 0)
+		return unsupported(b);
+	cfa_bytes = st->cfa_off;
+	if (cfa_bytes <= UINT16_MAX) {
+		row.cfa_type = st->cfa_reg == DW_REG_A64_SP ? UNWIND_CFA_RSP : UNWIND_CFA_RBP;
+		row.cfa_off = (uint16_t)cfa_bytes;
+	} else if (st->cfa_reg == DW_REG_A64_SP && cfa_bytes % 8 == 0 && cfa_bytes / 8 <= UINT16_MAX) {
+		row.cfa_type = UNWIND_CFA_RSP_X8;
+		row.cfa_off = (uint16_t)(cfa_bytes / 8);
+	} else {
+		return unsupported(b);
+	}
+	switch (st->ra.kind) {
+	case RULE_UNSPEC:
+	case RULE_SAME:
+		/* The ABI leaves LR's rule unspecified: the return address has not left the register. */
+		ra = UNWIND_A64_RA_LR;
+		break;
+	case RULE_OFFSET:
+		if (slot8(st->ra.off, &slot))
+			ra = UNWIND_A64_RA_CFA;
+		else if (slot8(cfa_bytes + st->ra.off, &slot))
+			ra = UNWIND_A64_RA_BASE;
+		else
+			return unsupported(b);
+		break;
+	default:
+		return unsupported(b);
+	}
+	switch (st->rbp.kind) {
+	case RULE_UNSPEC:
+	case RULE_SAME:
+		fp = UNWIND_A64_FP_SAME;
+		break;
+	case RULE_OFFSET:
+		if (ra != UNWIND_A64_RA_LR && st->rbp.off == st->ra.off - 8) {
+			fp = UNWIND_A64_FP_PAIR;
+			break;
+		}
+		if (ra == UNWIND_A64_RA_LR && slot8(st->rbp.off, &fp_slot)) {
+			fp = UNWIND_A64_FP_CFA;
+			slot = fp_slot;
+			break;
+		}
+		/* fall through */
+	default:
+		fp = UNWIND_A64_FP_UNDEFINED;
+		b->stats->rows_rbp_undefined++;
+		break;
+	}
+	row.cfa_type |= ra | fp;
+	row.rbp_off = slot;
+	return row;
+}
+
 /* The row a state stands for. */
 static struct unwind_row to_row(struct builder *b, const struct cie *c, const struct cfa_state *st)
 {
@@ -144,6 +237,8 @@ static struct unwind_row to_row(struct builder *b, const struct cie *c, const st
 	int16_t k;
 	int n;
 
+	if (c->ra_reg == DW_REG_A64_LR)
+		return to_row_a64(b, c, st);
 	if (st->ra.kind == RULE_UNDEF) {
 		row.cfa_type = UNWIND_CFA_END;
 		return row;
@@ -248,11 +343,11 @@ int agent_unwind_run_insns(struct builder *b, const struct cie *c, const uint8_t
 			goto advance;
 		case DW_CFA_offset:
 			off = scaled(&r, uleb_as_s64(&r), c->daf);
-			if ((rule = tracked(st, low)))
+			if ((rule = tracked(c, st, low)))
 				*rule = (struct reg_rule){ RULE_OFFSET, off };
 			continue;
 		case DW_CFA_restore:
-			restore_rule(st, initial, low);
+			restore_rule(c, st, initial, low);
 			continue;
 		default:
 			break;
@@ -277,34 +372,34 @@ int agent_unwind_run_insns(struct builder *b, const struct cie *c, const uint8_t
 		case DW_CFA_offset_extended:
 			reg = rd_uleb(&r);
 			off = scaled(&r, uleb_as_s64(&r), c->daf);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ RULE_OFFSET, off };
 			break;
 		case DW_CFA_offset_extended_sf:
 			reg = rd_uleb(&r);
 			off = scaled(&r, rd_sleb(&r), c->daf);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ RULE_OFFSET, off };
 			break;
 		case DW_CFA_GNU_negative_offset_extended:
 			reg = rd_uleb(&r);
 			off = scaled(&r, -uleb_as_s64(&r), c->daf);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ RULE_OFFSET, off };
 			break;
 		case DW_CFA_restore_extended:
-			restore_rule(st, initial, rd_uleb(&r));
+			restore_rule(c, st, initial, rd_uleb(&r));
 			break;
 		case DW_CFA_undefined:
 		case DW_CFA_same_value:
 			reg = rd_uleb(&r);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ op == DW_CFA_undefined ? RULE_UNDEF : RULE_SAME, 0 };
 			break;
 		case DW_CFA_register:
 			reg = rd_uleb(&r);
 			rd_uleb(&r);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ RULE_OTHER, 0 };
 			break;
 		case DW_CFA_val_offset:
@@ -314,7 +409,7 @@ int agent_unwind_run_insns(struct builder *b, const struct cie *c, const uint8_t
 				rd_uleb(&r);
 			else
 				rd_sleb(&r);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ RULE_OTHER, 0 };
 			break;
 		case DW_CFA_remember_state:
@@ -375,7 +470,7 @@ int agent_unwind_run_insns(struct builder *b, const struct cie *c, const uint8_t
 			reg = rd_uleb(&r);
 			len = rd_uleb(&r);
 			rd_skip(&r, len);
-			if ((rule = tracked(st, reg)))
+			if ((rule = tracked(c, st, reg)))
 				*rule = (struct reg_rule){ RULE_OTHER, 0 };
 			break;
 		}
@@ -383,8 +478,16 @@ int agent_unwind_run_insns(struct builder *b, const struct cie *c, const uint8_t
 			rd_uleb(&r);
 			break;
 		case DW_CFA_GNU_window_save:
-			/* SPARC's, and AArch64's return address signing: not x86-64's. */
-			return -EINVAL;
+			/*
+			 * On AArch64, DW_CFA_AARCH64_negate_ra_state: the return
+			 * address is signed (pointer authentication) from here.
+			 * The rule that finds it does not change, and the BPF
+			 * unwinder strips those bits from every return address.
+			 * Elsewhere SPARC's register windows: not x86-64's.
+			 */
+			if (c->ra_reg != DW_REG_A64_LR)
+				return -EINVAL;
+			break;
 		default:
 			return -EINVAL;
 		}

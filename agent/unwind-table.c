@@ -206,6 +206,9 @@ int agent_unwind_table_build(const struct agent_unwind_sections *s, size_t max_r
 
 	memset(ret, 0, sizeof(*ret));
 	b.stats = &ret->stats;
+	ret->arch = s->arch;
+	if (s->arch != AGENT_UNWIND_ARCH_X86_64 && s->arch != AGENT_UNWIND_ARCH_ARM64)
+		return -ENOEXEC;
 	if (max_rows < 2)
 		return -E2BIG;
 	if (s->eh_frame && s->eh_frame_len)

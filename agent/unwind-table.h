@@ -29,6 +29,22 @@
 /* Rows one table may have; libLLVM-14 needs about 1 million. */
 #define AGENT_UNWIND_MAX_ROWS_DEFAULT (4u << 20)
 
+/*
+ * The instruction set whose call frame information a table is built from,
+ * and so how its rows read (bpf/unwind.h). Zero is x86-64.
+ */
+enum agent_unwind_arch {
+	AGENT_UNWIND_ARCH_X86_64 = 0,
+	AGENT_UNWIND_ARCH_ARM64 = 1, /* AArch64 */
+};
+
+/* The architecture this agent runs on: the only one whose tables its BPF unwinder can follow. */
+#if defined(__aarch64__)
+#define AGENT_UNWIND_ARCH_NATIVE AGENT_UNWIND_ARCH_ARM64
+#else
+#define AGENT_UNWIND_ARCH_NATIVE AGENT_UNWIND_ARCH_X86_64
+#endif
+
 struct agent_unwind_stats {
 	uint32_t fdes;		   /* FDEs read */
 	uint32_t fdes_bad;	   /* FDEs skipped: malformed, or a CIE we cannot use */
@@ -42,6 +58,7 @@ struct agent_unwind_table {
 	uint64_t end;  /* first vaddr past the last row's range */
 	struct unwind_row *rows;
 	size_t n_rows;
+	enum agent_unwind_arch arch; /* how the rows read */
 	struct agent_unwind_stats stats;
 };
 
@@ -52,9 +69,10 @@ struct agent_unwind_sections {
 	uint64_t eh_frame_vaddr;    /* for pc-relative pointer encodings */
 	const uint8_t *debug_frame; /* may be NULL */
 	size_t debug_frame_len;
-	uint64_t text_vaddr; /* for DW_EH_PE_textrel (rare) */
-	uint64_t data_vaddr; /* for DW_EH_PE_datarel: .got's address on x86-64 */
-	int is_64;	     /* 1: ELFCLASS64 */
+	uint64_t text_vaddr;	     /* for DW_EH_PE_textrel (rare) */
+	uint64_t data_vaddr;	     /* for DW_EH_PE_datarel: .got's address on x86-64 */
+	int is_64;		     /* 1: ELFCLASS64 */
+	enum agent_unwind_arch arch; /* whose registers the CFI names (the ELF's e_machine) */
 	/*
 	 * The ELF's entry point (e_entry), or 0. Where no FDE covers it (the
 	 * dynamic loader's _start and _dl_start_user, hand-written without CFI)
@@ -68,13 +86,16 @@ struct agent_unwind_sections {
  * Builds the table from section bytes. Returns 0; -ENOENT when neither
  * section has a usable FDE; -EINVAL when the bytes are malformed past
  * recovery (an FDE that fails alone is skipped and counted instead); -E2BIG
- * when more than max_rows rows would be needed; -ENOMEM.
+ * when more than max_rows rows would be needed; -ENOMEM; -ENOEXEC for an
+ * arch that is not one of enum agent_unwind_arch.
  */
 int agent_unwind_table_build(const struct agent_unwind_sections *s, size_t max_rows, struct agent_unwind_table *ret);
 
 /*
  * Finds the sections in an ELF file open at fd (read with libelf) and
- * builds. Returns as above, or -ENOEXEC when the file is not an x86-64 ELF.
+ * builds, for the architecture the file's e_machine names (ret->arch; the
+ * caller checks it is the one it can use). Returns as above, or -ENOEXEC
+ * when the file is not a 64-bit little-endian x86-64 or AArch64 ELF.
  */
 int agent_unwind_table_build_fd(int fd, size_t max_rows, struct agent_unwind_table *ret);
 

@@ -25,9 +25,14 @@
 #define TABLE_MAP_OVERHEAD 4096
 
 const char *const agent_unwind_no_table_names[AGENT_UNWIND_NT__MAX] = {
-	[AGENT_UNWIND_NT_NO_CFI] = "no_cfi",	     [AGENT_UNWIND_NT_NOT_X86_64] = "not_x86_64",
-	[AGENT_UNWIND_NT_MALFORMED] = "malformed",   [AGENT_UNWIND_NT_TOO_BIG] = "too_big",
-	[AGENT_UNWIND_NT_UNREADABLE] = "unreadable", [AGENT_UNWIND_NT_KERNEL] = "kernel",
+#if defined(__aarch64__)
+	[AGENT_UNWIND_NT_FOREIGN] = "not_arm64",
+#else
+	[AGENT_UNWIND_NT_FOREIGN] = "not_x86_64",
+#endif
+	[AGENT_UNWIND_NT_NO_CFI] = "no_cfi",	 [AGENT_UNWIND_NT_MALFORMED] = "malformed",
+	[AGENT_UNWIND_NT_TOO_BIG] = "too_big",	 [AGENT_UNWIND_NT_UNREADABLE] = "unreadable",
+	[AGENT_UNWIND_NT_KERNEL] = "kernel",
 };
 
 /* One file's table, loaded or known to be impossible (id 0: follow frame pointers in it). */
@@ -151,7 +156,7 @@ static enum agent_unwind_no_table no_table_reason(int r)
 	case -ENOENT:
 		return AGENT_UNWIND_NT_NO_CFI;
 	case -ENOEXEC:
-		return AGENT_UNWIND_NT_NOT_X86_64;
+		return AGENT_UNWIND_NT_FOREIGN;
 	case -E2BIG:
 		return AGENT_UNWIND_NT_TOO_BIG;
 	default:
@@ -259,7 +264,7 @@ static void publish_pending(struct agent_unwinder *u)
 static int build_vdso(size_t size, size_t max_rows, struct agent_unwind_table *ret)
 {
 	const void *base = (const void *)getauxval(AT_SYSINFO_EHDR);
-	struct agent_unwind_sections s = { .is_64 = 1 };
+	struct agent_unwind_sections s = { .is_64 = 1, .arch = AGENT_UNWIND_ARCH_NATIVE };
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 	size_t shstrndx;
@@ -331,6 +336,11 @@ static struct table *table_for(struct agent_unwinder *u, const struct agent_proc
 	if (fd >= 0) {
 		r = agent_unwind_table_build_fd(fd, u->o.max_rows, &ut);
 		close(fd);
+		if (r == 0 && ut.arch != AGENT_UNWIND_ARCH_NATIVE) {
+			/* Another architecture's rows (an emulated program's file): this unwinder cannot follow them. */
+			agent_unwind_table_done(&ut);
+			r = -ENOEXEC;
+		}
 	} else {
 		r = build_vdso(m->end - m->start, u->o.max_rows, &ut);
 	}

@@ -32,7 +32,7 @@ struct agent_unwinder_opts {
 /* Why an executable has no table (agent_unwinder_stats.no_table). */
 enum agent_unwind_no_table {
 	AGENT_UNWIND_NT_NO_CFI = 0, /* neither .eh_frame nor .debug_frame */
-	AGENT_UNWIND_NT_NOT_X86_64, /* not an x86-64 ELF */
+	AGENT_UNWIND_NT_FOREIGN,    /* not an ELF of the agent's architecture ("not_x86_64", "not_arm64") */
 	AGENT_UNWIND_NT_MALFORMED,  /* the sections did not parse */
 	AGENT_UNWIND_NT_TOO_BIG,    /* more rows than max_rows, or bigger than max_bytes */
 	AGENT_UNWIND_NT_UNREADABLE, /* the file could not be opened (process gone) */

@@ -53,7 +53,8 @@ static __always_inline bool start_table_unwind(struct bpf_perf_event_data *ctx, 
 					       __u64 t0)
 {
 	struct unwind_scratch_state *st = table_unwind_begin(ctx, UNWIND_SCRATCH_CPU, PROFILE_EVENT_SAMPLE, id, task,
-							     ctx->regs.ip, ctx->regs.sp, ctx->regs.bp);
+							     PT_REGS_IP(&ctx->regs), PT_REGS_SP(&ctx->regs),
+							     PT_REGS_FP(&ctx->regs));
 
 	if (!st)
 		return false;
@@ -110,7 +111,7 @@ int do_sample(struct bpf_perf_event_data *ctx)
 		count(PROFILE_CNT_LOST_RINGBUF);
 		return 0;
 	}
-	fill_sample(e, ctx, PROFILE_EVENT_SAMPLE, id, task, kthread, (__s64)ctx->regs.ip >= 0);
+	fill_sample(e, ctx, PROFILE_EVENT_SAMPLE, id, task, kthread, (__s64)PT_REGS_IP(&ctx->regs) >= 0);
 	if (!kthread && user) {
 		fp_user_stack(e, ctx);
 		if (table_unwinding)
@@ -196,7 +197,7 @@ int handle_exec(u64 *ctx)
 	if (track_mmaps && !exec_maps_by_fexit) {
 		report_vma(BPF_CORE_READ(task, mm, start_code));
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		report_vma(BPF_CORE_READ(regs, ip));
+		report_vma(PT_REGS_IP_CORE(regs));
 	}
 	return task_event(PROFILE_EVENT_EXEC);
 }
@@ -488,12 +489,19 @@ int BPF_KRETPROBE(handle_vm_mmap_ret, unsigned long ret)
 	return 0;
 }
 
-#define SR_NR_MMAP 9 /* x86-64 */
+/* mmap(2)'s number, and where the kernel keeps the number of the system call being made. */
+#if defined(__TARGET_ARCH_arm64)
+#define SR_NR_MMAP	    222
+#define SR_SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#else
+#define SR_NR_MMAP	    9 /* x86-64 */
+#define SR_SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#endif
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
-	if (BPF_CORE_READ(regs, orig_ax) != SR_NR_MMAP || (ret < 0 && ret > -4096) || !mmap_wants_exec(regs))
+	if (SR_SYSCALL_NR(regs) != SR_NR_MMAP || (ret < 0 && ret > -4096) || !mmap_wants_exec(regs))
 		return 0;
 	report_vma((__u64)ret);
 	return 0;

@@ -124,9 +124,19 @@ __noinline int py_begin(__u32 slot)
 	if (!p || p->start_boottime_ns != st->sample.hdr.start_boottime_ns)
 		return 0;
 	st->py = *p;
-	/* x86-64: pthread_self() is the thread pointer, the FS base. */
+	/*
+	 * x86-64: pthread_self() is the thread pointer, the FS base. On arm64
+	 * it lies below the thread pointer (TPIDR_EL0) by the size of glibc's
+	 * struct pthread, which is not known here yet: no thread is found
+	 * (counted as PROFILE_CNT_PY_NO_THREAD).
+	 */
+#if defined(__TARGET_ARCH_arm64)
+	(void)task;
+	ts = py_find_tstate(p, (__u32)id, 0);
+#else
 	ts = py_find_tstate(p, (__u32)id,
 			    bpf_core_field_exists(task->thread.fsbase) ? BPF_CORE_READ(task, thread.fsbase) : 0);
+#endif
 	if (!ts) {
 		count(PROFILE_CNT_PY_NO_THREAD);
 		return 0;

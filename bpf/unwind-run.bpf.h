@@ -53,14 +53,19 @@ table_unwind_begin(void *ctx, __u32 slot, __u32 type, __u64 id, struct task_stru
 	}
 	if ((__s64)ip < 0) {
 		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		st->rip = BPF_CORE_READ(regs, ip);
-		st->rsp = BPF_CORE_READ(regs, sp);
-		st->rbp = BPF_CORE_READ(regs, bp);
+		st->rip = PT_REGS_IP_CORE(regs);
+		st->rsp = PT_REGS_SP_CORE(regs);
+		st->rbp = PT_REGS_FP_CORE(regs);
 	} else {
 		st->rip = ip;
 		st->rsp = sp;
 		st->rbp = bp;
 	}
+#if defined(__TARGET_ARCH_arm64)
+	/* A leaf's return address, or one of a frame interrupted in its prologue or epilogue, is still in LR. */
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	st->lr = PT_REGS_RET_CORE(regs) & UNWIND_A64_VA_MASK;
+#endif
 	st->n = 0;
 	st->table_frames = 0;
 	st->fp_frames = 0;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
 /*
- * The table unwinder (x86-64): from the sampled user registers, frame by
- * frame, find the mapping that holds the pc (unwind_procs, written by the
- * agent), binary-search its executable's table (unwind_tables, built by
- * agent/unwind-table.c from .eh_frame), and compute the caller's RIP, RSP
+ * The table unwinder (x86-64; AArch64 rows are stepped by unwind-a64.bpf.h):
+ * from the sampled user registers, frame by frame, find the mapping that
+ * holds the pc (unwind_procs, written by the agent), binary-search its
+ * executable's table (unwind_tables, built by agent/unwind-table.c from
+ * .eh_frame), and compute the caller's RIP, RSP
  * and RBP. Mappings without a table (Go, JIT code, files not read yet) are
  * crossed by their frame pointers, and so is code that no FDE of its file's
  * table covers (V8's embedded builtins in the node binary): on x86-64 V8
@@ -65,6 +66,9 @@ struct unwind_scratch_state {
 	__u64 rip;
 	__u64 rsp;
 	__u64 rbp;
+#if defined(__TARGET_ARCH_arm64)
+	__u64 lr; /* the interrupted frame's LR (x30): its return address until it saves it */
+#endif
 	__u32 n;
 	__u8 rbp_valid;
 	__u8 return_address; /* rip is a return address: look up rip - 1 */
@@ -298,6 +302,10 @@ static __always_inline int unwind_fp_step(struct unwind_scratch_state *st, int w
 	return 0;
 }
 
+#if defined(__TARGET_ARCH_arm64)
+#include "unwind-a64.bpf.h"
+#endif
+
 /* Moves st to the caller of its current frame; returns 0, or the PROFILE_CNT_UNWIND_END_* that ends the stack. */
 static __always_inline int unwind_step(struct unwind_scratch_state *st)
 {
@@ -345,6 +353,9 @@ static __always_inline int unwind_step(struct unwind_scratch_state *st)
 	if (found.row.cfa_type == UNWIND_ROW_EVICTED)
 		return PROFILE_CNT_UNWIND_END_EVICTED;
 	row = &found.row;
+#if defined(__TARGET_ARCH_arm64)
+	return unwind_row_step_a64(st, row);
+#endif
 
 	switch (row->cfa_type) {
 	case UNWIND_CFA_RSP:

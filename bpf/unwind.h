@@ -4,9 +4,11 @@
  * builds the tables from .eh_frame / .debug_frame (agent/unwind-table.c) and
  * loads them (agent/unwinder.c). Fixed-width types only (docs/style.md 1).
  *
- * x86-64 only: the rules name RSP, RBP and RIP, and the return address is
+ * On x86-64 the rules name RSP, RBP and RIP, and the return address is
  * always at CFA - 8 (the x86-64 psABI's CIE rule; a table whose CIE says
- * otherwise is refused when it is built).
+ * otherwise is refused when it is built). Tables built from AArch64 files
+ * use the same rows with SP (x31) for RSP and FP (x29) for RBP, and say
+ * where the return address is in cfa_type's high bits (UNWIND_A64_* below).
  *
  * A table is one executable's rows sorted by pc. A row holds from its pc up
  * to the next row's pc; pc is relative to the table's base (the lowest ELF
@@ -50,6 +52,35 @@ enum unwind_cfa_type {
 	UNWIND_CFA_UNSUPPORTED = 8,
 };
 
+/*
+ * AArch64 rows (a table built from an AArch64 file; the agent loads only
+ * tables of its own architecture). cfa_type's low four bits are the type
+ * above: UNWIND_CFA_RSP, _RSP_X8 and _RBP with SP and FP, _SIGNAL, _END,
+ * _INVALID and _UNSUPPORTED (never _PLT or _DEREF_RBP). Its high four bits
+ * say where the return address and the caller's FP are, since the return
+ * address is not at a fixed place: it stays in LR (x30) until a function
+ * saves it, and leaf functions never do; GCC saves it with FP (stp x29, x30)
+ * at the bottom of the frame, clang at the top. rbp_off is then the slot of
+ * the saved return address in 8-byte units (RA_CFA, RA_BASE), or FP's
+ * (RA_LR with FP_CFA), else 0. A return address may carry pointer
+ * authentication bits (DW_CFA_AARCH64_negate_ra_state): an AArch64 unwinder
+ * strips them from every return address it reads (the BPF unwinder follows
+ * x86-64 rows only so far: docs/platforms.md).
+ *
+ * x86-64 rows keep these bits 0.
+ */
+#define UNWIND_CFA_TYPE_MASK 0x0f
+#define UNWIND_A64_RA_MASK   0x30
+#define UNWIND_A64_RA_LR     0x00 /* still in LR: a leaf function, a prologue or an epilogue (the first frame only) */
+#define UNWIND_A64_RA_CFA    0x10 /* at CFA + 8 * rbp_off */
+/* At B + 8 * rbp_off, B the register the CFA is computed from (CFA minus cfa_off's bytes): GCC's frames of 1 KiB and more. */
+#define UNWIND_A64_RA_BASE	0x20
+#define UNWIND_A64_FP_MASK	0xc0
+#define UNWIND_A64_FP_SAME	0x00 /* FP keeps its value in the caller */
+#define UNWIND_A64_FP_PAIR	0x40 /* saved in the slot below the return address's (stp x29, x30) */
+#define UNWIND_A64_FP_UNDEFINED 0x80 /* cannot be recovered here */
+#define UNWIND_A64_FP_CFA	0xc0 /* at CFA + 8 * rbp_off, with the return address in LR */
+
 /* rbp_off values that are not an offset. */
 #define UNWIND_RBP_SAME	     0	    /* RBP keeps its value in the caller */
 #define UNWIND_RBP_UNDEFINED (-128) /* RBP cannot be recovered (saved in a register or by an expression) */
@@ -57,8 +88,8 @@ enum unwind_cfa_type {
 struct unwind_row {
 	__u32 pc;      /* relative to the table's base */
 	__u16 cfa_off; /* bytes added to the register (UNWIND_CFA_RSP/RBP), or as enum unwind_cfa_type says */
-	__u8 cfa_type; /* enum unwind_cfa_type */
-	__s8 rbp_off;  /* the caller's RBP is at CFA + 8 * rbp_off, or UNWIND_RBP_SAME / UNWIND_RBP_UNDEFINED */
+	__u8 cfa_type; /* enum unwind_cfa_type (AArch64: with UNWIND_A64_* in the high bits) */
+	__s8 rbp_off; /* the caller's RBP is at CFA + 8 * rbp_off, or UNWIND_RBP_SAME / UNWIND_RBP_UNDEFINED (AArch64: above) */
 };
 
 /*

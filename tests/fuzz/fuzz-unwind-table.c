@@ -9,11 +9,12 @@
  * that a read past either is an ASan error. The .eh_frame is linked at
  * FUZZ_EH_VADDR (flags bit 1: near the top of the address space instead, to
  * reach the wrap-around checks); tests/fuzz/corpus/unwind-table/ holds real
- * .eh_frame entries re-based to it.
+ * .eh_frame entries re-based to it. Flags bit 3 reads the CFI as AArch64's.
  *
  * Every table that comes out must be one the BPF unwinder can binary-search:
  * rows strictly sorted, known types, the last row INVALID, each row found at
- * its own address; a smaller max_rows only ever fails with -E2BIG.
+ * its own address; a smaller max_rows only ever fails with -E2BIG. AArch64
+ * bits (bpf/unwind.h) only in AArch64 tables, and only on rows with a CFA.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -44,8 +45,16 @@ static void check_table(int r, const struct agent_unwind_table *t, size_t max_ro
 		abort();
 	for (size_t i = 0; i < t->n_rows; i++) {
 		const struct unwind_row *row = &t->rows[i];
+		uint8_t type = row->cfa_type & UNWIND_CFA_TYPE_MASK;
 
-		if (row->cfa_type > UNWIND_CFA_UNSUPPORTED || (i > 0 && t->rows[i - 1].pc >= row->pc))
+		if (type > UNWIND_CFA_UNSUPPORTED || (i > 0 && t->rows[i - 1].pc >= row->pc))
+			abort();
+		if (type != row->cfa_type &&
+		    (t->arch != AGENT_UNWIND_ARCH_ARM64 ||
+		     (type != UNWIND_CFA_RSP && type != UNWIND_CFA_RSP_X8 && type != UNWIND_CFA_RBP) ||
+		     (row->cfa_type & UNWIND_A64_RA_MASK) == 0x30))
+			abort();
+		if (t->arch == AGENT_UNWIND_ARCH_ARM64 && (type == UNWIND_CFA_PLT || type == UNWIND_CFA_DEREF_RBP))
 			abort();
 		if (agent_unwind_table__find(t, t->base + row->pc) != row)
 			abort();
@@ -113,6 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s.text_vaddr = FUZZ_EH_VADDR - 0x100000;
 	s.data_vaddr = FUZZ_EH_VADDR + 0x100000;
 	s.is_64 = !(data[0] & 1);
+	s.arch = data[0] & 8 ? AGENT_UNWIND_ARCH_ARM64 : AGENT_UNWIND_ARCH_X86_64;
 	/* 0 and 1 are refused outright; up to 17 rows cuts most real inputs short. */
 	small_max = data[0] >> 4;
 	if (data[0] & 4)

@@ -2,9 +2,10 @@
 /*
  * Prints the unwind table agent/unwind-table.c builds for an ELF file, one
  * row a line: "vaddr type cfa_off rbp_off" (vaddr in hex, the rest decimal,
- * as bpf/unwind.h defines them). unwind-table-readelf.py compares it with
- * what binutils' readelf makes of the same CFI, an implementation that
- * shares no code with ours.
+ * as bpf/unwind.h defines them; an AArch64 table's type has UNWIND_A64_* in
+ * its high bits). unwind-table-readelf.py compares it with what binutils'
+ * readelf makes of the same CFI, unwind-table-arm64.py with llvm-dwarfdump's
+ * reading of AArch64 files: implementations that share no code with ours.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,9 +36,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* A header line the reader can tell from rows: the table's range and its counters. */
-	printf("# base %llx end %llx rows %zu fdes %u fdes_bad %u rows_unsupported %u from_debug_frame %u\n",
+	printf("# base %llx end %llx rows %zu fdes %u fdes_bad %u rows_unsupported %u from_debug_frame %u arch %s\n",
 	       (unsigned long long)t.base, (unsigned long long)t.end, t.n_rows, t.stats.fdes, t.stats.fdes_bad,
-	       t.stats.rows_unsupported, t.stats.from_debug_frame);
+	       t.stats.rows_unsupported, t.stats.from_debug_frame,
+	       t.arch == AGENT_UNWIND_ARCH_ARM64 ? "arm64" : "x86_64");
 	for (size_t i = 0; i < t.n_rows; i++) {
 		const struct unwind_row *row = &t.rows[i];
 
