@@ -526,12 +526,24 @@ static int read_code_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t 
 	return 0;
 }
 
+/* The Code's own function alone, at its first line, in *ret; NULL when it was never read. */
+static const struct agent_v8_code_frame *own_function(const struct js_code *c, struct agent_v8_code_frame *ret,
+						      int *ret_n)
+{
+	if (!c->sfi)
+		return NULL;
+	memset(ret, 0, sizeof(*ret));
+	ret->sfi = c->sfi;
+	*ret_n = 1;
+	return ret;
+}
+
 /*
  * The functions of an optimized frame at offset of Code code, innermost
  * first: kept with the Code, or read while the process lives; for a
- * process that is gone, the Code's own function alone (in *ret_gone), at
- * its first line. NULL when the Code cannot be read or is no optimized
- * code; *ret_n 0 when the offset could not be mapped.
+ * process that is gone, or an offset that could not be mapped, the Code's
+ * own function alone (in *ret_gone), at its first line. NULL when the Code
+ * cannot be read or is no optimized code.
  */
 static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, struct js_proc *e,
 							const struct agent_proc *proc, uint64_t code, uint32_t offset,
@@ -554,21 +566,17 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 	}
 	if (c) {
 		for (uint32_t i = 0; i < c->n_at; i++) {
-			if (c->at[i].offset == offset) {
+			if (c->at[i].offset == offset && c->at[i].n > 0) {
 				*ret_n = c->at[i].n;
 				return c->at[i].f;
 			}
+			if (c->at[i].offset == offset)
+				return own_function(c, ret_gone, ret_n);
 		}
 	}
-	if (!alive) {
-		/* The process is gone: the Code's own function, at its first line, when it was read. */
-		if (!c || !c->sfi)
-			return NULL;
-		*ret_n = 1;
-		memset(ret_gone, 0, sizeof(*ret_gone));
-		ret_gone->sfi = c->sfi;
-		return ret_gone;
-	}
+	/* The process is gone: the Code's own function, at its first line, when it was read. */
+	if (!alive)
+		return c ? own_function(c, ret_gone, ret_n) : NULL;
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
@@ -596,13 +604,14 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 	}
 	e->codes_read++;
 	if (r < 0) {
+		/* Kept as not mapped: the offset is named by the Code's own function when it is known. */
 		n->stats.code_read_errors++;
-		r = 0;
-	} else {
-		c->sfi = c->at[slot].f[r - 1].sfi;
-		if (c->at[slot].f[r - 1].line == 0)
-			n->stats.code_lines_unknown++;
+		c->at[slot].n = 0;
+		return own_function(c, ret_gone, ret_n);
 	}
+	c->sfi = c->at[slot].f[r - 1].sfi;
+	if (c->at[slot].f[r - 1].line == 0)
+		n->stats.code_lines_unknown++;
 	c->at[slot].n = r;
 	*ret_n = r;
 	return c->at[slot].f;
