@@ -43,6 +43,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cfilib  # noqa: E402
+
 SKIP = 77
 
 INVALID, RSP, RBP, PLT, DEREF_RBP, SIGNAL, END, RSP_X8, UNSUPPORTED = range(9)
@@ -230,24 +233,8 @@ def fmt(rule):
     )
 
 
-def dump(tool, path):
-    out = subprocess.run([tool, path], check=True, capture_output=True, text=True).stdout
-    header, pcs, rules = None, [], []
-    for line in out.splitlines():
-        if line.startswith("#"):
-            header = line
-            continue
-        a, t, off, rbp = line.split()
-        pcs.append(int(a, 16))
-        rules.append((int(t), int(off), int(rbp)))
-    if any(b <= a for a, b in zip(pcs, pcs[1:])):
-        raise SystemExit("unwind-table-arm64: %s: our rows are not sorted" % path)
-    stats = dict(zip(header.split()[1::2], header.split()[2::2])) if header else {}
-    return header, stats, pcs, rules
-
-
 def compare(tool, readelf, dwarfdump, path):
-    header, stats, pcs, rules = dump(tool, path)
+    header, stats, pcs, rules = cfilib.dump(tool, path, "unwind-table-arm64")
     log(path + ":", header)
     if stats.get("arch") != "arm64":
         log("%s: built as arch %s, not arm64" % (path, stats.get("arch")))
@@ -261,32 +248,13 @@ def compare(tool, readelf, dwarfdump, path):
         subprocess.run([dwarfdump, "--debug-frame", path], check=True, capture_output=True, text=True).stdout
     )
     fdes = [f for f in fdes if f.begin != 0 and f.end > f.begin]
-    eh = sorted((f.begin, f.end) for f in fdes if f.sec == "eh_frame")
-    eh_begins = [b for b, _ in eh]
-
-    def eh_covers(pc):
-        i = bisect.bisect_right(eh_begins, pc) - 1
-        return i >= 0 and eh[i][0] <= pc < eh[i][1]
-
-    # Overlapping FDEs of one section: the builder keeps the later one; compare neither.
-    overlapping = set()
-    for sec in {f.sec for f in fdes}:
-        reach = None
-        for f in sorted((f for f in fdes if f.sec == sec), key=lambda f: (f.begin, f.end)):
-            if reach is not None and f.begin < reach.end:
-                overlapping.update({id(reach), id(f)})
-            if reach is None or f.end > reach.end:
-                reach = f
-
-    def ours(pc):
-        i = bisect.bisect_right(pcs, pc) - 1
-        return rules[i] if i >= 0 else None
+    cov = cfilib.Coverage(fdes, "eh_frame", pcs, rules)
 
     checked = fdes_checked = skipped = 0
     bad = []
     for f in fdes:
         cie = cies.get((f.sec, f.cie))
-        if id(f) in overlapping or cie is None or (f.sec, f.off) not in llvm:
+        if id(f) in cov.overlapping or cie is None or (f.sec, f.off) not in llvm:
             skipped += 1
             continue
         # An FDE without instructions of its own keeps its CIE's rules throughout.
@@ -307,9 +275,9 @@ def compare(tool, readelf, dwarfdump, path):
             else:
                 wanted = want(cfa, cols, cie.aug, llvm[(f.sec, f.off)], loc)
             for pc in [loc] + pcs[bisect.bisect_right(pcs, loc) : bisect.bisect_left(pcs, seg_end)]:
-                if f.sec != "eh_frame" and eh_covers(pc):
+                if f.sec != "eh_frame" and cov.eh_covers(pc):
                     continue
-                got = ours(pc)
+                got = cov.ours(pc)
                 checked += 1
                 if got != wanted:
                     bad.append(

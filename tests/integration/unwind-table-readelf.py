@@ -26,6 +26,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cfilib  # noqa: E402
+
 SKIP = 77
 
 INVALID, RSP, RBP, PLT, DEREF_RBP, SIGNAL, END, RSP_X8, UNSUPPORTED = range(9)
@@ -184,55 +187,19 @@ def fmt(rule):
     return "%s off %s rbp %s" % (TYPE_NAMES[rule[0]] if rule[0] < len(TYPE_NAMES) else rule[0], rule[1], rule[2])
 
 
-def dump(tool, path):
-    out = subprocess.run([tool, path], check=True, capture_output=True, text=True).stdout
-    header, pcs, rules = None, [], []
-    for line in out.splitlines():
-        if line.startswith("#"):
-            header = line
-            continue
-        a, t, off, rbp = line.split()
-        pcs.append(int(a, 16))
-        rules.append((int(t), int(off), int(rbp)))
-    if any(b <= a for a, b in zip(pcs, pcs[1:])):
-        raise SystemExit("unwind-table-readelf: %s: our rows are not sorted" % path)
-    return header, pcs, rules
-
-
 def check(tool, path):
-    header, pcs, rules = dump(tool, path)
+    header, _, pcs, rules = cfilib.dump(tool, path, "unwind-table-readelf")
     log(path + ":", header)
     cies, fdes = parse_interp(readelf("frames-interp", path))
     exprs = parse_exprs(readelf("frames", path))
     fdes = [f for f in fdes if f.begin != 0 and f.end > f.begin]
-    # The builder lets .eh_frame win over .debug_frame, and a later FDE over an overlapping one
-    # of its own section: compare only the pcs exactly one FDE of the winning section covers.
-    eh = sorted((f.begin, f.end) for f in fdes if f.sec == ".eh_frame")
-    eh_begins = [b for b, _ in eh]
-
-    def eh_covers(pc):
-        i = bisect.bisect_right(eh_begins, pc) - 1
-        return i >= 0 and eh[i][0] <= pc < eh[i][1]
-
-    overlapping = set()
-    for sec in {f.sec for f in fdes}:
-        mine = sorted((f for f in fdes if f.sec == sec), key=lambda f: (f.begin, f.end))
-        reach = None  # the FDE that reaches furthest so far
-        for f in mine:
-            if reach is not None and f.begin < reach.end:
-                overlapping.update({id(reach), id(f)})
-            if reach is None or f.end > reach.end:
-                reach = f
-
-    def ours(pc):
-        i = bisect.bisect_right(pcs, pc) - 1
-        return rules[i] if i >= 0 else None
+    cov = cfilib.Coverage(fdes, ".eh_frame", pcs, rules)
 
     checked = fdes_checked = skipped = 0
     bad = []
     for f in fdes:
         cie = cies.get((f.sec, f.cie))
-        if cie is None or id(f) in overlapping:
+        if cie is None or id(f) in cov.overlapping:
             skipped += 1
             continue
         rows = f.rows or cie.rows
@@ -256,9 +223,9 @@ def check(tool, path):
             # readelf's row, and every row of ours that starts inside its range.
             points = [loc] + pcs[bisect.bisect_right(pcs, loc) : bisect.bisect_left(pcs, seg_end)]
             for pc in points:
-                if f.sec != ".eh_frame" and eh_covers(pc):
+                if f.sec != ".eh_frame" and cov.eh_covers(pc):
                     continue
-                got = ours(pc)
+                got = cov.ours(pc)
                 checked += 1
                 if got is None or not matches(got, wanted):
                     bad.append(
