@@ -300,24 +300,32 @@ static int peek(void *ctx, uint64_t addr, void *buf, size_t len)
 	return (size_t)r == len ? 0 : -EFAULT;
 }
 
-/* The three words a cached entry is checked against, from one read of the object's head. */
-static int read_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t sfi, uint64_t ret[3])
+/* The words at offs of the object at tagged pointer obj, from one read of its head (at most JS_HEAD_MAX bytes). */
+static int read_words(const struct agent_v8_meta *m, uint32_t pid, uint64_t obj, const uint32_t *offs, int n,
+		      uint64_t *ret)
 {
-	const uint32_t offs[3] = { m->heap_object_map, m->sfi_name_or_scope_info, m->sfi_script_or_debug_info };
 	uint8_t head[JS_HEAD_MAX];
 	uint32_t span = 0;
 	int r;
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < n; i++)
 		span = offs[i] + 8 > span ? offs[i] + 8 : span;
 	if (span > sizeof(head))
 		return -EINVAL;
-	r = peek((void *)(uintptr_t)pid, sfi - m->heap_object_tag, head, span);
+	r = peek((void *)(uintptr_t)pid, obj - m->heap_object_tag, head, span);
 	if (r < 0)
 		return r;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < n; i++)
 		memcpy(&ret[i], head + offs[i], 8);
 	return 0;
+}
+
+/* The three words a cached function is checked against. */
+static int read_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t sfi, uint64_t ret[3])
+{
+	const uint32_t offs[3] = { m->heap_object_map, m->sfi_name_or_scope_info, m->sfi_script_or_debug_info };
+
+	return read_words(m, pid, sfi, offs, 3, ret);
 }
 
 static void drop_function(struct agent_nodejs *n, struct js_function *fn)
@@ -510,20 +518,8 @@ static int read_code_head(const struct agent_v8_meta *m, uint32_t pid, uint64_t 
 	const uint32_t offs[JS_CODE_HEAD] = { m->heap_object_map,	  m->code_deopt_data,
 					      m->code_source_positions,	  m->code_relocation_info,
 					      m->code_instruction_stream, m->code_instruction_start };
-	uint8_t head[JS_HEAD_MAX];
-	uint32_t span = 0;
-	int r;
 
-	for (int i = 0; i < JS_CODE_HEAD; i++)
-		span = offs[i] + 8 > span ? offs[i] + 8 : span;
-	if (span > sizeof(head))
-		return -EINVAL;
-	r = peek((void *)(uintptr_t)pid, code - m->heap_object_tag, head, span);
-	if (r < 0)
-		return r;
-	for (int i = 0; i < JS_CODE_HEAD; i++)
-		memcpy(&ret[i], head + offs[i], 8);
-	return 0;
+	return read_words(m, pid, code, offs, JS_CODE_HEAD, ret);
 }
 
 /* The Code's own function alone, at its first line, in *ret; NULL when it was never read. */
