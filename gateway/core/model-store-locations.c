@@ -272,23 +272,26 @@ static struct gw_obj *location_owner(struct gw_stores *s, const struct gw_locati
  * what it names (that store's lock taken after, as the lock order has it). An
  * executable that stored locations name is never evicted: evicting it would
  * free nothing, and the next definition naming it would make a copy, and
- * copies of every location under it, uncounted.
+ * copies of every location under it, uncounted. True when holding charged
+ * the stacks store's bound (the caller shrinks it once the locks allow).
  */
-static void hold_owner_locked(struct gw_stores *s, struct gw_location *l, bool hold, struct gw_evicted *ev)
+static bool hold_owner_locked(struct gw_stores *s, struct gw_location *l, bool hold, struct gw_evicted *ev)
 {
 	struct gw_store *os;
 	struct gw_obj *o = location_owner(s, l, &os);
+	bool charged = false;
 
 	if (!o)
-		return;
+		return false;
 	pthread_mutex_lock(&os->lock);
 	if (hold) {
-		gw_store_hold_locked(os, o);
+		charged = gw_store_hold_locked(os, o);
 	} else {
 		gw_store_release_locked(os, o);
 		gw_store_shrink_locked(s, os, NULL, GW_STORE_SECOND_CHANCES, ev);
 	}
 	pthread_mutex_unlock(&os->lock);
+	return charged;
 }
 
 /* Locations store's lock held: takes indexed l out of the store (the index's reference goes on ev). */
@@ -378,6 +381,16 @@ void gw_store_shrink_locations_locked(struct gw_stores *s, const struct gw_locat
 	}
 }
 
+/* No store lock held: brings the stacks store back under its bound after a charge to it from elsewhere. */
+static void shrink_stacks(struct gw_stores *s, struct gw_evicted *ev)
+{
+	struct gw_store *ss = &s->s[GW_STORE_STACKS];
+
+	pthread_mutex_lock(&ss->lock);
+	gw_store_shrink_locked(s, ss, NULL, GW_STORE_SECOND_CHANCES, ev);
+	pthread_mutex_unlock(&ss->lock);
+}
+
 /* ---- lookups and inserts ---- */
 
 /* Locations store's lock held: a new reference to the location equal to k, or NULL. */
@@ -413,6 +426,7 @@ struct gw_location *gw_store_insert_location(struct gw_stores *s, const struct k
 	struct gw_evicted ev = GW_EVICTED_INIT;
 	struct gw_location *existing;
 	uint64_t charge = gw_location__charge(l);
+	bool held_owner;
 
 	pthread_mutex_lock(&ls->lock);
 	existing = find_locked(ls, k);
@@ -434,9 +448,11 @@ struct gw_location *gw_store_insert_location(struct gw_stores *s, const struct k
 	ls->stats.entries++;
 	ls->stats.bytes += charge;
 	ls->stats.inserts++;
-	hold_owner_locked(s, l, true, &ev);
+	held_owner = hold_owner_locked(s, l, true, &ev);
 	gw_store_shrink_locations_locked(s, l, GW_STORE_SECOND_CHANCES, &ev);
 	pthread_mutex_unlock(&ls->lock);
+	if (held_owner) /* what it names now counts to the stacks store's bound (that lock comes first) */
+		shrink_stacks(s, &ev);
 	gw_store_drop_evicted(&ev);
 	return l;
 }
@@ -460,9 +476,7 @@ bool gw_stores__set_lines(struct gw_stores *s, struct gw_location *l, struct gw_
 		charged = charge_lines_locked(s, l, lines);
 		pthread_mutex_unlock(&ls->lock);
 		if (charged) {
-			pthread_mutex_lock(&ss->lock);
-			gw_store_shrink_locked(s, ss, NULL, GW_STORE_SECOND_CHANCES, &ev);
-			pthread_mutex_unlock(&ss->lock);
+			shrink_stacks(s, &ev);
 			gw_store_drop_evicted(&ev);
 		}
 		return true;

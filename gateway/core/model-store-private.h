@@ -140,8 +140,12 @@ bool gw_store_over_locked(struct gw_stores *s, struct gw_store *st);
  */
 void gw_store_shrink_locked(struct gw_stores *s, struct gw_store *st, const void *keep, unsigned chances,
 			    struct gw_evicted *ev);
-/* st's lock held: a stored location starts or stops naming o (its executable, kernel or function). */
-void gw_store_hold_locked(struct gw_store *st, struct gw_obj *o);
+/*
+ * st's lock held: a stored location starts or stops naming o (its executable,
+ * kernel or function). Hold: true when o's bytes were charged to the stacks
+ * store's bound just now (the caller shrinks that store).
+ */
+bool gw_store_hold_locked(struct gw_store *st, struct gw_obj *o);
 void gw_store_release_locked(struct gw_store *st, struct gw_obj *o);
 /* Drops what was evicted (no lock held). */
 void gw_store_drop_evicted(struct gw_evicted *ev);

@@ -274,15 +274,22 @@ bool gw_store_over_locked(struct gw_stores *s, struct gw_store *st)
 	return b > st->limit_bytes;
 }
 
-/* Held, o is out of st's list and bytes, never evicted; obj.held counts its holders. */
-void gw_store_hold_locked(struct gw_store *st, struct gw_obj *o)
+/*
+ * Held, o is out of st's list and bytes, never evicted; obj.held counts its
+ * holders. True when its bytes moved to held_bytes just now, that is to the
+ * stacks store's bound, which the caller must then shrink.
+ */
+bool gw_store_hold_locked(struct gw_store *st, struct gw_obj *o)
 {
-	if (o->lru_next) { /* in the list: indexed, and nothing held it */
+	bool moved = o->lru_next != NULL; /* in the list: indexed, and nothing held it */
+
+	if (moved) {
 		lru_unlink(o);
 		st->stats.bytes -= o->bytes;
 		atomic_fetch_add_explicit(&st->held_bytes, o->bytes, memory_order_relaxed);
 	}
 	o->held++;
+	return moved;
 }
 
 /* The last holder to let o go puts it back in the list (if it is still indexed). */

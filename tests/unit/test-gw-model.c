@@ -364,6 +364,35 @@ static void test_store_held_executables(void **state)
 	gw_stores_free(s);
 }
 
+/*
+ * A location naming an executable no stored location named before moves that
+ * executable's bytes to the stacks store's bound: the stacks store shrinks
+ * then too, not only at its next insert, so its bytes never read over it.
+ */
+static void test_store_held_executable_shrinks_stacks(void **state)
+{
+	struct gw_store_limits lim = { .stack_bytes = 16 * 1024 };
+	struct gw_stores *s = gw_stores_new(&lim);
+	struct gw_store_stats ss;
+	struct gw_executable *e = exe(s, 1);
+
+	for (int i = 0; i < 200; i++)
+		gw_stack__unref(stack(s, e, i, 8));
+	gw_stores__stats(s, GW_STORE_STACKS, &ss);
+	assert_true(ss.evictions > 0); /* full */
+	for (int n = 2; n < 40; n++) {
+		struct gw_executable *x = exe(s, n);
+		struct gw_location *l = gw_stores__intern_location(s, GW_FRAME_USER, 0x4000, x, NULL);
+
+		gw_stores__stats(s, GW_STORE_STACKS, &ss);
+		assert_true(ss.bytes <= ss.limit_bytes);
+		gw_location__unref(l);
+		gw_executable__unref(x);
+	}
+	gw_stores_free(s);
+	gw_executable__unref(e);
+}
+
 /* Functions: content-addressed, byte-bounded, their locations come with lines. */
 static void test_store_functions(void **state)
 {
@@ -890,6 +919,7 @@ int main(void)
 		cmocka_unit_test(test_store_index_load_factor),
 		cmocka_unit_test(test_store_held_locations),
 		cmocka_unit_test(test_store_held_executables),
+		cmocka_unit_test(test_store_held_executable_shrinks_stacks),
 		cmocka_unit_test(test_location_index),
 		cmocka_unit_test(test_store_functions),
 		cmocka_unit_test(test_lines_set_once),
