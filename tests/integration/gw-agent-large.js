@@ -78,10 +78,13 @@ service:
       const symbols = [];
       for (let i = 0; i < 200000; i++)
         symbols.push({ address: 0x400000 + ((i * 7919) % 200000) * 16, size: 16, name: `_ZN9stackrelay4test${i}fnEv` });
+      // An executable no earlier request used: the world's were listed to the first step's instances, whose
+      // claims hold for 30 s (GW_AGENT_WANTED_ASK_NS), as long as waitAsked waits.
+      const fresh = { id: L.id('exe-upload', 0, 20), idKind: 1, fileName: 'binup', path: '/usr/bin/binup', fileSize: 4242 };
       const inst = crypto.randomBytes(16);
-      const seq = await L.waitAsked(session, inst, [world.exes[0].id], using(world.exes[0]));
-      const upload = { instanceId: inst, sequence: seq, executables: world.exes.slice(0, 1),
-        symbolTables: [{ exe: world.exes[0].id, symbols, sources: ['.symtab'] }] };
+      const seq = await L.waitAsked(session, inst, [fresh.id], using(fresh));
+      const upload = { instanceId: inst, sequence: seq, executables: [fresh],
+        symbolTables: [{ exe: fresh.id, symbols, sources: ['.symtab'] }] };
       const other = await L.connect(`http://${gw.agentAddress}`);
       const t0 = Date.now();
       const bigAnswer = L.push(session, upload, { timeoutMs: 30000 }).then((r) => ({ r, ms: Date.now() - t0 }));
