@@ -580,7 +580,7 @@ void agent_procs__fork(struct agent_procs *p, const struct profile_fork_event *e
 	p->stats.forks_copied++;
 }
 
-void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window)
+struct agent_proc *agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window)
 {
 	struct agent_proc *proc = lookup(p, ev->hdr.pid, ev->hdr.start_boottime_ns);
 	struct agent_proc_map m = { 0 }; /* an mmap event names a file: not anonymous */
@@ -590,7 +590,7 @@ void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *e
 		/* Its first sight: name and cgroup are read at its first sample, maps only on a miss. */
 		proc = proc_new(p, ev->hdr.pid, ev->hdr.start_boottime_ns, window);
 		if (!proc)
-			return;
+			return NULL;
 		proc->maps_ok = true;
 		proc->mm = ev->mm;
 	} else if (proc->mm != ev->mm) {
@@ -608,6 +608,7 @@ void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *e
 	m.exe = mmap_file(p, proc, ev);
 	if (maps_insert(proc, &m) < 0)
 		exe_unref(m.exe);
+	return proc;
 }
 
 void agent_procs__exit(struct agent_procs *p, uint32_t pid, uint64_t start_ns)

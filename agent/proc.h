@@ -130,8 +130,9 @@ void agent_procs__exec(struct agent_procs *p, uint32_t pid, uint64_t start_ns, u
 /*
  * An executable mapping made by the process (PROFILE_EVENT_MMAP): replaces
  * what overlapped it, or everything when it belongs to a new image (mm).
+ * Returns the process (NULL: out of memory).
  */
-void agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window);
+struct agent_proc *agent_procs__mmap(struct agent_procs *p, const struct profile_mmap_event *ev, uint64_t window);
 /* A new process forked from a known one: it starts with a copy of its parent's mappings. */
 void agent_procs__fork(struct agent_procs *p, const struct profile_fork_event *ev, uint64_t window);
 /* The process's last thread exited: retire it at the next gc. */

@@ -353,9 +353,21 @@ int agent_run_on_record(void *ctx, const void *data, size_t len)
 	case PROFILE_EVENT_FORK:
 		agent_procs__fork(c->procs, ev.fork, c->window);
 		break;
-	case PROFILE_EVENT_MMAP:
-		agent_procs__mmap(c->procs, ev.mmap, c->window);
+	case PROFILE_EVENT_MMAP: {
+		struct agent_proc *proc = agent_procs__mmap(c->procs, ev.mmap, c->window);
+
+		/*
+		 * A process the unwinder has: the BPF side added this mapping to its
+		 * list itself, but a sync that read the mappings before it (the agent
+		 * building tables while ld.so maps libc) wrote its list over that
+		 * addition. Sync again now: this record arrives unwoken (a known
+		 * file), and waiting for the next woken sample left a library out of
+		 * the process's list for up to a poll interval (a second).
+		 */
+		if (proc && proc->unwind_gen)
+			agent_run_queue_unwinder(c, proc);
 		break;
+	}
 	case PROFILE_EVENT_EXIT:
 		c->stats.exits++;
 		agent_procs__exit(c->procs, ev.hdr->pid, ev.hdr->start_boottime_ns);
