@@ -17,7 +17,7 @@ test) starts short-lived processes at --rate a second, round robin:
     (unshare -m), as a container's process is.
 Every --every seconds it records the agent's RSS by kind (anonymous, files,
 BPF maps), its heap (stackrelay_agent_heap_bytes) and every cache's entries
-(stackrelay_agent_cache_entries{cache}), and the gateway's RSS, heap and what
+(stackrelay_agent_cache_entries{cache} and _bytes{cache}), and the gateway's RSS, heap and what
 holds it (its stores, symbol cache, shared lines, stack slabs, location
 slots, from its /metrics). At the end it
 prints the series and the growth over the second half of the run
@@ -76,19 +76,21 @@ def gateway_parts(port):
 def snapshot(agent_pid, gw_pid, port, gw_port):
     rss, kinds = rss_kib(agent_pid)
     gw_rss, _ = rss_kib(gw_pid)
-    caches, heap = {}, 0
+    caches, cache_mib, heap = {}, {}, 0
     try:
         text = metricslib.scrape(port, timeout=5)
         for family, labels, value, _ in metricslib.samples(text):
             if family == "stackrelay_agent_cache_entries":
                 caches[labels["cache"]] = int(value)
+            elif family == "stackrelay_agent_cache_bytes":
+                cache_mib[labels["cache"]] = value / 1048576.0
             elif family == "stackrelay_agent_heap_bytes" and labels.get("state") == "in_use":
                 heap = int(value)
     except OSError:
         pass
     return {"rss": rss / 1024.0, "anon": kinds["anonymous"] / 1024.0, "files": kinds["files"] / 1024.0,
             "bpf": kinds["bpf maps"] / 1024.0, "heap": heap / 1048576.0, "gw": gw_rss / 1024.0, "caches": caches,
-            "gw_parts": gateway_parts(gw_port)}
+            "cache_mib": cache_mib, "gw_parts": gateway_parts(gw_port)}
 
 
 def main():
@@ -138,7 +140,8 @@ def main():
             series.append(s)
             print("%6.0f s  agent RSS %6.1f MiB (anon %5.1f, files %5.1f, bpf %5.1f, heap %5.1f)  gateway %6.1f MiB  %s"
                   % (s["t"], s["rss"], s["anon"], s["files"], s["bpf"], s["heap"], s["gw"],
-                     " ".join("%s=%d" % kv for kv in sorted(s["caches"].items()))), flush=True)
+                     " ".join("%s=%d (%.2f MiB)" % (k, v, s["cache_mib"].get(k, 0.0))
+                              for k, v in sorted(s["caches"].items()))), flush=True)
             print("        gateway MiB: %s" % " ".join("%s=%.2f" % kv for kv in sorted(s["gw_parts"].items())),
                   flush=True)
         churn.finish()
@@ -178,6 +181,11 @@ def main():
         print("| cache %s, entries | %d | %d | %+d | %d |" % (name, half["caches"].get(name, 0), last["caches"][name],
                                                              last["caches"][name] - half["caches"].get(name, 0),
                                                              max(s["caches"].get(name, 0) for s in series)))
+    for name in sorted(last["cache_mib"]):
+        print("| cache %s, MiB | %.2f | %.2f | %+.2f | %.2f |" % (
+            name, half["cache_mib"].get(name, 0.0), last["cache_mib"][name],
+            last["cache_mib"][name] - half["cache_mib"].get(name, 0.0),
+            max(s["cache_mib"].get(name, 0.0) for s in series)))
     for name in sorted(last["gw_parts"]):
         print("| gateway %s, MiB | %.2f | %.2f | %+.2f | %.2f |" % (
             name, half["gw_parts"].get(name, 0.0), last["gw_parts"][name],
