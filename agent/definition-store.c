@@ -22,13 +22,53 @@
 #include "definition-store.h"
 #include "util.h"
 
+/*
+ * A frame as a stored stack keeps it: struct agent_frame in 16 bytes rather
+ * than 24, since stored stacks' frames are most of the agent's heap under
+ * process churn. The kind goes in the top byte of exe: executable and
+ * function indices stay far below 2^24, and the kernel's address spaces
+ * (AGENT_EXE_KERNEL*, the values at the top of the range) keep their low
+ * 24 bits and get the top ones back.
+ */
+struct stored_frame {
+	uint64_t address;
+	uint32_t exe_kind;
+	uint32_t line;
+};
+
+#define STORED_EXE_BITS 24
+#define STORED_EXE_MASK ((1u << STORED_EXE_BITS) - 1)
+#define STORED_EXE_HIGH (AGENT_EXE_KERNEL_MODULE0 & STORED_EXE_MASK)
+_Static_assert(AGENT_STORE_MAX_EXECUTABLES < STORED_EXE_HIGH && AGENT_FUNCTIONS_MAX < STORED_EXE_HIGH,
+	       "indices must not reach the kernel's address spaces in 24 bits");
+_Static_assert(sizeof(struct stored_frame) == 16, "a stored frame is 16 bytes");
+
+static struct stored_frame frame_pack(const struct agent_frame *f)
+{
+	return (struct stored_frame){ .address = f->address,
+				      .exe_kind = (f->exe & STORED_EXE_MASK) | (uint32_t)f->kind << STORED_EXE_BITS,
+				      .line = f->line };
+}
+
+static uint32_t frame_exe(const struct stored_frame *f)
+{
+	uint32_t exe = f->exe_kind & STORED_EXE_MASK;
+
+	return exe >= STORED_EXE_HIGH ? exe | ~STORED_EXE_MASK : exe;
+}
+
+static uint8_t frame_kind(const struct stored_frame *f)
+{
+	return (uint8_t)(f->exe_kind >> STORED_EXE_BITS);
+}
+
 struct stack_entry {
 	uint8_t id[AGENT_STACK_ID_LEN];
 	struct sr_list_node lru; /* in agent_store.lru */
 	uint64_t last_window;
 	uint16_t n;
 	bool truncated;
-	struct agent_frame frames[];
+	struct stored_frame frames[];
 };
 
 struct exe_entry {
@@ -424,10 +464,10 @@ static void drop_stack_locked(struct agent_store *s, struct stack_entry *victim)
 	sr_list__unlink(&s->lru, &victim->lru);
 	sr_htab_ptrs__remove(&s->stacks, victim->id, AGENT_STACK_ID_LEN);
 	for (size_t i = 0; i < victim->n; i++)
-		if (agent_frame_kind_has_function(victim->frames[i].kind))
-			agent_functions__unref(&s->funcs, victim->frames[i].exe);
+		if (agent_frame_kind_has_function(frame_kind(&victim->frames[i])))
+			agent_functions__unref(&s->funcs, frame_exe(&victim->frames[i]));
 		else
-			exe_unref_locked(s, victim->frames[i].exe);
+			exe_unref_locked(s, frame_exe(&victim->frames[i]));
 	s->stack_bytes -= sizeof(*victim) + victim->n * sizeof(victim->frames[0]);
 	free(victim);
 }
@@ -487,7 +527,8 @@ int agent_store__intern_stack(struct agent_store *s, const struct agent_frame *f
 	e->last_window = window;
 	e->n = (uint16_t)n;
 	e->truncated = truncated;
-	memcpy(e->frames, frames, n * sizeof(frames[0]));
+	for (size_t i = 0; i < n; i++)
+		e->frames[i] = frame_pack(&frames[i]);
 	if (sr_htab_ptrs__put(&s->stacks, e) < 0) {
 		free(e);
 		r = -ENOMEM;
@@ -557,12 +598,15 @@ int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, sta
 	for (size_t i = 0; i < e->n; i++) {
 		uint8_t eid[AGENT_BUILD_ID_MAX];
 		stackrelay_v1_Frame *f = &ret->frames[i];
+		uint8_t kind = frame_kind(&e->frames[i]);
+		uint32_t exe = frame_exe(&e->frames[i]);
+
 		f->address = agent_pb_u64(e->frames[i].address);
-		f->kind = (stackrelay_v1_FrameKind *)agent_pb_enum(e->frames[i].kind);
+		f->kind = (stackrelay_v1_FrameKind *)agent_pb_enum(kind);
 		if (!f->address || !f->kind)
 			r = -ENOMEM;
-		if (agent_frame_kind_has_function(e->frames[i].kind)) {
-			int idlen = function_id_locked(s, e->frames[i].exe, eid);
+		if (agent_frame_kind_has_function(kind)) {
+			int idlen = function_id_locked(s, exe, eid);
 			if (idlen > 0) {
 				f->function_id = agent_pb_bytes(eid, (size_t)idlen);
 				if (!f->function_id)
@@ -574,7 +618,7 @@ int agent_store__stack(struct agent_store *s, const uint8_t *id, size_t len, sta
 					r = -ENOMEM;
 			}
 		} else {
-			int idlen = exe_id_locked(s, e->frames[i].exe, eid);
+			int idlen = exe_id_locked(s, exe, eid);
 			if (idlen > 0) {
 				f->executable_id = agent_pb_bytes(eid, (size_t)idlen);
 				if (!f->executable_id)

@@ -139,6 +139,35 @@ static void test_defs(void **state)
 	assert_int_equal(agent_store__exe_id(s, AGENT_EXE_KERNEL_MODULE0 + 1, kid), -ENOENT);
 	/* No process ever mapped it: nothing to open. */
 	assert_int_equal(agent_store__open_executable(s, BID_A, 20), -ENOENT);
+	{ /* A stored stack gives back each frame's executable, kernel space and kind (frames are kept packed). */
+		struct agent_frame f[] = {
+			{ .address = 0x7f0000001234ULL, .exe = b, .kind = stackrelay_v1_FrameKind_FRAME_KIND_USER },
+			{ .address = 0xffffffff81000000ULL, .exe = AGENT_EXE_KERNEL, .kind = 2 },
+			{ .address = 0xffffffffc0001000ULL, .exe = AGENT_EXE_KERNEL_MODULE0, .kind = 2 },
+			{ .address = 0xffffffff82000000ULL, .exe = AGENT_EXE_KERNEL_RUNTIME, .kind = 2 },
+			{ .address = 0x99, .exe = AGENT_EXE_NONE, .kind = 3 },
+		};
+		stackrelay_v1_StackDef sd;
+		uint8_t sid[16], want[AGENT_BUILD_ID_MAX];
+
+		assert_int_equal(agent_store__intern_stack(s, f, SR_ARRAY_SIZE(f), false, 1, sid), 0);
+		assert_int_equal(agent_store__stack(s, sid, 16, &sd), 0);
+		assert_int_equal(sd.frames_count, SR_ARRAY_SIZE(f));
+		for (size_t i = 0; i < SR_ARRAY_SIZE(f); i++) {
+			int len = agent_store__exe_id(s, f[i].exe, want);
+
+			assert_int_equal(*sd.frames[i].address, f[i].address);
+			assert_int_equal(*sd.frames[i].kind, f[i].kind);
+			if (len <= 0) {
+				assert_null(sd.frames[i].executable_id);
+				continue;
+			}
+			assert_non_null(sd.frames[i].executable_id);
+			assert_int_equal(sd.frames[i].executable_id->size, len);
+			assert_memory_equal(sd.frames[i].executable_id->bytes, want, (size_t)len);
+		}
+		pb_release(stackrelay_v1_StackDef_fields, &sd);
+	}
 	agent_store_free(s);
 }
 
