@@ -27,6 +27,7 @@ struct agent_exe {
 	struct agent_elf_info elf;
 	int64_t store_idx; /* < 0: not identifiable */
 	uint32_t refs;
+	uint64_t last_window; /* the last window a process mapped it in */
 };
 
 struct agent_procs {
@@ -38,7 +39,7 @@ struct agent_procs {
 	struct agent_exe *vdso;
 	uint64_t vdso_size;
 	struct agent_procs_stats stats;
-	void (*on_file)(void *ctx, uint64_t dev, uint64_t ino);
+	void (*on_file)(void *ctx, uint64_t dev, uint64_t ino, bool known);
 	void *on_file_ctx;
 };
 
@@ -117,7 +118,8 @@ struct agent_procs *agent_procs_new(struct agent_store *store, uint64_t max_proc
 	return p;
 }
 
-void agent_procs__on_file(struct agent_procs *p, void (*fn)(void *ctx, uint64_t dev, uint64_t ino), void *ctx)
+void agent_procs__on_file(struct agent_procs *p, void (*fn)(void *ctx, uint64_t dev, uint64_t ino, bool known),
+			  void *ctx)
 {
 	p->on_file = fn;
 	p->on_file_ctx = ctx;
@@ -188,16 +190,34 @@ static void exe_forget(struct agent_procs *p, struct agent_exe *e)
 	free(e);
 }
 
-static void exes_trim(struct agent_procs *p)
+/* A cached file leaves the cache: BPF is told, so that its next mapping wakes the agent to identify it again. */
+static void exe_drop(struct agent_procs *p, struct agent_exe *e)
 {
+	sr_htab_ptrs__remove(&p->exes, e->key, sizeof(e->key));
+	if (p->on_file)
+		p->on_file(p->on_file_ctx, e->key[0], e->key[1], false);
+	exe_forget(p, e);
+}
+
+/*
+ * Drops the files no process maps: at AGENT_EXE_CACHE_MAX all of them, and
+ * before (window > 0) those no process mapped for AGENT_FILE_IDLE_WINDOWS
+ * windows, so that a host running new executables all the time (a CI node,
+ * new build IDs every build) holds the last minute's, not the last 8192.
+ */
+static void exes_trim(struct agent_procs *p, uint64_t window)
+{
+	bool full = p->exes.h.n >= AGENT_EXE_CACHE_MAX;
 	struct agent_exe *e;
 
-	if (p->exes.h.n < AGENT_EXE_CACHE_MAX)
+	if (!full && !window)
 		return;
 	for (size_t i = 0; (e = sr_htab_ptrs__next(&p->exes, &i));) {
-		if (e->refs == 0) {
-			sr_htab_ptrs__remove(&p->exes, e->key, sizeof(e->key));
-			exe_forget(p, e);
+		if (e->refs > 0 && window > e->last_window) /* mapped now: idle from here on at the earliest */
+			e->last_window = window;
+		else if (e->refs == 0 && (full || e->last_window + AGENT_FILE_IDLE_WINDOWS < window)) {
+			p->stats.files_dropped++;
+			exe_drop(p, e);
 			/* Removing leaves a tombstone, so iteration can go on. */
 		}
 	}
@@ -235,7 +255,7 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 	if (e)
 		goto found;
 
-	exes_trim(p);
+	exes_trim(p, 0);
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		goto fail;
@@ -267,8 +287,10 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 		goto fail;
 	}
 	if (p->on_file)
-		p->on_file(p->on_file_ctx, key[0], key[1]);
+		p->on_file(p->on_file_ctx, key[0], key[1], true);
 found:
+	if (proc->last_window > e->last_window)
+		e->last_window = proc->last_window;
 	if (e->store_idx >= 0)
 		agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, m->start, m->end,
 				      m->path);
@@ -521,7 +543,9 @@ static struct agent_exe *mmap_file(struct agent_procs *p, struct agent_proc *pro
 	if (e) {
 		/* BPF forgot it (LRU): remind it, or every mapping of it wakes us. */
 		if ((ev->flags & PROFILE_MMAP_UNKNOWN_FILE) && p->on_file)
-			p->on_file(p->on_file_ctx, key[0], key[1]);
+			p->on_file(p->on_file_ctx, key[0], key[1], true);
+		if (proc->last_window > e->last_window)
+			e->last_window = proc->last_window;
 		if (e->store_idx >= 0)
 			agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, ev->start,
 					      ev->end, NULL);
@@ -769,7 +793,7 @@ void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ct
 		}
 	}
 	free(all);
-	exes_trim(p);
+	exes_trim(p, window);
 }
 
 void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret)

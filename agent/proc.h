@@ -53,6 +53,8 @@
 #define AGENT_MAPS_RETRY_EMPTY_NS (100ULL * 1000 * 1000)
 /* A process not sampled for this many windows is dropped (re-read if it shows up again). */
 #define AGENT_PROC_IDLE_WINDOWS 6
+/* An identified file no process mapped for this many windows is dropped from the cache. */
+#define AGENT_FILE_IDLE_WINDOWS 6
 
 struct agent_exe;
 
@@ -107,6 +109,7 @@ struct agent_procs_stats {
 	uint64_t elf_errors;
 	uint64_t retired_exited; /* exit record seen, or /proc said it is gone */
 	uint64_t retired_idle;	 /* no sample nor event for AGENT_PROC_IDLE_WINDOWS windows */
+	uint64_t files_dropped;	 /* identified files dropped: idle AGENT_FILE_IDLE_WINDOWS windows, or the cache full */
 	uint64_t retired_limit;	 /* over profiling.max_processes */
 	uint64_t mmap_events;
 	uint64_t mmap_files_identified; /* files first identified from an mmap event */
@@ -118,8 +121,12 @@ struct agent_procs_stats {
 struct agent_procs;
 
 struct agent_procs *agent_procs_new(struct agent_store *store, uint64_t max_processes);
-/* Called with each file newly identified (so BPF stops waking the agent for it). */
-void agent_procs__on_file(struct agent_procs *p, void (*fn)(void *ctx, uint64_t dev, uint64_t ino), void *ctx);
+/*
+ * Called with each file newly identified, known (so BPF stops waking the
+ * agent for it), and with each file dropped from the cache, not known.
+ */
+void agent_procs__on_file(struct agent_procs *p, void (*fn)(void *ctx, uint64_t dev, uint64_t ino, bool known),
+			  void *ctx);
 void agent_procs_free(struct agent_procs *p);
 
 /* The entry for (pid, start), created (and /proc read) on first use. NULL only on ENOMEM. */

@@ -504,13 +504,18 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 		"# HELP stackrelay_agent_executables_cached Files identified (by dev, inode, mtime).\n"
 		"# TYPE stackrelay_agent_executables_cached gauge\n"
 		"stackrelay_agent_executables_cached %" PRIu64 "\n"
+		"# HELP stackrelay_agent_executables_dropped_total Identified files dropped from the cache: no process "
+		"mapped them for 6 windows, or it was full (8192); their next mapping identifies them again.\n"
+		"# TYPE stackrelay_agent_executables_dropped_total counter\n"
+		"stackrelay_agent_executables_dropped_total %" PRIu64 "\n"
 		"# HELP stackrelay_agent_maps_reads_total /proc/PID/maps reads.\n"
 		"# TYPE stackrelay_agent_maps_reads_total counter\n"
 		"stackrelay_agent_maps_reads_total %" PRIu64 "\n"
 		"# HELP stackrelay_agent_elf_reads_total ELF files read to identify them.\n"
 		"# TYPE stackrelay_agent_elf_reads_total counter\n"
 		"stackrelay_agent_elf_reads_total %" PRIu64 "\n",
-		m->procs->processes, m->procs->executables_cached, m->procs->maps_reads, m->procs->elf_reads);
+		m->procs->processes, m->procs->executables_cached, m->procs->files_dropped, m->procs->maps_reads,
+		m->procs->elf_reads);
 	fprintf(f,
 		"# HELP stackrelay_agent_processes_retired_total Processes dropped from the mapping cache, by why: "
 		"exited (exit record, or /proc said it is gone), idle (nothing for 6 windows), limit "

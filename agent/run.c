@@ -174,15 +174,19 @@ static void forget_proc(void *ctx, struct agent_proc *proc)
 		agent_java__forget(c->java, proc);
 }
 
-/* A file the agent identified: its mappings stop waking the agent. */
-static void file_known(void *ctx, uint64_t dev, uint64_t ino)
+/* A file the agent identified: its mappings stop waking the agent; one it forgot: they wake it again. */
+static void file_known(void *ctx, uint64_t dev, uint64_t ino, bool known)
 {
 	struct run_ctx *c = ctx;
 	uint64_t key[2] = { dev, ino };
 	uint8_t one = 1;
 
-	if (c->known_files_fd >= 0)
+	if (c->known_files_fd < 0)
+		return;
+	if (known)
 		bpf_map_update_elem(c->known_files_fd, key, &one, BPF_ANY);
+	else
+		bpf_map_delete_elem(c->known_files_fd, key);
 }
 
 /* Refreshes what the metrics endpoint shows. */

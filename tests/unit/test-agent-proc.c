@@ -43,6 +43,7 @@ struct fixture {
 	struct profile_mmap_event ev; /* this program's text mapping */
 	uint64_t start_ns;	      /* our start_boottime, as BPF would report it */
 	int files_known;
+	int files_forgotten;
 };
 
 static uint64_t self_start_ns(void)
@@ -62,13 +63,16 @@ static uint64_t self_start_ns(void)
 	return ticks * (1000000000ULL / (uint64_t)sysconf(_SC_CLK_TCK));
 }
 
-static void on_file(void *ctx, uint64_t dev, uint64_t ino)
+static void on_file(void *ctx, uint64_t dev, uint64_t ino, bool known)
 {
 	struct fixture *f = ctx;
 
 	(void)dev;
 	(void)ino;
-	f->files_known++;
+	if (known)
+		f->files_known++;
+	else
+		f->files_forgotten++;
 }
 
 static int setup(void **state)
@@ -157,6 +161,37 @@ static void test_mmap_record_attributes(void **state)
 	agent_procs__stats(f->procs, &st);
 	assert_int_equal(st.elf_reads, 1);
 	assert_int_equal(proc->n_maps, 1);
+}
+
+/*
+ * A file no process maps any more stays cached for AGENT_FILE_IDLE_WINDOWS
+ * windows (the next run of the same program finds it), then is dropped, and
+ * BPF is told, so that its next mapping wakes the agent to identify it again.
+ */
+static void test_idle_file_dropped(void **state)
+{
+	struct fixture *f = *state;
+	struct agent_procs_stats st;
+
+	agent_procs__mmap(f->procs, &f->ev, 0);
+	assert_int_equal(f->files_known, 1);
+	agent_procs__exit(f->procs, f->ev.hdr.pid, f->start_ns);
+	agent_procs__gc(f->procs, 1, NULL, NULL);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.processes, 0);
+	assert_int_equal(st.executables_cached, 1);
+	agent_procs__gc(f->procs, AGENT_FILE_IDLE_WINDOWS, NULL, NULL);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.executables_cached, 1);
+	assert_int_equal(f->files_forgotten, 0);
+	agent_procs__gc(f->procs, AGENT_FILE_IDLE_WINDOWS + 1, NULL, NULL);
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.executables_cached, 0);
+	assert_int_equal(st.files_dropped, 1);
+	assert_int_equal(f->files_forgotten, 1);
+	/* Mapped again: identified again. */
+	agent_procs__mmap(f->procs, &f->ev, AGENT_FILE_IDLE_WINDOWS + 1);
+	assert_int_equal(f->files_known, 2);
 }
 
 static void test_new_image_and_overlaps(void **state)
@@ -294,6 +329,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_mmap_record_attributes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idle_file_dropped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_image_and_overlaps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_adds_vdso, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_copies_parent, setup, teardown),
