@@ -27,6 +27,7 @@ struct agent_exe {
 	struct agent_elf_info elf;
 	int64_t store_idx; /* < 0: not identifiable */
 	uint32_t refs;
+	char *path; /* as the process that first mapped it names it; NULL for the vDSO */
 };
 
 struct agent_procs {
@@ -167,8 +168,10 @@ void agent_procs_free(struct agent_procs *p)
 	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->procs, &i));)
 		proc_free(v);
 	sr_htab_ptrs_done(&p->procs);
-	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));) {
+		free(((struct agent_exe *)v)->path);
 		free(v);
+	}
 	sr_htab_ptrs_done(&p->exes);
 	free(p->vdso);
 	free(p);
@@ -185,6 +188,7 @@ static void exe_forget(struct agent_procs *p, struct agent_exe *e)
 {
 	if (e->store_idx >= 0)
 		agent_store__put_exe(p->store, (uint32_t)e->store_idx);
+	free(e->path);
 	free(e);
 }
 
@@ -241,6 +245,8 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 		goto fail;
 	memcpy(e->key, key, sizeof(key));
 	e->store_idx = -1;
+	/* Kept so that the runtimes (python.c, nodejs.c, java.c) judge the file by name without reading the link again. */
+	e->path = m->path ? strdup(m->path) : NULL;
 	p->stats.elf_reads++;
 	if (agent_elf_read_fd(fd, &e->elf) == 0) {
 		def.path = m->path;
@@ -719,6 +725,14 @@ int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_
 
 	if (cap < 2)
 		return -EINVAL;
+	/* Known since the file was identified: no link to read for each runtime that asks (python, nodejs, java). */
+	if (m->exe && m->exe->path) {
+		n = (ssize_t)strlen(m->exe->path);
+		if ((size_t)n >= cap)
+			return -ENAMETOOLONG;
+		memcpy(ret, m->exe->path, (size_t)n + 1);
+		return 0;
+	}
 	map_files_link(proc, m, link, sizeof(link));
 	n = readlink(link, ret, cap - 1);
 	if (n < 0)
@@ -785,4 +799,8 @@ void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret)
 					(proc->exe_path ? strlen(proc->exe_path) + 1 : 0);
 	}
 	ret->executables_bytes = p->exes.h.cap * p->exes.h.elem + p->exes.h.n * sizeof(struct agent_exe);
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));) {
+		const struct agent_exe *e = v;
+		ret->executables_bytes += e->path ? strlen(e->path) + 1 : 0;
+	}
 }

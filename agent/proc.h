@@ -160,9 +160,10 @@ const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc,
 /* The load bias of a mapping: ELF vaddr = address - bias. Returns 0 or -ENOENT. */
 int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias);
 /*
- * The path of the file mapped at m as the process sees it (the target of
- * its /proc/PID/map_files link), NUL-terminated in ret (cap bytes).
- * 0 or -errno.
+ * The path of the file mapped at m, NUL-terminated in ret (cap bytes): the
+ * one kept when the file was identified (as the process that first mapped
+ * it named it), else the target of the process's /proc/PID/map_files link.
+ * 0 or -errno (-ENAMETOOLONG when it does not fit).
  */
 int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap);
 /*

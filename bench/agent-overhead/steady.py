@@ -175,12 +175,23 @@ def wait_ready(p, needle, timeout=30):
 SAMPLE_PROG = "do_sample"
 
 
+def host_forks():
+    """Processes (and threads) the host has created since boot (/proc/stat "processes")."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
+
+
 def measure(pid, seconds, bpf):
+    forks0 = host_forks()
     cpu0, ctx0 = proc_cpu_ns(pid), ctx_switches(pid)
     p0 = bpf_totals(pid)[0] if bpf else {}
     c0 = bpf_counters(pid) if bpf else {}
     time.sleep(seconds)
     cpu1, ctx1 = proc_cpu_ns(pid), ctx_switches(pid)
+    forks = (host_forks() - forks0) / seconds
     p1, maps = bpf_totals(pid) if bpf else ({}, 0)
     c1 = bpf_counters(pid) if bpf else {}
     rss, kinds = rss_kib(pid)
@@ -193,7 +204,7 @@ def measure(pid, seconds, bpf):
             "sampling_bpf": sample[0], "sample_runs": sample[1],
             "us_per_sample": 1e6 * sample[0] / sample[1] if sample[1] else float("nan"),
             "counters": {n: c1[n] - c0.get(n, 0) for n in c1},
-            "wakeups": (ctx1 - ctx0) / seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": maps}
+            "wakeups": (ctx1 - ctx0) / seconds, "forks": forks, "seconds": seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": maps}
 
 
 def run_agent(args, build, hz, tmp, gw_endpoint, cgroup):
@@ -297,10 +308,11 @@ def per_stack(c, name):
 def report_round(rnd, hz, m, label=""):
     c = m["counters"]
     print("round %d agent%s %d Hz: %.4f s CPU + %.4f s BPF (%d runs), do_sample %.2f us x %d, %.1f wake-ups/s, "
-          "RSS %.1f MiB (BPF maps %d KiB, anonymous %d KiB, files %d KiB), BPF maps %.1f MiB" % (rnd + 1, label, hz, m["cpu"], m["bpf"], m["bpf_runs"], m["us_per_sample"],
-                                                 m["sample_runs"], m["wakeups"], m["rss"], m["kinds"]["bpf maps"],
-                                                 m["kinds"]["anonymous"], m["kinds"]["files"],
-                                                 m["maps"] / 2**20), file=sys.stderr)
+          "RSS %.1f MiB (BPF maps %d KiB, anonymous %d KiB, files %d KiB), BPF maps %.1f MiB; "
+          "host %.1f processes/s, threads %.3f %% of a core" % (
+              rnd + 1, label, hz, m["cpu"], m["bpf"], m["bpf_runs"], m["us_per_sample"], m["sample_runs"],
+              m["wakeups"], m["rss"], m["kinds"]["bpf maps"], m["kinds"]["anonymous"], m["kinds"]["files"],
+              m["maps"] / 2**20, m.get("forks", 0), 100.0 * m["cpu"] / m.get("seconds", 1)), file=sys.stderr)
     print("    BPF by program: " + ", ".join(
         "%s %.2f ms / %d runs" % (n, 1e3 * t, c_) for n, (t, c_) in sorted(m["progs"].items()) if c_),
         file=sys.stderr)
@@ -444,9 +456,13 @@ def main():
     if args.reference:
         print()
         for hz in freqs:
-            print("%d Hz, this build / reference: BPF a sample %.2f, total CPU %.2f" % (
-                hz, med(res[hz], lambda m: m["us_per_sample"]) / med(ref[hz], lambda m: m["us_per_sample"]),
-                med(res[hz], lambda m: m["cpu"] + m["bpf"]) / med(ref[hz], lambda m: m["cpu"] + m["bpf"])))
+            print("%d Hz, this build / reference: BPF a sample %.2f, total CPU %.2f, threads %.2f "
+                  "(%.3f vs %.3f %% of a core; host %.1f vs %.1f processes/s)" % (
+                      hz, med(res[hz], lambda m: m["us_per_sample"]) / med(ref[hz], lambda m: m["us_per_sample"]),
+                      med(res[hz], lambda m: m["cpu"] + m["bpf"]) / med(ref[hz], lambda m: m["cpu"] + m["bpf"]),
+                      med(res[hz], lambda m: m["cpu"]) / med(ref[hz], lambda m: m["cpu"]),
+                      100 * med(res[hz], lambda m: m["cpu"]) / w, 100 * med(ref[hz], lambda m: m["cpu"]) / w,
+                      med(res[hz], lambda m: m["forks"]), med(ref[hz], lambda m: m["forks"])))
     print()
     print("| Hz | table frames / stack | FP frames / stack | Python frames / stack | FP-only stacks / stack "
           "|")
