@@ -448,6 +448,7 @@ struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_
 			proc_clear_maps(proc);
 			proc->maps_ok = false;
 			proc->mm = 0;
+			proc->maps_fruitless = 0;
 			read_proc(p, proc);
 		} else if (!proc->info_ok) {
 			/* Known from its mappings alone: its name and cgroup now, its maps only on a miss. */
@@ -629,28 +630,35 @@ bool agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 {
 	const struct agent_proc_map *m = NULL;
 	uint64_t vaddr;
+	int attempt;
 
 	ret->address = addr;
 	ret->exe = AGENT_EXE_NONE;
 	ret->line = 0;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	for (attempt = 0; attempt < 2; attempt++) {
 		if ((m = agent_proc__find_map(proc, addr)))
 			break;
 		/* A library loaded after we read the maps (dlopen): read them again, not too often. */
+		if (attempt > 0 && proc->maps_fruitless < AGENT_MAPS_REFRESH_BACKOFF_MAX)
+			proc->maps_fruitless++;
 		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT) {
 			p->stats.unattributed[proc->exited && !proc->n_maps ? AGENT_UNATTR_PROC_GONE
 									    : AGENT_UNATTR_NO_MAPPING]++;
 			return false;
 		}
 		/* Nothing known at all (read mid-exec, or it failed): retry sooner. */
-		if (!proc->refresh_free && now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS
-										       : AGENT_MAPS_RETRY_EMPTY_NS)) {
+		if (!proc->refresh_free &&
+		    now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS << proc->maps_fruitless
+								: AGENT_MAPS_RETRY_EMPTY_NS)) {
 			p->stats.unattributed[AGENT_UNATTR_NO_MAPPING]++;
 			return false;
 		}
 		read_maps(p, proc, now_ns);
 	}
+	/* Found by a re-read (attempt 1): the re-reads pay off again. */
+	if (attempt > 0)
+		proc->maps_fruitless = 0;
 	if (!m->exe) {
 		p->stats.unattributed[m->anon ? AGENT_UNATTR_ANONYMOUS : AGENT_UNATTR_FILE_GONE]++;
 		return m->anon;

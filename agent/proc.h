@@ -51,6 +51,16 @@
 #define AGENT_MAPS_REFRESH_MIN_NS (250ULL * 1000 * 1000)
 /* ... and this often while none of its mappings is known. */
 #define AGENT_MAPS_RETRY_EMPTY_NS (100ULL * 1000 * 1000)
+/*
+ * Each re-read that still misses the frame's address doubles the wait
+ * before the next, up to AGENT_MAPS_REFRESH_MIN_NS << this (8 s): a process
+ * whose stacks hold addresses no mapping will ever cover (a JIT without
+ * frame pointers, such as QEMU's, walked by frame pointers) had its maps
+ * and every file mapping in them read 4 times a second for its whole life.
+ * A re-read that finds the address starts over. New mappings still come at
+ * once from the mmap hook's records.
+ */
+#define AGENT_MAPS_REFRESH_BACKOFF_MAX 5
 /* A process not sampled for this many windows is dropped (re-read if it shows up again). */
 #define AGENT_PROC_IDLE_WINDOWS 6
 
@@ -88,6 +98,7 @@ struct agent_proc {
 	bool stale;	   /* exec seen: read everything again at the next sample */
 	bool refresh_free; /* the image's first read: the loader may still have been mapping libraries */
 	uint64_t maps_read_ns;
+	uint8_t maps_fruitless; /* re-reads in a row that did not cover the missed address (the backoff) */
 	uint64_t last_window;
 	uint64_t mm;	     /* the address space the mappings belong to; 0: not known (read from /proc) */
 	uint64_t maps_gen;   /* bumped whenever maps change; starts at 1 */

@@ -13,10 +13,11 @@ stackrelay-gateway on loopback, GNUTLS_NO_IMPLICIT_INIT=1) and the bench
 measures, from the agent's exec:
   - "ready": wall time and the agent's CPU (every thread's schedstat) until
     its "profiling" log line (BPF loaded and attached, setup done);
-  - "first complete stack": wall time and CPU until its metrics count a
-    stack unwound to its end (stackrelay_agent_unwind_stops_total
-    {reason="complete"}), polled every --poll seconds (each scrape costs the
-    agent a render, which is in the CPU);
+  - "first complete stack": wall time and CPU until its BPF counters count
+    a stack unwound to its end (PROFILE_CNT_UNWIND_END_COMPLETE, which the
+    BPF program adds at the sample; read with bpftool every --poll seconds,
+    which costs the agent nothing: its /metrics are refreshed only once a
+    second);
   - "settled": the CPU of the --settle seconds after that, the processes the
     agent holds (stackrelay_agent_cache_entries{cache="processes"}), the
     /proc/PID/maps files it read and the tables it built by then: what the
@@ -24,10 +25,11 @@ measures, from the agent's exec:
 Prints a Markdown table of medians. --reference BUILD runs an earlier build's
 agent too, alternating.
 
-Usage (root): bench/agent-overhead/startup.py --build build [--procs 300] [--rounds 3]
+Needs bpftool. Usage (root): bench/agent-overhead/startup.py --build build [--procs 300] [--rounds 3]
               [--settle 10] [--reference BUILD]
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -43,7 +45,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "tests", "integration"))
 from procstats import proc_cpu_ns  # noqa: E402
-from steady import free_port, host_forks, start_gateway  # noqa: E402
+from steady import COUNTERS, free_port, host_forks, start_gateway  # noqa: E402
+from procstats import fdinfo  # noqa: E402
 import metricslib  # noqa: E402
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -58,11 +61,24 @@ def spawn_idle(n):
     return procs
 
 
-def metric(port, key):
-    try:
-        return metricslib.parse(metricslib.scrape(port, timeout=2)).get(key, 0)
-    except (OSError, ValueError):
-        return None
+def counters_map(pid):
+    """The ID of the agent's `counters` BPF map, or None."""
+    for mid in {int(kv["map_id"]) for kv in fdinfo(pid).values() if "map_id" in kv}:
+        out = subprocess.run(["bpftool", "--json", "map", "show", "id", str(mid)], capture_output=True, text=True)
+        if json.loads(out.stdout or "{}").get("name") == "counters":
+            return mid
+    return None
+
+
+def counter(mid, name):
+    """One BPF counter, summed over CPUs."""
+    key = COUNTERS.index(name).to_bytes(4, "little")
+    out = subprocess.run(["bpftool", "--json", "map", "lookup", "id", str(mid), "key"] +
+                         ["0x%02x" % b for b in key], capture_output=True, text=True)
+    e = json.loads(out.stdout or "{}")
+    if e.get("formatted"):
+        return sum(v["value"] for v in e["formatted"]["values"])
+    return sum(int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in e.get("values", []))
 
 
 def one(args, build, tmp, endpoint):
@@ -87,10 +103,11 @@ def one(args, build, tmp, endpoint):
     try:
         if not ready.wait(60):
             raise SystemExit("agent did not start")
-        complete = 'stackrelay_agent_unwind_stops_total{reason="complete"}'
+        mid = counters_map(p.pid)
+        if mid is None:
+            raise SystemExit("the agent's counters map was not found")
         while time.monotonic() - t0 < 60:
-            v = metric(port, complete)
-            if v:
+            if counter(mid, "PROFILE_CNT_UNWIND_END_COMPLETE"):
                 res["first_s"], res["first_cpu"] = time.monotonic() - t0, proc_cpu_ns(p.pid) / 1e9
                 break
             time.sleep(args.poll)
@@ -120,7 +137,7 @@ def main():
     ap.add_argument("--procs", type=int, default=300, help="idle processes running before the agent starts")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--settle", type=float, default=10, help="seconds measured after the first complete stack")
-    ap.add_argument("--poll", type=float, default=0.05, help="seconds between metrics scrapes")
+    ap.add_argument("--poll", type=float, default=0.02, help="seconds between reads of the BPF counter")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root (BPF)")
@@ -158,7 +175,7 @@ def main():
     def med(b, k):
         return statistics.median(r[k] for r in res[b])
     print("%s; %d idle processes (sleep, python3, sh) and one busy python3 before the agent starts; %d rounds, "
-          "medians; kernel %s; metrics polled every %.0f ms" % (started, args.procs, args.rounds,
+          "medians; kernel %s; BPF counter read every %.0f ms" % (started, args.procs, args.rounds,
                                                                 os.uname().release, 1e3 * args.poll))
     print()
     print("| build | ready s | ready CPU s | first complete stack s | its CPU s | CPU s in the %.0f s after "
