@@ -28,6 +28,7 @@ struct agent_exe {
 	int64_t store_idx; /* < 0: not identifiable */
 	uint32_t refs;
 	uint64_t last_window; /* the last window a process mapped it in */
+	char *path;	      /* as the process that first mapped it names it; NULL for the vDSO */
 };
 
 struct agent_procs {
@@ -169,8 +170,10 @@ void agent_procs_free(struct agent_procs *p)
 	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->procs, &i));)
 		proc_free(v);
 	sr_htab_ptrs_done(&p->procs);
-	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));)
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));) {
+		free(((struct agent_exe *)v)->path);
 		free(v);
+	}
 	sr_htab_ptrs_done(&p->exes);
 	free(p->vdso);
 	free(p);
@@ -187,6 +190,7 @@ static void exe_forget(struct agent_procs *p, struct agent_exe *e)
 {
 	if (e->store_idx >= 0)
 		agent_store__put_exe(p->store, (uint32_t)e->store_idx);
+	free(e->path);
 	free(e);
 }
 
@@ -261,6 +265,8 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 		goto fail;
 	memcpy(e->key, key, sizeof(key));
 	e->store_idx = -1;
+	/* Kept so that the runtimes (python.c, nodejs.c, java.c) judge the file by name without reading the link again. */
+	e->path = m->path ? strdup(m->path) : NULL;
 	p->stats.elf_reads++;
 	if (agent_elf_read_fd(fd, &e->elf) == 0) {
 		def.path = m->path;
@@ -464,6 +470,7 @@ struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_
 			proc_clear_maps(proc);
 			proc->maps_ok = false;
 			proc->mm = 0;
+			proc->maps_fruitless = 0;
 			read_proc(p, proc);
 		} else if (!proc->info_ok) {
 			/* Known from its mappings alone: its name and cgroup now, its maps only on a miss. */
@@ -648,28 +655,35 @@ bool agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 {
 	const struct agent_proc_map *m = NULL;
 	uint64_t vaddr;
+	int attempt;
 
 	ret->address = addr;
 	ret->exe = AGENT_EXE_NONE;
 	ret->line = 0;
 	ret->kind = stackrelay_v1_FrameKind_FRAME_KIND_UNKNOWN;
-	for (int attempt = 0; attempt < 2; attempt++) {
+	for (attempt = 0; attempt < 2; attempt++) {
 		if ((m = agent_proc__find_map(proc, addr)))
 			break;
 		/* A library loaded after we read the maps (dlopen): read them again, not too often. */
+		if (attempt > 0 && proc->maps_fruitless < AGENT_MAPS_REFRESH_BACKOFF_MAX)
+			proc->maps_fruitless++;
 		if (attempt > 0 || proc->exited || addr < 4096 || addr >= AGENT_USER_ADDR_LIMIT) {
 			p->stats.unattributed[proc->exited && !proc->n_maps ? AGENT_UNATTR_PROC_GONE
 									    : AGENT_UNATTR_NO_MAPPING]++;
 			return false;
 		}
 		/* Nothing known at all (read mid-exec, or it failed): retry sooner. */
-		if (!proc->refresh_free && now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS
-										       : AGENT_MAPS_RETRY_EMPTY_NS)) {
+		if (!proc->refresh_free &&
+		    now_ns - proc->maps_read_ns < (proc->n_maps ? AGENT_MAPS_REFRESH_MIN_NS << proc->maps_fruitless
+								: AGENT_MAPS_RETRY_EMPTY_NS)) {
 			p->stats.unattributed[AGENT_UNATTR_NO_MAPPING]++;
 			return false;
 		}
 		read_maps(p, proc, now_ns);
 	}
+	/* Found by a re-read (attempt 1): the re-reads pay off again. */
+	if (attempt > 0)
+		proc->maps_fruitless = 0;
 	if (!m->exe) {
 		p->stats.unattributed[m->anon ? AGENT_UNATTR_ANONYMOUS : AGENT_UNATTR_FILE_GONE]++;
 		return m->anon;
@@ -744,6 +758,14 @@ int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_
 
 	if (cap < 2)
 		return -EINVAL;
+	/* Known since the file was identified: no link to read for each runtime that asks (python, nodejs, java). */
+	if (m->exe && m->exe->path) {
+		n = (ssize_t)strlen(m->exe->path);
+		if ((size_t)n >= cap)
+			return -ENAMETOOLONG;
+		memcpy(ret, m->exe->path, (size_t)n + 1);
+		return 0;
+	}
 	map_files_link(proc, m, link, sizeof(link));
 	n = readlink(link, ret, cap - 1);
 	if (n < 0)
@@ -810,4 +832,8 @@ void agent_procs__stats(struct agent_procs *p, struct agent_procs_stats *ret)
 					(proc->exe_path ? strlen(proc->exe_path) + 1 : 0);
 	}
 	ret->executables_bytes = p->exes.h.cap * p->exes.h.elem + p->exes.h.n * sizeof(struct agent_exe);
+	for (size_t i = 0; (v = sr_htab_ptrs__next(&p->exes, &i));) {
+		const struct agent_exe *e = v;
+		ret->executables_bytes += e->path ? strlen(e->path) + 1 : 0;
+	}
 }

@@ -51,6 +51,16 @@
 #define AGENT_MAPS_REFRESH_MIN_NS (250ULL * 1000 * 1000)
 /* ... and this often while none of its mappings is known. */
 #define AGENT_MAPS_RETRY_EMPTY_NS (100ULL * 1000 * 1000)
+/*
+ * Each re-read that still misses the frame's address doubles the wait
+ * before the next, up to AGENT_MAPS_REFRESH_MIN_NS << this (8 s): a process
+ * whose stacks hold addresses no mapping will ever cover (a JIT without
+ * frame pointers, such as QEMU's, walked by frame pointers) had its maps
+ * and every file mapping in them read 4 times a second for its whole life.
+ * A re-read that finds the address starts over. New mappings still come at
+ * once from the mmap hook's records.
+ */
+#define AGENT_MAPS_REFRESH_BACKOFF_MAX 5
 /* A process not sampled for this many windows is dropped (re-read if it shows up again). */
 #define AGENT_PROC_IDLE_WINDOWS 6
 /* An identified file no process mapped for this many windows is dropped from the cache. */
@@ -90,6 +100,7 @@ struct agent_proc {
 	bool stale;	   /* exec seen: read everything again at the next sample */
 	bool refresh_free; /* the image's first read: the loader may still have been mapping libraries */
 	uint64_t maps_read_ns;
+	uint8_t maps_fruitless; /* re-reads in a row that did not cover the missed address (the backoff) */
 	uint64_t last_window;
 	uint64_t mm;	     /* the address space the mappings belong to; 0: not known (read from /proc) */
 	uint64_t maps_gen;   /* bumped whenever maps change; starts at 1 */
@@ -168,9 +179,10 @@ const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc,
 /* The load bias of a mapping: ELF vaddr = address - bias. Returns 0 or -ENOENT. */
 int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias);
 /*
- * The path of the file mapped at m as the process sees it (the target of
- * its /proc/PID/map_files link), NUL-terminated in ret (cap bytes).
- * 0 or -errno.
+ * The path of the file mapped at m, NUL-terminated in ret (cap bytes): the
+ * one kept when the file was identified (as the process that first mapped
+ * it named it), else the target of the process's /proc/PID/map_files link.
+ * 0 or -errno (-ENAMETOOLONG when it does not fit).
  */
 int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap);
 /*

@@ -330,20 +330,50 @@ static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+/*
+ * Reads len bytes at addr and, in the same system call, up to cap - len more
+ * that follow them on the same page: an object's contents usually follow
+ * its head (a compact str's characters, a bytes object's), and bytes on a
+ * page already read cannot fault. Returns how many more were read, or
+ * -errno.
+ */
+static ssize_t peek_more(uint32_t pid, uint64_t addr, uint8_t *buf, size_t len, size_t cap)
+{
+	uint64_t end = addr + len, page_end = (end + 4095) & ~4095ULL;
+	size_t more = page_end > end ? SR_MIN(cap - len, (size_t)(page_end - end)) : 0;
+	struct iovec local = { buf, len + more }, remote = { (void *)(uintptr_t)addr, len + more };
+	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n < len ? -EFAULT : n - (ssize_t)len;
+}
+
+/* Copies [at, at + len) of the process from buf (read from base, got bytes) when it is all there, else reads it. */
+static int copy_or_peek(uint32_t pid, const uint8_t *buf, uint64_t base, size_t got, uint64_t at, void *out, size_t len)
+{
+	if (at >= base && at - base <= got && len <= got - (at - base)) {
+		memcpy(out, buf + (at - base), len);
+		return 0;
+	}
+	return peek(pid, at, out, len);
+}
+
 /* A str object of the process as UTF-8 (malloc'd), or NULL. */
 static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t addr)
 {
-	uint8_t head[AGENT_PY_STR_HEAD], chars[AGENT_PY_MAX_NAME * 4];
+	uint8_t head[AGENT_PY_STR_HEAD + AGENT_PY_MAX_NAME * 4], chars[AGENT_PY_MAX_NAME * 4];
 	struct agent_py_str s;
 	size_t n, bytes;
+	ssize_t more;
 	char out[AGENT_PY_MAX_NAME + 4];
 
-	if (!addr || peek(pid, addr, head, sizeof(head)) < 0 ||
-	    agent_py_str_header(l, addr, head, sizeof(head), &s) < 0)
+	if (!addr || (more = peek_more(pid, addr, head, AGENT_PY_STR_HEAD, sizeof(head))) < 0 ||
+	    agent_py_str_header(l, addr, head, AGENT_PY_STR_HEAD, &s) < 0)
 		return NULL;
 	n = s.length < AGENT_PY_MAX_NAME ? (size_t)s.length : AGENT_PY_MAX_NAME;
 	bytes = n * s.kind;
-	if (bytes && peek(pid, s.data, chars, bytes) < 0)
+	if (bytes && copy_or_peek(pid, head, addr, AGENT_PY_STR_HEAD + (size_t)more, s.data, chars, bytes) < 0)
 		return NULL;
 	agent_py_str_utf8(chars, n, s.kind, out, AGENT_PY_MAX_NAME);
 	if (s.length > n)
@@ -354,8 +384,9 @@ static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t ad
 /* Fills c (name, file, line table) from a code object's decoded head. false when a string cannot be read. */
 static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struct agent_py_code *pc, struct py_code *c)
 {
-	uint8_t bhead[AGENT_PY_BYTES_HEAD];
+	uint8_t bhead[AGENT_PY_BYTES_HEAD + 4096];
 	uint64_t data, size;
+	ssize_t more;
 
 	c->name = read_str(l, pid, pc->name);
 	c->file = read_str(l, pid, pc->filename);
@@ -363,11 +394,12 @@ static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struc
 		return false;
 	c->head = *pc;
 	c->kind = l->linetable_kind;
-	if (pc->linetable && peek(pid, pc->linetable, bhead, sizeof(bhead)) == 0 &&
-	    agent_py_bytes_header(pc->linetable, bhead, sizeof(bhead), &data, &size) == 0 && size > 0 &&
+	if (pc->linetable && (more = peek_more(pid, pc->linetable, bhead, AGENT_PY_BYTES_HEAD, sizeof(bhead))) >= 0 &&
+	    agent_py_bytes_header(pc->linetable, bhead, AGENT_PY_BYTES_HEAD, &data, &size) == 0 && size > 0 &&
 	    size <= AGENT_PY_MAX_LINETABLE) {
 		c->table = malloc(size);
-		if (c->table && peek(pid, data, c->table, size) == 0) {
+		if (c->table && copy_or_peek(pid, bhead, pc->linetable, AGENT_PY_BYTES_HEAD + (size_t)more, data,
+					     c->table, size) == 0) {
 			c->table_len = size;
 		} else {
 			free(c->table);

@@ -43,6 +43,7 @@ struct agent_sampler {
 	char off_cpu_kprobe[AGENT_KSYM_MAX + 8]; /* off_cpu_hook when it is a kprobe */
 	const char *mmap_hook;			 /* what mmap_link is attached to, or NULL */
 	int n_cpus;
+	bool counters_one_by_one; /* the kernel refused a batched read of the counters (before 5.6) */
 	uint64_t rb_bytes;
 	uint64_t prealloc_bytes; /* hash maps preallocated for an old kernel (kernel-probe.h): about this much */
 	agent_record_fn fn;
@@ -699,23 +700,59 @@ int agent_sampler__consume(struct agent_sampler *s)
 	return ring_buffer__consume(s->rb);
 }
 
+/*
+ * Every counter on every CPU in one system call (the metrics are refreshed
+ * every second: one lookup a counter was about 50 calls a second); a kernel
+ * without batched map reads gets them one by one.
+ */
+static int read_counters(struct agent_sampler *s, uint64_t *vals)
+{
+	int fd = bpf_map__fd(s->skel->maps.counters);
+	size_t stride = (size_t)s->n_cpus;
+	uint32_t keys[PROFILE_CNT__MAX], out_batch = 0;
+	uint32_t count = PROFILE_CNT__MAX;
+	int r;
+
+	if (!s->counters_one_by_one) {
+		LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+		r = bpf_map_lookup_batch(fd, NULL, &out_batch, keys, vals, &count, &opts);
+		/* ENOENT: the end of the array was reached, with every entry read. */
+		if ((r == 0 || errno == ENOENT) && count == PROFILE_CNT__MAX) {
+			uint32_t i = 0;
+
+			while (i < count && keys[i] == i)
+				i++;
+			if (i == count)
+				return 0;
+		}
+		s->counters_one_by_one = true;
+	}
+	for (uint32_t k = 0; k < PROFILE_CNT__MAX; k++) {
+		r = bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals + k * stride,
+					 stride * sizeof(uint64_t), 0);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 int agent_sampler__counters(struct agent_sampler *s, uint64_t *ret_totals, uint64_t *ret_per_cpu_lost)
 {
-	uint64_t *vals = calloc((size_t)s->n_cpus, sizeof(uint64_t));
-	int r = 0;
+	uint64_t *vals = calloc((size_t)PROFILE_CNT__MAX * (size_t)s->n_cpus, sizeof(uint64_t));
+	int r;
 
+	memset(ret_totals, 0, PROFILE_CNT__MAX * sizeof(*ret_totals));
 	if (!vals)
 		return -ENOMEM;
-	for (uint32_t k = 0; k < PROFILE_CNT__MAX; k++) {
-		ret_totals[k] = 0;
-		r = bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
-					 (size_t)s->n_cpus * sizeof(uint64_t), 0);
-		if (r)
-			break;
+	r = read_counters(s, vals);
+	for (uint32_t k = 0; k < PROFILE_CNT__MAX && r == 0; k++) {
+		const uint64_t *v = vals + (size_t)k * (size_t)s->n_cpus;
+
 		for (int c = 0; c < s->n_cpus; c++) {
-			ret_totals[k] += vals[c];
+			ret_totals[k] += v[c];
 			if (k == PROFILE_CNT_LOST_RINGBUF && ret_per_cpu_lost)
-				ret_per_cpu_lost[c] = vals[c];
+				ret_per_cpu_lost[c] = v[c];
 		}
 	}
 	free(vals);

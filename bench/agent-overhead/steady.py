@@ -30,9 +30,16 @@ Prints a Markdown table of medians per frequency.
 
 Usage (root): bench/agent-overhead/steady.py --build build [--hz 19,97,997] [--seconds 60]
               [--warmup 20] [--rounds 3] [--busy N] [--no-perf] [--reference BUILD] [--output] [--cgroup]
-              [--stage-times]
+              [--stage-times] [--churn RATE]
 --reference BUILD runs an earlier build's agent too, alternating with this
 one at each frequency, and prints the ratios (what a change cut).
+Each window states the host's processes a second (/proc/stat "processes"):
+the threads' CPU follows them.
+--churn RATE starts short-lived processes (tests/integration/churnlib.py:
+copies of true with new build IDs, python3, xz, sh pipelines) at RATE a
+second through the warm-up and the window, and states the threads' CPU per
+process started; with --cgroup they run in the spinners' cgroup, so the
+host's own processes stay out of the figure.
 Diagnostics, not the deployed figure:
 --stage-times: the agent's BPF times the stages of each table-unwound CPU
 sample (SR_AGENT_DEBUG_STAGE_TIMES=1; the clock reads add their own cost)
@@ -61,6 +68,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from procstats import bpf_progs, fdinfo, proc_cpu_ns  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "tests", "integration"))
+import churnlib  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -175,12 +185,23 @@ def wait_ready(p, needle, timeout=30):
 SAMPLE_PROG = "do_sample"
 
 
+def host_forks():
+    """Processes (and threads) the host has created since boot (/proc/stat "processes")."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("processes "):
+                return int(line.split()[1])
+    return 0
+
+
 def measure(pid, seconds, bpf):
+    forks0 = host_forks()
     cpu0, ctx0 = proc_cpu_ns(pid), ctx_switches(pid)
     p0 = bpf_totals(pid)[0] if bpf else {}
     c0 = bpf_counters(pid) if bpf else {}
     time.sleep(seconds)
     cpu1, ctx1 = proc_cpu_ns(pid), ctx_switches(pid)
+    forks = (host_forks() - forks0) / seconds
     p1, maps = bpf_totals(pid) if bpf else ({}, 0)
     c1 = bpf_counters(pid) if bpf else {}
     rss, kinds = rss_kib(pid)
@@ -193,7 +214,7 @@ def measure(pid, seconds, bpf):
             "sampling_bpf": sample[0], "sample_runs": sample[1],
             "us_per_sample": 1e6 * sample[0] / sample[1] if sample[1] else float("nan"),
             "counters": {n: c1[n] - c0.get(n, 0) for n in c1},
-            "wakeups": (ctx1 - ctx0) / seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": maps}
+            "wakeups": (ctx1 - ctx0) / seconds, "forks": forks, "seconds": seconds, "rss": rss / 1024.0, "kinds": kinds, "maps": maps}
 
 
 def run_agent(args, build, hz, tmp, gw_endpoint, cgroup):
@@ -216,8 +237,16 @@ def run_agent(args, build, hz, tmp, gw_endpoint, cgroup):
     if not wait_ready(p, "msg=profiling "):
         p.kill()
         raise SystemExit("agent did not start")
+    churn = None
+    if args.churn:
+        churn = churnlib.Churn(tmp, args.churn, preexec=args.enter)
+        churn.start()
     time.sleep(args.warmup)
+    started = churn.started_so_far if churn else 0
     m = measure(p.pid, args.seconds, True)
+    if churn:
+        m["churned"] = (churn.started_so_far - started) / args.seconds
+        churn.finish()
     p.send_signal(signal.SIGINT)
     p.wait(timeout=60)
     return m
@@ -297,10 +326,14 @@ def per_stack(c, name):
 def report_round(rnd, hz, m, label=""):
     c = m["counters"]
     print("round %d agent%s %d Hz: %.4f s CPU + %.4f s BPF (%d runs), do_sample %.2f us x %d, %.1f wake-ups/s, "
-          "RSS %.1f MiB (BPF maps %d KiB, anonymous %d KiB, files %d KiB), BPF maps %.1f MiB" % (rnd + 1, label, hz, m["cpu"], m["bpf"], m["bpf_runs"], m["us_per_sample"],
-                                                 m["sample_runs"], m["wakeups"], m["rss"], m["kinds"]["bpf maps"],
-                                                 m["kinds"]["anonymous"], m["kinds"]["files"],
-                                                 m["maps"] / 2**20), file=sys.stderr)
+          "RSS %.1f MiB (BPF maps %d KiB, anonymous %d KiB, files %d KiB), BPF maps %.1f MiB; "
+          "host %.1f processes/s, threads %.3f %% of a core" % (
+              rnd + 1, label, hz, m["cpu"], m["bpf"], m["bpf_runs"], m["us_per_sample"], m["sample_runs"],
+              m["wakeups"], m["rss"], m["kinds"]["bpf maps"], m["kinds"]["anonymous"], m["kinds"]["files"],
+              m["maps"] / 2**20, m.get("forks", 0), 100.0 * m["cpu"] / m.get("seconds", 1)), file=sys.stderr)
+    if "churned" in m:
+        print("    churn: %.1f processes/s started, threads %.1f us a process started" % (
+            m["churned"], 1e6 * m["cpu"] / max(m["churned"] * m["seconds"], 1)), file=sys.stderr)
     print("    BPF by program: " + ", ".join(
         "%s %.2f ms / %d runs" % (n, 1e3 * t, c_) for n, (t, c_) in sorted(m["progs"].items()) if c_),
         file=sys.stderr)
@@ -352,6 +385,9 @@ def main():
     ap.add_argument("--cgroup", action="store_true", help="diagnostic: the agent profiles the spinners' cgroup only")
     ap.add_argument("--reference", metavar="BUILD",
                     help="also run this build's agent (an earlier commit's), alternating, and print the ratios")
+    ap.add_argument("--churn", type=float, default=0, metavar="RATE",
+                    help="start short-lived processes (tests/integration/churnlib.py) at RATE a second, in the "
+                         "spinners' cgroup with --cgroup, and state the threads' CPU per process started")
     ap.add_argument("--stage-times", action="store_true",
                     help="diagnostic: the agent's BPF times each stage of a sample (SR_AGENT_DEBUG_STAGE_TIMES=1)")
     args = ap.parse_args()
@@ -368,6 +404,7 @@ def main():
         if cgroup:
             with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                 f.write("0")
+    args.enter = enter if cgroup else None
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=enter)
                 for _ in range(args.busy)]
     gw = sink = None
@@ -444,9 +481,17 @@ def main():
     if args.reference:
         print()
         for hz in freqs:
-            print("%d Hz, this build / reference: BPF a sample %.2f, total CPU %.2f" % (
-                hz, med(res[hz], lambda m: m["us_per_sample"]) / med(ref[hz], lambda m: m["us_per_sample"]),
-                med(res[hz], lambda m: m["cpu"] + m["bpf"]) / med(ref[hz], lambda m: m["cpu"] + m["bpf"])))
+            print("%d Hz, this build / reference: BPF a sample %.2f, total CPU %.2f, threads %.2f "
+                  "(%.3f vs %.3f %% of a core; host %.1f vs %.1f processes/s)" % (
+                      hz, med(res[hz], lambda m: m["us_per_sample"]) / med(ref[hz], lambda m: m["us_per_sample"]),
+                      med(res[hz], lambda m: m["cpu"] + m["bpf"]) / med(ref[hz], lambda m: m["cpu"] + m["bpf"]),
+                      med(res[hz], lambda m: m["cpu"]) / med(ref[hz], lambda m: m["cpu"]),
+                      100 * med(res[hz], lambda m: m["cpu"]) / w, 100 * med(ref[hz], lambda m: m["cpu"]) / w,
+                      med(res[hz], lambda m: m["forks"]), med(ref[hz], lambda m: m["forks"])))
+            if args.churn:
+                print("%d Hz, threads' CPU a churned process: %.1f us, reference %.1f us" % (
+                    hz, med(res[hz], lambda m: 1e6 * m["cpu"] / max(m["churned"] * w, 1)),
+                    med(ref[hz], lambda m: 1e6 * m["cpu"] / max(m["churned"] * w, 1))))
     print()
     print("| Hz | table frames / stack | FP frames / stack | Python frames / stack | FP-only stacks / stack "
           "|")

@@ -44,8 +44,9 @@ def build_id_offset(path):
 
 
 class Churn:
-    def __init__(self, tmp, rate, node_every=50, unshare_every=10):
+    def __init__(self, tmp, rate, node_every=50, unshare_every=10, preexec=None):
         self.tmp = tmp
+        self.preexec = preexec  # run in each child before exec (e.g. to enter a cgroup)
         self.rate = rate
         self.node_every = node_every
         self.unshare_every = unshare_every
@@ -94,7 +95,7 @@ class Churn:
             cmd = ["sh", "-c", "head -c 8192 /usr/bin/true | xz -1 > /dev/null"]
         else:
             cmd = ["sh", "-c", "ls /usr/bin | sort | head -1 > /dev/null"]
-        p = subprocess.Popen(cmd)
+        p = subprocess.Popen(cmd, preexec_fn=self.preexec)
         p.kind = kind
         p.cleanup = cleanup
         return p

@@ -309,6 +309,49 @@ static void test_file_gone(void **state)
 	}
 }
 
+/*
+ * A frame no mapping will ever cover (a heap address, as a frame-pointer walk
+ * through a JIT gives): each re-read that still misses doubles the wait
+ * before the next, from AGENT_MAPS_REFRESH_MIN_NS up to
+ * AGENT_MAPS_REFRESH_MIN_NS << AGENT_MAPS_REFRESH_BACKOFF_MAX.
+ */
+static void test_fruitless_rereads_back_off(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t ms = 1000 * 1000;
+	struct agent_procs_stats st;
+	struct agent_frame fr;
+	struct agent_proc *proc;
+	void *heap = malloc(64);
+	uint64_t addr = (uint64_t)(uintptr_t)heap, now = 1000 * ms, reads = 0;
+
+	assert_non_null(heap);
+	agent_procs__mmap(f->procs, &f->ev, 0);
+	proc = agent_procs__get(f->procs, f->ev.hdr.pid, f->start_ns, 0);
+	assert_non_null(proc);
+	/* Known from its mapping record, never read: the first miss reads at once. */
+	assert_false(agent_procs__user_frame(f->procs, proc, addr, now, &fr));
+	agent_procs__stats(f->procs, &st);
+	assert_int_equal(st.maps_reads, ++reads);
+	for (int i = 1; i <= AGENT_MAPS_REFRESH_BACKOFF_MAX + 1; i++) {
+		uint64_t wait = AGENT_MAPS_REFRESH_MIN_NS
+				<< (i < AGENT_MAPS_REFRESH_BACKOFF_MAX ? i : AGENT_MAPS_REFRESH_BACKOFF_MAX);
+
+		/* Just before the wait is over: no read; once it is: one. */
+		assert_false(agent_procs__user_frame(f->procs, proc, addr, now + wait - ms, &fr));
+		agent_procs__stats(f->procs, &st);
+		assert_int_equal(st.maps_reads, reads);
+		now += wait;
+		assert_false(agent_procs__user_frame(f->procs, proc, addr, now, &fr));
+		agent_procs__stats(f->procs, &st);
+		assert_int_equal(st.maps_reads, ++reads);
+		/* A frame the maps cover, found without a re-read, does not end the backoff. */
+		agent_procs__user_frame(f->procs, proc, (uint64_t)(uintptr_t)test_marker, now, &fr);
+		assert_int_equal(fr.kind, stackrelay_v1_FrameKind_FRAME_KIND_USER);
+	}
+	free(heap);
+}
+
 static void test_event_decode_mmap(void **state)
 {
 	struct fixture *f = *state;
@@ -334,6 +377,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exec_adds_vdso, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_copies_parent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_gone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fruitless_rereads_back_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_decode_mmap, setup, teardown),
 	};
 
