@@ -205,7 +205,8 @@ def print_short_stacks(out, samples, stacks, exe):
         if reaches(fr, exe, "main"):
             continue
         key = "(kernel) " if any(f.kind == KERNEL for f in out.frames(s)) else ""
-        key += " <- ".join("%s:%s" % (os.path.basename(p) if p else "?", n or "0x%x" % f.address) for p, n, f in fr[:12])
+        key += " <- ".join("%s:%s" % (os.path.basename(p) if p else "?", n or "0x%x" % f.address)
+                           for p, n, f in fr[:12])
         shapes[key] = shapes.get(key, 0) + s.count
     for key, count in sorted(shapes.items(), key=lambda kv: -kv[1])[:6]:
         print("# not reaching main, %d samples: %s" % (count, key))
