@@ -61,7 +61,8 @@ bool agent_kernel_scan_text(struct agent_kernel_text_scan *sc, const char *buf, 
 {
 	const char *p = buf, *end = buf + len;
 
-	while (p < end && !(sc->have_start && sc->have_end)) {
+	/* _etext follows _text and _stext: seen it, the scan is done (kallsyms orders the image by address). */
+	while (p < end && !sc->have_end) {
 		const char *eol = memchr(p, '\n', (size_t)(end - p)), *q = p;
 		uint64_t addr = 0;
 		int digits = 0;
@@ -76,6 +77,9 @@ bool agent_kernel_scan_text(struct agent_kernel_text_scan *sc, const char *buf, 
 			if (!sc->have_start && nl == 5 && memcmp(q + 3, "_text", 5) == 0) {
 				sc->start = addr;
 				sc->have_start = true;
+			} else if (!sc->have_stext && nl == 6 && memcmp(q + 3, "_stext", 6) == 0) {
+				sc->stext = addr;
+				sc->have_stext = true;
 			} else if (!sc->have_end && nl == 6 && memcmp(q + 3, "_etext", 6) == 0) {
 				sc->end = addr;
 				sc->have_end = true;
@@ -83,18 +87,21 @@ bool agent_kernel_scan_text(struct agent_kernel_text_scan *sc, const char *buf, 
 		}
 		p = eol + 1;
 	}
-	return sc->have_start && sc->have_end;
+	return sc->have_end && (sc->have_start || sc->have_stext);
 }
 
 bool agent_kernel_parse_text(const char *buf, size_t len, uint64_t *ret_start, uint64_t *ret_end)
 {
 	struct agent_kernel_text_scan sc = { 0 };
 
+	uint64_t start;
+
 	agent_kernel_scan_text(&sc, buf, len);
+	start = agent_kernel_text_start(&sc);
 	/* Hidden addresses (kptr_restrict) read 0. */
-	if (!sc.start || sc.end <= sc.start)
+	if (!start || !sc.have_end || sc.end <= start)
 		return false;
-	*ret_start = sc.start;
+	*ret_start = start;
 	*ret_end = sc.end;
 	return true;
 }

@@ -29,8 +29,8 @@ static void read_module_build_id(const char *root, struct agent_kernel_module *m
 }
 
 /*
- * _text and _etext: kallsyms is read in pieces until both are seen (_etext
- * comes after the image's symbols, a few MiB in), not kept whole.
+ * _text (or _stext) and _etext: kallsyms is read in pieces until _etext is
+ * seen (after the image's symbols, a few MiB in), not kept whole.
  */
 static void read_text(const char *path, struct agent_kernel *k)
 {
@@ -64,8 +64,8 @@ static void read_text(const char *path, struct agent_kernel *k)
 		memmove(buf, last + 1, have);
 	}
 	close(fd);
-	if (sc.start && sc.end > sc.start) {
-		k->text_start = sc.start;
+	if (agent_kernel_text_start(&sc) && sc.have_end && sc.end > agent_kernel_text_start(&sc)) {
+		k->text_start = agent_kernel_text_start(&sc);
 		k->text_end = sc.end;
 	}
 }

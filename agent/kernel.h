@@ -77,14 +77,24 @@ struct agent_kernel {
  * kept with start 0. Returns 0, -ENOMEM.
  */
 int agent_kernel_parse_modules(const char *buf, size_t len, struct agent_kernel_module **ret, size_t *ret_n);
-/* _text and _etext from kallsyms text; false unless both are found, non-zero and in order. */
+/*
+ * _text and _etext from kallsyms text; false unless both are found, non-zero
+ * and in order. arm64's kallsyms has no _text (it lies below _stext, outside
+ * the ranges kallsyms keeps without CONFIG_KALLSYMS_ALL): _stext stands for
+ * it there, and image offsets count from it.
+ */
 bool agent_kernel_parse_text(const char *buf, size_t len, uint64_t *ret_start, uint64_t *ret_end);
 /* The same fed in pieces of whole lines (kallsyms is read until both are seen); true once both are. */
 struct agent_kernel_text_scan {
-	uint64_t start, end;
-	bool have_start, have_end;
+	uint64_t start, end, stext;
+	bool have_start, have_end, have_stext;
 };
 bool agent_kernel_scan_text(struct agent_kernel_text_scan *sc, const char *buf, size_t len);
+/* The image's start the scan found: _text, else _stext; 0 when neither. */
+static inline uint64_t agent_kernel_text_start(const struct agent_kernel_text_scan *sc)
+{
+	return sc->have_start ? sc->start : sc->have_stext ? sc->stext : 0;
+}
 
 /*
  * Fills in the IDs (image, runtime, every module's) and the module index from

@@ -78,26 +78,62 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 }
 
 /* The sampled thread's PyThreadState: the cached one if it is still the thread's, else the interpreter's list. */
-static __always_inline __u64 py_find_tstate(const struct py_proc *p, __u32 tid, __u64 fsbase)
+/*
+ * Whether a thread state's thread_id (pthread_self()) is the thread whose
+ * thread pointer is tp. x86-64: pthread_self() is the thread pointer, the FS
+ * base. arm64: glibc's struct pthread ends where the thread pointer
+ * (TPIDR_EL0) points, so pthread_self() lies below it by that struct's size,
+ * which differs between glibc versions; threads' structs lie a stack apart,
+ * so the first one within PY_A64_PTHREAD_MAX below tp is the thread's.
+ */
+#define PY_A64_PTHREAD_MAX 4096
+static __always_inline bool py_thread_is(__u64 thread_id, __u64 tp)
 {
-	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid), ts, interp;
+#if defined(__TARGET_ARCH_arm64)
+	return thread_id < tp && tp - thread_id <= PY_A64_PTHREAD_MAX;
+#else
+	return thread_id == tp;
+#endif
+}
 
-	/* No thread pointer: nothing to match (a thread state not yet bound has thread_id 0). */
-	if (!fsbase)
+static __always_inline __u64 py_find_tstate(const struct py_proc *p, __u32 tid, bool main_thread, __u64 tp)
+{
+	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid), ts, interp, head;
+
+#if defined(__TARGET_ARCH_arm64)
+	/*
+	 * A main thread that has not left the CPU since its exec has no
+	 * TPIDR_EL0 saved yet: tp_value is 0, or what the image before the exec
+	 * left (arm64 clears it only for 32-bit tasks). Such a thread is found
+	 * below when its process has one thread state, which is then its own.
+	 */
+	if (!tp && !main_thread)
 		return 0;
-	if (cached && *cached && py_read_ptr(*cached + p->off.tstate_thread_id) == fsbase)
+#else
+	/* No thread pointer: nothing to match (a thread state not yet bound has thread_id 0). */
+	if (!tp)
+		return 0;
+#endif
+	if (tp && cached && *cached && py_thread_is(py_read_ptr(*cached + p->off.tstate_thread_id), tp))
 		return *cached;
 	interp = py_read_ptr(p->runtime + p->off.runtime_interp_head);
 	if (!interp)
 		return 0;
-	ts = py_read_ptr(interp + p->off.interp_threads_head);
+	head = ts = py_read_ptr(interp + p->off.interp_threads_head);
 	for (int i = 0; i < PY_MAX_THREADS && ts; i++) {
-		if (py_read_ptr(ts + p->off.tstate_thread_id) == fsbase) {
+		if (tp && py_thread_is(py_read_ptr(ts + p->off.tstate_thread_id), tp)) {
 			bpf_map_update_elem(&py_threads, &tid, &ts, BPF_ANY);
 			return ts;
 		}
 		ts = py_read_ptr(ts + p->off.tstate_next);
 	}
+#if defined(__TARGET_ARCH_arm64)
+	if (main_thread && head && !py_read_ptr(head + p->off.tstate_next))
+		return head;
+#else
+	(void)main_thread;
+	(void)head;
+#endif
 	return 0;
 }
 
@@ -125,16 +161,18 @@ __noinline int py_begin(__u32 slot)
 		return 0;
 	st->py = *p;
 	/*
-	 * x86-64: pthread_self() is the thread pointer, the FS base. On arm64
-	 * it lies below the thread pointer (TPIDR_EL0) by the size of glibc's
-	 * struct pthread, which is not known here yet: no thread is found
-	 * (counted as PROFILE_CNT_PY_NO_THREAD).
+	 * The thread pointer as the kernel keeps it (py_thread_is). arm64's
+	 * tp_value is TPIDR_EL0 as of the task's last switch out (or its
+	 * clone's CLONE_SETTLS): glibc sets the main thread's from user space,
+	 * so until that thread first leaves the CPU it is 0 and no thread is
+	 * found (PROFILE_CNT_PY_NO_THREAD).
 	 */
 #if defined(__TARGET_ARCH_arm64)
-	(void)task;
-	ts = py_find_tstate(p, (__u32)id, 0);
+	ts = py_find_tstate(p, (__u32)id, (__u32)id == tgid,
+			    bpf_core_field_exists(task->thread.uw.tp_value) ? BPF_CORE_READ(task, thread.uw.tp_value)
+									    : 0);
 #else
-	ts = py_find_tstate(p, (__u32)id,
+	ts = py_find_tstate(p, (__u32)id, (__u32)id == tgid,
 			    bpf_core_field_exists(task->thread.fsbase) ? BPF_CORE_READ(task, thread.fsbase) : 0);
 #endif
 	if (!ts) {

@@ -67,11 +67,21 @@ struct py_proc {
 	__u16 pad;
 };
 
-/* A Python frame in a sample's ustack: this bit, the offset, then the code object's address. */
-#define PY_FRAME_FLAG	      (1ULL << 63)
-#define PY_FRAME_ADDR_BITS    47
+/*
+ * A Python frame in a sample's ustack: this bit, the offset, then the code
+ * object's address. User addresses have 47 bits on x86-64 and 48 on arm64
+ * (where the heap's mappings lie just below 2^48), which leaves the offset 15
+ * bits there.
+ */
+#define PY_FRAME_FLAG (1ULL << 63)
+#if defined(__TARGET_ARCH_arm64) || defined(__aarch64__)
+#define PY_FRAME_ADDR_BITS  48
+#define PY_FRAME_OFFSET_MAX 0x7fffULL /* offsets past it are recorded as this (their line is the function's first) */
+#else
+#define PY_FRAME_ADDR_BITS  47
+#define PY_FRAME_OFFSET_MAX 0xffffULL /* offsets past it are recorded as this (their line is the function's first) */
+#endif
 #define PY_FRAME_ADDR_MASK    ((1ULL << PY_FRAME_ADDR_BITS) - 1)
-#define PY_FRAME_OFFSET_MAX   0xffffULL /* offsets past it are recorded as this (their line is the function's first) */
 #define PY_FRAME_OFFSET_SHIFT PY_FRAME_ADDR_BITS
 
 #endif

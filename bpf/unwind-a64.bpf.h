@@ -9,8 +9,7 @@
  * it (stp x29, x30) or alone. Return addresses lose their pointer
  * authentication bits.
  *
- * Built and checked by the compiler only so far: no arm64 kernel has run it
- * (docs/platforms.md).
+ * Loaded and run on Debian 12's arm64 6.1 kernel, emulated (docs/platforms.md).
  */
 #ifndef SR_BPF_UNWIND_A64_BPF_H
 #define SR_BPF_UNWIND_A64_BPF_H

@@ -47,6 +47,7 @@ FREQ = 997
 PERF_FREQ = 499
 SECONDS = 3
 USER = 1
+KERNEL = 2
 UNKNOWN = 3
 PYTHON = "/usr/bin/python3.11"
 PERF_FUNCS = ("sort_phase", "copy_phase", "chain", "main")
@@ -193,6 +194,22 @@ def reaches(frames, exe, top):
         if path == exe and name == top:
             return all(p == exe or (p and os.path.basename(p).startswith(LIBC_PREFIX)) for p, _, _ in frames[i + 1:-1])
     return False
+
+
+def print_short_stacks(out, samples, stacks, exe):
+    """The commonest shapes of the stacks that do not reach main, leaf first, for a failing share; "(kernel)"
+    when the sample was taken in the kernel (the user registers are then those saved at its entry)."""
+    shapes = {}
+    for s in samples:
+        fr = stacks[id(s)]
+        if reaches(fr, exe, "main"):
+            continue
+        key = "(kernel) " if any(f.kind == KERNEL for f in out.frames(s)) else ""
+        key += " <- ".join("%s:%s" % (os.path.basename(p) if p else "?", n or "0x%x" % f.address)
+                           for p, n, f in fr[:12])
+        shapes[key] = shapes.get(key, 0) + s.count
+    for key, count in sorted(shapes.items(), key=lambda kv: -kv[1])[:6]:
+        print("# not reaching main, %d samples: %s" % (count, key))
 
 
 def share(samples, pred):
@@ -396,6 +413,8 @@ def run(env, c):
     reach_auto, n = share(samples, lambda s: reaches(stacks[id(s)], qsortdeep, "main"))
     c.check(n >= 500, "qsortdeep (auto): %d samples (>= 500)" % n)
     c.check(reach_auto >= 95.0, "qsortdeep (auto): %.1f%% of stacks reach main and _start (>= 95%%)" % reach_auto)
+    if reach_auto < 95.0:
+        print_short_stacks(out, samples, stacks, qsortdeep)
     m = re.search(r"sort_ns=(\d+) copy_ns=(\d+)", gates["qsortdeep"]["rest"])
     truth = 100.0 * int(m.group(1)) / (int(m.group(1)) + int(m.group(2))) if m else -1
 

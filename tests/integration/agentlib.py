@@ -232,11 +232,12 @@ class Kallsyms:
         self.usable = bool(syms) and syms[-1][0] != 0
         self.starts = [s[0] for s in syms]
         self.syms = syms
-        self.text = next((a for a, n in syms if n == "_text"), 0)
+        # arm64's kallsyms has no _text: the agent counts from _stext there (agent/kernel.h).
+        self.text = next((a for a, n in syms if n == "_text"), 0) or next((a for a, n in syms if n == "_stext"), 0)
 
     def runtime(self, out, frame):
         """A KERNEL frame's runtime address: the agent sends image frames as
-        offsets from _text (KernelDef.addressing 1), the rest as they are."""
+        offsets from _text, or _stext where kallsyms has no _text (KernelDef.addressing 1), the rest as they are."""
         k = out.kernels.get(frame.executable_id)
         if k is not None and k.addressing == 1:
             return self.text + frame.address

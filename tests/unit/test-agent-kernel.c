@@ -53,6 +53,9 @@ static void test_text(void **state)
 				 "ffffffff82276f48 T _etext\n"
 				 "ffffffffc0a01000 t _text\t[kvm]\n";
 	static const char hidden[] = "0000000000000000 T _text\n0000000000000000 T _etext\n";
+	static const char a64[] = "ffffda7858e10000 T _stext\n"
+				  "ffffda7858e10000 T __exception_text_start\n"
+				  "ffffda7859b00000 D _etext\n";
 	uint64_t a = 0, b = 0;
 
 	(void)state;
@@ -62,6 +65,10 @@ static void test_text(void **state)
 	assert_false(agent_kernel_parse_text(hidden, sizeof(hidden) - 1, &a, &b));
 	assert_false(agent_kernel_parse_text(ks, 60, &a, &b)); /* no _etext */
 	assert_false(agent_kernel_parse_text("", 0, &a, &b));
+	/* arm64: no _text in kallsyms, _etext a data symbol; _stext starts the image. */
+	assert_true(agent_kernel_parse_text(a64, sizeof(a64) - 1, &a, &b));
+	assert_int_equal(a, 0xffffda7858e10000ULL);
+	assert_int_equal(b, 0xffffda7859b00000ULL);
 }
 
 static void make_kernel(struct agent_kernel *k, const char *boot, uint64_t kaslr)
