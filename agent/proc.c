@@ -227,6 +227,17 @@ static void exes_trim(struct agent_procs *p, uint64_t window)
 	}
 }
 
+/* proc maps cached file e at [start, end): a reference for the mapping, and e is in use this window. */
+static void exe_take(struct agent_procs *p, struct agent_exe *e, const struct agent_proc *proc, uint64_t start,
+		     uint64_t end, const char *path)
+{
+	if (proc->last_window > e->last_window)
+		e->last_window = proc->last_window;
+	if (e->store_idx >= 0)
+		agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, start, end, path);
+	e->refs++;
+}
+
 /* Identify the file behind one mapping. Returns a referenced cache entry or NULL. */
 static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *proc, const struct agent_map *m)
 {
@@ -295,12 +306,7 @@ static struct agent_exe *resolve_file(struct agent_procs *p, struct agent_proc *
 	if (p->on_file)
 		p->on_file(p->on_file_ctx, key[0], key[1], true);
 found:
-	if (proc->last_window > e->last_window)
-		e->last_window = proc->last_window;
-	if (e->store_idx >= 0)
-		agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, m->start, m->end,
-				      m->path);
-	e->refs++;
+	exe_take(p, e, proc, m->start, m->end, m->path);
 	close(fd);
 	return e;
 fail:
@@ -551,12 +557,7 @@ static struct agent_exe *mmap_file(struct agent_procs *p, struct agent_proc *pro
 		/* BPF forgot it (LRU): remind it, or every mapping of it wakes us. */
 		if ((ev->flags & PROFILE_MMAP_UNKNOWN_FILE) && p->on_file)
 			p->on_file(p->on_file_ctx, key[0], key[1], true);
-		if (proc->last_window > e->last_window)
-			e->last_window = proc->last_window;
-		if (e->store_idx >= 0)
-			agent_store__exe_seen(p->store, (uint32_t)e->store_idx, proc->pid, proc->start_ns, ev->start,
-					      ev->end, NULL);
-		e->refs++;
+		exe_take(p, e, proc, ev->start, ev->end, NULL);
 		return e;
 	}
 	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)ev->start,
