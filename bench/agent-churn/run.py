@@ -20,11 +20,17 @@ BPF maps), its heap (stackrelay_agent_heap_bytes) and every cache's entries
 (stackrelay_agent_cache_entries{cache} and _bytes{cache}), and the gateway's RSS, heap and what
 holds it (its stores, symbol cache, shared lines, stack slabs, location
 slots, from its /metrics). At the end it
-prints the series and the growth over the second half of the run
-(target: agent RSS growth <= 1 %, peak <= 48 MiB).
+prints the series and the growth over the second half of the run: the
+least-squares line through that half's snapshots, from its start to its end
+(RSS moves a few per cent from snapshot to snapshot with the window being
+built and sent, so two single snapshots measure that noise, not a trend;
+they are printed beside it). Target: agent RSS growth <= 1 %, peak <= 48
+MiB; the gateway's growth <= 1 % with its stores at their bounds
+(--gateway-stores sets bounds this host's churn reaches in the first half).
 
 Usage (root, after building):
   bench/agent-churn/run.py --build build [--minutes 60] [--rate 300] [--every 10] [--hz 97]
+                           [--gateway-stores stacks=24MiB,locations=8MiB,...]
 """
 import argparse
 import os
@@ -51,7 +57,8 @@ GATEWAY_PARTS = (("stackrelay_gateway_store_bytes", "store"),
                  ("stackrelay_gateway_symbolize_cache_bytes", None),
                  ("stackrelay_gateway_shared_lines_bytes", None),
                  ("stackrelay_gateway_stack_slab_bytes", None),
-                 ("stackrelay_gateway_location_slot_bytes", None))
+                 ("stackrelay_gateway_location_slot_bytes", None),
+                 ("stackrelay_gateway_store_limit_bytes", "store"))
 
 
 def gateway_parts(port):
@@ -66,7 +73,7 @@ def gateway_parts(port):
             parts["heap"] = value / 1048576.0
         for want, by in GATEWAY_PARTS:
             if family == want:
-                name = family[len("stackrelay_gateway_"):-len("_bytes")]
+                name = family[len("stackrelay_gateway_"):-len("_bytes")].replace("store_limit", "limit")
                 if by:
                     name += ":" + labels.get(by, "")
                 parts[name] = parts.get(name, 0.0) + value / 1048576.0
@@ -104,7 +111,16 @@ def main():
                     help="seconds of the agent's CPU measured before the churn starts")
     ap.add_argument("--node-every", type=int, default=50)
     ap.add_argument("--unshare-every", type=int, default=10)
+    ap.add_argument("--gateway-stores", default="", metavar="STORE=SIZE,...",
+                    help="the gateway's receivers.agent.stores bounds (default: the gateway's own)")
     args = ap.parse_args()
+    stores = {}
+    for item in filter(None, args.gateway_stores.split(",")):
+        name, eq, size = item.partition("=")
+        if not eq or name not in ("executables", "kernels", "locations", "stacks", "functions"):
+            raise SystemExit("--gateway-stores: %r is not STORE=SIZE with STORE one of executables, kernels, "
+                             "locations, stacks, functions" % item)
+        stores[name] = size
     if os.geteuid() != 0:
         raise SystemExit("run as root (the agent needs it)")
     args.build = os.path.abspath(args.build)
@@ -112,7 +128,7 @@ def main():
     gw = sink = agent = None
     churn = churnlib.Churn(tmp, args.rate, node_every=args.node_every, unshare_every=args.unshare_every)
     try:
-        gw, sink, endpoint = start_gateway(args, tmp)
+        gw, sink, endpoint = start_gateway(args, tmp, stores)
         port = free_port()
         cfg = os.path.join(tmp, "agent.yaml")
         with open(cfg, "w") as f:
@@ -160,8 +176,19 @@ def main():
     half = series[len(series) // 2]
     last = series[-1]
     secs = last["t"]
+    second = series[len(series) // 2:]
 
     def growth(k):
+        """The second half's trend: its least-squares line, end against start, in per cent of the start."""
+        ys = [s[k] for s in second]
+        xs = [s["t"] for s in second]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+        start = my + slope * (xs[0] - mx)
+        return 100.0 * slope * (xs[-1] - xs[0]) / start if start else 0.0
+
+    def snapshots(k):
         return 100.0 * (last[k] - half[k]) / half[k] if half[k] else 0.0
     print("\n%d processes started in %.0f s (%.0f a second), agent at %d Hz sending to a gateway" %
           (churn.started, secs, churn.started / secs, args.hz))
@@ -171,12 +198,14 @@ def main():
     print("agent threads' CPU: %.2f %% of a core before the churn, %.2f %% during it; %.0f us per process started"
           % (100.0 * base_rate / 1e9, 100.0 * last["cpu"] / 1e9 / secs,
              extra / 1e3 / max(last["started"], 1)))
-    print("| | at half time | at the end | growth over the second half | peak |")
-    print("|---|---|---|---|---|")
+    print("| | at half time | at the end | growth over the second half (trend) | (the two snapshots) "
+          "| second half's range | peak |")
+    print("|---|---|---|---|---|---|---|")
     for k, label in (("rss", "agent RSS, MiB"), ("anon", "agent anonymous, MiB"), ("heap", "agent heap in use, MiB"),
                      ("gw", "gateway RSS, MiB")):
-        print("| %s | %.1f | %.1f | %+.2f %% | %.1f |" % (label, half[k], last[k], growth(k),
-                                                         max(s[k] for s in series)))
+        print("| %s | %.1f | %.1f | **%+.2f %%** | %+.2f %% | %.1f–%.1f | %.1f |" % (
+            label, half[k], last[k], growth(k), snapshots(k), min(s[k] for s in second),
+            max(s[k] for s in second), max(s[k] for s in series)))
     for name in sorted(last["caches"]):
         print("| cache %s, entries | %d | %d | %+d | %d |" % (name, half["caches"].get(name, 0), last["caches"][name],
                                                              last["caches"][name] - half["caches"].get(name, 0),
@@ -186,7 +215,12 @@ def main():
             name, half["cache_mib"].get(name, 0.0), last["cache_mib"][name],
             last["cache_mib"][name] - half["cache_mib"].get(name, 0.0),
             max(s["cache_mib"].get(name, 0.0) for s in series)))
-    for name in sorted(last["gw_parts"]):
+    for name in sorted(n for n in last["gw_parts"] if n.startswith("limit:")):
+        store = "store:" + name[len("limit:"):]
+        at = sum(1 for s in second if s["gw_parts"].get(store, 0.0) >= 0.95 * s["gw_parts"][name] > 0)
+        print("gateway store %s: bound %.1f MiB, at >= 95 %% of it in %d of the second half's %d snapshots" %
+              (store[len("store:"):], last["gw_parts"][name], at, len(second)))
+    for name in sorted(n for n in last["gw_parts"] if not n.startswith("limit:")):
         print("| gateway %s, MiB | %.2f | %.2f | %+.2f | %.2f |" % (
             name, half["gw_parts"].get(name, 0.0), last["gw_parts"][name],
             last["gw_parts"][name] - half["gw_parts"].get(name, 0.0),

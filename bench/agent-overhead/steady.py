@@ -269,16 +269,19 @@ def free_port():
         return so.getsockname()[1]
 
 
-def start_gateway(args, tmp):
+def start_gateway(args, tmp, stores=None):
+    """A stackrelay-gateway exporting to a local sink; stores: {store: bound} for receivers.agent.stores."""
     sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
     sink_port = int(sink.stdout.readline())
     port, metrics = free_port(), free_port()
     cfg = os.path.join(tmp, "gateway.yaml")
     with open(cfg, "w") as f:
-        f.write("receivers:\n  agent:\n    endpoint: 127.0.0.1:%d\n"
-                "exporters:\n  otlp_http:\n    endpoint: http://127.0.0.1:%d\n"
+        f.write("receivers:\n  agent:\n    endpoint: 127.0.0.1:%d\n" % port)
+        if stores:
+            f.write("    stores:\n" + "".join("      %s: %s\n" % kv for kv in sorted(stores.items())))
+        f.write("exporters:\n  otlp_http:\n    endpoint: http://127.0.0.1:%d\n"
                 "service:\n  pipelines:\n    profiles:\n      receivers: [agent]\n      exporters: [otlp_http]\n"
-                "  telemetry:\n    metrics:\n      address: 127.0.0.1:%d\n" % (port, sink_port, metrics))
+                "  telemetry:\n    metrics:\n      address: 127.0.0.1:%d\n" % (sink_port, metrics))
     gw = subprocess.Popen([os.path.join(args.build, "gateway", "stackrelay-gateway"), "--config", cfg],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     gw.metrics_port = metrics
