@@ -13,6 +13,10 @@ test) starts short-lived processes at --rate a second, round robin:
   - xz compressing a few KiB;
   - sh -c with a pipeline (fork + exec of coreutils);
   - every --node-every-th, node -e with a short loop (when node exists);
+  - every --java-every-th, Debian's OpenJDK running a small class (when
+    java and javac exist);
+  - every --long-every-th, a python3 that lives --long-seconds, working a
+    little every 0.1 s (the churn's long-lived processes);
   - every --unshare-every-th, the sh pipeline in a new mount namespace
     (unshare -m), as a container's process is.
 Every --every seconds it records the agent's RSS by kind (anonymous, files,
@@ -52,7 +56,7 @@ import metricslib  # noqa: E402
 
 
 # The gateway's memory by owner, from its /metrics: family -> label of the
-# part (summed over the other labels), each in MiB.
+# part (summed over the other labels; the slabs' resident pages), each in MiB.
 GATEWAY_PARTS = (("stackrelay_gateway_store_bytes", "store"),
                  ("stackrelay_gateway_symbolize_cache_bytes", None),
                  ("stackrelay_gateway_shared_lines_bytes", None),
@@ -72,7 +76,8 @@ def gateway_parts(port):
         if family == "stackrelay_gateway_heap_bytes" and labels.get("state") == "in_use":
             parts["heap"] = value / 1048576.0
         for want, by in GATEWAY_PARTS:
-            if family == want:
+            # The slabs' and slots' states: live, mapped, resident; what they hold in memory is resident.
+            if family == want and labels.get("state", "resident") == "resident":
                 name = family[len("stackrelay_gateway_"):-len("_bytes")].replace("store_limit", "limit")
                 if by:
                     name += ":" + labels.get(by, "")
@@ -111,6 +116,9 @@ def main():
                     help="seconds of the agent's CPU measured before the churn starts")
     ap.add_argument("--node-every", type=int, default=50)
     ap.add_argument("--unshare-every", type=int, default=10)
+    ap.add_argument("--java-every", type=int, default=100, help="0: no Java processes")
+    ap.add_argument("--long-every", type=int, default=100, help="0: no long-lived processes")
+    ap.add_argument("--long-seconds", type=float, default=20)
     ap.add_argument("--gateway-stores", default="", metavar="STORE=SIZE,...",
                     help="the gateway's receivers.agent.stores bounds (default: the gateway's own)")
     args = ap.parse_args()
@@ -126,7 +134,8 @@ def main():
     args.build = os.path.abspath(args.build)
     tmp = tempfile.mkdtemp(prefix="sr-churn-")
     gw = sink = agent = None
-    churn = churnlib.Churn(tmp, args.rate, node_every=args.node_every, unshare_every=args.unshare_every)
+    churn = churnlib.Churn(tmp, args.rate, node_every=args.node_every, unshare_every=args.unshare_every,
+                           java_every=args.java_every, long_every=args.long_every, long_seconds=args.long_seconds)
     try:
         gw, sink, endpoint = start_gateway(args, tmp, stores)
         port = free_port()
@@ -192,6 +201,7 @@ def main():
         return 100.0 * (last[k] - half[k]) / half[k] if half[k] else 0.0
     print("\n%d processes started in %.0f s (%.0f a second), agent at %d Hz sending to a gateway" %
           (churn.started, secs, churn.started / secs, args.hz))
+    print("by kind: %s" % " ".join("%s=%d" % kv for kv in sorted(churn.by_kind.items())))
     if churn.failed:
         print("exited non-zero, by kind: %s" % " ".join("%s=%d" % kv for kv in sorted(churn.failed.items())))
     extra = last["cpu"] - base_rate * secs  # what the churn added to the agent's threads

@@ -16,6 +16,10 @@ Processes are started round robin:
     once were OOM-killed);
   - sh -c with a pipeline (fork + exec of coreutils);
   - every node_every-th, node -e with a short loop (when node exists);
+  - every java_every-th (0: none), Debian's OpenJDK running a small class
+    compiled at the start (when java and javac exist);
+  - every long_every-th (0: none), a python3 that lives long_seconds,
+    waking every 0.1 s for a little work (so it is sampled all its life);
   - every unshare_every-th, the sh pipeline in a new mount namespace
     (unshare -m), as a container's process is.
 No more than 64 run at once: on a loaded host the loop falls behind the rate
@@ -29,6 +33,25 @@ import threading
 import time
 
 MAX_LIVE = 64
+
+# A short Java run: the interpreter, then C1 code for the loop.
+JAVA_SRC = """public class Churn {
+    static long step(long s, int i) { return s * 31 + i; }
+    public static void main(String[] a) {
+        long s = 0;
+        for (int i = 0; i < 60000000; i++) s = step(s, i);
+        if (s == 42) System.out.println(s);
+    }
+}
+"""
+
+# A long-lived process: a little work every 0.1 s for argv[1] seconds.
+LONG_SRC = """import sys, time
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    sum(range(20000))
+    time.sleep(0.1)
+"""
 
 
 def build_id_offset(path):
@@ -44,12 +67,16 @@ def build_id_offset(path):
 
 
 class Churn:
-    def __init__(self, tmp, rate, node_every=50, unshare_every=10, preexec=None):
+    def __init__(self, tmp, rate, node_every=50, unshare_every=10, preexec=None, java_every=0, long_every=0,
+                 long_seconds=20):
         self.tmp = tmp
         self.preexec = preexec  # run in each child before exec (e.g. to enter a cgroup)
         self.rate = rate
         self.node_every = node_every
         self.unshare_every = unshare_every
+        self.java_every = java_every
+        self.long_every = long_every
+        self.long_seconds = long_seconds
         self.started = 0
         self.started_so_far = 0  # read by a sampling loop while run() goes on
         self.by_kind = {}
@@ -61,6 +88,11 @@ class Churn:
         self.true_bytes = open(self.true_path, "rb").read()
         self.node = shutil.which("node")
         self.kinds = ["copy", "python", "xz", "sh"]
+        self.java = shutil.which("java") if java_every and shutil.which("javac") else None
+        if self.java:
+            with open(os.path.join(tmp, "Churn.java"), "w") as f:
+                f.write(JAVA_SRC)
+            subprocess.run(["javac", "-d", tmp, os.path.join(tmp, "Churn.java")], check=True)
 
     def fresh_true(self, n):
         path = os.path.join(self.tmp, "true-%d" % n)
@@ -74,6 +106,10 @@ class Churn:
     def kind_of(self, n):
         if self.node and n % self.node_every == 0:
             return "node"
+        if self.java and n % self.java_every == 1:
+            return "java"
+        if self.long_every and n % self.long_every == 2:
+            return "long"
         if n % self.unshare_every == 0:
             return "unshare"
         return self.kinds[n % len(self.kinds)]
@@ -84,6 +120,10 @@ class Churn:
         cleanup = None
         if kind == "node":
             cmd = [self.node, "-e", "let s=0; for (let i=0;i<2e5;i++) s+=i"]
+        elif kind == "java":
+            cmd = [self.java, "-Xmx64m", "-cp", self.tmp, "Churn"]
+        elif kind == "long":
+            cmd = ["python3", "-c", LONG_SRC, str(self.long_seconds)]
         elif kind == "unshare":
             cmd = ["unshare", "-m", "sh", "-c", "echo x | cat | wc -c > /dev/null"]
         elif kind == "copy":
