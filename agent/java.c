@@ -23,6 +23,7 @@
 #include "jvm.h"
 #include "proc-cache.h"
 #include "proc.h"
+#include "util.h"
 
 /* Longest blob name kept. */
 #define JAVA_STUB_NAME_MAX 63
@@ -154,14 +155,9 @@ static struct java_file *file_for(struct agent_java *j, const struct agent_proc 
 	return agent_file_verdicts__add(&j->files, f) < 0 ? NULL : f;
 }
 
-static int peek(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return agent_jvm_peek((uint32_t)(uintptr_t)ctx, addr, buf, len);
-}
-
 static struct agent_jvm_reader reader_of(uint32_t pid)
 {
-	struct agent_jvm_reader r = { peek, (void *)(uintptr_t)pid };
+	struct agent_jvm_reader r = { agent_peek_cb, (void *)(uintptr_t)pid };
 
 	return r;
 }

@@ -9,7 +9,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "elfinfo.h"
@@ -17,6 +16,7 @@
 #include "jvm.h"
 #include "parse-limits.h"
 #include "proc-cache.h"
+#include "util.h"
 
 int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 {
@@ -63,24 +63,10 @@ int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 	return found == AGENT_JVM_N_SYMS ? 0 : -ENOENT;
 }
 
-int agent_jvm_peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
-
-	if (n < 0)
-		return -errno;
-	return (size_t)n == len ? 0 : -EFAULT;
-}
-
-static int peek_cb(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return agent_jvm_peek((uint32_t)(uintptr_t)ctx, addr, buf, len);
-}
 
 struct agent_jvm_tables *agent_jvm_tables_of(uint32_t pid, uint64_t bias, const uint64_t vaddr[AGENT_JVM_N_SYMS])
 {
-	struct agent_jvm_reader r = { peek_cb, (void *)(uintptr_t)pid };
+	struct agent_jvm_reader r = { agent_peek_cb, (void *)(uintptr_t)pid };
 	uint64_t syms[AGENT_JVM_N_SYMS];
 
 	for (unsigned s = 0; s < AGENT_JVM_N_SYMS; s++)
@@ -325,7 +311,7 @@ int agent_jvm__method(struct agent_jvm *j, const uint8_t key[12], uint64_t metho
 	memset(ret, 0, sizeof(*ret));
 	if (!p || !method)
 		return -ENOENT;
-	r.read = peek_cb;
+	r.read = agent_peek_cb;
 	r.ctx = (void *)(uintptr_t)p->pid;
 	memcpy(nkey, key, 12);
 	memcpy(nkey + 12, &method, 8);

@@ -26,9 +26,6 @@ int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS]);
  */
 struct agent_jvm_tables *agent_jvm_tables_of(uint32_t pid, uint64_t bias, const uint64_t vaddr[AGENT_JVM_N_SYMS]);
 
-/* Reads exactly len bytes of process pid's memory at addr. 0 or -errno (-EFAULT for a short read). */
-int agent_jvm_peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
-
 /* libjvm builds whose layout is kept (by build ID; a JDK upgrade adds one). */
 #define AGENT_JVM_MAX_BUILDS 64
 /*

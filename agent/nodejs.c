@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -24,6 +23,7 @@
 #include "nodejs.h"
 #include "proc-cache.h"
 #include "proc.h"
+#include "util.h"
 #include "v8.h"
 #include "v8frame.h"
 
@@ -288,17 +288,6 @@ void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
 		bpf_map_delete_elem(n->procs_fd, &proc->pid);
 }
 
-/* agent_v8_read_fn over process_vm_readv: exactly len bytes, or -errno. */
-static int peek(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	pid_t pid = (pid_t)(uintptr_t)ctx;
-	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-
-	if (r < 0)
-		return -errno;
-	return (size_t)r == len ? 0 : -EFAULT;
-}
 
 /* The words at offs of the object at tagged pointer obj, from one read of its head (at most JS_HEAD_MAX bytes). */
 static int read_words(const struct agent_v8_meta *m, uint32_t pid, uint64_t obj, const uint32_t *offs, int n,
@@ -312,7 +301,7 @@ static int read_words(const struct agent_v8_meta *m, uint32_t pid, uint64_t obj,
 		span = offs[i] + 8 > span ? offs[i] + 8 : span;
 	if (span > sizeof(head))
 		return -EINVAL;
-	r = peek((void *)(uintptr_t)pid, obj - m->heap_object_tag, head, span);
+	r = agent_peek(pid, obj - m->heap_object_tag, head, span);
 	if (r < 0)
 		return r;
 	for (int i = 0; i < n; i++)
@@ -351,7 +340,7 @@ static uint32_t function_line(struct agent_nodejs *n, struct js_function *fn, co
 	if (!alive || !m->has_positions)
 		return 0;
 	n->stats.line_reads++;
-	line = agent_v8_line(m, peek, (void *)(uintptr_t)pid, sfi, offset);
+	line = agent_v8_line(m, agent_peek_cb, (void *)(uintptr_t)pid, sfi, offset);
 	if (line < 0)
 		n->stats.line_read_errors++;
 	slot = fn->n_lines < AGENT_NODEJS_LINES ? fn->n_lines++ : fn->next_line++ % AGENT_NODEJS_LINES;
@@ -401,7 +390,7 @@ static struct js_function *function_get(struct agent_nodejs *n, const struct js_
 	memcpy(fn->base.key, key, sizeof(key));
 	fn->base.bytes = sizeof(*fn);
 	n->stats.function_reads++;
-	r = agent_v8_describe(&e->meta, peek, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
+	r = agent_v8_describe(&e->meta, agent_peek_cb, (void *)(uintptr_t)proc->pid, sfi, &fn->fn);
 	if (r < 0) {
 		n->stats.function_read_errors++;
 		free(fn);
@@ -446,7 +435,7 @@ static void learn_code_size(struct agent_nodejs *n, struct js_proc *e, const str
 	    !v.learn_code)
 		return;
 	/* The namer reads the Code's fields in one span from its deoptimization data (bpf/v8frame.h). */
-	if (agent_v8_learn_code_size(&e->meta, peek, (void *)(uintptr_t)proc->pid, v.learn_code, &off) == 0 &&
+	if (agent_v8_learn_code_size(&e->meta, agent_peek_cb, (void *)(uintptr_t)proc->pid, v.learn_code, &off) == 0 &&
 	    off > e->meta.code_deopt_data && off + 4 - e->meta.code_deopt_data <= V8_CODE_SPAN &&
 	    e->meta.code_instruction_start > e->meta.code_deopt_data &&
 	    e->meta.code_instruction_start + 8 - e->meta.code_deopt_data <= V8_CODE_SPAN &&
@@ -588,7 +577,7 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 	n->stats.code_reads++;
 	slot = c->n_at < AGENT_NODEJS_CODE_OFFSETS ? c->n_at++ : c->next_at++ % AGENT_NODEJS_CODE_OFFSETS;
 	c->at[slot].offset = offset;
-	r = agent_v8_code_frames(&e->meta, peek, (void *)(uintptr_t)proc->pid, code, offset, c->at[slot].f,
+	r = agent_v8_code_frames(&e->meta, agent_peek_cb, (void *)(uintptr_t)proc->pid, code, offset, c->at[slot].f,
 				 AGENT_V8_MAX_INLINED);
 	if (r == -EINVAL) {
 		/* No optimized code at that address (any more): nothing to name the frame by. */

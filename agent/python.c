@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "parse-limits.h"
 #include "proc.h"
+#include "util.h"
 #include "pycode.h"
 #include "python.h"
 
@@ -319,17 +320,6 @@ void agent_python__forget(struct agent_python *py, const struct agent_proc *proc
 		bpf_map_delete_elem(py->procs_fd, &proc->pid);
 }
 
-/* Reads exactly len bytes of the process's memory. 0 or -errno. */
-static int peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
-{
-	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
-
-	if (n < 0)
-		return -errno;
-	return (size_t)n == len ? 0 : -EFAULT;
-}
-
 /*
  * Reads len bytes at addr and, in the same system call, up to cap - len more
  * that follow them on the same page: an object's contents usually follow
@@ -356,7 +346,7 @@ static int copy_or_peek(uint32_t pid, const uint8_t *buf, uint64_t base, size_t 
 		memcpy(out, buf + (at - base), len);
 		return 0;
 	}
-	return peek(pid, at, out, len);
+	return agent_peek(pid, at, out, len);
 }
 
 /* A str object of the process as UTF-8 (malloc'd), or NULL. */
@@ -440,7 +430,7 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 	 * A process that is gone (its samples are often read after it exited)
 	 * keeps what was read while it lived.
 	 */
-	if (peek(proc->pid, addr, head, sizeof(head)) < 0)
+	if (agent_peek(proc->pid, addr, head, sizeof(head)) < 0)
 		goto gone;
 	if (agent_py_code_parse(e->layout, head, sizeof(head), &pc) < 0 || pc.type != e->code_type) {
 		if (c)

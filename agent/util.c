@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -84,4 +85,19 @@ int agent_in_child_pid_namespace(void)
 	if (stat("/proc/self/ns/pid", &st) < 0)
 		return -errno;
 	return st.st_ino != AGENT_PROC_PID_INIT_INO ? 1 : 0;
+}
+
+int agent_peek(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+int agent_peek_cb(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return agent_peek((uint32_t)(uintptr_t)ctx, addr, buf, len);
 }

@@ -28,6 +28,15 @@ char *agent_pb_str(const char *s);
 /* 1 when this process runs in a child PID namespace, 0 if not, -errno. */
 int agent_in_child_pid_namespace(void);
 
+/*
+ * Another process's memory, read with process_vm_readv (the runtimes'
+ * walkers: CPython, V8, HotSpot). Exactly len bytes of process pid at addr:
+ * 0, or -errno (-EFAULT for a short read). agent_peek_cb() is the same for
+ * the layout readers' callbacks, the pid in ctx ((void *)(uintptr_t)pid).
+ */
+int agent_peek(uint32_t pid, uint64_t addr, void *buf, size_t len);
+int agent_peek_cb(void *ctx, uint64_t addr, void *buf, size_t len);
+
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void agent_hex(const uint8_t *data, size_t len, char *out);
 

@@ -28,6 +28,7 @@
 #include "agent/jvm-method.h"
 #include "agent/jvm.h"
 #include "agent/procmaps.h"
+#include "agent/util.h"
 #include "test-filter.h"
 
 extern char **environ;
@@ -241,11 +242,6 @@ static void find_libjvm(pid_t pid, char *path, size_t cap, uint64_t *bias)
 	assert_true(path[0]);
 }
 
-static int peek(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return agent_jvm_peek((uint32_t)(uintptr_t)ctx, addr, buf, len);
-}
-
 static void read_cstr(const struct agent_jvm_reader *r, uint64_t addr, char *out, size_t cap)
 {
 	out[0] = '\0';
@@ -375,7 +371,7 @@ static void real_jvm(void **state)
 	(void)state;
 	if (!start_jvm(&c))
 		skip();
-	r.read = peek;
+	r.read = agent_peek_cb;
 	r.ctx = (void *)(uintptr_t)c.pid;
 	find_libjvm(c.pid, lib, sizeof(lib), &bias);
 	fd = open(lib, O_RDONLY | O_CLOEXEC);
