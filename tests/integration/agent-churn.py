@@ -5,8 +5,8 @@
 The agent profiles the whole host with its default config (but 97 Hz) and
 writes --output, while tests/integration/churnlib.py starts short-lived
 processes at 100 a second for 40 s: fresh copies of /usr/bin/true with new
-build IDs, python3, xz, shell pipelines, node, every 10th in its own mount
-namespace (unshare -m). /metrics is scraped before, during and after.
+build IDs, python3, xz, shell pipelines, node, every 100th a JVM (Debian's
+OpenJDK), every 10th in its own mount namespace (unshare -m). /metrics is scraped before, during and after.
 Checked, none of it against the clock:
   - every cache with an entry bound (stackrelay_agent_cache_limit{cache})
     stays at or under it in every scrape; unwind tables stay under
@@ -15,7 +15,8 @@ Checked, none of it against the clock:
   - once the churn has stopped and three report windows have been flushed
     (stackrelay_agent_windows_total; the test stops waiting after two when
     all is back), the per-process caches (processes and their mappings,
-    Python code objects, Node.js functions, perf map entries) are back near
+    Python code objects, Node.js functions and code objects, Java methods and
+    compiled pcs, perf map entries) are back near
     their counts before the churn: what gone processes held is released
     (slack: 100 entries or half of what the churn added, for the host's
     other processes: in CI other tests, Python ones among them, run beside
@@ -47,7 +48,9 @@ RSS_TARGET = 48 * 2 ** 20
 UNWIND_TABLE_MEMORY = 64 * 2 ** 20  # profiling.unwind_table_memory's default
 PERF_MAP_ENTRIES = 65536 * 64  # perf_maps.max_entries_per_process x max_processes, their defaults
 # Caches that hold what processes hold, and should give it back when they are gone.
-PER_PROCESS = ("processes", "python_code_objects", "nodejs_functions", "perf_map_entries")
+PER_PROCESS = ("processes", "python_code_objects", "nodejs_functions", "nodejs_code_objects", "java_methods",
+               "java_compiled_pcs", "perf_map_entries")
+JAVA_EVERY = 100  # a JVM start costs a fifth of a second of CPU: about one a second at the rate this host reaches
 
 
 def snapshot(port, timeout=10):
@@ -92,7 +95,7 @@ def main():
     agentlib.require_root_bpf()
     env = agentlib.Env()
     c = agentlib.Checks()
-    churn = churnlib.Churn(env.tmp, RATE)
+    churn = churnlib.Churn(env.tmp, RATE, java_every=JAVA_EVERY)
     agent = None
     try:
         port = free_port()
