@@ -42,6 +42,9 @@ struct py_proc_entry {
 	uint8_t key[12]; /* pid + start_ns, as agent_proc.key */
 	const struct agent_py_layout *layout;
 	uint64_t code_type; /* PyCode_Type's address in the process */
+	bool written;	    /* py_procs holds last, written for the address space mm */
+	uint64_t mm;
+	struct py_proc last;
 };
 
 struct py_code {
@@ -266,7 +269,7 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 {
 	struct py_proc_entry *e;
-	struct py_proc v = { 0 };
+	struct py_proc v;
 	struct py_file *f = NULL;
 	const struct agent_proc_map *m = NULL;
 	uint64_t bias;
@@ -307,13 +310,25 @@ int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 	}
 	e->layout = f->layout;
 	e->code_type = f->code_type + bias;
+	memset(&v, 0, sizeof(v)); /* padding too: compared with what was written */
 	v.start_boottime_ns = proc->start_ns;
 	v.runtime = f->runtime + bias;
 	v.eval_start = f->eval + bias;
 	v.eval_end = v.eval_start + f->eval_size;
 	v.off = f->layout->bpf;
+	/*
+	 * Synced again for each library it maps (its extension modules): the
+	 * entry is written again only when it changed. BPF deletes it at exec,
+	 * which changes the address space (mm; 0 when not known: always written).
+	 */
+	if (e->written && proc->mm && e->mm == proc->mm && memcmp(&e->last, &v, sizeof(v)) == 0)
+		return 0;
+	e->written = false;
 	if (py->procs_fd >= 0 && bpf_map_update_elem(py->procs_fd, &proc->pid, &v, BPF_ANY) < 0)
 		return -errno;
+	e->written = true;
+	e->mm = proc->mm;
+	e->last = v;
 	return 0;
 }
 
