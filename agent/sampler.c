@@ -634,13 +634,25 @@ static struct agent_sampler *sampler_try(const struct agent_sampler_opts *o, con
 		return NULL;
 	}
 	if (fexit) {
-		/* A refusal here is expected on such hosts; the second try logs whatever else is wrong. */
-		if (saved < SR_LOG_DEBUG)
-			sr_log_set_level(SR_LOG_ERROR);
-		s = sampler_new(o, true, vmlinux, &fb, fn, ctx, ret_what);
-		sr_log_set_level(saved);
-		if (s)
-			return s;
+		/*
+		 * A kernel that refuses BPF trampolines refuses a two-instruction
+		 * fexit program too: asked first, so such a host does not pay for
+		 * an object's maps and programs (a third of a second) only to
+		 * have it refused at its fexit program.
+		 */
+		int probe = agent_probe_fexit(vmlinux, "vm_mmap_pgoff");
+
+		if (probe > 0) {
+			/* A refusal here is expected on such hosts; the second try logs whatever else is wrong. */
+			if (saved < SR_LOG_DEBUG)
+				sr_log_set_level(SR_LOG_ERROR);
+			s = sampler_new(o, true, vmlinux, &fb, fn, ctx, ret_what);
+			sr_log_set_level(saved);
+			if (s)
+				return s;
+		} else {
+			errno = probe < 0 ? -probe : ENOENT;
+		}
 		if (o->mapping_hook == AGENT_HOOK_FEXIT) {
 			int e = errno;
 			*ret_what = "load fexit/vm_mmap_pgoff (profiling.mapping_hook; BPF trampolines refused?)";
