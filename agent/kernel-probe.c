@@ -62,9 +62,9 @@ void agent_kernel_fallbacks(struct agent_kernel_fallbacks *ret)
  * compiler emitted only a clone (finish_task_switch.isra.0), which the
  * verifier then cannot find. 1 yes, 0 no such function, < 0 refused.
  */
-static int probe_fentry(const struct btf *btf, const char *func)
+static int probe_tracing(const struct btf *btf, const char *func, enum bpf_attach_type type)
 {
-	LIBBPF_OPTS(bpf_prog_load_opts, po, .expected_attach_type = BPF_TRACE_FENTRY);
+	LIBBPF_OPTS(bpf_prog_load_opts, po, .expected_attach_type = type);
 	struct bpf_insn insns[] = {
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
 		{ .code = BPF_JMP | BPF_EXIT },
@@ -79,6 +79,16 @@ static int probe_fentry(const struct btf *btf, const char *func)
 		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
 	close(fd);
 	return 1;
+}
+
+static int probe_fentry(const struct btf *btf, const char *func)
+{
+	return probe_tracing(btf, func, BPF_TRACE_FENTRY);
+}
+
+int agent_probe_fexit(const struct btf *btf, const char *func)
+{
+	return btf ? probe_tracing(btf, func, BPF_TRACE_FEXIT) : 0;
 }
 
 /*

@@ -38,6 +38,13 @@ int agent_probe_perf_event_on_demand_map(void);
 /* Whether a perf_event program may call the helper: 1 yes, 0 the kernel lacks it, < 0 unknown. */
 int agent_probe_helper(int func_id);
 
+/*
+ * Whether a two-instruction fexit program loads on the kernel function (btf:
+ * the kernel's; NULL: none): 1 yes, 0 no such function, < 0 refused (BPF
+ * trampolines locked down), a whole object's load spared.
+ */
+int agent_probe_fexit(const struct btf *btf, const char *func);
+
 /* Where off-CPU waits end (bpf/offcpu.bpf.h), newest first. */
 enum agent_off_cpu_hook {
 	AGENT_OFF_CPU_NONE = 0,

@@ -314,7 +314,8 @@ fail:
 	return NULL;
 }
 
-static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t now_ns)
+/* dir: the process's /proc directory when the caller holds it, else -1 (the path is opened). */
+static void read_maps(struct agent_procs *p, struct agent_proc *proc, int dir, uint64_t now_ns)
 {
 	char path[64], *buf = NULL;
 	struct agent_map *m = NULL;
@@ -324,8 +325,12 @@ static void read_maps(struct agent_procs *p, struct agent_proc *proc, uint64_t n
 	proc->maps_read_ns = now_ns;
 	proc->refresh_free = false;
 	p->stats.maps_reads++;
-	snprintf(path, sizeof(path), "/proc/%u/maps", proc->pid);
-	r = sr_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
+	if (dir >= 0) {
+		r = sr_read_fileat(dir, "maps", AGENT_MAPS_MAX_BYTES, &buf, &len);
+	} else {
+		snprintf(path, sizeof(path), "/proc/%u/maps", proc->pid);
+		r = sr_read_file(path, AGENT_MAPS_MAX_BYTES, &buf, &len);
+	}
 	if (r < 0) {
 		p->stats.maps_read_errors++;
 		if (r == -ENOENT || r == -ESRCH)
@@ -375,68 +380,116 @@ static uint64_t now_mono_ns(void)
 	return timespec_ns(&ts);
 }
 
-/* /proc/PID/stat: comm in parentheses (may hold spaces and ')'), field 22 the start time in ticks. */
-static int read_stat_start(uint32_t pid, uint64_t *ret_ticks)
+/*
+ * The start time in ticks from /proc/PID/stat (through dir, the process's
+ * /proc directory): comm in parentheses (may hold spaces and ')'), then the
+ * fields from state (3) on; the start time is field 22. Read into the stack
+ * and parsed by hand: this is done for every process at its first sample.
+ */
+static int read_stat_start(int dir, uint64_t *ret_ticks)
 {
-	char path[64], *buf = NULL, *p;
-	size_t len;
-	unsigned long long ticks;
-	int r;
+	char buf[2048], *p, *end;
+	size_t len = 0;
+	int fd = openat(dir, "stat", O_RDONLY | O_CLOEXEC);
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	r = sr_read_file(path, 8192, &buf, &len);
-	if (r < 0)
-		return r;
-	p = strrchr(buf, ')');
-	/* After ")": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
-	 * cutime cstime priority nice num_threads itrealvalue starttime(22) */
-	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			 &ticks) != 1) {
-		free(buf);
-		return -EINVAL;
+	if (fd < 0)
+		return -errno;
+	while (len < sizeof(buf) - 1) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
 	}
-	free(buf);
-	*ret_ticks = ticks;
+	close(fd);
+	buf[len] = '\0';
+	p = strrchr(buf, ')');
+	if (!p)
+		return -EINVAL;
+	p++;
+	/* Past state(3) ... itrealvalue(21): 19 fields. */
+	for (int field = 3; field < 22; field++) {
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			return -EINVAL;
+		while (*p && *p != ' ')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	errno = 0;
+	*ret_ticks = strtoull(p, &end, 10);
+	if (errno || (*end != ' ' && *end != '\n' && *end != '\0'))
+		return -EINVAL;
 	return 0;
 }
 
-/* stat, exe and cgroup; false when the process is gone (or its PID is another's). */
-static bool read_info(struct agent_procs *p, struct agent_proc *proc)
+/*
+ * stat, exe and cgroup, through dir (the process's /proc directory); false
+ * when the process is gone (or its PID is another's). dir names the process
+ * it was opened for until that one exits: checked once here, it is the
+ * sampled process for every read through it after.
+ */
+static bool read_info(struct agent_procs *p, struct agent_proc *proc, int dir)
 {
-	char path[64], buf[PATH_MAX], *cg = NULL;
+	char buf[PATH_MAX], *cg = NULL;
 	size_t len;
-	uint64_t ticks;
+	uint64_t ticks = 0;
 	ssize_t n;
 
 	proc->info_ok = true;
 	/* The start time in /proc must be the one BPF saw, or this PID is already another process. */
-	if (read_stat_start(proc->pid, &ticks) < 0 ||
+	if (dir < 0 || read_stat_start(dir, &ticks) < 0 ||
 	    ticks != proc->start_ns / (1000000000ULL / (uint64_t)p->clk_tck)) {
 		proc->exited = true;
 		return false;
 	}
 	/* Names come with every sample from BPF (thread and group leader comm); no /proc/PID/comm read. */
-	snprintf(path, sizeof(path), "/proc/%u/exe", proc->pid);
-	n = readlink(path, buf, sizeof(buf) - 1);
+	n = readlinkat(dir, "exe", buf, sizeof(buf) - 1);
 	if (n > 0) {
 		buf[n] = '\0';
 		free(proc->exe_path);
 		proc->exe_path = strdup(buf);
 	}
-	snprintf(path, sizeof(path), "/proc/%u/cgroup", proc->pid);
-	if (sr_read_file(path, 1 << 20, &cg, &len) == 0) {
+	if (sr_read_fileat(dir, "cgroup", 1 << 20, &cg, &len) == 0) {
 		agent_cgroup_parse(cg, len, &proc->cg);
 		free(cg);
 	}
 	return true;
 }
 
+/* The process's /proc directory (O_PATH), or -1. */
+static int open_proc_dir(uint32_t pid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%u", pid);
+	return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static void read_info_only(struct agent_procs *p, struct agent_proc *proc)
+{
+	int dir = open_proc_dir(proc->pid);
+
+	read_info(p, proc, dir);
+	if (dir >= 0)
+		close(dir);
+}
+
 static void read_proc(struct agent_procs *p, struct agent_proc *proc)
 {
-	if (!read_info(p, proc))
-		return;
-	read_maps(p, proc, now_mono_ns());
-	proc->refresh_free = true;
+	int dir = open_proc_dir(proc->pid);
+
+	if (read_info(p, proc, dir)) {
+		read_maps(p, proc, dir, now_mono_ns());
+		proc->refresh_free = true;
+	}
+	if (dir >= 0)
+		close(dir);
 }
 
 static struct agent_proc *lookup(struct agent_procs *p, uint32_t pid, uint64_t start_ns)
@@ -480,7 +533,7 @@ struct agent_proc *agent_procs__get(struct agent_procs *p, uint32_t pid, uint64_
 			read_proc(p, proc);
 		} else if (!proc->info_ok) {
 			/* Known from its mappings alone: its name and cgroup now, its maps only on a miss. */
-			read_info(p, proc);
+			read_info_only(p, proc);
 		}
 		return proc;
 	}
@@ -680,7 +733,7 @@ bool agent_procs__user_frame(struct agent_procs *p, struct agent_proc *proc, uin
 			p->stats.unattributed[AGENT_UNATTR_NO_MAPPING]++;
 			return false;
 		}
-		read_maps(p, proc, now_ns);
+		read_maps(p, proc, -1, now_ns);
 	}
 	/* Found by a re-read (attempt 1): the re-reads pay off again. */
 	if (attempt > 0)

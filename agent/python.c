@@ -43,6 +43,9 @@ struct py_proc_entry {
 	uint8_t key[12]; /* pid + start_ns, as agent_proc.key */
 	const struct agent_py_layout *layout;
 	uint64_t code_type; /* PyCode_Type's address in the process */
+	bool written;	    /* py_procs holds last, written for the address space mm */
+	uint64_t mm;
+	struct py_proc last;
 };
 
 struct py_code {
@@ -55,6 +58,9 @@ struct py_code {
 	size_t table_len;
 };
 
+/* Code object heads read ahead for one sample (agent_python__prefetch); at least a stack's Python frames. */
+#define PY_AHEAD_MAX 128
+
 struct agent_python {
 	int procs_fd;
 	uint64_t max_codes;
@@ -62,6 +68,11 @@ struct agent_python {
 	struct sr_htab_ptrs procs;
 	struct agent_pcache codes;
 	struct agent_python_stats stats;
+	/* The current sample's code object heads, read in one system call: ahead_n of them, for ahead_key. */
+	uint8_t ahead_key[12];
+	size_t ahead_n;
+	uint64_t ahead_addr[PY_AHEAD_MAX];
+	uint8_t (*ahead_head)[AGENT_PY_CODE_HEAD];
 };
 
 static const void *proc_key(const void *v, size_t *len)
@@ -89,6 +100,11 @@ struct agent_python *agent_python_new(int procs_fd, uint64_t max_codes)
 
 	if (!py)
 		return NULL;
+	py->ahead_head = malloc(PY_AHEAD_MAX * sizeof(*py->ahead_head));
+	if (!py->ahead_head) {
+		free(py);
+		return NULL;
+	}
 	py->procs_fd = procs_fd;
 	py->max_codes = max_codes ? max_codes : AGENT_PY_DEFAULT_MAX_CODES;
 	agent_file_verdicts_init(&py->files, AGENT_PY_MAX_FILES);
@@ -109,6 +125,7 @@ void agent_python_free(struct agent_python *py)
 	for (size_t i = 0; (v = sr_htab_ptrs__next(&py->procs, &i));)
 		free(v);
 	sr_htab_ptrs_done(&py->procs);
+	free(py->ahead_head);
 	free(py);
 }
 
@@ -253,7 +270,7 @@ static struct py_file *file_for(struct agent_python *py, const struct agent_proc
 int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 {
 	struct py_proc_entry *e;
-	struct py_proc v = { 0 };
+	struct py_proc v;
 	struct py_file *f = NULL;
 	const struct agent_proc_map *m = NULL;
 	uint64_t bias;
@@ -294,13 +311,25 @@ int agent_python__sync(struct agent_python *py, const struct agent_proc *proc)
 	}
 	e->layout = f->layout;
 	e->code_type = f->code_type + bias;
+	memset(&v, 0, sizeof(v)); /* padding too: compared with what was written */
 	v.start_boottime_ns = proc->start_ns;
 	v.runtime = f->runtime + bias;
 	v.eval_start = f->eval + bias;
 	v.eval_end = v.eval_start + f->eval_size;
 	v.off = f->layout->bpf;
+	/*
+	 * Synced again for each library it maps (its extension modules): the
+	 * entry is written again only when it changed. BPF deletes it at exec,
+	 * which changes the address space (mm; 0 when not known: always written).
+	 */
+	if (e->written && proc->mm && e->mm == proc->mm && memcmp(&e->last, &v, sizeof(v)) == 0)
+		return 0;
+	e->written = false;
 	if (py->procs_fd >= 0 && bpf_map_update_elem(py->procs_fd, &proc->pid, &v, BPF_ANY) < 0)
 		return -errno;
+	e->written = true;
+	e->mm = proc->mm;
+	e->last = v;
 	return 0;
 }
 
@@ -327,16 +356,59 @@ void agent_python__forget(struct agent_python *py, const struct agent_proc *proc
  * page already read cannot fault. Returns how many more were read, or
  * -errno.
  */
-static ssize_t peek_more(uint32_t pid, uint64_t addr, uint8_t *buf, size_t len, size_t cap)
+static size_t span_on_page(uint64_t addr, size_t len, size_t cap)
 {
 	uint64_t end = addr + len, page_end = (end + 4095) & ~4095ULL;
-	size_t more = page_end > end ? SR_MIN(cap - len, (size_t)(page_end - end)) : 0;
-	struct iovec local = { buf, len + more }, remote = { (void *)(uintptr_t)addr, len + more };
+
+	return len + (page_end > end ? SR_MIN(cap - len, (size_t)(page_end - end)) : 0);
+}
+
+static ssize_t peek_more(uint32_t pid, uint64_t addr, uint8_t *buf, size_t len, size_t cap)
+{
+	size_t span = span_on_page(addr, len, cap);
+	struct iovec local = { buf, span }, remote = { (void *)(uintptr_t)addr, span };
 	ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
 
 	if (n < 0)
 		return -errno;
 	return (size_t)n < len ? -EFAULT : n - (ssize_t)len;
+}
+
+/* One object's head to read, as peek_more() reads it: more is what it returns. */
+struct ahead {
+	uint64_t addr;
+	uint8_t *buf;
+	size_t len, cap;
+	ssize_t more;
+};
+
+/*
+ * peek_more() for each of n objects, in one system call: a range the call
+ * did not read whole (it stops at the first that fails) is read alone, so
+ * each comes out as peek_more() would have read it.
+ */
+static void peek_ahead(uint32_t pid, struct ahead *a, size_t n)
+{
+	struct iovec local[3], remote[3];
+	size_t off = 0;
+	ssize_t got;
+
+	if (n > SR_ARRAY_SIZE(local))
+		n = SR_ARRAY_SIZE(local);
+	for (size_t i = 0; i < n; i++) {
+		size_t span = span_on_page(a[i].addr, a[i].len, a[i].cap);
+
+		local[i] = (struct iovec){ a[i].buf, span };
+		remote[i] = (struct iovec){ (void *)(uintptr_t)a[i].addr, span };
+	}
+	got = n ? process_vm_readv((pid_t)pid, local, n, remote, n, 0) : 0;
+	for (size_t i = 0; i < n; i++) {
+		off += local[i].iov_len;
+		if (got >= 0 && off <= (size_t)got)
+			a[i].more = (ssize_t)(local[i].iov_len - a[i].len);
+		else
+			a[i].more = peek_more(pid, a[i].addr, a[i].buf, a[i].len, a[i].cap);
+	}
 }
 
 /* Copies [at, at + len) of the process from buf (read from base, got bytes) when it is all there, else reads it. */
@@ -349,17 +421,21 @@ static int copy_or_peek(uint32_t pid, const uint8_t *buf, uint64_t base, size_t 
 	return agent_peek(pid, at, out, len);
 }
 
-/* A str object of the process as UTF-8 (malloc'd), or NULL. */
-static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t addr)
+/* Room for a str object's head and the characters of a name that follow it. */
+#define PY_STR_AHEAD (AGENT_PY_STR_HEAD + AGENT_PY_MAX_NAME * 4)
+
+/*
+ * A str object of the process as UTF-8 (malloc'd), or NULL. head holds
+ * what peek_more() read at addr (more: what it returned).
+ */
+static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t addr, const uint8_t *head, ssize_t more)
 {
-	uint8_t head[AGENT_PY_STR_HEAD + AGENT_PY_MAX_NAME * 4], chars[AGENT_PY_MAX_NAME * 4];
+	uint8_t chars[AGENT_PY_MAX_NAME * 4];
 	struct agent_py_str s;
 	size_t n, bytes;
-	ssize_t more;
 	char out[AGENT_PY_MAX_NAME + 4];
 
-	if (!addr || (more = peek_more(pid, addr, head, AGENT_PY_STR_HEAD, sizeof(head))) < 0 ||
-	    agent_py_str_header(l, addr, head, AGENT_PY_STR_HEAD, &s) < 0)
+	if (!addr || more < 0 || agent_py_str_header(l, addr, head, AGENT_PY_STR_HEAD, &s) < 0)
 		return NULL;
 	n = s.length < AGENT_PY_MAX_NAME ? (size_t)s.length : AGENT_PY_MAX_NAME;
 	bytes = n * s.kind;
@@ -371,20 +447,39 @@ static char *read_str(const struct agent_py_layout *l, uint32_t pid, uint64_t ad
 	return strdup(out);
 }
 
-/* Fills c (name, file, line table) from a code object's decoded head. false when a string cannot be read. */
+/*
+ * Fills c (name, file, line table) from a code object's decoded head. false
+ * when a string cannot be read. The three objects' heads are read in one
+ * system call.
+ */
 static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struct agent_py_code *pc, struct py_code *c)
 {
-	uint8_t bhead[AGENT_PY_BYTES_HEAD + 4096];
+	uint8_t nhead[PY_STR_AHEAD], fhead[PY_STR_AHEAD], bhead[AGENT_PY_BYTES_HEAD + 4096];
+	struct ahead a[3] = {
+		{ pc->name, nhead, AGENT_PY_STR_HEAD, sizeof(nhead), -1 },
+		{ pc->filename, fhead, AGENT_PY_STR_HEAD, sizeof(fhead), -1 },
+		{ pc->linetable, bhead, AGENT_PY_BYTES_HEAD, sizeof(bhead), -1 },
+	};
+	struct ahead want[3];
+	size_t n = 0;
 	uint64_t data, size;
 	ssize_t more;
 
-	c->name = read_str(l, pid, pc->name);
-	c->file = read_str(l, pid, pc->filename);
+	/* Only objects there are: a null address is not read. */
+	for (size_t i = 0; i < 3; i++)
+		if (a[i].addr)
+			want[n++] = a[i];
+	peek_ahead(pid, want, n);
+	for (size_t i = 0, j = 0; i < 3; i++)
+		if (a[i].addr)
+			a[i].more = want[j++].more;
+	c->name = read_str(l, pid, pc->name, nhead, a[0].more);
+	c->file = read_str(l, pid, pc->filename, fhead, a[1].more);
 	if (!c->name || !c->file)
 		return false;
 	c->head = *pc;
 	c->kind = l->linetable_kind;
-	if (pc->linetable && (more = peek_more(pid, pc->linetable, bhead, AGENT_PY_BYTES_HEAD, sizeof(bhead))) >= 0 &&
+	if (pc->linetable && (more = a[2].more) >= 0 &&
 	    agent_py_bytes_header(pc->linetable, bhead, AGENT_PY_BYTES_HEAD, &data, &size) == 0 && size > 0 &&
 	    size <= AGENT_PY_MAX_LINETABLE) {
 		c->table = malloc(size);
@@ -402,6 +497,55 @@ static bool read_code(const struct agent_py_layout *l, uint32_t pid, const struc
 static void drop_code(struct agent_python *py, struct py_code *c)
 {
 	agent_pcache__drop(&py->codes, &c->base);
+}
+
+void agent_python__prefetch(struct agent_python *py, const struct agent_proc *proc, const __u64 *values, size_t n)
+{
+	struct iovec local[PY_AHEAD_MAX], remote[PY_AHEAD_MAX];
+	size_t k = 0;
+	ssize_t got;
+
+	py->ahead_n = 0;
+	if (!proc || !sr_htab_ptrs__get(&py->procs, proc->key, sizeof(proc->key)))
+		return;
+	for (size_t i = 0; i < n && k < PY_AHEAD_MAX; i++) {
+		uint64_t addr = values[i] & PY_FRAME_ADDR_MASK;
+		size_t j;
+
+		if (!(values[i] & PY_FRAME_FLAG))
+			continue;
+		/* Recursion: a code object once. */
+		for (j = 0; j < k && py->ahead_addr[j] != addr; j++)
+			;
+		if (j < k)
+			continue;
+		py->ahead_addr[k] = addr;
+		local[k] = (struct iovec){ py->ahead_head[k], AGENT_PY_CODE_HEAD };
+		remote[k] = (struct iovec){ (void *)(uintptr_t)addr, AGENT_PY_CODE_HEAD };
+		k++;
+	}
+	/* One frame reads its own head. */
+	if (k < 2)
+		return;
+	got = process_vm_readv((pid_t)proc->pid, local, k, remote, k, 0);
+	/* The call stops at the first head it cannot read: those after it are read one by one, as before. */
+	if (got > 0)
+		py->ahead_n = (size_t)got / AGENT_PY_CODE_HEAD;
+	memcpy(py->ahead_key, proc->key, sizeof(py->ahead_key));
+}
+
+/* The head of the code object at addr when agent_python__prefetch() read it for this process. */
+static bool head_ahead(struct agent_python *py, const struct agent_proc *proc, uint64_t addr,
+		       uint8_t head[AGENT_PY_CODE_HEAD])
+{
+	if (!py->ahead_n || memcmp(py->ahead_key, proc->key, sizeof(py->ahead_key)) != 0)
+		return false;
+	for (size_t i = 0; i < py->ahead_n; i++)
+		if (py->ahead_addr[i] == addr) {
+			memcpy(head, py->ahead_head[i], AGENT_PY_CODE_HEAD);
+			return true;
+		}
+	return false;
 }
 
 int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, uint64_t value,
@@ -430,7 +574,7 @@ int agent_python__frame(struct agent_python *py, const struct agent_proc *proc, 
 	 * A process that is gone (its samples are often read after it exited)
 	 * keeps what was read while it lived.
 	 */
-	if (agent_peek(proc->pid, addr, head, sizeof(head)) < 0)
+	if (!head_ahead(py, proc, addr, head) && agent_peek(proc->pid, addr, head, sizeof(head)) < 0)
 		goto gone;
 	if (agent_py_code_parse(e->layout, head, sizeof(head), &pc) < 0 || pc.type != e->code_type) {
 		if (c)

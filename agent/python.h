@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <linux/types.h>
+
 struct agent_proc;
 
 #define AGENT_PY_MAX_FILES	   1024
@@ -57,6 +59,13 @@ void agent_python_free(struct agent_python *py);
 int agent_python__sync(struct agent_python *py, const struct agent_proc *proc);
 /* The process is retired. */
 void agent_python__forget(struct agent_python *py, const struct agent_proc *proc);
+/*
+ * Reads ahead, in one system call, the code object heads of one sample's
+ * Python frames (the ustack values with PY_FRAME_FLAG among values[0..n));
+ * agent_python__frame() takes them from there until the next call, which
+ * forgets them (n = 0: only that).
+ */
+void agent_python__prefetch(struct agent_python *py, const struct agent_proc *proc, const __u64 *values, size_t n);
 /*
  * Names a Python frame of a sample (a ustack value with PY_FRAME_FLAG).
  * Returns 0, or -ENOENT when the frame cannot be named (the process is not

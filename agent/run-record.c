@@ -266,6 +266,9 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 		if (c->java && proc)
 			agent_java__retry(c->java, proc, c->now_mono);
 		same_image = proc && agent_proc__same_image(c->procs, proc, s->mm, ev->n_ustack);
+		/* The Python frames' code object heads, in one read rather than one a frame. */
+		if (c->python)
+			agent_python__prefetch(c->python, proc, s->ustack, ev->n_ustack);
 		for (size_t i = 0; i < ev->n_ustack; i++) {
 			uint64_t addr = s->ustack[i] - (i > 0 ? 1 : 0);
 			if (s->ustack[i] & PY_FRAME_FLAG) {
@@ -294,6 +297,8 @@ static void handle_sample(struct run_ctx *c, const struct agent_event *ev)
 				c->stats.frames_unattributed++;
 			n++;
 		}
+		if (c->python)
+			agent_python__prefetch(c->python, NULL, NULL, 0);
 	} else if (!kthread) {
 		proc = agent_procs__get(c->procs, s->hdr.pid, s->hdr.start_boottime_ns, c->window);
 		agent_run_queue_unwinder(c, proc);

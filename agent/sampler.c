@@ -281,23 +281,10 @@ static int open_perf_events(struct agent_sampler *s, uint32_t hz, const char **r
 	return 0;
 }
 
-/* Whether the running kernel's BTF has a type of this name and kind. */
-static bool kernel_has_btf(const char *name, int kind)
+/* A function of the running kernel (an fexit target), by its BTF (NULL: none). */
+static bool kernel_has_func(const struct btf *vmlinux, const char *name)
 {
-	struct btf *vmlinux = btf__load_vmlinux_btf();
-	bool found;
-
-	if (!vmlinux)
-		return false;
-	found = btf__find_by_name_kind(vmlinux, name, kind) >= 0;
-	btf__free(vmlinux);
-	return found;
-}
-
-/* A function (an fexit target). */
-static bool kernel_has_func(const char *name)
-{
-	return kernel_has_btf(name, BTF_KIND_FUNC);
+	return vmlinux && btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC) >= 0;
 }
 
 /*
@@ -362,7 +349,7 @@ static int prealloc_maps(struct agent_sampler *s)
 	return 0;
 }
 
-static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, bool mmap_fexit,
+static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, bool mmap_fexit, const struct btf *vmlinux,
 					 const struct agent_kernel_fallbacks *fb, agent_record_fn fn, void *ctx,
 					 const char **ret_what)
 {
@@ -434,10 +421,7 @@ static struct agent_sampler *sampler_new(const struct agent_sampler_opts *o, boo
 	s->skel->rodata->off_cpu_max_per_sec = o->off_cpu_max_per_sec;
 	/* Where waits end: the end of __schedule(), hooked as the kernel allows (agent/kernel-probe.h). */
 	if (o->off_cpu) {
-		struct btf *vmlinux = btf__load_vmlinux_btf();
-
 		hook = agent_off_cpu_hook(vmlinux, ksym, sizeof(ksym), &why);
-		btf__free(vmlinux);
 		if (hook == AGENT_OFF_CPU_NONE) {
 			*ret_what =
 				"find a hook where off-CPU waits end (off_cpu; kernel before 6.17 without kprobes?)";
@@ -625,8 +609,8 @@ fail:
 	return NULL;
 }
 
-struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
-					const char **ret_what)
+static struct agent_sampler *sampler_try(const struct agent_sampler_opts *o, const struct btf *vmlinux,
+					 agent_record_fn fn, void *ctx, const char **ret_what)
 {
 	/*
 	 * Mappings are best watched at vm_mmap_pgoff's exit: every file mapping,
@@ -636,7 +620,7 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 	 * JIT), the object is loaded again without it.
 	 */
 	bool fexit = o->track_mmaps && (o->mapping_hook == AGENT_HOOK_AUTO || o->mapping_hook == AGENT_HOOK_FEXIT) &&
-		     kernel_has_func("vm_mmap_pgoff");
+		     kernel_has_func(vmlinux, "vm_mmap_pgoff");
 	enum sr_log_level saved = sr_log_max_level;
 	struct agent_kernel_fallbacks fb;
 	struct agent_sampler *s;
@@ -650,13 +634,25 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 		return NULL;
 	}
 	if (fexit) {
-		/* A refusal here is expected on such hosts; the second try logs whatever else is wrong. */
-		if (saved < SR_LOG_DEBUG)
-			sr_log_set_level(SR_LOG_ERROR);
-		s = sampler_new(o, true, &fb, fn, ctx, ret_what);
-		sr_log_set_level(saved);
-		if (s)
-			return s;
+		/*
+		 * A kernel that refuses BPF trampolines refuses a two-instruction
+		 * fexit program too: asked first, so such a host does not pay for
+		 * an object's maps and programs (a third of a second) only to
+		 * have it refused at its fexit program.
+		 */
+		int probe = agent_probe_fexit(vmlinux, "vm_mmap_pgoff");
+
+		if (probe > 0) {
+			/* A refusal here is expected on such hosts; the second try logs whatever else is wrong. */
+			if (saved < SR_LOG_DEBUG)
+				sr_log_set_level(SR_LOG_ERROR);
+			s = sampler_new(o, true, vmlinux, &fb, fn, ctx, ret_what);
+			sr_log_set_level(saved);
+			if (s)
+				return s;
+		} else {
+			errno = probe < 0 ? -probe : ENOENT;
+		}
 		if (o->mapping_hook == AGENT_HOOK_FEXIT) {
 			int e = errno;
 			*ret_what = "load fexit/vm_mmap_pgoff (profiling.mapping_hook; BPF trampolines refused?)";
@@ -671,7 +667,26 @@ struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agen
 		errno = ENOENT;
 		return NULL;
 	}
-	return sampler_new(o, false, &fb, fn, ctx, ret_what);
+	return sampler_new(o, false, vmlinux, &fb, fn, ctx, ret_what);
+}
+
+struct agent_sampler *agent_sampler_new(const struct agent_sampler_opts *o, agent_record_fn fn, void *ctx,
+					const char **ret_what)
+{
+	/*
+	 * The kernel's BTF (megabytes to parse) is read once here for what the
+	 * agent looks up in it: the mapping hook's function and the off-CPU
+	 * hook. libbpf reads it again to load the object; it takes no parsed copy.
+	 */
+	bool want = (o->track_mmaps && (o->mapping_hook == AGENT_HOOK_AUTO || o->mapping_hook == AGENT_HOOK_FEXIT)) ||
+		    o->off_cpu;
+	struct btf *vmlinux = want ? btf__load_vmlinux_btf() : NULL;
+	struct agent_sampler *s = sampler_try(o, vmlinux, fn, ctx, ret_what);
+	int e = errno;
+
+	btf__free(vmlinux);
+	errno = e;
+	return s;
 }
 
 const char *agent_sampler__mmap_hook(const struct agent_sampler *s)

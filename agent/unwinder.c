@@ -450,7 +450,16 @@ void agent_unwinder__forget(struct agent_unwinder *u, const struct agent_proc *p
 {
 	struct unwind_proc *e = &u->scratch;
 
-	/* Also when the agent never wrote it: the BPF side may have (unwind_track_mapping). */
+	/*
+	 * Also when the agent never wrote it: the BPF side may have
+	 * (unwind_track_mapping). But the BPF exit hook deleted the entry of a
+	 * process that exited: only one the agent wrote may have come after it
+	 * (a sync before the exit record). Most retired processes exited
+	 * without being written (never sampled): no lookup, which copies the
+	 * whole entry (4 KiB), for them.
+	 */
+	if (proc->exited && !proc->unwind_gen)
+		return;
 	if (bpf_map_lookup_elem(u->o.procs_fd, &proc->pid, e) == 0 && e->start_boottime_ns == proc->start_ns)
 		bpf_map_delete_elem(u->o.procs_fd, &proc->pid);
 }

@@ -5,7 +5,9 @@
  * through /proc/self/map_files once and from the cache after that, a new
  * image (mm) replaces the old one's mappings, overlapping mappings replace
  * each other, a sample's address becomes the ELF address nm would report,
- * and samples taken in another image are not attributed.
+ * and samples taken in another image are not attributed. A first sample
+ * reads the process's start time (against a reused PID), executable and
+ * mappings through its /proc directory.
  */
 #include <errno.h>
 #include <linux/types.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -368,6 +371,40 @@ static void test_event_decode_mmap(void **state)
 	assert_int_equal(agent_event_decode(&ev, sizeof(ev), &dec), -EBADMSG);
 }
 
+/*
+ * A process met first by a sample: its start time checked against
+ * /proc/PID/stat, whose comm may hold spaces and ')' before the fields; its
+ * executable and mappings read. A start time that is not the process's (its
+ * PID reused) reads nothing more and marks it gone.
+ */
+static void test_first_sample_reads_info(void **state)
+{
+	struct fixture *f = *state;
+	char old[17] = "", exe[4096];
+	struct agent_proc *proc, *other;
+	ssize_t n;
+
+	assert_int_equal(prctl(PR_GET_NAME, old), 0);
+	assert_int_equal(prctl(PR_SET_NAME, "a) 1 2 ) b"), 0);
+	proc = agent_procs__get(f->procs, (uint32_t)getpid(), f->start_ns, 0);
+	other = agent_procs__get(f->procs, (uint32_t)getpid(), f->start_ns + 5000000000ULL, 0);
+	assert_int_equal(prctl(PR_SET_NAME, old), 0);
+	assert_non_null(proc);
+	assert_false(proc->exited);
+	assert_true(proc->info_ok);
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	assert_non_null(proc->exe_path);
+	assert_string_equal(proc->exe_path, exe);
+	assert_true(proc->maps_ok);
+	assert_non_null(agent_proc__find_map(proc, (uint64_t)(uintptr_t)test_marker));
+	assert_non_null(other);
+	assert_true(other->exited);
+	assert_null(other->exe_path);
+	assert_int_equal(other->n_maps, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -379,6 +416,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_file_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fruitless_rereads_back_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_decode_mmap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_sample_reads_info, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
