@@ -63,7 +63,6 @@ int agent_jvm_file_syms(int fd, uint64_t ret_vaddr[AGENT_JVM_N_SYMS])
 	return found == AGENT_JVM_N_SYMS ? 0 : -ENOENT;
 }
 
-
 struct agent_jvm_tables *agent_jvm_tables_of(uint32_t pid, uint64_t bias, const uint64_t vaddr[AGENT_JVM_N_SYMS])
 {
 	struct agent_jvm_reader r = { agent_peek_cb, (void *)(uintptr_t)pid };

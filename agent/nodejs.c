@@ -288,7 +288,6 @@ void agent_nodejs__forget(struct agent_nodejs *n, const struct agent_proc *proc)
 		bpf_map_delete_elem(n->procs_fd, &proc->pid);
 }
 
-
 /* The words at offs of the object at tagged pointer obj, from one read of its head (at most JS_HEAD_MAX bytes). */
 static int read_words(const struct agent_v8_meta *m, uint32_t pid, uint64_t obj, const uint32_t *offs, int n,
 		      uint64_t *ret)
