@@ -162,6 +162,8 @@ def main():
             s["t"] = time.monotonic() - start
             s["cpu"] = proc_cpu_ns(agent.pid) - cpu0
             s["started"] = churn.started_so_far
+            # What the gateway holds beyond its definition stores (which are bounded): the rest of its memory.
+            s["gw_rest"] = s["gw"] - sum(v for k, v in s["gw_parts"].items() if k.startswith("store:"))
             series.append(s)
             print("%6.0f s  agent RSS %6.1f MiB (anon %5.1f, files %5.1f, bpf %5.1f, heap %5.1f)  gateway %6.1f MiB  %s"
                   % (s["t"], s["rss"], s["anon"], s["files"], s["bpf"], s["heap"], s["gw"],
@@ -212,7 +214,7 @@ def main():
           "| second half's range | peak |")
     print("|---|---|---|---|---|---|---|")
     for k, label in (("rss", "agent RSS, MiB"), ("anon", "agent anonymous, MiB"), ("heap", "agent heap in use, MiB"),
-                     ("gw", "gateway RSS, MiB")):
+                     ("gw", "gateway RSS, MiB"), ("gw_rest", "gateway RSS beyond its stores, MiB")):
         print("| %s | %.1f | %.1f | **%+.2f %%** | %+.2f %% | %.1f–%.1f | %.1f |" % (
             label, half[k], last[k], growth(k), snapshots(k), min(s[k] for s in second),
             max(s[k] for s in second), max(s[k] for s in series)))
