@@ -75,6 +75,9 @@ def gateway_parts(port):
     for family, labels, value, _ in metricslib.samples(text):
         if family == "stackrelay_gateway_heap_bytes" and labels.get("state") == "in_use":
             parts["heap"] = value / 1048576.0
+        # Not bytes: the agent receiver's remembered responses, a candidate for heap the stores do not hold.
+        if family == "stackrelay_gateway_agent_dedupe_entries":
+            parts["dedupe_entries"] = value
         for want, by in GATEWAY_PARTS:
             # The slabs' and slots' states: live, mapped, resident; what they hold in memory is resident.
             if family == want and labels.get("state", "resident") == "resident":
@@ -233,8 +236,9 @@ def main():
         print("gateway store %s: bound %.1f MiB, at >= 95 %% of it in %d of the second half's %d snapshots" %
               (store[len("store:"):], last["gw_parts"][name], at, len(second)))
     for name in sorted(n for n in last["gw_parts"] if not n.startswith("limit:")):
-        print("| gateway %s, MiB | %.2f | %.2f | %+.2f | %.2f |" % (
-            name, half["gw_parts"].get(name, 0.0), last["gw_parts"][name],
+        print("| gateway %s, %s | %.2f | %.2f | %+.2f | %.2f |" % (
+            name, "entries" if name.endswith("_entries") else "MiB", half["gw_parts"].get(name, 0.0),
+            last["gw_parts"][name],
             last["gw_parts"][name] - half["gw_parts"].get(name, 0.0),
             max(s["gw_parts"].get(name, 0.0) for s in series)))
     return 0
