@@ -35,6 +35,7 @@ MiB; the gateway's growth <= 1 % with its stores at their bounds
 Usage (root, after building):
   bench/agent-churn/run.py --build build [--minutes 60] [--rate 300] [--every 10] [--hz 97]
                            [--gateway-stores stacks=24MiB,locations=8MiB,...]
+                           [--java-every 100] [--long-every 100] [--long-seconds 20]
 """
 import argparse
 import os
@@ -121,7 +122,7 @@ def main():
     ap.add_argument("--unshare-every", type=int, default=10)
     ap.add_argument("--java-every", type=int, default=100, help="0: no Java processes")
     ap.add_argument("--long-every", type=int, default=100, help="0: no long-lived processes")
-    ap.add_argument("--long-seconds", type=float, default=20)
+    ap.add_argument("--long-seconds", type=float, default=20, help="how long each long-lived process lives")
     ap.add_argument("--gateway-stores", default="", metavar="STORE=SIZE,...",
                     help="the gateway's receivers.agent.stores bounds (default: the gateway's own)")
     args = ap.parse_args()
