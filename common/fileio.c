@@ -10,51 +10,75 @@
 #include "common/fileio.h"
 #include "common/grow.h"
 
+/* path opened for reading if it is a regular file (O_NONBLOCK: a FIFO put there cannot block): fd or -errno. */
+static int open_regular(int dirfd, const char *path)
+{
+	struct stat st;
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+/* Reads until end of file or until cap bytes are in: the bytes read, or -errno. */
+static ssize_t read_full(int fd, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	while (len < cap) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	return (ssize_t)len;
+}
+
 int sr_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
 {
 	size_t len = 0, cap = 4096;
 	char *buf = NULL;
-	struct stat st;
 	int fd, r;
 
-	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = open_regular(dirfd, path);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		r = -EINVAL;
-		goto fail;
-	}
+		return fd;
 	buf = malloc(cap);
 	if (!buf) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	for (;;) {
-		ssize_t n;
-		if (len + 1 >= cap) {
-			if (cap > max) {
-				r = -EFBIG;
-				goto fail;
-			}
-			if (sr_grow((void **)&buf, &cap, cap + 1, 1, 1) < 0) {
-				r = -ENOMEM;
-				goto fail;
-			}
-		}
-		n = read(fd, buf + len, cap - len - 1);
+		ssize_t n = read_full(fd, buf + len, cap - len - 1);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
+			r = (int)n;
 			goto fail;
 		}
-		if (n == 0)
-			break;
 		len += (size_t)n;
+		if (len + 1 < cap)
+			break; /* end of file before the buffer filled */
+		if (cap > max) {
+			r = -EFBIG;
+			goto fail;
+		}
+		if (sr_grow((void **)&buf, &cap, cap + 1, 1, 1) < 0) {
+			r = -ENOMEM;
+			goto fail;
+		}
 	}
 	if (len > max) {
 		r = -EFBIG;
@@ -70,6 +94,30 @@ fail:
 	free(buf);
 	close(fd);
 	return r;
+}
+
+int sr_read_fileat_into(int dirfd, const char *path, char *buf, size_t size, size_t *ret_len)
+{
+	ssize_t n;
+	char more;
+	int fd;
+
+	if (size == 0)
+		return -EINVAL;
+	fd = open_regular(dirfd, path);
+	if (fd < 0)
+		return fd;
+	n = read_full(fd, buf, size - 1);
+	/* Full: one byte more says whether the file goes on past the buffer. */
+	if (n == (ssize_t)(size - 1) && read_full(fd, &more, 1) == 1)
+		n = -EFBIG;
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	if (ret_len)
+		*ret_len = (size_t)n;
+	return 0;
 }
 
 int sr_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)

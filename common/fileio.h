@@ -19,6 +19,12 @@
  */
 int sr_read_fileat(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);
 int sr_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
+/*
+ * The same into the caller's buffer of size bytes (at most size - 1 read, then
+ * a NUL): no allocation, for a file read at every event (/proc/PID/stat for
+ * each new process). -EFBIG when the file holds more than size - 1 bytes.
+ */
+int sr_read_fileat_into(int dirfd, const char *path, char *buf, size_t size, size_t *ret_len);
 
 /* mkdir -p with mode 0700 for each directory it makes: 0, or -ENAMETOOLONG / -errno. */
 int sr_mkdir_p(const char *path);

@@ -55,6 +55,38 @@ static void test_not_regular(void **state)
 	rmdir(dir);
 }
 
+/* Into the caller's buffer: whole when it fits (size - 1 bytes and a NUL), -EFBIG when the file goes on. */
+static void test_into(void **state)
+{
+	char dir[] = "/tmp/sr-fileio-XXXXXX", file[64], buf[8];
+	size_t len = 99;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/file", dir);
+	assert_non_null(f = fopen(file, "w"));
+	fputs("token\n", f);
+	fclose(f);
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, file, buf, sizeof(buf), &len), 0);
+	assert_string_equal(buf, "token\n");
+	assert_int_equal(len, 6);
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, file, buf, 7, &len), 0); /* exactly size - 1 */
+	assert_string_equal(buf, "token\n");
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, file, buf, 6, &len), -EFBIG);
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, file, buf, 0, &len), -EINVAL);
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, dir, buf, sizeof(buf), &len), -EINVAL);
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, "/nonexistent/x", buf, sizeof(buf), NULL), -ENOENT);
+	/* A /proc file (size 0) is read to its end; a longer one does not fit. */
+	char stat_buf[1024];
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, "/proc/self/stat", stat_buf, sizeof(stat_buf), &len), 0);
+	assert_true(len > 10);
+	assert_int_equal(strlen(stat_buf), len);
+	assert_int_equal(sr_read_fileat_into(AT_FDCWD, "/proc/self/maps", buf, sizeof(buf), NULL), -EFBIG);
+	unlink(file);
+	rmdir(dir);
+}
+
 /* mkdir -p: each missing level made with mode 0700, existing ones accepted, a file in the way refused. */
 static void test_mkdir_p(void **state)
 {
@@ -90,6 +122,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_proc_file),
 		cmocka_unit_test(test_not_regular),
+		cmocka_unit_test(test_into),
 		cmocka_unit_test(test_mkdir_p),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
