@@ -16,6 +16,7 @@
 #include "common/htab.h"
 #include "proc.h"
 #include "procmaps.h"
+#include "procstat.h"
 #include "util.h"
 #include "stackrelay/v1/types.pb.h"
 
@@ -380,52 +381,14 @@ static uint64_t now_mono_ns(void)
 	return timespec_ns(&ts);
 }
 
-/*
- * The start time in ticks from /proc/PID/stat (through dir, the process's
- * /proc directory): comm in parentheses (may hold spaces and ')'), then the
- * fields from state (3) on; the start time is field 22. Read into the stack
- * and parsed by hand: this is done for every process at its first sample.
- */
+/* The start time in ticks from /proc/PID/stat, through dir (the process's /proc directory), read into the stack. */
 static int read_stat_start(int dir, uint64_t *ret_ticks)
 {
-	char buf[2048], *p, *end;
-	size_t len = 0;
-	int fd = openat(dir, "stat", O_RDONLY | O_CLOEXEC);
+	char buf[2048];
+	size_t len;
+	int r = sr_read_fileat_into(dir, "stat", buf, sizeof(buf), &len);
 
-	if (fd < 0)
-		return -errno;
-	while (len < sizeof(buf) - 1) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	p = strrchr(buf, ')');
-	if (!p)
-		return -EINVAL;
-	p++;
-	/* Past state(3) ... itrealvalue(21): 19 fields. */
-	for (int field = 3; field < 22; field++) {
-		while (*p == ' ')
-			p++;
-		if (!*p)
-			return -EINVAL;
-		while (*p && *p != ' ')
-			p++;
-	}
-	while (*p == ' ')
-		p++;
-	if (*p < '0' || *p > '9')
-		return -EINVAL;
-	errno = 0;
-	*ret_ticks = strtoull(p, &end, 10);
-	if (errno || (*end != ' ' && *end != '\n' && *end != '\0'))
-		return -EINVAL;
-	return 0;
+	return r < 0 ? r : agent_procstat_start_ticks(buf, len, ret_ticks);
 }
 
 /*

@@ -29,6 +29,7 @@
 #include "agent/event.h"
 #include "agent/proc.h"
 #include "agent/procmaps.h"
+#include "agent/procstat.h"
 #include "agent/definition-store.h"
 #include "agent/util.h"
 #include "stackrelay/v1/types.pb.h"
@@ -405,6 +406,32 @@ static void test_first_sample_reads_info(void **state)
 	assert_int_equal(other->n_maps, 0);
 }
 
+/* /proc/PID/stat's start time: counted from the last ')', whatever comm holds; anything short of it refused. */
+static void test_procstat_start_ticks(void **state)
+{
+	static const char tail[] = " S 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 123456 1000 10 0\n";
+	char line[256];
+	uint64_t ticks = 0;
+
+	(void)state;
+	snprintf(line, sizeof(line), "42 (a) 1 2 ) b)%s", tail);
+	assert_int_equal(agent_procstat_start_ticks(line, strlen(line), &ticks), 0);
+	assert_int_equal(ticks, 123456);
+	/* Only the given bytes are read: cut inside the start time, the number ends there. */
+	assert_int_equal(agent_procstat_start_ticks(line, strlen(line) - strlen(" 1000 10 0\n") - 2, &ticks), 0);
+	assert_int_equal(ticks, 1234);
+	snprintf(line, sizeof(line), "42 (sh)%s", tail);
+	assert_int_equal(agent_procstat_start_ticks(line, strlen(line), &ticks), 0);
+	assert_int_equal(ticks, 123456);
+	assert_int_equal(agent_procstat_start_ticks("42 (sh) S 1 42\n", 15, &ticks), -EINVAL);
+	assert_int_equal(agent_procstat_start_ticks("42 sh S 1", 9, &ticks), -EINVAL);
+	assert_int_equal(agent_procstat_start_ticks("", 0, &ticks), -EINVAL);
+	snprintf(line, sizeof(line), "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99999999999999999999999 1\n");
+	assert_int_equal(agent_procstat_start_ticks(line, strlen(line), &ticks), -EINVAL);
+	snprintf(line, sizeof(line), "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12x 1\n");
+	assert_int_equal(agent_procstat_start_ticks(line, strlen(line), &ticks), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -417,6 +444,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fruitless_rereads_back_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_event_decode_mmap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_first_sample_reads_info, setup, teardown),
+		cmocka_unit_test(test_procstat_start_ticks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
