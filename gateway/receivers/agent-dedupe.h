@@ -11,8 +11,13 @@
  * answered the same and not counted twice on this replica.
  */
 struct gw_dedupe;
-/* max_entries 0: no de-duplication. */
-struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint64_t max_bytes);
+/*
+ * max_entries 0: no de-duplication. max_per_instance: responses kept per
+ * agent instance, its latest (an agent has one request outstanding and
+ * resends only that one, so older answers of a live agent are never asked
+ * for again); without it one agent's answers would fill the window.
+ */
+struct gw_dedupe *gw_dedupe_new(uint32_t max_entries, uint32_t max_per_instance, uint64_t max_bytes);
 void gw_dedupe_free(struct gw_dedupe *d);
 /* A copy of the stored response (malloc'd) or -ENOENT. */
 int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence, uint8_t **ret,
@@ -20,5 +25,8 @@ int gw_dedupe__lookup(struct gw_dedupe *d, const uint8_t *instance_id, size_t id
 int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id_len, uint64_t sequence,
 		      const uint8_t *response, size_t len);
 uint64_t gw_dedupe__entries(struct gw_dedupe *d);
+/* Bytes held (what max_bytes bounds) and agent instances with remembered responses. */
+uint64_t gw_dedupe__bytes(struct gw_dedupe *d);
+uint64_t gw_dedupe__instances(struct gw_dedupe *d);
 
 #endif

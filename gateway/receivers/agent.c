@@ -100,6 +100,9 @@ static const struct sr_field dedupe_fields[] = {
 		     .max = 16777216,
 		     .doc = "Responses remembered by (agent instance_id, sequence) so a resent request is not "
 			    "counted twice on this replica; 0 disables."),
+	SR_FIELD_U64("max_per_agent", struct gw_agent_dedupe_config, max_per_agent, .def = "16", .min = 1, .max = 65536,
+		     .doc = "Responses remembered per agent instance, its latest (an agent resends only its "
+			    "outstanding request)."),
 	SR_FIELD_BYTES("max_bytes", struct gw_agent_dedupe_config, max_bytes, .def = "32MiB",
 		       .doc = "Bytes the remembered responses may use."),
 	SR_FIELD_END,
@@ -280,6 +283,12 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 			"Request bytes buffered now (bounded by max_inflight_bytes).", lbl, (double)rx->inflight_bytes);
 	gw_metrics__add(w, "stackrelay_gateway_agent_dedupe_entries", GW_METRIC_GAUGE,
 			"Responses remembered for de-duplication.", lbl, (double)gw_dedupe__entries(a->dedupe));
+	gw_metrics__add(w, "stackrelay_gateway_agent_dedupe_bytes", GW_METRIC_GAUGE,
+			"Bytes the remembered responses hold (bounded by dedupe.max_bytes).", lbl,
+			(double)gw_dedupe__bytes(a->dedupe));
+	gw_metrics__add(w, "stackrelay_gateway_agent_dedupe_agents", GW_METRIC_GAUGE,
+			"Agent instances with remembered responses (at most dedupe.max_per_agent each).", lbl,
+			(double)gw_dedupe__instances(a->dedupe));
 	for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++) {
 		char code[8];
 		snprintf(code, sizeof(code), "%d", status_codes[i]);
@@ -505,7 +514,8 @@ static int agent_start(struct gw_component *c)
 	}
 	rx->token_checked_ms = uv_now(rx->loop);
 	a->node_tokens_checked_ms = rx->token_checked_ms;
-	a->dedupe = gw_dedupe_new((uint32_t)acfg->dedupe.max_entries, acfg->dedupe.max_bytes);
+	a->dedupe = gw_dedupe_new((uint32_t)acfg->dedupe.max_entries, (uint32_t)acfg->dedupe.max_per_agent,
+				  acfg->dedupe.max_bytes);
 	if (!a->dedupe)
 		return -ENOMEM;
 	/* The decode thread for large requests; its async handle counts in rx->handles. */

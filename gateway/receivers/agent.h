@@ -27,6 +27,7 @@ const char *gw_agent_receiver_address(struct gw_component *c);
 
 struct gw_agent_dedupe_config {
 	uint64_t max_entries;
+	uint64_t max_per_agent;
 	uint64_t max_bytes;
 };
 

@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			.function_bytes = 64 * 1024,
 		};
 		stores = gw_stores_new(&lim);
-		dedupe = gw_dedupe_new(64, 64 * 1024);
+		dedupe = gw_dedupe_new(64, 16, 64 * 1024);
 		if (!stores || !dedupe)
 			abort();
 	}

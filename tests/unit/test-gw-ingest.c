@@ -1305,7 +1305,7 @@ static void test_gunzip(void **state)
 
 static void test_dedupe(void **state)
 {
-	struct gw_dedupe *d = gw_dedupe_new(3, 1 << 20);
+	struct gw_dedupe *d = gw_dedupe_new(3, 16, 1 << 20);
 	uint8_t *r;
 	size_t len;
 
@@ -1324,16 +1324,75 @@ static void test_dedupe(void **state)
 	gw_dedupe_free(d);
 
 	/* bounded by bytes too */
-	d = gw_dedupe_new(1000, 1024);
+	d = gw_dedupe_new(1000, 16, 1024);
 	uint8_t big[300] = { 0 };
 	for (uint64_t s = 0; s < 10; s++)
 		gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, big, sizeof(big));
 	assert_true(gw_dedupe__entries(d) <= 3);
 	gw_dedupe_free(d);
 	/* disabled */
-	d = gw_dedupe_new(0, 0);
+	d = gw_dedupe_new(0, 16, 0);
 	assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, 1, big, 1), 0);
 	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 1, &r, &len), -ENOENT);
+	gw_dedupe_free(d);
+}
+
+/*
+ * One agent's answers do not fill the window: each instance keeps its latest
+ * max_per_instance, so a long-lived agent's remembered responses stay flat
+ * (not growing until max_entries); other instances keep theirs; the
+ * global bound still holds over all of them.
+ */
+static void test_dedupe_per_agent(void **state)
+{
+	struct gw_dedupe *d = gw_dedupe_new(1000, 4, 1 << 20);
+	uint8_t *r;
+	size_t len;
+	uint64_t bytes_at_4;
+
+	(void)state;
+	for (uint64_t s = 1; s <= 4; s++)
+		assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, (const uint8_t *)"resp", 4), 0);
+	bytes_at_4 = gw_dedupe__bytes(d);
+	for (uint64_t s = 5; s <= 500; s++)
+		assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, (const uint8_t *)"resp", 4), 0);
+	assert_int_equal(gw_dedupe__entries(d), 4);
+	assert_int_equal(gw_dedupe__bytes(d), bytes_at_4);
+	assert_int_equal(gw_dedupe__instances(d), 1);
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 496, &r, &len), -ENOENT);
+	for (uint64_t s = 497; s <= 500; s++) {
+		assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, s, &r, &len), 0);
+		free(r);
+	}
+	/* A second agent keeps its own; the first keeps its latest. */
+	for (uint64_t s = 1; s <= 2; s++)
+		assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"b", 1, s, (const uint8_t *)"other", 5), 0);
+	assert_int_equal(gw_dedupe__entries(d), 6);
+	assert_int_equal(gw_dedupe__instances(d), 2);
+	/* The same sequence answered again replaces its entry, not another. */
+	assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"b", 1, 2, (const uint8_t *)"again", 5), 0);
+	assert_int_equal(gw_dedupe__entries(d), 6);
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"b", 1, 2, &r, &len), 0);
+	assert_memory_equal(r, "again", 5);
+	free(r);
+	gw_dedupe_free(d);
+
+	/* One per instance: the instance's record goes with its last entry and comes back with the next. */
+	d = gw_dedupe_new(1000, 1, 1 << 20);
+	for (uint64_t s = 1; s <= 10; s++)
+		assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, (const uint8_t *)"resp", 4), 0);
+	assert_int_equal(gw_dedupe__entries(d), 1);
+	assert_int_equal(gw_dedupe__instances(d), 1);
+	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 10, &r, &len), 0);
+	free(r);
+	gw_dedupe_free(d);
+
+	/* The global LRU still bounds: many agents, each under its own bound, no more than max_entries in all. */
+	d = gw_dedupe_new(8, 4, 1 << 20);
+	for (uint8_t a = 0; a < 20; a++)
+		assert_int_equal(gw_dedupe__insert(d, &a, 1, 1, (const uint8_t *)"resp", 4), 0);
+	assert_int_equal(gw_dedupe__entries(d), 8);
+	assert_int_equal(gw_dedupe__instances(d), 8);
 	gw_dedupe_free(d);
 }
 
@@ -1632,6 +1691,7 @@ int main(void)
 		cmocka_unit_test(test_header_and_count),
 		cmocka_unit_test(test_gunzip),
 		cmocka_unit_test(test_dedupe),
+		cmocka_unit_test(test_dedupe_per_agent),
 		cmocka_unit_test(test_error_response),
 		cmocka_unit_test(test_one_answer_per_id),
 		cmocka_unit_test(test_uploads_only_when_asked),
