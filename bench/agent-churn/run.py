@@ -36,6 +36,7 @@ Usage (root, after building):
   bench/agent-churn/run.py --build build [--minutes 60] [--rate 300] [--every 10] [--hz 97]
                            [--gateway-stores stacks=24MiB,locations=8MiB,...]
                            [--java-every 100] [--long-every 100] [--long-seconds 20]
+                           [--heaptrack FILE]
 """
 import argparse
 import os
@@ -59,6 +60,7 @@ import metricslib  # noqa: E402
 # The gateway's memory by owner, from its /metrics: family -> label of the
 # part (summed over the other labels; the slabs' resident pages), each in MiB.
 GATEWAY_PARTS = (("stackrelay_gateway_store_bytes", "store"),
+                 ("stackrelay_gateway_agent_dedupe_bytes", None),
                  ("stackrelay_gateway_symbolize_cache_bytes", None),
                  ("stackrelay_gateway_shared_lines_bytes", None),
                  ("stackrelay_gateway_stack_slab_bytes", None),
@@ -76,7 +78,7 @@ def gateway_parts(port):
     for family, labels, value, _ in metricslib.samples(text):
         if family == "stackrelay_gateway_heap_bytes" and labels.get("state") == "in_use":
             parts["heap"] = value / 1048576.0
-        # Not bytes: the agent receiver's remembered responses, a candidate for heap the stores do not hold.
+        # Not bytes: the agent receiver's remembered responses (their bytes are a part below).
         if family == "stackrelay_gateway_agent_dedupe_entries":
             parts["dedupe_entries"] = value
         for want, by in GATEWAY_PARTS:
@@ -125,6 +127,9 @@ def main():
     ap.add_argument("--long-seconds", type=float, default=20, help="how long each long-lived process lives")
     ap.add_argument("--gateway-stores", default="", metavar="STORE=SIZE,...",
                     help="the gateway's receivers.agent.stores bounds (default: the gateway's own)")
+    ap.add_argument("--heaptrack", default="", metavar="FILE",
+                    help="run the gateway under heaptrack (Debian's package), recording to FILE.zst, for "
+                         "bench/fleet/heap-owners.py; its RSS figures then include heaptrack's own")
     args = ap.parse_args()
     stores = {}
     for item in filter(None, args.gateway_stores.split(",")):
@@ -141,7 +146,10 @@ def main():
     churn = churnlib.Churn(tmp, args.rate, node_every=args.node_every, unshare_every=args.unshare_every,
                            java_every=args.java_every, long_every=args.long_every, long_seconds=args.long_seconds)
     try:
-        gw, sink, endpoint = start_gateway(args, tmp, stores)
+        if args.heaptrack and not shutil.which("heaptrack"):
+            raise SystemExit("--heaptrack: heaptrack is not installed (apt-get install heaptrack)")
+        gw, sink, endpoint = start_gateway(args, tmp, stores,
+                                           wrap=["heaptrack", "-o", args.heaptrack] if args.heaptrack else None)
         port = free_port()
         cfg = os.path.join(tmp, "agent.yaml")
         with open(cfg, "w") as f:
@@ -162,7 +170,7 @@ def main():
         series = []
         while time.monotonic() - start < args.minutes * 60:
             time.sleep(args.every)
-            s = snapshot(agent.pid, gw.pid, port, gw.metrics_port)
+            s = snapshot(agent.pid, gw.gateway_pid, port, gw.metrics_port)
             s["t"] = time.monotonic() - start
             s["cpu"] = proc_cpu_ns(agent.pid) - cpu0
             s["started"] = churn.started_so_far
@@ -180,9 +188,14 @@ def main():
         churn.stop.set()
         for p in (agent, gw, sink):
             if p and p.poll() is None:
-                p.send_signal(signal.SIGINT)
+                # Under heaptrack, the gateway stops and heaptrack then finishes its recording.
+                wrapped = p is gw and gw.gateway_pid != gw.pid
                 try:
-                    p.wait(timeout=30)
+                    os.kill(gw.gateway_pid if wrapped else p.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+                try:
+                    p.wait(timeout=300 if wrapped else 30)
                 except subprocess.TimeoutExpired:
                     p.kill()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -269,8 +269,11 @@ def free_port():
         return so.getsockname()[1]
 
 
-def start_gateway(args, tmp, stores=None):
-    """A stackrelay-gateway exporting to a local sink; stores: {store: bound} for receivers.agent.stores."""
+def start_gateway(args, tmp, stores=None, wrap=None):
+    """A stackrelay-gateway exporting to a local sink; stores: {store: bound} for receivers.agent.stores.
+
+    wrap: a command the gateway runs under (heaptrack -o FILE): it gets a session of its own, and the
+    returned process's gateway_pid is the gateway's (pid is the wrapper's)."""
     sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
     sink_port = int(sink.stdout.readline())
     port, metrics = free_port(), free_port()
@@ -282,12 +285,20 @@ def start_gateway(args, tmp, stores=None):
         f.write("exporters:\n  otlp_http:\n    endpoint: http://127.0.0.1:%d\n"
                 "service:\n  pipelines:\n    profiles:\n      receivers: [agent]\n      exporters: [otlp_http]\n"
                 "  telemetry:\n    metrics:\n      address: 127.0.0.1:%d\n" % (sink_port, metrics))
-    gw = subprocess.Popen([os.path.join(args.build, "gateway", "stackrelay-gateway"), "--config", cfg],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    binary = os.path.join(args.build, "gateway", "stackrelay-gateway")
+    gw = subprocess.Popen(list(wrap or []) + [binary, "--config", cfg], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=bool(wrap))
     gw.metrics_port = metrics
-    for _ in range(100):
+    gw.gateway_pid = gw.pid
+    for _ in range(300 if wrap else 100):
         try:
             urllib.request.urlopen("http://127.0.0.1:%d/readyz" % metrics, timeout=1)
+            if wrap:
+                found = subprocess.run(["pgrep", "-s", str(gw.pid), "-f", "^%s " % re.escape(binary)],
+                                       capture_output=True, text=True).stdout.split()
+                if len(found) != 1:
+                    raise SystemExit("the gateway under %s: %d processes found" % (wrap[0], len(found)))
+                gw.gateway_pid = int(found[0])
             return gw, sink, "http://127.0.0.1:%d" % port
         except OSError:
             time.sleep(0.1)
