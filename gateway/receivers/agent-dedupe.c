@@ -35,6 +35,7 @@ struct gw_dedupe {
 	uint32_t max_entries, max_per_instance;
 	uint64_t max_bytes, bytes;
 	uint64_t n, n_inst;
+	uint64_t evictions; /* responses forgotten for a bound (the agent's or the window's) */
 	struct dentry **buckets;
 	struct dinst **ibuckets;
 	size_t n_buckets;
@@ -186,6 +187,7 @@ int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id
 	if (inst && inst->n >= d->max_per_instance) {
 		/* Its oldest: the agent has had that answer, or has moved past it (it resends only its latest). */
 		dedupe_remove(d, inst->first);
+		d->evictions++;
 		inst = inst_find(d, instance_id, id_len, ih); /* gone with its last entry when max_per_instance is 1 */
 	}
 	if (!inst) {
@@ -227,8 +229,10 @@ int gw_dedupe__insert(struct gw_dedupe *d, const uint8_t *instance_id, size_t id
 		d->tail = e;
 	d->n++;
 	d->bytes += sizeof(*e) + len;
-	while (d->tail && d->tail != e && (d->n > d->max_entries || d->bytes > d->max_bytes))
+	while (d->tail && d->tail != e && (d->n > d->max_entries || d->bytes > d->max_bytes)) {
 		dedupe_remove(d, d->tail);
+		d->evictions++;
+	}
 	return 0;
 }
 
@@ -245,4 +249,9 @@ uint64_t gw_dedupe__bytes(struct gw_dedupe *d)
 uint64_t gw_dedupe__instances(struct gw_dedupe *d)
 {
 	return d ? d->n_inst : 0;
+}
+
+uint64_t gw_dedupe__evictions(struct gw_dedupe *d)
+{
+	return d ? d->evictions : 0;
 }

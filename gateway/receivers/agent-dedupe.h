@@ -28,5 +28,7 @@ uint64_t gw_dedupe__entries(struct gw_dedupe *d);
 /* Bytes held (what max_bytes bounds) and agent instances with remembered responses. */
 uint64_t gw_dedupe__bytes(struct gw_dedupe *d);
 uint64_t gw_dedupe__instances(struct gw_dedupe *d);
+/* Responses forgotten for a bound: an agent's max_per_instance, max_entries or max_bytes. */
+uint64_t gw_dedupe__evictions(struct gw_dedupe *d);
 
 #endif

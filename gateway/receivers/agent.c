@@ -289,6 +289,10 @@ static void write_metrics(struct gw_metrics_writer *w, void *userdata)
 	gw_metrics__add(w, "stackrelay_gateway_agent_dedupe_agents", GW_METRIC_GAUGE,
 			"Agent instances with remembered responses (at most dedupe.max_per_agent each).", lbl,
 			(double)gw_dedupe__instances(a->dedupe));
+	gw_metrics__add(w, "stackrelay_gateway_agent_dedupe_evictions_total", GW_METRIC_COUNTER,
+			"Remembered responses forgotten for a bound (an agent's latest max_per_agent, max_entries, "
+			"max_bytes).",
+			lbl, (double)gw_dedupe__evictions(a->dedupe));
 	for (size_t i = 0; i < SR_ARRAY_SIZE(status_codes); i++) {
 		char code[8];
 		snprintf(code, sizeof(code), "%d", status_codes[i]);

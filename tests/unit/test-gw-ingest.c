@@ -1357,6 +1357,7 @@ static void test_dedupe_per_agent(void **state)
 	for (uint64_t s = 5; s <= 500; s++)
 		assert_int_equal(gw_dedupe__insert(d, (const uint8_t *)"a", 1, s, (const uint8_t *)"resp", 4), 0);
 	assert_int_equal(gw_dedupe__entries(d), 4);
+	assert_int_equal(gw_dedupe__evictions(d), 496);
 	assert_int_equal(gw_dedupe__bytes(d), bytes_at_4);
 	assert_int_equal(gw_dedupe__instances(d), 1);
 	assert_int_equal(gw_dedupe__lookup(d, (const uint8_t *)"a", 1, 496, &r, &len), -ENOENT);
@@ -1393,6 +1394,7 @@ static void test_dedupe_per_agent(void **state)
 		assert_int_equal(gw_dedupe__insert(d, &a, 1, 1, (const uint8_t *)"resp", 4), 0);
 	assert_int_equal(gw_dedupe__entries(d), 8);
 	assert_int_equal(gw_dedupe__instances(d), 8);
+	assert_int_equal(gw_dedupe__evictions(d), 12);
 	gw_dedupe_free(d);
 }
 
