@@ -61,6 +61,7 @@ import metricslib  # noqa: E402
 # part (summed over the other labels; the slabs' resident pages), each in MiB.
 GATEWAY_PARTS = (("stackrelay_gateway_store_bytes", "store"),
                  ("stackrelay_gateway_agent_dedupe_bytes", None),
+                 ("stackrelay_gateway_heap_cache_bytes", "cache"),
                  ("stackrelay_gateway_symbolize_cache_bytes", None),
                  ("stackrelay_gateway_shared_lines_bytes", None),
                  ("stackrelay_gateway_stack_slab_bytes", None),

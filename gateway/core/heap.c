@@ -90,38 +90,61 @@ int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
 	return r;
 }
 
+struct heap_cache {
+	const char *name;
+	void (*release)(void);
+	size_t (*bytes)(void);
+};
+
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
-static void (*caches[GW_HEAP_MAX_CACHES])(void);
+static struct heap_cache caches[GW_HEAP_MAX_CACHES];
 static unsigned n_caches;
 
-int gw_heap_add_cache(void (*release)(void))
+int gw_heap_add_cache(const char *name, void (*release)(void), size_t (*bytes)(void))
 {
 	int r = 0;
 
 	pthread_mutex_lock(&caches_lock);
 	for (unsigned i = 0; i < n_caches; i++)
-		if (caches[i] == release)
+		if (caches[i].release == release)
 			goto out;
 	if (n_caches == GW_HEAP_MAX_CACHES)
 		r = -ENOSPC;
 	else
-		caches[n_caches++] = release;
+		caches[n_caches++] = (struct heap_cache){ name, release, bytes };
 out:
 	pthread_mutex_unlock(&caches_lock);
 	return r;
 }
 
-void gw_heap_release_caches(void)
+/* A copy of the registered caches (their functions are called outside the lock: they take their own). */
+static unsigned caches_copy(struct heap_cache *copy)
 {
-	void (*copy[GW_HEAP_MAX_CACHES])(void);
 	unsigned n;
 
 	pthread_mutex_lock(&caches_lock);
 	n = n_caches;
 	memcpy(copy, caches, n * sizeof(copy[0]));
 	pthread_mutex_unlock(&caches_lock);
+	return n;
+}
+
+void gw_heap_release_caches(void)
+{
+	struct heap_cache copy[GW_HEAP_MAX_CACHES];
+	unsigned n = caches_copy(copy);
+
 	for (unsigned i = 0; i < n; i++)
-		copy[i]();
+		copy[i].release();
+}
+
+void gw_heap_caches_each(void (*cb)(const char *name, size_t bytes, void *arg), void *arg)
+{
+	struct heap_cache copy[GW_HEAP_MAX_CACHES];
+	unsigned n = caches_copy(copy);
+
+	for (unsigned i = 0; i < n; i++)
+		cb(copy[i].name, copy[i].bytes ? copy[i].bytes() : 0, arg);
 }
 
 /* Before every paged block: its size, and its mapping's length (0: from malloc). 16 bytes keep the block aligned. */

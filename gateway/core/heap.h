@@ -47,10 +47,16 @@ int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
  * where that memory counts against data the replica would otherwise refuse.
  */
 #define GW_HEAP_MAX_CACHES 8
-/* Registers release (a second registration of the same function is a no-op); 0, or -ENOSPC. Any thread. */
-int gw_heap_add_cache(void (*release)(void));
+/*
+ * Registers a cache: name (a metric label, static), release, and bytes (what
+ * it keeps now, for /metrics: stackrelay_gateway_heap_cache_bytes). A second
+ * registration of the same release is a no-op; 0, or -ENOSPC. Any thread.
+ */
+int gw_heap_add_cache(const char *name, void (*release)(void), size_t (*bytes)(void));
 /* Calls every registered release. Any thread. */
 void gw_heap_release_caches(void);
+/* Calls cb with each registered cache's name and bytes kept now. Any thread. */
+void gw_heap_caches_each(void (*cb)(const char *name, size_t bytes, void *arg), void *arg);
 
 /*
  * Blocks that live as long as a connection and are mostly never written:

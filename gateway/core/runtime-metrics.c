@@ -17,10 +17,24 @@
 #include "accounting.h"
 #include "common/grow.h"
 #include "common/version.h"
+#include "heap.h"
 #include "metrics.h"
 #include "model.h"
 #include "runtime-private.h"
 #include "slot-pool.h"
+
+/* One registered heap cache's bytes (gw_heap_caches_each's callback). */
+static void heap_cache_metric(const char *name, size_t bytes, void *arg)
+{
+	char lbl[96] = "";
+
+	gw_metrics_label(lbl, sizeof(lbl), "cache", name);
+	gw_metrics__add(arg, "stackrelay_gateway_heap_cache_bytes", GW_METRIC_GAUGE,
+			"Heap bytes kept for speed only, by cache (otlp_encoder: the OTLP encoder's dictionaries and "
+			"arrays kept for the next requests, at most 48 MiB); freed above the memory_limiter's soft "
+			"limit.",
+			lbl, (double)bytes);
+}
 
 /* The usual process_* families, from /proc/self (Prometheus client conventions). */
 static void process_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
@@ -60,6 +74,7 @@ static void process_metrics(struct gw_metrics_writer *w, struct gw_runtime *rt)
 			(double)(mi.uordblks + mi.hblkhd));
 	gw_metrics__add(w, "stackrelay_gateway_heap_bytes", GW_METRIC_GAUGE, heap_help, "state=\"free\"",
 			(double)mi.fordblks);
+	gw_heap_caches_each(heap_cache_metric, w);
 	gw_metrics__add(w, "process_start_time_seconds", GW_METRIC_GAUGE,
 			"Start time of the process since the Unix epoch in seconds.", NULL, (double)rt->start_time_s);
 	char info[256] = "";

@@ -135,11 +135,6 @@ static void scratch_release(void)
 	}
 }
 
-static void scratch_register(void)
-{
-	(void)gw_heap_add_cache(scratch_release); /* only a few callers: never full */
-}
-
 size_t gw_otlp_encode_kept_bytes(void)
 {
 	size_t b;
@@ -148,6 +143,11 @@ size_t gw_otlp_encode_kept_bytes(void)
 	b = kept_bytes;
 	pthread_mutex_unlock(&kept_lock);
 	return b;
+}
+
+static void scratch_register(void)
+{
+	(void)gw_heap_add_cache("otlp_encoder", scratch_release, gw_otlp_encode_kept_bytes); /* never full */
 }
 
 /* Keeps e's buffers, emptied, for a next request, or frees them (no room under the bounds). */

@@ -874,6 +874,12 @@ static void test_jit_type_of_first_sample(void **state)
 	}
 }
 
+static void count_encoder_cache(const char *name, size_t bytes, void *arg)
+{
+	if (strcmp(name, "otlp_encoder") == 0)
+		*(size_t *)arg += bytes;
+}
+
 static void test_kept_scratch_released(void **state)
 {
 	struct fixture *f = *state;
@@ -885,6 +891,10 @@ static void test_kept_scratch_released(void **state)
 	assert_non_null(p);
 	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
 	assert_true(gw_otlp_encode_kept_bytes() > 0);
+	/* Listed for /metrics by name, with what it keeps. */
+	size_t listed = 0;
+	gw_heap_caches_each(count_encoder_cache, &listed);
+	assert_int_equal(listed, gw_otlp_encode_kept_bytes());
 	gw_heap_release_caches();
 	assert_int_equal(gw_otlp_encode_kept_bytes(), 0);
 	assert_int_equal(gw_otlp_encode(p, &o, &w2, NULL), 0); /* grown again from nothing: the same bytes */
