@@ -8,14 +8,18 @@
 #include "container-open.h"
 #include "parse-limits.h"
 
+void agent_map_files_path(char *ret, size_t cap, uint32_t pid, uint64_t start, uint64_t end)
+{
+	snprintf(ret, cap, "/proc/%u/map_files/%llx-%llx", pid, (unsigned long long)start, (unsigned long long)end);
+}
+
 int agent_open_map_file(uint32_t pid, uint64_t start, uint64_t end, struct stat *ret_st)
 {
 	char path[96];
 	struct stat st, fst;
 	int fd, r;
 
-	snprintf(path, sizeof(path), "/proc/%u/map_files/%llx-%llx", pid, (unsigned long long)start,
-		 (unsigned long long)end);
+	agent_map_files_path(path, sizeof(path), pid, start, end);
 	/*
 	 * A map_files entry is a magic link: open() does not resolve a name
 	 * the container controls but reopens the mapped file itself, so

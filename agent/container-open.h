@@ -11,8 +11,12 @@
 #ifndef SR_AGENT_CONTAINER_OPEN_H
 #define SR_AGENT_CONTAINER_OPEN_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+
+/* The magic link of the mapping at [start, end) in pid: /proc/PID/map_files/START-END (96 bytes hold it). */
+void agent_map_files_path(char *ret, size_t cap, uint32_t pid, uint64_t start, uint64_t end);
 
 /*
  * Opens the file mapped at [start, end) in pid through

@@ -15,6 +15,7 @@
 #include "container-open.h"
 #include "common/htab.h"
 #include "proc.h"
+#include "proc-private.h"
 #include "procmaps.h"
 #include "procstat.h"
 #include "util.h"
@@ -22,15 +23,6 @@
 
 /* Above this no user mapping exists on 64-bit Linux (x86-64 and arm64 with 5-level tables: 57 bits). */
 #define AGENT_USER_ADDR_LIMIT (1ULL << 57)
-
-struct agent_exe {
-	uint64_t key[4]; /* dev, ino, mtime_ns, size */
-	struct agent_elf_info elf;
-	int64_t store_idx; /* < 0: not identifiable */
-	uint32_t refs;
-	uint64_t last_window; /* the last window a process mapped it in */
-	char *path;	      /* as the process that first mapped it names it; NULL for the vDSO */
-};
 
 struct agent_procs {
 	struct sr_htab_ptrs procs;
@@ -576,8 +568,7 @@ static struct agent_exe *mmap_file(struct agent_procs *p, struct agent_proc *pro
 		exe_take(p, e, proc, ev->start, ev->end, NULL);
 		return e;
 	}
-	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)ev->start,
-		 (unsigned long long)ev->end);
+	agent_map_files_path(mf, sizeof(mf), proc->pid, ev->start, ev->end);
 	n = readlink(mf, target, sizeof(target) - 1);
 	if (n <= 0) {
 		p->stats.mmap_files_gone++;
@@ -728,80 +719,6 @@ bool agent_proc__same_image(struct agent_procs *p, const struct agent_proc *proc
 		return true;
 	p->stats.unattributed[AGENT_UNATTR_OTHER_IMAGE] += n_frames;
 	return false;
-}
-
-const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc, uint64_t addr)
-{
-	size_t lo = 0, hi = proc->n_maps;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (proc->maps[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 && addr < proc->maps[lo - 1].end ? &proc->maps[lo - 1] : NULL;
-}
-
-int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias)
-{
-	const struct agent_elf_info *e;
-
-	if (!m->exe)
-		return -ENOENT;
-	e = &m->exe->elf;
-	/* The segment the mapping was made for: its page-aligned file range holds the mapping's offset. */
-	for (size_t i = 0; i < e->n_segs; i++) {
-		const struct agent_elf_segment *s = &e->segs[i];
-		if ((s->offset & ~0xfffULL) <= m->offset && m->offset < s->offset + s->filesz) {
-			*ret_bias = m->start - m->offset + s->offset - s->vaddr;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-static void map_files_link(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap)
-{
-	snprintf(ret, cap, "/proc/%u/map_files/%llx-%llx", proc->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-}
-
-int agent_proc_map__path(const struct agent_proc *proc, const struct agent_proc_map *m, char *ret, size_t cap)
-{
-	char link[96];
-	ssize_t n;
-
-	if (cap < 2)
-		return -EINVAL;
-	/* Known since the file was identified: no link to read for each runtime that asks (python, nodejs, java). */
-	if (m->exe && m->exe->path) {
-		n = (ssize_t)strlen(m->exe->path);
-		if ((size_t)n >= cap)
-			return -ENAMETOOLONG;
-		memcpy(ret, m->exe->path, (size_t)n + 1);
-		return 0;
-	}
-	map_files_link(proc, m, link, sizeof(link));
-	n = readlink(link, ret, cap - 1);
-	if (n < 0)
-		return -errno;
-	ret[n] = '\0';
-	return 0;
-}
-
-bool agent_proc_map__current(const struct agent_proc *proc, const struct agent_proc_map *m)
-{
-	const uint64_t *key;
-	char link[96];
-	struct stat st;
-
-	if (!m->exe)
-		return false;
-	key = agent_exe__key(m->exe);
-	map_files_link(proc, m, link, sizeof(link));
-	return stat(link, &st) == 0 && (uint64_t)st.st_dev == key[0] && (uint64_t)st.st_ino == key[1];
 }
 
 void agent_procs__gc(struct agent_procs *p, uint64_t window, void (*fn)(void *ctx, struct agent_proc *proc), void *ctx)
