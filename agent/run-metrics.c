@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The agent's /metrics page (Prometheus text format) from a snapshot of its counters. */
+/*
+ * The agent's /metrics page (Prometheus text format): the snapshot of the
+ * loop's counters taken under its lock (agent_run_render_metrics()), and the
+ * page rendered from it.
+ */
 #include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +26,9 @@
 #include "python.h"
 #include "profile.h"
 #include "run.h"
+#include "run-private.h"
+#include "agent/config.h"
+#include "agent/otlp-export.h"
 #include "definition-store.h"
 #include "unwinder.h"
 #include "util.h"
@@ -589,4 +598,79 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 	render_build_info(f);
 	render_privileges(f, m);
 	render_parse_refusals(f);
+}
+
+/* The caches that grow with processes, files and code, with their bounds (under the loop's lock). */
+static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g, size_t cap)
+{
+	const struct agent_config *cfg = c->cfg;
+	size_t n = 0;
+
+#define GAUGE(nm, e, l, b)                                                                                             \
+	do {                                                                                                           \
+		if (n < cap)                                                                                           \
+			g[n++] = (struct agent_cache_gauge){ nm, (e), (l), (b) };                                      \
+	} while (0)
+	GAUGE("processes", c->procs_stats.processes,
+	      cfg->profiling.max_processes ? cfg->profiling.max_processes : AGENT_DEFAULT_MAX_PROCESSES,
+	      c->procs_stats.processes_bytes);
+	GAUGE("files", c->procs_stats.executables_cached, AGENT_EXE_CACHE_MAX, c->procs_stats.executables_bytes);
+	GAUGE("stacks", c->store_stats.stacks, cfg->profiling.max_stacks, c->store_stats.stacks_bytes);
+	GAUGE("executables", c->store_stats.executables, AGENT_STORE_MAX_EXECUTABLES, c->store_stats.executables_bytes);
+	GAUGE("functions", c->store_stats.functions, AGENT_FUNCTIONS_MAX, c->store_stats.functions_bytes);
+	if (c->unwinder)
+		GAUGE("unwind_tables", c->unwinder_stats.tables, 0, c->unwinder_stats.table_bytes);
+	if (c->perfmaps)
+		GAUGE("perf_map_entries", c->perfmaps_stats.entries, 0, c->perfmaps_stats.memory_bytes);
+	if (c->python)
+		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects,
+		      c->python_stats.codes_bytes);
+	if (c->nodejs) {
+		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions,
+		      c->nodejs_stats.functions_bytes);
+		GAUGE("nodejs_code_objects", c->nodejs_stats.codes_cached, AGENT_NODEJS_MAX_CODES,
+		      c->nodejs_stats.codes_bytes);
+	}
+	if (c->java) {
+		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods, c->java_stats.methods_bytes);
+		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS, c->java_stats.pcs_bytes);
+		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS, c->java_stats.stubs_bytes);
+	}
+#undef GAUGE
+	return n;
+}
+
+void agent_run_render_metrics(void *ctx, FILE *f)
+{
+	struct run_ctx *c = ctx;
+	struct agent_run_metrics m = { 0 };
+	struct agent_sender_stats ss;
+	struct agent_cache_gauge caches[16];
+	struct mallinfo2 mi = mallinfo2();
+
+	pthread_mutex_lock(&c->lock);
+	m.bpf = c->bpf;
+	m.bpf_lost_per_cpu = c->bpf_lost_per_cpu;
+	m.n_cpus = c->n_cpus;
+	m.run = &c->stats_snap;
+	m.procs = &c->procs_stats;
+	m.store = &c->store_stats;
+	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
+	m.python = c->python ? &c->python_stats : NULL;
+	m.nodejs = c->nodejs ? &c->nodejs_stats : NULL;
+	m.java = c->java ? &c->java_stats : NULL;
+	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
+	m.privileges_dropped = c->privileges_dropped;
+	m.caches = caches;
+	m.n_caches = cache_gauges(c, caches, SR_ARRAY_SIZE(caches));
+	m.heap_in_use = mi.uordblks + mi.hblkhd;
+	m.heap_free = mi.fordblks;
+	if (c->sender) {
+		agent_sender__stats(c->sender, &ss);
+		m.sender = &ss;
+	}
+	agent_run_metrics_render(f, &m);
+	if (c->otlp)
+		agent_otlp_exporter__render_metrics(c->otlp, f);
+	pthread_mutex_unlock(&c->lock);
 }

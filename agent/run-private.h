@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The profiling loop's state, shared by run.c (the loop: setup, polling, the
- * unwinder queue, windows, metrics, shutdown) and run-record.c (one
- * ring-buffer record into the current window), and nothing else.
+ * unwinder queue, windows, shutdown), run-record.c (one ring-buffer record
+ * into the current window), run-metrics.c (the /metrics snapshot and page)
+ * and run-setup.c (filters and privileges), and nothing else.
  */
 #ifndef SR_AGENT_RUN_PRIVATE_H
 #define SR_AGENT_RUN_PRIVATE_H
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "kernel.h"
@@ -95,5 +97,15 @@ void agent_run_queue_unwinder(struct run_ctx *c, struct agent_proc *proc);
 /* run-record.c */
 /* The ring buffer's callback: one record (a sample, an exec, fork, mmap or exit) into c. */
 int agent_run_on_record(void *ctx, const void *data, size_t len);
+
+/* run-metrics.c */
+/* The metrics server's callback: the loop's counters, snapshotted under c->lock, as the /metrics page. */
+void agent_run_render_metrics(void *ctx, FILE *f);
+
+/* run-setup.c */
+/* profiling.pids (strings) and profiling.cgroups (paths) to what the BPF maps hold; errors logged. */
+int agent_run_resolve_filters(const struct agent_config *cfg, uint32_t **ret_pids, uint64_t **ret_cgroups);
+/* Drops the capabilities only setup needed (all kept with keep_all, logged); sets c->privileges_dropped. */
+int agent_run_drop_privileges(struct run_ctx *c, bool keep_all);
 
 #endif

@@ -41,7 +41,6 @@
 #include "symupload.h"
 #include "parse-limits.h"
 #include "perf-map-cache.h"
-#include "privs.h"
 #include "proc.h"
 #include "profile.h"
 #include "python.h"
@@ -309,179 +308,6 @@ static int flush_window(struct run_ctx *c, uint64_t end_unix)
 	return 0;
 }
 
-/* The caches that grow with processes, files and code, with their bounds (under the loop's lock). */
-static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g, size_t cap)
-{
-	const struct agent_config *cfg = c->cfg;
-	size_t n = 0;
-
-#define GAUGE(nm, e, l, b)                                                                                             \
-	do {                                                                                                           \
-		if (n < cap)                                                                                           \
-			g[n++] = (struct agent_cache_gauge){ nm, (e), (l), (b) };                                      \
-	} while (0)
-	GAUGE("processes", c->procs_stats.processes,
-	      cfg->profiling.max_processes ? cfg->profiling.max_processes : AGENT_DEFAULT_MAX_PROCESSES,
-	      c->procs_stats.processes_bytes);
-	GAUGE("files", c->procs_stats.executables_cached, AGENT_EXE_CACHE_MAX, c->procs_stats.executables_bytes);
-	GAUGE("stacks", c->store_stats.stacks, cfg->profiling.max_stacks, c->store_stats.stacks_bytes);
-	GAUGE("executables", c->store_stats.executables, AGENT_STORE_MAX_EXECUTABLES, c->store_stats.executables_bytes);
-	GAUGE("functions", c->store_stats.functions, AGENT_FUNCTIONS_MAX, c->store_stats.functions_bytes);
-	if (c->unwinder)
-		GAUGE("unwind_tables", c->unwinder_stats.tables, 0, c->unwinder_stats.table_bytes);
-	if (c->perfmaps)
-		GAUGE("perf_map_entries", c->perfmaps_stats.entries, 0, c->perfmaps_stats.memory_bytes);
-	if (c->python)
-		GAUGE("python_code_objects", c->python_stats.codes_cached, cfg->python.max_code_objects,
-		      c->python_stats.codes_bytes);
-	if (c->nodejs) {
-		GAUGE("nodejs_functions", c->nodejs_stats.functions_cached, cfg->nodejs.max_functions,
-		      c->nodejs_stats.functions_bytes);
-		GAUGE("nodejs_code_objects", c->nodejs_stats.codes_cached, AGENT_NODEJS_MAX_CODES,
-		      c->nodejs_stats.codes_bytes);
-	}
-	if (c->java) {
-		GAUGE("java_methods", c->java_stats.methods_cached, cfg->java.max_methods, c->java_stats.methods_bytes);
-		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS, c->java_stats.pcs_bytes);
-		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS, c->java_stats.stubs_bytes);
-	}
-#undef GAUGE
-	return n;
-}
-
-static void render_metrics(void *ctx, FILE *f)
-{
-	struct run_ctx *c = ctx;
-	struct agent_run_metrics m = { 0 };
-	struct agent_sender_stats ss;
-	struct agent_cache_gauge caches[16];
-	struct mallinfo2 mi = mallinfo2();
-
-	pthread_mutex_lock(&c->lock);
-	m.bpf = c->bpf;
-	m.bpf_lost_per_cpu = c->bpf_lost_per_cpu;
-	m.n_cpus = c->n_cpus;
-	m.run = &c->stats_snap;
-	m.procs = &c->procs_stats;
-	m.store = &c->store_stats;
-	m.unwinder = c->unwinder ? &c->unwinder_stats : NULL;
-	m.python = c->python ? &c->python_stats : NULL;
-	m.nodejs = c->nodejs ? &c->nodejs_stats : NULL;
-	m.java = c->java ? &c->java_stats : NULL;
-	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
-	m.privileges_dropped = c->privileges_dropped;
-	m.caches = caches;
-	m.n_caches = cache_gauges(c, caches, SR_ARRAY_SIZE(caches));
-	m.heap_in_use = mi.uordblks + mi.hblkhd;
-	m.heap_free = mi.fordblks;
-	if (c->sender) {
-		agent_sender__stats(c->sender, &ss);
-		m.sender = &ss;
-	}
-	agent_run_metrics_render(f, &m);
-	if (c->otlp)
-		agent_otlp_exporter__render_metrics(c->otlp, f);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/*
- * Setup is done: the BPF programs are loaded and attached, the perf events,
- * ring buffer and maps are open, the kernel's identity is read and the
- * metrics socket is bound. What follows reads files and memory of processes
- * that may be hostile, so the capabilities only setup needed go now, before
- * any thread starts (privs.h; docs/security.md, "The agent's privileges").
- */
-static int drop_privileges(struct run_ctx *c, bool keep_all)
-{
-	struct agent_privs_needs needs = { .kernel_symbols = c->cfg->profiling.kernel_stacks };
-	struct agent_privs before;
-	const char *admin_for;
-	char kept[512], dropped[1024];
-	uint64_t want;
-	bool bounding;
-	int r;
-
-	r = agent_privs_read(&before);
-	if (r < 0) {
-		sr_log_error("agent", "cannot read the agent's capabilities; stopping", "error=\"%s\"", strerror(-r));
-		return r;
-	}
-	if (keep_all) {
-		agent_privs_names(before.effective, kept, sizeof(kept));
-		sr_log_warn("agent", "keeping every capability while profiling (--keep-privileges)", "capabilities=%s",
-			    kept);
-		return 0;
-	}
-	want = agent_privs_wanted(before.permitted, &needs, &admin_for);
-	agent_privs_names(want, kept, sizeof(kept));
-	agent_privs_names(before.permitted & ~want, dropped, sizeof(dropped));
-	r = agent_privs_drop(want, &bounding);
-	if (r < 0) {
-		sr_log_error("agent",
-			     "cannot drop the capabilities only setup needs; stopping (--keep-privileges runs with "
-			     "them)",
-			     "keep=%s error=\"%s\"", kept, strerror(-r));
-		return r;
-	}
-	c->privileges_dropped = true;
-	if (admin_for)
-		sr_log_warn("agent", "keeping CAP_SYS_ADMIN while profiling", "for=\"%s\" hint=\"%s\"", admin_for,
-			    "grant CAP_BPF and CAP_CHECKPOINT_RESTORE (kernel 5.9+) so that it can go");
-	sr_log_info("agent", "dropped the capabilities only setup needs",
-		    "kept=%s dropped=%s bounding_set=%s no_new_privs=1", kept, dropped,
-		    bounding ? "dropped" : "unchanged(no_CAP_SETPCAP)");
-	return 0;
-}
-
-/* profiling.pids (strings) and profiling.cgroups (paths) to what the BPF maps hold. */
-static int resolve_filters(const struct agent_config *cfg, uint32_t **ret_pids, uint64_t **ret_cgroups)
-{
-	const struct agent_profiling_config *p = &cfg->profiling;
-	uint32_t *pids = NULL;
-	uint64_t *cgs = NULL;
-	int r = 0;
-
-	if (p->n_pids) {
-		pids = calloc(p->n_pids, sizeof(*pids));
-		if (!pids)
-			return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < p->n_pids; i++) {
-		char *end;
-		unsigned long v;
-		errno = 0;
-		v = strtoul(p->pids[i], &end, 10);
-		if (!p->pids[i][0] || *end || errno || v == 0 || v > INT32_MAX) {
-			sr_log_error("agent", "profiling.pids: not a process ID", "value=\"%s\"", p->pids[i]);
-			r = -EINVAL;
-			goto fail;
-		}
-		pids[i] = (uint32_t)v;
-	}
-	if (p->n_cgroups) {
-		cgs = calloc(p->n_cgroups, sizeof(*cgs));
-		if (!cgs) {
-			r = -ENOMEM;
-			goto fail;
-		}
-	}
-	for (uint32_t i = 0; i < p->n_cgroups; i++) {
-		r = agent_cgroup_id(p->cgroups[i], &cgs[i]);
-		if (r < 0) {
-			sr_log_error("agent", "profiling.cgroups: not a cgroup v2 directory",
-				     "path=\"%s\" error=\"%s\"", p->cgroups[i], strerror(-r));
-			goto fail;
-		}
-	}
-	*ret_pids = pids;
-	*ret_cgroups = cgs;
-	return 0;
-fail:
-	free(pids);
-	free(cgs);
-	return r;
-}
-
 int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 {
 	const struct agent_profiling_config *pc = &cfg->profiling;
@@ -528,7 +354,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			    "running in a child PID namespace: sampled PIDs will not match /proc; "
 			    "run with hostPID",
 			    "%s", "");
-	r = resolve_filters(cfg, &pids, &cgroups);
+	r = agent_run_resolve_filters(cfg, &pids, &cgroups);
 	if (r < 0)
 		goto out;
 	c.store = agent_store_new(pc->max_stacks);
@@ -668,7 +494,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 
 	/* Bound now, served from a thread started after the drop (threads keep the capabilities they start with). */
 	if (cfg->telemetry.metrics_address && cfg->telemetry.metrics_address[0]) {
-		c.metrics = agent_metrics_server_new(cfg->telemetry.metrics_address, render_metrics, &c);
+		c.metrics = agent_metrics_server_new(cfg->telemetry.metrics_address, agent_run_render_metrics, &c);
 		if (!c.metrics) {
 			r = -errno;
 			sr_log_error("agent", "cannot serve metrics", "address=%s error=\"%s\"",
@@ -676,7 +502,7 @@ int agent_run(const struct agent_config *cfg, const struct agent_run_opts *opts)
 			goto out;
 		}
 	}
-	r = drop_privileges(&c, opts->keep_privileges);
+	r = agent_run_drop_privileges(&c, opts->keep_privileges);
 	if (r < 0)
 		goto out;
 	if (opts->send) {
