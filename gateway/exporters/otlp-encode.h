@@ -63,6 +63,15 @@ int gw_otlp_encode(const struct gw_profiles *p, const struct gw_otlp_options *op
 		   struct gw_otlp_stats *ret_stats);
 /* Bytes of dictionaries and arrays kept between requests (at most 48 MiB; freed by gw_heap_release_caches()). */
 size_t gw_otlp_encode_kept_bytes(void);
+/* Sets of those buffers kept (at most 4: one for each encoding that overlapped another lately). */
+unsigned gw_otlp_encode_kept_sets(void);
+/*
+ * A set not taken for this long is freed when another is kept: memory kept
+ * for encodings that overlapped once goes back.
+ */
+#define GW_OTLP_ENCODE_KEEP_IDLE_NS (60ull * 1000000000ull)
+/* Frees the sets kept before now_ns - GW_OTLP_ENCODE_KEEP_IDLE_NS (sr_now_ns()); how many. */
+unsigned gw_otlp_encode_trim_kept(uint64_t now_ns);
 
 /*
  * Splits an encoded request (as produced above, uncompressed) in two halves

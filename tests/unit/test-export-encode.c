@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <pb_decode.h>
 
+#include "common/clock.h"
 #include "core/heap.h"
 #include "core/model.h"
 #include "exporters/otlp-encode.h"
@@ -906,6 +907,32 @@ static void test_kept_scratch_released(void **state)
 	gw_profiles__unref(p);
 }
 
+/* A kept set not taken for GW_OTLP_ENCODE_KEEP_IDLE_NS is freed; a recent one stays. */
+static void test_kept_scratch_ages_out(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t total, now;
+	struct gw_profiles *p = xt_batch(f->stores, 2, 1, 40, &total);
+	struct gw_otlp_options o = { .version = GW_OTLP_V1_10 };
+	struct sr_pbw w = { 0 };
+
+	assert_non_null(p);
+	gw_heap_release_caches();
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	/* One encoding at a time takes the set it kept last: one set, however many encodings. */
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	assert_int_equal(gw_otlp_encode_kept_sets(), 1);
+	now = sr_now_ns();
+	assert_int_equal(gw_otlp_encode_trim_kept(now), 0); /* just kept */
+	assert_int_equal(gw_otlp_encode_kept_sets(), 1);
+	assert_int_equal(gw_otlp_encode_trim_kept(now + GW_OTLP_ENCODE_KEEP_IDLE_NS + 1), 1);
+	assert_int_equal(gw_otlp_encode_kept_sets(), 0);
+	assert_int_equal(gw_otlp_encode_kept_bytes(), 0);
+	assert_int_equal(gw_otlp_encode_trim_kept(0), 0); /* nothing left, and no underflow */
+	sr_pbw__free(&w);
+	gw_profiles__unref(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -920,6 +947,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_shared_locations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_jit_type_of_first_sample, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kept_scratch_released, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_scratch_ages_out, setup, teardown),
 		cmocka_unit_test(test_version_strings),
 	};
 
