@@ -133,6 +133,28 @@ static void scratch_take(struct enc *e)
 	free(k);
 }
 
+/* Takes the sets kept before cutoff_ns (the bottom of the stack) out into out; their count. Under kept_lock. */
+static unsigned take_kept_before_locked(uint64_t cutoff_ns, struct kept_set *out)
+{
+	unsigned n = 0;
+
+	while (n < n_kept && kept[n].kept_ns < cutoff_ns) {
+		out[n] = kept[n];
+		kept_bytes -= kept[n].bytes;
+		n++;
+	}
+	memmove(kept, kept + n, (n_kept - n) * sizeof(kept[0]));
+	n_kept -= n;
+	return n;
+}
+
+/* The sets no encoding took for GW_OTLP_ENCODE_KEEP_IDLE_NS before now_ns, into out. Under kept_lock. */
+static unsigned take_idle_locked(uint64_t now_ns, struct kept_set *out)
+{
+	return now_ns > GW_OTLP_ENCODE_KEEP_IDLE_NS ? take_kept_before_locked(now_ns - GW_OTLP_ENCODE_KEEP_IDLE_NS, out)
+						    : 0;
+}
+
 /* Frees every kept set: memory for speed only, given back under memory pressure (gw_heap_release_caches()). */
 static void scratch_release(void)
 {
@@ -140,10 +162,7 @@ static void scratch_release(void)
 	unsigned n;
 
 	pthread_mutex_lock(&kept_lock);
-	n = n_kept;
-	memcpy(out, kept, n * sizeof(out[0]));
-	n_kept = 0;
-	kept_bytes = 0;
+	n = take_kept_before_locked(UINT64_MAX, out);
 	pthread_mutex_unlock(&kept_lock);
 	free_sets(out, n);
 }
@@ -158,28 +177,13 @@ size_t gw_otlp_encode_kept_bytes(void)
 	return b;
 }
 
-/* Takes the sets kept before cutoff_ns (the bottom of the stack) out into out; their count. Under kept_lock. */
-static unsigned take_idle_locked(uint64_t cutoff_ns, struct kept_set *out)
-{
-	unsigned n = 0;
-
-	while (n < n_kept && kept[n].kept_ns < cutoff_ns) {
-		out[n] = kept[n];
-		kept_bytes -= kept[n].bytes;
-		n++;
-	}
-	memmove(kept, kept + n, (n_kept - n) * sizeof(kept[0]));
-	n_kept -= n;
-	return n;
-}
-
 unsigned gw_otlp_encode_trim_kept(uint64_t now_ns)
 {
 	struct kept_set out[ENC_KEEP_SETS];
 	unsigned n;
 
 	pthread_mutex_lock(&kept_lock);
-	n = now_ns > GW_OTLP_ENCODE_KEEP_IDLE_NS ? take_idle_locked(now_ns - GW_OTLP_ENCODE_KEEP_IDLE_NS, out) : 0;
+	n = take_idle_locked(now_ns, out);
 	pthread_mutex_unlock(&kept_lock);
 	free_sets(out, n);
 	return n;
@@ -208,7 +212,10 @@ static void scratch_keep(struct enc *e)
 	size_t bytes = gw_otlp_dict_bytes(&e->d) + (size_t)e->samples.cap * sizeof(*e->samples.v) +
 		       (size_t)e->sample_attrs.cap * sizeof(*e->sample_attrs.v) +
 		       (size_t)e->order.cap * sizeof(*e->order.v);
+	struct kept_set idle[ENC_KEEP_SETS];
+	uint64_t now = sr_now_ns();
 	struct enc *k;
+	unsigned n_idle;
 
 	pthread_once(&registered, scratch_register);
 	gw_otlp_imap_free(&e->merge); /* sized per resource */
@@ -224,16 +231,17 @@ static void scratch_keep(struct enc *e)
 	k->samples.n = k->sample_attrs.n = k->order.n = 0;
 	pthread_mutex_lock(&kept_lock);
 	if (n_kept < ENC_KEEP_SETS && kept_bytes + bytes <= ENC_KEEP_BYTES) {
-		kept[n_kept++] = (struct kept_set){ k, bytes, sr_now_ns() };
+		kept[n_kept++] = (struct kept_set){ k, bytes, now };
 		kept_bytes += bytes;
 		k = NULL;
 	}
+	n_idle = take_idle_locked(now, idle);
 	pthread_mutex_unlock(&kept_lock);
 	if (k) {
 		enc_free_buffers(k);
 		free(k);
 	}
-	(void)gw_otlp_encode_trim_kept(sr_now_ns());
+	free_sets(idle, n_idle);
 }
 
 static void write_key_value(struct sr_pbw *w, uint32_t field, const struct gw_attr *a)
