@@ -79,13 +79,22 @@ struct js_function {
  * InstructionStream, first instruction) still holds what it was read from.
  */
 #define JS_CODE_HEAD 6
+/*
+ * An offset whose lines were not found is read again on its next samples,
+ * this many times: the script's line ends or source may have been read
+ * while V8's garbage collector moved them. What is never found (a script
+ * whose source the agent does not read) then stays at the function's
+ * first line without a read per sample.
+ */
+#define JS_CODE_LINE_RETRIES 3
 struct js_code {
 	struct agent_pcache_entry base; /* key: pid (4), start_ns (8), Code (8) */
 	uint64_t head[JS_CODE_HEAD];
 	uint64_t sfi; /* the Code's own function: names an offset not read while the process lived */
 	struct {
 		uint32_t offset;
-		int32_t n; /* functions, innermost first; 0: the offset could not be mapped */
+		int32_t n;	       /* functions, innermost first; 0: the offset could not be mapped */
+		uint32_t line_retries; /* reads again of an offset whose lines were not found */
 		struct agent_v8_code_frame f[AGENT_V8_MAX_INLINED];
 	} at[AGENT_NODEJS_CODE_OFFSETS];
 	uint32_t n_at;
@@ -523,6 +532,31 @@ static const struct agent_v8_code_frame *own_function(const struct js_code *c, s
 }
 
 /*
+ * Slot i of c (Code code), whose lines were not found, read again: taken
+ * when the read names the same functions, else left as it was.
+ */
+static const struct agent_v8_code_frame *code_lines_again(struct agent_nodejs *n, const struct js_proc *e,
+							  const struct agent_proc *proc, uint64_t code,
+							  struct js_code *c, uint32_t i, int *ret_n)
+{
+	struct agent_v8_code_frame f[AGENT_V8_MAX_INLINED];
+	int r;
+
+	n->stats.code_reads++;
+	r = agent_v8_code_frames(&e->meta, agent_peek_cb, (void *)(uintptr_t)proc->pid, code, c->at[i].offset, f,
+				 AGENT_V8_MAX_INLINED);
+	if (r == c->at[i].n && f[r - 1].sfi == c->sfi) {
+		memcpy(c->at[i].f, f, (size_t)r * sizeof(f[0]));
+		if (f[r - 1].line == 0)
+			n->stats.code_lines_unknown++;
+	} else {
+		n->stats.code_read_errors++;
+	}
+	*ret_n = c->at[i].n;
+	return c->at[i].f;
+}
+
+/*
  * The functions of an optimized frame at offset of Code code, innermost
  * first: kept with the Code, or read while the process lives; for a
  * process that is gone, or an offset that could not be mapped, the Code's
@@ -548,15 +582,17 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 		agent_pcache__drop(&n->codes, &c->base);
 		c = NULL;
 	}
-	if (c) {
-		for (uint32_t i = 0; i < c->n_at; i++) {
-			if (c->at[i].offset == offset && c->at[i].n > 0) {
-				*ret_n = c->at[i].n;
-				return c->at[i].f;
-			}
-			if (c->at[i].offset == offset)
-				return own_function(c, ret_gone, ret_n);
+	for (uint32_t i = 0; c && i < c->n_at; i++) {
+		if (c->at[i].offset != offset)
+			continue;
+		if (c->at[i].n == 0)
+			return own_function(c, ret_gone, ret_n);
+		if (alive && c->at[i].f[c->at[i].n - 1].line == 0 && c->at[i].line_retries < JS_CODE_LINE_RETRIES) {
+			c->at[i].line_retries++;
+			return code_lines_again(n, e, proc, code, c, i, ret_n);
 		}
+		*ret_n = c->at[i].n;
+		return c->at[i].f;
 	}
 	/* The process is gone: the Code's own function, at its first line, when it was read. */
 	if (!alive)
@@ -576,6 +612,7 @@ static const struct agent_v8_code_frame *code_functions(struct agent_nodejs *n, 
 	n->stats.code_reads++;
 	slot = c->n_at < AGENT_NODEJS_CODE_OFFSETS ? c->n_at++ : c->next_at++ % AGENT_NODEJS_CODE_OFFSETS;
 	c->at[slot].offset = offset;
+	c->at[slot].line_retries = 0;
 	r = agent_v8_code_frames(&e->meta, agent_peek_cb, (void *)(uintptr_t)proc->pid, code, offset, c->at[slot].f,
 				 AGENT_V8_MAX_INLINED);
 	if (r == -EINVAL) {

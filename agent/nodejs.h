@@ -53,7 +53,7 @@ struct agent_nodejs_stats {
 	uint64_t line_read_errors;     /* ... not found (the frame keeps the function's first line) */
 	uint64_t code_reads;	       /* optimized frames' pc offsets mapped from processes */
 	uint64_t code_read_errors;     /* ... that could not be read or were no optimized code */
-	uint64_t code_lines_unknown;   /* ... past the Code's positions (the function's first line) */
+	uint64_t code_lines_unknown;   /* ... whose line was not found (the function's first line) */
 	uint64_t inlined_frames;       /* frames of functions TurboFan inlined, exported */
 	uint64_t code_layouts_learned; /* processes that taught where a Code keeps its size */
 	uint64_t code_layouts_refused; /* ... whose Codes then failed the layout's checks (functions only again) */

@@ -7,7 +7,8 @@
  * moved or freed the function) is described anew, never given the old name;
  * an object that is no SharedFunctionInfo any more is refused; a full cache
  * is emptied; an optimized frame's Code names its function, and a process
- * whose Codes fail the layout's checks goes back to functions only.
+ * whose Codes fail the layout's checks goes back to functions only; an
+ * optimized frame's line not found is read again a bounded number of times.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -221,6 +222,61 @@ static void test_optimized_frame_and_refused_layout(void **state)
 	agent_nodejs_free(n);
 }
 
+/* A script at slot 140 whose source (slot 150) puts script position 0 on line 1; no line ends. */
+enum { MAP_SCRIPT = 76, SCRIPT = 140, SOURCE = 150 };
+
+static void give_script(int sfi_slot)
+{
+	map(MAP_SCRIPT, 167);
+	heap[SCRIPT] = tagged(MAP_SCRIPT);
+	heap[SCRIPT + 1] = tagged(SOURCE);
+	str(SOURCE, "function alphaWork() {}");
+	heap[sfi_slot + 4] = tagged(SCRIPT);
+}
+
+static void test_optimized_line_read_again(void **state)
+{
+	struct agent_nodejs *n = agent_nodejs_new(-1, 0);
+	struct agent_proc p = self();
+	struct agent_js_frame f[AGENT_NODEJS_MAX_FRAMES];
+	struct agent_nodejs_stats st;
+
+	(void)state;
+	setup_heap();
+	setup_code();
+	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
+	/* The function has no script yet: its line is not found, the frame keeps the function's first line. */
+	assert_int_equal(agent_nodejs__frames(n, &p, code_frame(CODE, 3), f, AGENT_NODEJS_MAX_FRAMES), 1);
+	assert_string_equal(f[0].name, "alphaWork");
+	assert_int_equal(f[0].line, f[0].start_line);
+	/* As when a read met the script while the collector moved it: the next sample reads it again, and keeps it. */
+	give_script(SFI);
+	assert_int_equal(agent_nodejs__frames(n, &p, code_frame(CODE, 3), f, AGENT_NODEJS_MAX_FRAMES), 1);
+	assert_int_equal(f[0].line, 1);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(agent_nodejs__frames(n, &p, code_frame(CODE, 3), f, AGENT_NODEJS_MAX_FRAMES), 1);
+		assert_int_equal(f[0].line, 1);
+	}
+	agent_nodejs__stats(n, &st);
+	assert_int_equal(st.code_reads, 2);
+	assert_int_equal(st.code_lines_unknown, 1);
+	agent_nodejs_free(n);
+
+	/* A line never found is read again a bounded number of times, then served as it is. */
+	n = agent_nodejs_new(-1, 0);
+	setup_heap();
+	setup_code();
+	assert_int_equal(agent_nodejs__add(n, &p, &m), 0);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(agent_nodejs__frames(n, &p, code_frame(CODE, 3), f, AGENT_NODEJS_MAX_FRAMES), 1);
+		assert_string_equal(f[0].name, "alphaWork");
+	}
+	agent_nodejs__stats(n, &st);
+	assert_int_equal(st.code_reads, 4);
+	assert_int_equal(st.code_lines_unknown, 4);
+	agent_nodejs_free(n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -228,6 +284,7 @@ int main(void)
 		cmocka_unit_test(test_replaced_object_described_anew),
 		cmocka_unit_test(test_full_cache_evicts),
 		cmocka_unit_test(test_optimized_frame_and_refused_layout),
+		cmocka_unit_test(test_optimized_line_read_again),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
