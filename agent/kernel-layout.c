@@ -14,6 +14,7 @@
 
 #include "common/grow.h"
 #include "common/macro.h"
+#include "common/search.h"
 #include "kernel.h"
 
 int agent_kernel_parse_modules(const char *buf, size_t len, struct agent_kernel_module **ret, size_t *ret_n)
@@ -189,18 +190,11 @@ int agent_kernel_finish(struct agent_kernel *k)
 
 const struct agent_kernel_module *agent_kernel_module_at(const struct agent_kernel *k, uint64_t addr)
 {
-	size_t lo = 0, hi = k->n_by_start;
-
 	/* The last module starting at or below addr. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->modules[k->by_start[mid]].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo > 0) {
-		const struct agent_kernel_module *m = &k->modules[k->by_start[lo - 1]];
+	size_t at = SR_PARTITION_POINT(k->n_by_start, i, k->modules[k->by_start[i]].start <= addr);
+
+	if (at > 0) {
+		const struct agent_kernel_module *m = &k->modules[k->by_start[at - 1]];
 		if (addr - m->start < m->size)
 			return m;
 	}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/search.h"
 #include "agent/kernel.h"
 #include "agent/otlp-kernel-names.h"
 #include "agent/symupload.h"
@@ -131,18 +132,11 @@ static struct table *table_of(struct agent_otlp_knames *kn, const uint8_t *id, s
 const char *agent_otlp_knames__lookup(void *ctx, const uint8_t *id, size_t len, uint64_t addr)
 {
 	struct table *t = table_of(ctx, id, len);
-	size_t lo = 0, hi;
+	size_t at;
 
-	if (!t || t->n == 0 || addr < t->addr[0])
+	if (!t)
 		return NULL;
 	/* The last symbol at or below addr: kallsyms has no sizes, a symbol ends where the next begins. */
-	hi = t->n;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->addr[mid] <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return t->names + t->name[lo];
+	at = SR_PARTITION_POINT(t->n, i, t->addr[i] <= addr);
+	return at > 0 ? t->names + t->name[at - 1] : NULL;
 }

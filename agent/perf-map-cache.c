@@ -15,6 +15,7 @@
 #include "common/list.h"
 #include "common/log.h"
 #include "common/macro.h"
+#include "common/search.h"
 #include "perf-map-parse.h"
 #include "perf-map-cache.h"
 #include "parse-limits.h"
@@ -361,17 +362,9 @@ static void refresh(struct agent_perf_map_cache *m, struct pm_proc *p, uint64_t 
 
 static const struct pm_entry *find(const struct pm_proc *p, uint64_t addr)
 {
-	size_t lo = 0, hi = p->n;
+	size_t at = SR_PARTITION_POINT(p->n, i, p->e[i].start <= addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (p->e[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 && addr < p->e[lo - 1].end ? &p->e[lo - 1] : NULL;
+	return at > 0 && addr < p->e[at - 1].end ? &p->e[at - 1] : NULL;
 }
 
 static struct pm_proc *get_proc(struct agent_perf_map_cache *m, uint32_t pid, uint64_t start_ns)

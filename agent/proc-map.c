@@ -10,22 +10,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/search.h"
 #include "container-open.h"
 #include "proc.h"
 #include "proc-private.h"
 
 const struct agent_proc_map *agent_proc__find_map(const struct agent_proc *proc, uint64_t addr)
 {
-	size_t lo = 0, hi = proc->n_maps;
+	size_t at = SR_PARTITION_POINT(proc->n_maps, i, proc->maps[i].start <= addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (proc->maps[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 && addr < proc->maps[lo - 1].end ? &proc->maps[lo - 1] : NULL;
+	return at > 0 && addr < proc->maps[at - 1].end ? &proc->maps[at - 1] : NULL;
 }
 
 int agent_proc_map__bias(const struct agent_proc_map *m, uint64_t *ret_bias)

@@ -13,6 +13,7 @@
 
 #include "common/grow.h"
 #include "common/macro.h"
+#include "common/search.h"
 #include "procmaps.h"
 
 struct cursor {
@@ -222,17 +223,8 @@ void agent_procmaps_free(struct agent_map *maps, size_t n)
 
 const struct agent_map *agent_procmaps_find(const struct agent_map *maps, size_t n, uint64_t addr)
 {
-	size_t lo = 0, hi = n;
-
 	/* Last mapping with start <= addr; mappings do not overlap. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (maps[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return NULL;
-	return addr < maps[lo - 1].end ? &maps[lo - 1] : NULL;
+	size_t at = SR_PARTITION_POINT(n, i, maps[i].start <= addr);
+
+	return at > 0 && addr < maps[at - 1].end ? &maps[at - 1] : NULL;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "common/search.h"
 #include "unwind-table-private.h"
 
 static struct cie *get_cie(struct builder *b, const struct section *sec, size_t off)
@@ -162,19 +163,12 @@ static int run_fde(struct builder *b, const struct fde *f)
 static int add_entry(struct builder *b, uint64_t entry)
 {
 	struct fde f = { .begin = entry, .entry = true };
-	size_t lo = 0, hi = b->n_fdes;
+	size_t lo;
 	int r;
 
 	if (!entry)
 		return 0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (b->fdes[mid].begin <= entry)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = SR_PARTITION_POINT(b->n_fdes, i, b->fdes[i].begin <= entry);
 	/* fdes[lo - 1] is the last to start at or before it; FDEs nest rarely, so check the few before. */
 	for (size_t i = lo; i > 0 && i + 8 > lo; i--)
 		if (b->fdes[i - 1].end > entry)
@@ -302,21 +296,14 @@ fail:
 
 const struct unwind_row *agent_unwind_table__find(const struct agent_unwind_table *t, uint64_t vaddr)
 {
-	size_t lo = 0, hi = t->n_rows;
+	size_t at;
 	uint64_t rel;
 
 	if (!t->n_rows || vaddr < t->base || vaddr - t->base > UINT32_MAX)
 		return NULL;
 	rel = vaddr - t->base;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (t->rows[mid].pc <= rel)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo ? &t->rows[lo - 1] : NULL;
+	at = SR_PARTITION_POINT(t->n_rows, i, t->rows[i].pc <= rel);
+	return at ? &t->rows[at - 1] : NULL;
 }
 
 void agent_unwind_table_done(struct agent_unwind_table *t)

@@ -19,6 +19,7 @@
 #include "common/pbwire.h"
 
 #include "common/otlp-fields.h"
+#include "common/search.h"
 
 /* ---- an index map: hash → dictionary index, equality decided by the caller ---- */
 
@@ -441,17 +442,10 @@ int64_t gw_otlp_dict_stack(struct gw_otlp_dict *d, const struct gw_stack *s, con
 /* The stack whose locations hold position pos of stack_locs (stacks lie in order, none empty at pos). */
 static uint32_t stack_at(const struct gw_otlp_dict *d, uint32_t pos)
 {
-	uint32_t lo = 1, hi = d->stacks.n - 1;
+	/* Stacks 1.. starting at or before pos: the last of them is stack `at` (stack 0 is none). */
+	size_t at = SR_PARTITION_POINT(d->stacks.n ? d->stacks.n - 1 : 0, i, d->stacks.v[i + 1].first <= pos);
 
-	while (lo < hi) { /* the last stack starting at or before pos */
-		uint32_t mid = lo + (hi - lo + 1) / 2;
-
-		if (d->stacks.v[mid].first <= pos)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
+	return at > 0 ? (uint32_t)at : 1;
 }
 
 /*

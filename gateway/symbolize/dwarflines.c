@@ -8,6 +8,7 @@
 #include <elfutils/libdw.h>
 
 #include "common/grow.h"
+#include "common/search.h"
 #include "dwarflines.h"
 
 /* Most address ranges indexed per file (a bound on the index's memory: 24 bytes each). */
@@ -164,15 +165,8 @@ size_t gw_dwarf__index_bytes(const struct gw_dwarf *d)
 
 static Dwarf_Die *find_cu(struct gw_dwarf *d, uint64_t addr)
 {
-	size_t lo = 0, hi = d->n_ranges;
+	size_t lo = SR_PARTITION_POINT(d->n_ranges, i, d->ranges[i].start <= addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (d->ranges[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	/* Ranges may nest or overlap (partial units); look back a little for one that covers. */
 	for (size_t k = 0; k < 8 && lo > k; k++) {
 		const struct cu_range *r = &d->ranges[lo - 1 - k];
@@ -328,15 +322,8 @@ static bool die_contains(const struct cu_scopes *c, uint32_t die, uint64_t addr)
  */
 static int innermost_scope(const struct cu_scopes *c, uint64_t addr, uint32_t *ret)
 {
-	size_t lo = 0, hi = c->n_ranges;
+	size_t lo = SR_PARTITION_POINT(c->n_ranges, i, c->ranges[i].lo <= addr);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (c->ranges[mid].lo <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (size_t k = 0; k < 8 && lo > k; k++) {
 		for (uint32_t die = c->ranges[lo - 1 - k].die, steps = 0; die != NO_PARENT && steps < SCOPE_MAX_DEPTH;
 		     die = c->dies[die].parent, steps++) {
