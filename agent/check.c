@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "privs.h"
 #include "profile.h"
+#include "cgroup-fs.h"
 #include "sampler.h"
 #include "util.h"
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agent/config.h"
+#include "cgroup-fs.h"
 #include "sampler.h"
 #include "common/log.h"
 #include "privs.h"

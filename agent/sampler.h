@@ -110,14 +110,6 @@ void agent_sampler_free(struct agent_sampler *s);
 /* Routes libbpf's messages to sr_log. Idempotent. */
 void agent_libbpf_log_init(void);
 
-/*
- * A cgroup given in the config (absolute, or relative to the cgroup v2
- * mount) to its cgroup ID. Finds the cgroup2 mount in /proc/self/mountinfo,
- * so hybrid hosts (/sys/fs/cgroup/unified) work. Returns 0 or -errno.
- */
-int agent_cgroup_id(const char *spec, uint64_t *ret_id);
-/* Where cgroup2 is mounted (into buf), 0 or -ENOENT. */
-int agent_cgroup2_mount(char *buf, size_t size);
 /* Parses a CPU list like "0-3,5" into a bitmap of up to max CPUs; returns the count set or -EINVAL. */
 int agent_parse_cpu_list(const char *s, bool *ret_cpus, size_t max);
 
