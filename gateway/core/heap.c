@@ -17,23 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "heap.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "slot-pool.h"
 
 /* A trim slower than this is logged (it holds each arena's lock while it walks it). */
 #define SLOW_TRIM_NS (50 * 1000 * 1000ULL)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /* The operator chose it: environment variable env, or tunable in GLIBC_TUNABLES. */
 static bool chosen(const char *env, const char *tunable)
@@ -63,17 +55,18 @@ void gw_heap_setup(void)
 
 void gw_heap_trim(void)
 {
+	gw_heap_trim_caches(sr_now_ns());
 	malloc_trim(0);
 	gw_slot_pools_trim();
 }
 
 static void on_trim(uv_timer_t *t)
 {
-	uint64_t t0 = now_ns(), took;
+	uint64_t t0 = sr_now_ns(), took;
 
 	(void)t;
 	gw_heap_trim();
-	took = now_ns() - t0;
+	took = sr_now_ns() - t0;
 	if (took > SLOW_TRIM_NS)
 		sr_log_debug("gateway", "giving free heap pages back was slow", "took_ms=%llu",
 			     (unsigned long long)(took / 1000000));
@@ -93,6 +86,7 @@ int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
 struct heap_cache {
 	const char *name;
 	void (*release)(void);
+	void (*trim)(uint64_t now_ns);
 	size_t (*bytes)(void);
 };
 
@@ -100,7 +94,7 @@ static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct heap_cache caches[GW_HEAP_MAX_CACHES];
 static unsigned n_caches;
 
-int gw_heap_add_cache(const char *name, void (*release)(void), size_t (*bytes)(void))
+int gw_heap_add_cache(const char *name, void (*release)(void), void (*trim)(uint64_t now_ns), size_t (*bytes)(void))
 {
 	int r = 0;
 
@@ -111,7 +105,7 @@ int gw_heap_add_cache(const char *name, void (*release)(void), size_t (*bytes)(v
 	if (n_caches == GW_HEAP_MAX_CACHES)
 		r = -ENOSPC;
 	else
-		caches[n_caches++] = (struct heap_cache){ name, release, bytes };
+		caches[n_caches++] = (struct heap_cache){ name, release, trim, bytes };
 out:
 	pthread_mutex_unlock(&caches_lock);
 	return r;
@@ -136,6 +130,16 @@ void gw_heap_release_caches(void)
 
 	for (unsigned i = 0; i < n; i++)
 		copy[i].release();
+}
+
+void gw_heap_trim_caches(uint64_t now_ns)
+{
+	struct heap_cache copy[GW_HEAP_MAX_CACHES];
+	unsigned n = caches_copy(copy);
+
+	for (unsigned i = 0; i < n; i++)
+		if (copy[i].trim)
+			copy[i].trim(now_ns);
 }
 
 void gw_heap_caches_each(void (*cb)(const char *name, size_t bytes, void *arg), void *arg)

@@ -27,7 +27,8 @@
 void gw_heap_setup(void);
 
 /*
- * Gives free pages back to the system: malloc_trim(0) (the heap's) and
+ * Gives free pages back to the system: what the caches kept idle
+ * (gw_heap_trim_caches()), then malloc_trim(0) (the heap's) and
  * gw_slot_pools_trim() (the stack slabs' and location table's). Any thread.
  */
 void gw_heap_trim(void);
@@ -44,15 +45,21 @@ int gw_heap_trim_start(uv_loop_t *loop, uv_timer_t *timer, uint64_t interval_ms)
  * Caches of memory kept for speed only, never data (the OTLP encoder's
  * dictionaries between requests): each registers a function that frees what
  * it keeps, and the memory_limiter calls them all above its soft limit,
- * where that memory counts against data the replica would otherwise refuse.
+ * where that memory counts against data the replica would otherwise refuse;
+ * and one that frees what it kept idle too long, which the periodic trim
+ * (every GW_HEAP_TRIM_INTERVAL_MS) calls, so that idle memory goes back
+ * without waiting for the cache's next use.
  */
 #define GW_HEAP_MAX_CACHES 8
 /*
- * Registers a cache: name (a metric label, static), release, and bytes (what
+ * Registers a cache: name (a metric label, static), release, trim (frees
+ * what was idle at now_ns, a sr_now_ns() value; NULL: none), and bytes (what
  * it keeps now, for /metrics: stackrelay_gateway_heap_cache_bytes). A second
  * registration of the same release is a no-op; 0, or -ENOSPC. Any thread.
  */
-int gw_heap_add_cache(const char *name, void (*release)(void), size_t (*bytes)(void));
+int gw_heap_add_cache(const char *name, void (*release)(void), void (*trim)(uint64_t now_ns), size_t (*bytes)(void));
+/* Calls every registered trim with now_ns. Any thread. */
+void gw_heap_trim_caches(uint64_t now_ns);
 /* Calls every registered release. Any thread. */
 void gw_heap_release_caches(void);
 /* Calls cb with each registered cache's name and bytes kept now. Any thread. */

@@ -79,9 +79,11 @@ struct enc {
  *
  * The sets form a stack: an encoding takes the one kept last, so a set below
  * the top is used only while encodings overlap. One kept longer than
- * GW_OTLP_ENCODE_KEEP_IDLE_NS ago is freed when the next set is kept: two
- * encodings that overlapped once do not keep a second set for good (under
- * process churn that was a one-time step of 2.9 MiB in a small gateway's RSS).
+ * GW_OTLP_ENCODE_KEEP_IDLE_NS ago is freed when the next set is kept, or by
+ * the gateway's periodic heap trim (gw_heap_trim_caches()), whichever comes
+ * first: two encodings that overlapped once do not keep a second set for
+ * good (under process churn that was a one-time step of 2.9 MiB in a small
+ * gateway's RSS), nor for minutes where requests are encoded rarely.
  */
 #define ENC_KEEP_BYTES (48u << 20)
 #define ENC_KEEP_SETS  4
@@ -199,9 +201,15 @@ unsigned gw_otlp_encode_kept_sets(void)
 	return n;
 }
 
+static void scratch_trim(uint64_t now_ns)
+{
+	(void)gw_otlp_encode_trim_kept(now_ns);
+}
+
 static void scratch_register(void)
 {
-	(void)gw_heap_add_cache("otlp_encoder", scratch_release, gw_otlp_encode_kept_bytes); /* never full */
+	/* never full */
+	(void)gw_heap_add_cache("otlp_encoder", scratch_release, scratch_trim, gw_otlp_encode_kept_bytes);
 }
 
 /* Keeps e's buffers, emptied, for a next request, or frees them (no room under the bounds). */

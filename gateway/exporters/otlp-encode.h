@@ -66,10 +66,11 @@ size_t gw_otlp_encode_kept_bytes(void);
 /* Sets of those buffers kept (at most 4: one for each encoding that overlapped another lately). */
 unsigned gw_otlp_encode_kept_sets(void);
 /*
- * A set not taken for this long is freed when another is kept: memory kept
- * for encodings that overlapped once goes back.
+ * A set not taken for this long is freed when another is kept or by the
+ * gateway's periodic heap trim: memory kept for encodings that overlapped
+ * once goes back.
  */
-#define GW_OTLP_ENCODE_KEEP_IDLE_NS (60ull * 1000000000ull)
+#define GW_OTLP_ENCODE_KEEP_IDLE_NS (30ull * 1000000000ull)
 /* Frees the sets kept before now_ns - GW_OTLP_ENCODE_KEEP_IDLE_NS (sr_now_ns()); how many. */
 unsigned gw_otlp_encode_trim_kept(uint64_t now_ns);
 

@@ -907,7 +907,7 @@ static void test_kept_scratch_released(void **state)
 	gw_profiles__unref(p);
 }
 
-/* A kept set not taken for GW_OTLP_ENCODE_KEEP_IDLE_NS is freed; a recent one stays. */
+/* A kept set not taken for GW_OTLP_ENCODE_KEEP_IDLE_NS is freed, by the next keep or the heap trim; a recent one stays. */
 static void test_kept_scratch_ages_out(void **state)
 {
 	struct fixture *f = *state;
@@ -929,6 +929,13 @@ static void test_kept_scratch_ages_out(void **state)
 	assert_int_equal(gw_otlp_encode_kept_sets(), 0);
 	assert_int_equal(gw_otlp_encode_kept_bytes(), 0);
 	assert_int_equal(gw_otlp_encode_trim_kept(0), 0); /* nothing left, and no underflow */
+	/* The gateway's periodic heap trim frees an idle set too, without another encoding. */
+	assert_int_equal(gw_otlp_encode(p, &o, &w, NULL), 0);
+	now = sr_now_ns();
+	gw_heap_trim_caches(now);
+	assert_int_equal(gw_otlp_encode_kept_sets(), 1);
+	gw_heap_trim_caches(now + GW_OTLP_ENCODE_KEEP_IDLE_NS + 1);
+	assert_int_equal(gw_otlp_encode_kept_sets(), 0);
 	sr_pbw__free(&w);
 	gw_profiles__unref(p);
 }
