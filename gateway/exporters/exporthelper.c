@@ -473,6 +473,13 @@ size_t gw_exporter_queued_requests(struct gw_component *c, size_t *ret_in_flight
 	return x && x->queue ? gw_queue__waiting(x->queue) + in_flight : 0;
 }
 
+unsigned gw_exporter_encoding(struct gw_component *c)
+{
+	struct exporter *x = c->state;
+
+	return x ? x->jobs : 0;
+}
+
 static void metrics(struct gw_metrics_writer *w, void *userdata)
 {
 	struct exporter *x = userdata;

@@ -154,6 +154,9 @@ void gw_exporter_destroy(struct gw_component *c);
  */
 size_t gw_exporter_queued_requests(struct gw_component *c, size_t *ret_in_flight);
 
+/* Batches taken and still being encoded on the thread pool, not yet in the queue (for tests). Loop thread. */
+unsigned gw_exporter_encoding(struct gw_component *c);
+
 /* Decodes an ExportProfilesServiceResponse; 0 with the partial success (0/"" when none), or -EINVAL. */
 int gw_export_parse_response(const void *body, size_t len, int64_t *ret_rejected, char *ret_msg, size_t msg_size);
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -91,6 +92,8 @@ static void fake_start(struct fake *f, const char *const *extra_args)
 	f->pid = fork();
 	assert_true(f->pid >= 0);
 	if (f->pid == 0) {
+		/* A failed assertion skips fake_stop: the fake must not outlive the test and hold its output open. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		execvp("python3", (char *const *)argv);
 		_exit(127);
 	}
@@ -200,6 +203,9 @@ struct source {
 	/* The next batch only once the exporter queued the previous ones (one request each, none answered yet):
 	 * encoding runs on the thread pool, where a later batch can overtake an earlier one. */
 	bool in_order;
+	/* The next batch only once the exporter has encoded every earlier one and tried to queue it (a disk
+	 * write for a persistent queue): admission then answers knowing how the last write went. */
+	bool settled;
 };
 
 static struct source *the_source;
@@ -216,6 +222,10 @@ static void source_tick(uv_timer_t *t)
 	if (s->next >= s->n_batches)
 		return;
 	if (s->in_order && gw_exporter_queued_requests(cur_exporter, NULL) < s->next) {
+		uv_timer_start(&s->timer, source_tick, 1, 0);
+		return;
+	}
+	if (s->settled && gw_exporter_encoding(cur_exporter) > 0) {
 		uv_timer_start(&s->timer, source_tick, 1, 0);
 		return;
 	}
@@ -801,7 +811,8 @@ static void test_disk_failure_refuses_then_recovers(void **state)
 {
 	char dir[] = "/tmp/sr-pqdisk-XXXXXX", yaml[512];
 	struct fake f;
-	struct source src = { .n_batches = 12, .n_resources = 2, .n_samples = 50, .first_tag = 140 };
+	/* Settled: without it a slow encoder (a sanitizer build) lets all 12 in before the first write fails. */
+	struct source src = { .n_batches = 12, .n_resources = 2, .n_samples = 50, .first_tag = 140, .settled = true };
 	struct run r;
 	struct json_object *st;
 
@@ -846,7 +857,7 @@ static void test_disk_failure_refuses_then_recovers(void **state)
 static void test_disk_failure_at_shutdown(void **state)
 {
 	char dir[] = "/tmp/sr-pqdisk-XXXXXX", yaml[512];
-	struct source src = { .n_batches = 20, .n_resources = 1, .n_samples = 20, .first_tag = 160 };
+	struct source src = { .n_batches = 20, .n_resources = 1, .n_samples = 20, .first_tag = 160, .settled = true };
 	struct run r;
 
 	assert_non_null(mkdtemp(dir));
