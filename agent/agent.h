@@ -96,6 +96,9 @@ struct agent_sender_stats {
 	uint64_t symbol_tables_sent;
 	uint64_t buffered_bytes;
 	uint64_t oldest_window; /* the oldest agent_batch.window still queued or being sent; UINT64_MAX: none */
+	/* Its bounded sets: definitions the gateway has on this connection, executables uploaded or queued. */
+	uint64_t sent_ids, sent_ids_bytes, sent_ids_limit;
+	uint64_t symbol_ids, symbol_ids_bytes, symbol_ids_limit;
 };
 void agent_sender__stats(struct agent_sender *s, struct agent_sender_stats *ret);
 

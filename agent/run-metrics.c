@@ -601,7 +601,8 @@ void agent_run_metrics_render(FILE *f, const struct agent_run_metrics *m)
 }
 
 /* The caches that grow with processes, files and code, with their bounds (under the loop's lock). */
-static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g, size_t cap)
+static size_t cache_gauges(const struct run_ctx *c, const struct agent_sender_stats *ss, struct agent_cache_gauge *g,
+			   size_t cap)
 {
 	const struct agent_config *cfg = c->cfg;
 	size_t n = 0;
@@ -636,6 +637,10 @@ static size_t cache_gauges(const struct run_ctx *c, struct agent_cache_gauge *g,
 		GAUGE("java_compiled_pcs", c->java_stats.pcs_cached, AGENT_JAVA_MAX_PCS, c->java_stats.pcs_bytes);
 		GAUGE("java_stub_pcs", c->java_stats.stubs_cached, AGENT_JAVA_MAX_STUBS, c->java_stats.stubs_bytes);
 	}
+	if (ss) {
+		GAUGE("sender_sent_ids", ss->sent_ids, ss->sent_ids_limit, ss->sent_ids_bytes);
+		GAUGE("sender_symbol_ids", ss->symbol_ids, ss->symbol_ids_limit, ss->symbol_ids_bytes);
+	}
 #undef GAUGE
 	return n;
 }
@@ -645,7 +650,7 @@ void agent_run_render_metrics(void *ctx, FILE *f)
 	struct run_ctx *c = ctx;
 	struct agent_run_metrics m = { 0 };
 	struct agent_sender_stats ss;
-	struct agent_cache_gauge caches[16];
+	struct agent_cache_gauge caches[20];
 	struct mallinfo2 mi = mallinfo2();
 
 	pthread_mutex_lock(&c->lock);
@@ -661,14 +666,14 @@ void agent_run_render_metrics(void *ctx, FILE *f)
 	m.java = c->java ? &c->java_stats : NULL;
 	m.perfmaps = c->perfmaps ? &c->perfmaps_stats : NULL;
 	m.privileges_dropped = c->privileges_dropped;
-	m.caches = caches;
-	m.n_caches = cache_gauges(c, caches, SR_ARRAY_SIZE(caches));
-	m.heap_in_use = mi.uordblks + mi.hblkhd;
-	m.heap_free = mi.fordblks;
 	if (c->sender) {
 		agent_sender__stats(c->sender, &ss);
 		m.sender = &ss;
 	}
+	m.caches = caches;
+	m.n_caches = cache_gauges(c, m.sender, caches, SR_ARRAY_SIZE(caches));
+	m.heap_in_use = mi.uordblks + mi.hblkhd;
+	m.heap_free = mi.fordblks;
 	agent_run_metrics_render(f, &m);
 	if (c->otlp)
 		agent_otlp_exporter__render_metrics(c->otlp, f);

@@ -111,6 +111,11 @@ static inline size_t agent_idset_count(const struct agent_idset *set)
 {
 	return set->t.n;
 }
+/* The heap its table holds (slots, live or not). */
+static inline size_t agent_idset_bytes(const struct agent_idset *set)
+{
+	return set->t.cap * set->t.elem;
+}
 /* The value of a present ID in a set with_values; NULL when absent (or the set has no values). */
 uint64_t *agent_idset_value(const struct agent_idset *set, enum agent_id_kind kind, const uint8_t *id, size_t len);
 

@@ -99,6 +99,8 @@ struct agent_sender {
 	struct agent_sender_stats stats;
 	struct agent_sender_details details;
 	uint64_t last_full_log_ns;
+	/* `sent`'s size after the last request, for agent_sender__stats(). */
+	size_t sent_count, sent_bytes;
 
 	atomic_bool abort_transfer;
 

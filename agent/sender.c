@@ -96,6 +96,8 @@ static void *sender_thread(void *arg)
 			pthread_mutex_unlock(&s->mu);
 			agent_sender_send_head(s, h);
 			pthread_mutex_lock(&s->mu);
+			s->sent_count = agent_idset_count(&s->sent);
+			s->sent_bytes = agent_idset_bytes(&s->sent);
 			s->busy = false;
 			continue;
 		}
@@ -204,6 +206,12 @@ void agent_sender__stats(struct agent_sender *s, struct agent_sender_stats *ret)
 	*ret = s->stats;
 	ret->bytes_sent = __atomic_load_n(&s->stats.bytes_sent, __ATOMIC_RELAXED);
 	ret->buffered_bytes = s->buffered_bytes;
+	ret->sent_ids = s->sent_count;
+	ret->sent_ids_bytes = s->sent_bytes;
+	ret->sent_ids_limit = AGENT_SENDER_SENT_SET_MAX;
+	ret->symbol_ids = agent_idset_count(&s->symdone); /* changed under the lock only */
+	ret->symbol_ids_bytes = agent_idset_bytes(&s->symdone);
+	ret->symbol_ids_limit = AGENT_SENDER_SYMBOL_SET_MAX;
 	/* The queue is in submit order, and the head (being sent) is older than all of it. */
 	ret->oldest_window = s->head ? s->head->window
 				     : (TAILQ_EMPTY(&s->queue) ? UINT64_MAX : TAILQ_FIRST(&s->queue)->window);

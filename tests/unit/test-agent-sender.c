@@ -527,6 +527,11 @@ static void test_send_and_definitions_once(void **state)
 	assert_int_equal(st.samples_accepted, e->submitted);
 	assert_int_equal(st.samples_dropped, 0);
 	assert_true(st.bytes_sent > 0);
+	/* /metrics' sender_sent_ids: every definition the gateway has, in a table of 16-byte slots, bounded. */
+	assert_int_equal(st.sent_ids, e->g.stack_defs + e->g.exec_defs + e->g.kernel_defs + e->g.func_defs);
+	assert_true(st.sent_ids_bytes >= 16 * st.sent_ids);
+	assert_int_equal(st.sent_ids_limit, 256 * 1024);
+	assert_int_equal(st.symbol_ids_limit, 64 * 1024);
 	assert_conserved(e);
 	env_free(e);
 }
