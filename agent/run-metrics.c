@@ -265,8 +265,8 @@ static void render_unwinding(FILE *f, const struct agent_run_metrics *m)
 			     offsetof(struct agent_cache_gauge, bytes), false);
 	}
 	fprintf(f,
-		"# HELP stackrelay_agent_heap_bytes malloc's main arena, where the profiling loop keeps its caches "
-		"(the sender's thread allocates from an arena of its own): in use, and held but free.\n"
+		"# HELP stackrelay_agent_heap_bytes malloc's one arena, which every thread of the agent allocates "
+		"from: in use, and held but free.\n"
 		"# TYPE stackrelay_agent_heap_bytes gauge\n"
 		"stackrelay_agent_heap_bytes{state=\"in_use\"} %" PRIu64 "\n"
 		"stackrelay_agent_heap_bytes{state=\"free\"} %" PRIu64 "\n",
